@@ -1,0 +1,89 @@
+// Public entry of subagent-host: every export is named here explicitly.
+
+// seam
+export { SubagentError, isSubagentError, SUBAGENT_ERROR_CODES } from './seam/errors.js';
+export type { SubagentErrorCode } from './seam/errors.js';
+export { assertSubagentMaxDepth, delegationDepthOf } from './seam/depth.js';
+export {
+  SUBAGENT_DESCRIPTOR_VERSION,
+  DESCRIPTOR_EVENT,
+  snapshotSubagentDescriptor,
+  foldSubagentDescriptor,
+} from './seam/descriptor.js';
+export type { SubagentDescriptorData, SubagentDescriptorInput } from './seam/descriptor.js';
+export { encode, decode, stringify, parse } from './seam/codec.js';
+export type { Encoded } from './seam/codec.js';
+export { NO_START_CAPABILITIES } from './seam/types.js';
+export type {
+  SubagentCapabilities,
+  SubagentProvider,
+  SubagentStartRequest,
+  ResolvedSubagentStartRequest,
+  ChildAgentOptions,
+  SubagentRun,
+  SubagentRunId,
+  SubagentResult,
+  SubagentStopReason,
+  SubagentEvents,
+  SubagentRunInfo,
+  SubagentRunEndInfo,
+  SubagentListEntry,
+  SubagentDescendantListEntry,
+  ContinuableCreateRequest,
+  ContinuableCreateSpec,
+  ContinuableStartSpec,
+  ContinuableStart,
+  SubagentFollowupOptions,
+  SubagentInterruptAuthority,
+} from './seam/types.js';
+export { text, textOf } from './seam/content.js';
+export type {
+  ContentBlock,
+  TextBlock,
+  ReasoningBlock,
+  ImageBlock,
+  ToolCallBlock,
+  ToolResultBlock,
+  SessionId,
+  MessageId,
+  MessageSource,
+} from './seam/content.js';
+export type {
+  SessionHeader,
+  SessionEvent,
+  SessionEventMap,
+  CancelCause,
+  TurnEndReason,
+  FailureInfo,
+  Usage,
+  InboxTarget,
+} from './seam/session-types.js';
+export type {
+  Agent,
+  AgentOptions,
+  Session,
+  SessionStore,
+  Tool,
+  ToolContext,
+  ToolOutput,
+  ToolRestriction,
+  JsonSchema,
+  ModelSpec,
+  ScriptedStep,
+} from './seam/agent-types.js';
+
+// runtime
+export type {
+  ModelAdapter,
+  ModelAdapterFactory,
+  ModelRequest,
+  ModelMessage,
+  ModelChunk,
+  FinishReason,
+  ToolSchema,
+} from './runtime/models/types.js';
+export type { SessionPersistence, StoredSession } from './runtime/session-persistence.js';
+
+// persistence
+export { memoryPersistence } from './persistence/memory.js';
+export { sqlitePersistence } from './persistence/sqlite.js';

@@ -1,0 +1,44 @@
+// Delegation depth: a child's depth is its parent's + 1; the persisted header is a monotone floor
+// that a runtime option can raise but never lower.
+import type { Agent } from './agent-types.js';
+import { SubagentError } from './errors.js';
+
+function isDepth(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && !Object.is(value, -0);
+}
+
+/** Throws `INVALID_REQUEST` unless `value` is absent or a non-negative safe integer (not -0). */
+export function assertSubagentMaxDepth(value: unknown): void {
+  if (value === undefined || isDepth(value)) return;
+  throw new SubagentError(
+    'INVALID_REQUEST',
+    `maxDepth must be a non-negative safe integer (got ${String(value)})`,
+  );
+}
+
+/** The agent's delegation depth: max(header.delegationDepth, options.subagentDepth). */
+export function delegationDepthOf(agent: Agent): number {
+  const runtime = agent.options.subagentDepth;
+  if (runtime !== undefined && !isDepth(runtime)) {
+    throw new SubagentError(
+      'INVALID_OPTIONS',
+      `options.subagentDepth must be a non-negative safe integer (got ${String(runtime)})`,
+    );
+  }
+  return Math.max(agent.session.header.delegationDepth ?? 0, runtime ?? 0);
+}
+
+/** The depth a child of `parent` gets; `DEPTH_EXCEEDED` when it would pass `maxDepth`. */
+export function resolveChildDepth(parent: Agent, maxDepth: number | undefined): number {
+  const depth = delegationDepthOf(parent) + 1;
+  if (!Number.isSafeInteger(depth)) {
+    throw new SubagentError('DEPTH_EXCEEDED', 'child delegation depth overflows a safe integer');
+  }
+  if (maxDepth !== undefined && depth > maxDepth) {
+    throw new SubagentError(
+      'DEPTH_EXCEEDED',
+      `a child here would be at depth ${depth}, above maxDepth ${maxDepth}; delegate less deeply or raise maxDepth`,
+    );
+  }
+  return depth;
+}

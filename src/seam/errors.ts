@@ -1,0 +1,75 @@
+// The one error class of the library. `code` is a closed union so callers route on it, never on
+// message text; `cause` carries the underlying failure across every boundary (see codec.ts).
+
+/** Every code a `SubagentError` can carry. */
+export const SUBAGENT_ERROR_CODES = [
+  'INVALID_PROVIDER',
+  'DUPLICATE_PROVIDER',
+  'NO_PROVIDER',
+  'UNSUPPORTED_CAPABILITY',
+  'INVALID_REQUEST',
+  'DEPTH_EXCEEDED',
+  'CONTRACT_VIOLATION',
+  'START_FAILED',
+  'CONTINUATION_UNAVAILABLE',
+  'PERSISTENCE_UNAVAILABLE',
+  'DUPLICATE_CHILD',
+  'DRAINING',
+  'UNAUTHORIZED',
+  'NOT_RESUMABLE',
+  'ACTIVATION_CLOSING',
+  'PARENT_UNAVAILABLE',
+  'ACTIVATION_TEARDOWN_FAILED',
+  'ACTIVATION_SETUP_REVOKED',
+  'ACTIVATION_SETUP_RELEASE_FAILED',
+  'CANCELLED',
+  'CLOSED',
+  // Substrate codes: bad options, model specs, tool input, stored data.
+  'INVALID_OPTIONS',
+  'INVALID_MODEL_SPEC',
+  'UNKNOWN_TOOL',
+  'DUPLICATE_TOOL',
+  'INVALID_TOOL_INPUT',
+  'UNKNOWN_SESSION',
+  'DUPLICATE_SESSION',
+  'SEQ_MISMATCH',
+  'CORRUPT_DATA',
+] as const;
+
+export type SubagentErrorCode = (typeof SUBAGENT_ERROR_CODES)[number];
+
+const CODE_SET: ReadonlySet<string> = new Set(SUBAGENT_ERROR_CODES);
+
+/** True when `value` is one of the known error codes. */
+export function isSubagentErrorCode(value: unknown): value is SubagentErrorCode {
+  return typeof value === 'string' && CODE_SET.has(value);
+}
+
+/** The library's error: a stable `code`, an actionable message and an optional `cause`. */
+export class SubagentError extends Error {
+  readonly code: SubagentErrorCode;
+
+  constructor(code: SubagentErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+
+  override get name(): string {
+    return 'SubagentError';
+  }
+}
+
+/** True when `value` is a `SubagentError`, optionally with the given code. */
+export function isSubagentError(value: unknown, code?: SubagentErrorCode): value is SubagentError {
+  return value instanceof SubagentError && (code === undefined || value.code === code);
+}
+
+/** Renders any thrown value as one short line, even when its own `String()` throws. */
+export function describeError(value: unknown): string {
+  try {
+    if (value instanceof Error) return `${value.name}: ${value.message}`;
+    return String(value);
+  } catch {
+    return '<unprintable error>';
+  }
+}

@@ -1,0 +1,147 @@
+// The seam between the service and its providers: start requests, runs, results, capabilities and
+// lifecycle payloads. Providers are transports; these shapes are what every transport honours.
+import type { Agent, AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
+import type { ContentBlock, MessageId, MessageSource, SessionId } from './content.js';
+import type { SubagentDescriptorData } from './descriptor.js';
+import type { SessionEvent } from './session-types.js';
+
+export type SubagentRunId = string;
+
+/** One boolean per optional start feature a provider supports. */
+export interface SubagentCapabilities {
+  outputSchema: boolean;
+  depthLimit: boolean;
+  toolFilter: boolean;
+  persona: boolean;
+}
+
+/** Route overrides a delegator may pass to its child. */
+export type ChildAgentOptions = Pick<AgentOptions, 'model' | 'toolModules' | 'maxTokens' | 'maxStepsPerTurn'>;
+
+export interface SubagentStartRequest {
+  /** Short durable display label. */
+  label?: string;
+  prompt: ContentBlock[];
+  /** The delegating agent. */
+  parent: Agent;
+  /** Cancels setup before publication and the remaining turn work after. */
+  signal: AbortSignal;
+  agentOptions?: ChildAgentOptions;
+  /** Object-rooted JSON schema; the child gets a `structured_output` tool to satisfy it. */
+  outputSchema?: JsonSchema;
+  /** Absolute cap on the child's delegation depth. */
+  maxDepth?: number;
+  toolFilter?: ToolRestriction;
+  /** The child's system prompt. */
+  persona?: string;
+}
+
+/** What a provider's `start` receives: a fresh copy of the request plus its descriptor. */
+export interface ResolvedSubagentStartRequest extends SubagentStartRequest {
+  descriptor: SubagentDescriptorData;
+}
+
+export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal';
+
+export interface SubagentResult {
+  output: ContentBlock[];
+  structured?: unknown;
+  /** Only on non-completed results; at most 4096 UTF-8 bytes. */
+  diagnostic?: string;
+  stopReason: SubagentStopReason;
+}
+
+export interface SubagentRun {
+  /** Local children: the child's session id (in `host.sessions`). */
+  readonly id: SessionId;
+  /** Worker children: the main-thread proxy agent; out-of-process children: undefined. */
+  readonly localAgent: Agent | undefined;
+  /** Deeply frozen; resolves on child failure, rejects only on contract faults. */
+  readonly result: Promise<SubagentResult>;
+  /** Stop remaining work; `result` settles `aborted`. */
+  cancel(reason?: unknown): void;
+  /** Idempotent; child-first; waits for quiescence. */
+  dispose(): Promise<void>;
+}
+
+export interface ContinuableCreateRequest {
+  sessionId: SessionId;
+  parent: Agent;
+  signal: AbortSignal;
+}
+
+export interface ContinuableCreateSpec {
+  seed?: readonly SessionEvent[];
+}
+
+export interface SubagentProvider {
+  readonly name: string;
+  readonly capabilities: SubagentCapabilities;
+  /** Descriptive: whether the child sees the parent's completed turns. */
+  readonly inheritsParentContext: boolean;
+  start(request: ResolvedSubagentStartRequest): Promise<SubagentRun>;
+  prepareContinuable?(request: ContinuableCreateRequest): Promise<ContinuableCreateSpec>;
+}
+
+export interface ContinuableStartSpec {
+  provider: string;
+  label: string;
+  childId?: SessionId;
+  request: Omit<SubagentStartRequest, 'label' | 'signal' | 'outputSchema'>;
+  signal: AbortSignal;
+}
+
+export interface ContinuableStart {
+  childId: SessionId;
+  messageId: MessageId;
+}
+
+export interface SubagentFollowupOptions {
+  source?: MessageSource;
+  signal?: AbortSignal;
+}
+
+export type SubagentInterruptAuthority =
+  | { kind: 'user'; parentSessionId: SessionId }
+  | { kind: 'ancestor'; agent: Agent };
+
+export interface SubagentRunInfo {
+  runId: SubagentRunId;
+  provider: string;
+  id: SessionId;
+  local: boolean;
+}
+
+export interface SubagentRunEndInfo extends SubagentRunInfo {
+  stopReason: SubagentStopReason;
+  lastAssistantMessage?: ContentBlock[];
+}
+
+export interface SubagentEvents {
+  'subagent/provider-added': SubagentProvider;
+  'subagent/provider-removed': string;
+  'subagent/start': SubagentRunInfo;
+  'subagent/end': SubagentRunEndInfo;
+}
+
+export type SubagentListEntry =
+  | {
+      kind: 'child';
+      id: SessionId;
+      mode: 'one-shot' | 'continuable';
+      label?: string;
+      activity: 'running' | 'inactive';
+      hasChildren: boolean;
+      createdAt: number;
+    }
+  | { kind: 'diagnostic'; id: SessionId; reason: 'corrupt' | 'unavailable' };
+
+export type SubagentDescendantListEntry = SubagentListEntry & { parentId: SessionId; depth: number };
+
+/** Capabilities of a provider that supports none of the optional start features. */
+export const NO_START_CAPABILITIES: SubagentCapabilities = Object.freeze({
+  outputSchema: false,
+  depthLimit: false,
+  toolFilter: false,
+  persona: false,
+});
