@@ -73,6 +73,9 @@ export type {
 } from './seam/agent-types.js';
 
 // runtime
+export { createModel } from './runtime/models/create.js';
+export { scriptedModel } from './runtime/models/scripted.js';
+export type { ScriptedModel } from './runtime/models/scripted.js';
 export type {
   ModelAdapter,
   ModelAdapterFactory,
@@ -83,6 +86,14 @@ export type {
   ToolSchema,
 } from './runtime/models/types.js';
 export type { SessionPersistence, StoredSession } from './runtime/session-persistence.js';
+export { AgentRegistry } from './runtime/agent-registry.js';
+export type { AgentHandle, AgentSetupScope, CreateAgentOptions, ResumeAgentOptions } from './runtime/agent-registry.js';
+export type { LocalAgent } from './runtime/agent.js';
+export type { AgentHooks } from './runtime/turn.js';
+export { ToolRegistry } from './runtime/tool-registry.js';
+export { LiveSessionStore } from './runtime/session-store.js';
+export type { Logger } from './runtime/session-store.js';
+export { SessionLog, completedTurnPrefix } from './runtime/session.js';
 
 // persistence
 export { memoryPersistence } from './persistence/memory.js';

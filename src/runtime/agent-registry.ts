@@ -1,0 +1,181 @@
+// Creates, resumes and tracks agents. Creation builds everything unpublished (model, tool modules,
+// scope, setup) and publishes last, so a failed create leaves nothing behind. The handle is the
+// owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
+import { randomUUID } from 'node:crypto';
+import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
+import type { SessionId } from '../seam/content.js';
+import { SubagentError, describeError } from '../seam/errors.js';
+import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import { LocalAgent } from './agent.js';
+import { createModel } from './models/create.js';
+import type { ModelAdapter } from './models/types.js';
+import { SessionLog } from './session.js';
+import type { SessionPersistence } from './session-persistence.js';
+import type { LiveSessionStore, Logger } from './session-store.js';
+import { ToolRegistry, assertTool } from './tool-registry.js';
+import type { AgentHooks } from './turn.js';
+
+/** What `setup` may do before the agent is published: register scoped tools, restrict inherited ones. */
+export interface AgentSetupScope {
+  readonly agent: LocalAgent;
+  readonly tools: ToolRegistry;
+}
+
+interface CommonAgentOptions {
+  agentOptions?: AgentOptions;
+  /** A ready adapter; overrides `agentOptions.model`. */
+  model?: ModelAdapter;
+  /** Registry the agent's tool scope inherits from. @default the registry's host tools */
+  tools?: ToolRegistry;
+  setup?: (scope: AgentSetupScope) => void | Promise<void>;
+  hooks?: AgentHooks;
+  /** Aborting it before publication rejects the create with `CANCELLED`. */
+  signal?: AbortSignal;
+}
+
+export interface CreateAgentOptions extends CommonAgentOptions {
+  sessionId?: SessionId;
+  header?: Omit<SessionHeader, 'id' | 'createdAt' | 'seedLength'>;
+  /** A fork's inherited prefix (contiguous seqs from 0). */
+  seed?: readonly SessionEvent[];
+}
+
+export interface ResumeAgentOptions extends CommonAgentOptions {
+  sessionId: SessionId;
+}
+
+export interface AgentHandle {
+  readonly agent: LocalAgent;
+  /** Idempotent: cancels, waits for idle, flushes the session and unregisters the agent. */
+  dispose(): Promise<void>;
+}
+
+/** Loads `toolModules` (each exporting `tools: Tool[]`). */
+export async function loadToolModules(specifiers: readonly string[]): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  for (const specifier of specifiers) {
+    let mod: { tools?: unknown };
+    try {
+      mod = (await import(specifier)) as { tools?: unknown };
+    } catch (error) {
+      throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}`, { cause: error });
+    }
+    if (!Array.isArray(mod.tools)) {
+      throw new SubagentError('INVALID_OPTIONS', `tool module ${specifier} must export \`tools\`, an array of Tool`);
+    }
+    for (const tool of mod.tools as unknown[]) {
+      assertTool(tool);
+      tools.push(tool);
+    }
+  }
+  return tools;
+}
+
+function checkSignal(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new SubagentError('CANCELLED', 'agent creation was cancelled', { cause: signal.reason });
+}
+
+export class AgentRegistry {
+  readonly #agents = new Map<SessionId, AgentHandle>();
+  readonly #sessions: LiveSessionStore;
+  readonly #tools: ToolRegistry;
+  readonly #model: ModelSpec;
+  readonly #persistence: SessionPersistence | undefined;
+  readonly #logger: Logger | undefined;
+
+  constructor(options: {
+    sessions: LiveSessionStore;
+    tools?: ToolRegistry;
+    model?: ModelSpec;
+    persistence?: SessionPersistence | undefined;
+    logger?: Logger | undefined;
+  }) {
+    this.#sessions = options.sessions;
+    this.#tools = options.tools ?? new ToolRegistry();
+    this.#model = options.model ?? { kind: 'scripted' };
+    this.#persistence = options.persistence;
+    this.#logger = options.logger;
+  }
+
+  get(id: SessionId): LocalAgent | undefined {
+    return this.#agents.get(id)?.agent;
+  }
+
+  list(): LocalAgent[] {
+    return [...this.#agents.values()].map((handle) => handle.agent);
+  }
+
+  /** Creates and publishes a new agent with a new session. */
+  async create(options: CreateAgentOptions = {}): Promise<AgentHandle> {
+    const id = options.sessionId ?? randomUUID();
+    if (this.#agents.has(id) || this.#sessions.has(id)) {
+      throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live; choose another id`);
+    }
+    const seed = options.seed ?? [];
+    const header: SessionHeader = {
+      ...options.header,
+      id,
+      createdAt: Date.now(),
+      ...(seed.length > 0 ? { seedLength: seed.length } : {}),
+    };
+    const session = SessionLog.create(header, seed, (error) => this.#logger?.warn(`session ${id} listener failed`, describeError(error)));
+    return this.#build(options, session, false);
+  }
+
+  /** Restores a persisted session as a live agent; queued input it had accepted runs again. */
+  async resume(options: ResumeAgentOptions): Promise<AgentHandle> {
+    if (!this.#persistence) {
+      throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'resume needs session persistence; create the host with persistence');
+    }
+    if (this.#agents.has(options.sessionId) || this.#sessions.has(options.sessionId)) {
+      throw new SubagentError('DUPLICATE_SESSION', `session ${options.sessionId} is already live`);
+    }
+    const stored = await this.#persistence.load(options.sessionId);
+    if (!stored) throw new SubagentError('UNKNOWN_SESSION', `no stored session ${options.sessionId}`);
+    const session = SessionLog.restore(stored.header, stored.events, (error) => this.#logger?.warn(`session ${stored.header.id} listener failed`, describeError(error)));
+    const handle = await this.#build(options, session, true);
+    handle.agent.wake();
+    return handle;
+  }
+
+  async #build(options: CommonAgentOptions, session: SessionLog, stored: boolean): Promise<AgentHandle> {
+    const agentOptions = options.agentOptions ?? {};
+    checkSignal(options.signal);
+    const model = options.model ?? (await createModel(agentOptions.model ?? this.#model));
+    const tools = (options.tools ?? this.#tools).scope();
+    if (agentOptions.toolModules?.length) tools.register(...(await loadToolModules(agentOptions.toolModules)));
+    checkSignal(options.signal);
+    const agent = new LocalAgent({
+      options: agentOptions,
+      model,
+      tools,
+      session,
+      ...(options.hooks ? { hooks: options.hooks } : {}),
+      onError: (error) => this.#logger?.warn(`agent ${session.id} failed`, describeError(error)),
+    });
+    if (options.setup) {
+      await options.setup({ agent, tools });
+      checkSignal(options.signal);
+    }
+    if (this.#agents.has(session.id)) throw new SubagentError('DUPLICATE_SESSION', `session ${session.id} became live during creation`);
+    this.#sessions.publish(session, { stored });
+    let disposing: Promise<void> | undefined;
+    const handle: AgentHandle = {
+      agent,
+      dispose: () =>
+        (disposing ??= (async () => {
+          agent.cancel({ kind: 'disposed' });
+          await agent.whenIdle();
+          this.#agents.delete(agent.id);
+          await this.#sessions.remove(agent.id);
+        })()),
+    };
+    this.#agents.set(agent.id, handle);
+    return handle;
+  }
+
+  /** Disposes every agent. */
+  async close(): Promise<void> {
+    await Promise.all([...this.#agents.values()].map((handle) => handle.dispose()));
+  }
+}

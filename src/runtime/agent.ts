@@ -1,0 +1,177 @@
+// The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
+// Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
+import { randomUUID } from 'node:crypto';
+import type { Agent, AgentOptions } from '../seam/agent-types.js';
+import type { ContentBlock, MessageId, MessageSource } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
+import { History } from './history.js';
+import { Inbox, type InboxMessage } from './inbox.js';
+import type { ModelAdapter } from './models/types.js';
+import type { SessionLog } from './session.js';
+import type { ToolRegistry } from './tool-registry.js';
+import { type AgentHooks, type TurnContext, runTurn } from './turn.js';
+
+export interface AgentInit {
+  session: SessionLog;
+  options: AgentOptions;
+  model: ModelAdapter;
+  tools: ToolRegistry;
+  hooks?: AgentHooks;
+  /** Called with failures the driver could not attribute to a turn. */
+  onError?: (error: unknown) => void;
+}
+
+function assertContent(content: unknown): asserts content is ContentBlock[] {
+  if (!Array.isArray(content) || content.length === 0) {
+    throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
+  }
+  for (const block of content) {
+    if (block === null || typeof block !== 'object' || typeof (block as { type?: unknown }).type !== 'string') {
+      throw new SubagentError('INVALID_REQUEST', 'each content block must be an object with a string `type`');
+    }
+  }
+}
+
+/** Pending input of a stored log: accepted, not yet claimed by a step, not discarded. */
+export function pendingInbox(events: readonly SessionEvent[]): { target: InboxTarget; message: InboxMessage }[] {
+  const pending = new Map<MessageId, { target: InboxTarget; message: InboxMessage }>();
+  for (const event of events) {
+    if (event.type === 'inbox/accepted') {
+      const data = event.data as SessionEventMap['inbox/accepted'];
+      pending.set(data.id, { target: data.target, message: { id: data.id, content: data.content, source: data.source } });
+    } else if (event.type === 'user/message') {
+      pending.delete((event.data as SessionEventMap['user/message']).id);
+    } else if (event.type === 'inbox/discarded') {
+      for (const id of (event.data as SessionEventMap['inbox/discarded']).ids) pending.delete(id);
+    }
+  }
+  return [...pending.values()];
+}
+
+function lastTurnOf(events: readonly SessionEvent[]): number {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]!;
+    if (event.type === 'turn/start' || event.type === 'turn/end') return (event.data as { turn: number }).turn;
+  }
+  return 0;
+}
+
+/** The runtime's Agent implementation. */
+export class LocalAgent implements Agent {
+  readonly options: AgentOptions;
+  readonly #session: SessionLog;
+  readonly #inbox = new Inbox();
+  readonly #turn: TurnContext;
+  readonly #onError: ((error: unknown) => void) | undefined;
+  #status: 'idle' | 'running' = 'idle';
+  #activity: Promise<void> = Promise.resolve();
+  #controller: AbortController | undefined;
+  /** Set by a cancel that keeps the inbox: queued input waits for the next waking delivery. */
+  #parked = false;
+  #lastTurn: number;
+
+  constructor(init: AgentInit) {
+    this.options = Object.freeze({ ...init.options });
+    this.#session = init.session;
+    this.#onError = init.onError;
+    this.#lastTurn = lastTurnOf(init.session.events);
+    this.#turn = {
+      agent: this,
+      session: init.session,
+      inbox: this.#inbox,
+      history: new History(),
+      model: init.model,
+      tools: init.tools,
+      options: this.options,
+      hooks: init.hooks ?? {},
+      newId: randomUUID,
+    };
+    for (const { target, message } of pendingInbox(init.session.events)) this.#inbox.add(target, message);
+  }
+
+  get id(): string {
+    return this.#session.id;
+  }
+
+  get session(): SessionLog {
+    return this.#session;
+  }
+
+  get status(): 'idle' | 'running' {
+    return this.#status;
+  }
+
+  /** The tools this agent sees. */
+  get tools(): ToolRegistry {
+    return this.#turn.tools;
+  }
+
+  /** Number of queued, unclaimed messages. */
+  get pendingInput(): number {
+    return this.#inbox.size;
+  }
+
+  followup(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
+    return this.#accept('next-turn', content, opts?.source, true);
+  }
+
+  steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
+    return this.#accept('next-step', content, opts?.source, true);
+  }
+
+  inject(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
+    return this.#accept('next-step', content, opts?.source, false);
+  }
+
+  #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean): MessageId {
+    assertContent(content);
+    const id = randomUUID();
+    const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: source ?? { kind: 'user' } });
+    const data = event.data as SessionEventMap['inbox/accepted'];
+    this.#inbox.add(target, { id, content: data.content, source: data.source });
+    if (wake) this.wake();
+    return id;
+  }
+
+  /** Starts the driver if input is pending (used after restoring a session with queued input). */
+  wake(): void {
+    this.#parked = false;
+    if (this.#status === 'running' || this.#inbox.size === 0) return;
+    this.#status = 'running';
+    this.#activity = Promise.resolve().then(() => this.#drive());
+  }
+
+  async #drive(): Promise<void> {
+    try {
+      while (!this.#parked && this.#inbox.size > 0) {
+        this.#controller = new AbortController();
+        await runTurn(this.#turn, ++this.#lastTurn, this.#controller);
+      }
+    } catch (error) {
+      this.#onError?.(error);
+    } finally {
+      this.#controller = undefined;
+      this.#status = 'idle';
+    }
+  }
+
+  cancel(cause: CancelCause = { kind: 'user' }, opts?: { keepInbox?: boolean }): void {
+    if (!opts?.keepInbox) {
+      const ids = this.#inbox.clear();
+      if (ids.length > 0) this.#session.append('inbox/discarded', { ids });
+    }
+    // A driver that is scheduled but has not started its turn yet stops before it starts one.
+    if (this.#status === 'running') this.#parked = true;
+    const controller = this.#controller;
+    if (controller && !controller.signal.aborted) controller.abort(cause);
+  }
+
+  async whenIdle(): Promise<void> {
+    while (this.#status === 'running') await this.#activity;
+  }
+
+  subscribe(listener: (event: SessionEvent) => void): () => void {
+    return this.#session.subscribe(listener);
+  }
+}

@@ -1,0 +1,90 @@
+// Builds a model adapter from a serializable ModelSpec. The spec is validated here, at the
+// boundary where it arrives (options, worker task data), so bad specs fail before any turn runs.
+import { z } from 'zod';
+import type { ModelSpec } from '../../seam/agent-types.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
+import { openaiModel } from './openai.js';
+import { scriptedModel } from './scripted.js';
+import type { ModelAdapter, ModelAdapterFactory } from './types.js';
+
+const scriptedStep = z.union([
+  z.strictObject({ text: z.string() }),
+  z.strictObject({
+    toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: z.unknown() })).min(1),
+    text: z.string().optional(),
+  }),
+  z.strictObject({ finish: z.enum(['max-tokens', 'refusal', 'error', 'hang']), text: z.string().optional() }),
+]);
+
+const modelSpecSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('scripted'), steps: z.array(scriptedStep).optional() }),
+  z.strictObject({
+    kind: z.literal('openai'),
+    baseURL: z.url({ protocol: /^https?$/ }),
+    model: z.string().min(1),
+    apiKeyEnv: z.string().min(1).optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+    maxRetries: z.number().int().min(0).max(5).optional(),
+    idleTimeoutMs: z.number().int().positive().optional(),
+  }),
+  z.strictObject({
+    kind: z.literal('module'),
+    specifier: z.string().min(1),
+    export: z.string().min(1).optional(),
+    options: z.unknown().optional(),
+  }),
+]);
+
+/** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
+export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
+  const parsed = modelSpecSchema.safeParse(spec);
+  if (parsed.success) return;
+  const issue = parsed.error.issues[0];
+  const where = issue && issue.path.length > 0 ? issue.path.join('.') : 'spec';
+  throw new SubagentError(
+    'INVALID_MODEL_SPEC',
+    `invalid model spec at ${where}: ${issue?.message ?? 'unknown problem'} (kinds: scripted, openai, module)`,
+  );
+}
+
+async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Promise<ModelAdapter> {
+  const exportName = spec.export ?? 'default';
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(spec.specifier)) as Record<string, unknown>;
+  } catch (error) {
+    throw new SubagentError(
+      'INVALID_MODEL_SPEC',
+      `cannot load model module ${spec.specifier}: ${describeError(error)}; use a file URL or an installed package name`,
+      { cause: error },
+    );
+  }
+  const factory = mod[exportName];
+  if (typeof factory !== 'function') {
+    throw new SubagentError(
+      'INVALID_MODEL_SPEC',
+      `model module ${spec.specifier} has no function export '${exportName}'; export a factory (options) => ModelAdapter`,
+    );
+  }
+  const adapter: unknown = await (factory as ModelAdapterFactory)(spec.options);
+  if (adapter === null || typeof adapter !== 'object' || typeof (adapter as ModelAdapter).stream !== 'function') {
+    throw new SubagentError(
+      'INVALID_MODEL_SPEC',
+      `the factory '${exportName}' of ${spec.specifier} did not return an object with a stream() method`,
+    );
+  }
+  return adapter as ModelAdapter;
+}
+
+/** Builds the adapter a ModelSpec describes. Rejects `INVALID_MODEL_SPEC` on a bad spec. */
+export async function createModel(spec: ModelSpec, env: NodeJS.ProcessEnv = process.env): Promise<ModelAdapter> {
+  assertModelSpec(spec);
+  switch (spec.kind) {
+    case 'scripted':
+      return scriptedModel(spec.steps);
+    case 'openai':
+      return openaiModel(spec, env);
+    case 'module':
+      return loadModuleModel(spec);
+  }
+}

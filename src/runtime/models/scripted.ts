@@ -1,0 +1,78 @@
+// The deterministic local model: answers from a script of steps, then echoes. No clock, no
+// randomness; call ids come from a counter, so logs are byte-stable. It records every request.
+import type { ScriptedStep } from '../../seam/agent-types.js';
+import { textOf } from '../../seam/content.js';
+import type { ModelAdapter, ModelChunk, ModelRequest } from './types.js';
+
+/** A scripted model instance; `requests` holds every request it received, in order. */
+export interface ScriptedModel extends ModelAdapter {
+  readonly requests: readonly ModelRequest[];
+}
+
+/** Splits text into word-sized deltas (whitespace kept with the word before it). */
+function deltas(text: string): string[] {
+  return text.match(/\S+\s*|\s+/g) ?? [];
+}
+
+function lastUserText(request: ModelRequest): string {
+  for (let i = request.messages.length - 1; i >= 0; i--) {
+    const message = request.messages[i]!;
+    if (message.role !== 'user') continue;
+    const value = textOf(message.content);
+    if (value !== '') return value;
+  }
+  return '';
+}
+
+function waitForAbort(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}
+
+/** Creates a scripted model over `steps` (copied). */
+export function scriptedModel(steps: readonly ScriptedStep[] = []): ScriptedModel {
+  const script = structuredClone([...steps]);
+  const requests: ModelRequest[] = [];
+  let nextStep = 0;
+  let nextCallId = 1;
+
+  async function* run(request: ModelRequest): AsyncGenerator<ModelChunk> {
+    const step = script[nextStep++] ?? { text: `echo: ${lastUserText(request)}` };
+    const { signal } = request;
+    for (const piece of deltas(step.text ?? '')) {
+      if (signal.aborted) return yield { type: 'finish', reason: 'aborted' };
+      yield { type: 'text-delta', text: piece };
+    }
+    if (signal.aborted) return yield { type: 'finish', reason: 'aborted' };
+    if ('toolCalls' in step) {
+      for (const call of step.toolCalls) {
+        yield { type: 'tool-call', id: `call_${nextCallId++}`, name: call.name, input: structuredClone(call.input) };
+      }
+      return yield { type: 'finish', reason: 'tool-calls' };
+    }
+    if (!('finish' in step)) return yield { type: 'finish', reason: 'stop' };
+    switch (step.finish) {
+      case 'max-tokens':
+        return yield { type: 'finish', reason: 'max-tokens' };
+      case 'refusal':
+        return yield { type: 'finish', reason: 'refusal' };
+      case 'error':
+        return yield {
+          type: 'finish',
+          reason: 'error',
+          failure: { code: 'SCRIPTED_ERROR', message: 'the scripted model was told to fail' },
+        };
+      case 'hang':
+        await waitForAbort(signal);
+        return yield { type: 'finish', reason: 'aborted' };
+    }
+  }
+
+  return {
+    requests,
+    stream(request) {
+      requests.push(request);
+      return run(request);
+    },
+  };
+}

@@ -1,0 +1,123 @@
+// The host's live sessions, and the writer that streams each session's appends to persistence in
+// per-tick batches. `flush` is the durability barrier the rest of the library awaits.
+import type { SessionStore } from '../seam/agent-types.js';
+import type { SessionId } from '../seam/content.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import { SessionLog } from './session.js';
+import type { SessionPersistence } from './session-persistence.js';
+
+export interface Logger {
+  warn(message: string, data?: unknown): void;
+  debug?(message: string, data?: unknown): void;
+}
+
+interface Entry {
+  session: SessionLog;
+  unsubscribe: () => void;
+  pending: SessionEvent[];
+  /** The chain of writes for this session, in append order. */
+  writes: Promise<void>;
+}
+
+export class LiveSessionStore implements SessionStore {
+  readonly #entries = new Map<SessionId, Entry>();
+  readonly #persistence: SessionPersistence | undefined;
+  readonly #logger: Logger | undefined;
+  #failure: unknown;
+
+  constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
+    this.#persistence = options.persistence;
+    this.#logger = options.logger;
+  }
+
+  get(id: SessionId): SessionLog | undefined {
+    return this.#entries.get(id)?.session;
+  }
+
+  list(): SessionLog[] {
+    return [...this.#entries.values()].map((entry) => entry.session);
+  }
+
+  has(id: SessionId): boolean {
+    return this.#entries.has(id);
+  }
+
+  /** Creates and publishes a new session (persisted header + seed). `DUPLICATE_SESSION` if live. */
+  create(header: SessionHeader, seed: readonly SessionEvent[] = []): SessionLog {
+    const session = SessionLog.create(header, seed);
+    this.publish(session, { stored: false });
+    return session;
+  }
+
+  /**
+   * Publishes `session`. A new one (`stored: false`) has its header and current events written to
+   * persistence; a restored one (`stored: true`) only has later appends written.
+   */
+  publish(session: SessionLog, options: { stored: boolean }): void {
+    this.#assertFree(session.id);
+    const persistence = this.#persistence;
+    const writes =
+      persistence && !options.stored
+        ? persistence.create(session.header).then(() => (session.events.length > 0 ? persistence.append(session.id, session.events.slice()) : undefined))
+        : Promise.resolve();
+    this.#track(session, writes);
+  }
+
+  #assertFree(id: SessionId): void {
+    if (this.#entries.has(id)) throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live`);
+  }
+
+  #track(session: SessionLog, writes: Promise<void>): void {
+    const entry: Entry = { session, pending: [], writes: this.#guard(writes), unsubscribe: () => undefined };
+    if (this.#persistence) {
+      entry.unsubscribe = session.subscribe((event) => {
+        if (entry.pending.push(event) === 1) queueMicrotask(() => this.#drain(entry));
+      });
+    }
+    this.#entries.set(session.id, entry);
+  }
+
+  #drain(entry: Entry): void {
+    const batch = entry.pending.splice(0);
+    if (batch.length === 0 || !this.#persistence) return;
+    const persistence = this.#persistence;
+    entry.writes = this.#guard(entry.writes.then(() => persistence.append(entry.session.id, batch)));
+  }
+
+  #guard(write: Promise<void>): Promise<void> {
+    return write.catch((error: unknown) => {
+      this.#failure ??= error;
+      this.#logger?.warn('session persistence write failed', describeError(error));
+    });
+  }
+
+  /**
+   * Resolves once every event appended so far (to `id`, or to every live session) is durable.
+   * Rejects with the first write failure seen since the last flush.
+   */
+  async flush(id?: SessionId): Promise<void> {
+    const entries = id === undefined ? [...this.#entries.values()] : [this.#entries.get(id)].filter((e) => e !== undefined);
+    for (const entry of entries) this.#drain(entry);
+    await Promise.all(entries.map((entry) => entry.writes));
+    await this.#persistence?.flush();
+    const failure = this.#failure;
+    if (failure !== undefined) {
+      this.#failure = undefined;
+      if (isSubagentError(failure)) throw failure;
+      throw new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(failure)}`, { cause: failure });
+    }
+  }
+
+  /** Flushes `id`, then drops it from the live store (it stays in persistence). */
+  async remove(id: SessionId): Promise<void> {
+    const entry = this.#entries.get(id);
+    if (!entry) return;
+    try {
+      await this.flush(id);
+    } finally {
+      entry.unsubscribe();
+      this.#entries.delete(id);
+    }
+  }
+}

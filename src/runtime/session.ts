@@ -1,0 +1,99 @@
+// A live session: header plus an append-only, frozen event log whose `seq` equals the index.
+// Appends are synchronous and do no I/O; observers (the store's persistence writer, mirrors,
+// proxies) are notified after each append, each one contained.
+import type { Session } from '../seam/agent-types.js';
+import { deepFreeze } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { SessionEvent, SessionEventMap, SessionHeader } from '../seam/session-types.js';
+
+export type SessionListener = (event: SessionEvent) => void;
+
+function checkContiguous(events: readonly SessionEvent[], what: string): void {
+  events.forEach((event, index) => {
+    if (event.seq !== index) {
+      throw new SubagentError('SEQ_MISMATCH', `${what}: event ${index} has seq ${event.seq}; seqs must count up from 0`);
+    }
+  });
+}
+
+/** The runtime's Session implementation. */
+export class SessionLog implements Session {
+  readonly header: SessionHeader;
+  readonly #events: SessionEvent[];
+  readonly #listeners = new Set<SessionListener>();
+  readonly #onListenerError: ((error: unknown) => void) | undefined;
+
+  private constructor(header: SessionHeader, events: SessionEvent[], onListenerError?: (error: unknown) => void) {
+    this.header = deepFreeze({ ...header });
+    this.#events = events;
+    this.#onListenerError = onListenerError;
+  }
+
+  /**
+   * A new session. With a non-empty `seed` (a fork's inherited prefix) the seed is copied, a
+   * `session/end-seed` marker is appended, and `header.seedLength` must equal the seed's length.
+   */
+  static create(header: SessionHeader, seed: readonly SessionEvent[] = [], onListenerError?: (error: unknown) => void): SessionLog {
+    checkContiguous(seed, 'fork seed');
+    if ((header.seedLength ?? 0) !== seed.length) {
+      throw new SubagentError('INVALID_OPTIONS', `header.seedLength (${header.seedLength ?? 0}) must equal the seed length (${seed.length})`);
+    }
+    const session = new SessionLog(header, seed.map((event) => deepFreeze(structuredClone(event))), onListenerError);
+    if (seed.length > 0) session.append('session/end-seed', {});
+    return session;
+  }
+
+  /** A session restored from storage: the log is adopted as it is. */
+  static restore(header: SessionHeader, events: readonly SessionEvent[], onListenerError?: (error: unknown) => void): SessionLog {
+    checkContiguous(events, `stored session ${header.id}`);
+    return new SessionLog(header, events.map((event) => deepFreeze(event)), onListenerError);
+  }
+
+  get id(): string {
+    return this.header.id;
+  }
+
+  get events(): readonly SessionEvent[] {
+    return this.#events;
+  }
+
+  /** The seq the next event gets. */
+  get seq(): number {
+    return this.#events.length;
+  }
+
+  append<K extends keyof SessionEventMap>(type: K, data: SessionEventMap[K]): SessionEvent;
+  append(type: string, data: unknown): SessionEvent;
+  append(type: string, data: unknown): SessionEvent {
+    const event: SessionEvent = deepFreeze({ seq: this.#events.length, time: Date.now(), type, data });
+    this.#events.push(event);
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.#onListenerError?.(error);
+      }
+    }
+    return event;
+  }
+
+  /** Calls `listener` after every later append; returns the unsubscriber. */
+  subscribe(listener: SessionListener): () => void {
+    const entry: SessionListener = (event) => listener(event);
+    this.#listeners.add(entry);
+    return () => {
+      this.#listeners.delete(entry);
+    };
+  }
+}
+
+/**
+ * The completed-turn prefix a fork inherits: events up to and including the last `turn/end`.
+ * Empty when no turn has completed (the fork then behaves as a fresh spawn).
+ */
+export function completedTurnPrefix(events: readonly SessionEvent[]): readonly SessionEvent[] {
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i]!.type === 'turn/end') return events.slice(0, i + 1);
+  }
+  return [];
+}

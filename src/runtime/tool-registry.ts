@@ -1,0 +1,165 @@
+// Tools an agent can call. A root registry holds host tools; each agent gets a scope that
+// inherits them, may hide some with `restrict`, and registers its own (which no mask hides).
+// One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
+import { z } from 'zod';
+import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
+import type { ContentBlock } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { ToolSchema } from './models/types.js';
+
+export interface ToolResultContent {
+  content: ContentBlock[];
+  isError?: boolean;
+}
+
+const toolShape = z.object({
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ or -, at most 64'),
+  description: z.string(),
+  parameters: z.record(z.string(), z.unknown()),
+  execute: z.custom<Tool['execute']>((value) => typeof value === 'function', 'must be a function'),
+});
+
+const restrictionShape = z.strictObject({
+  allow: z.array(z.string()).optional(),
+  deny: z.array(z.string()).optional(),
+});
+
+const outputShape = z.union([
+  z.string(),
+  z.object({ content: z.array(z.looseObject({ type: z.string() })), isError: z.boolean().optional() }),
+]);
+
+// Compiled input validators, shared by every registry (tools are often registered in many scopes).
+const validators = new WeakMap<Tool, z.ZodType>();
+
+function validatorOf(tool: Tool): z.ZodType {
+  let validator = validators.get(tool);
+  if (!validator) {
+    try {
+      validator = z.fromJSONSchema(tool.parameters as Parameters<typeof z.fromJSONSchema>[0]);
+    } catch (error) {
+      throw new SubagentError('INVALID_OPTIONS', `tool ${tool.name}: parameters is not a usable JSON Schema`, { cause: error });
+    }
+    validators.set(tool, validator);
+  }
+  return validator;
+}
+
+/** Validates a tool's shape; throws `INVALID_OPTIONS` naming the bad field. */
+export function assertTool(tool: unknown): asserts tool is Tool {
+  const parsed = toolShape.safeParse(tool);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new SubagentError('INVALID_OPTIONS', `invalid tool at ${issue?.path.join('.') || 'tool'}: ${issue?.message ?? ''}`);
+  }
+  validatorOf(tool as Tool);
+}
+
+/** Normalizes what a tool returned into content blocks. */
+export function normalizeToolOutput(name: string, output: ToolOutput): ToolResultContent {
+  const parsed = outputShape.safeParse(output);
+  if (!parsed.success) {
+    throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned neither a string nor { content: ContentBlock[] }`);
+  }
+  if (typeof output === 'string') return { content: [{ type: 'text', text: output }] };
+  return output.isError === undefined ? { content: output.content } : { content: output.content, isError: output.isError };
+}
+
+export class ToolRegistry {
+  readonly #parent: ToolRegistry | undefined;
+  readonly #own = new Map<string, Tool>();
+  #allow: Set<string> | undefined;
+  readonly #deny = new Set<string>();
+
+  constructor(parent?: ToolRegistry) {
+    this.#parent = parent;
+  }
+
+  /** A child scope inheriting this registry's visible tools. */
+  scope(): ToolRegistry {
+    return new ToolRegistry(this);
+  }
+
+  /** Registers tools in this scope; `DUPLICATE_TOOL` if a visible tool has the name. */
+  register(...tools: Tool[]): () => void {
+    for (const tool of tools) assertTool(tool);
+    const names = new Set<string>();
+    for (const tool of tools) {
+      if (names.has(tool.name) || this.get(tool.name)) {
+        throw new SubagentError('DUPLICATE_TOOL', `a tool named ${tool.name} is already registered here; pick another name`);
+      }
+      names.add(tool.name);
+    }
+    for (const tool of tools) this.#own.set(tool.name, tool);
+    return () => {
+      for (const tool of tools) if (this.#own.get(tool.name) === tool) this.#own.delete(tool.name);
+    };
+  }
+
+  /**
+   * Hides inherited tools from this scope (never the scope's own). Masks intersect across calls.
+   * Throws `INVALID_OPTIONS` on the root registry or an empty filter, `UNKNOWN_TOOL` on an
+   * unknown name.
+   */
+  restrict(filter: ToolRestriction): this {
+    if (!this.#parent) throw new SubagentError('INVALID_OPTIONS', 'restrict() applies to an agent scope, not the root registry');
+    const parsed = restrictionShape.safeParse(filter);
+    if (!parsed.success || (filter.allow === undefined && filter.deny === undefined)) {
+      throw new SubagentError('INVALID_OPTIONS', 'a tool filter needs allow and/or deny, each an array of tool names');
+    }
+    const inherited = new Set(this.#parent.names());
+    for (const name of [...(filter.allow ?? []), ...(filter.deny ?? [])]) {
+      if (!inherited.has(name)) {
+        throw new SubagentError('UNKNOWN_TOOL', `tool filter names ${name}, which is not a known tool (known: ${[...inherited].join(', ') || 'none'})`);
+      }
+    }
+    if (filter.allow) {
+      const allow = new Set(filter.allow);
+      this.#allow = this.#allow ? new Set([...this.#allow].filter((name) => allow.has(name))) : allow;
+    }
+    for (const name of filter.deny ?? []) this.#deny.add(name);
+    return this;
+  }
+
+  #inherits(name: string): boolean {
+    return !this.#deny.has(name) && (this.#allow === undefined || this.#allow.has(name));
+  }
+
+  /** The visible tool of that name. */
+  get(name: string): Tool | undefined {
+    const own = this.#own.get(name);
+    if (own) return own;
+    return this.#inherits(name) ? this.#parent?.get(name) : undefined;
+  }
+
+  /** Visible tools: inherited first, then this scope's own, each in registration order. */
+  list(): Tool[] {
+    const inherited = this.#parent?.list().filter((tool) => this.#inherits(tool.name) && !this.#own.has(tool.name)) ?? [];
+    return [...inherited, ...this.#own.values()];
+  }
+
+  names(): string[] {
+    return this.list().map((tool) => tool.name);
+  }
+
+  /** What a model is shown. */
+  schemas(): ToolSchema[] {
+    return this.list().map(({ name, description, parameters }) => ({ name, description, parameters: parameters as JsonSchema }));
+  }
+
+  /**
+   * Validates `input` against the tool's schema and runs it. `UNKNOWN_TOOL` for a hidden or
+   * missing tool, `INVALID_TOOL_INPUT` for input failing the schema.
+   */
+  async execute(name: string, input: unknown, ctx: ToolContext): Promise<ToolResultContent> {
+    const tool = this.get(name);
+    if (!tool) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this agent`);
+    const parsed = validatorOf(tool).safeParse(input);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue && issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';
+      throw new SubagentError('INVALID_TOOL_INPUT', `input for ${name} does not match its schema${where}: ${issue?.message ?? ''}`);
+    }
+    return normalizeToolOutput(name, await tool.execute(input, ctx));
+  }
+}

@@ -1,0 +1,201 @@
+// One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
+// until the model stops, and always close the turn with `turn/end` and its reason.
+import type { Agent, AgentOptions } from '../seam/agent-types.js';
+import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
+import { describeError, isSubagentError } from '../seam/errors.js';
+import type { CancelCause, FailureInfo, TurnEndReason, Usage } from '../seam/session-types.js';
+import type { History } from './history.js';
+import type { Inbox } from './inbox.js';
+import type { FinishReason, ModelAdapter } from './models/types.js';
+import type { SessionLog } from './session.js';
+import type { ToolRegistry } from './tool-registry.js';
+
+/** @default maxStepsPerTurn */
+export const DEFAULT_MAX_STEPS_PER_TURN = 32;
+
+/** Optional callbacks into a turn; each runs synchronously inside the turn. */
+export interface AgentHooks {
+  /** Right after `turn/start` is appended (e.g. to append a descriptor inside the first turn). */
+  turnStart?(turn: number): void;
+}
+
+export interface TurnContext {
+  agent: Agent;
+  session: SessionLog;
+  inbox: Inbox;
+  history: History;
+  model: ModelAdapter;
+  tools: ToolRegistry;
+  options: AgentOptions;
+  hooks: AgentHooks;
+  newId(): string;
+}
+
+type StepOutcome =
+  | { kind: 'done' }
+  | { kind: 'tools' }
+  | { kind: 'max-tokens' }
+  | { kind: 'refusal' }
+  | { kind: 'aborted' }
+  | { kind: 'error'; error: FailureInfo };
+
+interface Streamed {
+  text: string;
+  reasoning: string;
+  toolCalls: ToolCallBlock[];
+  usage?: Usage;
+  finish: FinishReason;
+  failure?: FailureInfo;
+}
+
+async function streamStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal): Promise<Streamed> {
+  const out: Streamed = { text: '', reasoning: '', toolCalls: [], finish: 'error' };
+  const request = {
+    messages: ctx.history.derive(ctx.session.events),
+    tools: ctx.tools.schemas(),
+    signal,
+    ...(ctx.options.persona === undefined ? {} : { system: ctx.options.persona }),
+    ...(ctx.options.maxTokens === undefined ? {} : { maxTokens: ctx.options.maxTokens }),
+  };
+  let finished = false;
+  try {
+    for await (const chunk of ctx.model.stream(request)) {
+      switch (chunk.type) {
+        case 'text-delta':
+          out.text += chunk.text;
+          ctx.session.append('assistant/chunk', { turn, step, chunk: { type: 'text-delta', text: chunk.text } });
+          break;
+        case 'reasoning-delta':
+          out.reasoning += chunk.text;
+          ctx.session.append('assistant/chunk', { turn, step, chunk: { type: 'reasoning-delta', text: chunk.text } });
+          break;
+        case 'tool-call':
+          out.toolCalls.push({ type: 'tool_call', id: chunk.id, name: chunk.name, input: chunk.input });
+          break;
+        case 'usage':
+          out.usage = chunk.usage;
+          break;
+        case 'finish':
+          out.finish = chunk.reason;
+          if (chunk.failure) out.failure = chunk.failure;
+          finished = true;
+          break;
+      }
+      if (finished || signal.aborted) break;
+    }
+    if (!finished && !signal.aborted) out.failure = { code: 'NO_FINISH', message: 'the model stream ended without a finish' };
+  } catch (error) {
+    out.finish = 'error';
+    out.failure = { code: 'MODEL_FAILURE', message: describeError(error) };
+  }
+  return out;
+}
+
+async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], signal: AbortSignal): Promise<void> {
+  for (const call of calls) {
+    const base = { turn, step, callId: call.id, name: call.name };
+    ctx.session.append('tool/call', { ...base, input: call.input });
+    if (signal.aborted) {
+      ctx.session.append('tool/result', {
+        ...base,
+        content: [{ type: 'text', text: 'Error: the turn was cancelled before this tool call started' }],
+        isError: true,
+        code: 'ABORTED_BEFORE_DISPATCH',
+      });
+      continue;
+    }
+    try {
+      const result = await ctx.tools.execute(call.name, call.input, { agent: ctx.agent, callId: call.id, signal });
+      ctx.session.append('tool/result', { ...base, ...result });
+    } catch (error) {
+      const code = isSubagentError(error) ? error.code : signal.aborted ? 'ABORTED' : 'TOOL_FAILED';
+      const message = error instanceof Error ? error.message : describeError(error);
+      ctx.session.append('tool/result', { ...base, content: [{ type: 'text', text: `Error: ${message}` }], isError: true, code });
+    }
+  }
+}
+
+async function runStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal): Promise<StepOutcome> {
+  const streamed = await streamStep(ctx, turn, step, signal);
+  const content: ContentBlock[] = [];
+  if (streamed.reasoning !== '') content.push({ type: 'reasoning', text: streamed.reasoning });
+  if (streamed.text !== '') content.push({ type: 'text', text: streamed.text });
+  const message = { turn, step, id: ctx.newId(), content, ...(streamed.usage ? { usage: streamed.usage } : {}) };
+  if (signal.aborted) {
+    // What was streamed stays in history; tool calls of an interrupted answer are dropped.
+    if (content.length > 0) ctx.session.append('assistant/message', { ...message, interrupted: true });
+    return { kind: 'aborted' };
+  }
+  // A truncated answer's tool calls may be cut off mid-arguments: never run them.
+  if (streamed.finish !== 'max-tokens') content.push(...streamed.toolCalls);
+  if (content.length > 0 || streamed.usage) ctx.session.append('assistant/message', message);
+  switch (streamed.finish) {
+    case 'error':
+    case 'aborted':
+      return { kind: 'error', error: streamed.failure ?? { code: 'MODEL_ABORTED', message: 'the model stopped the request' } };
+    case 'max-tokens':
+      return { kind: 'max-tokens' };
+    case 'refusal':
+      return { kind: 'refusal' };
+    case 'stop':
+    case 'tool-calls':
+      if (streamed.toolCalls.length === 0) return { kind: 'done' };
+      await runTools(ctx, turn, step, streamed.toolCalls, signal);
+      return signal.aborted ? { kind: 'aborted' } : { kind: 'tools' };
+  }
+}
+
+/** Runs one turn to its end under `controller`; appends `turn/start` … `turn/end`. */
+export async function runTurn(ctx: TurnContext, turn: number, controller: AbortController): Promise<TurnEndReason> {
+  const { session, inbox } = ctx;
+  const signal = controller.signal;
+  const maxSteps = ctx.options.maxStepsPerTurn ?? DEFAULT_MAX_STEPS_PER_TURN;
+  session.append('turn/start', { turn });
+  let reason: TurnEndReason = { kind: 'completed' };
+  let truncated = false;
+  try {
+    ctx.hooks.turnStart?.(turn);
+    for (let step = 1; !signal.aborted; step++) {
+      if (step > maxSteps) {
+        reason = { kind: 'error', error: { code: 'MAX_STEPS', message: `the turn needed more than ${maxSteps} model calls (maxStepsPerTurn)` } };
+        break;
+      }
+      const batch = inbox.claim(step === 1);
+      session.append('step/start', { turn, step });
+      for (const m of batch) session.append('user/message', { id: m.id, content: m.content, source: m.source });
+      let outcome: StepOutcome;
+      try {
+        outcome = await runStep(ctx, turn, step, signal);
+      } finally {
+        session.append('step/end', { turn, step });
+      }
+      if (outcome.kind === 'error') {
+        reason = { kind: 'error', error: outcome.error };
+        break;
+      }
+      if (outcome.kind === 'refusal') {
+        reason = { kind: 'refusal' };
+        break;
+      }
+      if (outcome.kind === 'max-tokens') truncated = true;
+      if (outcome.kind === 'tools') continue;
+      if (inbox.nextStep.length === 0) break;
+    }
+  } catch (error) {
+    reason = { kind: 'error', error: { code: isSubagentError(error) ? error.code : 'UNKNOWN', message: describeError(error) } };
+  } finally {
+    if (signal.aborted) reason = { kind: 'aborted', cause: causeOf(signal.reason) };
+    else if (truncated && reason.kind === 'completed') reason = { kind: 'max-tokens' };
+    session.append('turn/end', { turn, reason });
+  }
+  return reason;
+}
+
+function causeOf(reason: unknown): CancelCause {
+  if (reason !== null && typeof reason === 'object' && 'kind' in reason) {
+    const kind = (reason as { kind: unknown }).kind;
+    if (kind === 'user' || kind === 'parent' || kind === 'disposed') return { kind };
+    if (kind === 'hook') return { kind: 'hook', reason: String((reason as { reason?: unknown }).reason ?? '') };
+  }
+  return { kind: 'user' };
+}

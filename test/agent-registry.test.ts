@@ -1,0 +1,148 @@
+// Agent registry: creation, setup rollback, handles, resume with replayed input, fork prefixes.
+import { describe, expect, it } from 'vitest';
+import { completedTurnPrefix, memoryPersistence, scriptedModel, text, type SessionEvent } from 'subagent-host';
+import { dataOf, makeRuntime, types } from './helpers.js';
+
+const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;
+
+describe('AgentRegistry', () => {
+  it('publishes the agent and its session under one id', async () => {
+    const runtime = makeRuntime();
+    const handle = await runtime.agents.create({ sessionId: 'a1', header: { cwd: '/tmp' } });
+    expect(runtime.agents.get('a1')).toBe(handle.agent);
+    expect(runtime.agents.list()).toEqual([handle.agent]);
+    expect(runtime.sessions.get('a1')).toBe(handle.agent.session);
+    expect(handle.agent.session.header).toMatchObject({ id: 'a1', cwd: '/tmp' });
+    await handle.dispose();
+  });
+
+  it('rejects a live id with DUPLICATE_SESSION', async () => {
+    const runtime = makeRuntime();
+    const handle = await runtime.agents.create({ sessionId: 'same' });
+    await expect(runtime.agents.create({ sessionId: 'same' })).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
+    await handle.dispose();
+  });
+
+  it('leaves nothing behind when setup throws', async () => {
+    const runtime = makeRuntime();
+    await expect(
+      runtime.agents.create({
+        sessionId: 'x',
+        setup: () => {
+          throw new Error('setup failed');
+        },
+      }),
+    ).rejects.toThrow('setup failed');
+    expect(runtime.agents.get('x')).toBeUndefined();
+    expect(runtime.sessions.get('x')).toBeUndefined();
+  });
+
+  it('rejects with CANCELLED when the signal is already aborted', async () => {
+    const runtime = makeRuntime();
+    const controller = new AbortController();
+    controller.abort(new Error('stop'));
+    await expect(runtime.agents.create({ signal: controller.signal })).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(runtime.sessions.list()).toEqual([]);
+  });
+
+  it('disposes idempotently: one promise, waits for idle, unregisters agent and session', async () => {
+    const runtime = makeRuntime();
+    const handle = await runtime.agents.create({ model: scriptedModel([{ finish: 'hang' }]) });
+    handle.agent.followup([text('go')]);
+    await expect.poll(() => types(handle.agent.session.events)).toContain('step/start');
+    const first = handle.dispose();
+    expect(handle.dispose()).toBe(first);
+    await first;
+    expect(handle.agent.status).toBe('idle');
+    expect(dataOf<{ reason: unknown }>(handle.agent.session.events, 'turn/end')[0]?.reason).toEqual({ kind: 'aborted', cause: { kind: 'disposed' } });
+    expect(runtime.agents.list()).toEqual([]);
+    expect(runtime.sessions.list()).toEqual([]);
+  });
+
+  it('loads tools from toolModules into the agent’s scope', async () => {
+    const runtime = makeRuntime();
+    const model = scriptedModel([{ toolCalls: [{ name: 'shout', input: { value: 'hey' } }] }, { text: 'ok' }]);
+    const handle = await runtime.agents.create({ model, agentOptions: { toolModules: [fixture('tool-module.mjs')] } });
+    handle.agent.followup([text('go')]);
+    await handle.agent.whenIdle();
+    expect(dataOf<{ content: unknown }>(handle.agent.session.events, 'tool/result')[0]?.content).toEqual([text('HEY')]);
+    expect(runtime.tools.get('shout')).toBeUndefined();
+    await handle.dispose();
+  });
+
+  it('rejects a tool module without a tools export with INVALID_OPTIONS', async () => {
+    const runtime = makeRuntime();
+    await expect(runtime.agents.create({ agentOptions: { toolModules: [fixture('echo-model.mjs')] } })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+  });
+
+  it('needs persistence to resume', async () => {
+    const runtime = makeRuntime();
+    await expect(runtime.agents.resume({ sessionId: 'x' })).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+  });
+
+  it('resumes a disposed session, keeps turn numbering and answers with its history', async () => {
+    const persistence = memoryPersistence();
+    const runtime = makeRuntime({ persistence });
+    const first = await runtime.agents.create({ sessionId: 's', model: scriptedModel([{ text: 'one' }]) });
+    first.agent.followup([text('hello')]);
+    await first.agent.whenIdle();
+    await first.dispose();
+    const model = scriptedModel([{ text: 'two' }]);
+    const again = await runtime.agents.resume({ sessionId: 's', model });
+    again.agent.followup([text('more')]);
+    await again.agent.whenIdle();
+    expect(dataOf<{ turn: number }>(again.agent.session.events, 'turn/start').map((d) => d.turn)).toEqual([1, 2]);
+    expect(model.requests[0]?.messages.map((m) => m.content)).toEqual([[text('hello')], [text('one')], [text('more')]]);
+    await again.dispose();
+    expect((await persistence.load('s'))?.events).toEqual(again.agent.session.events);
+    await persistence.close();
+  });
+
+  it('replays accepted input that no turn had claimed when a session is resumed', async () => {
+    const persistence = memoryPersistence();
+    const runtime = makeRuntime({ persistence });
+    const first = await runtime.agents.create({ sessionId: 'r', model: scriptedModel([{ finish: 'hang' }]) });
+    first.agent.followup([text('one')]);
+    first.agent.cancel({ kind: 'user' }, { keepInbox: true });
+    first.agent.inject([text('queued')]);
+    await runtime.sessions.flush('r');
+    // A second host over the same storage, as after a crash of the first.
+    const other = makeRuntime({ persistence });
+    const model = scriptedModel([{ text: 'done' }]);
+    const resumed = await other.agents.resume({ sessionId: 'r', model });
+    await resumed.agent.whenIdle();
+    const users = model.requests[0]?.messages.filter((m) => m.role === 'user').map((m) => m.content);
+    expect(users).toContainEqual([text('queued')]);
+    await resumed.dispose();
+    // The first owner is stale now: its late writes are refused, not interleaved.
+    await expect(first.dispose()).rejects.toMatchObject({ code: 'SEQ_MISMATCH' });
+    expect(first.agent.status).toBe('idle');
+    await persistence.close();
+  });
+});
+
+describe('completedTurnPrefix', () => {
+  const event = (seq: number, type: string): SessionEvent => ({ seq, time: 0, type, data: {} });
+
+  it('ends at the last turn/end and excludes an open turn', () => {
+    const events = ['turn/start', 'turn/end', 'turn/start', 'turn/end', 'turn/start', 'step/start'].map((t, i) => event(i, t));
+    expect(types(completedTurnPrefix(events))).toEqual(['turn/start', 'turn/end', 'turn/start', 'turn/end']);
+  });
+
+  it('is empty when no turn has completed', () => {
+    expect(completedTurnPrefix([event(0, 'turn/start')])).toEqual([]);
+  });
+
+  it('seeds a fork: the seed, then session/end-seed, with seedLength recorded', async () => {
+    const runtime = makeRuntime();
+    const parent = await runtime.agents.create();
+    parent.agent.followup([text('hello')]);
+    await parent.agent.whenIdle();
+    const seed = completedTurnPrefix(parent.agent.session.events);
+    const child = await runtime.agents.create({ seed, header: { parentSession: parent.agent.id, origin: 'subagent', delegationDepth: 1 } });
+    expect(child.agent.session.header.seedLength).toBe(seed.length);
+    expect(child.agent.session.events.slice(0, seed.length)).toEqual(seed);
+    expect(child.agent.session.events[seed.length]?.type).toBe('session/end-seed');
+    await Promise.all([parent.dispose(), child.dispose()]);
+  });
+});

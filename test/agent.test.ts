@@ -1,0 +1,247 @@
+// The agent loop: inbox, turns, steps, tool calls, stop reasons and cancellation.
+import { describe, expect, it } from 'vitest';
+import { scriptedModel, text, type ScriptedStep, type TurnEndReason } from 'subagent-host';
+import { dataOf, deferred, makeRuntime, recordingTool, types } from './helpers.js';
+
+async function agentWith(steps: ScriptedStep[], options: { tools?: ReturnType<typeof recordingTool>[]; maxStepsPerTurn?: number } = {}) {
+  const runtime = makeRuntime({ tools: options.tools ?? [] });
+  const model = scriptedModel(steps);
+  const handle = await runtime.agents.create({
+    model,
+    ...(options.maxStepsPerTurn ? { agentOptions: { maxStepsPerTurn: options.maxStepsPerTurn } } : {}),
+  });
+  return { runtime, model, handle, agent: handle.agent };
+}
+
+function reasons(events: Parameters<typeof dataOf>[0]): TurnEndReason['kind'][] {
+  return dataOf<{ reason: TurnEndReason }>(events, 'turn/end').map((d) => d.reason.kind);
+}
+
+describe('agent turns', () => {
+  it('becomes running synchronously on followup and logs one whole turn', async () => {
+    const { agent, handle } = await agentWith([{ text: 'hello there friend' }]);
+    expect(agent.status).toBe('idle');
+    agent.followup([text('hi')]);
+    expect(agent.status).toBe('running');
+    await agent.whenIdle();
+    expect(agent.status).toBe('idle');
+    expect(types(agent.session.events)).toEqual([
+      'inbox/accepted', 'turn/start', 'step/start', 'user/message',
+      'assistant/chunk', 'assistant/chunk', 'assistant/chunk', 'assistant/message', 'step/end', 'turn/end',
+    ]);
+    expect(agent.session.events.map((e) => e.seq)).toEqual(agent.session.events.map((_, i) => i));
+    const [message] = dataOf<{ content: unknown }>(agent.session.events, 'assistant/message');
+    expect(message?.content).toEqual([text('hello there friend')]);
+    await handle.dispose();
+  });
+
+  it('echoes the last user text once the script is used up', async () => {
+    const { agent, handle } = await agentWith([]);
+    agent.followup([text('ping')]);
+    await agent.whenIdle();
+    expect(dataOf<{ content: unknown }>(agent.session.events, 'assistant/message')[0]?.content).toEqual([text('echo: ping')]);
+    await handle.dispose();
+  });
+
+  it('runs queued followups as later turns in FIFO order, with history', async () => {
+    const { agent, handle, model } = await agentWith([{ text: 'one' }, { text: 'two' }]);
+    agent.followup([text('first')]);
+    agent.followup([text('second')]);
+    await agent.whenIdle();
+    expect(dataOf<{ turn: number }>(agent.session.events, 'turn/start').map((d) => d.turn)).toEqual([1, 2]);
+    expect(model.requests[1]?.messages).toEqual([
+      { role: 'user', content: [text('first')] },
+      { role: 'assistant', content: [text('one')] },
+      { role: 'user', content: [text('second')] },
+    ]);
+    await handle.dispose();
+  });
+
+  it('runs tool calls one by one and feeds the results back', async () => {
+    const tool = recordingTool('lookup');
+    const { agent, handle, model } = await agentWith(
+      [{ toolCalls: [{ name: 'lookup', input: { value: 'a' } }, { name: 'lookup', input: { value: 'b' } }] }, { text: 'done' }],
+      { tools: [tool] },
+    );
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(tool.calls).toEqual([{ value: 'a' }, { value: 'b' }]);
+    expect(types(agent.session.events).filter((t) => t.startsWith('tool/') || t.startsWith('step/'))).toEqual([
+      'step/start', 'tool/call', 'tool/result', 'tool/call', 'tool/result', 'step/end', 'step/start', 'step/end',
+    ]);
+    expect(model.requests[0]?.tools.map((t) => t.name)).toEqual(['lookup']);
+    expect(model.requests[1]?.messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        { type: 'tool_result', callId: 'call_1', content: [text('lookup ok')] },
+        { type: 'tool_result', callId: 'call_2', content: [text('lookup ok')] },
+      ],
+    });
+    expect(reasons(agent.session.events)).toEqual(['completed']);
+    await handle.dispose();
+  });
+
+  it('reports tool input that fails its schema to the model as an error result', async () => {
+    const tool = recordingTool('lookup');
+    const { agent, handle } = await agentWith([{ toolCalls: [{ name: 'lookup', input: { value: 7 } }] }, { text: 'ok' }], { tools: [tool] });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(tool.calls).toEqual([]);
+    expect(dataOf<{ isError: boolean; code: string }>(agent.session.events, 'tool/result')[0]).toMatchObject({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    await handle.dispose();
+  });
+
+  it('answers a call to an unknown tool with UNKNOWN_TOOL', async () => {
+    const { agent, handle } = await agentWith([{ toolCalls: [{ name: 'nope', input: {} }] }, { text: 'ok' }]);
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(dataOf<{ code: string }>(agent.session.events, 'tool/result')[0]?.code).toBe('UNKNOWN_TOOL');
+    await handle.dispose();
+  });
+
+  it.each([
+    ['max-tokens', { finish: 'max-tokens' } as ScriptedStep, 'max-tokens'],
+    ['refusal', { finish: 'refusal' } as ScriptedStep, 'refusal'],
+    ['error', { finish: 'error' } as ScriptedStep, 'error'],
+  ])('ends the turn %s when the model finishes so', async (_name, step, kind) => {
+    const { agent, handle } = await agentWith([step]);
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toEqual([kind]);
+    await handle.dispose();
+  });
+
+  it('ends a turn that needs more steps than maxStepsPerTurn with MAX_STEPS', async () => {
+    const tool = recordingTool('lookup');
+    const call = { toolCalls: [{ name: 'lookup', input: { value: 'x' } }] };
+    const { agent, handle } = await agentWith([call, call, call], { tools: [tool], maxStepsPerTurn: 2 });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    const [end] = dataOf<{ reason: TurnEndReason }>(agent.session.events, 'turn/end');
+    expect(end?.reason).toMatchObject({ kind: 'error', error: { code: 'MAX_STEPS' } });
+    expect(tool.calls).toHaveLength(2);
+    await handle.dispose();
+  });
+});
+
+describe('agent input and cancellation', () => {
+  it('keeps streamed text as an interrupted message when a turn is aborted mid-stream', async () => {
+    const { agent, handle } = await agentWith([{ finish: 'hang', text: 'partial answer' }]);
+    agent.followup([text('go')]);
+    const streamed = deferred();
+    agent.subscribe((event) => {
+      if (event.type === 'assistant/chunk') streamed.resolve();
+    });
+    await streamed.promise;
+    agent.cancel();
+    await agent.whenIdle();
+    const [message] = dataOf<{ content: unknown; interrupted: boolean }>(agent.session.events, 'assistant/message');
+    expect(message).toMatchObject({ content: [text('partial answer')], interrupted: true });
+    expect(dataOf<{ reason: TurnEndReason }>(agent.session.events, 'turn/end')[0]?.reason).toEqual({ kind: 'aborted', cause: { kind: 'user' } });
+    await handle.dispose();
+  });
+
+  it('discards queued input on cancel unless keepInbox is set', async () => {
+    const { agent, handle } = await agentWith([{ finish: 'hang' }]);
+    agent.followup([text('one')]);
+    const queued = agent.followup([text('two')]);
+    await Promise.resolve();
+    agent.cancel({ kind: 'parent' });
+    await agent.whenIdle();
+    expect(dataOf<{ ids: string[] }>(agent.session.events, 'inbox/discarded')).toEqual([{ ids: [queued] }]);
+    expect(reasons(agent.session.events)).toEqual(['aborted']);
+    await handle.dispose();
+  });
+
+  it('parks queued input on cancel with keepInbox; the next waking input runs it first', async () => {
+    const { agent, handle, model } = await agentWith([{ finish: 'hang' }, { text: 'a' }, { text: 'b' }]);
+    agent.followup([text('one')]);
+    agent.followup([text('two')]);
+    const started = deferred();
+    agent.subscribe((event) => {
+      if (event.type === 'step/start') started.resolve();
+    });
+    await started.promise;
+    agent.cancel({ kind: 'user' }, { keepInbox: true });
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toEqual(['aborted']);
+    expect(agent.status).toBe('idle');
+    agent.followup([text('three')]);
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toEqual(['aborted', 'completed', 'completed']);
+    expect(model.requests.map((r) => r.messages.filter((m) => m.role === 'user').at(-1)?.content)).toEqual([
+      [text('one')], [text('two')], [text('three')],
+    ]);
+    await handle.dispose();
+  });
+
+  it('runs a followup sent right after cancel once the aborted turn has ended', async () => {
+    const { agent, handle } = await agentWith([{ finish: 'hang' }, { text: 'after' }]);
+    agent.followup([text('one')]);
+    await Promise.resolve();
+    agent.cancel();
+    agent.followup([text('two')]);
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toEqual(['aborted', 'completed']);
+    await handle.dispose();
+  });
+
+  it('takes steered input into the next step of the running turn', async () => {
+    const gate = deferred();
+    const tool = recordingTool('lookup', { gate: gate.promise });
+    const { agent, handle, model } = await agentWith([{ toolCalls: [{ name: 'lookup', input: { value: 'x' } }] }, { text: 'ok' }], { tools: [tool] });
+    agent.followup([text('go')]);
+    await expect.poll(() => tool.calls.length).toBe(1);
+    agent.steer([text('also this')]);
+    gate.resolve();
+    await agent.whenIdle();
+    expect(dataOf(agent.session.events, 'turn/start')).toHaveLength(1);
+    expect(model.requests[1]?.messages.at(-1)).toEqual({ role: 'user', content: [text('also this')] });
+    await handle.dispose();
+  });
+
+  it('does not wake an idle agent on inject; the injected input joins the next turn', async () => {
+    const { agent, handle, model } = await agentWith([{ text: 'ok' }]);
+    agent.inject([text('context')]);
+    expect(agent.status).toBe('idle');
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(model.requests[0]?.messages).toEqual([
+      { role: 'user', content: [text('go')] },
+      { role: 'user', content: [text('context')] },
+    ]);
+    await handle.dispose();
+  });
+
+  it('rejects empty or malformed content with INVALID_REQUEST', async () => {
+    const { agent, handle } = await agentWith([]);
+    expect(() => agent.followup([])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    expect(() => agent.followup([null as never])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    await handle.dispose();
+  });
+
+  it('gives a running tool the turn signal and aborts it on cancel', async () => {
+    const aborted = deferred<string>();
+    const { runtime, model } = { runtime: makeRuntime(), model: scriptedModel([{ toolCalls: [{ name: 'wait', input: {} }] }]) };
+    runtime.tools.register({
+      name: 'wait',
+      description: 'waits for abort',
+      parameters: { type: 'object' },
+      execute: (_input, ctx) =>
+        new Promise((_resolve, reject) => {
+          ctx.signal.addEventListener('abort', () => {
+            aborted.resolve(ctx.callId);
+            reject(new Error('stopped'));
+          });
+        }),
+    });
+    const { agent, dispose } = await runtime.agents.create({ model });
+    agent.followup([text('go')]);
+    await expect.poll(() => dataOf(agent.session.events, 'tool/call').length).toBe(1);
+    agent.cancel();
+    expect(await aborted.promise).toBe('call_1');
+    await agent.whenIdle();
+    expect(dataOf<{ code: string }>(agent.session.events, 'tool/result')[0]?.code).toBe('ABORTED');
+    await dispose();
+  });
+});

@@ -1,0 +1,69 @@
+// Shared test helpers: a runtime wired from public exports, deferreds, and event-type listings.
+import {
+  AgentRegistry,
+  LiveSessionStore,
+  ToolRegistry,
+  type ModelSpec,
+  type SessionEvent,
+  type SessionPersistence,
+  type Tool,
+} from 'subagent-host';
+
+export interface Runtime {
+  sessions: LiveSessionStore;
+  tools: ToolRegistry;
+  agents: AgentRegistry;
+  warnings: string[];
+}
+
+export function makeRuntime(options: { persistence?: SessionPersistence; model?: ModelSpec; tools?: Tool[] } = {}): Runtime {
+  const warnings: string[] = [];
+  const logger = { warn: (message: string) => void warnings.push(message) };
+  const sessions = new LiveSessionStore({ persistence: options.persistence, logger });
+  const tools = new ToolRegistry();
+  if (options.tools?.length) tools.register(...options.tools);
+  const agents = new AgentRegistry({ sessions, tools, model: options.model, persistence: options.persistence, logger });
+  return { sessions, tools, agents, warnings };
+}
+
+export interface Deferred<T> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+export function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** The event types of a log, for whole-array ordering assertions. */
+export function types(events: readonly SessionEvent[]): string[] {
+  return events.map((event) => event.type);
+}
+
+/** The data of the events of one type. */
+export function dataOf<T = Record<string, unknown>>(events: readonly SessionEvent[], type: string): T[] {
+  return events.filter((event) => event.type === type).map((event) => event.data as T);
+}
+
+/** A tool whose calls are recorded; `gate` (when given) holds each call until resolved. */
+export function recordingTool(name: string, options: { gate?: Promise<void>; output?: string } = {}): Tool & { calls: unknown[] } {
+  const calls: unknown[] = [];
+  return {
+    name,
+    description: `test tool ${name}`,
+    parameters: { type: 'object', properties: { value: { type: 'string' } }, required: ['value'], additionalProperties: false },
+    calls,
+    async execute(input) {
+      calls.push(input);
+      if (options.gate) await options.gate;
+      return options.output ?? `${name} ok`;
+    },
+  };
+}

@@ -1,0 +1,57 @@
+// Architecture guard: each folder of src/ imports only from the layers above it (DESIGN.md),
+// the worker entry never imports the service, and no source file passes 400 lines.
+import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const LAYERS = ['seam', 'runtime', 'persistence', 'service', 'providers', 'tools'];
+
+function files(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return files(path);
+    return path.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Layer rank of a file under src/ (top-level files such as host.ts and cli.ts rank last). */
+function rank(path: string): number {
+  const [first] = relative(join(root, 'src'), path).split('/');
+  const index = LAYERS.indexOf(first ?? '');
+  return index === -1 ? LAYERS.length : index;
+}
+
+function relativeImports(path: string): string[] {
+  const source = readFileSync(path, 'utf8');
+  const found = [...source.matchAll(/(?:from|import)\s*\(?\s*'(\.[^']+)'/g)].map((m) => m[1]!);
+  return found.map((spec) => resolve(dirname(path), spec));
+}
+
+describe('layering', () => {
+  const sources = files(join(root, 'src'));
+
+  it.each(sources.map((path) => [relative(root, path), path]))('%s imports only from layers above it', (_name, path) => {
+    const upward = relativeImports(path).filter((target) => target.startsWith(join(root, 'src')) && rank(target) > rank(path));
+    expect(upward.map((target) => relative(root, target))).toEqual([]);
+  });
+
+  it('keeps the worker entry free of the service, tools and host', () => {
+    for (const path of files(join(root, 'workers'))) {
+      const bad = relativeImports(path).filter((target) => {
+        const layer = relative(join(root, 'src'), target).split('/')[0];
+        return layer === 'service' || layer === 'tools' || layer === 'host.js' || layer === 'cli.js';
+      });
+      expect(bad).toEqual([]);
+    }
+  });
+
+  it('keeps every source file under 400 lines', () => {
+    const long = [...sources, ...files(join(root, 'workers'))]
+      .map((path) => [relative(root, path), readFileSync(path, 'utf8').split('\n').length] as const)
+      .filter(([, lines]) => lines > 400);
+    expect(long).toEqual([]);
+  });
+});

@@ -1,0 +1,93 @@
+// Model specs: validation, the scripted model and user adapters loaded by module specifier.
+import { describe, expect, it } from 'vitest';
+import { createModel, scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
+import { makeRuntime } from './helpers.js';
+
+const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;
+
+async function collect(stream: AsyncIterable<ModelChunk>): Promise<ModelChunk[]> {
+  const out: ModelChunk[] = [];
+  for await (const chunk of stream) out.push(chunk);
+  return out;
+}
+
+const request = (words: string) => ({ messages: [{ role: 'user' as const, content: [text(words)] }], tools: [], signal: new AbortController().signal });
+
+describe('createModel', () => {
+  it.each<[string, unknown]>([
+    ['an unknown kind', { kind: 'magic' }],
+    ['a scripted step of no known shape', { kind: 'scripted', steps: [{ say: 'x' }] }],
+    ['openai without a model', { kind: 'openai', baseURL: 'http://127.0.0.1:1' }],
+    ['openai with a non-URL baseURL', { kind: 'openai', baseURL: 'localhost', model: 'm' }],
+    ['module without a specifier', { kind: 'module' }],
+    ['not an object', 'scripted'],
+  ])('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
+    await expect(createModel(spec as ModelSpec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
+  });
+
+  it('loads a user adapter from a module export and passes its options', async () => {
+    const model = await createModel({ kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createEchoModel', options: { prefix: '> ' } });
+    expect(await collect(model.stream(request('hey')))).toEqual([{ type: 'text-delta', text: '> hey' }, { type: 'finish', reason: 'stop' }]);
+  });
+
+  it.each([
+    ['a missing module', { kind: 'module', specifier: fixture('missing.mjs') }],
+    ['an export that is not a function', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'notAFactory' }],
+  ] as const)('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
+    await expect(createModel(spec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
+  });
+
+  it('fails agent creation with INVALID_MODEL_SPEC before anything is published', async () => {
+    const runtime = makeRuntime();
+    await expect(runtime.agents.create({ agentOptions: { model: { kind: 'nope' } as never } })).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
+    expect(runtime.agents.list()).toEqual([]);
+    expect(runtime.sessions.list()).toEqual([]);
+  });
+});
+
+describe('scripted model', () => {
+  it('streams text word by word, then echoes once the steps are used up', async () => {
+    const model = scriptedModel([{ text: 'two words' }]);
+    expect(await collect(model.stream(request('a')))).toEqual([
+      { type: 'text-delta', text: 'two ' },
+      { type: 'text-delta', text: 'words' },
+      { type: 'finish', reason: 'stop' },
+    ]);
+    expect(await collect(model.stream(request('again')))).toEqual([
+      { type: 'text-delta', text: 'echo: ' },
+      { type: 'text-delta', text: 'again' },
+      { type: 'finish', reason: 'stop' },
+    ]);
+    expect(model.requests).toHaveLength(2);
+  });
+
+  it('numbers tool calls with a counter across requests', async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ name: 't', input: { n: 1 } }, { name: 't', input: { n: 2 } }] },
+      { toolCalls: [{ name: 't', input: {} }], text: 'calling' },
+    ]);
+    const ids = async () => (await collect(model.stream(request('x')))).flatMap((c) => (c.type === 'tool-call' ? [c.id] : []));
+    expect(await ids()).toEqual(['call_1', 'call_2']);
+    expect(await ids()).toEqual(['call_3']);
+  });
+
+  it('hangs until the request is aborted', async () => {
+    const model = scriptedModel([{ finish: 'hang' }]);
+    const controller = new AbortController();
+    const done = collect(model.stream({ ...request('x'), signal: controller.signal }));
+    controller.abort();
+    expect(await done).toEqual([{ type: 'finish', reason: 'aborted' }]);
+  });
+
+  it('builds a model per agent from the spec, so each agent consumes its own steps', async () => {
+    const runtime = makeRuntime({ model: { kind: 'scripted', steps: [{ text: 'first answer' }] } });
+    const a = await runtime.agents.create();
+    const b = await runtime.agents.create();
+    a.agent.followup([text('x')]);
+    b.agent.followup([text('y')]);
+    await Promise.all([a.agent.whenIdle(), b.agent.whenIdle()]);
+    const answers = [a, b].map((h) => h.agent.session.events.filter((e) => e.type === 'assistant/message').map((e) => (e.data as { content: unknown }).content));
+    expect(answers).toEqual([[[text('first answer')]], [[text('first answer')]]]);
+    await Promise.all([a.dispose(), b.dispose()]);
+  });
+});
