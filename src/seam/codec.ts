@@ -1,6 +1,200 @@
-// STUB — to be implemented: the one superjson instance used at every boundary.
+// The one superjson instance used at every boundary (ports, stdio, SQLite). Plain superjson drops an
+// error's class and custom fields and refuses objects keyed `constructor`/`__proto__`/`prototype`;
+// the transformers registered here keep both, so codes and model-written JSON survive every hop.
+import { SuperJSON } from 'superjson';
+import type { SuperJSONResult, SuperJSONValue } from 'superjson';
+import { z } from 'zod';
+import { SUBAGENT_ERROR_CODES, SubagentError, describeError } from './errors.js';
+
+/** The object form of an encoded value: structured-clone safe, so it can go straight to `postMessage`. */
 export interface Encoded { json: unknown; meta?: unknown }
-export function encode(_value: unknown): Encoded { throw new Error('not implemented'); }
-export function decode<T = unknown>(_encoded: Encoded): T { throw new Error('not implemented'); }
-export function stringify(_value: unknown): string { throw new Error('not implemented'); }
-export function parse<T = unknown>(_text: string): T { throw new Error('not implemented'); }
+
+/** An error (or any thrown value) in wire form; see `serializeError`. */
+export type SerializedError = Encoded;
+
+type JSONValue = SuperJSONResult['json'];
+
+const instance = new SuperJSON();
+
+const encodedSchema = z.object({
+  json: z.unknown(),
+  meta: z.looseObject({ v: z.number().optional() }).optional(),
+});
+
+const errorPayloadSchema = z.object({
+  name: z.string(),
+  message: z.string(),
+  code: z.union([z.string(), z.number()]).optional(),
+  stack: z.string().optional(),
+  cause: encodedSchema.optional(),
+});
+const subagentErrorPayloadSchema = errorPayloadSchema.extend({ code: z.enum(SUBAGENT_ERROR_CODES) });
+
+/** What the error transformers put on the wire; `cause` is present exactly when the error had one. */
+interface ErrorPayload { name: string; message: string; code?: string | number; stack?: string; cause?: Encoded }
+
+// Objects whose cause chain (or dangerous-key object) is being encoded right now. The nested
+// `instance.serialize` calls below are outside superjson's own cycle tracking, so re-entry is cut here.
+const inProgress = new Set<object>();
+
+/** Encodes `value` through `instance` as an isolated payload, guarding against re-entry via `owner`. */
+function nested(owner: object, value: unknown): Encoded {
+  inProgress.add(owner);
+  try {
+    return toEncoded(instance.serialize(value as SuperJSONValue));
+  } finally {
+    inProgress.delete(owner);
+  }
+}
+
+function toEncoded(result: SuperJSONResult): Encoded {
+  return result.meta === undefined ? { json: result.json } : { json: result.json, meta: result.meta };
+}
+
+function fromEncoded(encoded: Encoded): unknown {
+  return instance.deserialize(encoded as SuperJSONResult);
+}
+
+// superjson's output is JSON by construction, so a payload holding a nested `Encoded` is JSON too.
+function errorPayload(error: Error): JSONValue {
+  const payload: ErrorPayload = { name: error.name, message: error.message };
+  const code: unknown = (error as { code?: unknown }).code;
+  if (typeof code === 'string' || typeof code === 'number') payload.code = code;
+  if (typeof error.stack === 'string') payload.stack = error.stack;
+  // A cause that leads back to this error is dropped rather than followed forever.
+  if ('cause' in error && !inProgress.has(error)) payload.cause = nested(error, error.cause);
+  return payload as unknown as JSONValue;
+}
+
+/** Restores what `Error` itself does not take in its constructor: stack, and the cause's presence. */
+function causeOption(payload: { cause?: Encoded | undefined }): { cause?: unknown } {
+  return payload.cause === undefined ? {} : { cause: fromEncoded(payload.cause) };
+}
+
+function setHidden(target: Error, key: 'name' | 'stack', value: string): void {
+  Object.defineProperty(target, key, { value, writable: true, configurable: true, enumerable: false });
+}
+
+const BUILTIN_ERRORS: Record<string, ErrorConstructor> = {
+  Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError,
+};
+
+instance.registerCustom<SubagentError, JSONValue>(
+  {
+    isApplicable: (value): value is SubagentError => value instanceof SubagentError,
+    serialize: errorPayload,
+    deserialize: (raw) => {
+      const payload = subagentErrorPayloadSchema.parse(raw);
+      const error = new SubagentError(payload.code, payload.message, causeOption(payload));
+      if (payload.stack !== undefined) setHidden(error, 'stack', payload.stack);
+      return error;
+    },
+  },
+  'SubagentError',
+);
+
+instance.registerCustom<Error, JSONValue>(
+  {
+    isApplicable: (value): value is Error => value instanceof Error && !(value instanceof SubagentError),
+    serialize: errorPayload,
+    deserialize: (raw) => {
+      const payload = errorPayloadSchema.parse(raw);
+      const Ctor = Object.hasOwn(BUILTIN_ERRORS, payload.name) ? BUILTIN_ERRORS[payload.name] ?? Error : Error;
+      const error = new Ctor(payload.message, causeOption(payload));
+      if (error.name !== payload.name) setHidden(error, 'name', payload.name);
+      if (payload.code !== undefined) (error as { code?: unknown }).code = payload.code;
+      if (payload.stack !== undefined) setHidden(error, 'stack', payload.stack);
+      return error;
+    },
+  },
+  'Error',
+);
+
+const DANGEROUS_KEYS = ['__proto__', 'constructor', 'prototype'] as const;
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === null || proto === Object.prototype;
+}
+
+// superjson throws on these keys as a prototype-pollution guard, yet they are ordinary JSON keys (a
+// model's tool input may hold `constructor`). Such objects travel as an entry list and are rebuilt
+// with `Object.fromEntries`, which defines own properties and never touches the prototype.
+instance.registerCustom<Record<string, unknown>, JSONValue>(
+  {
+    isApplicable: (value): value is Record<string, unknown> =>
+      isPlainObject(value) && DANGEROUS_KEYS.some((key) => Object.hasOwn(value, key)),
+    serialize: (object) => {
+      if (inProgress.has(object)) {
+        throw new SubagentError(
+          'INVALID_REQUEST',
+          'A value has a cycle through an object with a `__proto__`, `constructor` or `prototype` key; ' +
+            'break the cycle before sending it.',
+        );
+      }
+      return nested(object, Object.entries(object)) as unknown as JSONValue;
+    },
+    deserialize: (raw) => {
+      const entries = z.array(z.tuple([z.string(), z.unknown()])).parse(fromEncoded(encodedSchema.parse(raw)));
+      return Object.fromEntries(entries);
+    },
+  },
+  'object',
+);
+
+/** Encodes `value` (Date, Map, Set, BigInt, URL, errors, cycles…) as a postMessage-safe `{ json, meta? }`. */
+export function encode(value: unknown): Encoded {
+  try {
+    return toEncoded(instance.serialize(value as SuperJSONValue));
+  } catch (error) {
+    if (error instanceof SubagentError) throw error;
+    throw new SubagentError('INVALID_REQUEST', `Value cannot be encoded: ${describeError(error)}.`, {
+      cause: error,
+    });
+  }
+}
+
+/** Decodes what `encode` produced. Malformed input throws `SubagentError` `CORRUPT_DATA`. */
+export function decode<T = unknown>(encoded: Encoded): T {
+  try {
+    return fromEncoded(encodedSchema.parse(encoded)) as T;
+  } catch (error) {
+    throw corrupt(error);
+  }
+}
+
+/** Encodes `value` as one JSON string (for stdio, ACP `_meta` and SQLite). */
+export function stringify(value: unknown): string {
+  return JSON.stringify(encode(value));
+}
+
+/** Decodes what `stringify` produced. Malformed text throws `SubagentError` `CORRUPT_DATA`. */
+export function parse<T = unknown>(text: string): T {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw corrupt(error);
+  }
+  return decode<T>(raw as Encoded);
+}
+
+/** The wire form of a thrown value, keeping an error's class, `code` and `cause`. */
+export function serializeError(error: unknown): SerializedError {
+  return encode(error);
+}
+
+/** Inverse of `serializeError`; a thrown non-error value comes back wrapped in an `Error`. */
+export function deserializeError(serialized: SerializedError): Error {
+  const value = decode(serialized);
+  return value instanceof Error ? value : new Error(describeError(value), { cause: value });
+}
+
+function corrupt(cause: unknown): SubagentError {
+  return new SubagentError(
+    'CORRUPT_DATA',
+    `Encoded data is malformed (${describeError(cause)}); it was not produced by this codec or was altered.`,
+    { cause },
+  );
+}

@@ -1,9 +1,17 @@
-// STUB — to be implemented: the durable `subagent/descriptor` event (seam-spec §6).
+// The durable `subagent/descriptor` event (seam-spec §6): what kind of child a session is, written
+// once by the establishing side and read back on resume and by the identity projection. Versioned:
+// a payload of another version is unclassifiable rather than corrupt.
+import { z } from 'zod';
+import { SubagentError } from './errors.js';
 import type { SessionEvent } from './session-types.js';
 
 export const SUBAGENT_DESCRIPTOR_VERSION = 2;
 export const DESCRIPTOR_EVENT = 'subagent/descriptor';
 
+/** Which tools a continuable child may use; at least one list is present. */
+export interface SubagentToolFilter { allow?: string[]; deny?: string[] }
+
+/** The payload of a `subagent/descriptor` event. Composition is explicit fields, never open options. */
 export type SubagentDescriptorData =
   | { version: 2; mode: 'one-shot'; provider: string; label?: string }
   | {
@@ -13,9 +21,10 @@ export type SubagentDescriptorData =
       label: string;
       agentModel?: string;
       persona?: string;
-      toolFilter?: { allow?: string[]; deny?: string[] };
+      toolFilter?: SubagentToolFilter;
     };
 
+/** What `snapshotSubagentDescriptor` takes: the descriptor without its version. */
 export type SubagentDescriptorInput =
   | { mode: 'one-shot'; provider: string; label?: string }
   | {
@@ -24,13 +33,142 @@ export type SubagentDescriptorInput =
       label: string;
       agentModel?: string;
       persona?: string;
-      toolFilter?: { allow?: string[]; deny?: string[] };
+      toolFilter?: SubagentToolFilter;
     };
 
-export function snapshotSubagentDescriptor(_input: SubagentDescriptorInput): SubagentDescriptorData {
-  throw new Error('not implemented');
+const toolFilterSchema = z
+  .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
+  .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, {
+    message: 'needs `allow`, `deny` or both',
+  });
+
+const oneShotSchema = z.strictObject({
+  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+  mode: z.literal('one-shot'),
+  provider: z.string(),
+  label: z.string().optional(),
+});
+
+const continuableSchema = z.strictObject({
+  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+  mode: z.literal('continuable'),
+  provider: z.string(),
+  label: z.string(),
+  agentModel: z.string().optional(),
+  persona: z.string().optional(),
+  toolFilter: toolFilterSchema.optional(),
+});
+
+const descriptorSchema = z.discriminatedUnion('mode', [oneShotSchema, continuableSchema]);
+
+// Read before the full schema so that an unknown version is recognised however its fields look.
+const versionSchema = z.looseObject({ version: z.number() });
+
+/** Turns the first zod issue into `field: problem`, e.g. `toolFilter.deny[1]: expected string`. */
+function describeIssue(error: z.ZodError): string {
+  const issue = error.issues[0];
+  if (issue === undefined) return 'invalid descriptor';
+  let field = '';
+  for (const key of issue.path) {
+    field += typeof key === 'number' ? `[${key}]` : `${field === '' ? '' : '.'}${String(key)}`;
+  }
+  if (issue.code === 'unrecognized_keys') {
+    const names = issue.keys.map((key) => (field === '' ? key : `${field}.${key}`));
+    return `unknown field ${names.map((name) => `\`${name}\``).join(', ')}`;
+  }
+  return `${field === '' ? 'payload' : `\`${field}\``}: ${issue.message}`;
 }
 
-export function foldSubagentDescriptor(_events: readonly SessionEvent[]): SubagentDescriptorData | undefined {
-  throw new Error('not implemented');
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === null || proto === Object.prototype;
+}
+
+/** A copy of `value` through JSON, or undefined when that copy differs (the value is not plain JSON). */
+function jsonCopy<T>(value: T): T | undefined {
+  let copy: unknown;
+  try {
+    copy = JSON.parse(JSON.stringify(value));
+  } catch {
+    return undefined;
+  }
+  return sameJson(copy, value) ? (copy as T) : undefined;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return a.length === b.length && a.every((item, index) => index in b && sameJson(item, b[index]));
+  }
+  if (!isPlainObject(a) || !isPlainObject(b)) return false;
+  const keys = Object.keys(a);
+  return (
+    keys.length === Object.keys(b).length &&
+    keys.every((key) => Object.hasOwn(b, key) && sameJson(a[key], b[key]))
+  );
+}
+
+/**
+ * Builds the descriptor payload for `input`: version, mode, provider and the optional fields present
+ * for that mode (other input keys are ignored). The result is a detached, lossless-JSON copy.
+ * Throws `SubagentError` `INVALID_REQUEST` naming the bad field.
+ */
+export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): SubagentDescriptorData {
+  const draft: Record<string, unknown> = {
+    version: SUBAGENT_DESCRIPTOR_VERSION,
+    mode: input.mode,
+    provider: input.provider,
+  };
+  const optional =
+    input.mode === 'continuable' ? (['label', 'agentModel', 'persona', 'toolFilter'] as const) : (['label'] as const);
+  for (const key of optional) {
+    const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
+    if (value !== undefined) draft[key] = value;
+  }
+  const result = descriptorSchema.safeParse(draft);
+  if (!result.success) {
+    throw new SubagentError('INVALID_REQUEST', `Invalid subagent descriptor: ${describeIssue(result.error)}.`, {
+      cause: result.error,
+    });
+  }
+  const copy = jsonCopy(draft);
+  if (copy === undefined) {
+    throw new SubagentError(
+      'INVALID_REQUEST',
+      'Invalid subagent descriptor: it does not survive a JSON round trip; pass plain strings and arrays.',
+    );
+  }
+  return copy as SubagentDescriptorData;
+}
+
+/**
+ * Parses one descriptor payload. Returns undefined for a payload of another version; throws
+ * `SubagentError` `CORRUPT_DATA` naming the field for anything else malformed. Returns a fresh object.
+ */
+export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData | undefined {
+  if (!isPlainObject(data)) {
+    throw new SubagentError('CORRUPT_DATA', 'Stored subagent descriptor is not a plain object.');
+  }
+  const version = versionSchema.safeParse(data);
+  if (!version.success) throw corrupt(version.error);
+  if (version.data.version !== SUBAGENT_DESCRIPTOR_VERSION) return undefined;
+  const result = descriptorSchema.safeParse(data);
+  if (!result.success) throw corrupt(result.error);
+  return result.data as SubagentDescriptorData;
+}
+
+/**
+ * The descriptor of a session: the FIRST `subagent/descriptor` event wins (resume reads the child's
+ * own suffix). No descriptor, or one of another version → undefined; malformed → `CORRUPT_DATA`.
+ */
+export function foldSubagentDescriptor(events: readonly SessionEvent[]): SubagentDescriptorData | undefined {
+  const event = events.find((candidate) => candidate.type === DESCRIPTOR_EVENT);
+  return event === undefined ? undefined : parseSubagentDescriptor(event.data);
+}
+
+function corrupt(error: z.ZodError): SubagentError {
+  return new SubagentError('CORRUPT_DATA', `Stored subagent descriptor is malformed: ${describeIssue(error)}.`, {
+    cause: error,
+  });
 }

@@ -1,0 +1,204 @@
+// The boundary codec: frozen values through a real MessageChannel and through strings, a fast-check
+// round-trip property, and the errors (class, code, cause) that plain superjson would lose.
+import { once } from 'node:events';
+import { inspect, isDeepStrictEqual } from 'node:util';
+import { MessageChannel } from 'node:worker_threads';
+import type { MessagePort } from 'node:worker_threads';
+import fc from 'fast-check';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { SubagentError, decode, encode, parse, stringify } from 'subagent-host';
+import type { ContentBlock, Encoded } from 'subagent-host';
+
+const openPorts: MessagePort[] = [];
+
+afterEach(async () => {
+  const ports = openPorts.splice(0);
+  const closed = ports.map((port) => once(port, 'close'));
+  for (const port of ports) port.close();
+  await Promise.all(closed);
+});
+
+afterAll(() => {
+  expect(process.getActiveResourcesInfo()).not.toContain('MessagePort');
+});
+
+/** Sends `encode(value)` from one end of a fresh channel and decodes what the other end receives. */
+async function throughPort(value: unknown): Promise<unknown> {
+  const { port1, port2 } = new MessageChannel();
+  openPorts.push(port1, port2);
+  const received = once(port2, 'message') as Promise<[Encoded]>;
+  port1.postMessage(encode(value));
+  const [message] = await received;
+  return decode(message);
+}
+
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}
+
+const full = { depth: Infinity, maxArrayLength: Infinity, maxStringLength: Infinity, breakLength: Infinity };
+/** Strict deep equality that also sees what `isDeepStrictEqual` cannot (a URL's href, -0 in Sets). */
+function same(a: unknown, b: unknown): boolean {
+  return isDeepStrictEqual(a, b) && inspect(a, full) === inspect(b, full);
+}
+
+function circular(): unknown {
+  const node: Record<string, unknown> = { name: 'root' };
+  node['self'] = node;
+  node['children'] = [{ parent: node }];
+  return node;
+}
+
+function shared(): unknown {
+  const leaf = { when: new Date(5) };
+  return { a: leaf, b: [leaf], c: new Map([['leaf', leaf]]) };
+}
+
+const blocks: ContentBlock[] = [
+  { type: 'text', text: 'résumé ✓ \u{1F600}' },
+  { type: 'reasoning', text: '' },
+  { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' },
+  // Model-written JSON may use keys superjson refuses by default.
+  { type: 'tool_call', id: 'c1', name: 'edit', input: JSON.parse('{"__proto__":{"x":1},"constructor":[-1],"prototype":null}') },
+  { type: 'tool_result', callId: 'c1', content: [{ type: 'text', text: 'ok' }], isError: false },
+];
+
+const cases: [string, () => unknown][] = [
+  ['undefined at the top level', () => undefined],
+  ['Date', () => new Date(1_700_000_000_123)],
+  ['Map with object keys', () => new Map<unknown, unknown>([[{ k: 1 }, 'a'], ['s', new Date(0)]])],
+  ['Set', () => new Set<unknown>([1, 'two', { three: 3 }])],
+  ['BigInt', () => ({ big: 2n ** 70n, negative: -5n })],
+  ['undefined in objects and arrays', () => ({ a: undefined, list: [undefined, 1] })],
+  ['-0', () => ({ zero: -0, list: [-0] })],
+  ['NaN and ±Infinity', () => [NaN, Infinity, -Infinity]],
+  ['URL', () => ({ url: new URL('https://example.com/a?b=c#d') })],
+  ['nested SubagentError with code and cause', () =>
+    new SubagentError('START_FAILED', 'outer', { cause: new SubagentError('CLOSED', 'inner') })],
+  ['plain Error cause', () => new SubagentError('CANCELLED', 'stop', { cause: new RangeError('too far') })],
+  ['circular references', circular],
+  ['shared references', shared],
+  ['content blocks', () => blocks],
+];
+
+describe('codec through a real MessageChannel', () => {
+  it.each(cases)('round-trips %s', async (_name, make) => {
+    const value = deepFreeze(make());
+    expect(same(await throughPort(value), value)).toBe(true);
+  });
+
+  it.each(cases)('round-trips %s through stringify and parse', (_name, make) => {
+    const value = deepFreeze(make());
+    expect(same(parse(stringify(value)), value)).toBe(true);
+  });
+
+  it('keeps circular and shared references as references', async () => {
+    const loop = (await throughPort(circular())) as { self: unknown; children: { parent: unknown }[] };
+    expect(loop.self).toBe(loop);
+    expect(loop.children[0]?.parent).toBe(loop);
+    const tree = (await throughPort(shared())) as { a: unknown; b: unknown[]; c: Map<string, unknown> };
+    expect(tree.b[0]).toBe(tree.a);
+    expect(tree.c.get('leaf')).toBe(tree.a);
+  });
+
+  it('keeps the SubagentError class, code and a SubagentError cause with its own plain cause', async () => {
+    const inner = new SubagentError('CLOSED', 'port closed', { cause: new TypeError('bad port') });
+    const decoded = await throughPort(new SubagentError('START_FAILED', 'child failed', { cause: inner }));
+    expect(decoded).toBeInstanceOf(SubagentError);
+    const error = decoded as SubagentError;
+    expect(error.code).toBe('START_FAILED');
+    expect(error.name).toBe('SubagentError');
+    expect(error.cause).toBeInstanceOf(SubagentError);
+    expect((error.cause as SubagentError).code).toBe('CLOSED');
+    const root = (error.cause as SubagentError).cause;
+    expect(root).toBeInstanceOf(TypeError);
+    expect(root).toMatchObject({ name: 'TypeError', message: 'bad port' });
+  });
+
+  it('keeps the name, message and code of a foreign error', async () => {
+    const error = Object.assign(new Error('no such file'), { code: 'ENOENT' });
+    error.name = 'SystemError';
+    const decoded = await throughPort(error);
+    expect(decoded).toBeInstanceOf(Error);
+    expect(decoded).toMatchObject({ name: 'SystemError', message: 'no such file', code: 'ENOENT' });
+  });
+
+  it('ends a cause chain that loops back to its error instead of recursing forever', async () => {
+    const error = new Error('loop');
+    error.cause = { again: error };
+    const decoded = (await throughPort(error)) as Error;
+    expect(decoded.message).toBe('loop');
+    expect((decoded.cause as { again: Error }).again.message).toBe('loop');
+  });
+});
+
+describe('codec property', () => {
+  // Leaves superjson must restore beyond JSON; containers nest them. Objects come back with
+  // Object.prototype, so null-prototype dictionaries are out of scope.
+  const { tree } = fc.letrec<{ tree: unknown }>((tie) => ({
+    tree: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      fc.jsonValue({ maxDepth: 1 }),
+      fc.date({ noInvalidDate: true }),
+      fc.bigInt(),
+      fc.constantFrom(undefined, NaN, -0, Infinity, -Infinity),
+      fc.webUrl().map((href) => new URL(href)),
+      fc.array(tie('tree'), { maxLength: 4 }),
+      fc.dictionary(fc.string(), tie('tree'), { maxKeys: 4, noNullPrototype: true }),
+      fc.array(fc.tuple(fc.oneof(fc.string(), fc.integer()), tie('tree')), { maxLength: 4 }).map((e) => new Map(e)),
+      fc.array(fc.oneof(fc.string(), fc.integer(), fc.bigInt()), { maxLength: 4 }).map((items) => new Set(items)),
+    ),
+  }));
+
+  // structuredClone is the algorithm postMessage applies; the table above covers the port itself.
+  it('decode(encode(v)) equals v for JSON values and richer values', () => {
+    fc.assert(fc.property(fc.jsonValue(), (value) => same(decode(structuredClone(encode(value))), value)));
+    fc.assert(fc.property(tree, (value) => same(decode(structuredClone(encode(value))), value)));
+  });
+
+  it('parse(stringify(v)) equals v for JSON values and richer values', () => {
+    fc.assert(fc.property(fc.jsonValue(), (value) => same(parse(stringify(value)), value)));
+    fc.assert(fc.property(tree, (value) => same(parse(stringify(value)), value)));
+  });
+});
+
+describe('codec on malformed input', () => {
+  const malformed: [string, unknown][] = [
+    ['null', null],
+    ['an object without json', { meta: { v: 1 } }],
+    ['a non-object meta', { json: 1, meta: 7 }],
+    ['an unknown custom type', { json: 1, meta: { values: [['custom', 'nope']], v: 1 } }],
+    ['an error payload that is not an object', { json: 1, meta: { values: [['custom', 'SubagentError']], v: 1 } }],
+    ['an unknown error code', {
+      json: { name: 'SubagentError', message: 'm', code: 'NOT_A_CODE' },
+      meta: { values: [['custom', 'SubagentError']], v: 1 },
+    }],
+  ];
+
+  it.each(malformed)('decode of %s throws CORRUPT_DATA with the original error as cause', (_name, input) => {
+    const error = thrown(() => decode(input as Encoded));
+    expect(error).toBeInstanceOf(SubagentError);
+    expect((error as SubagentError).code).toBe('CORRUPT_DATA');
+    expect((error as SubagentError).cause).toBeInstanceOf(Error);
+  });
+
+  it('parse of text that is not JSON throws CORRUPT_DATA with the SyntaxError as cause', () => {
+    const error = thrown(() => parse('{"json":'));
+    expect(error).toBeInstanceOf(SubagentError);
+    expect((error as SubagentError).code).toBe('CORRUPT_DATA');
+    expect((error as SubagentError).cause).toBeInstanceOf(SyntaxError);
+  });
+});
