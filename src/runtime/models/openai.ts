@@ -1,7 +1,243 @@
-// STUB — to be implemented: OpenAI-compatible chat-completions adapter (streaming SSE).
+// The OpenAI-compatible chat-completions adapter: one streaming POST per model request, bounded
+// retries before the first byte, an idle timeout, and every failure mapped to a `finish` chunk.
 import type { ModelSpec } from '../../seam/agent-types.js';
-import type { ModelAdapter } from './types.js';
+import type { FailureInfo } from '../../seam/session-types.js';
+import type { Scrub } from './openai-errors.js';
+import {
+  httpFailure,
+  isRetryable,
+  networkFailure,
+  scrubberFor,
+  serverDetail,
+  streamClosedFailure,
+} from './openai-errors.js';
+import { toWireRequest } from './openai-request.js';
+import { CompletionAssembler } from './openai-stream.js';
+import { SseDecoder } from './sse.js';
+import type { ModelAdapter, ModelChunk, ModelRequest } from './types.js';
+
+/** The `openai` variant of ModelSpec. */
 export type OpenAIModelSpec = Extract<ModelSpec, { kind: 'openai' }>;
-export function openaiModel(_spec: OpenAIModelSpec, _env: NodeJS.ProcessEnv = process.env): ModelAdapter {
-  throw new Error('not implemented');
+
+const USER_AGENT = 'subagent-host';
+const DEFAULT_API_KEY_ENV = 'OPENAI_API_KEY';
+const DEFAULT_MAX_RETRIES = 1;
+const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+const RETRY_DELAY_MS = 200;
+/** A longer `retry-after` is not waited out: the caller's own policy is the better judge. */
+const MAX_RETRY_AFTER_MS = 2_000;
+/** Error bodies are read this far, enough to classify them and quote their message. */
+const MAX_ERROR_BODY_CHARS = 16_384;
+
+/**
+ * The abort wiring of one HTTP exchange. The caller's signal and the idle timer both abort the
+ * fetch; the timer only runs while we wait on the network, so a slow consumer is not a timeout.
+ */
+class Exchange {
+  readonly controller = new AbortController();
+  timedOut = false;
+  #timer: NodeJS.Timeout | undefined;
+  #signal: AbortSignal;
+  #idleMs: number;
+  #onAbort = (): void => this.controller.abort(this.#signal.reason);
+
+  constructor(signal: AbortSignal, idleMs: number) {
+    this.#signal = signal;
+    this.#idleMs = idleMs;
+    signal.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  /** Awaits a network step under the idle timer. */
+  async wait<T>(step: () => Promise<T>): Promise<T> {
+    this.#timer = setTimeout(() => {
+      this.timedOut = true;
+      this.controller.abort(new Error(`idle timeout after ${this.#idleMs} ms`));
+    }, this.#idleMs);
+    try {
+      return await step();
+    } finally {
+      clearTimeout(this.#timer);
+    }
+  }
+
+  /** Releases the timer, the listener and (by aborting) any socket still held. Idempotent. */
+  dispose(): void {
+    clearTimeout(this.#timer);
+    this.#signal.removeEventListener('abort', this.#onAbort);
+    this.controller.abort();
+  }
+}
+
+/** Resolves true after `ms`, or false as soon as `signal` aborts; leaves no timer behind. */
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function retryDelay(response: Response): number {
+  const seconds = Number(response.headers.get('retry-after') ?? Number.NaN);
+  if (Number.isFinite(seconds) && seconds >= 0 && seconds * 1000 <= MAX_RETRY_AFTER_MS) return seconds * 1000;
+  return RETRY_DELAY_MS;
+}
+
+async function readErrorBody(response: Response, exchange: Exchange): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    while (text.length < MAX_ERROR_BODY_CHARS) {
+      const read = await exchange.wait(() => reader.read());
+      if (read.done) break;
+      text += decoder.decode(read.value, { stream: true });
+    }
+  } catch {
+    // A partial body still classifies; an abort or timeout is judged by the caller.
+  }
+  return text;
+}
+
+/** What opening the stream produced: a streaming response, or the closing chunks. */
+type Opened = { response: Response; exchange: Exchange } | { end: ModelChunk[] };
+
+/** Creates an adapter for an OpenAI-compatible server; the key is read from `env` per request. */
+export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = process.env): ModelAdapter {
+  const url = `${spec.baseURL.replace(/\/+$/, '')}/chat/completions`;
+  const apiKeyEnv = spec.apiKeyEnv ?? DEFAULT_API_KEY_ENV;
+  const maxRetries = spec.maxRetries ?? DEFAULT_MAX_RETRIES;
+  const idleMs = spec.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+
+  function fail(failure: FailureInfo): ModelChunk[] {
+    return [{ type: 'finish', reason: 'error', failure }];
+  }
+
+  function aborted(): ModelChunk[] {
+    return [{ type: 'finish', reason: 'aborted' }];
+  }
+
+  /** Why an exchange broke off: `undefined` for the caller's abort, else a timeout or `other`. */
+  function breakOff(exchange: Exchange, signal: AbortSignal, other: FailureInfo): FailureInfo | undefined {
+    if (signal.aborted) return undefined;
+    if (exchange.timedOut) return { code: 'TIMEOUT', message: `no data from ${url} for ${idleMs} ms` };
+    return other;
+  }
+
+  /** POSTs the request, retrying 429/5xx/network failures before any byte of a stream arrives. */
+  async function open(body: string, headers: Headers, signal: AbortSignal, scrub: Scrub): Promise<Opened> {
+    for (let attempt = 0; ; attempt++) {
+      const exchange = new Exchange(signal, idleMs);
+      let outcome: Response | FailureInfo;
+      try {
+        outcome = await exchange.wait(() =>
+          fetch(url, { method: 'POST', headers, body, signal: exchange.controller.signal }),
+        );
+      } catch (error) {
+        outcome = networkFailure(url, error, scrub);
+      }
+      let failure: FailureInfo | undefined;
+      let delay = RETRY_DELAY_MS;
+      if (outcome instanceof Response) {
+        if (outcome.ok) return { response: outcome, exchange };
+        const text = await readErrorBody(outcome, exchange);
+        const requestId = outcome.headers.get('x-request-id') ?? undefined;
+        failure = httpFailure({ status: outcome.status, apiKeyEnv, requestId }, serverDetail(text, scrub));
+        delay = retryDelay(outcome);
+      } else {
+        failure = outcome;
+      }
+      failure = breakOff(exchange, signal, failure);
+      // Released before the backoff: the error body is read, so no socket waits on the retry.
+      exchange.dispose();
+      if (!failure) return { end: aborted() };
+      if (attempt >= maxRetries || !isRetryable(failure)) return { end: fail(failure) };
+      if (!(await sleep(delay, signal))) return { end: aborted() };
+    }
+  }
+
+  async function* run(request: ModelRequest): AsyncGenerator<ModelChunk> {
+    const { signal } = request;
+    if (signal.aborted) return yield* aborted();
+    const key = env[apiKeyEnv];
+    if (key === undefined || key === '') {
+      return yield* fail({
+        code: 'AUTH',
+        message: `no API key: set the environment variable ${apiKeyEnv} (or choose another with apiKeyEnv)`,
+      });
+    }
+    const scrub = scrubberFor(key);
+    const headers = new Headers({
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      'user-agent': USER_AGENT,
+      authorization: `Bearer ${key}`,
+    });
+    for (const [name, value] of Object.entries(spec.headers ?? {})) headers.set(name, value);
+
+    const opened = await open(JSON.stringify(toWireRequest(spec.model, request)), headers, signal, scrub);
+    if ('end' in opened) return yield* opened.end;
+    const { response, exchange } = opened;
+    try {
+      // A proxy that ignores `stream: true` answers with one JSON document; say so plainly
+      // instead of reporting the missing [DONE] as a dropped connection.
+      const type = response.headers.get('content-type') ?? '';
+      if (type.includes('application/json') || !response.body) {
+        return yield* fail({
+          code: 'MALFORMED_RESPONSE',
+          message: `expected an event stream from ${url}, got ${type || 'no body'}; does it support stream: true?`,
+        });
+      }
+      const reader = response.body.getReader();
+      const decoder = new SseDecoder();
+      const assembler = new CompletionAssembler(scrub);
+      for (;;) {
+        // The caller may abort while we are suspended at a yield, with no read pending to reject.
+        if (signal.aborted) return yield* assembler.abort();
+        let read: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          read = await exchange.wait(() => reader.read());
+        } catch (error) {
+          const failure = breakOff(exchange, signal, streamClosedFailure(error, scrub));
+          return yield* failure ? assembler.fail(failure) : assembler.abort();
+        }
+        for (const payload of read.done ? decoder.end() : decoder.push(read.value)) {
+          if (payload.trim() === '[DONE]') return yield* assembler.complete();
+          yield* assembler.accept(payload);
+          if (assembler.failure) return yield* assembler.fail(assembler.failure);
+          if (signal.aborted) return yield* assembler.abort();
+        }
+        if (read.done) return yield* assembler.fail(streamClosedFailure(undefined, scrub));
+      }
+    } finally {
+      exchange.dispose();
+    }
+  }
+
+  /** Guards the one invariant callers rely on: no throw, exactly one `finish`, last. */
+  async function* stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
+    let finished = false;
+    try {
+      for await (const chunk of run(request)) {
+        if (finished) break;
+        finished = chunk.type === 'finish';
+        yield chunk;
+      }
+    } catch (error) {
+      if (finished) return;
+      if (request.signal.aborted) return yield* aborted();
+      const message = scrubberFor(env[apiKeyEnv])(error instanceof Error ? error.message : String(error));
+      return yield { type: 'finish', reason: 'error', failure: { code: 'INTERNAL', message } };
+    }
+  }
+
+  return { stream };
 }

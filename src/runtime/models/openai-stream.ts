@@ -1,0 +1,216 @@
+// Assembles streamed chat-completion chunks into ModelChunks: deltas pass straight through, while
+// tool calls, usage and the finish wait for [DONE] (usage often arrives in a trailing chunk).
+import { z } from 'zod';
+import type { FailureInfo, Usage } from '../../seam/session-types.js';
+import type { Scrub } from './openai-errors.js';
+import { streamErrorFailure } from './openai-errors.js';
+import type { FinishReason, ModelChunk } from './types.js';
+
+const count = z.number().nonnegative().nullish();
+
+// Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
+// which optional parts they send at all.
+const wireChunk = z.object({
+  error: z.unknown().optional(),
+  choices: z
+    .array(
+      z.object({
+        index: z.number().nullish(),
+        delta: z
+          .object({
+            content: z.string().nullish(),
+            reasoning_content: z.string().nullish(),
+            reasoning: z.string().nullish(),
+            tool_calls: z
+              .array(
+                z.object({
+                  index: z.number().int().nonnegative().nullish(),
+                  id: z.string().nullish(),
+                  function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+                }),
+              )
+              .nullish(),
+          })
+          .nullish(),
+        finish_reason: z.string().nullish(),
+      }),
+    )
+    .nullish(),
+  usage: z
+    .object({
+      prompt_tokens: count,
+      completion_tokens: count,
+      prompt_cache_hit_tokens: count,
+      prompt_tokens_details: z.object({ cached_tokens: count }).nullish(),
+      completion_tokens_details: z.object({ reasoning_tokens: count }).nullish(),
+    })
+    .nullish(),
+});
+
+type WireChunk = z.infer<typeof wireChunk>;
+type WireUsage = NonNullable<WireChunk['usage']>;
+type WireDelta = NonNullable<NonNullable<WireChunk['choices']>[number]['delta']>;
+type WireToolCallDelta = NonNullable<WireDelta['tool_calls']>[number];
+
+interface PendingCall {
+  id: string;
+  name: string;
+  args: string;
+}
+
+/** Our usage record from the wire's; cached prompt tokens are counted apart from fresh input. */
+export function toUsage(wire: WireUsage): Usage {
+  const cached = wire.prompt_tokens_details?.cached_tokens ?? wire.prompt_cache_hit_tokens ?? 0;
+  const usage: Usage = {
+    inputTokens: Math.max(0, (wire.prompt_tokens ?? 0) - cached),
+    outputTokens: wire.completion_tokens ?? 0,
+  };
+  if (cached > 0) usage.cacheReadTokens = cached;
+  const reasoning = wire.completion_tokens_details?.reasoning_tokens;
+  if (reasoning !== undefined && reasoning !== null) usage.reasoningTokens = reasoning;
+  return usage;
+}
+
+/** Parsed arguments: `{}` for none, the raw string when the model sent invalid JSON. */
+function parseArguments(args: string): unknown {
+  if (args.trim() === '') return {};
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
+  }
+}
+
+/** The state of one streamed completion (choice 0 only; we never ask for `n > 1`). */
+export class CompletionAssembler {
+  #scrub: Scrub;
+  #sawText = false;
+  #sawReasoning = false;
+  #calls = new Map<number, PendingCall>();
+  #usage: Usage | undefined;
+  #finishReason: string | undefined;
+  #failure: FailureInfo | undefined;
+
+  constructor(scrub: Scrub) {
+    this.#scrub = scrub;
+  }
+
+  /** The failure a chunk reported (malformed, or an in-stream error); the stream should end. */
+  get failure(): FailureInfo | undefined {
+    return this.#failure;
+  }
+
+  /** Absorbs one event payload; returns the deltas to emit now. */
+  accept(payload: string): ModelChunk[] {
+    let json: unknown;
+    try {
+      json = JSON.parse(payload);
+    } catch {
+      return this.#malformed(`an event is not JSON: ${payload.slice(0, 80)}`);
+    }
+    const parsed = wireChunk.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return this.#malformed(`unexpected chunk shape at ${issue?.path.join('.') ?? '?'}: ${issue?.message ?? ''}`);
+    }
+    const chunk = parsed.data;
+    if (chunk.error !== undefined && chunk.error !== null) {
+      this.#failure = streamErrorFailure(chunk.error, this.#scrub);
+      return [];
+    }
+    if (chunk.usage) this.#usage = toUsage(chunk.usage);
+    const out: ModelChunk[] = [];
+    for (const choice of chunk.choices ?? []) {
+      if ((choice.index ?? 0) !== 0) continue;
+      const delta = choice.delta;
+      const reasoning = delta?.reasoning_content ?? delta?.reasoning;
+      if (reasoning) {
+        this.#sawReasoning = true;
+        out.push({ type: 'reasoning-delta', text: reasoning });
+      }
+      if (delta?.content) {
+        this.#sawText = true;
+        out.push({ type: 'text-delta', text: delta.content });
+      }
+      for (const fragment of delta?.tool_calls ?? []) this.#addFragment(fragment);
+      if (choice.finish_reason) this.#finishReason = choice.finish_reason;
+    }
+    return out;
+  }
+
+  /** The closing chunks after [DONE]: tool calls, usage, then exactly one finish. */
+  complete(): ModelChunk[] {
+    const reason = this.#finishReason ?? 'stop';
+    switch (reason) {
+      case 'stop':
+      case 'tool_calls': {
+        // Judged by what arrived: some servers end tool-call turns with `stop`, and a
+        // `tool_calls` finish without calls would leave the driver nothing to run.
+        const calls = this.#toolCalls();
+        if (calls.length > 0) return [...calls, ...this.#close('tool-calls')];
+        if (this.#sawText || this.#sawReasoning) return this.#close('stop');
+        return this.fail({ code: 'EMPTY_RESPONSE', message: 'the model returned no content and no tool calls' });
+      }
+      case 'length':
+        // Tool calls cut off by the token limit are incomplete: drop them.
+        return this.#close('max-tokens');
+      case 'content_filter':
+        return this.#close('refusal');
+      default:
+        return this.fail({
+          code: reason.toUpperCase().replace(/[^A-Z0-9]+/g, '_'),
+          message: `the model stopped with finish_reason '${reason}'`,
+        });
+    }
+  }
+
+  /** The closing chunks of a failed stream: usage when known, then the error finish. */
+  fail(failure: FailureInfo): ModelChunk[] {
+    return this.#close('error', failure);
+  }
+
+  /** The closing chunks of an aborted stream. */
+  abort(): ModelChunk[] {
+    return this.#close('aborted');
+  }
+
+  #close(reason: FinishReason, failure?: FailureInfo): ModelChunk[] {
+    const out: ModelChunk[] = [];
+    if (this.#usage) out.push({ type: 'usage', usage: this.#usage });
+    out.push(failure ? { type: 'finish', reason, failure } : { type: 'finish', reason });
+    return out;
+  }
+
+  #malformed(message: string): ModelChunk[] {
+    this.#failure = { code: 'MALFORMED_RESPONSE', message: this.#scrub(message.replace(/\s+/g, ' ')) };
+    return [];
+  }
+
+  #addFragment(fragment: WireToolCallDelta): void {
+    let key = fragment.index;
+    if (key === undefined || key === null) {
+      // Some servers omit `index`: a new id starts a call, anything else extends the last one.
+      const known = fragment.id ? [...this.#calls].find(([, call]) => call.id === fragment.id) : undefined;
+      key = known?.[0] ?? (fragment.id || this.#calls.size === 0 ? this.#calls.size : this.#calls.size - 1);
+    }
+    let call = this.#calls.get(key);
+    if (!call) {
+      call = { id: '', name: '', args: '' };
+      this.#calls.set(key, call);
+    }
+    if (fragment.id) call.id = fragment.id;
+    if (fragment.function?.name && call.name === '') call.name = fragment.function.name;
+    if (fragment.function?.arguments) call.args += fragment.function.arguments;
+  }
+
+  #toolCalls(): ModelChunk[] {
+    return [...this.#calls]
+      .sort(([a], [b]) => a - b)
+      .map(([key, call]): ModelChunk => ({
+        type: 'tool-call',
+        id: call.id || `call_${key}`,
+        name: call.name,
+        input: parseArguments(call.args),
+      }));
+  }
+}

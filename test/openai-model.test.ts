@@ -1,0 +1,402 @@
+// The OpenAI-compatible adapter against a real local HTTP server replaying recorded-style SSE
+// streams: delta mapping, finish/usage mapping, error codes, retries, abort and the wire request.
+import { readFileSync } from 'node:fs';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelAdapter, ModelChunk, ModelRequest } from 'subagent-host';
+import { createModel } from 'subagent-host';
+
+const KEY = 'sk-secret-test-0123456789abcdef';
+const ENV = { TEST_KEY_VAR: KEY };
+
+function fixture(name: string): string {
+  return readFileSync(new URL(`./fixtures/openai/${name}.sse`, import.meta.url), 'utf8');
+}
+
+interface Received {
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+type Reply = (res: ServerResponse, req: IncomingMessage) => void;
+
+interface TestServer {
+  baseURL: string;
+  received: Received[];
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+
+const timers = (): number => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+/** Timers vitest itself may hold while a hook runs (it varies between 0 and 1). */
+let baselineTimers = 0;
+
+beforeAll(() => {
+  baselineTimers = timers();
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+  // Leak check: the adapter leaves no timer of its own behind (idle timer, retry backoff).
+  expect(timers()).toBeLessThanOrEqual(baselineTimers);
+});
+
+/** Starts a server that answers the n-th request with `replies[n]` (the last one repeats). */
+async function serve(...replies: Reply[]): Promise<TestServer> {
+  const received: Received[] = [];
+  const server = createServer((req, res) => {
+    const parts: Buffer[] = [];
+    req.on('data', (part: Buffer) => parts.push(part));
+    req.on('end', () => {
+      received.push({ url: req.url ?? '', headers: req.headers, body: Buffer.concat(parts).toString('utf8') });
+      const reply = replies[Math.min(received.length, replies.length) - 1]!;
+      reply(res, req);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const { port } = server.address() as AddressInfo;
+  return { baseURL: `http://127.0.0.1:${port}/v1`, received };
+}
+
+/** Replays an SSE text in small writes, so events and characters straddle reads. */
+function sse(text: string): Reply {
+  return (res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const bytes = Buffer.from(text, 'utf8');
+    for (let at = 0; at < bytes.length; at += 97) res.write(bytes.subarray(at, at + 97));
+    res.end();
+  };
+}
+
+function status(code: number, body: string, headers: Record<string, string> = {}): Reply {
+  return (res) => {
+    res.writeHead(code, { 'content-type': 'application/json', ...headers });
+    res.end(body);
+  };
+}
+
+async function model(server: TestServer, extra: Record<string, unknown> = {}, env = ENV): Promise<ModelAdapter> {
+  return createModel(
+    { kind: 'openai', baseURL: server.baseURL, model: 'gpt-test', apiKeyEnv: 'TEST_KEY_VAR', ...extra },
+    env,
+  );
+}
+
+function request(signal = new AbortController().signal): ModelRequest {
+  return { messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }], tools: [], signal };
+}
+
+async function collect(adapter: ModelAdapter, req: ModelRequest = request()): Promise<ModelChunk[]> {
+  const chunks: ModelChunk[] = [];
+  for await (const chunk of adapter.stream(req)) chunks.push(chunk);
+  return chunks;
+}
+
+function finishOf(chunks: ModelChunk[]): ModelChunk {
+  expect(chunks.filter((chunk) => chunk.type === 'finish')).toHaveLength(1);
+  return chunks.at(-1)!;
+}
+
+describe('openai model: streams', () => {
+  it('streams text deltas, then usage from the trailing chunk, then stop', async () => {
+    const server = await serve(sse(fixture('text-usage')));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'text-delta', text: 'Hello' },
+      { type: 'text-delta', text: ', wörld' },
+      { type: 'text-delta', text: ' 👋' },
+      { type: 'usage', usage: { inputTokens: 93, cacheReadTokens: 1024, outputTokens: 46, reasoningTokens: 0 } },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('assembles parallel tool calls from fragments keyed by index', async () => {
+    const server = await serve(sse(fixture('parallel-tool-calls')));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'tool-call', id: 'call_DdmO9pD3xa9XTPNJ32zg2hcA', name: 'get_weather', input: { location: 'Paris' } },
+      { type: 'tool-call', id: 'call_6s5DNwJmFhv0bD1aFqMjzTnR', name: 'get_time', input: { tz: 'Europe/Paris' } },
+      { type: 'usage', usage: { inputTokens: 91, outputTokens: 52, reasoningTokens: 0 } },
+      { type: 'finish', reason: 'tool-calls' },
+    ]);
+  });
+
+  it('gives {} for empty arguments and the raw string for invalid JSON', async () => {
+    const chunk = (calls: unknown[], finish: string | null = null): string =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: finish }] })}\n\n`;
+    const server = await serve(
+      sse(
+        chunk([{ index: 0, id: 'call_a', type: 'function', function: { name: 'now', arguments: '' } }]) +
+          chunk([{ index: 1, id: 'call_b', type: 'function', function: { name: 'echo', arguments: '{"x": ' } }]) +
+          chunk([], 'tool_calls') +
+          'data: [DONE]\n\n',
+      ),
+    );
+    expect(await collect(await model(server))).toEqual([
+      { type: 'tool-call', id: 'call_a', name: 'now', input: {} },
+      { type: 'tool-call', id: 'call_b', name: 'echo', input: '{"x": ' },
+      { type: 'finish', reason: 'tool-calls' },
+    ]);
+  });
+
+  it('maps DeepSeek reasoning_content, keep-alives, CRLF and cache-hit usage', async () => {
+    const server = await serve(sse(fixture('deepseek-reasoning').replaceAll('\n', '\r\n')));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'reasoning-delta', text: 'The user' },
+      { type: 'reasoning-delta', text: ' says hi.' },
+      { type: 'text-delta', text: 'Hi' },
+      { type: 'text-delta', text: '!' },
+      { type: 'usage', usage: { inputTokens: 12, cacheReadTokens: 64, outputTokens: 30, reasoningTokens: 22 } },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('maps finish_reason length to max-tokens and drops the cut-off tool call', async () => {
+    const server = await serve(sse(fixture('length')));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'text-delta', text: 'Here is the start' },
+      { type: 'usage', usage: { inputTokens: 20, outputTokens: 16 } },
+      { type: 'finish', reason: 'max-tokens' },
+    ]);
+  });
+
+  it('maps finish_reason content_filter to refusal', async () => {
+    const server = await serve(sse(fixture('content-filter')));
+    expect(await collect(await model(server))).toEqual([{ type: 'finish', reason: 'refusal' }]);
+  });
+
+  it('ends EMPTY_RESPONSE when a stop carries nothing', async () => {
+    const stop = { choices: [{ index: 0, delta: { content: '' }, finish_reason: 'stop' }] };
+    const empty = `data: ${JSON.stringify(stop)}\n\ndata: [DONE]\n\n`;
+    const server = await serve(sse(empty));
+    expect(finishOf(await collect(await model(server)))).toMatchObject({
+      reason: 'error',
+      failure: { code: 'EMPTY_RESPONSE' },
+    });
+  });
+
+  it('ends STREAM_CLOSED when the connection drops before [DONE]', async () => {
+    const text = fixture('text-usage');
+    const server = await serve((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(text.slice(0, text.indexOf('wörld')), () => res.socket?.destroy());
+    });
+    const chunks = await collect(await model(server));
+    expect(chunks[0]).toEqual({ type: 'text-delta', text: 'Hello' });
+    expect(finishOf(chunks)).toMatchObject({ reason: 'error', failure: { code: 'STREAM_CLOSED' } });
+  });
+
+  it('ends STREAM_CLOSED on a clean end of body without [DONE]', async () => {
+    const text = fixture('text-usage');
+    const server = await serve(sse(text.slice(0, text.indexOf('data: [DONE]'))));
+    expect(finishOf(await collect(await model(server)))).toMatchObject({ failure: { code: 'STREAM_CLOSED' } });
+  });
+
+  it('ends MALFORMED_RESPONSE on an event that is not JSON', async () => {
+    const cut = 'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"Hel\n\n';
+    const server = await serve(sse(`${cut}data: [DONE]\n\n`));
+    expect(finishOf(await collect(await model(server)))).toMatchObject({
+      reason: 'error',
+      failure: { code: 'MALFORMED_RESPONSE' },
+    });
+  });
+
+  it('ends TIMEOUT when no byte arrives within idleTimeoutMs', async () => {
+    const server = await serve((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': keep-alive\n\n');
+    });
+    const chunks = await collect(await model(server, { idleTimeoutMs: 150 }));
+    expect(finishOf(chunks)).toMatchObject({ reason: 'error', failure: { code: 'TIMEOUT' } });
+  });
+});
+
+describe('openai model: HTTP errors and retries', () => {
+  it('maps 401 to AUTH without retrying and scrubs the echoed key', async () => {
+    const body = JSON.stringify({
+      error: {
+        message: `Incorrect API key provided: ${KEY}. You can find your API key at https://platform.openai.com.`,
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+      },
+    });
+    const server = await serve(status(401, body));
+    const finish = finishOf(await collect(await model(server)));
+    expect(finish).toMatchObject({ reason: 'error', failure: { code: 'AUTH', status: 401 } });
+    expect(JSON.stringify(finish)).not.toContain(KEY);
+    expect(JSON.stringify(finish)).not.toContain(KEY.slice(0, 12));
+    expect(server.received).toHaveLength(1);
+  });
+
+  it.each([
+    [402, '{"error":{"message":"Insufficient Balance","type":"unknown_error"}}', 'QUOTA_EXCEEDED'],
+    [429, '{"error":{"message":"You exceeded your current quota.","code":"insufficient_quota"}}', 'QUOTA_EXCEEDED'],
+    [400, '{"error":{"message":"This model\'s maximum context length is 65536 tokens."}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    [400, '{"error":{"message":"messages[2]: tool_call_id not found"}}', 'INVALID_REQUEST'],
+    [413, 'request entity too large', 'INVALID_REQUEST'],
+    [404, '{"error":{"message":"Not found"}}', 'HTTP_404'],
+  ])('maps HTTP %i (%s) to %s', async (code, body, expected) => {
+    const server = await serve(status(code, body));
+    expect(finishOf(await collect(await model(server)))).toMatchObject({ failure: { code: expected, status: code } });
+    expect(server.received).toHaveLength(1);
+  });
+
+  it('retries once after a 429 and then streams', async () => {
+    const server = await serve(
+      status(429, '{"error":{"message":"Rate limit reached"}}', { 'retry-after': '0' }),
+      sse(fixture('text-usage')),
+    );
+    const chunks = await collect(await model(server));
+    expect(finishOf(chunks)).toEqual({ type: 'finish', reason: 'stop' });
+    expect(server.received).toHaveLength(2);
+  });
+
+  it('ends SERVER after exactly one retry of a 500', async () => {
+    const server = await serve(status(500, '{"error":{"message":"internal error"}}'));
+    const chunks = await collect(await model(server));
+    expect(finishOf(chunks)).toMatchObject({ reason: 'error', failure: { code: 'SERVER', status: 500 } });
+    expect(server.received).toHaveLength(2);
+  });
+
+  it('ends NETWORK when nothing listens', async () => {
+    const server = await serve(status(500, ''));
+    await cleanups.pop()!(); // close it: the port now refuses connections
+    const chunks = await collect(await model(server, { maxRetries: 0 }));
+    expect(finishOf(chunks)).toMatchObject({ reason: 'error', failure: { code: 'NETWORK' } });
+  });
+
+  it('ends AUTH naming the variable when the key is missing, without a request', async () => {
+    const server = await serve(sse(fixture('text-usage')));
+    const finish = finishOf(await collect(await model(server, {}, { TEST_KEY_VAR: '' })));
+    expect(finish).toMatchObject({ reason: 'error', failure: { code: 'AUTH' } });
+    expect(JSON.stringify(finish)).toContain('TEST_KEY_VAR');
+    expect(server.received).toHaveLength(0);
+  });
+});
+
+describe('openai model: abort', () => {
+  it('ends aborted mid-stream and closes the connection', async () => {
+    let closed!: () => void;
+    const connectionClosed = new Promise<void>((resolve) => (closed = resolve));
+    const server = await serve((res, req) => {
+      req.socket.on('close', closed);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(fixture('text-usage').split('\n\n').slice(0, 2).join('\n\n') + '\n\n');
+    });
+    const controller = new AbortController();
+    const chunks: ModelChunk[] = [];
+    for await (const chunk of (await model(server)).stream(request(controller.signal))) {
+      chunks.push(chunk);
+      if (chunk.type === 'text-delta') controller.abort();
+    }
+    expect(chunks).toEqual([
+      { type: 'text-delta', text: 'Hello' },
+      { type: 'finish', reason: 'aborted' },
+    ]);
+    await connectionClosed;
+  });
+
+  it('ends aborted while waiting to retry', async () => {
+    const controller = new AbortController();
+    const server = await serve((res) => {
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"overloaded"}}', () => controller.abort());
+    });
+    const chunks = await collect(await model(server), request(controller.signal));
+    expect(chunks).toEqual([{ type: 'finish', reason: 'aborted' }]);
+    expect(server.received).toHaveLength(1);
+  });
+});
+
+describe('openai model: wire request', () => {
+  it('sends the exact chat-completions body and headers', async () => {
+    const server = await serve(sse(fixture('text-usage')));
+    const adapter = await createModel(
+      {
+        kind: 'openai',
+        baseURL: `${server.baseURL}/`,
+        model: 'deepseek-chat',
+        apiKeyEnv: 'TEST_KEY_VAR',
+        headers: { 'X-Title': 'tests' },
+      },
+      ENV,
+    );
+    const req: ModelRequest = {
+      system: 'You are terse.',
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'reasoning', text: 'Need the tool.' },
+            { type: 'tool_call', id: 'call_1', name: 'get_weather', input: { location: 'Paris' } },
+            { type: 'tool_call', id: 'call_2', name: 'lookup', input: '{broken' },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', callId: 'call_1', content: [{ type: 'text', text: '18°C' }] },
+            { type: 'tool_result', callId: 'call_2', content: [], isError: true },
+            { type: 'text', text: 'And this?' },
+            { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' },
+          ],
+        },
+        { role: 'assistant', content: [{ type: 'text', text: 'A PNG header.' }] },
+      ],
+      tools: [{ name: 'get_weather', description: 'Current weather', parameters: { type: 'object' } }],
+      maxTokens: 256,
+      signal: new AbortController().signal,
+    };
+    await collect(adapter, req);
+    const [sent] = server.received;
+    expect(sent?.url).toBe('/v1/chat/completions');
+    expect(sent?.headers).toMatchObject({
+      authorization: `Bearer ${KEY}`,
+      'content-type': 'application/json',
+      'user-agent': 'subagent-host',
+      'x-title': 'tests',
+    });
+    expect(sent?.body).not.toContain('null');
+    expect(JSON.parse(sent?.body ?? '')).toStrictEqual({
+      model: 'deepseek-chat',
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'Weather in Paris?' },
+        {
+          role: 'assistant',
+          content: '',
+          tool_calls: [
+            { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } },
+            { id: 'call_2', type: 'function', function: { name: 'lookup', arguments: '{broken' } },
+          ],
+          reasoning_content: 'Need the tool.',
+        },
+        { role: 'tool', tool_call_id: 'call_1', content: '18°C' },
+        { role: 'tool', tool_call_id: 'call_2', content: '(no output)' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'And this?' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+          ],
+        },
+        { role: 'assistant', content: 'A PNG header.' },
+      ],
+      stream: true,
+      stream_options: { include_usage: true },
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'get_weather', description: 'Current weather', parameters: { type: 'object' } },
+        },
+      ],
+      max_tokens: 256,
+    });
+  });
+});
