@@ -9,8 +9,24 @@ export {
   DESCRIPTOR_EVENT,
   snapshotSubagentDescriptor,
   foldSubagentDescriptor,
+  parseSubagentDescriptor,
 } from './seam/descriptor.js';
-export type { SubagentDescriptorData, SubagentDescriptorInput } from './seam/descriptor.js';
+export type { SubagentDescriptorData, SubagentDescriptorInput, SubagentToolFilter } from './seam/descriptor.js';
+export { subagentIdentity, subagentTiming } from './seam/projections.js';
+export type {
+  SessionProjection,
+  SubagentIdentity,
+  SubagentIdentityState,
+  SubagentTiming,
+  SubagentTimingState,
+} from './seam/projections.js';
+export {
+  AssistantOutputFold,
+  finalAssistantOutput,
+  limitDiagnostic,
+  DIAGNOSTIC_LIMIT_BYTES,
+  DIAGNOSTIC_TRUNCATION_MARKER,
+} from './seam/output.js';
 export { encode, decode, stringify, parse } from './seam/codec.js';
 export type { Encoded } from './seam/codec.js';
 export { NO_START_CAPABILITIES } from './seam/types.js';

@@ -33,6 +33,7 @@ export interface TurnContext {
 
 type StepOutcome =
   | { kind: 'done' }
+  | { kind: 'concluded' }
   | { kind: 'tools' }
   | { kind: 'max-tokens' }
   | { kind: 'refusal' }
@@ -91,28 +92,40 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
   return out;
 }
 
-async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], signal: AbortSignal): Promise<void> {
+/** Runs the calls in order; true when one of them concluded the turn. */
+async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], signal: AbortSignal): Promise<boolean> {
+  let concluded = false;
   for (const call of calls) {
     const base = { turn, step, callId: call.id, name: call.name };
     ctx.session.append('tool/call', { ...base, input: call.input });
-    if (signal.aborted) {
-      ctx.session.append('tool/result', {
-        ...base,
-        content: [{ type: 'text', text: 'Error: the turn was cancelled before this tool call started' }],
-        isError: true,
-        code: 'ABORTED_BEFORE_DISPATCH',
-      });
+    const skipped = signal.aborted
+      ? { text: 'Error: the turn was cancelled before this tool call started', code: 'ABORTED_BEFORE_DISPATCH' }
+      : concluded
+        ? { text: 'Error: not executed: an earlier call in this answer completed the turn', code: 'TURN_CONCLUDED' }
+        : undefined;
+    if (skipped) {
+      ctx.session.append('tool/result', { ...base, content: [{ type: 'text', text: skipped.text }], isError: true, code: skipped.code });
       continue;
     }
+    let concludes = false;
     try {
-      const result = await ctx.tools.execute(call.name, call.input, { agent: ctx.agent, callId: call.id, signal });
+      const result = await ctx.tools.execute(call.name, call.input, {
+        agent: ctx.agent,
+        callId: call.id,
+        signal,
+        concludeTurn: () => {
+          concludes = true;
+        },
+      });
       ctx.session.append('tool/result', { ...base, ...result });
+      concluded ||= concludes && !result.isError;
     } catch (error) {
       const code = isSubagentError(error) ? error.code : signal.aborted ? 'ABORTED' : 'TOOL_FAILED';
       const message = error instanceof Error ? error.message : describeError(error);
       ctx.session.append('tool/result', { ...base, content: [{ type: 'text', text: `Error: ${message}` }], isError: true, code });
     }
   }
+  return concluded;
 }
 
 async function runStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal): Promise<StepOutcome> {
@@ -140,7 +153,7 @@ async function runStep(ctx: TurnContext, turn: number, step: number, signal: Abo
     case 'stop':
     case 'tool-calls':
       if (streamed.toolCalls.length === 0) return { kind: 'done' };
-      await runTools(ctx, turn, step, streamed.toolCalls, signal);
+      if (await runTools(ctx, turn, step, streamed.toolCalls, signal)) return { kind: 'concluded' };
       return signal.aborted ? { kind: 'aborted' } : { kind: 'tools' };
   }
 }
@@ -178,6 +191,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
         break;
       }
       if (outcome.kind === 'max-tokens') truncated = true;
+      if (outcome.kind === 'concluded') break;
       if (outcome.kind === 'tools') continue;
       if (inbox.nextStep.length === 0) break;
     }

@@ -80,7 +80,13 @@ export interface Agent {
 export interface ToolContext {
   agent: Agent;
   callId: string;
+  /** Aborted when the turn is cancelled. */
   signal: AbortSignal;
+  /**
+   * Ends the turn after this call succeeds: no further model call follows, and later tool calls
+   * of the same answer are not run. Optional so hosts may call tools outside a turn.
+   */
+  concludeTurn?(): void;
 }
 
 export type ToolOutput = string | { content: ContentBlock[]; isError?: boolean };
