@@ -1,3 +1,227 @@
-// STUB — to be implemented: SQLite SessionPersistence (better-sqlite3, WAL).
-import type { SessionPersistence } from '../runtime/session-persistence.js';
-export function sqlitePersistence(_path: string): SessionPersistence { throw new Error('not implemented'); }
+// SQLite SessionPersistence on better-sqlite3: write-behind appends batched into one transaction,
+// seq-checked at call time against a cache of each session's next seq and again at commit.
+import type Database from 'better-sqlite3';
+import { z } from 'zod';
+import type { SessionPersistence, StoredSession } from '../runtime/session-persistence.js';
+import type { SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import { closersFor } from './repair.js';
+import { SESSION_COLUMNS, decodeEvent, decodeSession, openDatabase } from './sqlite-schema.js';
+import type { EncodedEvent } from './validate.js';
+import {
+  assertContiguous,
+  closedError,
+  describeIssues,
+  duplicateSession,
+  encodeEvents,
+  parseHeader,
+  unknownSession,
+} from './validate.js';
+import type { PendingBatch } from './write-queue.js';
+import { WriteQueue } from './write-queue.js';
+
+/** Options of {@link sqlitePersistence}. */
+export interface SqlitePersistenceOptions {
+  /**
+   * How long appended events wait to be batched with later appends before they are committed.
+   * `flush()` commits at once. A crash loses at most this window of unflushed appends.
+   * @default 10
+   */
+  flushIntervalMs?: number;
+  /**
+   * How long a write waits for another connection's lock before failing with `SQLITE_BUSY`.
+   * The wait blocks the calling thread (better-sqlite3 is synchronous).
+   * @default 5000
+   */
+  busyTimeoutMs?: number;
+}
+
+const MAX_TIMER_MS = 2_147_483_647;
+
+const optionsSchema = z.strictObject({
+  flushIntervalMs: z.number().min(0).max(MAX_TIMER_MS).optional(),
+  busyTimeoutMs: z.int().min(0).max(MAX_TIMER_MS).optional(),
+});
+
+interface HeaderParams {
+  id: string;
+  createdAt: number;
+  cwd: string | null;
+  parentSession: string | null;
+  origin: string | null;
+  delegationDepth: number | null;
+  seedLength: number | null;
+}
+
+type Batches = readonly PendingBatch<EncodedEvent>[];
+
+class SqlitePersistence implements SessionPersistence {
+  readonly #db: Database.Database;
+  readonly #queue: WriteQueue<EncodedEvent>;
+  /** Next seq of each session seen, counting queued events; dropped when a commit finds it stale. */
+  readonly #nextSeqs = new Map<SessionId, number>();
+  #closing: Promise<void> | undefined;
+
+  readonly #insertSession: Database.Statement<[HeaderParams]>;
+  readonly #selectSession: Database.Statement<[string]>;
+  readonly #selectNextSeq: Database.Statement<[string], number>;
+  readonly #selectEvents: Database.Statement<[string]>;
+  readonly #listAll: Database.Statement<[]>;
+  readonly #listChildren: Database.Statement<[string]>;
+  readonly #advance: Database.Statement<[number, string, number]>;
+  readonly #insertEvent: Database.Statement<[string, number, string, number, string]>;
+  readonly #writeBatches: Database.Transaction<(batches: Batches) => Map<SessionId, Error>>;
+
+  constructor(db: Database.Database, flushIntervalMs: number) {
+    this.#db = db;
+    this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs);
+    this.#insertSession = db.prepare(
+      `INSERT INTO sessions (id, created_at, create_order, cwd, parent_session, origin, delegation_depth, seed_length)
+       VALUES (@id, @createdAt, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions),
+               @cwd, @parentSession, @origin, @delegationDepth, @seedLength)
+       ON CONFLICT (id) DO NOTHING`,
+    );
+    this.#selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`);
+    this.#selectNextSeq = db.prepare<[string], number>('SELECT next_seq FROM sessions WHERE id = ?').pluck();
+    this.#selectEvents = db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
+    this.#listAll = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions ORDER BY created_at, create_order`);
+    this.#listChildren = db.prepare(
+      `SELECT ${SESSION_COLUMNS} FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
+    );
+    // The conditional update is the commit-time seq check: it fails if another writer moved on.
+    this.#advance = db.prepare('UPDATE sessions SET next_seq = ? WHERE id = ? AND next_seq = ?');
+    this.#insertEvent = db.prepare('INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)');
+    this.#writeBatches = db.transaction((batches: Batches) => {
+      const refused = new Map<SessionId, Error>();
+      for (const { sessionId, firstSeq, items } of batches) {
+        if (this.#advance.run(firstSeq + items.length, sessionId, firstSeq).changes !== 1) {
+          refused.set(sessionId, this.#staleError(sessionId, firstSeq));
+          continue;
+        }
+        for (const event of items) this.#insertEvent.run(sessionId, event.seq, event.type, event.time, event.data);
+      }
+      return refused;
+    });
+  }
+
+  async create(header: SessionHeader): Promise<void> {
+    this.#assertOpen('create a session');
+    const clean = parseHeader(header);
+    const result = this.#insertSession.run({
+      id: clean.id,
+      createdAt: clean.createdAt,
+      cwd: clean.cwd ?? null,
+      parentSession: clean.parentSession ?? null,
+      origin: clean.origin ?? null,
+      delegationDepth: clean.delegationDepth ?? null,
+      seedLength: clean.seedLength ?? null,
+    });
+    if (result.changes !== 1) throw duplicateSession(clean.id);
+    this.#nextSeqs.set(clean.id, 0);
+  }
+
+  async append(id: SessionId, events: readonly SessionEvent[]): Promise<void> {
+    this.#assertOpen('append events');
+    const nextSeq = this.#nextSeqOf(id);
+    const encoded = encodeEvents(id, nextSeq, events);
+    if (encoded.length === 0) return;
+    this.#nextSeqs.set(id, nextSeq + encoded.length);
+    return this.#queue.enqueue(id, nextSeq, encoded);
+  }
+
+  async load(id: SessionId): Promise<StoredSession | undefined> {
+    this.#assertOpen('load a session');
+    if (this.#queue.has(id)) this.#queue.commit();
+    const row = this.#selectSession.get(id);
+    if (row === undefined) return undefined;
+    const { header, nextSeq } = decodeSession(row);
+    const events = this.#selectEvents.all(id).map((eventRow) => decodeEvent(id, eventRow));
+    assertContiguous(id, events, nextSeq);
+    const closers = closersFor(id, events);
+    if (closers.length > 0) {
+      const refused = this.#commit([{ sessionId: id, firstSeq: nextSeq, items: encodeEvents(id, nextSeq, closers) }]);
+      const error = refused.get(id);
+      if (error !== undefined) throw error;
+      events.push(...closers);
+    }
+    this.#nextSeqs.set(id, events.length);
+    return { header, events };
+  }
+
+  async list(filter?: { parentSession?: SessionId }): Promise<SessionHeader[]> {
+    this.#assertOpen('list sessions');
+    const parent = filter?.parentSession;
+    const rows = parent === undefined ? this.#listAll.all() : this.#listChildren.all(parent);
+    return rows.map((row) => decodeSession(row).header);
+  }
+
+  async flush(): Promise<void> {
+    this.#assertOpen('flush');
+    this.#queue.commit();
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    try {
+      this.#queue.close();
+    } finally {
+      this.#db.close();
+    }
+  }
+
+  #assertOpen(operation: string): void {
+    if (this.#closing !== undefined) throw closedError(operation);
+  }
+
+  #nextSeqOf(id: SessionId): number {
+    const cached = this.#nextSeqs.get(id);
+    if (cached !== undefined) return cached;
+    const stored = this.#selectNextSeq.get(id);
+    if (stored === undefined) throw unknownSession(id);
+    this.#nextSeqs.set(id, stored);
+    return stored;
+  }
+
+  /** One IMMEDIATE transaction; sessions found stale are skipped, and their cache entry dropped. */
+  #commit(batches: Batches): Map<SessionId, Error> {
+    const refused = this.#writeBatches.immediate(batches);
+    for (const id of refused.keys()) this.#nextSeqs.delete(id);
+    return refused;
+  }
+
+  #staleError(id: SessionId, firstSeq: number): SubagentError {
+    const stored = this.#selectNextSeq.get(id);
+    if (stored === undefined) return unknownSession(id);
+    return new SubagentError(
+      'SEQ_MISMATCH',
+      `Session "${id}" was appended to by another writer: its next seq is ${stored}, not ${firstSeq}. ` +
+        'The queued events were dropped; reload the session before appending again.',
+    );
+  }
+}
+
+/**
+ * A SessionPersistence stored in the SQLite file at `path` (created with mode 0600 if new), or in
+ * memory for `':memory:'`. Appends are write-behind: batched for `flushIntervalMs`, then committed
+ * in one transaction; `flush()` commits at once. Call `close()` to commit and release the file.
+ * @throws SubagentError `INVALID_OPTIONS` for an empty path or bad options, `CORRUPT_DATA` when
+ * the file is not a store of this schema version.
+ */
+export function sqlitePersistence(path: string, options: SqlitePersistenceOptions = {}): SessionPersistence {
+  if (typeof path !== 'string' || path === '') {
+    throw new SubagentError('INVALID_OPTIONS', 'path must be a non-empty file path or ":memory:".');
+  }
+  const parsed = optionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new SubagentError('INVALID_OPTIONS', `Invalid sqlitePersistence ${describeIssues(parsed.error, 'options')}.`, {
+      cause: parsed.error,
+    });
+  }
+  const { flushIntervalMs = 10, busyTimeoutMs = 5000 } = parsed.data;
+  return new SqlitePersistence(openDatabase(path, busyTimeoutMs), flushIntervalMs);
+}

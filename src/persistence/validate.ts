@@ -1,0 +1,162 @@
+// Boundary checks shared by both backends: header validation, the seq contract of `append`, and
+// event encoding to the JSON text both backends store.
+import { z } from 'zod';
+import type { SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+
+const count = z.int().nonnegative();
+
+/** A header as `create` accepts it; unknown keys are refused so a header always round-trips. */
+const headerSchema = z.strictObject({
+  id: z.string().min(1),
+  createdAt: z.number(),
+  cwd: z.string().optional(),
+  parentSession: z.string().min(1).optional(),
+  origin: z.literal('subagent').optional(),
+  delegationDepth: count.optional(),
+  seedLength: count.optional(),
+});
+
+const envelopeSchema = z.object({ type: z.string().min(1), time: z.number() });
+
+/** One event in storage form: `data` is JSON text. */
+export interface EncodedEvent {
+  seq: number;
+  type: string;
+  time: number;
+  data: string;
+}
+
+/** `path: message` for each issue, e.g. `header.createdAt: Invalid input: expected number`. */
+export function describeIssues(error: z.ZodError, root: string): string {
+  return error.issues
+    .map((issue) => `${[root, ...issue.path.map(String)].join('.')}: ${issue.message}`)
+    .join('; ');
+}
+
+/** A copy of `value` holding only the header fields present; absent ones are omitted, never undefined. */
+export function buildHeader(value: {
+  id: string;
+  createdAt: number;
+  cwd?: string | null | undefined;
+  parentSession?: string | null | undefined;
+  origin?: 'subagent' | null | undefined;
+  delegationDepth?: number | null | undefined;
+  seedLength?: number | null | undefined;
+}): SessionHeader {
+  const header: SessionHeader = { id: value.id, createdAt: value.createdAt };
+  if (value.cwd != null) header.cwd = value.cwd;
+  if (value.parentSession != null) header.parentSession = value.parentSession;
+  if (value.origin != null) header.origin = value.origin;
+  if (value.delegationDepth != null) header.delegationDepth = value.delegationDepth;
+  if (value.seedLength != null) header.seedLength = value.seedLength;
+  return header;
+}
+
+/** Validates a header handed to `create`; throws `INVALID_OPTIONS` naming the bad field. */
+export function parseHeader(value: SessionHeader): SessionHeader {
+  const result = headerSchema.safeParse(value);
+  if (!result.success) {
+    throw new SubagentError(
+      'INVALID_OPTIONS',
+      `Invalid session header: ${describeIssues(result.error, 'header')}. Pass a SessionHeader with a non-empty id and a numeric createdAt.`,
+      { cause: result.error },
+    );
+  }
+  return buildHeader(result.data);
+}
+
+/**
+ * Checks `events` against the session's next seq and encodes them. Throws before anything is
+ * stored: `SEQ_MISMATCH` unless seqs run `nextSeq, nextSeq + 1, …`; `CORRUPT_DATA` when an
+ * event's envelope is malformed or its data is not JSON.
+ */
+export function encodeEvents(
+  id: SessionId,
+  nextSeq: number,
+  events: readonly SessionEvent[],
+): EncodedEvent[] {
+  const encoded: EncodedEvent[] = [];
+  for (const [index, event] of events.entries()) {
+    const expected = nextSeq + index;
+    if (event.seq !== expected) {
+      throw new SubagentError(
+        'SEQ_MISMATCH',
+        `Session "${id}": events[${index}].seq is ${String(event.seq)} but ${expected} was expected. ` +
+          'Append contiguous seqs starting at the session length (reload the session if it changed).',
+      );
+    }
+    const envelope = envelopeSchema.safeParse(event);
+    if (!envelope.success) {
+      throw new SubagentError(
+        'CORRUPT_DATA',
+        `Session "${id}": ${describeIssues(envelope.error, `events[${index}]`)}.`,
+        { cause: envelope.error },
+      );
+    }
+    encoded.push({ seq: expected, type: envelope.data.type, time: envelope.data.time, data: toJson(id, index, event.data) });
+  }
+  return encoded;
+}
+
+function toJson(id: SessionId, index: number, data: unknown): string {
+  let text: string | undefined;
+  let cause: unknown;
+  try {
+    text = JSON.stringify(data);
+  } catch (error) {
+    cause = error;
+  }
+  if (typeof text !== 'string') {
+    throw new SubagentError(
+      'CORRUPT_DATA',
+      `Session "${id}": events[${index}].data cannot be stored as JSON. Event data must be plain JSON (no cycles, BigInt or undefined).`,
+      { cause },
+    );
+  }
+  return text;
+}
+
+/** Decodes stored JSON text; throws `CORRUPT_DATA` naming the session and seq. */
+export function fromJson(id: SessionId, seq: number, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw corrupt(id, `event ${seq} holds data that is not valid JSON`, error);
+  }
+}
+
+/** `CORRUPT_DATA` for stored session `id`. */
+export function corrupt(id: SessionId, what: string, cause?: unknown): SubagentError {
+  return new SubagentError(
+    'CORRUPT_DATA',
+    `Stored session "${id}" is corrupt: ${what}. Restore it from a backup or delete the session.`,
+    { cause },
+  );
+}
+
+/** Checks that a loaded log satisfies `seq === index` and has `length` events. */
+export function assertContiguous(id: SessionId, events: readonly SessionEvent[], length: number): void {
+  for (const [index, event] of events.entries()) {
+    if (event.seq !== index) throw corrupt(id, `event ${index} is missing (found seq ${event.seq} in its place)`);
+  }
+  if (events.length !== length) {
+    throw corrupt(id, `the log holds ${events.length} events but its header records ${length}`);
+  }
+}
+
+/** `UNKNOWN_SESSION` for an append to a session that was never created. */
+export function unknownSession(id: SessionId): SubagentError {
+  return new SubagentError('UNKNOWN_SESSION', `No session "${id}": create it before appending.`);
+}
+
+/** `DUPLICATE_SESSION` for a second `create` of the same id. */
+export function duplicateSession(id: SessionId): SubagentError {
+  return new SubagentError('DUPLICATE_SESSION', `Session "${id}" already exists: pick a new id or load it.`);
+}
+
+/** `CLOSED` for any call after `close()`. */
+export function closedError(operation: string): SubagentError {
+  return new SubagentError('CLOSED', `Cannot ${operation}: the session persistence is closed.`);
+}

@@ -1,0 +1,104 @@
+// Write-behind batching: appends queue per session and are committed together, one transaction per
+// batch, when a short timer fires or on an explicit commit. Storage-agnostic: the commit is a callback.
+import type { SessionId } from '../seam/content.js';
+
+/** Everything queued for one session since its last commit. */
+export interface PendingBatch<T> {
+  readonly sessionId: SessionId;
+  /** Seq of `items[0]`; the rest follow contiguously. */
+  readonly firstSeq: number;
+  readonly items: T[];
+}
+
+/**
+ * Commits `batches` in one transaction, synchronously. Throwing means nothing was committed.
+ * Returns the sessions whose batch was refused (and skipped) while the others committed.
+ */
+export type CommitBatches<T> = (batches: readonly PendingBatch<T>[]) => ReadonlyMap<SessionId, Error>;
+
+interface Entry<T> {
+  batch: PendingBatch<T>;
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (error: Error) => void;
+}
+
+/**
+ * The pending-write queue of one store. The timer is armed (and ref'd, so the process stays alive
+ * while data is unwritten) only while writes are pending; every commit clears it. A failed commit
+ * keeps its batches: the next commit retries them and their append promises stay pending until then.
+ */
+export class WriteQueue<T> {
+  readonly #commitBatches: CommitBatches<T>;
+  readonly #intervalMs: number;
+  readonly #pending = new Map<SessionId, Entry<T>>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(commitBatches: CommitBatches<T>, intervalMs: number) {
+    this.#commitBatches = commitBatches;
+    this.#intervalMs = intervalMs;
+  }
+
+  /** Queues `items` (seqs from `firstSeq`); resolves once they are committed. */
+  enqueue(sessionId: SessionId, firstSeq: number, items: readonly T[]): Promise<void> {
+    let entry = this.#pending.get(sessionId);
+    if (entry === undefined) {
+      let resolve!: () => void;
+      let reject!: (error: Error) => void;
+      const promise = new Promise<void>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      entry = { batch: { sessionId, firstSeq, items: [] }, promise, resolve, reject };
+      this.#pending.set(sessionId, entry);
+    }
+    for (const item of items) entry.batch.items.push(item);
+    // A failed background commit leaves no timer; the next append arms one, so a persistent
+    // failure retries at the append rate instead of spinning.
+    this.#timer ??= setTimeout(() => this.#onTimer(), this.#intervalMs);
+    return entry.promise;
+  }
+
+  /** True when writes for `sessionId` are queued. */
+  has(sessionId: SessionId): boolean {
+    return this.#pending.has(sessionId);
+  }
+
+  /** Commits everything pending now, synchronously; throws the storage error if that fails. */
+  commit(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    if (this.#pending.size === 0) return;
+    const entries = [...this.#pending.values()];
+    const refused = this.#commitBatches(entries.map((entry) => entry.batch));
+    this.#pending.clear();
+    for (const entry of entries) {
+      const error = refused.get(entry.batch.sessionId);
+      if (error === undefined) entry.resolve();
+      else entry.reject(error);
+    }
+  }
+
+  /** Final commit; if it fails, every pending append is rejected with the error, which is rethrown. */
+  close(): void {
+    try {
+      this.commit();
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      for (const entry of this.#pending.values()) entry.reject(failure);
+      this.#pending.clear();
+      throw error;
+    }
+  }
+
+  #onTimer(): void {
+    this.#timer = undefined;
+    try {
+      this.commit();
+    } catch {
+      // Kept for retry: `flush()` commits again and surfaces the error if it repeats.
+    }
+  }
+}

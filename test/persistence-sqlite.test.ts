@@ -1,0 +1,168 @@
+// SQLite-only persistence behaviour: reopening a file, durability seen from another connection,
+// write conflicts between instances, corrupt rows and schema versions, retry after a failed commit.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { sqlitePersistence } from 'subagent-host';
+import type { SessionEvent, SessionHeader, SessionPersistence } from 'subagent-host';
+
+// Not exported by the package root (yet): derive it from the factory.
+type SqlitePersistenceOptions = NonNullable<Parameters<typeof sqlitePersistence>[1]>;
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-sqlite-'));
+let files = 0;
+const newFile = (): string => path.join(tmp, `store-${files++}.db`);
+
+const opened: { close(): unknown }[] = [];
+function open(file: string, options?: SqlitePersistenceOptions): SessionPersistence {
+  const persistence = sqlitePersistence(file, options);
+  opened.push(persistence);
+  return persistence;
+}
+function raw(file: string): Database.Database {
+  const db = new Database(file);
+  opened.push(db);
+  return db;
+}
+
+afterEach(async () => {
+  vi.useRealTimers();
+  for (const resource of opened.splice(0).reverse()) await resource.close();
+});
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+const header = (id: string, extra: Partial<SessionHeader> = {}): SessionHeader => ({ id, createdAt: 1000, ...extra });
+const ev = (seq: number, data: unknown = { n: seq }): SessionEvent => ({ seq, time: 5000 + seq, type: 'test/note', data });
+
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}
+
+describe('sqlitePersistence', () => {
+  it('reads back headers, events and order from a reopened file', async () => {
+    const file = newFile();
+    const first = open(file);
+    const child = header('child', { createdAt: 1, parentSession: 'root', origin: 'subagent', delegationDepth: 1, seedLength: 0 });
+    await first.create(header('root', { cwd: '/w' }));
+    await first.create(child);
+    await first.append('root', [ev(0), ev(1)]);
+    await first.close();
+
+    const second = open(file);
+    expect(await second.list()).toStrictEqual([child, header('root', { cwd: '/w' })]);
+    expect(await second.list({ parentSession: 'root' })).toStrictEqual([child]);
+    expect(await second.load('root')).toStrictEqual({ header: header('root', { cwd: '/w' }), events: [ev(0), ev(1)] });
+    await second.append('root', [ev(2)]);
+    expect((await second.load('root'))?.events).toHaveLength(3);
+  });
+
+  it('creates a new file readable by its owner only', () => {
+    const file = newFile();
+    open(file);
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+  });
+
+  it('makes appends visible to another connection once flush resolves', async () => {
+    const file = newFile();
+    const writer = open(file, { flushIntervalMs: 60_000 });
+    await writer.create(header('s'));
+    const appended = writer.append('s', [ev(0), ev(1)]);
+    await writer.flush();
+    await appended;
+    expect((await open(file).load('s'))?.events).toEqual([ev(0), ev(1)]);
+  });
+
+  it('refuses queued events at commit with SEQ_MISMATCH when another writer appended first', async () => {
+    const file = newFile();
+    const a = open(file);
+    await a.create(header('s'));
+    const b = open(file, { flushIntervalMs: 60_000 });
+    const stale = b.append('s', [ev(0, 'from b')]);
+    await a.append('s', [ev(0, 'from a')]);
+    await a.flush();
+    await b.flush();
+    await expect(stale).rejects.toMatchObject({ code: 'SEQ_MISMATCH' });
+    await Promise.all([b.append('s', [ev(1, 'from b')]), b.flush()]);
+    expect((await b.load('s'))?.events).toEqual([ev(0, 'from a'), ev(1, 'from b')]);
+  });
+
+  it('keeps a batch whose commit failed and commits it on the next flush', async () => {
+    const file = newFile();
+    vi.useFakeTimers();
+    const p = open(file, { busyTimeoutMs: 0, flushIntervalMs: 10 });
+    await p.create(header('s'));
+    const lock = raw(file);
+    lock.exec('BEGIN IMMEDIATE');
+    let settled = false;
+    const appended = p.append('s', [ev(0)]);
+    void appended.then(() => (settled = true));
+    vi.advanceTimersByTime(10);
+    await expect(p.flush()).rejects.toMatchObject({ code: 'SQLITE_BUSY' });
+    expect(settled).toBe(false);
+    lock.exec('ROLLBACK');
+    await p.flush();
+    await appended;
+    expect((await p.load('s'))?.events).toEqual([ev(0)]);
+  });
+
+  it('rejects an event row holding invalid JSON as CORRUPT_DATA', async () => {
+    const file = newFile();
+    const p = open(file);
+    await p.create(header('s'));
+    await p.append('s', [ev(0), ev(1)]);
+    raw(file).prepare("UPDATE events SET data = '{broken' WHERE session_id = 's' AND seq = 1").run();
+    await expect(p.load('s')).rejects.toMatchObject({ code: 'CORRUPT_DATA' });
+  });
+
+  it('rejects a log with a missing event row as CORRUPT_DATA', async () => {
+    const file = newFile();
+    const p = open(file);
+    await p.create(header('s'));
+    await p.append('s', [ev(0), ev(1), ev(2)]);
+    raw(file).prepare("DELETE FROM events WHERE session_id = 's' AND seq = 1").run();
+    await expect(p.load('s')).rejects.toMatchObject({ code: 'CORRUPT_DATA' });
+  });
+
+  it('refuses a file with an unknown schema version as CORRUPT_DATA', async () => {
+    const file = newFile();
+    await open(file).close();
+    raw(file).pragma('user_version = 99');
+    expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA' });
+  });
+
+  it('refuses an SQLite database it did not create as CORRUPT_DATA', () => {
+    const file = newFile();
+    raw(file).exec('CREATE TABLE notes (body TEXT)');
+    expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA' });
+  });
+
+  it('refuses a file that is not a database as CORRUPT_DATA', () => {
+    const file = newFile();
+    fs.writeFileSync(file, 'this is not sqlite, just some text that is long enough to have a header'.repeat(10));
+    expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA' });
+  });
+
+  it.each([
+    ['an empty path', '', {}],
+    ['a negative flushIntervalMs', ':memory:', { flushIntervalMs: -1 }],
+    ['a fractional busyTimeoutMs', ':memory:', { busyTimeoutMs: 1.5 }],
+    ['an unknown option', ':memory:', { flushEvery: 5 }],
+  ])('rejects %s as INVALID_OPTIONS', (_name, file, options) => {
+    expect(thrown(() => open(file, options as SqlitePersistenceOptions))).toMatchObject({ code: 'INVALID_OPTIONS' });
+  });
+
+  it('commits appends on its own after the batch interval', async () => {
+    const file = newFile();
+    const p = open(file, { flushIntervalMs: 1 });
+    await p.create(header('s'));
+    await p.append('s', [ev(0)]);
+    expect(raw(file).prepare('SELECT count(*) FROM events').pluck().get()).toBe(1);
+  });
+});
