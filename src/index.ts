@@ -1,5 +1,14 @@
 // Public entry of subagent-host: every export is named here explicitly.
 
+// composition
+export { createHost } from './host.js';
+export type { Host, HostOptions } from './host.js';
+
+// service and providers
+export { SubagentService } from './service/service.js';
+export { inProcessProvider } from './providers/in-process.js';
+export type { InProcessProviderOptions } from './providers/in-process.js';
+
 // seam
 export { SubagentError, isSubagentError, SUBAGENT_ERROR_CODES } from './seam/errors.js';
 export type { SubagentErrorCode } from './seam/errors.js';
@@ -106,6 +115,7 @@ export { AgentRegistry } from './runtime/agent-registry.js';
 export type { AgentHandle, AgentSetupScope, CreateAgentOptions, ResumeAgentOptions } from './runtime/agent-registry.js';
 export type { LocalAgent } from './runtime/agent.js';
 export type { AgentHooks } from './runtime/turn.js';
+export { STRUCTURED_OUTPUT_TOOL } from './runtime/child-run.js';
 export { ToolRegistry } from './runtime/tool-registry.js';
 export { LiveSessionStore } from './runtime/session-store.js';
 export type { Logger } from './runtime/session-store.js';
@@ -114,3 +124,4 @@ export { SessionLog, completedTurnPrefix } from './runtime/session.js';
 // persistence
 export { memoryPersistence } from './persistence/memory.js';
 export { sqlitePersistence } from './persistence/sqlite.js';
+export type { SqlitePersistenceOptions } from './persistence/sqlite.js';

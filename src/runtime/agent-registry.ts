@@ -86,7 +86,7 @@ export class AgentRegistry {
   constructor(options: {
     sessions: LiveSessionStore;
     tools?: ToolRegistry;
-    model?: ModelSpec;
+    model?: ModelSpec | undefined;
     persistence?: SessionPersistence | undefined;
     logger?: Logger | undefined;
   }) {

@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+// The `subagent-host` command line. Each command lives in `cli/<name>.ts` and is loaded only when
+// used, so `ls` never pays for the ACP SDK and `acp` never pays for the demo.
+import { SubagentError, describeError } from './seam/errors.js';
+
+interface Command {
+  summary: string;
+  load: () => Promise<{ run(args: string[]): Promise<number> }>;
+}
+
+const COMMANDS: Record<string, Command> = {};
+
+/** Adds a command to the table (each command file registers itself here). */
+function command(name: string, summary: string, load: Command['load']): void {
+  COMMANDS[name] = { summary, load };
+}
+
+command('ls', 'list the children (or --tree descendants) of a persisted session', () => import('./cli/ls.js'));
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, { summary }]) => `  ${name.padEnd(8)} ${summary}`);
+  return ['usage: subagent-host <command> [options]', '', 'commands:', ...lines, '', 'Run `subagent-host <command> --help` for its options.'].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${usage()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    process.stderr.write(`subagent-host: unknown command '${name}'\n\n${usage()}\n`);
+    return 2;
+  }
+  return (await entry.load()).run(args);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    const message = error instanceof SubagentError ? `${error.code}: ${error.message}` : describeError(error);
+    process.stderr.write(`subagent-host: ${message}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,107 @@
+// The in-process provider: a real child Agent in this thread. It is the baseline the worker
+// providers are measured against, and handy in tests of the service. `fork: true` seeds the child
+// with the parent's completed turns.
+import { SubagentError } from '../seam/errors.js';
+import { resolveChildDepth } from '../seam/depth.js';
+import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../seam/types.js';
+import { childPersona, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
+import type { AgentHandle } from '../runtime/agent-registry.js';
+import { completedTurnPrefix } from '../runtime/session.js';
+import type { ProviderHost } from './provider-host.js';
+
+export interface InProcessProviderOptions {
+  /** @default 'in-process' (or 'in-process-fork' with `fork`) */
+  name?: string;
+  /** Seed each child with the parent's completed turns. @default false */
+  fork?: boolean;
+}
+
+const ALL_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: true, persona: true });
+
+/** The header, options and seed of a local child of `request.parent`. */
+export function localChildPlan(request: ResolvedSubagentStartRequest, fork: boolean) {
+  const { parent } = request;
+  const delegationDepth = resolveChildDepth(parent, request.maxDepth);
+  const seed = fork ? completedTurnPrefix(parent.session.events) : [];
+  const model = request.agentOptions?.model ?? parent.options.model;
+  const persona = childPersona(request.persona, request.outputSchema !== undefined);
+  return {
+    seed,
+    header: {
+      ...(parent.session.header.cwd === undefined ? {} : { cwd: parent.session.header.cwd }),
+      parentSession: parent.id,
+      origin: 'subagent' as const,
+      delegationDepth,
+    },
+    agentOptions: {
+      ...request.agentOptions,
+      ...(model === undefined ? {} : { model }),
+      ...(persona === undefined ? {} : { persona }),
+      subagentDepth: delegationDepth,
+    },
+  };
+}
+
+async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
+  const { signal } = request;
+  if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  const plan = localChildPlan(request, fork);
+  let capture: StructuredCapture | undefined;
+  const handle: AgentHandle = await host.agents.create({
+    header: plan.header,
+    seed: plan.seed,
+    agentOptions: plan.agentOptions,
+    setup: ({ tools }) => {
+      capture = composeChildTools(tools, request);
+    },
+    hooks: descriptorHooks(() => handle.agent.session, request.descriptor),
+    signal,
+  });
+  const child = handle.agent;
+  const published = handle;
+  let cancelled = false;
+  const cancel = () => {
+    if (cancelled) return;
+    cancelled = true;
+    child.cancel({ kind: 'parent' });
+  };
+  // Abort that lands after publication is not a failed start: the run settles `aborted`.
+  signal.addEventListener('abort', cancel, { once: true });
+  if (signal.aborted) cancel();
+  else child.followup(request.prompt);
+  const result = (async () => {
+    try {
+      await child.whenIdle();
+      return readChildResult(child.session.events, { seedLength: plan.seed.length, cancelled, capture });
+    } finally {
+      signal.removeEventListener('abort', cancel);
+    }
+  })();
+  let disposing: Promise<void> | undefined;
+  return {
+    id: child.id,
+    localAgent: child,
+    result,
+    cancel,
+    dispose: () =>
+      (disposing ??= (async () => {
+        if (child.status === 'running') cancel();
+        await published.dispose();
+        await result.then(
+          () => undefined,
+          () => undefined,
+        );
+      })()),
+  };
+}
+
+/** A provider whose children run as agents in this thread. */
+export function inProcessProvider(host: ProviderHost, opts: InProcessProviderOptions = {}): SubagentProvider {
+  const fork = opts.fork ?? false;
+  return {
+    name: opts.name ?? (fork ? 'in-process-fork' : 'in-process'),
+    capabilities: ALL_CAPABILITIES,
+    inheritsParentContext: fork,
+    start: (request) => startLocal(host, request, fork),
+  };
+}

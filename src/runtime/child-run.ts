@@ -1,0 +1,118 @@
+// How a delegated child is composed and read, shared by every local transport (in-process, and
+// inside worker threads): tool restriction, the structured-output capture tool, the descriptor
+// appended in the first turn, and the result read from the child's own events.
+import type { JsonSchema, ToolRestriction } from '../seam/agent-types.js';
+import { SubagentError, isSubagentError } from '../seam/errors.js';
+import { finalAssistantOutput } from '../seam/output.js';
+import type { SessionEvent, SessionEventMap, TurnEndReason } from '../seam/session-types.js';
+import type { SubagentResult, SubagentStopReason } from '../seam/types.js';
+import type { SessionLog } from './session.js';
+import type { ToolRegistry } from './tool-registry.js';
+import type { AgentHooks } from './turn.js';
+
+/** Name of the tool a child with an output schema must finish with. */
+export const STRUCTURED_OUTPUT_TOOL = 'structured_output';
+
+/** Appended to a structured child's system prompt. */
+export const STRUCTURED_OUTPUT_INSTRUCTION =
+  `When your work is complete, you MUST finish by calling the ${STRUCTURED_OUTPUT_TOOL} tool exactly once, ` +
+  'with arguments matching its schema. A plain text answer does not count as your result.';
+
+/** Holds the first valid structured output of a child. */
+export interface StructuredCapture {
+  captured: boolean;
+  value?: unknown;
+}
+
+/** The child's system prompt: its persona, plus the structured-output instruction when needed. */
+export function childPersona(persona: string | undefined, structured: boolean): string | undefined {
+  const parts = [persona, structured ? STRUCTURED_OUTPUT_INSTRUCTION : undefined].filter((part) => part !== undefined && part !== '');
+  return parts.length > 0 ? parts.join('\n\n') : undefined;
+}
+
+/**
+ * Restricts the child's inherited tools (an unknown name is the caller's mistake:
+ * `INVALID_REQUEST`) and registers the capture tool when an output schema was asked for.
+ */
+export function composeChildTools(
+  tools: ToolRegistry,
+  request: { toolFilter?: ToolRestriction | undefined; outputSchema?: JsonSchema | undefined },
+): StructuredCapture | undefined {
+  if (request.toolFilter) {
+    try {
+      tools.restrict(request.toolFilter);
+    } catch (error) {
+      if (isSubagentError(error, 'UNKNOWN_TOOL') || isSubagentError(error, 'INVALID_OPTIONS')) {
+        throw new SubagentError('INVALID_REQUEST', `request.toolFilter: ${error.message}`, { cause: error });
+      }
+      throw error;
+    }
+  }
+  if (!request.outputSchema) return undefined;
+  const capture: StructuredCapture = { captured: false };
+  tools.register({
+    name: STRUCTURED_OUTPUT_TOOL,
+    description: 'Report your final structured result. Call exactly once, when your work is complete; the arguments must match the schema.',
+    parameters: request.outputSchema,
+    async execute(input, ctx) {
+      if (!capture.captured) {
+        capture.captured = true;
+        capture.value = structuredClone(input);
+      }
+      ctx.concludeTurn?.();
+      return 'Structured output recorded.';
+    },
+  });
+  return capture;
+}
+
+/** Hooks that append `descriptor` once, inside the child's first turn. */
+export function descriptorHooks(session: () => SessionLog, descriptor: unknown): AgentHooks {
+  let appended = false;
+  return {
+    turnStart() {
+      if (appended) return;
+      appended = true;
+      session().append('subagent/descriptor', structuredClone(descriptor));
+    },
+  };
+}
+
+function stopReasonOf(reason: TurnEndReason | undefined): SubagentStopReason {
+  switch (reason?.kind) {
+    case 'completed':
+      return 'completed';
+    case 'max-tokens':
+      return 'max-tokens';
+    case 'aborted':
+      return 'aborted';
+    case 'refusal':
+      return 'refusal';
+    default:
+      return 'error'; // error, interrupted, or no turn end at all
+  }
+}
+
+/** Reads a settled child's result from its own events (those after the fork seed). */
+export function readChildResult(
+  events: readonly SessionEvent[],
+  options: { seedLength: number; cancelled: boolean; capture?: StructuredCapture | undefined },
+): SubagentResult {
+  const own = events.slice(options.seedLength);
+  const output = finalAssistantOutput(own);
+  let lastEnd: TurnEndReason | undefined;
+  for (let i = own.length - 1; i >= 0 && !lastEnd; i--) {
+    if (own[i]!.type === 'turn/end') lastEnd = (own[i]!.data as SessionEventMap['turn/end']).reason;
+  }
+  let stopReason = stopReasonOf(lastEnd);
+  if (options.cancelled && stopReason !== 'completed') stopReason = 'aborted';
+  let diagnostic: string | undefined;
+  if (lastEnd?.kind === 'error') diagnostic = `${lastEnd.error.code}: ${lastEnd.error.message}`;
+  else if (lastEnd === undefined && !options.cancelled) diagnostic = 'the child ended without finishing a turn';
+  if (options.capture?.captured) return { output, structured: options.capture.value, stopReason };
+  if (options.capture && stopReason === 'completed') {
+    stopReason = options.cancelled ? 'aborted' : 'error';
+    diagnostic = `the child finished without calling ${STRUCTURED_OUTPUT_TOOL}`;
+  }
+  return diagnostic === undefined || stopReason === 'completed' ? { output, stopReason } : { output, diagnostic, stopReason };
+}

@@ -1,0 +1,72 @@
+// Lifecycle events of the service. Run events are scoped to the delegating parent; every listener
+// is called inside a containment wrapper, except provider-added, whose throw rolls back a registration.
+import type { SessionId } from '../seam/content.js';
+import { describeError } from '../seam/errors.js';
+import type { SubagentEvents } from '../seam/types.js';
+import type { Logger } from '../runtime/session-store.js';
+
+type EventName = keyof SubagentEvents;
+type Listener<E extends EventName> = (payload: SubagentEvents[E]) => unknown;
+
+interface Registration {
+  event: EventName;
+  listener: Listener<EventName>;
+  parent: SessionId | undefined;
+}
+
+/** Renders a thrown value for a log line, even one whose own rendering throws. */
+export function renderFailure(value: unknown): string {
+  return describeError(value);
+}
+
+export class SubagentEventBus {
+  readonly #registrations = new Set<Registration>();
+  readonly #logger: Logger | undefined;
+
+  constructor(logger?: Logger) {
+    this.#logger = logger;
+  }
+
+  /** Number of registered listeners (for leak checks). */
+  get size(): number {
+    return this.#registrations.size;
+  }
+
+  on<E extends EventName>(event: E, listener: Listener<E>, opts?: { parent?: SessionId }): () => void {
+    const registration: Registration = { event, listener: listener as Listener<EventName>, parent: opts?.parent };
+    this.#registrations.add(registration);
+    return () => {
+      this.#registrations.delete(registration);
+    };
+  }
+
+  #listeners(event: EventName, parent: SessionId | undefined): Registration[] {
+    // A copy: listeners may subscribe or unsubscribe while the event is being delivered.
+    return [...this.#registrations].filter((r) => r.event === event && (r.parent === undefined || r.parent === parent));
+  }
+
+  /** Plain emit: the first throw propagates to the caller (provider-added rolls back on it). */
+  emitStrict<E extends EventName>(event: E, payload: SubagentEvents[E]): void {
+    for (const registration of this.#listeners(event, undefined)) registration.listener(payload);
+  }
+
+  /** Contained emit: each throw or rejection is logged as one warning and the others still run. */
+  emit<E extends EventName>(event: E, payload: SubagentEvents[E], parent?: SessionId): void {
+    for (const registration of this.#listeners(event, parent)) {
+      try {
+        const returned = registration.listener(payload);
+        if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(event, error));
+      } catch (error) {
+        this.#warn(event, error);
+      }
+    }
+  }
+
+  #warn(event: EventName, error: unknown): void {
+    this.#logger?.warn(`${event} listener failed: ${renderFailure(error)}`);
+  }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+}

@@ -1,0 +1,68 @@
+// The provider registry: validates what a provider declares, keeps a frozen snapshot of it (so a
+// caller mutating its object later changes nothing) and remembers insertion order.
+import { z } from 'zod';
+import { SubagentError } from '../seam/errors.js';
+import type { SubagentProvider } from '../seam/types.js';
+
+const providerShape = z.object({
+  name: z.string().min(1, 'must be a non-empty string'),
+  capabilities: z.object({
+    outputSchema: z.boolean(),
+    depthLimit: z.boolean(),
+    toolFilter: z.boolean(),
+    persona: z.boolean(),
+  }),
+  inheritsParentContext: z.boolean(),
+  start: z.custom<SubagentProvider['start']>((value) => typeof value === 'function', 'must be a function'),
+  prepareContinuable: z
+    .custom<NonNullable<SubagentProvider['prepareContinuable']>>((value) => typeof value === 'function', 'must be a function')
+    .optional(),
+});
+
+/** Reads and validates `provider`'s fields once; `INVALID_PROVIDER` names the first bad one. */
+export function snapshotProvider(provider: unknown): SubagentProvider {
+  const parsed = providerShape.safeParse(provider);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue && issue.path.length > 0 ? `provider.${issue.path.join('.')}` : 'provider';
+    throw new SubagentError('INVALID_PROVIDER', `${field} ${issue?.message ?? 'is invalid'}`);
+  }
+  const source = provider as SubagentProvider;
+  const { name, capabilities, inheritsParentContext } = parsed.data;
+  // Methods are bound to the caller's object so providers written as classes keep `this`.
+  const snapshot: SubagentProvider = {
+    name,
+    capabilities: Object.freeze({ ...capabilities }),
+    inheritsParentContext,
+    start: source.start.bind(source),
+    ...(source.prepareContinuable ? { prepareContinuable: source.prepareContinuable.bind(source) } : {}),
+  };
+  return Object.freeze(snapshot);
+}
+
+export class ProviderRegistry {
+  readonly #providers = new Map<string, SubagentProvider>();
+
+  get(name: string): SubagentProvider | undefined {
+    return this.#providers.get(name);
+  }
+
+  names(): string[] {
+    return [...this.#providers.keys()];
+  }
+
+  /** Inserts a validated snapshot; `DUPLICATE_PROVIDER` if the name is taken. */
+  add(snapshot: SubagentProvider): void {
+    if (this.#providers.has(snapshot.name)) {
+      throw new SubagentError('DUPLICATE_PROVIDER', `a provider named ${snapshot.name} is already registered; unregister it first or pick another name`);
+    }
+    this.#providers.set(snapshot.name, snapshot);
+  }
+
+  /** Removes `snapshot` if it is still the one registered under its name. */
+  remove(snapshot: SubagentProvider): boolean {
+    if (this.#providers.get(snapshot.name) !== snapshot) return false;
+    this.#providers.delete(snapshot.name);
+    return true;
+  }
+}

@@ -1,0 +1,121 @@
+// The run wrapper `start` resolves with: fields captured once, a result normalized into a deeply
+// frozen SubagentResult, cancellation through one combined signal, and one memoized dispose.
+import { z } from 'zod';
+import type { Agent } from '../seam/agent-types.js';
+import { deepFreeze, type SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import { limitDiagnostic } from '../seam/output.js';
+import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
+
+const runShape = z.object({
+  id: z.string().min(1),
+  localAgent: z.looseObject({ id: z.string() }).optional(),
+  result: z.custom<Promise<unknown>>((value) => value instanceof Promise || (typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function')),
+  dispose: z.custom<() => Promise<void>>((value) => typeof value === 'function'),
+  cancel: z.custom<(reason?: unknown) => void>((value) => typeof value === 'function').optional(),
+});
+
+const resultShape = z.object({
+  output: z.array(z.looseObject({ type: z.string() })),
+  structured: z.unknown().optional(),
+  diagnostic: z.string().optional(),
+  stopReason: z.string().min(1),
+});
+
+/** Throws `CONTRACT_VIOLATION` unless `run` has the SubagentRun shape. */
+export function assertRunShape(run: unknown, provider: string): asserts run is SubagentRun {
+  const parsed = runShape.safeParse(run);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} returned a malformed run (${issue?.path.join('.') || 'run'}: ${issue?.message ?? ''})`);
+  }
+}
+
+/** Normalizes a provider's raw result; `undefined` when it is malformed. */
+function normalizeResult(raw: unknown, cancelled: boolean): SubagentResult | undefined {
+  const parsed = resultShape.safeParse(raw);
+  if (!parsed.success) return undefined;
+  let copy: z.infer<typeof resultShape>;
+  try {
+    copy = structuredClone(parsed.data);
+  } catch {
+    return undefined;
+  }
+  // A run cancelled by its owner reports anything but a finished answer as aborted.
+  const stopReason = (cancelled && copy.stopReason !== 'completed' ? 'aborted' : copy.stopReason) as SubagentStopReason;
+  const result: SubagentResult = { output: copy.output as unknown as SubagentResult['output'], stopReason };
+  if ('structured' in copy && copy.structured !== undefined) result.structured = copy.structured;
+  if (stopReason !== 'completed' && copy.diagnostic !== undefined && copy.diagnostic !== '') result.diagnostic = limitDiagnostic(copy.diagnostic);
+  return deepFreeze(result);
+}
+
+export class ManagedRun implements SubagentRun {
+  readonly id: SessionId;
+  readonly localAgent: Agent | undefined;
+  readonly result: Promise<SubagentResult>;
+  readonly #run: SubagentRun;
+  readonly #controller: AbortController;
+  #cancelled = false;
+  #disposing: Promise<void> | undefined;
+  readonly #onDisposed: (() => void) | undefined;
+
+  /**
+   * `controller` is the run's own cancellation, already combined into the signal the provider
+   * got; aborting the caller's signal has the same effect as `cancel()`.
+   */
+  constructor(run: SubagentRun, provider: string, controller: AbortController, callerSignal: AbortSignal, onDisposed?: () => void) {
+    this.#run = run;
+    this.#onDisposed = onDisposed;
+    this.#controller = controller;
+    this.id = run.id;
+    this.localAgent = run.localAgent;
+    const onAbort = () => this.cancel(callerSignal.reason);
+    callerSignal.addEventListener('abort', onAbort, { once: true });
+    if (callerSignal.aborted) onAbort();
+    this.result = Promise.resolve(run.result).then(
+      async (raw) => {
+        callerSignal.removeEventListener('abort', onAbort);
+        const result = normalizeResult(raw, this.#cancelled);
+        if (result) return result;
+        // The run is released before the fault is reported, so nothing outlives the rejection.
+        await this.dispose().catch(() => undefined);
+        throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} resolved a malformed result; expected { output: ContentBlock[], stopReason, structured?, diagnostic? }`);
+      },
+      (error: unknown) => {
+        callerSignal.removeEventListener('abort', onAbort);
+        throw error;
+      },
+    );
+  }
+
+  cancel(reason?: unknown): void {
+    if (this.#cancelled) return;
+    this.#cancelled = true;
+    this.#controller.abort(reason ?? { kind: 'parent' });
+    try {
+      this.#run.cancel(reason);
+    } catch {
+      // The combined signal already carries the cancellation; a throwing provider cancel adds nothing.
+    }
+  }
+
+  dispose(): Promise<void> {
+    this.#disposing ??= (async () => {
+      try {
+        await this.#run.dispose();
+      } finally {
+        // The provider's own result, not ours: ours may itself be waiting on this dispose.
+        await Promise.resolve(this.#run.result).then(
+          () => undefined,
+          () => undefined,
+        );
+        this.#onDisposed?.();
+      }
+    })();
+    return this.#disposing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
+  }
+}

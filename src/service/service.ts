@@ -1,0 +1,178 @@
+// SubagentService: the provider registry, one-shot `start` with its run wrapper and lifecycle
+// events, and the catalog. It never knows how a child runs; providers do.
+import { randomUUID } from 'node:crypto';
+import type { Agent } from '../seam/agent-types.js';
+import type { ContentBlock, MessageId, MessageSource, SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type {
+  ContinuableStartSpec,
+  SubagentDescendantListEntry,
+  SubagentEvents,
+  SubagentInterruptAuthority,
+  SubagentListEntry,
+  SubagentProvider,
+  SubagentRun,
+  SubagentStartRequest,
+} from '../seam/types.js';
+import type { Logger } from '../runtime/session-store.js';
+import { SubagentEventBus } from './events.js';
+import { ProviderRegistry, snapshotProvider } from './registry.js';
+import { ManagedRun, assertRunShape } from './run.js';
+import { resolveStartRequest } from './start-request.js';
+
+export interface SubagentServiceOptions {
+  logger?: Logger | undefined;
+  /** Listing implementation (the catalog); without one, listing rejects `PERSISTENCE_UNAVAILABLE`. */
+  catalog?: SubagentCatalog | undefined;
+}
+
+/** Reads children and descendants of a session (see `service/catalog`). */
+export interface SubagentCatalog {
+  listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]>;
+  listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]>;
+}
+
+function unavailable(what: string): SubagentError {
+  return new SubagentError('CONTINUATION_UNAVAILABLE', `${what} needs continuable children, which this host does not provide yet`);
+}
+
+export class SubagentService {
+  readonly #providers = new ProviderRegistry();
+  readonly #events: SubagentEventBus;
+  readonly #catalog: SubagentCatalog | undefined;
+  readonly #runs = new Set<ManagedRun>();
+
+  constructor(options: SubagentServiceOptions = {}) {
+    this.#events = new SubagentEventBus(options.logger);
+    this.#catalog = options.catalog;
+  }
+
+  /** Registers a provider (validated, snapshotted); returns an idempotent disposer. */
+  registerProvider(provider: SubagentProvider): () => void {
+    const snapshot = snapshotProvider(provider);
+    this.#providers.add(snapshot);
+    try {
+      this.#events.emitStrict('subagent/provider-added', snapshot);
+    } catch (error) {
+      this.#providers.remove(snapshot);
+      throw error;
+    }
+    let removed = false;
+    return () => {
+      if (removed) return;
+      removed = true;
+      if (this.#providers.remove(snapshot)) this.#events.emit('subagent/provider-removed', snapshot.name);
+    };
+  }
+
+  getProvider(name: string): SubagentProvider | undefined {
+    return this.#providers.get(name);
+  }
+
+  /** Provider names in insertion order. */
+  list(): string[] {
+    return this.#providers.names();
+  }
+
+  /** Runs not yet disposed (for leak checks and host shutdown). */
+  get activeRuns(): number {
+    return this.#runs.size;
+  }
+
+  /** Number of lifecycle listeners (for leak checks). */
+  get listenerCount(): number {
+    return this.#events.size;
+  }
+
+  /** Starts a one-shot child. Every failure is a rejection; a rejected start leaves no child. */
+  start(name: string, request: SubagentStartRequest): Promise<SubagentRun> {
+    let resolved;
+    let provider: SubagentProvider | undefined;
+    try {
+      provider = this.#providers.get(name);
+      if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${String(name)} (registered: ${this.list().join(', ') || 'none'})`);
+      resolved = resolveStartRequest(provider, request);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    const controller = new AbortController();
+    const callerSignal = resolved.signal;
+    resolved.signal = AbortSignal.any([callerSignal, controller.signal]);
+    return this.#publish(provider, resolved.parent, provider.start(resolved), controller, callerSignal);
+  }
+
+  async #publish(
+    provider: SubagentProvider,
+    parent: Agent,
+    starting: Promise<SubagentRun>,
+    controller: AbortController,
+    callerSignal: AbortSignal,
+  ): Promise<SubagentRun> {
+    const raw = await starting;
+    try {
+      assertRunShape(raw, provider.name);
+    } catch (error) {
+      if (raw !== null && typeof raw === 'object' && typeof (raw as { dispose?: unknown }).dispose === 'function') {
+        await Promise.resolve((raw as SubagentRun).dispose()).catch(() => undefined);
+      }
+      throw error;
+    }
+    const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run));
+    this.#runs.add(run);
+    const info = { runId: randomUUID(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
+    // The end observer is attached before start is emitted, so end always follows start.
+    run.result.then(
+      (result) =>
+        this.#events.emit(
+          'subagent/end',
+          { ...info, stopReason: result.stopReason, ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}) },
+          parent.id,
+        ),
+      () => this.#events.emit('subagent/end', { ...info, stopReason: 'error' }, parent.id),
+    );
+    this.#events.emit('subagent/start', info, parent.id);
+    return run;
+  }
+
+  on<E extends keyof SubagentEvents>(event: E, listener: (payload: SubagentEvents[E]) => unknown, opts?: { parent?: SessionId }): () => void {
+    return this.#events.on(event, listener, opts);
+  }
+
+  startContinuable(_spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
+    return Promise.reject(unavailable('startContinuable'));
+  }
+
+  followup(_parent: Agent, _childId: SessionId, _content: ContentBlock[], _opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
+    return Promise.reject(unavailable('followup'));
+  }
+
+  /** No continuable child is ever resident here, so there is nothing to interrupt. */
+  interrupt(_targetId: SessionId, _authority: SubagentInterruptAuthority): void {}
+
+  reportFrom(_child: Agent, _content: ContentBlock[], _opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal }): Promise<MessageId> {
+    return Promise.reject(unavailable('reportFrom'));
+  }
+
+  registerContinuableSetup(_install: (child: Agent) => () => void): () => void {
+    return () => undefined;
+  }
+
+  async drainContinuableDescendants(_parents: Agent[]): Promise<void> {}
+
+  async drainContinuableChildren(_parent: Agent, _childIds: SessionId[]): Promise<void> {}
+
+  listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]> {
+    if (!this.#catalog) return Promise.reject(new SubagentError('PERSISTENCE_UNAVAILABLE', 'listing needs a catalog; use createHost'));
+    return this.#catalog.listChildren(parentId, signal);
+  }
+
+  listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]> {
+    if (!this.#catalog) return Promise.reject(new SubagentError('PERSISTENCE_UNAVAILABLE', 'listing needs a catalog; use createHost'));
+    return this.#catalog.listDescendants(rootId, signal);
+  }
+
+  /** Disposes every run not yet disposed (host shutdown). */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
+  }
+}

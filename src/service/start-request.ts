@@ -1,0 +1,106 @@
+// Start-time validation and snapshotting. Everything here runs synchronously when `start` is
+// called, before any provider code: a rejected start leaves nothing behind, and the provider gets
+// a detached copy that later mutation of the caller's objects cannot reach.
+import { z } from 'zod';
+import type { JsonSchema } from '../seam/agent-types.js';
+import { decode, encode } from '../seam/codec.js';
+import { assertSubagentMaxDepth } from '../seam/depth.js';
+import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
+import { SubagentError } from '../seam/errors.js';
+import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
+import { assertModelSpec } from '../runtime/models/create.js';
+
+const CAPABILITY_OF = [
+  ['outputSchema', 'outputSchema'],
+  ['maxDepth', 'depthLimit'],
+  ['toolFilter', 'toolFilter'],
+  ['persona', 'persona'],
+] as const;
+
+const requestShape = z.object({
+  label: z.string().optional(),
+  prompt: z.array(z.looseObject({ type: z.string() })).min(1, 'must be a non-empty array of content blocks'),
+  parent: z.looseObject({ id: z.string().min(1), session: z.looseObject({ header: z.looseObject({}) }) }),
+  signal: z.instanceof(AbortSignal, { message: 'must be an AbortSignal' }),
+  agentOptions: z
+    .strictObject({
+      model: z.unknown().optional(),
+      toolModules: z.array(z.string().min(1)).optional(),
+      maxTokens: z.number().int().positive().optional(),
+      maxStepsPerTurn: z.number().int().positive().optional(),
+    })
+    .optional(),
+  toolFilter: z
+    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
+    .refine((f) => f.allow !== undefined || f.deny !== undefined, 'needs allow and/or deny')
+    .optional(),
+  persona: z.string().optional(),
+});
+
+function invalid(field: string, problem: string): SubagentError {
+  return new SubagentError('INVALID_REQUEST', `request.${field} ${problem}`);
+}
+
+/** Throws `INVALID_REQUEST` unless `schema` is an object-rooted JSON Schema we can enforce. */
+export function assertObjectSchema(schema: unknown): asserts schema is JsonSchema {
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) throw invalid('outputSchema', 'must be a JSON Schema object');
+  const root = schema as Record<string, unknown>;
+  if (root['type'] !== 'object' || 'oneOf' in root || 'anyOf' in root) {
+    throw invalid('outputSchema', 'is an unsupported JSON schema: its root must be { type: "object", … } without oneOf/anyOf');
+  }
+  try {
+    if (JSON.stringify(JSON.parse(JSON.stringify(schema))) !== JSON.stringify(schema)) throw new Error('not plain JSON');
+    z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
+  } catch (error) {
+    throw new SubagentError('INVALID_REQUEST', 'request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema)', { cause: error });
+  }
+}
+
+/**
+ * Validates `request` for `provider` in the contract's order (capabilities, then values), then
+ * returns the detached copy the provider receives, with its one-shot descriptor.
+ */
+export function resolveStartRequest(provider: SubagentProvider, request: SubagentStartRequest): ResolvedSubagentStartRequest {
+  if (request === null || typeof request !== 'object') throw invalid('', 'must be an object');
+  for (const [field, capability] of CAPABILITY_OF) {
+    if (request[field] !== undefined && !provider.capabilities[capability]) {
+      throw new SubagentError(
+        'UNSUPPORTED_CAPABILITY',
+        `provider ${provider.name} does not support ${field}; drop it or use a provider with the ${capability} capability`,
+      );
+    }
+  }
+  assertSubagentMaxDepth(request.maxDepth);
+  if (request.outputSchema !== undefined) assertObjectSchema(request.outputSchema);
+  const parsed = requestShape.safeParse(request);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw invalid(issue?.path.join('.') ?? '', issue?.message ?? 'is invalid');
+  }
+  if (request.agentOptions?.model !== undefined) assertModelSpec(request.agentOptions.model);
+  if (request.signal.aborted) {
+    throw new SubagentError('CANCELLED', 'the start was cancelled before a child existed', { cause: request.signal.reason });
+  }
+  const data = decode<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>(
+    encode({
+      prompt: request.prompt,
+      ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
+      ...(request.agentOptions === undefined ? {} : { agentOptions: request.agentOptions }),
+      ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
+    }),
+  );
+  const descriptor = snapshotSubagentDescriptor({
+    mode: 'one-shot',
+    provider: provider.name,
+    ...(request.label === undefined ? {} : { label: request.label }),
+  });
+  return {
+    ...data,
+    parent: request.parent,
+    signal: request.signal,
+    ...(request.label === undefined ? {} : { label: request.label }),
+    ...(request.maxDepth === undefined ? {} : { maxDepth: request.maxDepth }),
+    ...(request.persona === undefined ? {} : { persona: request.persona }),
+    descriptor,
+  };
+}
