@@ -9,14 +9,20 @@ import { ToolRegistry } from './runtime/tool-registry.js';
 import { memoryPersistence } from './persistence/memory.js';
 import { sqlitePersistence } from './persistence/sqlite.js';
 import { SubagentService } from './service/service.js';
+import { createWorkerPool, type WorkerPool, type WorkerPoolOptions } from './providers/worker/pool.js';
+import { forkProvider, spawnProvider } from './providers/worker/worker-provider.js';
 
 export interface HostOptions {
   /** Default model of agents. @default { kind: 'scripted' } */
   model?: ModelSpec;
   /** Where sessions are kept. @default 'memory' */
   persistence?: 'memory' | { sqlite: string } | SessionPersistence;
-  /** Host tools, callable by agents. */
+  /** Host tools, callable by agents (and by worker children, across the thread boundary). */
   tools?: Tool[];
+  /** The worker pool of the spawn and fork providers. */
+  pool?: WorkerPoolOptions;
+  /** Register the `spawn` and `fork` providers. @default true */
+  providers?: boolean;
   /** Receives contained failures (listener throws, write errors). @default silent */
   logger?: Logger;
 }
@@ -27,6 +33,7 @@ export interface Host extends AsyncDisposable {
   readonly sessions: LiveSessionStore;
   readonly persistence: SessionPersistence | undefined;
   readonly tools: ToolRegistry;
+  readonly pool: WorkerPool;
   /** Creates a top-level agent, owned by the host until `close()`. */
   createAgent(options?: CreateAgentOptions): Promise<Agent>;
   /** Idempotent: disposes runs and agents, flushes and closes what the host owns. */
@@ -50,6 +57,7 @@ class HostImpl implements Host {
   readonly sessions: LiveSessionStore;
   readonly persistence: SessionPersistence;
   readonly tools: ToolRegistry;
+  readonly pool: WorkerPool;
   readonly #ownsPersistence: boolean;
   readonly #handles = new Set<AgentHandle>();
   #closing: Promise<void> | undefined;
@@ -69,6 +77,11 @@ class HostImpl implements Host {
       ...(options.model ? { model: options.model } : {}),
     });
     this.subagents = new SubagentService({ logger: options.logger });
+    this.pool = createWorkerPool(options.pool);
+    if (options.providers !== false) {
+      this.subagents.registerProvider(spawnProvider(this));
+      this.subagents.registerProvider(forkProvider(this));
+    }
   }
 
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
@@ -86,6 +99,7 @@ class HostImpl implements Host {
         await this.agents.close();
         await this.sessions.flush();
       } finally {
+        await this.pool.close();
         if (this.#ownsPersistence) await this.persistence.close();
       }
     })();

@@ -7,6 +7,10 @@ export type { Host, HostOptions } from './host.js';
 // service and providers
 export { SubagentService } from './service/service.js';
 export { inProcessProvider } from './providers/in-process.js';
+export { spawnProvider, forkProvider } from './providers/worker/worker-provider.js';
+export type { WorkerProviderOptions } from './providers/worker/worker-provider.js';
+export { createWorkerPool } from './providers/worker/pool.js';
+export type { WorkerPool, WorkerPoolOptions } from './providers/worker/pool.js';
 export type { InProcessProviderOptions } from './providers/in-process.js';
 
 // seam

@@ -2,11 +2,10 @@
 // providers are measured against, and handy in tests of the service. `fork: true` seeds the child
 // with the parent's completed turns.
 import { SubagentError } from '../seam/errors.js';
-import { resolveChildDepth } from '../seam/depth.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../seam/types.js';
-import { childPersona, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
+import { composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
+import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
-import { completedTurnPrefix } from '../runtime/session.js';
 import type { ProviderHost } from './provider-host.js';
 
 export interface InProcessProviderOptions {
@@ -14,32 +13,6 @@ export interface InProcessProviderOptions {
   name?: string;
   /** Seed each child with the parent's completed turns. @default false */
   fork?: boolean;
-}
-
-const ALL_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: true, persona: true });
-
-/** The header, options and seed of a local child of `request.parent`. */
-export function localChildPlan(request: ResolvedSubagentStartRequest, fork: boolean) {
-  const { parent } = request;
-  const delegationDepth = resolveChildDepth(parent, request.maxDepth);
-  const seed = fork ? completedTurnPrefix(parent.session.events) : [];
-  const model = request.agentOptions?.model ?? parent.options.model;
-  const persona = childPersona(request.persona, request.outputSchema !== undefined);
-  return {
-    seed,
-    header: {
-      ...(parent.session.header.cwd === undefined ? {} : { cwd: parent.session.header.cwd }),
-      parentSession: parent.id,
-      origin: 'subagent' as const,
-      delegationDepth,
-    },
-    agentOptions: {
-      ...request.agentOptions,
-      ...(model === undefined ? {} : { model }),
-      ...(persona === undefined ? {} : { persona }),
-      subagentDepth: delegationDepth,
-    },
-  };
 }
 
 async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {

@@ -31,6 +31,8 @@ interface CommonAgentOptions {
   hooks?: AgentHooks;
   /** Aborting it before publication rejects the create with `CANCELLED`. */
   signal?: AbortSignal;
+  /** A shared cancel flag set by another thread (see AgentInit.cancelFlag). */
+  cancelFlag?: Int32Array;
 }
 
 export interface CreateAgentOptions extends CommonAgentOptions {
@@ -97,6 +99,11 @@ export class AgentRegistry {
     this.#logger = options.logger;
   }
 
+  /** The model agents get when their options name none. */
+  get defaultModel(): ModelSpec {
+    return this.#model;
+  }
+
   get(id: SessionId): LocalAgent | undefined {
     return this.#agents.get(id)?.agent;
   }
@@ -151,6 +158,7 @@ export class AgentRegistry {
       tools,
       session,
       ...(options.hooks ? { hooks: options.hooks } : {}),
+      ...(options.cancelFlag ? { cancelFlag: options.cancelFlag } : {}),
       onError: (error) => this.#logger?.warn(`agent ${session.id} failed`, describeError(error)),
     });
     if (options.setup) {

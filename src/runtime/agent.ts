@@ -20,6 +20,11 @@ export interface AgentInit {
   hooks?: AgentHooks;
   /** Called with failures the driver could not attribute to a turn. */
   onError?: (error: unknown) => void;
+  /**
+   * A shared cancel flag (index 0 set to non-zero by another thread). Tools see it through
+   * `ctx.signal.aborted` even while they run synchronous code.
+   */
+  cancelFlag?: Int32Array;
 }
 
 function assertContent(content: unknown): asserts content is ContentBlock[] {
@@ -86,6 +91,7 @@ export class LocalAgent implements Agent {
       options: this.options,
       hooks: init.hooks ?? {},
       newId: randomUUID,
+      ...(init.cancelFlag ? { cancelFlag: init.cancelFlag } : {}),
     };
     for (const { target, message } of pendingInbox(init.session.events)) this.#inbox.add(target, message);
   }
@@ -116,6 +122,11 @@ export class LocalAgent implements Agent {
     return this.#accept('next-turn', content, opts?.source, true);
   }
 
+  /** Accepts input under a given id (transports that already returned the id to their caller). */
+  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean): MessageId {
+    return this.#accept(target, content, undefined, wake, id);
+  }
+
   steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
     return this.#accept('next-step', content, opts?.source, true);
   }
@@ -124,9 +135,8 @@ export class LocalAgent implements Agent {
     return this.#accept('next-step', content, opts?.source, false);
   }
 
-  #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean): MessageId {
+  #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = randomUUID()): MessageId {
     assertContent(content);
-    const id = randomUUID();
     const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: source ?? { kind: 'user' } });
     const data = event.data as SessionEventMap['inbox/accepted'];
     this.#inbox.add(target, { id, content: data.content, source: data.source });

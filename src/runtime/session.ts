@@ -67,6 +67,26 @@ export class SessionLog implements Session {
   append(type: string, data: unknown): SessionEvent {
     const event: SessionEvent = deepFreeze({ seq: this.#events.length, time: Date.now(), type, data });
     this.#events.push(event);
+    this.#notify(event);
+    return event;
+  }
+
+  /**
+   * Appends events produced elsewhere (a worker's copy of this session), keeping their seq and
+   * time; each must continue the log exactly (`SEQ_MISMATCH` otherwise).
+   */
+  mirror(events: readonly SessionEvent[]): void {
+    for (const source of events) {
+      if (source.seq !== this.#events.length) {
+        throw new SubagentError('SEQ_MISMATCH', `session ${this.id}: mirrored event has seq ${source.seq}, expected ${this.#events.length}`);
+      }
+      const event = deepFreeze({ seq: source.seq, time: source.time, type: source.type, data: source.data });
+      this.#events.push(event);
+      this.#notify(event);
+    }
+  }
+
+  #notify(event: SessionEvent): void {
     for (const listener of this.#listeners) {
       try {
         listener(event);
@@ -74,7 +94,6 @@ export class SessionLog implements Session {
         this.#onListenerError?.(error);
       }
     }
-    return event;
   }
 
   /** Calls `listener` after every later append; returns the unsubscriber. */

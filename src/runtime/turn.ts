@@ -29,6 +29,28 @@ export interface TurnContext {
   options: AgentOptions;
   hooks: AgentHooks;
   newId(): string;
+  cancelFlag?: Int32Array;
+}
+
+/**
+ * A view of `signal` whose `aborted` also reads a shared flag, so a tool looping in synchronous
+ * code sees a cancellation set by another thread before its own event loop could deliver it.
+ */
+export function flagAwareSignal(signal: AbortSignal, flag: Int32Array | undefined): AbortSignal {
+  if (!flag) return signal;
+  const flagged = () => signal.aborted || Atomics.load(flag, 0) !== 0;
+  return new Proxy(signal, {
+    get(target, property) {
+      if (property === 'aborted') return flagged();
+      if (property === 'throwIfAborted') {
+        return () => {
+          if (flagged()) throw target.reason ?? new DOMException('This operation was aborted', 'AbortError');
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 type StepOutcome =
@@ -93,7 +115,8 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
 }
 
 /** Runs the calls in order; true when one of them concluded the turn. */
-async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], signal: AbortSignal): Promise<boolean> {
+async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], turnSignal: AbortSignal): Promise<boolean> {
+  const signal = flagAwareSignal(turnSignal, ctx.cancelFlag);
   let concluded = false;
   for (const call of calls) {
     const base = { turn, step, callId: call.id, name: call.name };

@@ -1,0 +1,104 @@
+// The worker pool behind the spawn and fork providers: piscina 5 over the compiled worker entry.
+// One pool per host, kept warm; `close()` ends every thread.
+import { availableParallelism } from 'node:os';
+import type { MessagePort } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import { z } from 'zod';
+import type { Encoded } from '../../seam/codec.js';
+import { SubagentError } from '../../seam/errors.js';
+import type { WorkerTask } from '../../seam/worker-protocol.js';
+
+export interface WorkerPoolOptions {
+  /** Threads kept warm. @default 1 */
+  minThreads?: number;
+  /** @default max(4, 2 × availableParallelism()) */
+  maxThreads?: number;
+  /** Children one thread runs at once; raise it for I/O-bound (model-bound) fleets. @default 1 */
+  childrenPerThread?: number;
+  /** An idle thread above `minThreads` ends after this long. @default 30000 */
+  idleTimeoutMs?: number;
+  /** V8 heap limits of each thread. */
+  resourceLimits?: { maxOldGenerationSizeMb?: number; maxYoungGenerationSizeMb?: number; stackSizeMb?: number };
+  /** A child still running this long after cancel or dispose has its thread terminated. @default 2000 */
+  cancelGraceMs?: number;
+}
+
+export interface WorkerPool {
+  readonly options: Readonly<Required<Omit<WorkerPoolOptions, 'resourceLimits'>>> & Pick<WorkerPoolOptions, 'resourceLimits'>;
+  /** Live threads. */
+  readonly threads: number;
+  /** Runs one child task; rejects if its thread dies. */
+  run(task: WorkerTask): Promise<Encoded>;
+  /** Terminates the thread with that id (its tasks reject; the pool replaces it). */
+  terminateThread(threadId: number): Promise<void>;
+  /** Idempotent: ends every thread; queued and running tasks reject. */
+  close(): Promise<void>;
+}
+
+const positiveInt = z.number().int().positive();
+const optionsShape = z.strictObject({
+  minThreads: z.number().int().min(0).optional(),
+  maxThreads: positiveInt.optional(),
+  childrenPerThread: positiveInt.optional(),
+  idleTimeoutMs: z.number().int().min(0).optional(),
+  resourceLimits: z
+    .strictObject({ maxOldGenerationSizeMb: positiveInt.optional(), maxYoungGenerationSizeMb: positiveInt.optional(), stackSizeMb: positiveInt.optional() })
+    .optional(),
+  cancelGraceMs: z.number().int().min(0).optional(),
+});
+
+const WORKER_ENTRY = new URL('../../../workers/child.js', import.meta.url).href;
+
+/** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
+export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
+  const parsed = optionsShape.safeParse(options);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new SubagentError('INVALID_OPTIONS', `options.pool.${issue?.path.join('.') || ''} ${issue?.message ?? 'is invalid'}`);
+  }
+  const resolved = {
+    minThreads: options.minThreads ?? 1,
+    maxThreads: options.maxThreads ?? Math.max(4, 2 * availableParallelism()),
+    childrenPerThread: options.childrenPerThread ?? 1,
+    idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
+    cancelGraceMs: options.cancelGraceMs ?? 2000,
+    ...(options.resourceLimits ? { resourceLimits: { ...options.resourceLimits } } : {}),
+  };
+  if (resolved.minThreads > resolved.maxThreads) {
+    throw new SubagentError('INVALID_OPTIONS', `options.pool.minThreads (${resolved.minThreads}) must not exceed maxThreads (${resolved.maxThreads})`);
+  }
+  const piscina = new Piscina<WorkerTask, Encoded>({
+    filename: WORKER_ENTRY,
+    minThreads: resolved.minThreads,
+    maxThreads: resolved.maxThreads,
+    concurrentTasksPerWorker: resolved.childrenPerThread,
+    idleTimeout: resolved.idleTimeoutMs,
+    // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
+    atomics: 'disabled',
+    // Workers must not inherit loaders such as tsx: the entry is compiled JavaScript.
+    execArgv: [],
+    ...(resolved.resourceLimits ? { resourceLimits: resolved.resourceLimits } : {}),
+  });
+  // A thread that dies rejects its tasks; the pool-level error is already reported through them.
+  piscina.on('error', () => undefined);
+  let closing: Promise<void> | undefined;
+  return {
+    options: Object.freeze(resolved),
+    get threads() {
+      return piscina.threads.length;
+    },
+    run(task) {
+      if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
+      const transferList: MessagePort[] = [task.hostPort, task.controlPort];
+      return piscina.run(task, { transferList });
+    },
+    async terminateThread(threadId) {
+      const worker = piscina.threads.find((thread) => thread.threadId === threadId);
+      if (worker) await worker.terminate();
+    },
+    close() {
+      closing ??= piscina.destroy();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,17 @@
+// Short, secret-free accounts of why a worker child's thread ended: no stacks, one line, bounded.
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const line = message.split('\n', 1)[0] ?? '';
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
+}
+
+/** Why a child's thread ended, for `diagnostic`. */
+export function describeThreadFailure(error: unknown, killed: boolean, graceMs: number): string {
+  if (killed) return `the child did not stop within ${graceMs} ms of cancellation; its thread was terminated`;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'ERR_WORKER_OUT_OF_MEMORY') return 'the child exceeded its worker resource limits (out of memory); its thread was ended';
+  const line = firstLine(error);
+  if (/terminat/i.test(line)) return 'the child’s worker thread was terminated';
+  if (/exit/i.test(line)) return `the child’s worker thread exited (${line})`;
+  return `the child’s worker thread failed: ${line}`;
+}

@@ -1,0 +1,183 @@
+// The spawn and fork providers: each child runs inside a worker thread of the host's pool. Start
+// posts the encoded task and resolves once a thread has taken it and the child's session is
+// published; the run mirrors the child's log, relays host tool calls, and contains thread deaths.
+import { randomUUID } from 'node:crypto';
+import { MessageChannel } from 'node:worker_threads';
+import { encode } from '../../seam/codec.js';
+import { decode } from '../../seam/codec.js';
+import { SubagentError } from '../../seam/errors.js';
+import { finalAssistantOutput } from '../../seam/output.js';
+import type { SessionHeader } from '../../seam/session-types.js';
+import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentResult, SubagentRun } from '../../seam/types.js';
+import { GuardedRemote, exposeOn } from '../../seam/wire-channel.js';
+import type { ChildControlApi, ChildTaskData, ChildTaskResult, HostApi } from '../../seam/worker-protocol.js';
+import { composeChildTools } from '../../runtime/child-run.js';
+import type { SessionLog } from '../../runtime/session.js';
+import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
+import type { ProviderHost } from '../provider-host.js';
+import { WorkerChildAgent } from './child-agent.js';
+import type { WorkerPool } from './pool.js';
+import { describeThreadFailure } from './thread-failure.js';
+
+export interface WorkerProviderHost extends ProviderHost {
+  readonly pool: WorkerPool;
+}
+
+export interface WorkerProviderOptions {
+  /** @default 'spawn' / 'fork' */
+  name?: string;
+}
+
+function cancelledStart(signal: AbortSignal): SubagentError {
+  return new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+}
+
+async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
+  const { signal } = request;
+  if (signal.aborted) throw cancelledStart(signal);
+  const plan = localChildPlan(request, fork);
+  // The host tools this child may call: filtered here, before any child exists, and again per call.
+  const scope = host.tools.scope();
+  composeChildTools(scope, { toolFilter: request.toolFilter });
+  const allowed = scope.list();
+  const allowedNames = new Set(allowed.map((tool) => tool.name));
+  const header: SessionHeader = {
+    ...plan.header,
+    id: randomUUID(),
+    createdAt: Date.now(),
+    ...(plan.seed.length > 0 ? { seedLength: plan.seed.length } : {}),
+  };
+  const data: ChildTaskData = {
+    header,
+    seed: [...plan.seed],
+    prompt: request.prompt,
+    agentOptions: { ...plan.agentOptions, model: plan.agentOptions.model ?? host.agents.defaultModel },
+    descriptor: request.descriptor,
+    hostTools: allowed.map(({ name, description, parameters }) => ({ name, description, parameters })),
+    ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
+  };
+  const hostChannel = new MessageChannel();
+  const controlChannel = new MessageChannel();
+  const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
+  let mirror: SessionLog | undefined;
+  let agent: WorkerChildAgent | undefined;
+  let onAttach: (threadId: number) => void = () => undefined;
+  const hostApi: HostApi = {
+    attach: (threadId) => onAttach(threadId),
+    appendEvents: (events) => mirror?.mirror(events),
+    async callTool(name, input, callId) {
+      if (!allowedNames.has(name) || !agent) {
+        throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
+      }
+      return host.tools.execute(name, input, { agent, callId, signal });
+    },
+  };
+  const stopServing = exposeOn(hostApi, hostChannel.port1);
+  const control = new GuardedRemote<ChildControlApi>(controlChannel.port1);
+  const release = () => {
+    stopServing();
+    control.close();
+  };
+  const task = host.pool.run({ data: encode(data), cancelFlag, hostPort: hostChannel.port2, controlPort: controlChannel.port2 });
+
+  // A start waits for a free slot: it resolves once a thread has taken the task.
+  let threadId: number;
+  try {
+    threadId = await new Promise<number>((resolve, reject) => {
+      const abort = () => reject(cancelledStart(signal));
+      signal.addEventListener('abort', abort, { once: true });
+      onAttach = (id) => {
+        signal.removeEventListener('abort', abort);
+        if (signal.aborted) return abort();
+        mirror = host.sessions.create(header, plan.seed);
+        resolve(id);
+      };
+      task.then(
+        () => reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started')),
+        (error: unknown) => reject(new SubagentError('START_FAILED', describeThreadFailure(error, false, 0), { cause: error })),
+      );
+    });
+  } catch (error) {
+    Atomics.store(cancelFlag, 0, 1);
+    release();
+    task.catch(() => undefined);
+    throw error;
+  }
+  const session = mirror!;
+  let cancelled = false;
+  let settled = false;
+  let killed = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  const graceMs = host.pool.options.cancelGraceMs;
+  const cancel = () => {
+    if (cancelled || settled) return;
+    cancelled = true;
+    Atomics.store(cancelFlag, 0, 1);
+    control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
+    // A child that ignores cancellation (a synchronous loop) loses its thread after the grace.
+    killTimer = setTimeout(() => {
+      killed = true;
+      void host.pool.terminateThread(threadId);
+    }, graceMs);
+  };
+  signal.addEventListener('abort', cancel, { once: true });
+  if (signal.aborted) cancel();
+  const result: Promise<SubagentResult> = task
+    .then(
+      (encoded) => decode<ChildTaskResult>(encoded).result,
+      (error: unknown): SubagentResult => ({
+        output: finalAssistantOutput(session.events.slice(plan.seed.length)),
+        diagnostic: describeThreadFailure(error, killed, graceMs),
+        stopReason: killed || cancelled ? 'aborted' : 'error',
+      }),
+    )
+    .finally(() => {
+      settled = true;
+      clearTimeout(killTimer);
+      signal.removeEventListener('abort', cancel);
+      release();
+    });
+  agent = new WorkerChildAgent(session, data.agentOptions, {
+    deliver: (target, id, content, wake) => void control.call((remote) => remote.deliver(target, id, content, wake)).catch(() => undefined),
+    cancel,
+    settled: result,
+    get open() {
+      return !settled;
+    },
+  });
+  let disposing: Promise<void> | undefined;
+  return {
+    id: header.id,
+    localAgent: agent,
+    result,
+    cancel,
+    dispose: () =>
+      (disposing ??= (async () => {
+        if (!settled) cancel();
+        await result.then(
+          () => undefined,
+          () => undefined,
+        );
+        await host.sessions.remove(header.id);
+      })()),
+  };
+}
+
+function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): SubagentProvider {
+  return {
+    name,
+    capabilities: ALL_CAPABILITIES,
+    inheritsParentContext: fork,
+    start: (request) => startWorkerChild(host, request, fork),
+  };
+}
+
+/** Fresh children, each in a worker thread of the host's pool. */
+export function spawnProvider(host: WorkerProviderHost, opts: WorkerProviderOptions = {}): SubagentProvider {
+  return workerProvider(host, false, opts.name ?? 'spawn');
+}
+
+/** Children seeded with the parent's completed turns, each in a worker thread. */
+export function forkProvider(host: WorkerProviderHost, opts: WorkerProviderOptions = {}): SubagentProvider {
+  return workerProvider(host, true, opts.name ?? 'fork');
+}

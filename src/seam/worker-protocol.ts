@@ -1,0 +1,62 @@
+// What crosses the worker boundary for one child (types only). The task data travels encoded by
+// the codec; two MessagePorts carry Comlink calls, one each way; a SharedArrayBuffer flag carries
+// cancellation into a thread that may be busy in synchronous code.
+import type { MessagePort } from 'node:worker_threads';
+import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
+import type { Encoded } from './codec.js';
+import type { ContentBlock, MessageId } from './content.js';
+import type { SubagentDescriptorData } from './descriptor.js';
+import type { CancelCause, InboxTarget, SessionEvent, SessionHeader } from './session-types.js';
+import type { SubagentResult } from './types.js';
+
+/** The piscina task: `data` is an encoded `ChildTaskData`. */
+export interface WorkerTask {
+  data: Encoded;
+  /** Int32Array over a SharedArrayBuffer; index 0 becomes 1 when the child is cancelled. */
+  cancelFlag: Int32Array;
+  /** The worker calls the host (HostApi) over this port. */
+  hostPort: MessagePort;
+  /** The host calls the worker (ChildControlApi) over this port. */
+  controlPort: MessagePort;
+}
+
+export interface HostToolSchema {
+  name: string;
+  description: string;
+  parameters: JsonSchema;
+}
+
+export interface ChildTaskData {
+  header: SessionHeader;
+  /** A fork's completed-turn prefix; empty for spawn. */
+  seed: SessionEvent[];
+  prompt: ContentBlock[];
+  agentOptions: AgentOptions;
+  descriptor: SubagentDescriptorData;
+  outputSchema?: JsonSchema;
+  toolFilter?: ToolRestriction;
+  /** Host tools the child may call (already filtered by `toolFilter` on the main side). */
+  hostTools: HostToolSchema[];
+}
+
+/** Served by the main thread for one child. */
+export interface HostApi {
+  /** The worker's thread id, sent first, so a runaway child's thread can be terminated. */
+  attach(threadId: number): void;
+  /** The child's new session events, in order, batched. */
+  appendEvents(events: SessionEvent[]): void;
+  /** Runs a host tool for the child; the main side enforces the tool filter again. */
+  callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean }>;
+}
+
+/** Served by the worker for one child. */
+export interface ChildControlApi {
+  cancel(cause: CancelCause): void;
+  /** Delivers input to the child's inbox under the id the host already returned. */
+  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean): void;
+}
+
+/** What the task returns (encoded): the child's raw terminal outcome. */
+export interface ChildTaskResult {
+  result: SubagentResult;
+}
