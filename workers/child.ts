@@ -33,7 +33,7 @@ class EventStream {
   }
 
   push(event: SessionEvent): void {
-    if (this.#batch.push(event) === 1) setImmediate(() => this.flush());
+    if (this.#batch.push(event) === 1) setImmediate(() => void this.flush());
   }
 
   /** Sends what is pending; resolves once the host has taken every batch sent so far. */
@@ -41,7 +41,8 @@ class EventStream {
     const batch = this.#batch;
     if (batch.length > 0) {
       this.#batch = [];
-      const sent = this.#host.call((remote) => remote.appendEvents(batch));
+      // A closed channel means the host is gone: nothing is left to deliver to, so no failure.
+      const sent = this.#host.call((remote) => remote.appendEvents(batch)).catch(() => undefined);
       this.#last = this.#last.then(() => sent);
     }
     return this.#last;
@@ -79,6 +80,7 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
     if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, host)));
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
     let capture: StructuredCapture | undefined;
+    const stream = new EventStream(host);
     const { id, createdAt: _createdAt, seedLength: _seedLength, ...header } = data.header;
     handle = await agents.create({
       sessionId: id,
@@ -88,11 +90,10 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
       setup: ({ tools }) => {
         capture = composeChildTools(tools, { outputSchema: data.outputSchema });
       },
-      hooks: descriptorHooks(() => handle!.agent.session, data.descriptor),
+      hooks: { ...descriptorHooks(() => handle!.agent.session, data.descriptor), beforeTool: () => stream.flush() },
       cancelFlag: task.cancelFlag,
     });
     agent = handle.agent;
-    const stream = new EventStream(host);
     unsubscribe = agent.subscribe((event) => stream.push(event));
     cancelled ||= Atomics.load(task.cancelFlag, 0) !== 0;
     if (!cancelled) {
@@ -100,6 +101,7 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
       for (const args of early.splice(0)) agent.deliver(...args);
     }
     await agent.whenIdle();
+    cancelled ||= Atomics.load(task.cancelFlag, 0) !== 0;
     await stream.flush();
     const result = readChildResult(agent.session.events, { seedLength: data.seed.length, cancelled, capture });
     return encode({ result });

@@ -17,6 +17,11 @@ export const DEFAULT_MAX_STEPS_PER_TURN = 32;
 export interface AgentHooks {
   /** Right after `turn/start` is appended (e.g. to append a descriptor inside the first turn). */
   turnStart?(turn: number): void;
+  /**
+   * Awaited after a call's `tool/call` is logged and before its body runs: a checkpoint, so what
+   * the log says reaches its observers (or storage) before a tool that may never return.
+   */
+  beforeTool?(callId: string): Promise<void>;
 }
 
 export interface TurnContext {
@@ -132,6 +137,7 @@ async function runTools(ctx: TurnContext, turn: number, step: number, calls: Too
     }
     let concludes = false;
     try {
+      await ctx.hooks.beforeTool?.(call.id);
       const result = await ctx.tools.execute(call.name, call.input, {
         agent: ctx.agent,
         callId: call.id,
@@ -187,11 +193,17 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   const signal = controller.signal;
   const maxSteps = ctx.options.maxStepsPerTurn ?? DEFAULT_MAX_STEPS_PER_TURN;
   session.append('turn/start', { turn });
+  // A cancel flag set by another thread aborts the turn at its next checkpoint, even if the
+  // message carrying the cancellation has not been delivered yet.
+  const flag = ctx.cancelFlag;
+  const observeFlag = () => {
+    if (flag && Atomics.load(flag, 0) !== 0 && !signal.aborted) controller.abort({ kind: 'parent' });
+  };
   let reason: TurnEndReason = { kind: 'completed' };
   let truncated = false;
   try {
     ctx.hooks.turnStart?.(turn);
-    for (let step = 1; !signal.aborted; step++) {
+    for (let step = 1; (observeFlag(), !signal.aborted); step++) {
       if (step > maxSteps) {
         reason = { kind: 'error', error: { code: 'MAX_STEPS', message: `the turn needed more than ${maxSteps} model calls (maxStepsPerTurn)` } };
         break;
@@ -205,6 +217,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
       } finally {
         session.append('step/end', { turn, step });
       }
+      observeFlag();
       if (outcome.kind === 'error') {
         reason = { kind: 'error', error: outcome.error };
         break;

@@ -3,8 +3,7 @@
 // published; the run mirrors the child's log, relays host tool calls, and contains thread deaths.
 import { randomUUID } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
-import { encode } from '../../seam/codec.js';
-import { decode } from '../../seam/codec.js';
+import { decode, encode } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionHeader } from '../../seam/session-types.js';
@@ -60,16 +59,16 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   const controlChannel = new MessageChannel();
   const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
   let mirror: SessionLog | undefined;
-  let agent: WorkerChildAgent | undefined;
+  const child: { agent?: WorkerChildAgent } = {};
   let onAttach: (threadId: number) => void = () => undefined;
   const hostApi: HostApi = {
     attach: (threadId) => onAttach(threadId),
     appendEvents: (events) => mirror?.mirror(events),
     async callTool(name, input, callId) {
-      if (!allowedNames.has(name) || !agent) {
+      if (!allowedNames.has(name) || !child.agent) {
         throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
       }
-      return host.tools.execute(name, input, { agent, callId, signal });
+      return host.tools.execute(name, input, { agent: child.agent, callId, signal });
     },
   };
   const stopServing = exposeOn(hostApi, hostChannel.port1);
@@ -137,7 +136,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       signal.removeEventListener('abort', cancel);
       release();
     });
-  agent = new WorkerChildAgent(session, data.agentOptions, {
+  const agent = new WorkerChildAgent(session, data.agentOptions, {
     deliver: (target, id, content, wake) => void control.call((remote) => remote.deliver(target, id, content, wake)).catch(() => undefined),
     cancel,
     settled: result,
@@ -145,6 +144,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       return !settled;
     },
   });
+  child.agent = agent;
   let disposing: Promise<void> | undefined;
   return {
     id: header.id,

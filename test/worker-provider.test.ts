@@ -1,0 +1,154 @@
+// Worker-thread children: host tools across the boundary, cancellation of busy children, and
+// containment of every way a child's thread can die.
+import { afterEach, describe, expect, it } from 'vitest';
+import { SubagentError, createHost, text, type Host, type ScriptedStep, type SubagentStartRequest } from 'subagent-host';
+import { dataOf, recordingTool } from './helpers.js';
+
+const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+let host: Host | undefined;
+
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
+
+async function setup(options: Parameters<typeof createHost>[0] = {}) {
+  host = await createHost({ pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 300 }, ...options });
+  const parent = await host.createAgent();
+  return { host, parent };
+}
+
+function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[], extra: Partial<SubagentStartRequest> = {}): SubagentStartRequest {
+  return {
+    prompt: [text('work')],
+    parent,
+    signal: new AbortController().signal,
+    agentOptions: { model: { kind: 'scripted', steps }, toolModules: [toolModule] },
+    ...extra,
+  };
+}
+
+const call = (name: string, input: unknown = {}): ScriptedStep => ({ toolCalls: [{ name, input }] });
+
+describe('worker children', () => {
+  it('call host tools on the main thread and mirror their log into host.sessions', async () => {
+    const lookup = recordingTool('lookup');
+    const { host, parent } = await setup({ tools: [lookup] });
+    const run = await host.subagents.start('spawn', request(parent, [call('lookup', { value: 'a' }), { text: 'done' }]));
+    expect(host.sessions.get(run.id)?.header).toMatchObject({ parentSession: parent.id, origin: 'subagent', delegationDepth: 1 });
+    expect(await run.result).toEqual({ output: [text('done')], stopReason: 'completed' });
+    expect(lookup.calls).toEqual([{ value: 'a' }]);
+    const events = host.sessions.get(run.id)!.events;
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+    expect(dataOf<{ content: unknown }>(events, 'tool/result')[0]?.content).toEqual([text('lookup ok')]);
+    await run.dispose();
+  });
+
+  it('never executes a host tool its toolFilter denies', async () => {
+    const secret = recordingTool('secret');
+    const { host, parent } = await setup({ tools: [secret, recordingTool('open')] });
+    const run = await host.subagents.start('spawn', request(parent, [call('secret', { value: 'x' }), { text: 'ok' }], { toolFilter: { deny: ['secret'] } }));
+    await run.result;
+    expect(secret.calls).toEqual([]);
+    expect(dataOf<{ code: string }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.code).toBe('UNKNOWN_TOOL');
+    await run.dispose();
+  });
+
+  it('carries a host tool’s SubagentError code into the child’s log', async () => {
+    const { host, parent } = await setup({
+      tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],
+    });
+    const run = await host.subagents.start('spawn', request(parent, [call('refuse'), { text: 'ok' }]));
+    await run.result;
+    expect(dataOf<{ code: string; isError: boolean }>(host.sessions.get(run.id)!.events, 'tool/result')[0]).toMatchObject({ code: 'UNAUTHORIZED', isError: true });
+    await run.dispose();
+  });
+
+  it('lets a child busy in synchronous code see cancellation through its signal', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('spin_polite'), { text: 'after' }]));
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length).toBe(1);
+    run.cancel();
+    const result = await run.result;
+    expect(result.stopReason).toBe('aborted');
+    expect(result.diagnostic).toBeUndefined();
+    await run.dispose();
+  });
+
+  it('terminates the thread of a child that ignores cancellation; its result is aborted', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('spin')]));
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length).toBe(1);
+    run.cancel();
+    const result = await run.result;
+    expect(result.stopReason).toBe('aborted');
+    expect(result.diagnostic).toMatch(/terminated/);
+    await run.dispose();
+    const next = await host.subagents.start('spawn', request(parent, [{ text: 'still here' }]));
+    expect((await next.result).output).toEqual([text('still here')]);
+    await next.dispose();
+  });
+
+  it.each([
+    ['an exception escaping to its thread', 'escape'],
+    ['process.exit in the child', 'exit_thread'],
+  ])('contains %s: error result, host and pool go on', async (_name, tool) => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call(tool)]));
+    const result = await run.result;
+    expect(result.stopReason).toBe('error');
+    expect(result.diagnostic).toMatch(/thread/);
+    expect(result.diagnostic).not.toMatch(/\n\s+at /);
+    await run.dispose();
+    const next = await host.subagents.start('spawn', request(parent, [{ text: 'fine' }]));
+    expect((await next.result).stopReason).toBe('completed');
+    await next.dispose();
+  });
+
+  it('contains a child that exceeds its resource limits', async () => {
+    const { host, parent } = await setup({ pool: { maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 32 } } });
+    const run = await host.subagents.start('spawn', request(parent, [call('hog_memory')]));
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'error' });
+    expect(result.diagnostic).toMatch(/resource limits|thread/);
+    await run.dispose();
+  });
+
+  it('reports a plain tool failure in the worker as an error tool result, not a dead thread', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('throw_plain'), { text: 'recovered' }]));
+    expect(await run.result).toEqual({ output: [text('recovered')], stopReason: 'completed' });
+    expect(dataOf<{ code: string }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.code).toBe('TOOL_FAILED');
+    await run.dispose();
+  });
+
+  it('settles every child sharing a thread that dies as error', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 } });
+    const waiting = await host.subagents.start('spawn', request(parent, [{ finish: 'hang' }]));
+    const crashing = await host.subagents.start('spawn', request(parent, [call('exit_thread')]));
+    const results = await Promise.all([waiting.result, crashing.result]);
+    expect(results.map((r) => r.stopReason)).toEqual(['error', 'error']);
+    await Promise.all([waiting.dispose(), crashing.dispose()]);
+  });
+
+  it('queues a start until a thread is free, and a cancelled queued start leaves no child', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
+    const busy = await host.subagents.start('spawn', request(parent, [{ finish: 'hang' }]));
+    const controller = new AbortController();
+    const queued = host.subagents.start('spawn', request(parent, [{ text: 'late' }], { signal: controller.signal }));
+    const before = host.sessions.list().length;
+    controller.abort(new Error('never mind'));
+    await expect(queued).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(host.sessions.list()).toHaveLength(before);
+    await busy.dispose();
+  });
+
+  it('forwards followups from the main-side agent to the child', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [{ text: 'first' }, { text: 'second' }]));
+    run.localAgent!.followup([text('more')]);
+    expect((await run.result).output).toEqual([text('second')]);
+    await run.dispose();
+    expect(() => run.localAgent!.followup([text('late')])).toThrow(expect.objectContaining({ code: 'CLOSED' }));
+  });
+});
