@@ -245,3 +245,32 @@ describe('agent input and cancellation', () => {
     await dispose();
   });
 });
+
+describe('parallel tool calls', () => {
+  it('runs consecutive concurrency-safe calls together and commits results in model order', async () => {
+    const started: string[] = [];
+    const gates = new Map([['a', deferred()], ['b', deferred()]]);
+    const runtime = makeRuntime();
+    runtime.tools.register({
+      name: 'wait',
+      description: 'waits for its gate',
+      parameters: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+      concurrencySafe: true,
+      async execute(input) {
+        const { id } = input as { id: string };
+        started.push(id);
+        await gates.get(id)!.promise;
+        return `done ${id}`;
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'wait', input: { id: 'a' } }, { name: 'wait', input: { id: 'b' } }] }, { text: 'ok' }]);
+    const { agent, dispose } = await runtime.agents.create({ model });
+    agent.followup([text('go')]);
+    await expect.poll(() => started).toEqual(['a', 'b']);
+    gates.get('b')!.resolve();
+    gates.get('a')!.resolve();
+    await agent.whenIdle();
+    expect(dataOf<{ callId: string }>(agent.session.events, 'tool/result').map((d) => d.callId)).toEqual(['call_1', 'call_2']);
+    await dispose();
+  });
+});

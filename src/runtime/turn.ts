@@ -9,6 +9,7 @@ import type { Inbox } from './inbox.js';
 import type { FinishReason, ModelAdapter } from './models/types.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
+import { runTools } from './tool-calls.js';
 
 /** @default maxStepsPerTurn */
 export const DEFAULT_MAX_STEPS_PER_TURN = 32;
@@ -35,27 +36,6 @@ export interface TurnContext {
   hooks: AgentHooks;
   newId(): string;
   cancelFlag?: Int32Array;
-}
-
-/**
- * A view of `signal` whose `aborted` also reads a shared flag, so a tool looping in synchronous
- * code sees a cancellation set by another thread before its own event loop could deliver it.
- */
-export function flagAwareSignal(signal: AbortSignal, flag: Int32Array | undefined): AbortSignal {
-  if (!flag) return signal;
-  const flagged = () => signal.aborted || Atomics.load(flag, 0) !== 0;
-  return new Proxy(signal, {
-    get(target, property) {
-      if (property === 'aborted') return flagged();
-      if (property === 'throwIfAborted') {
-        return () => {
-          if (flagged()) throw target.reason ?? new DOMException('This operation was aborted', 'AbortError');
-        };
-      }
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
 }
 
 type StepOutcome =
@@ -117,44 +97,6 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
     out.failure = { code: 'MODEL_FAILURE', message: describeError(error) };
   }
   return out;
-}
-
-/** Runs the calls in order; true when one of them concluded the turn. */
-async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], turnSignal: AbortSignal): Promise<boolean> {
-  const signal = flagAwareSignal(turnSignal, ctx.cancelFlag);
-  let concluded = false;
-  for (const call of calls) {
-    const base = { turn, step, callId: call.id, name: call.name };
-    ctx.session.append('tool/call', { ...base, input: call.input });
-    const skipped = signal.aborted
-      ? { text: 'Error: the turn was cancelled before this tool call started', code: 'ABORTED_BEFORE_DISPATCH' }
-      : concluded
-        ? { text: 'Error: not executed: an earlier call in this answer completed the turn', code: 'TURN_CONCLUDED' }
-        : undefined;
-    if (skipped) {
-      ctx.session.append('tool/result', { ...base, content: [{ type: 'text', text: skipped.text }], isError: true, code: skipped.code });
-      continue;
-    }
-    let concludes = false;
-    try {
-      await ctx.hooks.beforeTool?.(call.id);
-      const result = await ctx.tools.execute(call.name, call.input, {
-        agent: ctx.agent,
-        callId: call.id,
-        signal,
-        concludeTurn: () => {
-          concludes = true;
-        },
-      });
-      ctx.session.append('tool/result', { ...base, ...result });
-      concluded ||= concludes && !result.isError;
-    } catch (error) {
-      const code = isSubagentError(error) ? error.code : signal.aborted ? 'ABORTED' : 'TOOL_FAILED';
-      const message = error instanceof Error ? error.message : describeError(error);
-      ctx.session.append('tool/result', { ...base, content: [{ type: 'text', text: `Error: ${message}` }], isError: true, code });
-    }
-  }
-  return concluded;
 }
 
 async function runStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal): Promise<StepOutcome> {

@@ -97,6 +97,8 @@ export interface Tool {
   /** JSON Schema of the input; validated before `execute` runs. */
   parameters: JsonSchema;
   execute(input: unknown, ctx: ToolContext): Promise<ToolOutput>;
+  /** Calls of this tool in one answer may run at the same time. @default false */
+  concurrencySafe?: boolean;
 }
 
 /** Which inherited tools a scope sees. Unknown names fail loud. */

@@ -24,6 +24,7 @@ export interface HostToolSchema {
   name: string;
   description: string;
   parameters: JsonSchema;
+  concurrencySafe?: boolean;
 }
 
 export interface ChildTaskData {

@@ -52,7 +52,12 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     prompt: request.prompt,
     agentOptions: { ...plan.agentOptions, model: plan.agentOptions.model ?? host.agents.defaultModel },
     descriptor: request.descriptor,
-    hostTools: allowed.map(({ name, description, parameters }) => ({ name, description, parameters })),
+    hostTools: allowed.map(({ name, description, parameters, concurrencySafe }) => ({
+      name,
+      description,
+      parameters,
+      ...(concurrencySafe ? { concurrencySafe } : {}),
+    })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
   const hostChannel = new MessageChannel();

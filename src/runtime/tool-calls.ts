@@ -1,0 +1,101 @@
+// Runs the tool calls of one model answer. Calls run one by one, except that consecutive calls of
+// concurrency-safe tools run together; either way `tool/result`s are committed in model order.
+import type { ToolCallBlock } from '../seam/content.js';
+import { describeError, isSubagentError } from '../seam/errors.js';
+import type { SessionEventMap } from '../seam/session-types.js';
+import type { ToolResultContent } from './tool-registry.js';
+import type { TurnContext } from './turn.js';
+
+/**
+ * A view of `signal` whose `aborted` also reads a shared flag, so a tool looping in synchronous
+ * code sees a cancellation set by another thread before its own event loop could deliver it.
+ */
+export function flagAwareSignal(signal: AbortSignal, flag: Int32Array | undefined): AbortSignal {
+  if (!flag) return signal;
+  const flagged = () => signal.aborted || Atomics.load(flag, 0) !== 0;
+  return new Proxy(signal, {
+    get(target, property) {
+      if (property === 'aborted') return flagged();
+      if (property === 'throwIfAborted') {
+        return () => {
+          if (flagged()) throw target.reason ?? new DOMException('This operation was aborted', 'AbortError');
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** Most concurrency-safe calls of one answer that run at once. */
+export const MAX_PARALLEL_TOOL_CALLS = 16;
+
+type ResultData = Omit<SessionEventMap['tool/result'], 'turn' | 'step' | 'callId' | 'name'>;
+
+interface Outcome {
+  result: ResultData;
+  concludes: boolean;
+}
+
+function failure(text: string, code: string): ResultData {
+  return { content: [{ type: 'text', text }], isError: true, code };
+}
+
+async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSignal): Promise<Outcome> {
+  let concludes = false;
+  try {
+    await ctx.hooks.beforeTool?.(call.id);
+    const result: ToolResultContent = await ctx.tools.execute(call.name, call.input, {
+      agent: ctx.agent,
+      callId: call.id,
+      signal,
+      concludeTurn: () => {
+        concludes = true;
+      },
+    });
+    return { result, concludes: concludes && !result.isError };
+  } catch (error) {
+    const code = isSubagentError(error) ? error.code : signal.aborted ? 'ABORTED' : 'TOOL_FAILED';
+    const message = error instanceof Error ? error.message : describeError(error);
+    return { result: failure(`Error: ${message}`, code), concludes: false };
+  }
+}
+
+/** Splits calls into runs that may execute together (consecutive concurrency-safe calls). */
+function batches(ctx: TurnContext, calls: ToolCallBlock[]): ToolCallBlock[][] {
+  const out: ToolCallBlock[][] = [];
+  let parallel: ToolCallBlock[] = [];
+  for (const call of calls) {
+    if (ctx.tools.get(call.name)?.concurrencySafe === true && parallel.length < MAX_PARALLEL_TOOL_CALLS) {
+      parallel.push(call);
+      continue;
+    }
+    if (parallel.length > 0) out.push(parallel);
+    parallel = [];
+    if (ctx.tools.get(call.name)?.concurrencySafe === true) parallel.push(call);
+    else out.push([call]);
+  }
+  if (parallel.length > 0) out.push(parallel);
+  return out;
+}
+
+/** Runs the calls; true when one of them concluded the turn. */
+export async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], turnSignal: AbortSignal): Promise<boolean> {
+  const signal = flagAwareSignal(turnSignal, ctx.cancelFlag);
+  let concluded = false;
+  for (const batch of batches(ctx, calls)) {
+    const running: (Promise<Outcome> | ResultData)[] = batch.map((call) => {
+      ctx.session.append('tool/call', { turn, step, callId: call.id, name: call.name, input: call.input });
+      if (signal.aborted) return failure('Error: the turn was cancelled before this tool call started', 'ABORTED_BEFORE_DISPATCH');
+      if (concluded) return failure('Error: not executed: an earlier call in this answer completed the turn', 'TURN_CONCLUDED');
+      return execute(ctx, call, signal);
+    });
+    for (const [index, pending] of running.entries()) {
+      const call = batch[index]!;
+      const outcome = pending instanceof Promise ? await pending : { result: pending, concludes: false };
+      ctx.session.append('tool/result', { turn, step, callId: call.id, name: call.name, ...outcome.result });
+      concluded ||= outcome.concludes;
+    }
+  }
+  return concluded;
+}
