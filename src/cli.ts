@@ -15,7 +15,9 @@ function command(name: string, summary: string, load: Command['load']): void {
   COMMANDS[name] = { summary, load };
 }
 
+command('demo', 'a parent agent delegates real work to parallel worker-thread children', () => import('./cli/demo.js'));
 command('ls', 'list the children (or --tree descendants) of a persisted session', () => import('./cli/ls.js'));
+command('acp', 'serve an agent over the Agent Client Protocol on stdio', () => import('./cli/acp.js'));
 
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, { summary }]) => `  ${name.padEnd(8)} ${summary}`);

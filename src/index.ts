@@ -13,6 +13,15 @@ export { createWorkerPool } from './providers/worker/pool.js';
 export type { WorkerPool, WorkerPoolOptions } from './providers/worker/pool.js';
 export type { InProcessProviderOptions } from './providers/in-process.js';
 
+// model-facing tools
+export { subagentTool } from './tools/subagent-tool.js';
+export type { SubagentToolConfig, SubagentToolHost } from './tools/subagent-tool.js';
+export { acpProvider } from './providers/acp/provider.js';
+export type { AcpProvider } from './providers/acp/provider.js';
+export type { AcpProviderOptions } from './providers/acp/options.js';
+export { serveAcp } from './providers/acp/server.js';
+export type { AcpServeHost, AcpServeIo } from './providers/acp/server.js';
+
 // seam
 export { SubagentError, isSubagentError, SUBAGENT_ERROR_CODES } from './seam/errors.js';
 export type { SubagentErrorCode } from './seam/errors.js';
@@ -114,7 +123,13 @@ export type {
   FinishReason,
   ToolSchema,
 } from './runtime/models/types.js';
-export type { SessionPersistence, StoredSession } from './runtime/session-persistence.js';
+export type {
+  SessionPersistence,
+  StoredSession,
+  CatalogRecord,
+  ProjectionViews,
+  StoredProjections,
+} from './runtime/session-persistence.js';
 export { AgentRegistry } from './runtime/agent-registry.js';
 export type { AgentHandle, AgentSetupScope, CreateAgentOptions, ResumeAgentOptions } from './runtime/agent-registry.js';
 export type { LocalAgent } from './runtime/agent.js';

@@ -54,6 +54,11 @@ function failed(error: unknown): SubagentResult {
   return { output: [], diagnostic, stopReason: 'error' };
 }
 
+/** A no-op task: resolves once this thread has loaded its modules (see WorkerPool.warm). */
+export function warm(): number {
+  return threadId;
+}
+
 export default async function runChild(task: WorkerTask): Promise<Encoded> {
   const host = new GuardedRemote<HostApi>(task.hostPort);
   let agent: LocalAgent | undefined;

@@ -29,6 +29,8 @@ export interface WorkerPool {
   readonly threads: number;
   /** Runs one child task; rejects if its thread dies. */
   run(task: WorkerTask): Promise<Encoded>;
+  /** Resolves once `minThreads` threads have loaded the worker entry. */
+  warm(): Promise<void>;
   /** Terminates the thread with that id (its tasks reject; the pool replaces it). */
   terminateThread(threadId: number): Promise<void>;
   /** Idempotent: ends every thread; queued and running tasks reject. */
@@ -91,6 +93,10 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
       if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
       const transferList: MessagePort[] = [task.hostPort, task.controlPort];
       return piscina.run(task, { transferList });
+    },
+    async warm() {
+      const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => piscina.run(undefined as never, { name: 'warm' }));
+      await Promise.all(tasks);
     },
     async terminateThread(threadId) {
       const worker = piscina.threads.find((thread) => thread.threadId === threadId);

@@ -1,0 +1,93 @@
+// Live progress of the demo's children: one line per child (queued → running → done, with times),
+// redrawn with a progress bar on a TTY, printed as plain lines otherwise.
+import type { Writable } from 'node:stream';
+
+export type ChildState = 'queued' | 'running' | 'done';
+
+export interface ChildProgress {
+  label: string;
+  id?: string;
+  state: ChildState;
+  queuedAt: number;
+  startedAt?: number;
+  endedAt?: number;
+  stopReason?: string;
+  note?: string;
+}
+
+const CLEAR_LINE = '\x1b[2K';
+const up = (n: number) => (n > 0 ? `\x1b[${n}A` : '');
+
+export class ProgressView {
+  readonly children: ChildProgress[] = [];
+  readonly #out: Writable;
+  readonly #tty: boolean;
+  readonly #quiet: boolean;
+  readonly #t0 = performance.now();
+  #drawn = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(out: Writable, options: { tty: boolean; quiet: boolean }) {
+    this.#out = out;
+    this.#tty = options.tty;
+    this.#quiet = options.quiet;
+    if (this.#tty && !this.#quiet) this.#timer = setInterval(() => this.#draw(), 100);
+  }
+
+  #now(): number {
+    return performance.now() - this.#t0;
+  }
+
+  queued(label: string): ChildProgress {
+    const child: ChildProgress = { label, state: 'queued', queuedAt: this.#now() };
+    this.children.push(child);
+    this.#changed(child);
+    return child;
+  }
+
+  running(child: ChildProgress, id: string): void {
+    Object.assign(child, { id, state: 'running', startedAt: this.#now() });
+    this.#changed(child);
+  }
+
+  done(child: ChildProgress, stopReason: string, note?: string): void {
+    Object.assign(child, { state: 'done', endedAt: this.#now(), stopReason, ...(note ? { note } : {}) });
+    this.#changed(child);
+  }
+
+  #line(child: ChildProgress): string {
+    const ms = (value: number | undefined) => (value === undefined ? '' : `${Math.round(value)} ms`);
+    const status =
+      child.state === 'queued'
+        ? 'queued'
+        : child.state === 'running'
+          ? `running since ${ms(child.startedAt)}`
+          : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? 0) - (child.startedAt ?? child.queuedAt))}`;
+    const note = child.note ? ` — ${child.note}` : '';
+    return `  ${child.label.padEnd(14)} ${status}${note}`;
+  }
+
+  #changed(child: ChildProgress): void {
+    if (this.#quiet) return;
+    if (this.#tty) this.#draw();
+    else this.#out.write(`${this.#line(child)}\n`);
+  }
+
+  #draw(): void {
+    const finished = this.children.filter((c) => c.state === 'done').length;
+    const total = this.children.length;
+    const width = 24;
+    const filled = total === 0 ? 0 : Math.round((finished / total) * width);
+    const bar = `  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${finished}/${total} children, ${(this.#now() / 1000).toFixed(1)} s`;
+    const lines = [...this.children.map((c) => this.#line(c)), bar];
+    this.#out.write(up(this.#drawn) + lines.map((l) => `${CLEAR_LINE}${l}\n`).join(''));
+    this.#drawn = lines.length;
+  }
+
+  /** Stops redrawing (draws the final state once). */
+  close(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    if (this.#tty && !this.#quiet) this.#draw();
+  }
+}

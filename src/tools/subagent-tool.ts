@@ -1,0 +1,169 @@
+// The model-facing `subagent` tool: one tool bound to one provider. It exists exactly while its
+// provider is registered, words itself after the provider's kind, and always disposes its run.
+import { z } from 'zod';
+import type { Tool, ToolRestriction } from '../seam/agent-types.js';
+import { textOf, type ContentBlock } from '../seam/content.js';
+import { assertSubagentMaxDepth } from '../seam/depth.js';
+import { SubagentError } from '../seam/errors.js';
+import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
+import { assertModelSpec } from '../runtime/models/create.js';
+import type { ToolRegistry } from '../runtime/tool-registry.js';
+import type { SubagentService } from '../service/service.js';
+import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
+
+export interface SubagentToolConfig {
+  /** Name of the registered provider the tool delegates to. */
+  provider: string;
+  /** @default 'subagent' */
+  toolName?: string;
+  agentOptions?: ChildAgentOptions;
+  persona?: string;
+  toolFilter?: ToolRestriction;
+  /** Absolute depth cap sent with each start; `'provider-managed'` sends none. @default 3 when the provider has depthLimit */
+  maxDepth?: number | 'provider-managed';
+  /** Only `'one-shot'` is available in this version. @default 'one-shot' */
+  mode?: 'one-shot' | 'continuable';
+  /** Background runs are not available in this version. @default false */
+  background?: boolean;
+}
+
+/** What the tool needs of a host. */
+export interface SubagentToolHost {
+  readonly subagents: SubagentService;
+  readonly tools: ToolRegistry;
+}
+
+const DEFAULT_MAX_DEPTH = 3;
+
+const configShape = z.strictObject({
+  provider: z.string().min(1),
+  toolName: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
+  agentOptions: z.record(z.string(), z.unknown()).optional(),
+  persona: z.string().optional(),
+  toolFilter: z
+    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
+    .refine((f) => f.allow !== undefined || f.deny !== undefined, 'names neither allow nor deny')
+    .optional(),
+  maxDepth: z.union([z.number(), z.literal('provider-managed')]).optional(),
+  mode: z.enum(['one-shot', 'continuable']).optional(),
+  background: z.boolean().optional(),
+});
+
+function validateConfig(config: SubagentToolConfig): void {
+  const parsed = configShape.safeParse(config);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new SubagentError('INVALID_OPTIONS', `subagentTool config.${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`);
+  }
+  if (typeof config.maxDepth === 'number') {
+    try {
+      assertSubagentMaxDepth(config.maxDepth);
+    } catch (error) {
+      throw new SubagentError('INVALID_OPTIONS', `subagentTool config.maxDepth must be a non-negative safe integer or 'provider-managed'`, { cause: error });
+    }
+  }
+  if (config.agentOptions?.model !== undefined) assertModelSpec(config.agentOptions.model);
+  if (config.mode === 'continuable') throw new SubagentError('INVALID_OPTIONS', "subagentTool config.mode 'continuable' is not available in this version; use 'one-shot'");
+  if (config.background === true) throw new SubagentError('INVALID_OPTIONS', 'subagentTool config.background is not available in this version; omit it or set false');
+}
+
+/** The cap a start carries under this config and provider, or undefined to send none. */
+function depthCap(config: SubagentToolConfig, provider: SubagentProvider): number | undefined {
+  if (config.maxDepth === 'provider-managed') return undefined;
+  if (typeof config.maxDepth === 'number') {
+    if (!provider.capabilities.depthLimit) {
+      throw new SubagentError(
+        'UNSUPPORTED_CAPABILITY',
+        `provider ${provider.name} has no depthLimit capability, so subagentTool cannot send maxDepth ${config.maxDepth}; use maxDepth: 'provider-managed'`,
+      );
+    }
+    return config.maxDepth;
+  }
+  return provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined;
+}
+
+function render(result: SubagentResult): string {
+  if (result.structured !== undefined) return JSON.stringify(result.structured);
+  return textOf(result.output);
+}
+
+function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider: SubagentProvider, name: string): Tool {
+  const maxDepth = depthCap(config, provider);
+  return {
+    name,
+    description: toolDescription(provider.inheritsParentContext),
+    concurrencySafe: true,
+    parameters: {
+      type: 'object',
+      properties: {
+        description: { type: 'string', description: 'A short (3-5 word) label of the task, for display.' },
+        prompt: { type: 'string', description: promptWording(provider.inheritsParentContext) },
+      },
+      required: ['description', 'prompt'],
+      additionalProperties: false,
+    },
+    async execute(input, ctx) {
+      const { description, prompt } = input as { description: string; prompt: string };
+      const request: SubagentStartRequest = {
+        label: description,
+        prompt: [{ type: 'text', text: prompt }],
+        parent: ctx.agent,
+        signal: ctx.signal,
+        ...(config.agentOptions ? { agentOptions: config.agentOptions } : {}),
+        ...(config.persona !== undefined ? { persona: config.persona } : {}),
+        ...(config.toolFilter ? { toolFilter: config.toolFilter } : {}),
+        ...(maxDepth !== undefined ? { maxDepth } : {}),
+      };
+      const run = await host.subagents.start(provider.name, request);
+      let result: SubagentResult;
+      try {
+        result = await run.result;
+      } finally {
+        await run.dispose();
+      }
+      if (result.stopReason === 'completed') return render(result);
+      const content: ContentBlock[] = [{ type: 'text', text: foregroundFailure(result) }];
+      return { content, isError: true };
+    },
+  };
+}
+
+/**
+ * Registers the `subagent` tool for `config.provider` in `host.tools`, now or whenever that
+ * provider is (re-)registered, and removes it while the provider is gone. Returns the disposer.
+ */
+export function subagentTool(host: SubagentToolHost, config: SubagentToolConfig): () => void {
+  validateConfig(config);
+  const name = config.toolName ?? 'subagent';
+  let unmount: (() => void) | undefined;
+  let disposed = false;
+  const mount = (provider: SubagentProvider) => {
+    unmount?.();
+    unmount = host.tools.register(buildTool(host, config, provider, name));
+  };
+  const offAdded = host.subagents.on('subagent/provider-added', (provider) => {
+    // A throw here rolls the provider's registration back: fail loud on a config it cannot serve.
+    if (!disposed && provider.name === config.provider) mount(provider);
+  });
+  const offRemoved = host.subagents.on('subagent/provider-removed', (removed) => {
+    if (removed !== config.provider) return;
+    unmount?.();
+    unmount = undefined;
+  });
+  const present = host.subagents.getProvider(config.provider);
+  try {
+    if (present) mount(present);
+  } catch (error) {
+    offAdded();
+    offRemoved();
+    throw error;
+  }
+  return () => {
+    if (disposed) return;
+    disposed = true;
+    offAdded();
+    offRemoved();
+    unmount?.();
+    unmount = undefined;
+  };
+}

@@ -1,0 +1,41 @@
+// Every model-facing sentence of the subagent tool, in one table, derived from whether the bound
+// provider's children see the parent's completed turns.
+import { textOf } from '../seam/content.js';
+import type { SubagentResult } from '../seam/types.js';
+
+const WORDING = {
+  freshTool:
+    'Delegate a self-contained task to a separate agent that works in its own context and returns only its result. ' +
+    'It does not see this conversation. Independent tasks can be delegated together in one answer; they run in parallel.',
+  forkTool:
+    'Delegate a task to a separate agent that inherits this conversation’s completed turns (not the turn in progress) ' +
+    'and returns only its result. Independent tasks can be delegated together in one answer; they run in parallel.',
+  freshPrompt:
+    'The complete, self-contained task. The agent does not see this conversation, so include everything it needs: ' +
+    'context, inputs, constraints and the form of the answer.',
+  forkPrompt:
+    'The task. The agent already sees the completed turns of this conversation; build on them and state only what is new.',
+  headlines: {
+    aborted: 'subagent run was cancelled',
+    error: 'subagent run failed',
+    'max-tokens': 'subagent run hit its token limit before finishing',
+    refusal: 'subagent declined the task',
+  } as Record<string, string>,
+} as const;
+
+export function toolDescription(inheritsParentContext: boolean): string {
+  return inheritsParentContext ? WORDING.forkTool : WORDING.freshTool;
+}
+
+export function promptWording(inheritsParentContext: boolean): string {
+  return inheritsParentContext ? WORDING.forkPrompt : WORDING.freshPrompt;
+}
+
+/** The error text of a run that did not complete: headline, diagnostic, partial output. */
+export function foregroundFailure(result: SubagentResult): string {
+  const lines = [WORDING.headlines[result.stopReason] ?? `subagent run ended abnormally (${result.stopReason})`];
+  if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);
+  const partial = textOf(result.output);
+  if (partial) lines.push(`Partial output before the run ended:\n${partial}`);
+  return lines.join('\n');
+}
