@@ -1,0 +1,47 @@
+// The demo command, run as a user runs it: every child is accounted for, chaos is contained.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
+const run = promisify(execFile);
+const dir = mkdtempSync(join(tmpdir(), 'demo-'));
+for (let i = 0; i < 7; i++) writeFileSync(join(dir, `file${i}.ts`), `export const value${i} = ${i};\n`.repeat(20 + i));
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Report {
+  provider: string;
+  children: { id: string; stopReason: string; ms: number }[];
+  totalMs: number;
+  sequentialMs: number;
+}
+
+async function demo(...args: string[]): Promise<Report> {
+  const { stdout } = await run(process.execPath, [cli, 'demo', '--json', '--dir', dir, ...args], { timeout: 60_000 });
+  return JSON.parse(stdout) as Report;
+}
+
+describe('subagent-host demo', () => {
+  it.each(['spawn', 'fork', 'in-process'])('accounts for every child with --provider %s', async (provider) => {
+    const report = await demo('--provider', provider, '--children', '3');
+    expect(report.provider).toBe(provider);
+    expect(report.children.map((c) => c.stopReason)).toEqual(['completed', 'completed', 'completed']);
+    expect(new Set(report.children.map((c) => c.id)).size).toBe(3);
+    expect(report.totalMs).toBeGreaterThan(0);
+    expect(report.sequentialMs).toBeGreaterThan(0);
+  });
+
+  it('contains a crashing and a runaway child with --chaos while the rest finish', async () => {
+    const report = await demo('--chaos', '--children', '2', '--deadline', '500');
+    expect(report.children.map((c) => c.stopReason)).toEqual(['completed', 'completed', 'error', 'aborted']);
+  });
+
+  it('rejects bad options with exit code 2', async () => {
+    await expect(run(process.execPath, [cli, 'demo', '--children', 'zero'])).rejects.toMatchObject({ code: 2 });
+    await expect(run(process.execPath, [cli, 'demo', '--provider', 'in-process', '--chaos'])).rejects.toMatchObject({ code: 2 });
+  });
+});
