@@ -1,6 +1,8 @@
 // The durable-storage contract the runtime writes through. Implementations live in `persistence/`;
 // the contract lives here so the runtime depends on nothing below it.
 import type { SessionId } from '../seam/content.js';
+import type { SubagentError } from '../seam/errors.js';
+import type { SubagentIdentity, SubagentTiming } from '../seam/projections.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 
 export interface StoredSession {
@@ -8,10 +10,27 @@ export interface StoredSession {
   events: SessionEvent[];
 }
 
+/** A stored session as the catalog enumerates it: its header and one indexed lineage fact. */
+export interface CatalogRecord {
+  header: SessionHeader;
+  /** Some stored session with `origin: 'subagent'` names this one as its parent. */
+  hasSubagentChildren: boolean;
+}
+
+/** The views of the projections stored beside a session's log (`subagentIdentity`, `subagentTiming`). */
+export interface ProjectionViews {
+  subagent: SubagentIdentity | null;
+  subagentTiming: SubagentTiming;
+}
+
+/** One session's stored projections, or why they cannot be read (`CORRUPT_DATA`: row and log both unreadable). */
+export type StoredProjections = { ok: true; views: ProjectionViews } | { ok: false; error: SubagentError };
+
 /**
  * Durable sessions. `append` is seq-checked (the first event's seq must equal the stored count)
  * and may be write-behind; `flush()` is the durability barrier: once it resolves, everything
- * appended before the call is on disk.
+ * appended before the call is on disk. Each append also advances the session's stored projections
+ * in the same transaction as its events, so reading them never replays a log.
  */
 export interface SessionPersistence {
   create(header: SessionHeader): Promise<void>;
@@ -20,6 +39,18 @@ export interface SessionPersistence {
   load(id: SessionId): Promise<StoredSession | undefined>;
   /** Headers in creation order; with `parentSession`, only that parent's children (indexed). */
   list(filter?: { parentSession?: SessionId }): Promise<SessionHeader[]>;
+  /** The stored children of `parentId` (any origin) in creation order: one indexed query. */
+  childRecords(parentId: SessionId): Promise<CatalogRecord[]>;
+  /**
+   * Every stored session below `rootId` by parent links, in creation order. A parent cycle ends
+   * (each session appears once; the root itself appears when it sits on a cycle).
+   */
+  descendantRecords(rootId: SessionId): Promise<CatalogRecord[]>;
+  /**
+   * The stored projection views of `ids` (ids not stored are absent), as of their committed
+   * appends. A projection row found damaged is rebuilt from its log once.
+   */
+  projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>>;
   flush(): Promise<void>;
   close(): Promise<void>;
 }

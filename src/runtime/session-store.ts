@@ -57,9 +57,11 @@ export class LiveSessionStore implements SessionStore {
   publish(session: SessionLog, options: { stored: boolean }): void {
     this.#assertFree(session.id);
     const persistence = this.#persistence;
+    // Taken now: events appended after publication reach persistence through the subscription.
+    const initial = session.events.slice();
     const writes =
       persistence && !options.stored
-        ? persistence.create(session.header).then(() => (session.events.length > 0 ? persistence.append(session.id, session.events.slice()) : undefined))
+        ? persistence.create(session.header).then(() => (initial.length > 0 ? persistence.append(session.id, initial) : undefined))
         : Promise.resolve();
     this.#track(session, writes);
   }

@@ -45,9 +45,15 @@ export class SubagentEventBus {
     return [...this.#registrations].filter((r) => r.event === event && (r.parent === undefined || r.parent === parent));
   }
 
-  /** Plain emit: the first throw propagates to the caller (provider-added rolls back on it). */
+  /**
+   * Plain emit: the first synchronous throw propagates to the caller (provider-added rolls back
+   * on it). A later rejection can no longer undo anything, so it is logged like a contained one.
+   */
   emitStrict<E extends EventName>(event: E, payload: SubagentEvents[E]): void {
-    for (const registration of this.#listeners(event, undefined)) registration.listener(payload);
+    for (const registration of this.#listeners(event, undefined)) {
+      const returned = registration.listener(payload);
+      if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(event, error));
+    }
   }
 
   /** Contained emit: each throw or rejection is logged as one warning and the others still run. */

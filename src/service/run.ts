@@ -56,6 +56,7 @@ export class ManagedRun implements SubagentRun {
   readonly #run: SubagentRun;
   readonly #controller: AbortController;
   #cancelled = false;
+  #settled = false;
   #disposing: Promise<void> | undefined;
   readonly #onDisposed: (() => void) | undefined;
 
@@ -74,6 +75,7 @@ export class ManagedRun implements SubagentRun {
     if (callerSignal.aborted) onAbort();
     this.result = Promise.resolve(run.result).then(
       async (raw) => {
+        this.#settled = true;
         callerSignal.removeEventListener('abort', onAbort);
         const result = normalizeResult(raw, this.#cancelled);
         if (result) return result;
@@ -82,6 +84,7 @@ export class ManagedRun implements SubagentRun {
         throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} resolved a malformed result; expected { output: ContentBlock[], stopReason, structured?, diagnostic? }`);
       },
       (error: unknown) => {
+        this.#settled = true;
         callerSignal.removeEventListener('abort', onAbort);
         throw error;
       },
@@ -100,19 +103,26 @@ export class ManagedRun implements SubagentRun {
   }
 
   dispose(): Promise<void> {
-    this.#disposing ??= (async () => {
-      try {
-        await this.#run.dispose();
-      } finally {
-        // The provider's own result, not ours: ours may itself be waiting on this dispose.
-        await Promise.resolve(this.#run.result).then(
-          () => undefined,
-          () => undefined,
-        );
-        this.#onDisposed?.();
-      }
-    })();
-    return this.#disposing;
+    if (this.#disposing) return this.#disposing;
+    // Memoized before any provider code runs, so a re-entrant call from inside the provider's
+    // cancel or dispose joins this one instead of starting a second.
+    const disposing = (this.#disposing = Promise.resolve().then(() => this.#release()));
+    // Disposal stops remaining work: a run still going settles aborted, whatever the provider says.
+    if (!this.#settled) this.cancel();
+    return disposing;
+  }
+
+  async #release(): Promise<void> {
+    try {
+      await this.#run.dispose();
+    } finally {
+      // The provider's own result, not ours: ours may itself be waiting on this dispose.
+      await Promise.resolve(this.#run.result).then(
+        () => undefined,
+        () => undefined,
+      );
+      this.#onDisposed?.();
+    }
   }
 
   [Symbol.asyncDispose](): Promise<void> {

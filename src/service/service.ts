@@ -41,6 +41,9 @@ export class SubagentService {
   readonly #events: SubagentEventBus;
   readonly #catalog: SubagentCatalog | undefined;
   readonly #runs = new Set<ManagedRun>();
+  /** Starts whose provider has not settled yet: close() aborts and awaits them. */
+  readonly #starting = new Map<Promise<SubagentRun>, AbortController>();
+  #closed = false;
 
   constructor(options: SubagentServiceOptions = {}) {
     this.#events = new SubagentEventBus(options.logger);
@@ -89,6 +92,7 @@ export class SubagentService {
     let resolved;
     let provider: SubagentProvider | undefined;
     try {
+      if (this.#closed) throw new SubagentError('CLOSED', 'the host is closed; start children on an open host');
       provider = this.#providers.get(name);
       if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${String(name)} (registered: ${this.list().join(', ') || 'none'})`);
       resolved = resolveStartRequest(provider, request);
@@ -98,7 +102,18 @@ export class SubagentService {
     const controller = new AbortController();
     const callerSignal = resolved.signal;
     resolved.signal = AbortSignal.any([callerSignal, controller.signal]);
-    return this.#publish(provider, resolved.parent, provider.start(resolved), controller, callerSignal);
+    let starting: Promise<SubagentRun>;
+    try {
+      // A provider whose start throws instead of rejecting still fails as a rejection.
+      starting = Promise.resolve(provider.start(resolved));
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    const publishing = this.#publish(provider, resolved.parent, starting, controller, callerSignal);
+    this.#starting.set(publishing, controller);
+    const settled = () => void this.#starting.delete(publishing);
+    publishing.then(settled, settled);
+    return publishing;
   }
 
   async #publish(
@@ -116,6 +131,11 @@ export class SubagentService {
         await Promise.resolve((raw as SubagentRun).dispose()).catch(() => undefined);
       }
       throw error;
+    }
+    if (this.#closed) {
+      // The host closed while the provider was starting: nobody would ever dispose this child.
+      await Promise.resolve(raw.dispose()).catch(() => undefined);
+      throw new SubagentError('CLOSED', 'the host closed while the child was starting');
     }
     const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run));
     this.#runs.add(run);
@@ -171,8 +191,11 @@ export class SubagentService {
     return this.#catalog.listDescendants(rootId, signal);
   }
 
-  /** Disposes every run not yet disposed (host shutdown). */
+  /** Host shutdown: refuses new starts, cancels and awaits pending ones, disposes every run. */
   async close(): Promise<void> {
+    this.#closed = true;
+    for (const controller of this.#starting.values()) controller.abort({ kind: 'disposed' });
+    await Promise.allSettled([...this.#starting.keys()]);
     await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
   }
 }

@@ -37,6 +37,19 @@ const requestShape = z.object({
   persona: z.string().optional(),
 });
 
+/**
+ * True for strings, finite numbers, booleans, null, arrays and plain objects of those. A JSON
+ * round trip is not enough: it silently drops functions and `undefined` instead of failing.
+ */
+function isPlainJson(value: unknown): boolean {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(isPlainJson);
+  if (typeof value !== 'object') return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return (proto === Object.prototype || proto === null) && Object.values(value).every(isPlainJson);
+}
+
 function invalid(field: string, problem: string): SubagentError {
   return new SubagentError('INVALID_REQUEST', `request.${field} ${problem}`);
 }
@@ -49,7 +62,7 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
     throw invalid('outputSchema', 'is an unsupported JSON schema: its root must be { type: "object", … } without oneOf/anyOf');
   }
   try {
-    if (JSON.stringify(JSON.parse(JSON.stringify(schema))) !== JSON.stringify(schema)) throw new Error('not plain JSON');
+    if (!isPlainJson(schema)) throw new Error('not plain JSON');
     z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', 'request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema)', { cause: error });

@@ -1,0 +1,132 @@
+// The catalog: listChildren / listDescendants over stored headers and stored projections, with live
+// sessions overriding stored ones. Cold children cost one batched projection read, never a replay.
+import type { Session, SessionStore } from '../seam/agent-types.js';
+import type { SessionId } from '../seam/content.js';
+import { describeError } from '../seam/errors.js';
+import { subagentIdentity } from '../seam/projections.js';
+import type { SubagentIdentity, SubagentIdentityState } from '../seam/projections.js';
+import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
+import type { SessionPersistence, StoredProjections } from '../runtime/session-persistence.js';
+import type { Logger } from '../runtime/session-store.js';
+import { LiveIndex, checkpoint, guarded, preOrder, rowOf, type CorpusNode } from './catalog-rows.js';
+import type { SubagentCatalog } from './service.js';
+
+/** Options of {@link createSubagentCatalog}. */
+export interface SubagentCatalogOptions {
+  persistence: SessionPersistence;
+  /** The live sessions; a session here is listed from its live log, as `running`. */
+  sessions: SessionStore;
+  /** Told when a projection read fails (those children list as `unavailable`). @default silent */
+  logger?: Logger | undefined;
+  /** Ids per projection read; cancellation is checked between reads. @default 1000 */
+  batchSize?: number;
+}
+
+/** Live identity folds, resumed where they stopped: a live log only grows. */
+interface LiveFold {
+  seen: number;
+  state: SubagentIdentityState;
+}
+
+class StoredCatalog implements SubagentCatalog {
+  readonly #persistence: SessionPersistence;
+  readonly #sessions: SessionStore;
+  readonly #logger: Logger | undefined;
+  readonly #batchSize: number;
+  readonly #liveFolds = new WeakMap<Session, LiveFold>();
+
+  constructor(options: SubagentCatalogOptions) {
+    this.#persistence = options.persistence;
+    this.#sessions = options.sessions;
+    this.#logger = options.logger;
+    this.#batchSize = options.batchSize ?? 1000;
+  }
+
+  async listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]> {
+    checkpoint(signal);
+    const stored = await guarded(this.#persistence.childRecords(parentId), signal);
+    checkpoint(signal);
+    const live = new LiveIndex(this.#sessions);
+    const candidates = live
+      .corpus(stored, (header) => header.parentSession === parentId)
+      .filter((node) => node.header.origin === 'subagent');
+    const rows = await this.#rows(candidates, live, signal);
+    return rows.filter((row) => row !== undefined);
+  }
+
+  async listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]> {
+    checkpoint(signal);
+    const stored = await guarded(this.#persistence.descendantRecords(rootId), signal);
+    checkpoint(signal);
+    const live = new LiveIndex(this.#sessions);
+    // Ordinary sessions are walked through (their subagent descendants are listed) but not listed.
+    const walk = preOrder(rootId, live.corpus(stored, (header) => header.parentSession !== undefined)).filter(
+      ({ node }) => node.header.origin === 'subagent',
+    );
+    const rows = await this.#rows(
+      walk.map(({ node }) => node),
+      live,
+      signal,
+    );
+    const entries: SubagentDescendantListEntry[] = [];
+    rows.forEach((row, index) => {
+      const { node, depth } = walk[index]!;
+      if (row !== undefined) entries.push({ ...row, parentId: node.header.parentSession ?? rootId, depth });
+    });
+    return entries;
+  }
+
+  /** The row of each candidate (undefined: omitted), after reading cold candidates' projections. */
+  async #rows(candidates: CorpusNode[], live: LiveIndex, signal: AbortSignal | undefined): Promise<(SubagentListEntry | undefined)[]> {
+    const cold = candidates.filter((node) => node.live === undefined).map((node) => node.header.id);
+    const stored = await this.#readProjections(cold, signal);
+    const rows = candidates.map((node) =>
+      rowOf(
+        node,
+        node.hasStoredSubagentChildren || live.subagentParents.has(node.header.id),
+        node.live === undefined ? null : this.#liveIdentity(node.live),
+        stored.get(node.header.id),
+      ),
+    );
+    checkpoint(signal);
+    return rows;
+  }
+
+  /** Projections of `ids` in batches; ids of a failed read stay absent (listed `unavailable`). */
+  async #readProjections(ids: SessionId[], signal: AbortSignal | undefined): Promise<Map<SessionId, StoredProjections>> {
+    const found = new Map<SessionId, StoredProjections>();
+    for (let start = 0; start < ids.length; start += this.#batchSize) {
+      checkpoint(signal);
+      const batch = ids.slice(start, start + this.#batchSize);
+      try {
+        const read = await guarded(this.#persistence.projections(batch), signal);
+        for (const [id, projections] of read) found.set(id, projections);
+      } catch (error) {
+        checkpoint(signal);
+        // Not remembered: the next listing reads these children again.
+        this.#logger?.warn(`listing could not read the stored projections of ${batch.length} session(s)`, describeError(error));
+      }
+    }
+    checkpoint(signal);
+    return found;
+  }
+
+  #liveIdentity(session: Session): SubagentIdentity | null {
+    let fold = this.#liveFolds.get(session);
+    if (fold === undefined) {
+      fold = { seen: 0, state: subagentIdentity.initial() };
+      this.#liveFolds.set(session, fold);
+    }
+    const { events } = session;
+    for (; fold.seen < events.length; fold.seen++) fold.state = subagentIdentity.step(fold.state, events[fold.seen]!);
+    return subagentIdentity.view(fold.state);
+  }
+}
+
+/**
+ * The catalog of a host: children and descendants of a session from stored headers and stored
+ * projections, live sessions overriding stored ones. Listing order is creation order.
+ */
+export function createSubagentCatalog(options: SubagentCatalogOptions): SubagentCatalog {
+  return new StoredCatalog(options);
+}

@@ -1,0 +1,196 @@
+// createHost: the persistence choices, ownership of what it opens, idempotent close, and where a
+// child's session log is when its result settles and after its run is disposed.
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  createHost,
+  inProcessProvider,
+  memoryPersistence,
+  sqlitePersistence,
+  text,
+  type Host,
+  type HostOptions,
+  type SessionPersistence,
+  type Tool,
+} from 'subagent-host';
+
+let dir: string;
+const hosts: Host[] = [];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'subagent-host-'));
+});
+
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function open(options: HostOptions = {}): Promise<Host> {
+  const host = await createHost({ providers: false, ...options });
+  hosts.push(host);
+  return host;
+}
+
+/** A user persistence (delegating to a memory one) that counts `close` calls. */
+function countingPersistence(): { persistence: SessionPersistence; closes: () => number } {
+  const inner = memoryPersistence();
+  let closes = 0;
+  const persistence = new Proxy(inner, {
+    get(target, key) {
+      if (key === 'close') {
+        return () => {
+          closes++;
+          return target.close();
+        };
+      }
+      const value: unknown = Reflect.get(target, key);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { persistence, closes: () => closes };
+}
+
+async function completedTurn(host: Host) {
+  const agent = await host.createAgent();
+  agent.followup([text('remember me')]);
+  await agent.whenIdle();
+  return agent;
+}
+
+describe('createHost persistence', () => {
+  it("defaults to 'memory' persistence that receives every session", async () => {
+    const host = await open();
+    const agent = await completedTurn(host);
+    await host.sessions.flush();
+    const stored = await host.persistence?.load(agent.id);
+    expect(stored?.events).toEqual(agent.session.events);
+  });
+
+  it('opens { sqlite: path } and leaves the sessions on disk after close', async () => {
+    const path = join(dir, 'sessions.db');
+    const host = await open({ persistence: { sqlite: path } });
+    const agent = await completedTurn(host);
+    const events = [...agent.session.events];
+    await host.close();
+    const reopened = sqlitePersistence(path);
+    try {
+      expect((await reopened.load(agent.id))?.events).toEqual(events);
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('uses a caller SessionPersistence and never closes it', async () => {
+    const { persistence, closes } = countingPersistence();
+    const host = await open({ persistence });
+    expect(host.persistence).toBe(persistence);
+    const agent = await completedTurn(host);
+    await host.close();
+    expect(closes()).toBe(0);
+    expect((await persistence.load(agent.id))?.events).toEqual(agent.session.events);
+    await persistence.close();
+  });
+
+  it.each([
+    ['an unknown string', 'disk'],
+    ['null', null],
+    ['an empty object', {}],
+    ['a non-string sqlite path', { sqlite: 42 }],
+    ['an object with only some persistence methods', { append: () => Promise.resolve() }],
+  ])('rejects %s with INVALID_OPTIONS', async (_label, persistence) => {
+    await expect(createHost({ providers: false, persistence: persistence as NonNullable<HostOptions['persistence']> })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+  });
+
+  it('closes the database it opened when construction fails on another option', async () => {
+    const path = join(dir, 'failed.db');
+    const badTool = { name: 'bad' } as unknown as Tool;
+    await expect(createHost({ providers: false, persistence: { sqlite: path }, tools: [badTool] })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    // An open WAL connection keeps its -wal file; the last clean close removes it.
+    expect(await readdir(dir)).toEqual(['failed.db']);
+  });
+});
+
+describe('host lifecycle', () => {
+  it('closes idempotently, also through Symbol.asyncDispose', async () => {
+    const host = await open();
+    const closing = host.close();
+    expect(host.close()).toBe(closing);
+    expect(host[Symbol.asyncDispose]()).toBe(closing);
+    await closing;
+  });
+
+  it('rejects createAgent with CLOSED once closing started', async () => {
+    const host = await open();
+    await host.close();
+    await expect(host.createAgent()).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
+  it('rejects CLOSED for an agent whose creation raced close(), leaving nothing registered', async () => {
+    const host = await open();
+    const rejected = expect(host.createAgent()).rejects.toMatchObject({ code: 'CLOSED' });
+    await host.close();
+    await rejected;
+    expect(host.agents.list()).toEqual([]);
+    expect(host.sessions.list()).toEqual([]);
+  });
+
+  it('ends running top-level agents and unregisters every agent on close', async () => {
+    const host = await open({ model: { kind: 'scripted', steps: [{ finish: 'hang' }] } });
+    const agent = await host.createAgent();
+    agent.followup([text('wait forever')]);
+    await host.close();
+    expect(agent.status).toBe('idle');
+    expect(agent.session.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
+    expect(host.agents.list()).toEqual([]);
+    expect(host.sessions.list()).toEqual([]);
+  });
+});
+
+describe('host lifecycle with children', () => {
+  it('leaves no child behind when close() races a start', async () => {
+    const host = await open();
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const starting = host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    });
+    const rejected = expect(starting).rejects.toMatchObject({ code: expect.stringMatching(/^(CLOSED|CANCELLED)$/) });
+    await host.close();
+    await rejected;
+    expect(host.agents.list()).toEqual([]);
+    expect(host.sessions.list()).toEqual([]);
+    expect(host.subagents.activeRuns).toBe(0);
+  });
+});
+
+describe("a child's session log", () => {
+  it.each([
+    ['memory', undefined],
+    ['sqlite', 'sqlite'],
+  ])('is complete in host.sessions when result settles and in %s persistence after dispose', async (_label, kind) => {
+    const host = await open(kind === 'sqlite' ? { persistence: { sqlite: join(dir, 'children.db') } } : {});
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'missing_tool', input: {} }] }, { text: 'done' }] } },
+    });
+    await run.result;
+    const live = host.sessions.get(run.id);
+    const events = [...(live?.events ?? [])];
+    expect(events.at(-1)?.type).toBe('turn/end');
+    expect(events.map((e) => e.type)).toContain('subagent/descriptor');
+    await run.dispose();
+    const stored = await host.persistence?.load(run.id);
+    expect(stored?.header).toEqual(live?.header);
+    expect(stored?.events).toEqual(events);
+  });
+});

@@ -1,0 +1,116 @@
+// The in-process provider: the shared provider contract for spawn and fork variants, plus what only
+// an in-thread child shows (fork seeding, leak checks on the host after disposal).
+import { getEventListeners } from 'node:events';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text, type Agent, type Host } from 'subagent-host';
+import { providerContract } from './provider-contract.js';
+
+const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true };
+
+providerContract('in-process', {
+  capabilities: ALL,
+  local: true,
+  async setup() {
+    const host = await createHost({ providers: false });
+    host.subagents.registerProvider(inProcessProvider(host));
+    return { host, provider: 'in-process' };
+  },
+});
+
+providerContract('in-process fork', {
+  capabilities: ALL,
+  local: true,
+  async setup() {
+    const host = await createHost({ providers: false });
+    host.subagents.registerProvider(inProcessProvider(host, { fork: true }));
+    return { host, provider: 'in-process-fork' };
+  },
+});
+
+describe('in-process provider', () => {
+  let host: Host;
+  let parent: Agent;
+
+  beforeEach(async () => {
+    host = await createHost({ providers: false });
+    host.subagents.registerProvider(inProcessProvider(host));
+    host.subagents.registerProvider(inProcessProvider(host, { fork: true }));
+    parent = await host.createAgent();
+  });
+
+  afterEach(() => host.close());
+
+  it('declares spawn and fork by inheritsParentContext under default names', () => {
+    expect(host.subagents.list()).toEqual(['in-process', 'in-process-fork']);
+    expect(host.subagents.getProvider('in-process')?.inheritsParentContext).toBe(false);
+    expect(host.subagents.getProvider('in-process-fork')?.inheritsParentContext).toBe(true);
+  });
+
+  it("seeds a fork with the parent's completed turns and returns only the child's own output", async () => {
+    parent.followup([text('remember the word kiwi')]);
+    await parent.whenIdle();
+    const parentEvents = [...parent.session.events];
+    const run = await host.subagents.start('in-process-fork', {
+      prompt: [text('what was the word?')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ text: 'kiwi' }] } },
+    });
+    const result = await run.result;
+    const child = host.sessions.get(run.id);
+    expect(child?.header.seedLength).toBe(parentEvents.length);
+    expect(child?.events.slice(0, parentEvents.length)).toEqual(parentEvents);
+    expect(result).toEqual({ output: [text('kiwi')], stopReason: 'completed' });
+    await run.dispose();
+  });
+
+  it('forks a parent without a completed turn as a spawn (no seedLength)', async () => {
+    const run = await host.subagents.start('in-process-fork', { prompt: [text('hi')], parent, signal: new AbortController().signal });
+    await expect(run.result).resolves.toEqual({ output: [text('echo: hi')], stopReason: 'completed' });
+    const header = host.sessions.get(run.id)?.header;
+    expect(header).toBeDefined();
+    expect(header && 'seedLength' in header).toBe(false);
+    expect(host.sessions.get(run.id)?.events[0]?.type).toBe('inbox/accepted');
+    await run.dispose();
+  });
+
+  it('spawns a fresh child even when the parent has completed turns', async () => {
+    parent.followup([text('earlier')]);
+    await parent.whenIdle();
+    const run = await host.subagents.start('in-process', { prompt: [text('hi')], parent, signal: new AbortController().signal });
+    await expect(run.result).resolves.toEqual({ output: [text('echo: hi')], stopReason: 'completed' });
+    expect(host.sessions.get(run.id)?.header.seedLength).toBeUndefined();
+    await run.dispose();
+  });
+
+  it('after dispose() and host.close() holds no child agent and no listener', async () => {
+    const controller = new AbortController();
+    const heard: string[] = [];
+    const off = host.subagents.on('subagent/end', (e) => void heard.push(e.stopReason), { parent: parent.id });
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('hang on')],
+      parent,
+      signal: controller.signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    });
+    expect(host.agents.list().map((a) => a.id)).toEqual([parent.id, run.id]);
+    await run.dispose();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(host.agents.list().map((a) => a.id)).toEqual([parent.id]);
+    expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
+    off();
+    await host.close();
+    expect(heard).toEqual(['aborted']);
+    expect(host.agents.list()).toEqual([]);
+    expect(host.subagents.listenerCount).toBe(0);
+    expect(host.subagents.activeRuns).toBe(0);
+  });
+
+  it('leaves the caller signal without listeners once a run completes', async () => {
+    const controller = new AbortController();
+    const run = await host.subagents.start('in-process', { prompt: [text('x')], parent, signal: controller.signal });
+    await run.result;
+    await run.dispose();
+    expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
+  });
+});

@@ -1,0 +1,217 @@
+// SubagentService.start before publication: validation order, the request snapshot the provider
+// receives, cancellation before start, and rejected or malformed starts (seam-spec S1–S5).
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SUBAGENT_DESCRIPTOR_VERSION, text, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
+import { deferred } from './helpers.js';
+import { NO_CAPABILITIES, fakeProvider, fakeRun, testHost, type TestHost } from './fake-provider.js';
+
+let t: TestHost;
+let events: string[];
+let offs: (() => void)[];
+
+beforeEach(async () => {
+  t = await testHost();
+  events = [];
+  offs = [
+    t.host.subagents.on('subagent/start', () => void events.push('start')),
+    t.host.subagents.on('subagent/end', () => void events.push('end')),
+  ];
+});
+
+afterEach(async () => {
+  offs.forEach((off) => off());
+  await t.host.close();
+});
+
+const schema = { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] };
+
+describe('start validation', () => {
+  it('S1: rejects NO_PROVIDER for an unknown name', async () => {
+    await expect(t.host.subagents.start('missing', t.request())).rejects.toMatchObject({ code: 'NO_PROVIDER' });
+  });
+
+  it.each([
+    ['outputSchema', { outputSchema: schema }],
+    ['maxDepth', { maxDepth: 2 }],
+    ['maxDepth -1 (capability precedes value)', { maxDepth: -1 }],
+    ['toolFilter', { toolFilter: { deny: ['x'] } }],
+    ['persona', { persona: 'p' }],
+  ] as [string, Partial<SubagentStartRequest>][])('S2: rejects %s on a provider without the capability, never calling it', async (_label, extra) => {
+    const provider = fakeProvider('bare', { capabilities: NO_CAPABILITIES });
+    t.host.subagents.registerProvider(provider);
+    await expect(t.host.subagents.start('bare', t.request(extra))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
+    expect(provider.requests).toEqual([]);
+  });
+
+  it.each([
+    ['maxDepth -1', { maxDepth: -1 }],
+    ['maxDepth NaN', { maxDepth: NaN }],
+    ['maxDepth 1.5', { maxDepth: 1.5 }],
+    ['maxDepth -0', { maxDepth: -0 }],
+    ['maxDepth 2^53', { maxDepth: 2 ** 53 }],
+    ['a string-rooted outputSchema', { outputSchema: { type: 'string' } }],
+    ['a oneOf-rooted outputSchema', { outputSchema: { type: 'object', oneOf: [] } }],
+    ['an outputSchema with a function default', { outputSchema: { type: 'object', default: () => 1 } }],
+    ['an empty prompt', { prompt: [] }],
+    ['a missing signal', { signal: undefined }],
+    ['an empty toolFilter', { toolFilter: {} }],
+  ] as [string, Partial<SubagentStartRequest>][])('S3: rejects %s with INVALID_REQUEST, never calling the provider', async (_label, extra) => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    await expect(t.host.subagents.start('full', t.request(extra))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    expect(provider.requests).toEqual([]);
+  });
+
+  it('checks in order: provider, capability, value, then the signal', async () => {
+    t.host.subagents.registerProvider(fakeProvider('bare', { capabilities: NO_CAPABILITIES }));
+    t.host.subagents.registerProvider(fakeProvider('full'));
+    const aborted = AbortSignal.abort();
+    const everythingWrong = t.request({ persona: 'p', maxDepth: -1, prompt: [], signal: aborted });
+    await expect(t.host.subagents.start('missing', everythingWrong)).rejects.toMatchObject({ code: 'NO_PROVIDER' });
+    await expect(t.host.subagents.start('bare', everythingWrong)).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
+    await expect(t.host.subagents.start('full', everythingWrong)).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(t.host.subagents.start('full', t.request({ signal: aborted }))).rejects.toMatchObject({ code: 'CANCELLED' });
+  });
+
+  it('rejects CANCELLED with the abort reason for an already-aborted signal, without calling the provider', async () => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    const reason = new Error('stop');
+    await expect(t.host.subagents.start('full', t.request({ signal: AbortSignal.abort(reason) }))).rejects.toMatchObject({ code: 'CANCELLED', cause: reason });
+    expect(provider.requests).toEqual([]);
+    expect(events).toEqual([]);
+  });
+});
+
+describe('start request snapshot', () => {
+  it('S4: hands the provider a new object equal to the request plus its one-shot descriptor', async () => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    const controller = new AbortController();
+    const request = t.request({ label: 'lbl', signal: controller.signal, outputSchema: schema, maxDepth: 4, persona: 'p', toolFilter: { deny: ['x'] } });
+    const run = await t.host.subagents.start('full', request);
+    const received = provider.requests[0]!;
+    expect(received).not.toBe(request);
+    const { signal, parent, ...data } = received;
+    const { signal: _s, parent: _p, ...sent } = request;
+    expect(data).toEqual({ ...sent, descriptor: { version: SUBAGENT_DESCRIPTOR_VERSION, mode: 'one-shot', provider: 'full', label: 'lbl' } });
+    expect(parent).toBe(t.parent);
+    expect(signal.aborted).toBe(false);
+    controller.abort();
+    expect(signal.aborted).toBe(true);
+    await run.dispose();
+  });
+
+  it('S4: leaves the label out of the descriptor when none was given', async () => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    const run = await t.host.subagents.start('full', t.request());
+    expect(provider.requests[0]?.descriptor).toEqual({ version: SUBAGENT_DESCRIPTOR_VERSION, mode: 'one-shot', provider: 'full' });
+    await run.dispose();
+  });
+
+  it('copies prompt, schema, options and filter when start is called, out of reach of later mutation', async () => {
+    const gate = deferred();
+    const seen: string[] = [];
+    const provider = fakeProvider('full', {
+      async start(request) {
+        await gate.promise;
+        seen.push(JSON.stringify([request.prompt, request.outputSchema, request.agentOptions, request.toolFilter]));
+        return fakeRun();
+      },
+    });
+    t.host.subagents.registerProvider(provider);
+    const prompt = [text('original')];
+    const outputSchema = { type: 'object', properties: { n: { type: 'number' } } };
+    const agentOptions = { model: { kind: 'scripted' as const, steps: [{ text: 'a' }] }, maxTokens: 10 };
+    const toolFilter = { deny: ['x'] };
+    const expected = JSON.stringify([prompt, outputSchema, agentOptions, toolFilter]);
+    const starting = t.host.subagents.start('full', t.request({ prompt, outputSchema, agentOptions, toolFilter }));
+    prompt[0] = text('mutated');
+    prompt.push(text('more'));
+    (outputSchema.properties as Record<string, unknown>)['n'] = { type: 'string' };
+    agentOptions.model.steps.push({ text: 'b' });
+    agentOptions.maxTokens = 99;
+    toolFilter.deny.push('y');
+    gate.resolve();
+    const run = await starting;
+    expect(seen).toEqual([expected]);
+    await run.dispose();
+  });
+});
+
+describe('failed and malformed starts', () => {
+  it('S5: passes a provider rejection through and emits no events', async () => {
+    const failure = new Error('provider failed');
+    t.host.subagents.registerProvider(fakeProvider('bad', { start: () => Promise.reject(failure) }));
+    await expect(t.host.subagents.start('bad', t.request())).rejects.toBe(failure);
+    expect(events).toEqual([]);
+    expect(t.host.subagents.activeRuns).toBe(0);
+  });
+
+  it('turns a provider start that throws synchronously into a rejection', async () => {
+    const failure = new Error('sync throw');
+    t.host.subagents.registerProvider(
+      fakeProvider('throws', {
+        start: () => {
+          throw failure;
+        },
+      }),
+    );
+    await expect(t.host.subagents.start('throws', t.request())).rejects.toBe(failure);
+    expect(events).toEqual([]);
+  });
+
+  it.each([
+    ['no id', { localAgent: undefined, result: Promise.resolve(), dispose: () => Promise.resolve() }],
+    ['a numeric id', { id: 7, localAgent: undefined, result: Promise.resolve(), dispose: () => Promise.resolve() }],
+    ['no result promise', { id: 'c', localAgent: undefined, result: 'done', dispose: () => Promise.resolve() }],
+    ['no dispose', { id: 'c', localAgent: undefined, result: Promise.resolve() }],
+    ['null', null],
+  ])('rejects CONTRACT_VIOLATION for a run with %s and emits no events', async (_label, raw) => {
+    t.host.subagents.registerProvider(fakeProvider('odd', { start: () => Promise.resolve(raw as unknown as SubagentRun) }));
+    await expect(t.host.subagents.start('odd', t.request())).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION' });
+    expect(events).toEqual([]);
+    expect(t.host.subagents.activeRuns).toBe(0);
+  });
+
+  it('disposes a malformed run that has a dispose before rejecting', async () => {
+    let disposed = 0;
+    const raw = { id: '', localAgent: undefined, result: Promise.resolve(), dispose: () => void disposed++ };
+    t.host.subagents.registerProvider(fakeProvider('odd', { start: () => Promise.resolve(raw as unknown as SubagentRun) }));
+    await expect(t.host.subagents.start('odd', t.request())).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION' });
+    expect(disposed).toBe(1);
+  });
+
+  it('rejects CLOSED after the host closed, without calling the provider', async () => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    await t.host.close();
+    await expect(t.host.subagents.start('full', t.request())).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(provider.requests).toEqual([]);
+  });
+
+  it('cancels a start racing host.close(), disposes its run and rejects CLOSED', async () => {
+    const gate = deferred();
+    const raw = fakeRun();
+    let providerSignal: AbortSignal | undefined;
+    t.host.subagents.registerProvider(
+      fakeProvider('slow', {
+        async start(request) {
+          providerSignal = request.signal;
+          await gate.promise;
+          return raw;
+        },
+      }),
+    );
+    const rejected = expect(t.host.subagents.start('slow', t.request())).rejects.toMatchObject({ code: 'CLOSED' });
+    const closing = t.host.close();
+    expect(providerSignal?.aborted).toBe(true);
+    gate.resolve();
+    await rejected;
+    await closing;
+    expect(raw.disposeCalls).toBe(1);
+    expect(events).toEqual([]);
+    expect(t.host.subagents.activeRuns).toBe(0);
+  });
+});
