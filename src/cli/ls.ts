@@ -1,6 +1,93 @@
-// `subagent-host ls SESSION [--db FILE] [--tree] [--json]` — placeholder until the catalog lands.
-import { SubagentError } from '../seam/errors.js';
+// `subagent-host ls SESSION [--db FILE] [--tree] [--json]`: the subagent children (or, with --tree,
+// every descendant) of a session stored in a subagent-host SQLite database, one per line or as JSON.
+import fs from 'node:fs';
+import { parseArgs } from 'node:util';
+import { SubagentError, describeError } from '../seam/errors.js';
+import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
+import { sqlitePersistence } from '../persistence/sqlite.js';
+import { createSubagentCatalog } from '../service/catalog.js';
 
-export async function run(_args: string[]): Promise<number> {
-  throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'ls is not available yet');
+/** Where `ls` looks without `--db`: `$SUBAGENT_HOST_DB`, else this file in the working directory. */
+export const DEFAULT_DB = 'subagent-host.db';
+
+const USAGE = `usage: subagent-host ls SESSION [--db FILE] [--tree] [--json]
+
+Lists the subagent children of SESSION, one per line: id, mode, activity, "+" when the child has
+children of its own ("-" otherwise), label. Unreadable children show as "[corrupt]" or "[unavailable]".
+
+  --db FILE   the database (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
+  --tree      list every descendant, indented by depth
+  --json      print the entries as a JSON array instead`;
+
+type Entry = SubagentListEntry | SubagentDescendantListEntry;
+
+/** The first column: the id, indented by depth under --tree. */
+function name(entry: Entry): string {
+  return `${'depth' in entry ? '  '.repeat(entry.depth - 1) : ''}${entry.id}`;
+}
+
+/** One aligned line per entry; the label comes last because it may contain spaces. */
+function table(entries: readonly Entry[]): string {
+  const width = entries.reduce((widest, entry) => Math.max(widest, name(entry).length), 0);
+  return entries
+    .map((entry) => {
+      const first = name(entry).padEnd(width);
+      if (entry.kind === 'diagnostic') return `${first}  [${entry.reason}]\n`;
+      const children = entry.hasChildren ? '+' : '-';
+      return `${`${first}  ${entry.mode.padEnd(11)}  ${entry.activity.padEnd(8)}  ${children}  ${entry.label ?? ''}`.trimEnd()}\n`;
+    })
+    .join('');
+}
+
+function usageError(message: string): number {
+  process.stderr.write(`subagent-host ls: ${message}\n\n${USAGE}\n`);
+  return 2;
+}
+
+/** Runs `ls`; returns the exit code (2 for bad arguments). */
+export async function run(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        db: { type: 'string' },
+        tree: { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (error) {
+    return usageError(error instanceof Error ? error.message : describeError(error));
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const [sessionId, ...extra] = positionals;
+  if (sessionId === undefined || sessionId === '') return usageError('SESSION is required');
+  if (extra.length > 0) return usageError(`unexpected argument '${extra[0]}'`);
+  if (values.db === '') return usageError('--db needs a file path');
+
+  const file = values.db ?? process.env.SUBAGENT_HOST_DB ?? DEFAULT_DB;
+  // Opening would create an empty database; a mistyped path should say so instead.
+  if (!fs.existsSync(file)) {
+    throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
+  }
+  const persistence = sqlitePersistence(file);
+  try {
+    if (!(await persistence.projections([sessionId])).has(sessionId)) {
+      throw new SubagentError('UNKNOWN_SESSION', `no session "${sessionId}" in ${file}`);
+    }
+    // No live sessions: this process runs none, so every child is listed from storage.
+    const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
+    const entries: Entry[] = values.tree ? await catalog.listDescendants(sessionId) : await catalog.listChildren(sessionId);
+    process.stdout.write(values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries));
+    return 0;
+  } finally {
+    await persistence.close();
+  }
 }

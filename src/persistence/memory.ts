@@ -1,8 +1,15 @@
 // In-memory SessionPersistence with the SQLite backend's contract (seq checks, crash repair on
 // load, creation order, CLOSED after close), for tests and for hosts that need no durability.
-import type { SessionPersistence, StoredSession } from '../runtime/session-persistence.js';
+import type {
+  CatalogRecord,
+  SessionPersistence,
+  StoredProjections,
+  StoredSession,
+} from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import type { ProjectionStates } from './projection-states.js';
+import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { closersFor } from './repair.js';
 import type { EncodedEvent } from './validate.js';
 import { closedError, duplicateSession, encodeEvents, parseHeader, unknownSession } from './validate.js';
@@ -11,6 +18,7 @@ interface StoredLog {
   header: SessionHeader;
   /** Stored as JSON text, like SQLite, so callers can never share objects with the store. */
   events: EncodedEvent[];
+  projections: ProjectionStates;
 }
 
 function decode(event: EncodedEvent): SessionEvent {
@@ -26,7 +34,7 @@ class MemoryPersistence implements SessionPersistence {
     this.#assertOpen('create a session');
     const clean = parseHeader(header);
     if (this.#sessions.has(clean.id)) throw duplicateSession(clean.id);
-    this.#sessions.set(clean.id, { header: clean, events: [] });
+    this.#sessions.set(clean.id, { header: clean, events: [], projections: initialStates() });
   }
 
   async append(id: SessionId, events: readonly SessionEvent[]): Promise<void> {
@@ -35,6 +43,7 @@ class MemoryPersistence implements SessionPersistence {
     if (log === undefined) throw unknownSession(id);
     // Encoding checks every event before any is stored, so a refused append writes nothing.
     for (const event of encodeEvents(id, log.events.length, events)) log.events.push(event);
+    log.projections = stepStates(log.projections, events);
   }
 
   async load(id: SessionId): Promise<StoredSession | undefined> {
@@ -48,6 +57,7 @@ class MemoryPersistence implements SessionPersistence {
         log.events.push(event);
         events.push(decode(event));
       }
+      log.projections = stepStates(log.projections, closers);
     }
     return { header: { ...log.header }, events };
   }
@@ -63,6 +73,43 @@ class MemoryPersistence implements SessionPersistence {
     return headers.sort((a, b) => a.createdAt - b.createdAt);
   }
 
+  async childRecords(parentId: SessionId): Promise<CatalogRecord[]> {
+    this.#assertOpen('list sessions');
+    return this.#records((header) => header.parentSession === parentId);
+  }
+
+  async descendantRecords(rootId: SessionId): Promise<CatalogRecord[]> {
+    this.#assertOpen('list sessions');
+    const children = new Map<SessionId, SessionId[]>();
+    for (const { header } of this.#sessions.values()) {
+      if (header.parentSession === undefined) continue;
+      const siblings = children.get(header.parentSession);
+      if (siblings === undefined) children.set(header.parentSession, [header.id]);
+      else siblings.push(header.id);
+    }
+    // An explicit stack and a visited set: deep chains cannot overflow, and cycles end.
+    const below = new Set<SessionId>();
+    const stack = [rootId];
+    for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+      for (const child of children.get(next) ?? []) {
+        if (below.has(child)) continue;
+        below.add(child);
+        stack.push(child);
+      }
+    }
+    return this.#records((header) => below.has(header.id));
+  }
+
+  async projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>> {
+    this.#assertOpen('read projections');
+    const found = new Map<SessionId, StoredProjections>();
+    for (const id of ids) {
+      const log = this.#sessions.get(id);
+      if (log !== undefined) found.set(id, { ok: true, views: viewsOf(log.projections) });
+    }
+    return found;
+  }
+
   async flush(): Promise<void> {
     this.#assertOpen('flush');
   }
@@ -70,6 +117,19 @@ class MemoryPersistence implements SessionPersistence {
   close(): Promise<void> {
     this.#closing ??= Promise.resolve();
     return this.#closing;
+  }
+
+  /** Matching sessions as catalog records, in creation order. */
+  #records(matches: (header: SessionHeader) => boolean): CatalogRecord[] {
+    const parents = new Set<SessionId>();
+    for (const { header } of this.#sessions.values()) {
+      if (header.origin === 'subagent' && header.parentSession !== undefined) parents.add(header.parentSession);
+    }
+    const records: CatalogRecord[] = [];
+    for (const { header } of this.#sessions.values()) {
+      if (matches(header)) records.push({ header: { ...header }, hasSubagentChildren: parents.has(header.id) });
+    }
+    return records.sort((a, b) => a.header.createdAt - b.header.createdAt);
   }
 
   #assertOpen(operation: string): void {

@@ -9,10 +9,17 @@ import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { buildHeader, corrupt, describeIssues, fromJson } from './validate.js';
 
 /** `PRAGMA user_version` of the schema below; any other non-zero version is refused. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
+
+// Version 2 adds the projection states each append keeps current (NULL: rebuilt from the log on
+// first read) and an index answering "has subagent children" with one probe.
+const V2 = `
+ALTER TABLE sessions ADD COLUMN projections TEXT;
+CREATE INDEX sessions_subagents_by_parent ON sessions(parent_session) WHERE origin = 'subagent';
+`;
 
 // REAL times keep any finite number exactly; create_order breaks created_at ties in creation order.
-const SCHEMA = `
+const V1 = `
 CREATE TABLE sessions (
   id TEXT PRIMARY KEY NOT NULL,
   created_at REAL NOT NULL,
@@ -116,6 +123,11 @@ function migrate(db: Database.Database, path: string): void {
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true });
     if (version === SCHEMA_VERSION) return;
+    if (version === 1) {
+      db.exec(V2);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      return;
+    }
     if (version !== 0) {
       throw new SubagentError(
         'CORRUPT_DATA',
@@ -130,7 +142,8 @@ function migrate(db: Database.Database, path: string): void {
         `"${path}" is an SQLite database that subagent-host did not create. Use a new file.`,
       );
     }
-    db.exec(SCHEMA);
+    db.exec(V1);
+    db.exec(V2);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }

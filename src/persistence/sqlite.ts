@@ -2,11 +2,18 @@
 // seq-checked at call time against a cache of each session's next seq and again at commit.
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
-import type { SessionPersistence, StoredSession } from '../runtime/session-persistence.js';
+import type {
+  CatalogRecord,
+  SessionPersistence,
+  StoredProjections,
+  StoredSession,
+} from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import { encodeStates, initialStates, lazyEvent, stepStates } from './projection-states.js';
 import { closersFor } from './repair.js';
+import { SqliteCatalog } from './sqlite-catalog.js';
 import { SESSION_COLUMNS, decodeEvent, decodeSession, openDatabase } from './sqlite-schema.js';
 import type { EncodedEvent } from './validate.js';
 import {
@@ -52,6 +59,7 @@ interface HeaderParams {
   origin: string | null;
   delegationDepth: number | null;
   seedLength: number | null;
+  projections: string;
 }
 
 type Batches = readonly PendingBatch<EncodedEvent>[];
@@ -66,10 +74,12 @@ class SqlitePersistence implements SessionPersistence {
   readonly #insertSession: Database.Statement<[HeaderParams]>;
   readonly #selectSession: Database.Statement<[string]>;
   readonly #selectNextSeq: Database.Statement<[string], number>;
+  readonly #selectState: Database.Statement<[string], { next_seq: number; projections: string | null }>;
   readonly #selectEvents: Database.Statement<[string]>;
   readonly #listAll: Database.Statement<[]>;
   readonly #listChildren: Database.Statement<[string]>;
-  readonly #advance: Database.Statement<[number, string, number]>;
+  readonly #advance: Database.Statement<[number, string | null, string, number]>;
+  readonly #catalog: SqliteCatalog;
   readonly #insertEvent: Database.Statement<[string, number, string, number, string]>;
   readonly #writeBatches: Database.Transaction<(batches: Batches) => Map<SessionId, Error>>;
 
@@ -77,25 +87,36 @@ class SqlitePersistence implements SessionPersistence {
     this.#db = db;
     this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs);
     this.#insertSession = db.prepare(
-      `INSERT INTO sessions (id, created_at, create_order, cwd, parent_session, origin, delegation_depth, seed_length)
+      `INSERT INTO sessions (id, created_at, create_order, cwd, parent_session, origin, delegation_depth, seed_length,
+                             projections)
        VALUES (@id, @createdAt, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions),
-               @cwd, @parentSession, @origin, @delegationDepth, @seedLength)
+               @cwd, @parentSession, @origin, @delegationDepth, @seedLength, @projections)
        ON CONFLICT (id) DO NOTHING`,
     );
     this.#selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`);
     this.#selectNextSeq = db.prepare<[string], number>('SELECT next_seq FROM sessions WHERE id = ?').pluck();
+    this.#selectState = db.prepare('SELECT next_seq, projections FROM sessions WHERE id = ?');
+    this.#catalog = new SqliteCatalog(db);
     this.#selectEvents = db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
     this.#listAll = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions ORDER BY created_at, create_order`);
     this.#listChildren = db.prepare(
       `SELECT ${SESSION_COLUMNS} FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
     );
     // The conditional update is the commit-time seq check: it fails if another writer moved on.
-    this.#advance = db.prepare('UPDATE sessions SET next_seq = ? WHERE id = ? AND next_seq = ?');
+    // The projection states move with next_seq, in the same transaction as the events.
+    this.#advance = db.prepare('UPDATE sessions SET next_seq = ?, projections = ? WHERE id = ? AND next_seq = ?');
     this.#insertEvent = db.prepare('INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)');
     this.#writeBatches = db.transaction((batches: Batches) => {
       const refused = new Map<SessionId, Error>();
       for (const { sessionId, firstSeq, items } of batches) {
-        if (this.#advance.run(firstSeq + items.length, sessionId, firstSeq).changes !== 1) {
+        const stored = this.#selectState.get(sessionId);
+        const states =
+          stored === undefined || stored.next_seq !== firstSeq
+            ? undefined
+            : this.#catalog.statesOf(sessionId, stored.projections, firstSeq);
+        // An unreadable log leaves the states NULL; reading them then reports the log corrupt.
+        const next = states === undefined ? null : encodeStates(stepStates(states, items.map(lazyEvent)));
+        if (this.#advance.run(firstSeq + items.length, next, sessionId, firstSeq).changes !== 1) {
           refused.set(sessionId, this.#staleError(sessionId, firstSeq));
           continue;
         }
@@ -116,6 +137,7 @@ class SqlitePersistence implements SessionPersistence {
       origin: clean.origin ?? null,
       delegationDepth: clean.delegationDepth ?? null,
       seedLength: clean.seedLength ?? null,
+      projections: encodeStates(initialStates()),
     });
     if (result.changes !== 1) throw duplicateSession(clean.id);
     this.#nextSeqs.set(clean.id, 0);
@@ -154,6 +176,23 @@ class SqlitePersistence implements SessionPersistence {
     const parent = filter?.parentSession;
     const rows = parent === undefined ? this.#listAll.all() : this.#listChildren.all(parent);
     return rows.map((row) => decodeSession(row).header);
+  }
+
+  async childRecords(parentId: SessionId): Promise<CatalogRecord[]> {
+    this.#assertOpen('list sessions');
+    return this.#catalog.childRecords(parentId);
+  }
+
+  async descendantRecords(rootId: SessionId): Promise<CatalogRecord[]> {
+    this.#assertOpen('list sessions');
+    return this.#catalog.descendantRecords(rootId);
+  }
+
+  async projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>> {
+    this.#assertOpen('read projections');
+    // Queued appends of these sessions are committed first, so the states match what load() returns.
+    if (ids.some((id) => this.#queue.has(id))) this.#queue.commit();
+    return this.#catalog.projections(ids);
   }
 
   async flush(): Promise<void> {

@@ -1,0 +1,133 @@
+// `subagent-host ls` as a user runs it: the built CLI in a child process against a database the test
+// writes, checking the human lines, --tree indentation, --json entries, defaults and exit codes.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DESCRIPTOR_EVENT, sqlitePersistence, type SessionHeader } from 'subagent-host';
+
+const cliPath = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-cli-ls-'));
+const db = path.join(tmp, 'subagent-host.db');
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+interface Outcome { code: number; stdout: string; stderr: string }
+
+function ls(args: string[], cwd = tmp, dbFromEnv?: string): Promise<Outcome> {
+  const env = { ...process.env };
+  delete env.SUBAGENT_HOST_DB;
+  if (dbFromEnv !== undefined) env.SUBAGENT_HOST_DB = dbFromEnv;
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cliPath, 'ls', ...args], { cwd, env }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const lines = (text: string): string[] => text.split('\n').filter((line) => line !== '');
+
+beforeAll(async () => {
+  const store = sqlitePersistence(db);
+  const sessions: [SessionHeader, unknown?][] = [
+    [{ id: 'root', createdAt: 1 }],
+    [{ id: 'alpha', createdAt: 2, parentSession: 'root', origin: 'subagent' }, { version: 2, mode: 'continuable', provider: 'spawn', label: 'research notes' }],
+    [{ id: 'alpha-1', createdAt: 3, parentSession: 'alpha', origin: 'subagent' }, { version: 2, mode: 'one-shot', provider: 'spawn', label: 'deep' }],
+    [{ id: 'beta', createdAt: 4, parentSession: 'root', origin: 'subagent' }, { version: 2, mode: 'one-shot', provider: 'fork' }],
+    [{ id: 'gamma', createdAt: 5, parentSession: 'root', origin: 'subagent' }],
+    [{ id: 'ordinary', createdAt: 6, parentSession: 'root' }],
+  ];
+  const appends: Promise<void>[] = [];
+  for (const [header, descriptor] of sessions) {
+    await store.create(header);
+    if (descriptor !== undefined) appends.push(store.append(header.id, [{ seq: 0, time: 10, type: DESCRIPTOR_EVENT, data: descriptor }]));
+  }
+  await store.flush();
+  await Promise.all(appends);
+  await store.close();
+});
+
+describe('subagent-host ls', () => {
+  it('prints one aligned line per child: id, mode, activity, has-children mark, label', async () => {
+    const { code, stdout } = await ls(['root', '--db', db]);
+    expect(code).toBe(0);
+    expect(lines(stdout)).toEqual([
+      'alpha  continuable  inactive  +  research notes',
+      'beta   one-shot     inactive  -',
+      'gamma  [corrupt]',
+    ]);
+  });
+
+  it('prints every descendant indented by depth with --tree', async () => {
+    const { code, stdout } = await ls(['root', '--tree', '--db', db]);
+    expect(code).toBe(0);
+    expect(lines(stdout)).toEqual([
+      'alpha      continuable  inactive  +  research notes',
+      '  alpha-1  one-shot     inactive  -  deep',
+      'beta       one-shot     inactive  -',
+      'gamma      [corrupt]',
+    ]);
+  });
+
+  it('prints the entries as JSON with --json', async () => {
+    const children = await ls(['root', '--json', '--db', db]);
+    expect(children.code).toBe(0);
+    expect(JSON.parse(children.stdout)).toStrictEqual([
+      { kind: 'child', id: 'alpha', mode: 'continuable', label: 'research notes', activity: 'inactive', hasChildren: true, createdAt: 2 },
+      { kind: 'child', id: 'beta', mode: 'one-shot', activity: 'inactive', hasChildren: false, createdAt: 4 },
+      { kind: 'diagnostic', id: 'gamma', reason: 'corrupt' },
+    ]);
+    const tree = await ls(['alpha', '--json', '--tree', '--db', db]);
+    expect(JSON.parse(tree.stdout)).toStrictEqual([
+      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, parentId: 'alpha', depth: 1 },
+    ]);
+  });
+
+  it('reads ./subagent-host.db when --db is not given', async () => {
+    const { code, stdout } = await ls(['alpha'], tmp);
+    expect(code).toBe(0);
+    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  deep']);
+  });
+
+  it('reads $SUBAGENT_HOST_DB when --db is not given', async () => {
+    const { code, stdout } = await ls(['alpha'], os.tmpdir(), db);
+    expect(code).toBe(0);
+    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  deep']);
+  });
+
+  it('prints nothing for a session without subagent children', async () => {
+    expect(await ls(['beta', '--db', db])).toMatchObject({ code: 0, stdout: '' });
+  });
+
+  it.each([
+    ['no session', ['--db', 'x.db']],
+    ['two sessions', ['a', 'b']],
+    ['an unknown option', ['root', '--all']],
+    ['--db without a file', ['root', '--db']],
+  ])('exits 2 with the usage for %s', async (_what, args) => {
+    const { code, stderr } = await ls(args);
+    expect(code).toBe(2);
+    expect(stderr).toContain('usage: subagent-host ls SESSION');
+  });
+
+  it('prints the usage and exits 0 with --help', async () => {
+    const { code, stdout } = await ls(['--help']);
+    expect(code).toBe(0);
+    expect(stdout).toContain('usage: subagent-host ls SESSION');
+  });
+
+  it('exits 1 without creating anything when the database does not exist', async () => {
+    const missing = path.join(tmp, 'missing.db');
+    const { code, stderr } = await ls(['root', '--db', missing]);
+    expect(code).toBe(1);
+    expect(stderr).toContain('PERSISTENCE_UNAVAILABLE');
+    expect(fs.existsSync(missing)).toBe(false);
+  });
+
+  it('exits 1 for a session the database does not hold', async () => {
+    const { code, stderr } = await ls(['nobody', '--db', db]);
+    expect(code).toBe(1);
+    expect(stderr).toContain('UNKNOWN_SESSION');
+  });
+});
