@@ -8,6 +8,7 @@ import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
 import { memoryPersistence } from './persistence/memory.js';
 import { sqlitePersistence } from './persistence/sqlite.js';
+import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService } from './service/service.js';
 import { createWorkerPool, type WorkerPool, type WorkerPoolOptions } from './providers/worker/pool.js';
 import { forkProvider, spawnProvider } from './providers/worker/worker-provider.js';
@@ -40,12 +41,15 @@ export interface Host extends AsyncDisposable {
   close(): Promise<void>;
 }
 
+/** What a caller's SessionPersistence must offer; a partial object fails here, not at first write. */
+const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'flush', 'close'] as const;
+
 function openPersistence(option: HostOptions['persistence']): { persistence: SessionPersistence; owned: boolean } {
   if (option === undefined || option === 'memory') return { persistence: memoryPersistence(), owned: true };
   if (typeof option === 'object' && option !== null && 'sqlite' in option) {
     return { persistence: sqlitePersistence(option.sqlite), owned: true };
   }
-  if (typeof option === 'object' && option !== null && typeof (option as SessionPersistence).append === 'function') {
+  if (typeof option === 'object' && option !== null && PERSISTENCE_METHODS.every((m) => typeof (option as unknown as Record<string, unknown>)[m] === 'function')) {
     return { persistence: option as SessionPersistence, owned: false };
   }
   throw new SubagentError('INVALID_OPTIONS', "options.persistence must be 'memory', { sqlite: path } or a SessionPersistence");
@@ -60,10 +64,10 @@ class HostImpl implements Host {
   readonly pool: WorkerPool;
   readonly #ownsPersistence: boolean;
   readonly #handles = new Set<AgentHandle>();
+  readonly #closeHooks = new Set<() => Promise<void>>();
   #closing: Promise<void> | undefined;
 
-  constructor(options: HostOptions) {
-    const { persistence, owned } = openPersistence(options.persistence);
+  constructor(options: HostOptions, { persistence, owned }: ReturnType<typeof openPersistence>) {
     this.persistence = persistence;
     this.#ownsPersistence = owned;
     this.sessions = new LiveSessionStore({ persistence, logger: options.logger });
@@ -76,25 +80,43 @@ class HostImpl implements Host {
       logger: options.logger,
       ...(options.model ? { model: options.model } : {}),
     });
-    this.subagents = new SubagentService({ logger: options.logger });
+    this.subagents = new SubagentService({
+      logger: options.logger,
+      catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger: options.logger }),
+    });
     this.pool = createWorkerPool(options.pool);
     if (options.providers !== false) {
       this.subagents.registerProvider(spawnProvider(this));
       this.subagents.registerProvider(forkProvider(this));
+      // Warm threads in the background so the first child does not pay for thread start-up.
+      this.pool.warm().catch(() => undefined);
     }
   }
 
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
     if (this.#closing) throw new SubagentError('CLOSED', 'the host is closed');
     const handle = await this.agents.create(options);
+    if (this.#closing) {
+      // close() began while this agent was being built; it may already have swept the registry.
+      await handle.dispose().catch(() => undefined);
+      throw new SubagentError('CLOSED', 'the host closed while the agent was being created');
+    }
     this.#handles.add(handle);
     return handle.agent;
+  }
+
+  /** Internal (ProviderHost): teardown of provider-owned resources, awaited by `close()` after runs. */
+  onClose(hook: () => Promise<void>): () => void {
+    if (this.#closing) throw new SubagentError('CLOSED', 'the host is closed');
+    this.#closeHooks.add(hook);
+    return () => void this.#closeHooks.delete(hook);
   }
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
       try {
         await this.subagents.close();
+        await Promise.allSettled([...this.#closeHooks].map((hook) => hook()));
         await Promise.allSettled([...this.#handles].map((handle) => handle.dispose()));
         await this.agents.close();
         await this.sessions.flush();
@@ -113,5 +135,12 @@ class HostImpl implements Host {
 
 /** Creates a host. */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
-  return new HostImpl(options);
+  const opened = openPersistence(options.persistence);
+  try {
+    return new HostImpl(options, opened);
+  } catch (error) {
+    // No host is returned to close it, so a failed construction releases what it opened.
+    if (opened.owned) await opened.persistence.close().catch(() => undefined);
+    throw error;
+  }
 }

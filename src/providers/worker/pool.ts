@@ -69,41 +69,49 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   if (resolved.minThreads > resolved.maxThreads) {
     throw new SubagentError('INVALID_OPTIONS', `options.pool.minThreads (${resolved.minThreads}) must not exceed maxThreads (${resolved.maxThreads})`);
   }
-  const piscina = new Piscina<WorkerTask, Encoded>({
-    filename: WORKER_ENTRY,
-    minThreads: resolved.minThreads,
-    maxThreads: resolved.maxThreads,
-    concurrentTasksPerWorker: resolved.childrenPerThread,
-    idleTimeout: resolved.idleTimeoutMs,
-    // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
-    atomics: 'disabled',
-    // Workers must not inherit loaders such as tsx: the entry is compiled JavaScript.
-    execArgv: [],
-    ...(resolved.resourceLimits ? { resourceLimits: resolved.resourceLimits } : {}),
-  });
-  // A thread that dies rejects its tasks; the pool-level error is already reported through them.
-  piscina.on('error', () => undefined);
+  // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
+  let instance: Piscina<WorkerTask, Encoded> | undefined;
+  const piscina = (): Piscina<WorkerTask, Encoded> => {
+    if (instance) return instance;
+    instance = new Piscina<WorkerTask, Encoded>({
+      filename: WORKER_ENTRY,
+      minThreads: resolved.minThreads,
+      maxThreads: resolved.maxThreads,
+      concurrentTasksPerWorker: resolved.childrenPerThread,
+      idleTimeout: resolved.idleTimeoutMs,
+      // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
+      atomics: 'disabled',
+      // Workers must not inherit loaders such as tsx: the entry is compiled JavaScript.
+      execArgv: [],
+      ...(resolved.resourceLimits ? { resourceLimits: resolved.resourceLimits } : {}),
+    });
+    // A thread that dies rejects its tasks; the pool-level error is already reported through them.
+    instance.on('error', () => undefined);
+    return instance;
+  };
   let closing: Promise<void> | undefined;
   return {
     options: Object.freeze(resolved),
     get threads() {
-      return piscina.threads.length;
+      return instance?.threads.length ?? 0;
     },
     run(task) {
       if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
       const transferList: MessagePort[] = [task.hostPort, task.controlPort];
-      return piscina.run(task, { transferList });
+      return piscina().run(task, { transferList });
     },
     async warm() {
-      const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => piscina.run(undefined as never, { name: 'warm' }));
+      if (closing) return;
+      const pool = piscina();
+      const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
       await Promise.all(tasks);
     },
     async terminateThread(threadId) {
-      const worker = piscina.threads.find((thread) => thread.threadId === threadId);
+      const worker = instance?.threads.find((thread) => thread.threadId === threadId);
       if (worker) await worker.terminate();
     },
     close() {
-      closing ??= piscina.destroy();
+      closing ??= instance ? instance.destroy() : Promise.resolve();
       return closing;
     },
   };
