@@ -27,59 +27,52 @@ describe('host shutdown', () => {
 
 describe('control channel', () => {
   interface Api {
-    fail(code: 'UNAUTHORIZED' | 'INVALID_REQUEST'): Promise<void>;
-    echo(value: unknown): Promise<unknown>;
+    fail(): Promise<void>;
+    wait(): Promise<void>;
   }
 
-  function pair() {
-    const { port1, port2 } = new MessageChannel();
-    const api: Api = {
-      async fail(code) {
-        throw new SubagentError(code, 'refused', { cause: new SubagentError('CLOSED', 'inner') });
+  /** Both ends of one port, each serving one lane and calling the other, as main and worker do. */
+  function pair(mainFails: SubagentError, workerFails: SubagentError) {
+    const { port1: mainPort, port2: workerPort } = new MessageChannel();
+    const waiting: (() => void)[] = [];
+    const serve = (error: SubagentError): Api => ({
+      fail: async () => {
+        throw error;
       },
-      async echo(value) {
-        return value;
-      },
+      wait: () => new Promise<void>((resolve) => waiting.push(resolve)),
+    });
+    exposeOn(serve(mainFails), mainPort, 'host');
+    exposeOn(serve(workerFails), workerPort, 'control');
+    const toWorker = new GuardedRemote<Api>(mainPort, 'control');
+    const toMain = new GuardedRemote<Api>(workerPort, 'host');
+    const close = () => {
+      toWorker.close();
+      toMain.close();
+      mainPort.close();
     };
-    const stop = exposeOn(api, port2);
-    const remote = new GuardedRemote<Api>(port1);
-    return { remote, stop };
+    return { toWorker, toMain, waiting, workerPort, close };
   }
 
-  it('carries a SubagentError’s class, code and cause to the caller', async () => {
-    const { remote, stop } = pair();
-    const error = await remote.call((r) => r.fail('UNAUTHORIZED')).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(SubagentError);
-    expect(error).toMatchObject({ code: 'UNAUTHORIZED', cause: { code: 'CLOSED' } });
-    remote.close();
-    stop();
-  });
-
-  it('carries errors the other way too (both ends serve and call)', async () => {
-    const a = new MessageChannel();
-    const b = new MessageChannel();
-    const stopA = exposeOn({ fail: async () => { throw new SubagentError('INVALID_REQUEST', 'from main'); } }, a.port2);
-    const stopB = exposeOn({ fail: async () => { throw new SubagentError('DEPTH_EXCEEDED', 'from worker'); } }, b.port2);
-    const toMain = new GuardedRemote<{ fail(): Promise<void> }>(a.port1);
-    const toWorker = new GuardedRemote<{ fail(): Promise<void> }>(b.port1);
-    await expect(toMain.call((r) => r.fail())).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+  it('carries a SubagentError’s class, code and cause in both directions on one port', async () => {
+    const { toWorker, toMain, close } = pair(
+      new SubagentError('UNAUTHORIZED', 'from main', { cause: new SubagentError('CLOSED', 'inner') }),
+      new SubagentError('DEPTH_EXCEEDED', 'from worker'),
+    );
+    const fromMain = await toMain.call((r) => r.fail()).catch((e: unknown) => e);
+    expect(fromMain).toBeInstanceOf(SubagentError);
+    expect(fromMain).toMatchObject({ code: 'UNAUTHORIZED', cause: { code: 'CLOSED' } });
     await expect(toWorker.call((r) => r.fail())).rejects.toMatchObject({ code: 'DEPTH_EXCEEDED' });
-    toMain.close();
-    toWorker.close();
-    stopA();
-    stopB();
+    close();
   });
 
   it('rejects pending and later calls with CLOSED when the peer closes its port', async () => {
-    const { port1, port2 } = new MessageChannel();
-    let release!: () => void;
-    const stop = exposeOn({ wait: () => new Promise<void>((resolve) => (release = resolve)) }, port2);
-    const remote = new GuardedRemote<{ wait(): Promise<void> }>(port1);
-    const pending = remote.call((r) => r.wait());
-    await expect.poll(() => typeof release).toBe('function');
-    stop();
+    const { toMain, waiting, workerPort, close } = pair(new SubagentError('CLOSED', 'x'), new SubagentError('CLOSED', 'y'));
+    const { toWorker } = { toWorker: new GuardedRemote<Api>(workerPort, 'host') };
+    const pending = toWorker.call((r) => r.wait());
+    await expect.poll(() => waiting.length).toBe(1);
+    close();
     await expect(pending).rejects.toMatchObject({ code: 'CLOSED' });
-    await expect(remote.call((r) => r.wait())).rejects.toMatchObject({ code: 'CLOSED' });
-    expect(remote.closed).toBe(true);
+    await expect(toMain.call((r) => r.wait())).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(toWorker.closed).toBe(true);
   });
 });

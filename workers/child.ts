@@ -1,19 +1,24 @@
 // Worker entry: one piscina task runs one child agent. The child's model, tool modules and loop
 // live in this thread; host tools are called back on the main thread; the child's session events
-// stream to the main thread in batches; the raw outcome is returned encoded.
+// stream to the main thread as one-way notices; the raw outcome is returned encoded.
+import type { MessagePort } from 'node:worker_threads';
 import { threadId } from 'node:worker_threads';
+import type { Tool } from '../src/seam/agent-types.js';
 import { decode, encode, type Encoded } from '../src/seam/codec.js';
 import { describeError, isSubagentError } from '../src/seam/errors.js';
 import type { SessionEvent } from '../src/seam/session-types.js';
 import type { SubagentResult } from '../src/seam/types.js';
-import { GuardedRemote, exposeOn } from '../src/seam/wire-channel.js';
-import type { ChildControlApi, ChildTaskData, HostApi, HostToolSchema, WorkerTask } from '../src/seam/worker-protocol.js';
+import { GuardedRemote, exposeOn, postNotice } from '../src/seam/wire-channel.js';
+import type { ChildControlApi, ChildNotice, ChildTaskData, HostApi, HostToolSchema, WorkerTask } from '../src/seam/worker-protocol.js';
 import { AgentRegistry, type AgentHandle } from '../src/runtime/agent-registry.js';
 import type { LocalAgent } from '../src/runtime/agent.js';
 import { composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../src/runtime/child-run.js';
 import { LiveSessionStore } from '../src/runtime/session-store.js';
 import { ToolRegistry } from '../src/runtime/tool-registry.js';
-import type { Tool } from '../src/seam/agent-types.js';
+
+function notify(port: MessagePort, notice: ChildNotice): void {
+  postNotice(port, notice);
+}
 
 function hostTool(schema: HostToolSchema, host: GuardedRemote<HostApi>): Tool {
   return {
@@ -22,30 +27,29 @@ function hostTool(schema: HostToolSchema, host: GuardedRemote<HostApi>): Tool {
   };
 }
 
-/** Streams a session's new events to the host, one message per event-loop turn. */
+/** Sends a session's new events to the host, one message per event-loop turn. */
 class EventStream {
-  readonly #host: GuardedRemote<HostApi>;
+  readonly #port: MessagePort;
   #batch: SessionEvent[] = [];
-  #last: Promise<void> = Promise.resolve();
+  #scheduled = false;
 
-  constructor(host: GuardedRemote<HostApi>) {
-    this.#host = host;
+  constructor(port: MessagePort) {
+    this.#port = port;
   }
 
   push(event: SessionEvent): void {
-    if (this.#batch.push(event) === 1) setImmediate(() => void this.flush());
+    this.#batch.push(event);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.flush());
   }
 
-  /** Sends what is pending; resolves once the host has taken every batch sent so far. */
-  flush(): Promise<void> {
-    const batch = this.#batch;
-    if (batch.length > 0) {
-      this.#batch = [];
-      // A closed channel means the host is gone: nothing is left to deliver to, so no failure.
-      const sent = this.#host.call((remote) => remote.appendEvents(batch)).catch(() => undefined);
-      this.#last = this.#last.then(() => sent);
-    }
-    return this.#last;
+  /** Sends what is pending now. Ports keep order, so the host sees events in append order. */
+  flush(): void {
+    this.#scheduled = false;
+    if (this.#batch.length === 0) return;
+    notify(this.#port, { type: 'events', events: this.#batch });
+    this.#batch = [];
   }
 }
 
@@ -60,7 +64,9 @@ export function warm(): number {
 }
 
 export default async function runChild(task: WorkerTask): Promise<Encoded> {
-  const host = new GuardedRemote<HostApi>(task.hostPort);
+  const { port, cancelFlag } = task;
+  const host = new GuardedRemote<HostApi>(port, 'host');
+  const stream = new EventStream(port);
   let agent: LocalAgent | undefined;
   let cancelled = false;
   const early: Parameters<ChildControlApi['deliver']>[] = [];
@@ -74,18 +80,17 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
       else early.push(args);
     },
   };
-  const stopServing = exposeOn(control, task.controlPort);
+  exposeOn(control, port, 'control');
+  notify(port, { type: 'attach', threadId });
   let handle: AgentHandle | undefined;
   let unsubscribe = () => {};
   try {
-    await host.call((remote) => remote.attach(threadId));
-    if (Atomics.load(task.cancelFlag, 0) !== 0) return encode({ result: { output: [], stopReason: 'aborted' } });
+    if (Atomics.load(cancelFlag, 0) !== 0) return encode({ result: { output: [], stopReason: 'aborted' } });
     const data = decode<ChildTaskData>(task.data);
     const root = new ToolRegistry();
     if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, host)));
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
     let capture: StructuredCapture | undefined;
-    const stream = new EventStream(host);
     const { id, createdAt: _createdAt, seedLength: _seedLength, ...header } = data.header;
     handle = await agents.create({
       sessionId: id,
@@ -95,19 +100,19 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
       setup: ({ tools }) => {
         capture = composeChildTools(tools, { outputSchema: data.outputSchema });
       },
-      hooks: { ...descriptorHooks(() => handle!.agent.session, data.descriptor), beforeTool: () => stream.flush() },
-      cancelFlag: task.cancelFlag,
+      // Before each tool body the log so far goes out: a tool that never returns leaves it visible.
+      hooks: { ...descriptorHooks(() => handle!.agent.session, data.descriptor), beforeTool: async () => stream.flush() },
+      cancelFlag,
     });
     agent = handle.agent;
     unsubscribe = agent.subscribe((event) => stream.push(event));
-    cancelled ||= Atomics.load(task.cancelFlag, 0) !== 0;
+    cancelled ||= Atomics.load(cancelFlag, 0) !== 0;
     if (!cancelled) {
       agent.followup(data.prompt);
       for (const args of early.splice(0)) agent.deliver(...args);
     }
     await agent.whenIdle();
-    cancelled ||= Atomics.load(task.cancelFlag, 0) !== 0;
-    await stream.flush();
+    cancelled ||= Atomics.load(cancelFlag, 0) !== 0;
     const result = readChildResult(agent.session.events, { seedLength: data.seed.length, cancelled, capture });
     return encode({ result });
   } catch (error) {
@@ -115,7 +120,9 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
   } finally {
     unsubscribe();
     await handle?.dispose().catch(() => undefined);
-    stopServing();
+    stream.flush();
+    notify(port, { type: 'end' });
     host.close();
+    port.close();
   }
 }

@@ -1,6 +1,6 @@
 // What crosses the worker boundary for one child (types only). The task data travels encoded by
-// the codec; two MessagePorts carry Comlink calls, one each way; a SharedArrayBuffer flag carries
-// cancellation into a thread that may be busy in synchronous code.
+// the codec; one MessagePort carries Comlink calls each way plus one-way notices (see
+// wire-channel.ts); a SharedArrayBuffer flag carries cancellation into a busy thread.
 import type { MessagePort } from 'node:worker_threads';
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
 import type { Encoded } from './codec.js';
@@ -14,11 +14,18 @@ export interface WorkerTask {
   data: Encoded;
   /** Int32Array over a SharedArrayBuffer; index 0 becomes 1 when the child is cancelled. */
   cancelFlag: Int32Array;
-  /** The worker calls the host (HostApi) over this port. */
-  hostPort: MessagePort;
-  /** The host calls the worker (ChildControlApi) over this port. */
-  controlPort: MessagePort;
+  /** The run's channel: `host` and `control` Comlink lanes, and `notice` messages. */
+  port: MessagePort;
 }
+
+/** One-way messages from the worker, in order, on the `notice` lane. */
+export type ChildNotice =
+  /** Sent first: the task has a thread (so a runaway child's thread can be terminated). */
+  | { type: 'attach'; threadId: number }
+  /** The child's new session events, batched. */
+  | { type: 'events'; events: SessionEvent[] }
+  /** Sent last, before the task returns: every event has been sent. */
+  | { type: 'end' };
 
 export interface HostToolSchema {
   name: string;
@@ -40,17 +47,13 @@ export interface ChildTaskData {
   hostTools: HostToolSchema[];
 }
 
-/** Served by the main thread for one child. */
+/** Served by the main thread for one child (`host` lane). */
 export interface HostApi {
-  /** The worker's thread id, sent first, so a runaway child's thread can be terminated. */
-  attach(threadId: number): void;
-  /** The child's new session events, in order, batched. */
-  appendEvents(events: SessionEvent[]): void;
   /** Runs a host tool for the child; the main side enforces the tool filter again. */
   callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean }>;
 }
 
-/** Served by the worker for one child. */
+/** Served by the worker for one child (`control` lane). */
 export interface ChildControlApi {
   cancel(cause: CancelCause): void;
   /** Delivers input to the child's inbox under the id the host already returned. */

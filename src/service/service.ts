@@ -99,19 +99,27 @@ export class SubagentService {
     } catch (error) {
       return Promise.reject(error as Error);
     }
+    // The provider gets the run's own signal; the caller's abort is forwarded into it while the
+    // provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
     const controller = new AbortController();
     const callerSignal = resolved.signal;
-    resolved.signal = AbortSignal.any([callerSignal, controller.signal]);
+    const forward = () => controller.abort(callerSignal.reason);
+    callerSignal.addEventListener('abort', forward, { once: true });
+    resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
     try {
       // A provider whose start throws instead of rejecting still fails as a rejection.
       starting = Promise.resolve(provider.start(resolved));
     } catch (error) {
+      callerSignal.removeEventListener('abort', forward);
       return Promise.reject(error as Error);
     }
     const publishing = this.#publish(provider, resolved.parent, starting, controller, callerSignal);
     this.#starting.set(publishing, controller);
-    const settled = () => void this.#starting.delete(publishing);
+    const settled = () => {
+      callerSignal.removeEventListener('abort', forward);
+      this.#starting.delete(publishing);
+    };
     publishing.then(settled, settled);
     return publishing;
   }

@@ -97,7 +97,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     },
     run(task) {
       if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
-      const transferList: MessagePort[] = [task.hostPort, task.controlPort];
+      const transferList: MessagePort[] = [task.port];
       return piscina().run(task, { transferList });
     },
     async warm() {

@@ -8,8 +8,8 @@ import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionHeader } from '../../seam/session-types.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentResult, SubagentRun } from '../../seam/types.js';
-import { GuardedRemote, exposeOn } from '../../seam/wire-channel.js';
-import type { ChildControlApi, ChildTaskData, ChildTaskResult, HostApi } from '../../seam/worker-protocol.js';
+import { GuardedRemote, exposeOn, onNotice } from '../../seam/wire-channel.js';
+import type { ChildControlApi, ChildNotice, ChildTaskData, ChildTaskResult, HostApi } from '../../seam/worker-protocol.js';
 import { composeChildTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
@@ -60,15 +60,22 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
-  const hostChannel = new MessageChannel();
-  const controlChannel = new MessageChannel();
+  const { port1: port, port2: workerPort } = new MessageChannel();
   const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
   let mirror: SessionLog | undefined;
   const child: { agent?: WorkerChildAgent } = {};
   let onAttach: (threadId: number) => void = () => undefined;
+  let ended!: () => void;
+  // The worker's last notice: once it is in, every event of the child has been mirrored.
+  const endSeen = new Promise<void>((resolve) => (ended = resolve));
+  port.once('close', () => ended());
+  const stopNotices = onNotice(port, (raw) => {
+    const notice = raw as ChildNotice;
+    if (notice.type === 'events') mirror?.mirror(notice.events);
+    else if (notice.type === 'attach') onAttach(notice.threadId);
+    else ended();
+  });
   const hostApi: HostApi = {
-    attach: (threadId) => onAttach(threadId),
-    appendEvents: (events) => mirror?.mirror(events),
     async callTool(name, input, callId) {
       if (!allowedNames.has(name) || !child.agent) {
         throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
@@ -76,13 +83,14 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       return host.tools.execute(name, input, { agent: child.agent, callId, signal });
     },
   };
-  const stopServing = exposeOn(hostApi, hostChannel.port1);
-  const control = new GuardedRemote<ChildControlApi>(controlChannel.port1);
+  exposeOn(hostApi, port, 'host');
+  const control = new GuardedRemote<ChildControlApi>(port, 'control');
   const release = () => {
-    stopServing();
+    stopNotices();
     control.close();
+    port.close();
   };
-  const task = host.pool.run({ data: encode(data), cancelFlag, hostPort: hostChannel.port2, controlPort: controlChannel.port2 });
+  const task = host.pool.run({ data: encode(data), cancelFlag, port: workerPort });
 
   // A start waits for a free slot: it resolves once a thread has taken the task.
   let threadId: number;
@@ -97,7 +105,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
         resolve(id);
       };
       task.then(
-        () => reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started')),
+        // The task's value may overtake the port's notices: only after `end` is a missing attach real.
+        () => endSeen.then(() => reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'))),
         (error: unknown) => reject(new SubagentError('START_FAILED', describeThreadFailure(error, false, 0), { cause: error })),
       );
     });
@@ -128,7 +137,10 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   if (signal.aborted) cancel();
   const result: Promise<SubagentResult> = task
     .then(
-      (encoded) => decode<ChildTaskResult>(encoded).result,
+      async (encoded) => {
+        await endSeen;
+        return decode<ChildTaskResult>(encoded).result;
+      },
       (error: unknown): SubagentResult => ({
         output: finalAssistantOutput(session.events.slice(plan.seed.length)),
         diagnostic: describeThreadFailure(error, killed, graceMs),
