@@ -1,0 +1,51 @@
+// `npm run bench [-- SUITE…] [--json FILE]`: runs the suites (startup, overhead, throughput,
+// listing), prints each table beside its floors, and optionally writes the rows as JSON.
+import { writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { parseArgs } from 'node:util';
+import type { Row, Suite } from './lib.js';
+import { table } from './lib.js';
+
+const SUITES: Record<string, () => Promise<Suite>> = {
+  startup: async () => (await import('./startup.bench.js')).startupSuite,
+  overhead: async () => (await import('./overhead.bench.js')).overheadSuite,
+  throughput: async () => (await import('./throughput.bench.js')).throughputSuite,
+  listing: async () => (await import('./listing.bench.js')).listingSuite,
+};
+
+/** Runs the named suites (all when none); returns the process exit code. */
+export async function runBench(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, options: { json: { type: 'string' } }, allowPositionals: true, strict: true });
+  const names = positionals.length > 0 ? positionals : Object.keys(SUITES);
+  const unknown = names.filter((name) => !(name in SUITES));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown suite: ${unknown.join(', ')} (suites: ${Object.keys(SUITES).join(', ')})\n`);
+    return 2;
+  }
+  const cpu = cpus()[0]?.model ?? 'unknown cpu';
+  process.stdout.write(`node ${process.version}, ${availableParallelism()} × ${cpu}\n`);
+  const all: Row[] = [];
+  for (const name of names) {
+    const suite = await SUITES[name]!();
+    const t0 = performance.now();
+    const rows = await suite.run();
+    all.push(...rows);
+    process.stdout.write(`\n${name} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${table(rows, all)}\n`);
+  }
+  if (values.json) {
+    const rows = all.map(({ id, medianMs, p99Ms, opsPerSec, note }) => ({ id, medianMs, p99Ms, ...(opsPerSec === undefined ? {} : { opsPerSec }), ...(note ? { note } : {}) }));
+    writeFileSync(values.json, `${JSON.stringify({ node: process.version, cpus: availableParallelism(), cpu, rows }, null, 2)}\n`);
+    process.stdout.write(`\nwrote ${values.json}\n`);
+  }
+  return 0;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  runBench(process.argv.slice(2)).then(
+    (code) => (process.exitCode = code),
+    (error: unknown) => {
+      process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
