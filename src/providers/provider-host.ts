@@ -8,4 +8,9 @@ export interface ProviderHost {
   readonly agents: AgentRegistry;
   readonly sessions: LiveSessionStore;
   readonly tools: ToolRegistry;
+  /**
+   * Registers teardown that `close()` awaits (after runs are disposed), for resources a provider
+   * owns beyond its runs, such as prewarmed processes. Returns an unregister function.
+   */
+  onClose?(hook: () => Promise<void>): () => void;
 }

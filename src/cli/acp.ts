@@ -1,0 +1,79 @@
+// `subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]`: serves our agent over
+// ACP on stdio until stdin ends. stdout carries protocol only; every log line goes to stderr.
+import { parseArgs } from 'node:util';
+import type { ModelSpec } from '../seam/agent-types.js';
+import { SubagentError, describeError } from '../seam/errors.js';
+import { assertModelSpec } from '../runtime/models/create.js';
+import { createHost } from '../host.js';
+import { serveAcp } from '../providers/acp/server.js';
+
+const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]
+
+Serves an agent over the Agent Client Protocol on stdin/stdout (logs go to stderr).
+
+  --model M   scripted (default; deterministic, echoes), openai (OPENAI_BASE_URL, OPENAI_MODEL,
+              key in OPENAI_API_KEY), or a ModelSpec as JSON
+  --db FILE   keep sessions in this SQLite database (enables session/load across runs)`;
+
+/** The `--model` value as a ModelSpec; `INVALID_MODEL_SPEC` when it is none. */
+export function parseModel(value: string | undefined): ModelSpec {
+  if (value === undefined || value === 'scripted') return { kind: 'scripted' };
+  if (value === 'openai') {
+    return {
+      kind: 'openai',
+      baseURL: process.env['OPENAI_BASE_URL'] ?? 'https://api.openai.com/v1',
+      model: process.env['OPENAI_MODEL'] ?? 'gpt-4o-mini',
+    };
+  }
+  let spec: unknown;
+  try {
+    spec = JSON.parse(value);
+  } catch {
+    throw new SubagentError('INVALID_MODEL_SPEC', '--model must be scripted, openai or a ModelSpec as JSON');
+  }
+  assertModelSpec(spec);
+  return spec;
+}
+
+function log(message: string, data?: unknown): void {
+  process.stderr.write(`subagent-host acp: ${message}${data === undefined ? '' : ` ${describeError(data)}`}\n`);
+}
+
+/** Runs the ACP server; resolves with the exit code once stdin ended and the host closed. */
+export async function run(args: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      strict: true,
+      options: { model: { type: 'string' }, db: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
+    }));
+  } catch (error) {
+    process.stderr.write(`subagent-host acp: ${describeError(error)}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const model = parseModel(values.model);
+  const host = await createHost({
+    model,
+    persistence: values.db === undefined ? 'memory' : { sqlite: values.db },
+    // The served agent has no delegation tool, so no worker threads are warmed for it.
+    providers: false,
+    logger: { warn: log },
+  });
+  // SIGTERM (a client's dispose ladder) still flushes the sessions before exiting.
+  const onTerm = () => {
+    void host.close().finally(() => process.exit(143));
+  };
+  process.once('SIGTERM', onTerm);
+  try {
+    await serveAcp(host);
+  } finally {
+    process.off('SIGTERM', onTerm);
+    await host.close();
+  }
+  return 0;
+}

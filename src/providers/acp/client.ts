@@ -1,0 +1,109 @@
+// The client side of one ACP connection to one agent process: initialize (with the protocol
+// version check the SDK leaves to us), session/new, session/prompt with its updates routed to
+// the run, session/cancel, and permission requests answered by policy. No fs, no terminal.
+import type * as acp from '@agentclientprotocol/sdk';
+import { SubagentError } from '../../seam/errors.js';
+import type { AgentProcess } from './process.js';
+import { loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
+
+export type PermissionPolicy = 'reject' | 'allow';
+export type SessionUpdateListener = (update: acp.SessionUpdate) => void;
+
+/** The answer to a permission request under `policy`: the first allow option, or cancelled. */
+export function permissionOutcome(policy: PermissionPolicy, options: readonly acp.PermissionOption[]): acp.RequestPermissionResponse {
+  const allow = policy === 'allow' ? options.find((option) => option.kind === 'allow_once' || option.kind === 'allow_always') : undefined;
+  return { outcome: allow ? { outcome: 'selected', optionId: allow.optionId } : { outcome: 'cancelled' } };
+}
+
+/** True when `error` is an error response from the peer (rather than a dead connection). */
+export function isJsonRpcError(error: unknown): error is { code: number } {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'number' && Number.isSafeInteger(code);
+}
+
+/** A short, secret-free description of a failed ACP call (never the peer's message text). */
+export function describeAcpFailure(error: unknown): string {
+  return isJsonRpcError(error) ? `JSON-RPC error ${error.code}` : 'the connection closed';
+}
+
+/** One client connection to one agent process, serving one session. */
+export class AcpClient {
+  readonly #sdk: AcpSdk;
+  readonly #connection: acp.ClientConnection;
+  #sessionId: string | undefined;
+  #listener: SessionUpdateListener | undefined;
+
+  private constructor(sdk: AcpSdk, proc: AgentProcess, permission: PermissionPolicy) {
+    this.#sdk = sdk;
+    this.#connection = sdk
+      .client({ name: 'subagent-host' })
+      .onNotification(sdk.methods.client.session.update, ({ params }) => {
+        if (params.sessionId === this.#sessionId) this.#listener?.(params.update);
+      })
+      .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => permissionOutcome(permission, params.options))
+      .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout));
+  }
+
+  /** Connects to `proc` over its stdin/stdout (the SDK is loaded on first use). */
+  static async connect(proc: AgentProcess, permission: PermissionPolicy): Promise<AcpClient> {
+    return new AcpClient(await loadAcpSdk(), proc, permission);
+  }
+
+  /** Aborted once the connection closed (the agent's stdout ended, or `close()`). */
+  get signal(): AbortSignal {
+    return this.#connection.signal;
+  }
+
+  /** Sends `initialize`; throws `START_FAILED` unless the agent speaks our protocol version. */
+  async initialize(): Promise<void> {
+    const sdk = this.#sdk;
+    const response = await this.#connection.agent.request(sdk.methods.agent.initialize, {
+      protocolVersion: sdk.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientInfo: { name: 'subagent-host', version: '0' },
+    });
+    if (response.protocolVersion !== sdk.PROTOCOL_VERSION) {
+      const version = Number.isSafeInteger(response.protocolVersion) ? String(response.protocolVersion) : 'unknown';
+      throw new SubagentError('START_FAILED', `the ACP agent speaks protocol version ${version}; this client speaks ${sdk.PROTOCOL_VERSION}`);
+    }
+  }
+
+  /** Opens the one session this connection serves; `meta` travels as the request's `_meta`. */
+  async newSession(cwd: string, meta?: Record<string, unknown>): Promise<string> {
+    const params: acp.NewSessionRequest = { cwd, mcpServers: [], ...(meta === undefined ? {} : { _meta: meta }) };
+    const { sessionId } = await this.#connection.agent.request(this.#sdk.methods.agent.session.new, params);
+    if (typeof sessionId !== 'string' || sessionId === '') {
+      throw new SubagentError('START_FAILED', 'the ACP agent answered session/new without a session id');
+    }
+    this.#sessionId = sessionId;
+    return sessionId;
+  }
+
+  /** Sends the prompt; `onUpdate` sees this session's updates until the returned promise settles. */
+  async prompt(text: string[], onUpdate: SessionUpdateListener): Promise<acp.PromptResponse> {
+    const sessionId = this.#sessionId;
+    if (sessionId === undefined) throw new SubagentError('CONTRACT_VIOLATION', 'prompt before session/new');
+    this.#listener = onUpdate;
+    try {
+      return await this.#connection.agent.request(this.#sdk.methods.agent.session.prompt, {
+        sessionId,
+        prompt: text.map((value) => ({ type: 'text', text: value })),
+      });
+    } finally {
+      this.#listener = undefined;
+    }
+  }
+
+  /** Fire-and-forget `session/cancel`; the agent should end the turn `cancelled`. */
+  cancel(): void {
+    const sessionId = this.#sessionId;
+    if (sessionId === undefined || this.signal.aborted) return;
+    this.#connection.agent.notify(this.#sdk.methods.agent.session.cancel, { sessionId }).catch(() => undefined);
+  }
+
+  /** Stops listening; pending requests reject. The process is the caller's to reap. */
+  close(): void {
+    this.#listener = undefined;
+    this.#connection.close();
+  }
+}

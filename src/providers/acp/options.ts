@@ -1,0 +1,104 @@
+// acpProvider options: validated once with zod (errors name the option), defaults applied, and the
+// working-directory rule (configured, else the parent's; absolute and enterable; never ours).
+import { accessSync, constants, statSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { z } from 'zod';
+import type { Agent } from '../../seam/agent-types.js';
+import { SubagentError } from '../../seam/errors.js';
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export interface AcpProviderOptions {
+  /** Registry name. @default 'acp' */
+  name?: string;
+  /** Executable spawned for each child. */
+  command: string;
+  /** @default [] */
+  args?: string[];
+  /** Working directory of every child (resolved against `process.cwd()` now). @default the parent session's cwd */
+  cwd?: string;
+  /** Added to the scrubbed host environment, unchanged. @default {} */
+  env?: Record<string, string>;
+  /** How permission requests are answered: `allow` picks the first allow option. @default 'reject' */
+  permission?: 'reject' | 'allow';
+  /** Agent processes kept spawned and initialized in advance (needs `cwd`). @default 0 */
+  prewarm?: number;
+  /** How long a child may take to exit after stdin EOF before SIGTERM. @default 6000 */
+  disposeEofGraceMs?: number;
+  /** How long a child may take to exit after SIGTERM before SIGKILL. @default 3000 */
+  disposeGraceMs?: number;
+  /** The children's stderr: passed through, or discarded. Never parsed. @default 'inherit' */
+  stderr?: 'inherit' | 'ignore';
+}
+
+export type AcpProviderConfig = Required<Omit<AcpProviderOptions, 'cwd'>> & { cwd: string | undefined };
+
+const grace = (fallback: number) => z.number().positive().max(MAX_TIMER_MS, `must be a positive finite number no greater than ${MAX_TIMER_MS}`).default(fallback);
+
+const optionsSchema = z.strictObject({
+  name: z.string().min(1).default('acp'),
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  cwd: z.string().min(1, 'must not be empty').optional(),
+  env: z.record(z.string(), z.string()).default({}),
+  permission: z.enum(['reject', 'allow']).default('reject'),
+  prewarm: z.number().int().min(0).max(64).default(0),
+  disposeEofGraceMs: grace(6000),
+  disposeGraceMs: grace(3000),
+  stderr: z.enum(['inherit', 'ignore']).default('inherit'),
+});
+
+/** Throws unless `dir` is an absolute path to a directory this process may enter. */
+function assertEnterable(dir: string, what: string): void {
+  if (!isAbsolute(dir)) throw new Error(`${what} must be an absolute path`);
+  try {
+    if (!statSync(dir).isDirectory()) throw new Error('not a directory');
+    accessSync(dir, constants.X_OK);
+  } catch {
+    throw new Error(`${what} is not an accessible directory`);
+  }
+}
+
+/** Validates `opts`; `INVALID_OPTIONS` names the first bad option. */
+export function parseAcpOptions(opts: AcpProviderOptions): AcpProviderConfig {
+  const parsed = optionsSchema.safeParse(opts);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue?.path.length ? `options.${issue.path.join('.')}` : 'options';
+    throw new SubagentError('INVALID_OPTIONS', `${field} ${issue?.message ?? 'is invalid'}`);
+  }
+  const config = { ...parsed.data, cwd: parsed.data.cwd === undefined ? undefined : resolve(parsed.data.cwd) };
+  if (config.cwd !== undefined) {
+    try {
+      assertEnterable(config.cwd, 'options.cwd');
+    } catch (error) {
+      throw new SubagentError('INVALID_OPTIONS', (error as Error).message);
+    }
+  }
+  if (config.prewarm > 0 && config.cwd === undefined) {
+    throw new SubagentError('INVALID_OPTIONS', 'options.prewarm needs options.cwd: warm processes start before any parent is known');
+  }
+  return config;
+}
+
+/** The child's working directory; `START_FAILED` when there is none or it is not usable. */
+export function resolveChildCwd(configured: string | undefined, parent: Agent): string {
+  if (configured !== undefined) {
+    try {
+      assertEnterable(configured, 'options.cwd');
+    } catch (error) {
+      throw new SubagentError('START_FAILED', (error as Error).message);
+    }
+    return configured;
+  }
+  const cwd = parent.session.header.cwd;
+  if (cwd === undefined) {
+    throw new SubagentError('START_FAILED', 'no working directory for the ACP child: configure options.cwd or delegate from a parent session that has a cwd');
+  }
+  try {
+    assertEnterable(cwd, "the parent session's cwd");
+  } catch (error) {
+    throw new SubagentError('START_FAILED', (error as Error).message);
+  }
+  return cwd;
+}

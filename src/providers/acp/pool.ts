@@ -1,0 +1,81 @@
+// The prewarm pool: keeps `size` agent processes spawned and initialized, so a start costs a
+// session/new instead of a process launch. Each process serves one child and is then retired;
+// taking one refills the pool in the background. Failures are not retried until the next take,
+// so an agent that crashes at startup cannot turn the pool into a spawn loop.
+import type { AcpClient } from './client.js';
+import type { AgentProcess } from './process.js';
+
+/** An initialized agent process with no session yet. */
+export interface WarmChild {
+  readonly proc: AgentProcess;
+  readonly client: AcpClient;
+}
+
+/** Spawns and initializes one process; on failure or abort it reaps what it spawned and rejects. */
+export type Launch = (signal: AbortSignal) => Promise<WarmChild>;
+
+/** Initialized agent processes waiting for a child; see the file header. */
+export class WarmPool {
+  readonly #size: number;
+  readonly #launch: Launch;
+  readonly #retire: (child: WarmChild) => Promise<void>;
+  readonly #ready: WarmChild[] = [];
+  readonly #warming = new Set<Promise<void>>();
+  readonly #closer = new AbortController();
+  #closing: Promise<void> | undefined;
+
+  constructor(size: number, launch: Launch, retire: (child: WarmChild) => Promise<void>) {
+    this.#size = size;
+    this.#launch = launch;
+    this.#retire = retire;
+  }
+
+  /** Starts warming processes until `size` are ready or warming. */
+  fill(): void {
+    while (!this.#closer.signal.aborted && this.#ready.length + this.#warming.size < this.#size) {
+      const warming: Promise<void> = this.#launch(this.#closer.signal).then(
+        (child) => {
+          this.#warming.delete(warming);
+          if (this.#closer.signal.aborted || child.proc.exit) return this.#retire(child);
+          this.#ready.push(child);
+          // A warm process that dies while idle just leaves the pool.
+          void child.proc.ended.then(() => this.#drop(child));
+        },
+        () => {
+          this.#warming.delete(warming);
+        },
+      );
+      this.#warming.add(warming);
+    }
+  }
+
+  #drop(child: WarmChild): void {
+    const index = this.#ready.indexOf(child);
+    if (index === -1) return;
+    this.#ready.splice(index, 1);
+    void this.#retire(child);
+  }
+
+  /** A ready process (now the caller's), or undefined; either way the pool refills. */
+  take(): WarmChild | undefined {
+    let child: WarmChild | undefined;
+    while ((child = this.#ready.shift()) && child.proc.exit) void this.#retire(child);
+    this.fill();
+    return child;
+  }
+
+  /** Resolves once nothing is warming (the pool is full, or some launches failed). */
+  async whenWarm(): Promise<void> {
+    while (this.#warming.size > 0) await Promise.allSettled([...this.#warming]);
+  }
+
+  /** Idempotent: stops refilling, aborts launches in progress and retires every idle process. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#closer.abort();
+      const idle = this.#ready.splice(0);
+      await Promise.allSettled([...idle.map((child) => this.#retire(child)), ...this.#warming]);
+    })();
+    return this.#closing;
+  }
+}

@@ -1,0 +1,130 @@
+// One published ACP child: the prompt, the result (stop reason mapping, short secret-free
+// diagnostics), cancellation that never waits for the agent's cooperation, and dispose.
+import type * as acp from '@agentclientprotocol/sdk';
+import type { ContentBlock } from '../../seam/content.js';
+import type { SubagentResult, SubagentRun, SubagentStopReason } from '../../seam/types.js';
+import type { LiveSessionStore } from '../../runtime/session-store.js';
+import { describeAcpFailure, isJsonRpcError } from './client.js';
+import type { SessionMirror } from './mirror.js';
+import type { WarmChild } from './pool.js';
+import { describeExit, within, type ReapGraces } from './process.js';
+
+/** ACP stop reason → ours; anything unknown is an error. */
+export function mapStopReason(reason: acp.StopReason | string): SubagentStopReason {
+  switch (reason) {
+    case 'end_turn':
+      return 'completed';
+    case 'max_tokens':
+      return 'max-tokens';
+    case 'refusal':
+      return 'refusal';
+    case 'cancelled':
+      return 'aborted';
+    default:
+      return 'error'; // max_turn_requests, and whatever a newer agent may send
+  }
+}
+
+/** A stop reason safe to quote in a diagnostic (a protocol token, not free text). */
+function quotable(reason: unknown): string {
+  return typeof reason === 'string' && /^[a-z_]{1,32}$/.test(reason) ? reason : 'an unknown value';
+}
+
+export interface AcpRunInit {
+  child: WarmChild;
+  mirror: SessionMirror;
+  sessions: LiveSessionStore;
+  prompt: string[];
+  /** Cancels the run when aborted (the caller's signal combined with host shutdown). */
+  signal: AbortSignal;
+  graces: ReapGraces;
+}
+
+type Outcome = { kind: 'response'; response: acp.PromptResponse } | { kind: 'failed'; error: unknown } | { kind: 'cancelled' };
+
+/** A published ACP child run (`localAgent` is always undefined: the agent is remote). */
+export class AcpRun implements SubagentRun {
+  readonly id: string;
+  readonly localAgent = undefined;
+  readonly result: Promise<SubagentResult>;
+  readonly #init: AcpRunInit;
+  readonly #cancelled: Promise<Outcome>;
+  #onCancel!: () => void;
+  #isCancelled = false;
+  #settled = false;
+  #disposing: Promise<void> | undefined;
+  readonly #abort = () => this.cancel();
+
+  /** Publishes nothing new: the mirror exists; this sends the prompt at once. */
+  constructor(init: AcpRunInit) {
+    this.#init = init;
+    this.id = init.mirror.id;
+    this.#cancelled = new Promise((resolve) => {
+      this.#onCancel = () => resolve({ kind: 'cancelled' });
+    });
+    init.signal.addEventListener('abort', this.#abort, { once: true });
+    if (init.signal.aborted) this.cancel();
+    this.result = this.#settle();
+    // A finished child's process is retired at once; dispose waits for the same teardown.
+    const retire = () => init.child.proc.reap(init.graces);
+    void this.result.then(retire, retire);
+  }
+
+  async #settle(): Promise<SubagentResult> {
+    const { child, mirror } = this.#init;
+    const prompted: Promise<Outcome> = this.#isCancelled
+      ? this.#cancelled
+      : child.client.prompt(this.#init.prompt, (update) => mirror.update(update)).then(
+          (response) => ({ kind: 'response', response }),
+          (error: unknown) => ({ kind: 'failed', error }),
+        );
+    // Cancellation wins the race: an agent that ignores session/cancel cannot wedge the parent.
+    const outcome = await Promise.race([prompted, this.#cancelled]);
+    this.#settled = true;
+    this.#init.signal.removeEventListener('abort', this.#abort);
+    const result = await this.#resultOf(outcome, mirror.output());
+    mirror.end(result);
+    return result;
+  }
+
+  async #resultOf(outcome: Outcome, output: ContentBlock[]): Promise<SubagentResult> {
+    if (outcome.kind === 'cancelled' || this.#isCancelled) return { output, stopReason: 'aborted' };
+    if (outcome.kind === 'response') {
+      const stopReason = mapStopReason(outcome.response.stopReason);
+      if (stopReason !== 'error') return { output, stopReason };
+      return { output, stopReason, diagnostic: `the ACP agent ended the turn with stop reason ${quotable(outcome.response.stopReason)}` };
+    }
+    // The connection failed: say whether the process died (its exit usually follows stdout's end).
+    const { proc } = this.#init.child;
+    if (!isJsonRpcError(outcome.error)) await within(proc.ended, Math.min(this.#init.graces.graceMs, 1000));
+    const diagnostic = proc.exit
+      ? `the ACP agent process ${describeExit(proc.exit)} before the turn finished`
+      : `the ACP prompt failed (${describeAcpFailure(outcome.error)})`;
+    return { output, stopReason: 'error', diagnostic };
+  }
+
+  /** Sends session/cancel and settles the result `aborted` without waiting for the agent. */
+  cancel(): void {
+    if (this.#isCancelled || this.#settled) return;
+    this.#isCancelled = true;
+    this.#init.child.client.cancel();
+    this.#onCancel();
+  }
+
+  /** Idempotent: cancel, then EOF → SIGTERM → SIGKILL, then flush and drop the mirror session. */
+  dispose(): Promise<void> {
+    this.#disposing ??= (async () => {
+      this.#init.signal.removeEventListener('abort', this.#abort);
+      this.cancel();
+      await this.result.catch(() => undefined);
+      await this.#init.child.proc.reap(this.#init.graces);
+      this.#init.child.client.close();
+      await this.#init.sessions.remove(this.id);
+    })();
+    return this.#disposing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
+  }
+}

@@ -1,0 +1,26 @@
+// Lazy access to @agentclientprotocol/sdk. Importing it costs ~100 ms (its zod schemas), so only
+// code that actually speaks ACP pays, once, at first use; `import 'subagent-host'` stays cheap.
+import type * as AcpSdkModule from '@agentclientprotocol/sdk';
+import { Readable, Writable } from 'node:stream';
+
+export type AcpSdk = typeof AcpSdkModule;
+export type AcpStream = AcpSdkModule.Stream;
+
+/**
+ * The `_meta` key of session/new carrying the delegator's route overrides (model, maxTokens,
+ * maxStepsPerTurn). Our own ACP agent honours it; other agents ignore unknown `_meta` keys.
+ */
+export const AGENT_OPTIONS_META = 'subagent-host/agentOptions';
+
+let loading: Promise<AcpSdk> | undefined;
+
+/** The SDK module, imported on first call. */
+export function loadAcpSdk(): Promise<AcpSdk> {
+  return (loading ??= import('@agentclientprotocol/sdk'));
+}
+
+/** An ndjson ACP stream over a pair of Node streams (`output` is where this side writes). */
+export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable): AcpStream {
+  // The casts bridge @types/node's web-stream types and the DOM ones the SDK is typed against.
+  return sdk.ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>);
+}

@@ -1,0 +1,122 @@
+// Translation between our agent's world and ACP for `serveAcp`: incoming prompt blocks, session
+// events → `session/update`s (live while a turn streams, and as history for session/load), and
+// turn end reasons → ACP stop reasons.
+import type * as acp from '@agentclientprotocol/sdk';
+import type { ContentBlock } from '../../seam/content.js';
+import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
+
+/** A prompt block we cannot take (audio, embedded resources): the caller rejects the request. */
+export class UnsupportedPromptBlock extends Error {}
+
+/** ACP prompt blocks → ours. Resource links become a text marker; audio and embedded resources are refused. */
+export function promptContent(prompt: readonly acp.ContentBlock[]): ContentBlock[] {
+  return prompt.map((block): ContentBlock => {
+    switch (block.type) {
+      case 'text':
+        return { type: 'text', text: block.text };
+      case 'image':
+        return { type: 'image', mimeType: block.mimeType, data: block.data };
+      case 'resource_link':
+        return { type: 'text', text: `[resource ${block.name}: ${block.uri}]` };
+      default:
+        throw new UnsupportedPromptBlock(`prompt blocks of type ${block.type} are not supported`);
+    }
+  });
+}
+
+const text = (value: string): acp.ContentBlock => ({ type: 'text', text: value });
+
+function toolCall(data: SessionEventMap['tool/call']): acp.SessionUpdate {
+  return { sessionUpdate: 'tool_call', toolCallId: data.callId, title: data.name, kind: 'other', status: 'in_progress', rawInput: data.input };
+}
+
+function toolResult(data: SessionEventMap['tool/result']): acp.SessionUpdate {
+  const content = data.content.flatMap((block) => (block.type === 'text' ? [{ type: 'content' as const, content: text(block.text) }] : []));
+  return { sessionUpdate: 'tool_call_update', toolCallId: data.callId, status: data.isError ? 'failed' : 'completed', content };
+}
+
+/**
+ * Turns the events of running turns into updates: text and reasoning deltas as chunks, tool calls
+ * and results. A step whose model did not stream still has its message's text sent once.
+ */
+export class TurnStreamer {
+  readonly #send: (update: acp.SessionUpdate) => void;
+  #streamed = false;
+
+  constructor(send: (update: acp.SessionUpdate) => void) {
+    this.#send = send;
+  }
+
+  push(event: SessionEvent): void {
+    switch (event.type) {
+      case 'step/start':
+        this.#streamed = false;
+        break;
+      case 'assistant/chunk': {
+        const { chunk } = event.data as SessionEventMap['assistant/chunk'];
+        if (chunk.text === '') break;
+        if (chunk.type === 'text-delta') this.#streamed = true;
+        this.#send({ sessionUpdate: chunk.type === 'text-delta' ? 'agent_message_chunk' : 'agent_thought_chunk', content: text(chunk.text) });
+        break;
+      }
+      case 'assistant/message':
+        if (!this.#streamed) for (const update of messageUpdates(event.data as SessionEventMap['assistant/message'])) this.#send(update);
+        break;
+      case 'tool/call':
+        this.#send(toolCall(event.data as SessionEventMap['tool/call']));
+        break;
+      case 'tool/result':
+        this.#send(toolResult(event.data as SessionEventMap['tool/result']));
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+function messageUpdates(data: { content: readonly ContentBlock[] }, kind: 'agent' | 'user' = 'agent'): acp.SessionUpdate[] {
+  const updates: acp.SessionUpdate[] = [];
+  for (const block of data.content) {
+    if (block.type === 'text' && block.text !== '') {
+      updates.push({ sessionUpdate: kind === 'agent' ? 'agent_message_chunk' : 'user_message_chunk', content: text(block.text) });
+    } else if (block.type === 'reasoning' && block.text !== '' && kind === 'agent') {
+      updates.push({ sessionUpdate: 'agent_thought_chunk', content: text(block.text) });
+    } else if (block.type === 'image') {
+      updates.push({ sessionUpdate: kind === 'agent' ? 'agent_message_chunk' : 'user_message_chunk', content: { type: 'image', mimeType: block.mimeType, data: block.data } });
+    }
+  }
+  return updates;
+}
+
+/** A stored conversation as the updates `session/load` replays: messages and tool traffic, in order. */
+export function historyUpdates(events: readonly SessionEvent[]): acp.SessionUpdate[] {
+  const updates: acp.SessionUpdate[] = [];
+  for (const event of events) {
+    if (event.type === 'user/message') updates.push(...messageUpdates(event.data as SessionEventMap['user/message'], 'user'));
+    else if (event.type === 'assistant/message') updates.push(...messageUpdates(event.data as SessionEventMap['assistant/message']));
+    else if (event.type === 'tool/call') updates.push(toolCall(event.data as SessionEventMap['tool/call']));
+    else if (event.type === 'tool/result') updates.push(toolResult(event.data as SessionEventMap['tool/result']));
+  }
+  return updates;
+}
+
+/** Our turn end → an ACP stop reason; `undefined` for a failed turn (the prompt request fails). */
+export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason | undefined {
+  switch (reason?.kind) {
+    case 'completed':
+      return 'end_turn';
+    case 'max-tokens':
+      return 'max_tokens';
+    case 'refusal':
+      return 'refusal';
+    case 'aborted':
+    case 'interrupted':
+      return 'cancelled';
+    case 'error':
+      return undefined;
+    case undefined:
+      return 'cancelled'; // no turn ran: the input was discarded by a cancel
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,217 @@
+// serveAcp: our agent as an ACP agent over a pair of streams (stdio by default). session/new creates
+// a top-level agent, session/prompt runs one turn and streams it as updates, session/cancel ends
+// the turn `cancelled`, session/load replays a persisted session. Nothing but protocol on output.
+import type * as acp from '@agentclientprotocol/sdk';
+import { isAbsolute } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import { z } from 'zod';
+import type { Agent, AgentOptions } from '../../seam/agent-types.js';
+import { describeError, isSubagentError } from '../../seam/errors.js';
+import type { TurnEndReason } from '../../seam/session-types.js';
+import type { AgentRegistry, CreateAgentOptions } from '../../runtime/agent-registry.js';
+import { assertModelSpec } from '../../runtime/models/create.js';
+import type { SessionPersistence } from '../../runtime/session-persistence.js';
+import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
+import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, promptContent } from './server-updates.js';
+
+/** What `serveAcp` needs of a host (`createHost`'s Host satisfies it). */
+export interface AcpServeHost {
+  readonly agents: AgentRegistry;
+  readonly persistence: SessionPersistence | undefined;
+  createAgent(options?: CreateAgentOptions): Promise<Agent>;
+}
+
+/** The streams to serve on. @default process.stdin / process.stdout */
+export interface AcpServeIo {
+  input: Readable;
+  output: Writable;
+}
+
+const routeSchema = z.strictObject({
+  model: z.unknown().optional(),
+  maxTokens: z.number().int().positive().optional(),
+  maxStepsPerTurn: z.number().int().positive().optional(),
+});
+
+interface Served {
+  agent: Agent;
+  /** The prompt in flight, if any. */
+  active?: { cancelled: boolean } | undefined;
+}
+
+/** Sends updates of one session in order; `drain` resolves once all were written. */
+class UpdateQueue {
+  #tail: Promise<void> = Promise.resolve();
+  constructor(
+    private readonly sdk: AcpSdk,
+    private readonly client: acp.AgentContext,
+    private readonly sessionId: string,
+  ) {}
+
+  send(update: acp.SessionUpdate): void {
+    const params = { sessionId: this.sessionId, update };
+    this.#tail = this.#tail.then(() => this.client.notify(this.sdk.methods.client.session.update, params)).catch(() => undefined);
+  }
+
+  drain(): Promise<void> {
+    return this.#tail;
+  }
+}
+
+class AcpServer {
+  readonly #sdk: AcpSdk;
+  readonly #host: AcpServeHost;
+  readonly #sessions = new Map<string, Served>();
+
+  constructor(sdk: AcpSdk, host: AcpServeHost) {
+    this.#sdk = sdk;
+    this.#host = host;
+  }
+
+  app(): acp.AgentApp {
+    const { methods } = this.#sdk;
+    return this.#sdk
+      .agent({ name: 'subagent-host' })
+      .onRequest(methods.agent.initialize, () => this.#initialize())
+      .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
+      .onRequest(methods.agent.session.load, ({ params, client }) => this.#guard(() => this.#load(params, client)))
+      .onRequest(methods.agent.session.prompt, ({ params, client }) => this.#guard(() => this.#prompt(params, client)))
+      .onNotification(methods.agent.session.cancel, ({ params }) => this.#cancel(params.sessionId));
+  }
+
+  #initialize(): acp.InitializeResponse {
+    return {
+      protocolVersion: this.#sdk.PROTOCOL_VERSION,
+      agentCapabilities: {
+        loadSession: this.#host.persistence !== undefined,
+        promptCapabilities: { image: true, audio: false, embeddedContext: false },
+      },
+      authMethods: [],
+    };
+  }
+
+  /** Runs a handler, turning our errors into JSON-RPC errors that carry the code, not the text. */
+  async #guard<T>(handler: () => Promise<T>): Promise<T> {
+    const { RequestError } = this.#sdk;
+    try {
+      return await handler();
+    } catch (error) {
+      if (error instanceof RequestError) throw error;
+      if (error instanceof UnsupportedPromptBlock) throw RequestError.invalidParams(undefined, error.message);
+      if (isSubagentError(error, 'UNKNOWN_SESSION')) throw RequestError.resourceNotFound();
+      if (isSubagentError(error)) throw RequestError.internalError({ code: error.code }, error.message);
+      throw RequestError.internalError(undefined, describeError(error));
+    }
+  }
+
+  #checkScope(params: { cwd: string; mcpServers: readonly unknown[]; additionalDirectories?: readonly string[] | null }): void {
+    const { RequestError } = this.#sdk;
+    if (!isAbsolute(params.cwd)) throw RequestError.invalidParams(undefined, 'cwd must be an absolute path');
+    if (params.mcpServers.length > 0) throw RequestError.invalidParams(undefined, 'MCP servers are not supported');
+    if (params.additionalDirectories?.length) throw RequestError.invalidParams(undefined, 'additional directories are not supported');
+  }
+
+  /** The delegator's route overrides from `_meta`, validated like any boundary input. */
+  #agentOptions(meta: acp.NewSessionRequest['_meta']): AgentOptions {
+    const parsed = routeSchema.safeParse(meta?.[AGENT_OPTIONS_META] ?? {});
+    if (!parsed.success) throw this.#sdk.RequestError.invalidParams(undefined, `_meta.${AGENT_OPTIONS_META} is invalid`);
+    const { model, maxTokens, maxStepsPerTurn } = parsed.data;
+    const options: AgentOptions = {};
+    if (maxTokens !== undefined) options.maxTokens = maxTokens;
+    if (maxStepsPerTurn !== undefined) options.maxStepsPerTurn = maxStepsPerTurn;
+    if (model === undefined) return options;
+    try {
+      assertModelSpec(model);
+    } catch {
+      throw this.#sdk.RequestError.invalidParams(undefined, `_meta.${AGENT_OPTIONS_META}.model is not a valid model spec`);
+    }
+    return { ...options, model };
+  }
+
+  async #newSession(params: acp.NewSessionRequest): Promise<acp.NewSessionResponse> {
+    this.#checkScope(params);
+    const agentOptions = this.#agentOptions(params._meta);
+    const agent = await this.#host.createAgent({ header: { cwd: params.cwd }, agentOptions });
+    this.#sessions.set(agent.id, { agent });
+    return { sessionId: agent.id };
+  }
+
+  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext): Promise<acp.LoadSessionResponse> {
+    if (!this.#host.persistence) throw this.#sdk.RequestError.methodNotFound(this.#sdk.methods.agent.session.load);
+    this.#checkScope(params);
+    let served = this.#sessions.get(params.sessionId);
+    if (!served) {
+      const agent = this.#host.agents.get(params.sessionId) ?? (await this.#host.agents.resume({ sessionId: params.sessionId })).agent;
+      served = { agent };
+      this.#sessions.set(agent.id, served);
+    }
+    const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
+    for (const update of historyUpdates(served.agent.session.events)) updates.send(update);
+    await updates.drain();
+    return {};
+  }
+
+  #served(sessionId: string): Served {
+    const served = this.#sessions.get(sessionId);
+    if (!served) throw this.#sdk.RequestError.sessionNotFound(sessionId);
+    return served;
+  }
+
+  async #prompt(params: acp.PromptRequest, client: acp.AgentContext): Promise<acp.PromptResponse> {
+    const served = this.#served(params.sessionId);
+    const { agent } = served;
+    if (served.active || agent.status === 'running') {
+      throw this.#sdk.RequestError.invalidRequest(undefined, 'a prompt is already running in this session');
+    }
+    const content = promptContent(params.prompt);
+    if (content.length === 0) throw this.#sdk.RequestError.invalidParams(undefined, 'the prompt is empty');
+    const active = { cancelled: false };
+    served.active = active;
+    const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
+    const streamer = new TurnStreamer((update) => updates.send(update));
+    let end: TurnEndReason | undefined;
+    const unsubscribe = agent.subscribe((event) => {
+      streamer.push(event);
+      if (event.type === 'turn/end') end = (event.data as { reason: TurnEndReason }).reason;
+    });
+    try {
+      agent.followup(content);
+      await agent.whenIdle();
+    } finally {
+      unsubscribe();
+      served.active = undefined;
+    }
+    await updates.drain();
+    if (active.cancelled) return { stopReason: 'cancelled' };
+    const stopReason = acpStopReason(end);
+    if (stopReason) return { stopReason };
+    const code = end?.kind === 'error' ? end.error.code : 'unknown';
+    throw this.#sdk.RequestError.internalError({ code }, `turn failed (${code})`);
+  }
+
+  #cancel(sessionId: string): void {
+    const served = this.#sessions.get(sessionId);
+    if (!served?.active) return;
+    served.active.cancelled = true;
+    served.agent.cancel({ kind: 'user' });
+  }
+
+  /** Cancels prompts still running when the client went away, and waits for them. */
+  async close(): Promise<void> {
+    const running = [...this.#sessions.values()].filter((served) => served.active);
+    for (const served of running) this.#cancel(served.agent.id);
+    await Promise.allSettled(running.map((served) => served.agent.whenIdle()));
+  }
+}
+
+/**
+ * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
+ * to `output`: it carries protocol only.
+ */
+export async function serveAcp(host: AcpServeHost, io?: AcpServeIo): Promise<void> {
+  const sdk = await loadAcpSdk();
+  const server = new AcpServer(sdk, host);
+  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin));
+  await connection.closed;
+  await server.close();
+}

@@ -1,0 +1,166 @@
+// acpProvider against misbehaving agents (the SDK-written fixture in test/fixtures/acp): every stop
+// reason mapping, agents that never answer, ignore EOF, trap SIGTERM, crash or write junk, and
+// failures before the session is ready. Graces are small so each ladder finishes in well under a second.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { acpProvider, createHost, text, type AcpProviderOptions, type Agent, type Host, type SubagentStartRequest } from 'subagent-host';
+import { FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'acp-misbehave-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const GRACES = { disposeEofGraceMs: 200, disposeGraceMs: 200 };
+const SECRET = 'secret-token-123';
+
+describe('acpProvider with misbehaving agents', () => {
+  let host: Host;
+  let parent: Agent;
+
+  beforeEach(async () => {
+    host = await createHost({ providers: false });
+    parent = await host.createAgent({ header: { cwd: dir } });
+  });
+
+  afterEach(async () => {
+    await host.close();
+  });
+
+  function use(flags: string[], extra: Partial<AcpProviderOptions> = {}): void {
+    host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: [FIXTURE_AGENT, ...flags], stderr: 'ignore', ...GRACES, ...extra }));
+  }
+
+  function start(request: Partial<SubagentStartRequest> = {}) {
+    return host.subagents.start('acp', { prompt: [text('go')], parent, signal: new AbortController().signal, ...request });
+  }
+
+  /** Starts a run and returns it with the pid of the process it spawned. */
+  async function startWithPid(request: Partial<SubagentStartRequest> = {}) {
+    const before = childPids();
+    const run = await start(request);
+    const [pid] = newChildPids(before);
+    return { run, pid: pid! };
+  }
+
+  it.each([
+    ['end_turn', 'completed'],
+    ['max_tokens', 'max-tokens'],
+    ['refusal', 'refusal'],
+    ['cancelled', 'aborted'],
+    ['max_turn_requests', 'error'],
+    ['something_new', 'error'],
+  ])('maps stop reason %s to %s', async (reason, stopReason) => {
+    use([`--stop=${reason}`]);
+    const run = await start();
+    const result = await run.result;
+    expect(result).toMatchObject({ output: [text('hello world')], stopReason });
+    expect(typeof result.diagnostic).toBe(stopReason === 'error' ? 'string' : 'undefined');
+    await run.dispose();
+  });
+
+  it('settles aborted with the partial output when a cooperative agent confirms the cancel', async () => {
+    use(['--wait']);
+    const run = await start();
+    await whenSession(host.sessions.get(run.id)!, (events) => streamedText(events) === 'hello ');
+    run.cancel();
+    await expect(run.result).resolves.toEqual({ output: [text('hello ')], stopReason: 'aborted' });
+    await run.dispose();
+  });
+
+  it('settles aborted at once when the agent never answers the prompt nor the cancel', async () => {
+    use(['--hang']);
+    const { run, pid } = await startWithPid();
+    await whenSession(host.sessions.get(run.id)!, (events) => streamedText(events) === 'hello ');
+    run.cancel();
+    await expect(run.result).resolves.toEqual({ output: [text('hello ')], stopReason: 'aborted' });
+    await run.dispose();
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('reaps an agent that ignores stdin EOF with SIGTERM', async () => {
+    use(['--hang', '--ignore-eof']);
+    const { run, pid } = await startWithPid();
+    await run.dispose();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('reaps an agent that ignores EOF and traps SIGTERM with SIGKILL', async () => {
+    use(['--hang', '--ignore-eof', '--trap-sigterm']);
+    const { run, pid } = await startWithPid();
+    await run.dispose();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('host.close() reaps a stubborn agent whose run was never disposed', async () => {
+    use(['--hang', '--ignore-eof', '--trap-sigterm']);
+    const { run, pid } = await startWithPid();
+    await host.close();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('settles error with the partial output and a short diagnostic when the agent crashes mid-prompt', async () => {
+    use(['--crash']);
+    const { run, pid } = await startWithPid();
+    const result = await run.result;
+    expect(result).toMatchObject({ output: [text('hello ')], stopReason: 'error' });
+    expect(result.diagnostic!.length).toBeLessThan(200);
+    expect(host.sessions.get(run.id)!.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
+    await run.dispose();
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('ignores junk lines on the agent stdout', async () => {
+    use(['--junk']);
+    const run = await start();
+    await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+    await run.dispose();
+  });
+
+  describe('before the session is ready', () => {
+    it('rejects CANCELLED and reaps a stubborn agent that never answers initialize when the start is aborted', async () => {
+      use(['--hang-init', '--ignore-eof', '--trap-sigterm']);
+      const controller = new AbortController();
+      const before = childPids();
+      const starting = start({ signal: controller.signal });
+      const spawned = newChildPids(before);
+      controller.abort(new Error('give up'));
+      await expect(starting).rejects.toMatchObject({ code: 'CANCELLED' });
+      expect(spawned).toHaveLength(1);
+      expect(spawned.filter(isAlive)).toEqual([]);
+      expect(host.sessions.list().map((session) => session.header.id)).toEqual([parent.id]);
+    });
+
+    it('rejects START_FAILED and reaps the agent when it speaks another protocol version', async () => {
+      use(['--protocol=2']);
+      const before = childPids();
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED' });
+      expect(newChildPids(before)).toEqual([]);
+    });
+
+    it('rejects START_FAILED without echoing the agent error when session/new fails', async () => {
+      use(['--fail-new']);
+      const before = childPids();
+      const error = await start().then(
+        () => undefined,
+        (caught: unknown) => caught as Error,
+      );
+      expect(error).toMatchObject({ code: 'START_FAILED' });
+      expect(error?.message).not.toContain(SECRET);
+      expect(newChildPids(before)).toEqual([]);
+    });
+
+    it('rejects START_FAILED when the command cannot be spawned', async () => {
+      host.subagents.registerProvider(acpProvider(host, { command: join(dir, 'no-such-agent'), ...GRACES }));
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED' });
+    });
+
+    it('rejects START_FAILED when the agent exits during startup', async () => {
+      host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: ['-e', 'process.exit(5)'], ...GRACES }));
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED' });
+    });
+  });
+});

@@ -1,0 +1,249 @@
+// acpProvider end to end: the provider contract and the prompt/cancel/dispose/prewarm paths against
+// a real `subagent-host acp` child, then configuration (env, cwd, permission, options) against the
+// SDK-written fixture agent. Every process is checked dead by pid after its owner let go of it.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  NO_START_CAPABILITIES,
+  acpProvider,
+  createHost,
+  text,
+  type AcpProviderOptions,
+  type Agent,
+  type Host,
+  type ScriptedStep,
+  type SubagentStartRequest,
+} from 'subagent-host';
+import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
+import { types } from './helpers.js';
+import { providerContract } from './provider-contract.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'acp-provider-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const GRACES = { disposeEofGraceMs: 2000, disposeGraceMs: 200 };
+const cliOptions = (extra: Partial<AcpProviderOptions> = {}): AcpProviderOptions => ({ command: process.execPath, args: [CLI, 'acp'], cwd: dir, ...GRACES, ...extra });
+const scripted = (...steps: ScriptedStep[]) => ({ agentOptions: { model: { kind: 'scripted' as const, steps } } });
+
+providerContract('acp (subagent-host acp child)', {
+  capabilities: NO_START_CAPABILITIES,
+  local: false,
+  async setup() {
+    const host = await createHost({ providers: false });
+    host.subagents.registerProvider(acpProvider(host, cliOptions()));
+    return { host, provider: 'acp' };
+  },
+});
+
+describe('acpProvider', () => {
+  let host: Host;
+  let parent: Agent;
+
+  beforeEach(async () => {
+    host = await createHost({ providers: false });
+    parent = await host.createAgent({ header: { cwd: dir } });
+  });
+
+  afterEach(async () => {
+    await host.close();
+  });
+
+  function start(provider: string, request: Partial<SubagentStartRequest> = {}) {
+    return host.subagents.start(provider, { label: 'acp test', prompt: [text('hello')], parent, signal: new AbortController().signal, ...request });
+  }
+
+  describe('driving a real subagent-host acp child', () => {
+    beforeEach(() => {
+      host.subagents.registerProvider(acpProvider(host, cliOptions()));
+    });
+
+    it("returns the child's answer, mirrors it as a local session, and reaps the process on dispose", async () => {
+      const before = childPids();
+      const run = await start('acp');
+      const [pid] = newChildPids(before);
+      await expect(run.result).resolves.toEqual({ output: [text('echo: hello')], stopReason: 'completed' });
+      const session = host.sessions.get(run.id)!;
+      expect(session.header).toMatchObject({ cwd: dir, parentSession: parent.id, origin: 'subagent', delegationDepth: 1 });
+      expect(types(session.events).filter((type) => type !== 'assistant/chunk')).toEqual([
+        'turn/start',
+        'subagent/descriptor',
+        'step/start',
+        'user/message',
+        'assistant/message',
+        'step/end',
+        'turn/end',
+      ]);
+      expect(streamedText(session.events)).toBe('echo: hello');
+      await run.dispose();
+      expect(isAlive(pid!)).toBe(false);
+      expect(host.sessions.get(run.id)).toBeUndefined();
+      await expect(host.persistence!.load(run.id)).resolves.toMatchObject({ header: { id: run.id, origin: 'subagent' } });
+    });
+
+    it('lists the ACP child among the children of its parent', async () => {
+      const run = await start('acp');
+      await run.result;
+      await run.dispose();
+      await expect(host.subagents.listChildren(parent.id)).resolves.toMatchObject([{ kind: 'child', id: run.id, mode: 'one-shot', label: 'acp test' }]);
+    });
+
+    it('cancel sends session/cancel and settles aborted with the text streamed so far', async () => {
+      const run = await start('acp', scripted({ finish: 'hang', text: 'partial answer' }));
+      await whenSession(host.sessions.get(run.id)!, (events) => streamedText(events) === 'partial answer');
+      run.cancel();
+      await expect(run.result).resolves.toEqual({ output: [text('partial answer')], stopReason: 'aborted' });
+      expect(host.sessions.get(run.id)!.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
+      await run.dispose();
+    });
+
+    it('mirrors the child tool calls and their results', async () => {
+      const run = await start('acp', scripted({ toolCalls: [{ name: 'no_such_tool', input: { q: 1 } }] }, { text: 'done' }));
+      await expect(run.result).resolves.toEqual({ output: [text('done')], stopReason: 'completed' });
+      const events = host.sessions.get(run.id)!.events;
+      const call = events.find((event) => event.type === 'tool/call')?.data as { callId: string };
+      expect(call).toMatchObject({ name: 'no_such_tool', input: { q: 1 } });
+      expect(events.find((event) => event.type === 'tool/result')?.data).toMatchObject({ callId: call.callId, isError: true });
+      await run.dispose();
+    });
+
+    it('dispose during a turn settles aborted and reaps the process', async () => {
+      const before = childPids();
+      const run = await start('acp', scripted({ finish: 'hang' }));
+      const [pid] = newChildPids(before);
+      await run.dispose();
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+      expect(isAlive(pid!)).toBe(false);
+    });
+
+    it('host.close() reaps the process of a run nobody disposed', async () => {
+      const before = childPids();
+      const run = await start('acp', scripted({ finish: 'hang' }));
+      const pids = newChildPids(before);
+      await host.close();
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+      expect(pids.filter(isAlive)).toEqual([]);
+    });
+  });
+
+  describe('prewarm', () => {
+    it('starts children on warm processes, retires each after its run, and host.close() reaps the pool', async () => {
+      const before = childPids();
+      const provider = acpProvider(host, cliOptions({ name: 'warm', prewarm: 2 }));
+      host.subagents.registerProvider(provider);
+      await provider.whenWarm();
+      const warm = newChildPids(before);
+      expect(warm).toHaveLength(2);
+      const run = await start('warm');
+      await expect(run.result).resolves.toEqual({ output: [text('echo: hello')], stopReason: 'completed' });
+      await run.dispose();
+      expect(warm.filter(isAlive)).toHaveLength(1);
+      await provider.whenWarm();
+      const pool = newChildPids(before);
+      expect(pool).toHaveLength(2);
+      await host.close();
+      expect([...warm, ...pool].filter(isAlive)).toEqual([]);
+    });
+
+    it('rejects prewarm without a configured cwd', () => {
+      expect(() => acpProvider(host, { command: process.execPath, prewarm: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
+    });
+  });
+
+  describe('configuration (fixture agent)', () => {
+    const fixture = (flags: string[], extra: Partial<AcpProviderOptions> = {}): AcpProviderOptions => ({
+      command: process.execPath,
+      args: [FIXTURE_AGENT, ...flags],
+      ...GRACES,
+      ...extra,
+    });
+    const report = async (provider: string, prompt = 'none') => {
+      const run = await start(provider, { prompt: [text(prompt)] });
+      const result = await run.result;
+      await run.dispose();
+      return JSON.parse((result.output[0] as { text: string }).text) as { pid: number; cwd: string; sessionCwd: string; env: Record<string, string | null> };
+    };
+
+    it('scrubs credential-shaped variables from the child env and adds the configured env unchanged', async () => {
+      process.env['ACP_TEST_TOKEN'] = 'ambient secret';
+      process.env['ACP_TEST_PLAIN'] = 'plain';
+      try {
+        host.subagents.registerProvider(acpProvider(host, fixture(['--report'], { env: { EXPLICIT_API_KEY: 'given' } })));
+        const facts = await report('acp', 'ACP_TEST_TOKEN ACP_TEST_PLAIN EXPLICIT_API_KEY');
+        expect(facts.env).toEqual({ ACP_TEST_TOKEN: null, ACP_TEST_PLAIN: 'plain', EXPLICIT_API_KEY: 'given' });
+      } finally {
+        delete process.env['ACP_TEST_TOKEN'];
+        delete process.env['ACP_TEST_PLAIN'];
+      }
+    });
+
+    it("runs the child in the parent's cwd when none is configured, as process cwd and session cwd", async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--report'])));
+      const facts = await report('acp');
+      expect([facts.cwd, facts.sessionCwd]).toEqual([dir, dir]);
+      expect(isAlive(facts.pid)).toBe(false);
+    });
+
+    it('prefers the configured cwd', async () => {
+      const configured = mkdtempSync(join(dir, 'configured-'));
+      host.subagents.registerProvider(acpProvider(host, fixture(['--report'], { cwd: configured })));
+      const facts = await report('acp');
+      expect([facts.cwd, facts.sessionCwd]).toEqual([configured, configured]);
+    });
+
+    it.each([
+      ['no cwd at all', undefined],
+      ['a relative parent cwd', 'relative/dir'],
+      ['a parent cwd that is a file', 'FILE'],
+    ])('rejects START_FAILED and spawns nothing for %s', async (_name, cwd) => {
+      const file = join(dir, 'a-file');
+      writeFileSync(file, '');
+      host.subagents.registerProvider(acpProvider(host, fixture(['--report'])));
+      const orphan = await host.createAgent(cwd === undefined ? {} : { header: { cwd: cwd === 'FILE' ? file : cwd } });
+      const before = childPids();
+      await expect(start('acp', { parent: orphan })).rejects.toMatchObject({ code: 'START_FAILED' });
+      expect(newChildPids(before)).toEqual([]);
+    });
+
+    it.each([
+      ['reject', 'cancelled'],
+      ['allow', 'selected yes'],
+    ] as const)('answers permission requests by policy %s', async (permission, answer) => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--permission'], { permission })));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text(answer)], stopReason: 'completed' });
+      await run.dispose();
+    });
+
+    it('mirrors tool_call and tool_call_update from any agent', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--tool'])));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+      const events = host.sessions.get(run.id)!.events;
+      expect(events.filter((e) => e.type === 'tool/call' || e.type === 'tool/result').map((e) => e.data)).toEqual([
+        { turn: 1, step: 1, callId: 'c1', name: 'grep', input: { q: 'x' } },
+        { turn: 1, step: 1, callId: 'c1', name: 'grep', content: [text('found')] },
+      ]);
+      await run.dispose();
+    });
+
+    it('rejects UNSUPPORTED_CAPABILITY before spawning anything', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture([])));
+      const before = childPids();
+      await expect(start('acp', { persona: 'terse' })).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
+      expect(newChildPids(before)).toEqual([]);
+    });
+
+    it.each([
+      ['an empty command', { command: '' }],
+      ['a zero grace', { command: 'x', disposeGraceMs: 0 }],
+      ['an infinite grace', { command: 'x', disposeEofGraceMs: Infinity }],
+      ['a missing cwd', { command: 'x', cwd: join(dir, 'missing') }],
+      ['a negative prewarm', { command: 'x', prewarm: -1 }],
+      ['an unknown option', { command: 'x', colour: 'red' }],
+    ])('rejects INVALID_OPTIONS for %s', (_name, options) => {
+      expect(() => acpProvider(host, options as AcpProviderOptions)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
+    });
+  });
+});

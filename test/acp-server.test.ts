@@ -1,0 +1,252 @@
+// serveAcp: our agent served over ACP, driven by an SDK client over in-memory streams (and, for the
+// stdio rules, through the real `subagent-host acp` command): initialize, session/new, streamed
+// prompts, stop reasons, cancel, session/load from a database, and protocol-level rejections.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, Readable, Writable } from 'node:stream';
+import * as acp from '@agentclientprotocol/sdk';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createHost, serveAcp, type AcpServeHost, type Host, type ScriptedStep } from 'subagent-host';
+import { CLI } from './acp-helpers.js';
+import { deferred, recordingTool } from './helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'acp-server-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const META = 'subagent-host/agentOptions';
+const scripted = (...steps: ScriptedStep[]) => ({ _meta: { [META]: { model: { kind: 'scripted', steps } } } });
+
+interface Client {
+  agent: acp.ClientContext;
+  updates: acp.SessionNotification[];
+  /** Resolves at the next update. */
+  nextUpdate(): Promise<void>;
+  /** Ends the server's input and waits for serveAcp to return. */
+  close(): Promise<void>;
+}
+
+const open: Client[] = [];
+
+function connect(host: AcpServeHost): Client {
+  const toServer = new PassThrough();
+  const toClient = new PassThrough();
+  const served = serveAcp(host, { input: toServer, output: toClient });
+  const updates: acp.SessionNotification[] = [];
+  let waiting = deferred();
+  const connection = acp
+    .client({ name: 'test-client' })
+    .onNotification(acp.methods.client.session.update, ({ params }) => {
+      updates.push(params);
+      waiting.resolve();
+      waiting = deferred();
+    })
+    .connect(acp.ndJsonStream(Writable.toWeb(toServer) as WritableStream<Uint8Array>, Readable.toWeb(toClient) as ReadableStream<Uint8Array>));
+  let closing: Promise<void> | undefined;
+  const client: Client = {
+    agent: connection.agent,
+    updates,
+    nextUpdate: () => waiting.promise,
+    close: () =>
+      (closing ??= (async () => {
+        toServer.end();
+        await served;
+        connection.close();
+      })()),
+  };
+  open.push(client);
+  return client;
+}
+
+async function initialized(host: AcpServeHost): Promise<Client> {
+  const client = connect(host);
+  await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  return client;
+}
+
+/** The text of the updates of one kind (message or thought chunks), in order. */
+function texts(updates: acp.SessionNotification[], kind: 'agent_message_chunk' | 'user_message_chunk'): string[] {
+  return updates.flatMap(({ update }) => (update.sessionUpdate === kind && update.content.type === 'text' ? [update.content.text] : []));
+}
+
+describe('serveAcp', () => {
+  const hosts: Host[] = [];
+  async function newHost(options: Parameters<typeof createHost>[0] = {}): Promise<Host> {
+    const host = await createHost({ providers: false, ...options });
+    hosts.push(host);
+    return host;
+  }
+
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((client) => client.close()));
+    await Promise.all(hosts.splice(0).map((host) => host.close()));
+  });
+
+  async function session(client: Client, extra: Record<string, unknown> = {}): Promise<string> {
+    const { sessionId } = await client.agent.request(acp.methods.agent.session.new, { cwd: dir, mcpServers: [], ...extra });
+    return sessionId;
+  }
+
+  function prompt(client: Client, sessionId: string, value: string) {
+    return client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: value }] });
+  }
+
+  it('answers initialize with protocol v1 and loadSession when the host has persistence', async () => {
+    const host = await newHost();
+    const client = connect(host);
+    const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    expect(response).toMatchObject({ protocolVersion: 1, agentCapabilities: { loadSession: true } });
+  });
+
+  it('does not offer loadSession without persistence', async () => {
+    const host = await newHost();
+    const client = connect({ agents: host.agents, persistence: undefined, createAgent: (options) => host.createAgent(options) });
+    const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    expect(response.agentCapabilities?.loadSession).toBe(false);
+  });
+
+  it('creates a top-level agent per session/new, in the requested cwd', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    expect(host.agents.get(sessionId)?.session.header.cwd).toBe(dir);
+  });
+
+  it('streams the turn as agent_message_chunk updates before answering end_turn', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    await expect(prompt(client, sessionId, 'hi there')).resolves.toEqual({ stopReason: 'end_turn' });
+    expect(texts(client.updates, 'agent_message_chunk')).toEqual(['echo: ', 'hi ', 'there']);
+    expect(client.updates.every((n) => n.sessionId === sessionId)).toBe(true);
+  });
+
+  it('reports tool calls as tool_call then tool_call_update', async () => {
+    const probe = recordingTool('probe');
+    const host = await newHost({ tools: [probe] });
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ toolCalls: [{ name: 'probe', input: { value: 'v' } }] }, { text: 'done' }));
+    await expect(prompt(client, sessionId, 'use the tool')).resolves.toEqual({ stopReason: 'end_turn' });
+    expect(client.updates.map((n) => n.update.sessionUpdate)).toEqual(['tool_call', 'tool_call_update', 'agent_message_chunk']);
+    expect(client.updates[0]?.update).toMatchObject({ title: 'probe', status: 'in_progress', rawInput: { value: 'v' } });
+    expect(client.updates[1]?.update).toMatchObject({ status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'probe ok' } }] });
+    expect(probe.calls).toEqual([{ value: 'v' }]);
+  });
+
+  it.each([
+    ['max-tokens', 'max_tokens'],
+    ['refusal', 'refusal'],
+  ] as const)('maps a %s turn to stop reason %s', async (finish, stopReason) => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ finish, text: 'partial' }));
+    await expect(prompt(client, sessionId, 'go')).resolves.toEqual({ stopReason });
+    expect(texts(client.updates, 'agent_message_chunk')).toEqual(['partial']);
+  });
+
+  it('fails the prompt request with an internal error when the turn fails', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ finish: 'error' }));
+    await expect(prompt(client, sessionId, 'go')).rejects.toMatchObject({ code: -32603 });
+  });
+
+  it('ends the turn cancelled on session/cancel', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ finish: 'hang', text: 'waiting' }));
+    const first = client.nextUpdate();
+    const answer = prompt(client, sessionId, 'go');
+    await first;
+    await client.agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    expect(host.agents.get(sessionId)?.status).toBe('idle');
+  });
+
+  it('refuses a second prompt while one runs', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ finish: 'hang', text: 'waiting' }));
+    const first = client.nextUpdate();
+    const running = prompt(client, sessionId, 'one');
+    await first;
+    await expect(prompt(client, sessionId, 'two')).rejects.toMatchObject({ code: -32600 });
+    await client.agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    await expect(running).resolves.toEqual({ stopReason: 'cancelled' });
+  });
+
+  it('loads a session persisted by an earlier server, replays it, and continues it', async () => {
+    const db = join(dir, 'load.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier);
+    await prompt(earlier, sessionId, 'first');
+    await earlier.close();
+    await first.close();
+
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    expect(client.updates.map((n) => n.update.sessionUpdate)).toEqual(['user_message_chunk', 'agent_message_chunk']);
+    expect(texts(client.updates, 'agent_message_chunk')).toEqual(['echo: first']);
+    await expect(prompt(client, sessionId, 'second')).resolves.toEqual({ stopReason: 'end_turn' });
+    expect(texts(client.updates, 'agent_message_chunk').slice(1).join('')).toBe('echo: second');
+  });
+
+  it.each([
+    ['a relative cwd', { cwd: 'relative', mcpServers: [] }],
+    ['MCP servers', { cwd: dir, mcpServers: [{ name: 'x', command: 'x', args: [], env: [] }] }],
+    ['an invalid model in _meta', { cwd: dir, mcpServers: [], _meta: { [META]: { model: { kind: 'nope' } } } }],
+  ])('rejects session/new with %s as invalid params', async (_name, params) => {
+    const host = await newHost();
+    const client = await initialized(host);
+    await expect(client.agent.request(acp.methods.agent.session.new, params as acp.NewSessionRequest)).rejects.toMatchObject({ code: -32602 });
+  });
+
+  it('rejects a prompt for an unknown session and an audio prompt', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    await expect(prompt(client, 'no-such-session', 'x')).rejects.toMatchObject({ code: -32002 });
+    const sessionId = await session(client);
+    const audio = { sessionId, prompt: [{ type: 'audio' as const, mimeType: 'audio/wav', data: 'AAAA' }] };
+    await expect(client.agent.request(acp.methods.agent.session.prompt, audio)).rejects.toMatchObject({ code: -32602 });
+  });
+
+  it('returns when its input ends, cancelling the turn still running', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ finish: 'hang', text: 'waiting' }));
+    const first = client.nextUpdate();
+    void prompt(client, sessionId, 'go').catch(() => undefined);
+    await first;
+    await client.close();
+    const events = host.agents.get(sessionId)!.session.events;
+    expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
+  });
+});
+
+describe('subagent-host acp', () => {
+  function runCli(args: string[], input = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [CLI, 'acp', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+    child.stdin.end(input);
+    return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+  }
+
+  it('writes only protocol messages to stdout and exits when stdin ends', async () => {
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } };
+    const { code, stdout } = await runCli([], `${JSON.stringify(initialize)}\n`);
+    expect(code).toBe(0);
+    const messages = stdout.trim().split('\n').map((line) => JSON.parse(line) as { id: number; result?: { protocolVersion: number } });
+    expect(messages.map((m) => [m.id, m.result?.protocolVersion])).toEqual([[1, 1]]);
+  });
+
+  it('rejects a bad --model on stderr with exit code 1 and nothing on stdout', async () => {
+    const { code, stdout, stderr } = await runCli(['--model', '{"kind":"nope"}']);
+    expect([code, stdout, stderr.length > 0]).toEqual([1, '', true]);
+  });
+});
