@@ -90,6 +90,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     return instance;
   };
   let closing: Promise<void> | undefined;
+  let warming: Promise<void> | undefined;
   return {
     options: Object.freeze(resolved),
     get threads() {
@@ -100,18 +101,25 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
       const transferList: MessagePort[] = [task.port];
       return piscina().run(task, { transferList });
     },
-    async warm() {
-      if (closing) return;
+    warm() {
+      if (closing) return Promise.resolve();
       const pool = piscina();
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
-      await Promise.all(tasks);
+      const warmed = Promise.all(tasks).then(() => undefined);
+      warming = warmed.catch(() => undefined);
+      return warmed;
     },
     async terminateThread(threadId) {
       const worker = instance?.threads.find((thread) => thread.threadId === threadId);
       if (worker) await worker.terminate();
     },
     close() {
-      closing ??= instance ? instance.destroy() : Promise.resolve();
+      // Terminating a thread while it is still loading its ES modules can abort the whole process
+      // (a V8 fatal error seen on Node 20), so threads being warmed finish loading first.
+      closing ??= (async () => {
+        await warming;
+        await instance?.destroy();
+      })();
       return closing;
     },
   };
