@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
-/** Permutations per MinHash signature. */
+/** Permutations of the token part of a MinHash signature. */
 export const SIGNATURE_SIZE = 512;
 
 export interface FileStats {
@@ -41,17 +41,38 @@ function permute(hash: number, seed: number): number {
   return (x ^ (x >>> 16)) >>> 0;
 }
 
-/** MinHash signature of a token sequence's 3-shingles. */
-export function signature(tokens: readonly string[]): number[] {
-  const mins = new Array<number>(SIGNATURE_SIZE).fill(0xffffffff);
-  for (let i = 0; i + 2 < tokens.length; i++) {
-    const shingle = fnv1a(`${tokens[i]} ${tokens[i + 1]} ${tokens[i + 2]}`);
-    for (let k = 0; k < SIGNATURE_SIZE; k++) {
-      const value = permute(shingle, k);
-      if (value < mins[k]!) mins[k] = value;
+function minhash(shingles: Uint32Array, size: number, seed: number): number[] {
+  const mins = new Array<number>(size).fill(0xffffffff);
+  for (let k = 0; k < size; k++) {
+    let min = 0xffffffff;
+    for (let i = 0; i < shingles.length; i++) {
+      const value = permute(shingles[i]!, seed + k);
+      if (value < min) min = value;
     }
+    mins[k] = min;
   }
   return mins;
+}
+
+function tokenShingles(tokens: readonly string[]): Uint32Array {
+  const out = new Uint32Array(Math.max(0, tokens.length - 2));
+  for (let i = 0; i < out.length; i++) out[i] = fnv1a(`${tokens[i]} ${tokens[i + 1]} ${tokens[i + 2]}`);
+  return out;
+}
+
+function characterShingles(text: string): Uint32Array {
+  const compact = text.replace(/\s+/g, ' ');
+  const out = new Uint32Array(Math.max(0, compact.length - 7));
+  for (let i = 0; i < out.length; i++) out[i] = fnv1a(compact.slice(i, i + 8));
+  return out;
+}
+
+/**
+ * MinHash signature of a file: SIGNATURE_SIZE permutations over token 3-shingles, then a quarter
+ * as many over character 8-shingles (which still match when code was re-tokenized or renamed).
+ */
+export function signature(tokens: readonly string[], text = ''): number[] {
+  return [...minhash(tokenShingles(tokens), SIGNATURE_SIZE, 0), ...minhash(characterShingles(text), SIGNATURE_SIZE / 4, SIGNATURE_SIZE)];
 }
 
 function decodeSignature(base64: string): Uint32Array {
@@ -64,8 +85,8 @@ export function similarity(left: string, right: string): number {
   const a = decodeSignature(left);
   const b = decodeSignature(right);
   let same = 0;
-  for (let k = 0; k < SIGNATURE_SIZE; k++) if (a[k] === b[k]) same++;
-  return same / SIGNATURE_SIZE;
+  for (let k = 0; k < a.length; k++) if (a[k] === b[k]) same++;
+  return a.length === 0 ? 0 : same / a.length;
 }
 
 /** Analyses the files of one chunk. */
@@ -81,7 +102,7 @@ export function analyseFiles(paths: readonly string[]): ChunkAnalysis {
       tokens: tokens.length,
       bytes: Buffer.byteLength(text),
       sha256: createHash('sha256').update(text).digest('hex').slice(0, 16),
-      signature: Buffer.from(Uint32Array.from(signature(tokens)).buffer).toString('base64'),
+      signature: Buffer.from(Uint32Array.from(signature(tokens, text)).buffer).toString('base64'),
     };
   });
   const topIdentifiers = [...identifiers.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, 5);

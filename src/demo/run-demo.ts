@@ -98,8 +98,24 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
 const analystModel = (): ModelSpec => ({ kind: 'module', specifier: new URL('./models.js', import.meta.url).href, export: 'createAnalystModel' });
 const childTools = new URL('./child-tools.js', import.meta.url).href;
 
-async function sequentialBaseline(host: Host, children: PlannedChild[], model: ModelSpec): Promise<number> {
-  const off = host.subagents.registerProvider(inProcessProvider(host, { name: 'baseline' }));
+/** Runs one small child through `inner` outside the demo's view (threads and JIT warm-up). */
+async function warmUpChild(host: Host, inner: SubagentProvider, file: string, model: ModelSpec): Promise<void> {
+  const parent = await host.createAgent();
+  const run = await inner.start({
+    prompt: [text(`Analyse:\n- ${file}`)],
+    parent,
+    signal: new AbortController().signal,
+    agentOptions: { model, toolModules: [childTools] },
+    descriptor: { version: 2, mode: 'one-shot', provider: inner.name, label: 'warm-up' },
+  });
+  await run.result;
+  await run.dispose();
+}
+
+async function sequentialBaseline(host: Host, children: PlannedChild[], model: ModelSpec, file: string): Promise<number> {
+  const baseline = inProcessProvider(host, { name: 'baseline' });
+  const off = host.subagents.registerProvider(baseline);
+  await warmUpChild(host, baseline, file, model);
   const parent = await host.createAgent();
   const t0 = performance.now();
   try {
@@ -142,7 +158,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         ? { agentOptions: { model: options.model, persona: 'You coordinate code analysis. Delegate each chunk with the subagent tool, all chunks in one answer, then summarize their results.' } }
         : { model: createPlannerModel(children) },
     );
-    if (options.provider !== 'in-process') await host.pool.warm();
+    // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are;
+    // the sequential baseline gets the same warm-up in the main thread.
+    await Promise.all(Array.from({ length: threads }, () => warmUpChild(host, inner, files[0]!, childModel)));
     const t0 = performance.now();
     parent.followup([text(`Analyse the ${files.length} files under ${dir} in ${children.length} parallel children:\n\n${children.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();
@@ -150,7 +168,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     view.close();
     const messages = parent.session.events.filter((e) => e.type === 'assistant/message');
     const summary = textOf((messages.at(-1)?.data as { content?: [] } | undefined)?.content ?? []);
-    const sequentialMs = await sequentialBaseline(host, children, childModel);
+    const sequentialMs = await sequentialBaseline(host, children, childModel, files[0]!);
     return {
       provider: options.provider,
       children: view.children.map((c: ChildProgress) => ({
