@@ -4,7 +4,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import { threadId } from 'node:worker_threads';
 import type { Tool } from '../src/seam/agent-types.js';
-import { decode, encode, type Encoded } from '../src/seam/codec.js';
+import { decode, encode, parse, type Encoded } from '../src/seam/codec.js';
 import { describeError, isSubagentError } from '../src/seam/errors.js';
 import type { SessionEvent } from '../src/seam/session-types.js';
 import type { SubagentResult } from '../src/seam/types.js';
@@ -87,6 +87,7 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
   try {
     if (Atomics.load(cancelFlag, 0) !== 0) return encode({ result: { output: [], stopReason: 'aborted' } });
     const data = decode<ChildTaskData>(task.data);
+    const seed = data.seed === '' ? [] : parse<SessionEvent[]>(data.seed);
     const root = new ToolRegistry();
     if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, host)));
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
@@ -95,7 +96,7 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
     handle = await agents.create({
       sessionId: id,
       header,
-      seed: data.seed,
+      seed,
       agentOptions: data.agentOptions,
       setup: ({ tools }) => {
         capture = composeChildTools(tools, { outputSchema: data.outputSchema });
@@ -113,7 +114,7 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
     }
     await agent.whenIdle();
     cancelled ||= Atomics.load(cancelFlag, 0) !== 0;
-    const result = readChildResult(agent.session.events, { seedLength: data.seed.length, cancelled, capture });
+    const result = readChildResult(agent.session.events, { seedLength: seed.length, cancelled, capture });
     return encode({ result });
   } catch (error) {
     return encode({ result: failed(error) });

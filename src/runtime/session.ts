@@ -38,7 +38,9 @@ export class SessionLog implements Session {
     if ((header.seedLength ?? 0) !== seed.length) {
       throw new SubagentError('INVALID_OPTIONS', `header.seedLength (${header.seedLength ?? 0}) must equal the seed length (${seed.length})`);
     }
-    const session = new SessionLog(header, seed.map((event) => deepFreeze(structuredClone(event))), onListenerError);
+    // Events of another live log are frozen already and shared as they are; anything else is copied.
+    const copy = (event: SessionEvent) => (Object.isFrozen(event) ? event : deepFreeze(structuredClone(event)));
+    const session = new SessionLog(header, seed.map(copy), onListenerError);
     if (seed.length > 0) session.append('session/end-seed', {});
     return session;
   }

@@ -36,8 +36,11 @@ export interface HostToolSchema {
 
 export interface ChildTaskData {
   header: SessionHeader;
-  /** A fork's completed-turn prefix; empty for spawn. */
-  seed: SessionEvent[];
+  /**
+   * A fork's completed-turn prefix as codec text (`stringify`), or '' for spawn. Text is cheap to
+   * send, and a parent forking several children with one prefix encodes it once.
+   */
+  seed: string;
   prompt: ContentBlock[];
   agentOptions: AgentOptions;
   descriptor: SubagentDescriptorData;

@@ -3,10 +3,10 @@
 // published; the run mirrors the child's log, relays host tool calls, and contains thread deaths.
 import { randomUUID } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
-import { decode, encode } from '../../seam/codec.js';
+import { decode, encode, stringify } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
-import type { SessionHeader } from '../../seam/session-types.js';
+import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentResult, SubagentRun } from '../../seam/types.js';
 import { GuardedRemote, exposeOn, onNotice } from '../../seam/wire-channel.js';
 import type { ChildControlApi, ChildNotice, ChildTaskData, ChildTaskResult, HostApi } from '../../seam/worker-protocol.js';
@@ -25,6 +25,18 @@ export interface WorkerProviderHost extends ProviderHost {
 export interface WorkerProviderOptions {
   /** @default 'spawn' / 'fork' */
   name?: string;
+}
+
+// The last encoded fork prefix of each parent session: sibling forks of one answer share it.
+const seedCache = new WeakMap<object, { length: number; text: string }>();
+
+function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): string {
+  if (seed.length === 0) return '';
+  const cached = seedCache.get(parentSession);
+  if (cached?.length === seed.length) return cached.text;
+  const text = stringify(seed);
+  seedCache.set(parentSession, { length: seed.length, text });
+  return text;
 }
 
 function cancelledStart(signal: AbortSignal): SubagentError {
@@ -48,7 +60,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   };
   const data: ChildTaskData = {
     header,
-    seed: [...plan.seed],
+    seed: encodedSeed(request.parent.session, plan.seed),
     prompt: request.prompt,
     agentOptions: { ...plan.agentOptions, model: plan.agentOptions.model ?? host.agents.defaultModel },
     descriptor: request.descriptor,
@@ -104,10 +116,15 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
         mirror = host.sessions.create(header, plan.seed);
         resolve(id);
       };
+      // Errors are built only when they are the outcome: most tasks end long after their attach.
       task.then(
         // The task's value may overtake the port's notices: only after `end` is a missing attach real.
-        () => endSeen.then(() => reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'))),
-        (error: unknown) => reject(new SubagentError('START_FAILED', describeThreadFailure(error, false, 0), { cause: error })),
+        () => endSeen.then(() => {
+          if (!mirror) reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
+        }),
+        (error: unknown) => {
+          if (!mirror) reject(new SubagentError('START_FAILED', describeThreadFailure(error, false, 0), { cause: error }));
+        },
       );
     });
   } catch (error) {
