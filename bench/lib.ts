@@ -1,6 +1,7 @@
 // Benchmark harness: tinybench latency rows, manual throughput rows, and the printed table with
 // each row's ratio to its floor measured in the same run.
 import { Bench } from 'tinybench';
+import { text, type Agent, type Host } from '../src/index.js';
 
 export interface Row {
   id: string;
@@ -101,4 +102,16 @@ export async function sampled(id: string, n: number, sample: () => Promise<numbe
   for (let i = 0; i < n; i++) samples.push(await sample());
   samples.sort((a, b) => a - b);
   return { id, medianMs: samples[n >> 1] ?? 0, p99Ms: samples[Math.min(n - 1, Math.floor(n * 0.99))] ?? 0 };
+}
+
+/** One whole delegation (start → result → dispose) of a zero-latency scripted child. */
+export async function delegateOnce(host: Host, provider: string, parent: Agent): Promise<void> {
+  const run = await host.subagents.start(provider, {
+    prompt: [text('hi')],
+    parent,
+    signal: new AbortController().signal,
+    agentOptions: { model: { kind: 'scripted', steps: [{ text: 'ok' }] } },
+  });
+  await run.result;
+  await run.dispose();
 }

@@ -1,7 +1,7 @@
 // Overhead of a whole delegation (start → result → dispose) with a zero-latency scripted child,
 // per provider; in-process is the floor the worker providers are compared with.
 import { createHost, inProcessProvider, text } from '../src/index.js';
-import { latency, type Row, type Suite } from './lib.js';
+import { delegateOnce, latency, type Row, type Suite } from './lib.js';
 
 export const overheadSuite: Suite = {
   name: 'overhead',
@@ -16,16 +16,7 @@ export const overheadSuite: Suite = {
       rows.push(
         await latency(
           `overhead/${provider}`,
-          async () => {
-            const run = await host.subagents.start(provider, {
-              prompt: [text('hi')],
-              parent,
-              signal: new AbortController().signal,
-              agentOptions: { model: { kind: 'scripted', steps: [{ text: 'ok' }] } },
-            });
-            await run.result;
-            await run.dispose();
-          },
+          () => delegateOnce(host, provider, parent),
           { iterations: 1000 },
         ),
       );

@@ -1,8 +1,8 @@
 // Throughput: delegations per second with 100 and 1,000 in flight on 2 threads, beside raw piscina
 // tasks; RSS growth is recorded for 1,000 concurrent children.
 import { Piscina } from 'piscina';
-import { createHost, text } from '../src/index.js';
-import { throughput, type Row, type Suite } from './lib.js';
+import { createHost } from '../src/index.js';
+import { delegateOnce, throughput, type Row, type Suite } from './lib.js';
 
 const noopTask = new URL('./fixtures/noop-task.js', import.meta.url).href;
 
@@ -18,16 +18,7 @@ export const throughputSuite: Suite = {
     // Zero-latency children are I/O-shaped for the pool: many share a thread.
     const host = await createHost({ pool: { minThreads: 2, maxThreads: 2, childrenPerThread: 512 } });
     const parent = await host.createAgent();
-    const delegate = async () => {
-      const run = await host.subagents.start('spawn', {
-        prompt: [text('hi')],
-        parent,
-        signal: new AbortController().signal,
-        agentOptions: { model: { kind: 'scripted', steps: [{ text: 'ok' }] } },
-      });
-      await run.result;
-      await run.dispose();
-    };
+    const delegate = () => delegateOnce(host, 'spawn', parent);
     await throughput('warm-up', 500, 50, delegate);
     rows.push(await throughput('throughput/spawn-100-inflight', 5000, 100, delegate));
     global.gc?.();
