@@ -75,15 +75,14 @@ export function signature(tokens: readonly string[], text = ''): number[] {
   return [...minhash(tokenShingles(tokens), SIGNATURE_SIZE, 0), ...minhash(characterShingles(text), SIGNATURE_SIZE / 4, SIGNATURE_SIZE)];
 }
 
-function decodeSignature(base64: string): Uint32Array {
+/** Decodes a base64 signature (see FileStats.signature). */
+export function decodeSignature(base64: string): Uint32Array {
   const bytes = Buffer.from(base64, 'base64');
   return new Uint32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
 
-/** Estimated Jaccard similarity of two base64 signatures. */
-export function similarity(left: string, right: string): number {
-  const a = decodeSignature(left);
-  const b = decodeSignature(right);
+/** Estimated Jaccard similarity of two decoded signatures. */
+export function similarity(a: Uint32Array, b: Uint32Array): number {
   let same = 0;
   for (let k = 0; k < a.length; k++) if (a[k] === b[k]) same++;
   return a.length === 0 ? 0 : same / a.length;

@@ -2,7 +2,7 @@
 // be built inside worker threads; the planner (parent) runs in the main thread.
 import type { ContentBlock } from '../seam/content.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from '../runtime/models/types.js';
-import { similarity, type ChunkAnalysis } from './analysis.js';
+import { decodeSignature, similarity, type ChunkAnalysis } from './analysis.js';
 
 export const CHAOS_CRASH = 'CHAOS: crash your thread';
 export const CHAOS_SPIN = 'CHAOS: spin forever';
@@ -54,10 +54,11 @@ export function summarize(results: { label: string; text: string; isError: boole
     }
   }
   const files = analyses.flatMap((a) => a.files);
+  const signatures = files.map((file) => decodeSignature(file.signature));
   const pairs: string[] = [];
   for (let i = 0; i < files.length; i++) {
     for (let j = i + 1; j < files.length; j++) {
-      const score = similarity(files[i]!.signature, files[j]!.signature);
+      const score = similarity(signatures[i]!, signatures[j]!);
       if (score >= 0.5) pairs.push(`${files[i]!.path} ~ ${files[j]!.path} (${Math.round(score * 100)}%)`);
     }
   }
