@@ -22,14 +22,17 @@ async function seed(path: string, shape: 'flat' | 'tree'): Promise<string> {
   const root: SessionHeader = { id: `root-${shape}`, createdAt: t };
   await store.create(root);
   const ids = [root.id];
+  // Appends are write-behind: queue them all, then one flush commits them in batches.
+  const writes: Promise<void>[] = [];
   for (let i = 0; i < CHILDREN; i++) {
     const parent = shape === 'flat' ? root.id : ids[Math.floor(i / 10)]!;
     const header: SessionHeader = { id: `${shape}-${i}`, createdAt: t + i, parentSession: parent, origin: 'subagent', delegationDepth: 1 };
     ids.push(header.id);
     await store.create(header);
-    await store.append(header.id, childEvents(`child ${i}`, t + i));
+    writes.push(store.append(header.id, childEvents(`child ${i}`, t + i)));
   }
   await store.flush();
+  await Promise.all(writes);
   await store.close();
   return root.id;
 }
