@@ -1,6 +1,7 @@
 // Creates, resumes and tracks agents. Creation builds everything unpublished (model, tool modules,
 // scope, setup) and publishes last, so a failed create leaves nothing behind. The handle is the
 // owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
+import { once } from '../seam/once.js';
 import { randomUUID } from 'node:crypto';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
@@ -167,16 +168,14 @@ export class AgentRegistry {
     }
     if (this.#agents.has(session.id)) throw new SubagentError('DUPLICATE_SESSION', `session ${session.id} became live during creation`);
     this.#sessions.publish(session, { stored });
-    let disposing: Promise<void> | undefined;
     const handle: AgentHandle = {
       agent,
-      dispose: () =>
-        (disposing ??= (async () => {
-          agent.cancel({ kind: 'disposed' });
-          await agent.whenIdle();
-          this.#agents.delete(agent.id);
-          await this.#sessions.remove(agent.id);
-        })()),
+      dispose: once(async () => {
+        agent.cancel({ kind: 'disposed' });
+        await agent.whenIdle();
+        this.#agents.delete(agent.id);
+        await this.#sessions.remove(agent.id);
+      }),
     };
     this.#agents.set(agent.id, handle);
     return handle;

@@ -1,6 +1,7 @@
 // The spawn and fork providers: each child runs inside a worker thread of the host's pool. Start
 // posts the encoded task and resolves once a thread has taken it and the child's session is
 // published; the run mirrors the child's log, relays host tool calls, and contains thread deaths.
+import { once } from '../../seam/once.js';
 import { randomUUID } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
 import { decode, encode, stringify } from '../../seam/codec.js';
@@ -179,21 +180,19 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     },
   });
   child.agent = agent;
-  let disposing: Promise<void> | undefined;
   return {
     id: header.id,
     localAgent: agent,
     result,
     cancel,
-    dispose: () =>
-      (disposing ??= (async () => {
-        if (!settled) cancel();
-        await result.then(
-          () => undefined,
-          () => undefined,
-        );
-        await host.sessions.remove(header.id);
-      })()),
+    dispose: once(async () => {
+      if (!settled) cancel();
+      await result.then(
+        () => undefined,
+        () => undefined,
+      );
+      await host.sessions.remove(header.id);
+    }),
   };
 }
 
