@@ -126,6 +126,7 @@ export type {
 export type {
   SessionPersistence,
   StoredSession,
+  CatalogHeader,
   CatalogRecord,
   ProjectionViews,
   StoredProjections,

@@ -5,6 +5,7 @@ import { subagentIdentity, subagentTiming } from '../seam/projections.js';
 import type { SubagentIdentityState, SubagentTimingState } from '../seam/projections.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import type { ProjectionViews } from '../runtime/session-persistence.js';
+import { canonicalStates, canonicalViews } from './canonical-states.js';
 import type { EncodedEvent } from './validate.js';
 
 /** The stored states, keyed by projection name. */
@@ -58,14 +59,42 @@ export function viewsOf(states: ProjectionStates): ProjectionViews {
   return { subagent: subagentIdentity.view(states.subagent), subagentTiming: subagentTiming.view(states.subagentTiming) };
 }
 
-/** The storage form (JSON text) of `states`. */
+/**
+ * The storage form (JSON text) of `states`, keys in one fixed order whatever order the state objects
+ * hold them in, so every row this store writes takes the fast path of {@link decodeStates}.
+ */
 export function encodeStates(states: ProjectionStates): string {
-  return JSON.stringify(states);
+  const { identity } = states.subagent;
+  const timing = states.subagentTiming;
+  const storedTiming: SubagentTimingState = {
+    version: timing.version,
+    settledMs: timing.settledMs,
+    descriptorSeen: timing.descriptorSeen,
+  };
+  if (timing.active !== undefined) storedTiming.active = { since: timing.active.since, through: timing.active.through };
+  if (timing.pendingTurnStart !== undefined) storedTiming.pendingTurnStart = timing.pendingTurnStart;
+  return JSON.stringify({
+    subagent: {
+      version: states.subagent.version,
+      identity:
+        identity === null
+          ? null
+          : identity.label === undefined
+            ? { mode: identity.mode, seq: identity.seq }
+            : { mode: identity.mode, label: identity.label, seq: identity.seq },
+    },
+    subagentTiming: storedTiming,
+  });
 }
 
 /** Stored states, or undefined when the text is missing, malformed or of another version. */
 export function decodeStates(text: string | null): ProjectionStates | undefined {
   if (text === null) return undefined;
+  return canonicalStates(text) ?? parseStates(text);
+}
+
+/** Stored states through JSON.parse and the schema: the path for any text not in canonical form. */
+function parseStates(text: string): ProjectionStates | undefined {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -74,6 +103,20 @@ export function decodeStates(text: string | null): ProjectionStates | undefined 
   }
   const result = statesSchema.safeParse(value);
   return result.success ? result.data : undefined;
+}
+
+/**
+ * The views of stored states (see {@link decodeStates}). The decoded objects are fresh and owned by
+ * nobody else, so the views take them over instead of copying them as {@link viewsOf} must.
+ */
+export function decodeViews(text: string | null): ProjectionViews | undefined {
+  if (text === null) return undefined;
+  const views = canonicalViews(text);
+  if (views !== undefined) return views;
+  const states = parseStates(text);
+  if (states === undefined) return undefined;
+  const { settledMs, active } = states.subagentTiming;
+  return { subagent: states.subagent.identity, subagentTiming: active === undefined ? { settledMs } : { settledMs, active } };
 }
 
 /**

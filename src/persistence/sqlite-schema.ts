@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import type { CatalogHeader } from '../runtime/session-persistence.js';
 import { buildHeader, corrupt, describeIssues, fromJson } from './validate.js';
 
 /** `PRAGMA user_version` of the schema below; any other non-zero version is refused. */
@@ -89,6 +90,48 @@ export function decodeSession(row: unknown): SessionRecord {
     seedLength: stored.seed_length,
   });
   return { header, nextSeq: stored.next_seq };
+}
+
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+const catalogRowSchema = sessionRowSchema.pick({ id: true, created_at: true, parent_session: true, origin: true, next_seq: true });
+
+/**
+ * The catalog's header of a `sessions` row from the values of its id, created_at, parent_session,
+ * origin and next_seq columns; throws `CORRUPT_DATA` like {@link decodeSession}. A row as this store
+ * writes it passes a hand check that accepts a subset of what the schema accepts; any other row goes
+ * through the schema, which decides.
+ */
+export function decodeCatalogHeader(
+  id: unknown,
+  createdAt: unknown,
+  parentSession: unknown,
+  origin: unknown,
+  nextSeq: unknown,
+): CatalogHeader {
+  if (
+    typeof id === 'string' &&
+    id !== '' &&
+    typeof createdAt === 'number' &&
+    Number.isFinite(createdAt) &&
+    (parentSession === null || (typeof parentSession === 'string' && parentSession !== '')) &&
+    (origin === null || origin === 'subagent') &&
+    isCount(nextSeq)
+  ) {
+    return catalogHeader(id, createdAt, parentSession, origin);
+  }
+  const row = { id, created_at: createdAt, parent_session: parentSession, origin, next_seq: nextSeq };
+  const result = catalogRowSchema.safeParse(row);
+  if (!result.success) {
+    throw corrupt(String(id), `its header row is invalid (${describeIssues(result.error, 'sessions')})`, result.error);
+  }
+  return catalogHeader(result.data.id, result.data.created_at, result.data.parent_session, result.data.origin);
+}
+
+function catalogHeader(id: string, createdAt: number, parentSession: string | null, origin: 'subagent' | null): CatalogHeader {
+  // One literal per shape: no property is added later.
+  if (parentSession === null) return origin === null ? { id, createdAt } : { id, createdAt, origin };
+  return origin === null ? { id, createdAt, parentSession } : { id, createdAt, parentSession, origin };
 }
 
 /** Decodes an `events` row; throws `CORRUPT_DATA` naming the session and seq. */

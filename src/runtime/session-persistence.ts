@@ -10,9 +10,15 @@ export interface StoredSession {
   events: SessionEvent[];
 }
 
+/**
+ * The header fields the catalog reads. Stores may return whole headers; the SQLite store reads only
+ * these columns, since every column costs time on every one of thousands of rows.
+ */
+export type CatalogHeader = Pick<SessionHeader, 'id' | 'createdAt' | 'parentSession' | 'origin'>;
+
 /** A stored session as the catalog enumerates it: its header and one indexed lineage fact. */
 export interface CatalogRecord {
-  header: SessionHeader;
+  header: CatalogHeader;
   /** Some stored session with `origin: 'subagent'` names this one as its parent. */
   hasSubagentChildren: boolean;
 }

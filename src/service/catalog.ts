@@ -6,9 +6,9 @@ import { describeError } from '../seam/errors.js';
 import { subagentIdentity } from '../seam/projections.js';
 import type { SubagentIdentity, SubagentIdentityState } from '../seam/projections.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
-import type { SessionPersistence, StoredProjections } from '../runtime/session-persistence.js';
+import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { Logger } from '../runtime/session-store.js';
-import { LiveIndex, checkpoint, guarded, preOrder, rowOf, type CorpusNode } from './catalog-rows.js';
+import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, type CorpusNode } from './catalog-rows.js';
 import type { SubagentCatalog } from './service.js';
 
 /** Options of {@link createSubagentCatalog}. */
@@ -50,8 +50,13 @@ class StoredCatalog implements SubagentCatalog {
     const candidates = live
       .corpus(stored, (header) => header.parentSession === parentId)
       .filter((node) => node.header.origin === 'subagent');
-    const rows = await this.#rows(candidates, live, signal);
-    return rows.filter((row) => row !== undefined);
+    await this.#readProjections(candidates, signal);
+    const entries: SubagentListEntry[] = [];
+    candidates.forEach((node) => {
+      const row = this.#rowOf(node, live);
+      if (row !== undefined) entries.push(row);
+    });
+    return entries;
   }
 
   async listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]> {
@@ -59,48 +64,43 @@ class StoredCatalog implements SubagentCatalog {
     const stored = await guarded(this.#persistence.descendantRecords(rootId), signal);
     checkpoint(signal);
     const live = new LiveIndex(this.#sessions);
+    const corpus = live.corpus(stored, (header) => header.parentSession !== undefined);
     // Ordinary sessions are walked through (their subagent descendants are listed) but not listed.
-    const walk = preOrder(rootId, live.corpus(stored, (header) => header.parentSession !== undefined)).filter(
-      ({ node }) => node.header.origin === 'subagent',
-    );
-    const rows = await this.#rows(
-      walk.map(({ node }) => node),
-      live,
+    const walk = preOrder(rootId, corpus);
+    // Read in creation order (the order the store enumerated them in), listed in walk order.
+    await this.#readProjections(
+      corpus.filter((node) => node.depth !== 0 && node.header.origin === 'subagent'),
       signal,
     );
     const entries: SubagentDescendantListEntry[] = [];
-    rows.forEach((row, index) => {
-      const { node, depth } = walk[index]!;
-      if (row !== undefined) entries.push({ ...row, parentId: node.header.parentSession ?? rootId, depth });
+    walk.forEach((node) => {
+      if (node.header.origin !== 'subagent') return;
+      const row = this.#rowOf(node, live);
+      if (row !== undefined) entries.push(placed(row, node.header.parentSession ?? rootId, node.depth));
     });
     return entries;
   }
 
-  /** The row of each candidate (undefined: omitted), after reading cold candidates' projections. */
-  async #rows(candidates: CorpusNode[], live: LiveIndex, signal: AbortSignal | undefined): Promise<(SubagentListEntry | undefined)[]> {
-    const cold = candidates.filter((node) => node.live === undefined).map((node) => node.header.id);
-    const stored = await this.#readProjections(cold, signal);
-    const rows = candidates.map((node) =>
-      rowOf(
-        node,
-        node.hasStoredSubagentChildren || live.subagentParents.has(node.header.id),
-        node.live === undefined ? null : this.#liveIdentity(node.live),
-        stored.get(node.header.id),
-      ),
-    );
-    checkpoint(signal);
-    return rows;
+  #rowOf(node: CorpusNode, live: LiveIndex): SubagentListEntry | undefined {
+    const hasChildren = node.hasStoredSubagentChildren || live.subagentParents.has(node.header.id);
+    return rowOf(node, hasChildren, node.live === undefined ? null : this.#liveIdentity(node.live), node.stored);
   }
 
-  /** Projections of `ids` in batches; ids of a failed read stay absent (listed `unavailable`). */
-  async #readProjections(ids: SessionId[], signal: AbortSignal | undefined): Promise<Map<SessionId, StoredProjections>> {
-    const found = new Map<SessionId, StoredProjections>();
-    for (let start = 0; start < ids.length; start += this.#batchSize) {
+  /**
+   * Reads the projections of the cold `candidates` in batches of `batchSize` into their `stored`;
+   * a failed read leaves its batch's `stored` undefined (listed `unavailable`).
+   */
+  async #readProjections(candidates: CorpusNode[], signal: AbortSignal | undefined): Promise<void> {
+    const cold = candidates.filter((node) => node.live === undefined);
+    for (let start = 0; start < cold.length; start += this.#batchSize) {
       checkpoint(signal);
-      const batch = ids.slice(start, start + this.#batchSize);
+      const batch = cold.slice(start, start + this.#batchSize);
       try {
-        const read = await guarded(this.#persistence.projections(batch), signal);
-        for (const [id, projections] of read) found.set(id, projections);
+        const read = await guarded(
+          this.#persistence.projections(batch.map((node) => node.header.id)),
+          signal,
+        );
+        batch.forEach((node) => (node.stored = read.get(node.header.id)));
       } catch (error) {
         checkpoint(signal);
         // Not remembered: the next listing reads these children again.
@@ -108,7 +108,6 @@ class StoredCatalog implements SubagentCatalog {
       }
     }
     checkpoint(signal);
-    return found;
   }
 
   #liveIdentity(session: Session): SubagentIdentity | null {
