@@ -23,6 +23,8 @@ export function localChildPlan(request: ResolvedSubagentStartRequest, fork: bool
       delegationDepth,
     },
     agentOptions: {
+      // The parent's route (model, token budget) is inherited unless the request overrides it.
+      ...(parent.options.maxTokens === undefined ? {} : { maxTokens: parent.options.maxTokens }),
       ...request.agentOptions,
       ...(model === undefined ? {} : { model }),
       ...(persona === undefined ? {} : { persona }),
