@@ -118,7 +118,7 @@ describe('dispose', () => {
         return release.promise.then(() => raw.settle.resolve({ output: [], stopReason: 'aborted' }));
       },
     });
-    // The wrapper is AsyncDisposable, though the SubagentRun type does not say so.
+    // Runs returned by start are AsyncDisposable (optional in the SubagentRun type).
     const run = (holder.run = (await startWith(raw)) as SubagentRun & AsyncDisposable);
     const first = run.dispose();
     const concurrent = run.dispose();

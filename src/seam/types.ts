@@ -62,6 +62,8 @@ export interface SubagentRun {
   cancel(reason?: unknown): void;
   /** Idempotent; child-first; waits for quiescence. */
   dispose(): Promise<void>;
+  /** Same as `dispose()`; runs returned by `SubagentService.start` always have it (`await using`). */
+  [Symbol.asyncDispose]?(): Promise<void>;
 }
 
 export interface ContinuableCreateRequest {
