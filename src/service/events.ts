@@ -14,11 +14,6 @@ interface Registration {
   parent: SessionId | undefined;
 }
 
-/** Renders a thrown value for a log line, even one whose own rendering throws. */
-export function renderFailure(value: unknown): string {
-  return describeError(value);
-}
-
 export class SubagentEventBus {
   readonly #registrations = new Set<Registration>();
   readonly #logger: Logger | undefined;
@@ -69,7 +64,7 @@ export class SubagentEventBus {
   }
 
   #warn(event: EventName, error: unknown): void {
-    this.#logger?.warn(`${event} listener failed: ${renderFailure(error)}`);
+    this.#logger?.warn(`${event} listener failed: ${describeError(error)}`);
   }
 }
 
