@@ -1,26 +1,13 @@
 // The SQLite catalog's fast paths keep listing exact: projection rows read with the enumeration are
 // not served once anything was written since (by this connection or another), stored rows in any
 // form the schema accepts are read as written, and rows the schema refuses are still refused.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { DESCRIPTOR_EVENT, createHost, sqlitePersistence, type SessionPersistence } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-fast-paths-'));
-let files = 0;
-const newFile = (): string => path.join(tmp, `store-${files++}.db`);
-afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-const opened: { close(): unknown }[] = [];
-function track<T extends { close(): unknown }>(resource: T): T {
-  opened.push(resource);
-  return resource;
-}
-afterEach(async () => {
-  for (const resource of opened.splice(0).reverse()) await resource.close();
-});
+const { file: newFile } = tempFiles('subagent-fast-paths-');
+const track = closeAfterEach();
 
 const descriptor = (label: string) => ({ version: 2, mode: 'continuable', provider: 'in-process', label });
 const row = (label: string) => ({ kind: 'child', id: 'c', mode: 'continuable', label, activity: 'inactive', hasChildren: false, createdAt: 2 });

@@ -1,10 +1,7 @@
 // The catalog through the public service: listChildren / listDescendants over stored projections
 // (SQLite file and memory backends), live sessions overriding stored ones, read failures and
 // cancellation. Seam-spec §8.11 Z1–Z16 adapted to a host that always has projections and a store.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   DESCRIPTOR_EVENT,
   createHost,
@@ -19,11 +16,9 @@ import {
   type SubagentDescendantListEntry,
   type SubagentListEntry,
 } from 'subagent-host';
-import { deferred } from './helpers.js';
+import { deferred, tempFiles } from './helpers.js';
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-catalog-'));
-let files = 0;
-afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const { file: newFile } = tempFiles('subagent-catalog-');
 
 const oneShot = (label?: string) => ({ version: 2, mode: 'one-shot', provider: 'in-process', ...(label === undefined ? {} : { label }) });
 const continuable = (label: string) => ({ version: 2, mode: 'continuable', provider: 'in-process', label });
@@ -117,7 +112,7 @@ function instrument(inner: SessionPersistence): Probe {
 }
 
 const backends = [
-  { name: 'an SQLite file', open: () => sqlitePersistence(path.join(tmp, `catalog-${files++}.db`)) },
+  { name: 'an SQLite file', open: () => sqlitePersistence(newFile()) },
   { name: 'memory', open: () => memoryPersistence() },
 ];
 
@@ -381,7 +376,7 @@ describe.each(backends)('catalog over $name', ({ open }) => {
 
 describe('catalog of children started through the service', () => {
   it('lists a child running while resident, then inactive, also from a reopened database', async () => {
-    const file = path.join(tmp, `catalog-${files++}.db`);
+    const file = newFile();
     const host = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
     host.subagents.registerProvider(inProcessProvider(host));
     const parent = await host.createAgent();

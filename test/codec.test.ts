@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { SubagentError, decode, encode, parse, stringify } from 'subagent-host';
 import type { ContentBlock, Encoded } from 'subagent-host';
+import { thrown } from './helpers.js';
 
 const openPorts: MessagePort[] = [];
 
@@ -32,14 +33,6 @@ async function throughPort(value: unknown): Promise<unknown> {
   return decode(message);
 }
 
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
 
 function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {

@@ -1,4 +1,9 @@
-// Shared test helpers: a runtime wired from public exports, deferreds, and event-type listings.
+// Shared test helpers: a runtime wired from public exports, deferreds, event-type listings, temp
+// files and resources closed after each test.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach } from 'vitest';
 import {
   AgentRegistry,
   LiveSessionStore,
@@ -66,4 +71,34 @@ export function recordingTool(name: string, options: { gate?: Promise<void>; out
       return options.output ?? `${name} ok`;
     },
   };
+}
+
+/** A temp folder removed after the file's tests; `file()` names a fresh database path in it. */
+export function tempFiles(prefix: string): { dir: string; file(): string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  let count = 0;
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return { dir, file: () => path.join(dir, `store-${count++}.db`) };
+}
+
+/** Returns `track(resource)`: each tracked resource is closed after the test, newest first. */
+export function closeAfterEach(): <T extends { close(): unknown }>(resource: T) => T {
+  const opened: { close(): unknown }[] = [];
+  afterEach(async () => {
+    for (const resource of opened.splice(0).reverse()) await resource.close();
+  });
+  return (resource) => {
+    opened.push(resource);
+    return resource;
+  };
+}
+
+/** What `fn` throws (fails the test if it does not throw). */
+export function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
 }

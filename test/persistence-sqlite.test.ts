@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { sqlitePersistence } from 'subagent-host';
 import type { SessionEvent, SessionHeader, SessionPersistence } from 'subagent-host';
+import { thrown } from './helpers.js';
 
 // Not exported by the package root (yet): derive it from the factory.
 type SqlitePersistenceOptions = NonNullable<Parameters<typeof sqlitePersistence>[1]>;
@@ -36,14 +37,6 @@ afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 const header = (id: string, extra: Partial<SessionHeader> = {}): SessionHeader => ({ id, createdAt: 1000, ...extra });
 const ev = (seq: number, data: unknown = { n: seq }): SessionEvent => ({ seq, time: 5000 + seq, type: 'test/note', data });
 
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
 
 describe('sqlitePersistence', () => {
   it('reads back headers, events and order from a reopened file', async () => {

@@ -1,11 +1,8 @@
 // Projections stored beside each session's log: seam-spec P2–P4 read back from both backends after
 // incremental appends (and a reopen), damaged rows rebuilt from the log, a corrupt log reported as
 // corrupt by the catalog, and a version-1 SQLite file upgraded in place.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   DESCRIPTOR_EVENT,
   createHost,
@@ -15,20 +12,10 @@ import {
   type SessionEvent,
   type SessionPersistence,
 } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-projections-'));
-let files = 0;
-const newFile = (): string => path.join(tmp, `store-${files++}.db`);
-afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-const opened: { close(): unknown }[] = [];
-function track<T extends { close(): unknown }>(resource: T): T {
-  opened.push(resource);
-  return resource;
-}
-afterEach(async () => {
-  for (const resource of opened.splice(0).reverse()) await resource.close();
-});
+const { file: newFile } = tempFiles('subagent-projections-');
+const track = closeAfterEach();
 
 const label = (name: string) => ({ version: 2, mode: 'continuable', provider: 'in-process', label: name });
 /** A log from [type, time, data?] triples; `desc` is a valid descriptor. */
