@@ -5,7 +5,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SubagentError } from 'subagent-host';
 // The control channel is internal; its protocol is tested over the two ends of a MessageChannel.
-import { GuardedRemote, exposeOn } from '../dist/src/seam/wire-channel.js';
+import { GuardedRemote, RunRouter, exposeOn } from '../dist/src/seam/wire-channel.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const script = new URL('./fixtures/host-exit.mjs', import.meta.url).pathname;
@@ -31,9 +31,17 @@ describe('control channel', () => {
     wait(): Promise<void>;
   }
 
-  /** Both ends of one port, each serving one lane and calling the other, as main and worker do. */
+  /** Main and worker routers over one hub port, one run routed, each side serving one lane. */
   function pair(mainFails: SubagentError, workerFails: SubagentError) {
     const { port1: mainPort, port2: workerPort } = new MessageChannel();
+    const mainRouter = new RunRouter();
+    const workerRouter = new RunRouter();
+    mainRouter.listen(mainPort);
+    workerRouter.listen(workerPort);
+    const main = mainRouter.route('run-1');
+    const worker = workerRouter.route('run-1');
+    main.bind(mainPort);
+    worker.bind(workerPort);
     const waiting: (() => void)[] = [];
     const serve = (error: SubagentError): Api => ({
       fail: async () => {
@@ -41,16 +49,17 @@ describe('control channel', () => {
       },
       wait: () => new Promise<void>((resolve) => waiting.push(resolve)),
     });
-    exposeOn(serve(mainFails), mainPort, 'host');
-    exposeOn(serve(workerFails), workerPort, 'control');
-    const toWorker = new GuardedRemote<Api>(mainPort, 'control');
-    const toMain = new GuardedRemote<Api>(workerPort, 'host');
+    exposeOn(serve(mainFails), main.endpoint('host'));
+    exposeOn(serve(workerFails), worker.endpoint('control'));
+    const toWorker = new GuardedRemote<Api>(main.endpoint('control'));
+    const toMain = new GuardedRemote<Api>(worker.endpoint('host'));
+    worker.onClose(() => toMain.close('main went away'));
     const close = () => {
       toWorker.close();
-      toMain.close();
+      main.dispose();
       mainPort.close();
     };
-    return { toWorker, toMain, waiting, workerPort, close };
+    return { toWorker, toMain, waiting, close };
   }
 
   it('carries a SubagentError’s class, code and cause in both directions on one port', async () => {
@@ -65,14 +74,13 @@ describe('control channel', () => {
     close();
   });
 
-  it('rejects pending and later calls with CLOSED when the peer closes its port', async () => {
-    const { toMain, waiting, workerPort, close } = pair(new SubagentError('CLOSED', 'x'), new SubagentError('CLOSED', 'y'));
-    const { toWorker } = { toWorker: new GuardedRemote<Api>(workerPort, 'host') };
-    const pending = toWorker.call((r) => r.wait());
+  it('rejects pending and later calls with CLOSED when the other side closes the port', async () => {
+    const { toMain, waiting, close } = pair(new SubagentError('CLOSED', 'x'), new SubagentError('CLOSED', 'y'));
+    const pending = toMain.call((r) => r.wait());
     await expect.poll(() => waiting.length).toBe(1);
     close();
     await expect(pending).rejects.toMatchObject({ code: 'CLOSED' });
     await expect(toMain.call((r) => r.wait())).rejects.toMatchObject({ code: 'CLOSED' });
-    expect(toWorker.closed).toBe(true);
+    expect(toMain.closed).toBe(true);
   });
 });

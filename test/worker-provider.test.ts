@@ -143,6 +143,22 @@ describe('worker children', () => {
     await busy.dispose();
   });
 
+  it('runs many children over the threads’ shared channels, before and after a thread dies', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 2, maxThreads: 2, childrenPerThread: 4 } });
+    const batch = async (n: number) => {
+      const runs = await Promise.all(Array.from({ length: n }, (_, i) => host.subagents.start('spawn', request(parent, [{ text: `child ${i}` }]))));
+      const results = await Promise.all(runs.map((run) => run.result));
+      await Promise.all(runs.map((run) => run.dispose()));
+      return results.map((result) => result.output);
+    };
+    expect(await batch(12)).toEqual(Array.from({ length: 12 }, (_, i) => [text(`child ${i}`)]));
+    const crash = await host.subagents.start('spawn', request(parent, [call('exit_thread')]));
+    expect((await crash.result).stopReason).toBe('error');
+    await crash.dispose();
+    expect(await batch(12)).toEqual(Array.from({ length: 12 }, (_, i) => [text(`child ${i}`)]));
+    expect(host.pool.threads).toBeLessThanOrEqual(2);
+  });
+
   it('forwards followups from the main-side agent to the child', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [{ text: 'first' }, { text: 'second' }]));

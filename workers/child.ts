@@ -1,6 +1,7 @@
 // Worker entry: one piscina task runs one child agent. The child's model, tool modules and loop
 // live in this thread; host tools are called back on the main thread; the child's session events
-// stream to the main thread as one-way notices; the raw outcome is returned encoded.
+// stream to the main thread as one-way notices on the thread's hub port; the raw outcome is
+// returned encoded.
 import type { MessagePort } from 'node:worker_threads';
 import { threadId } from 'node:worker_threads';
 import type { Tool } from '../src/seam/agent-types.js';
@@ -8,7 +9,7 @@ import { decode, encode, parse, type Encoded } from '../src/seam/codec.js';
 import { describeError, isSubagentError } from '../src/seam/errors.js';
 import type { SessionEvent } from '../src/seam/session-types.js';
 import type { SubagentResult } from '../src/seam/types.js';
-import { GuardedRemote, exposeOn, postNotice } from '../src/seam/wire-channel.js';
+import { GuardedRemote, RunRouter, exposeOn, type RunRoute } from '../src/seam/wire-channel.js';
 import type { ChildControlApi, ChildNotice, ChildTaskData, HostApi, HostToolSchema, WorkerTask } from '../src/seam/worker-protocol.js';
 import { AgentRegistry, type AgentHandle } from '../src/runtime/agent-registry.js';
 import type { LocalAgent } from '../src/runtime/agent.js';
@@ -16,9 +17,13 @@ import { composeChildTools, descriptorHooks, readChildResult, type StructuredCap
 import { LiveSessionStore } from '../src/runtime/session-store.js';
 import { ToolRegistry } from '../src/runtime/tool-registry.js';
 
-function notify(port: MessagePort, notice: ChildNotice): void {
-  postNotice(port, notice);
+function notify(route: RunRoute, notice: ChildNotice): void {
+  route.post('notice', notice);
 }
+
+// This thread's long-lived port to the main thread, adopted from the first task that offers one.
+const router = new RunRouter();
+let hub: MessagePort | undefined;
 
 function hostTool(schema: HostToolSchema, host: GuardedRemote<HostApi>): Tool {
   return {
@@ -29,12 +34,12 @@ function hostTool(schema: HostToolSchema, host: GuardedRemote<HostApi>): Tool {
 
 /** Sends a session's new events to the host, one message per event-loop turn. */
 class EventStream {
-  readonly #port: MessagePort;
+  readonly #route: RunRoute;
   #batch: SessionEvent[] = [];
   #scheduled = false;
 
-  constructor(port: MessagePort) {
-    this.#port = port;
+  constructor(route: RunRoute) {
+    this.#route = route;
   }
 
   push(event: SessionEvent): void {
@@ -48,7 +53,7 @@ class EventStream {
   flush(): void {
     this.#scheduled = false;
     if (this.#batch.length === 0) return;
-    notify(this.#port, { type: 'events', events: this.#batch });
+    notify(this.#route, { type: 'events', events: this.#batch });
     this.#batch = [];
   }
 }
@@ -64,9 +69,17 @@ export function warm(): number {
 }
 
 export default async function runChild(task: WorkerTask): Promise<Encoded> {
-  const { port, cancelFlag } = task;
-  const host = new GuardedRemote<HostApi>(port, 'host');
-  const stream = new EventStream(port);
+  const { cancelFlag } = task;
+  if (task.port) {
+    if (hub) task.port.close();
+    else router.listen((hub = task.port), { unref: true });
+  }
+  if (!hub) return encode({ needPort: true });
+  const route = router.route(task.run);
+  route.bind(hub);
+  const host = new GuardedRemote<HostApi>(route.endpoint('host'));
+  route.onClose(() => host.close('the host closed this thread’s channel'));
+  const stream = new EventStream(route);
   let agent: LocalAgent | undefined;
   let cancelled = false;
   const early: Parameters<ChildControlApi['deliver']>[] = [];
@@ -80,8 +93,8 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
       else early.push(args);
     },
   };
-  exposeOn(control, port, 'control');
-  notify(port, { type: 'attach', threadId });
+  exposeOn(control, route.endpoint('control'));
+  notify(route, { type: 'attach', threadId });
   let handle: AgentHandle | undefined;
   let unsubscribe = () => {};
   try {
@@ -122,8 +135,8 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
     unsubscribe();
     await handle?.dispose().catch(() => undefined);
     stream.flush();
-    notify(port, { type: 'end' });
+    notify(route, { type: 'end' });
     host.close();
-    port.close();
+    route.dispose();
   }
 }

@@ -1,8 +1,9 @@
-// One MessagePort per worker child carries three lanes: Comlink calls in each direction (`host`:
-// worker → main, `control`: main → worker) and one-way `notice` messages (the child's events). Errors
-// cross Comlink with their class, code and cause (the codec is installed as Comlink's `throw`
-// handler), and a guard rejects pending calls with `CLOSED` when the port closes, since Comlink
-// alone would wait forever.
+// The channels between the main thread and worker children. Each worker thread keeps one long-lived
+// port to the main thread (its hub); every message on it names its run and lane, and a RunRouter on
+// each side hands it to that run: Comlink calls each way (`host`: worker → main, `control`:
+// main → worker) and one-way `notice`s (the child's events). Errors cross Comlink with their class,
+// code and cause (the codec is installed as Comlink's `throw` handler), and a guard rejects pending
+// calls with `CLOSED` when the run's port closes, since Comlink alone would wait forever.
 import type { MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { decode, encode, type Encoded } from './codec.js';
@@ -10,54 +11,134 @@ import { SubagentError } from './errors.js';
 
 export type Lane = 'host' | 'control' | 'notice';
 
-interface LaneMessage {
+interface RoutedMessage {
+  run: string;
   lane: Lane;
   data: unknown;
 }
 
 type Listener = (event: { data: unknown }) => void;
 
-function isLaneMessage(value: unknown): value is LaneMessage {
-  return typeof value === 'object' && value !== null && 'lane' in value;
+function isRouted(value: unknown): value is RoutedMessage {
+  return typeof value === 'object' && value !== null && 'run' in value && 'lane' in value;
 }
 
-/**
- * A Comlink endpoint for one lane of a Node MessagePort. (Comlink's own node adapter cannot be
- * imported by a stable path under Node ESM; this is all it does, plus the lane tag.)
- */
-export function laneEndpoint(port: MessagePort, lane: Lane): Comlink.Endpoint {
-  const wrapped = new Map<Listener, (message: unknown) => void>();
-  const endpoint = {
-    postMessage: (data: unknown, transfer?: readonly unknown[]) => port.postMessage({ lane, data } satisfies LaneMessage, transfer as never),
-    addEventListener: (_type: string, listener: Listener) => {
-      const handler = (message: unknown) => {
-        if (isLaneMessage(message) && message.lane === lane) listener({ data: message.data });
-      };
-      wrapped.set(listener, handler);
-      port.on('message', handler);
-    },
-    removeEventListener: (_type: string, listener: Listener) => {
-      const handler = wrapped.get(listener);
-      if (!handler) return;
-      wrapped.delete(listener);
-      port.off('message', handler);
-    },
-  };
-  return endpoint as unknown as Comlink.Endpoint;
+/** One run's view of the shared ports: its lanes, its port once known, and its close signal. */
+export class RunRoute {
+  readonly id: string;
+  #port: MessagePort | undefined;
+  readonly #listeners = new Map<Lane, Set<Listener>>();
+  readonly #onClose = new Set<() => void>();
+  readonly #dispose: () => void;
+  #closed = false;
+
+  constructor(id: string, dispose: () => void) {
+    this.id = id;
+    this.#dispose = dispose;
+  }
+
+  /** The port this run's messages travel on (set by the first message, or by `bind`). */
+  get port(): MessagePort | undefined {
+    return this.#port;
+  }
+
+  bind(port: MessagePort): void {
+    this.#port ??= port;
+  }
+
+  /** @internal Called by the router for each message of this run. */
+  deliver(port: MessagePort, lane: Lane, data: unknown): void {
+    this.#port ??= port;
+    for (const listener of this.#listeners.get(lane) ?? []) listener({ data });
+  }
+
+  /** @internal Called by the router when this run's port closed. */
+  portClosed(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const listener of this.#onClose) listener();
+  }
+
+  /** Posts one message on a lane. A run with no port yet (or a closed one) drops it. */
+  post(lane: Lane, data: unknown, transfer?: readonly unknown[]): void {
+    if (this.#closed) return;
+    this.#port?.postMessage({ run: this.id, lane, data } satisfies RoutedMessage, transfer as never);
+  }
+
+  /** Calls `listener` with each message of `lane`; returns the unsubscriber. */
+  on(lane: Lane, listener: (data: unknown) => void): () => void {
+    const wrapped: Listener = ({ data }) => listener(data);
+    this.#add(lane, wrapped);
+    return () => this.#listeners.get(lane)?.delete(wrapped);
+  }
+
+  #add(lane: Lane, listener: Listener): void {
+    let set = this.#listeners.get(lane);
+    if (!set) this.#listeners.set(lane, (set = new Set()));
+    set.add(listener);
+  }
+
+  /** Calls `listener` once when this run's port closes (the other thread died or shut down). */
+  onClose(listener: () => void): void {
+    if (this.#closed) listener();
+    else this.#onClose.add(listener);
+  }
+
+  /** A Comlink endpoint for one lane of this run. */
+  endpoint(lane: Lane): Comlink.Endpoint {
+    const endpoint = {
+      postMessage: (data: unknown, transfer?: readonly unknown[]) => this.post(lane, data, transfer),
+      addEventListener: (_type: string, listener: Listener) => this.#add(lane, listener),
+      removeEventListener: (_type: string, listener: Listener) => void this.#listeners.get(lane)?.delete(listener),
+    };
+    return endpoint as unknown as Comlink.Endpoint;
+  }
+
+  /** Stops routing to this run (its port stays open for other runs). */
+  dispose(): void {
+    this.#listeners.clear();
+    this.#onClose.clear();
+    this.#dispose();
+  }
 }
 
-/** Sends a one-way message on the `notice` lane. */
-export function postNotice(port: MessagePort, data: unknown): void {
-  port.postMessage({ lane: 'notice', data } satisfies LaneMessage);
-}
+/** Routes the messages arriving on any number of shared ports to their runs. */
+export class RunRouter {
+  readonly #runs = new Map<string, RunRoute>();
+  readonly #ports = new Set<MessagePort>();
 
-/** Calls `handler` with every `notice` message; returns the unsubscriber. */
-export function onNotice(port: MessagePort, handler: (data: unknown) => void): () => void {
-  const listener = (message: unknown) => {
-    if (isLaneMessage(message) && message.lane === 'notice') handler(message.data);
-  };
-  port.on('message', listener);
-  return () => port.off('message', listener);
+  /** Ports being listened to (hubs, and ports offered to threads that may adopt them). */
+  get ports(): number {
+    return this.#ports.size;
+  }
+
+  /** Routes the messages of `port` (idempotent). `unref`: the port alone does not keep the process up. */
+  listen(port: MessagePort, options: { unref?: boolean } = {}): void {
+    if (this.#ports.has(port)) return;
+    this.#ports.add(port);
+    port.on('message', (message: unknown) => {
+      if (isRouted(message)) this.#runs.get(message.run)?.deliver(port, message.lane, message.data);
+    });
+    port.once('close', () => {
+      this.#ports.delete(port);
+      for (const route of [...this.#runs.values()]) if (route.port === port) route.portClosed();
+    });
+    if (options.unref) port.unref();
+  }
+
+  /** Closes every port (the threads are gone or going). */
+  close(): void {
+    for (const port of [...this.#ports]) port.close();
+  }
+
+  /** A new route for run `id`. */
+  route(id: string): RunRoute {
+    const route = new RunRoute(id, () => {
+      if (this.#runs.get(id) === route) this.#runs.delete(id);
+    });
+    this.#runs.set(id, route);
+    return route;
+  }
 }
 
 let installed = false;
@@ -79,18 +160,15 @@ export function installErrorTransfer(): void {
 
 /** The calling side of one lane: the remote API, created on first use, plus the guard. */
 export class GuardedRemote<T> {
-  readonly #port: MessagePort;
-  readonly #lane: Lane;
+  readonly #endpoint: Comlink.Endpoint;
   #remote: Comlink.Remote<T> | undefined;
   #rejectPending: ((error: SubagentError) => void) | undefined;
   #closed: Promise<never> | undefined;
   #isClosed = false;
   #why = 'the channel to the child is closed';
 
-  constructor(port: MessagePort, lane: Lane) {
-    this.#port = port;
-    this.#lane = lane;
-    port.once('close', () => this.close('the peer closed its end of the channel'));
+  constructor(endpoint: Comlink.Endpoint) {
+    this.#endpoint = endpoint;
   }
 
   get closed(): boolean {
@@ -102,7 +180,7 @@ export class GuardedRemote<T> {
     if (this.#isClosed) return Promise.reject(new SubagentError('CLOSED', this.#why));
     if (!this.#remote) {
       installErrorTransfer();
-      this.#remote = Comlink.wrap<T>(laneEndpoint(this.#port, this.#lane));
+      this.#remote = Comlink.wrap<T>(this.#endpoint);
       this.#closed = new Promise<never>((_resolve, reject) => {
         this.#rejectPending = reject;
       });
@@ -111,25 +189,18 @@ export class GuardedRemote<T> {
     return Promise.race([invoke(this.#remote), this.#closed!]);
   }
 
-  /** Rejects every pending and later call with `CLOSED` and releases the proxy (the port stays open). */
+  /** Rejects every pending and later call with `CLOSED`. */
   close(why = 'the channel was closed'): void {
     if (this.#isClosed) return;
     this.#isClosed = true;
     this.#why = why;
     // The error (and its stack) is only built when a call is waiting for it.
     this.#rejectPending?.(new SubagentError('CLOSED', why));
-    if (this.#remote) {
-      try {
-        this.#remote[Comlink.releaseProxy]();
-      } catch {
-        // Already released, or the port is gone: nothing else to free.
-      }
-    }
   }
 }
 
-/** Serves `api` on one lane of `port`. The port's owner closes the port. */
-export function exposeOn(api: object, port: MessagePort, lane: Lane): void {
+/** Serves `api` on a Comlink endpoint (one lane of a run). */
+export function exposeOn(api: object, endpoint: Comlink.Endpoint): void {
   installErrorTransfer();
-  Comlink.expose(api, laneEndpoint(port, lane));
+  Comlink.expose(api, endpoint);
 }

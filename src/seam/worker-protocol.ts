@@ -1,6 +1,6 @@
 // What crosses the worker boundary for one child (types only). The task data travels encoded by
-// the codec; one MessagePort carries Comlink calls each way plus one-way notices (see
-// wire-channel.ts); a SharedArrayBuffer flag carries cancellation into a busy thread.
+// the codec; the thread's hub port carries the run's Comlink calls each way plus one-way notices
+// (see wire-channel.ts); a SharedArrayBuffer flag carries cancellation into a busy thread.
 import type { MessagePort } from 'node:worker_threads';
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
 import type { Encoded } from './codec.js';
@@ -14,8 +14,13 @@ export interface WorkerTask {
   data: Encoded;
   /** Int32Array over a SharedArrayBuffer; index 0 becomes 1 when the child is cancelled. */
   cancelFlag: Int32Array;
-  /** The run's channel: `host` and `control` Comlink lanes, and `notice` messages. */
-  port: MessagePort;
+  /** The run's id: every message about this child on the thread's hub port names it. */
+  run: string;
+  /**
+   * A port the thread adopts as its hub if it has none (a thread with a hub closes it). Sent while
+   * the host knows fewer hubs than threads; a thread without a hub answers `{ needPort: true }`.
+   */
+  port?: MessagePort;
 }
 
 /** One-way messages from the worker, in order, on the `notice` lane. */
@@ -63,7 +68,5 @@ export interface ChildControlApi {
   deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean): void;
 }
 
-/** What the task returns (encoded): the child's raw terminal outcome. */
-export interface ChildTaskResult {
-  result: SubagentResult;
-}
+/** What the task returns (encoded): the child's raw terminal outcome, or a request for a hub port. */
+export type ChildTaskResult = { result: SubagentResult } | { needPort: true };

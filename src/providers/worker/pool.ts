@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { WorkerTask } from '../../seam/worker-protocol.js';
+import { RunRouter } from '../../seam/wire-channel.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
@@ -27,6 +28,8 @@ export interface WorkerPool {
   readonly options: Readonly<Required<Omit<WorkerPoolOptions, 'resourceLimits'>>> & Pick<WorkerPoolOptions, 'resourceLimits'>;
   /** Live threads. */
   readonly threads: number;
+  /** @internal The threads' long-lived ports to this thread, shared by every child they run. */
+  readonly channels: RunRouter;
   /** Runs one child task; rejects if its thread dies. */
   run(task: WorkerTask): Promise<Encoded>;
   /** Resolves once `minThreads` threads have loaded the worker entry. */
@@ -91,14 +94,16 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   };
   let closing: Promise<void> | undefined;
   let warming: Promise<void> | undefined;
+  const channels = new RunRouter();
   return {
+    channels,
     options: Object.freeze(resolved),
     get threads() {
       return instance?.threads.length ?? 0;
     },
     run(task) {
       if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
-      const transferList: MessagePort[] = [task.port];
+      const transferList: MessagePort[] = task.port ? [task.port] : [];
       return piscina().run(task, { transferList });
     },
     warm() {
@@ -119,6 +124,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
       closing ??= (async () => {
         await warming;
         await instance?.destroy();
+        channels.close();
       })();
       return closing;
     },

@@ -4,13 +4,13 @@
 import { once } from '../../seam/once.js';
 import { randomUUID } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
-import { decode, encode, stringify } from '../../seam/codec.js';
+import { decode, encode, stringify, type Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentResult, SubagentRun } from '../../seam/types.js';
-import { GuardedRemote, exposeOn, onNotice } from '../../seam/wire-channel.js';
-import type { ChildControlApi, ChildNotice, ChildTaskData, ChildTaskResult, HostApi } from '../../seam/worker-protocol.js';
+import { GuardedRemote, exposeOn } from '../../seam/wire-channel.js';
+import type { ChildControlApi, ChildNotice, ChildTaskData, ChildTaskResult, HostApi, WorkerTask } from '../../seam/worker-protocol.js';
 import { composeChildTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
@@ -38,6 +38,26 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
   const text = stringify(seed);
   seedCache.set(parentSession, { length: seed.length, text });
   return text;
+}
+
+/**
+ * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
+ * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
+ * yet and got no port answers `needPort`, and the task is sent again with one.
+ */
+async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<Encoded> {
+  const router = pool.channels;
+  for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
+    let attempt: WorkerTask = task;
+    if (offer) {
+      const { port1, port2 } = new MessageChannel();
+      router.listen(port1, { unref: true });
+      attempt = { ...task, port: port2 };
+    }
+    // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
+    const encoded = await pool.run(attempt);
+    if (!('needPort' in decode<ChildTaskResult>(encoded))) return encoded;
+  }
 }
 
 function cancelledStart(signal: AbortSignal): SubagentError {
@@ -73,16 +93,15 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
-  const { port1: port, port2: workerPort } = new MessageChannel();
   const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
+  const route = host.pool.channels.route(header.id);
   let mirror: SessionLog | undefined;
   const child: { agent?: WorkerChildAgent } = {};
   let onAttach: (threadId: number) => void = () => undefined;
   let ended!: () => void;
   // The worker's last notice: once it is in, every event of the child has been mirrored.
   const endSeen = new Promise<void>((resolve) => (ended = resolve));
-  port.once('close', () => ended());
-  const stopNotices = onNotice(port, (raw) => {
+  route.on('notice', (raw) => {
     const notice = raw as ChildNotice;
     if (notice.type === 'events') mirror?.mirror(notice.events);
     else if (notice.type === 'attach') onAttach(notice.threadId);
@@ -96,14 +115,17 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       return host.tools.execute(name, input, { agent: child.agent, callId, signal });
     },
   };
-  exposeOn(hostApi, port, 'host');
-  const control = new GuardedRemote<ChildControlApi>(port, 'control');
+  exposeOn(hostApi, route.endpoint('host'));
+  const control = new GuardedRemote<ChildControlApi>(route.endpoint('control'));
+  route.onClose(() => {
+    control.close('the child’s thread closed its channel');
+    ended();
+  });
   const release = () => {
-    stopNotices();
     control.close();
-    port.close();
+    route.dispose();
   };
-  const task = host.pool.run({ data: encode(data), cancelFlag, port: workerPort });
+  const task = runOnPool(host.pool, { data: encode(data), cancelFlag, run: header.id });
 
   // A start waits for a free slot: it resolves once a thread has taken the task.
   let threadId: number;
@@ -157,7 +179,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     .then(
       async (encoded) => {
         await endSeen;
-        return decode<ChildTaskResult>(encoded).result;
+        return (decode<ChildTaskResult>(encoded) as { result: SubagentResult }).result;
       },
       (error: unknown): SubagentResult => ({
         output: finalAssistantOutput(session.events.slice(plan.seed.length)),
