@@ -1,6 +1,9 @@
 // `npm run bench [-- SUITE…] [--json FILE]`: runs the suites (startup, overhead, throughput,
-// listing), prints each table beside its floors, and optionally writes the rows as JSON.
+// listing), each in its own process, prints each table beside its floors, and optionally writes
+// the rows as JSON.
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { availableParallelism, cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Row, Suite } from './lib.js';
@@ -12,6 +15,25 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   throughput: async () => (await import('./throughput.bench.js')).throughputSuite,
   listing: async () => (await import('./listing.bench.js')).listingSuite,
 };
+
+/**
+ * Runs one suite in a fresh process, so no suite measures another's heap or threads; the child
+ * prints its rows as one JSON line.
+ */
+function runIsolated(name: string): Promise<Row[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), SUITE_FLAG, name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`suite ${name} exited with code ${code}`));
+      resolve(JSON.parse(out.trim().split('\n').at(-1) ?? '[]') as Row[]);
+    });
+  });
+}
+
+const SUITE_FLAG = '--run-suite';
 
 /** Runs the named suites (all when none); returns the process exit code. */
 export async function runBench(args: string[]): Promise<number> {
@@ -26,9 +48,8 @@ export async function runBench(args: string[]): Promise<number> {
   process.stdout.write(`node ${process.version}, ${availableParallelism()} × ${cpu}\n`);
   const all: Row[] = [];
   for (const name of names) {
-    const suite = await SUITES[name]!();
     const t0 = performance.now();
-    const rows = await suite.run();
+    const rows = await runIsolated(name);
     all.push(...rows);
     process.stdout.write(`\n${name} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${table(rows, all)}\n`);
   }
@@ -40,8 +61,15 @@ export async function runBench(args: string[]): Promise<number> {
   return 0;
 }
 
+async function main(args: string[]): Promise<number> {
+  if (args[0] !== SUITE_FLAG) return runBench(args);
+  const suite = await SUITES[args[1] ?? '']!();
+  process.stdout.write(`${JSON.stringify(await suite.run())}\n`);
+  return 0;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  runBench(process.argv.slice(2)).then(
+  main(process.argv.slice(2)).then(
     (code) => (process.exitCode = code),
     (error: unknown) => {
       process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
