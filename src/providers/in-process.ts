@@ -1,7 +1,7 @@
 // The in-process provider: a real child Agent in this thread. It is the baseline the worker
 // providers are measured against, and handy in tests of the service. `fork: true` seeds the child
 // with the parent's completed turns.
-import { once } from '../seam/once.js';
+import { once, settled } from '../seam/once.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../seam/types.js';
 import { composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
@@ -59,10 +59,7 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
     dispose: once(async () => {
       if (child.status === 'running') cancel();
       await published.dispose();
-      await result.then(
-        () => undefined,
-        () => undefined,
-      );
+      await settled(result);
     }),
   };
 }

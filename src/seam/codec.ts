@@ -9,9 +9,6 @@ import { SUBAGENT_ERROR_CODES, SubagentError, describeError } from './errors.js'
 /** The object form of an encoded value: structured-clone safe, so it can go straight to `postMessage`. */
 export interface Encoded { json: unknown; meta?: unknown }
 
-/** An error (or any thrown value) in wire form; see `serializeError`. */
-export type SerializedError = Encoded;
-
 type JSONValue = SuperJSONResult['json'];
 
 const instance = new SuperJSON();
@@ -178,17 +175,6 @@ export function parse<T = unknown>(text: string): T {
     throw corrupt(error);
   }
   return decode<T>(raw as Encoded);
-}
-
-/** The wire form of a thrown value, keeping an error's class, `code` and `cause`. */
-export function serializeError(error: unknown): SerializedError {
-  return encode(error);
-}
-
-/** Inverse of `serializeError`; a thrown non-error value comes back wrapped in an `Error`. */
-export function deserializeError(serialized: SerializedError): Error {
-  const value = decode(serialized);
-  return value instanceof Error ? value : new Error(describeError(value), { cause: value });
 }
 
 function corrupt(cause: unknown): SubagentError {

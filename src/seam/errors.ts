@@ -38,13 +38,6 @@ export const SUBAGENT_ERROR_CODES = [
 
 export type SubagentErrorCode = (typeof SUBAGENT_ERROR_CODES)[number];
 
-const CODE_SET: ReadonlySet<string> = new Set(SUBAGENT_ERROR_CODES);
-
-/** True when `value` is one of the known error codes. */
-export function isSubagentErrorCode(value: unknown): value is SubagentErrorCode {
-  return typeof value === 'string' && CODE_SET.has(value);
-}
-
 /** The library's error: a stable `code`, an actionable message and an optional `cause`. */
 export class SubagentError extends Error {
   readonly code: SubagentErrorCode;

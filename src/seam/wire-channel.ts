@@ -144,7 +144,7 @@ export class RunRouter {
 let installed = false;
 
 /** Makes Comlink carry thrown values through the codec (idempotent; once per thread). */
-export function installErrorTransfer(): void {
+function installErrorTransfer(): void {
   if (installed) return;
   installed = true;
   const base = Comlink.transferHandlers.get('throw');

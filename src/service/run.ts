@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { Agent } from '../seam/agent-types.js';
 import { deepFreeze, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 
@@ -117,10 +118,7 @@ export class ManagedRun implements SubagentRun {
       await this.#run.dispose();
     } finally {
       // The provider's own result, not ours: ours may itself be waiting on this dispose.
-      await Promise.resolve(this.#run.result).then(
-        () => undefined,
-        () => undefined,
-      );
+      await settled(this.#run.result);
       this.#onDisposed?.();
     }
   }

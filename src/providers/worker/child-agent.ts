@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
+import { settled } from '../../seam/once.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SessionLog } from '../../runtime/session.js';
 
@@ -65,10 +66,7 @@ export class WorkerChildAgent implements Agent {
   }
 
   async whenIdle(): Promise<void> {
-    await this.#link.settled.then(
-      () => undefined,
-      () => undefined,
-    );
+    await settled(this.#link.settled);
   }
 
   subscribe(listener: (event: SessionEvent) => void): () => void {

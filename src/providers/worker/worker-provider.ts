@@ -1,10 +1,10 @@
 // The spawn and fork providers: each child runs inside a worker thread of the host's pool. Start
 // posts the encoded task and resolves once a thread has taken it and the child's session is
 // published; the run mirrors the child's log, relays host tool calls, and contains thread deaths.
-import { once } from '../../seam/once.js';
+import { once, settled } from '../../seam/once.js';
 import { randomUUID } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
-import { decode, encode, stringify, type Encoded } from '../../seam/codec.js';
+import { decode, encode, stringify } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
@@ -45,7 +45,7 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `needPort`, and the task is sent again with one.
  */
-async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<Encoded> {
+async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
   const router = pool.channels;
   for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
     let attempt: WorkerTask = task;
@@ -55,8 +55,8 @@ async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Prom
       attempt = { ...task, port: port2 };
     }
     // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
-    const encoded = await pool.run(attempt);
-    if (!('needPort' in decode<ChildTaskResult>(encoded))) return encoded;
+    const outcome = decode<ChildTaskResult>(await pool.run(attempt));
+    if ('result' in outcome) return outcome.result;
   }
 }
 
@@ -158,12 +158,12 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   }
   const session = mirror!;
   let cancelled = false;
-  let settled = false;
+  let finished = false;
   let killed = false;
   let killTimer: NodeJS.Timeout | undefined;
   const graceMs = host.pool.options.cancelGraceMs;
   const cancel = () => {
-    if (cancelled || settled) return;
+    if (cancelled || finished) return;
     cancelled = true;
     Atomics.store(cancelFlag, 0, 1);
     control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
@@ -177,9 +177,9 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   if (signal.aborted) cancel();
   const result: Promise<SubagentResult> = task
     .then(
-      async (encoded) => {
+      async (outcome) => {
         await endSeen;
-        return (decode<ChildTaskResult>(encoded) as { result: SubagentResult }).result;
+        return outcome;
       },
       (error: unknown): SubagentResult => ({
         output: finalAssistantOutput(session.events.slice(plan.seed.length)),
@@ -188,7 +188,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       }),
     )
     .finally(() => {
-      settled = true;
+      finished = true;
       clearTimeout(killTimer);
       signal.removeEventListener('abort', cancel);
       release();
@@ -198,7 +198,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     cancel,
     settled: result,
     get open() {
-      return !settled;
+      return !finished;
     },
   });
   child.agent = agent;
@@ -208,11 +208,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     result,
     cancel,
     dispose: once(async () => {
-      if (!settled) cancel();
-      await result.then(
-        () => undefined,
-        () => undefined,
-      );
+      if (!finished) cancel();
+      await settled(result);
       await host.sessions.remove(header.id);
     }),
   };
