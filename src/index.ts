@@ -19,6 +19,7 @@ export type { SubagentToolConfig, SubagentToolHost } from './tools/subagent-tool
 export { acpProvider } from './providers/acp/provider.js';
 export type { AcpProvider } from './providers/acp/provider.js';
 export type { AcpProviderOptions } from './providers/acp/options.js';
+export type { InheritEnv } from './providers/child-env.js';
 export { serveAcp } from './providers/acp/server.js';
 export type { AcpServeHost, AcpServeIo } from './providers/acp/server.js';
 

@@ -5,6 +5,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Agent } from '../../seam/agent-types.js';
 import { SubagentError } from '../../seam/errors.js';
+import type { InheritEnv } from '../child-env.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -17,7 +18,13 @@ export interface AcpProviderOptions {
   args?: string[];
   /** Working directory of every child (resolved against `process.cwd()` now). @default the parent session's cwd */
   cwd?: string;
-  /** Added to the scrubbed host environment, unchanged. @default {} */
+  /**
+   * Which host variables the child inherits: `'minimal'` (PATH, HOME, locale, temp and XDG
+   * directories, proxies without userinfo…), `'all-but-credentials'`, or exactly these names/globs.
+   * @default 'minimal'
+   */
+  inheritEnv?: InheritEnv;
+  /** Added to the inherited environment, unchanged (an explicit key wins). @default {} */
   env?: Record<string, string>;
   /** How permission requests are answered: `allow` picks the first allow option. @default 'reject' */
   permission?: 'reject' | 'allow';
@@ -40,6 +47,9 @@ const optionsSchema = z.strictObject({
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
   cwd: z.string().min(1, 'must not be empty').optional(),
+  inheritEnv: z
+    .union([z.enum(['minimal', 'all-but-credentials']), z.array(z.string().regex(/^[^=\0]+$/, 'must hold variable names or globs (non-empty, no "=")')).readonly()])
+    .default('minimal'),
   env: z.record(z.string(), z.string()).default({}),
   permission: z.enum(['reject', 'allow']).default('reject'),
   prewarm: z.number().int().min(0).max(64).default(0),

@@ -5,9 +5,9 @@ import { SubagentError } from '../../seam/errors.js';
 import { resolveChildDepth } from '../../seam/depth.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
+import { childEnvironment } from '../child-env.js';
 import type { ProviderHost } from '../provider-host.js';
 import { AcpClient, describeAcpFailure, isJsonRpcError } from './client.js';
-import { childEnvironment } from './env.js';
 import { SessionMirror } from './mirror.js';
 import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './options.js';
 import { WarmPool, type WarmChild } from './pool.js';
@@ -80,7 +80,7 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
   };
 
   const launch = async (cwd: string, signal: AbortSignal): Promise<WarmChild> => {
-    const proc = AgentProcess.spawn({ command: config.command, args: config.args, cwd, env: childEnvironment(process.env, config.env), stderr: config.stderr });
+    const proc = AgentProcess.spawn({ command: config.command, args: config.args, cwd, env: childEnvironment(process.env, config.inheritEnv, config.env), stderr: config.stderr });
     live.add(proc);
     void proc.ended.then(() => live.delete(proc));
     let client: AcpClient | undefined;
