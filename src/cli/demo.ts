@@ -1,10 +1,11 @@
 // `subagent-host demo`: a parent agent analyses a directory through parallel worker-thread
-// children, with live progress, a summary table and the speed-up over running them one by one.
+// children, with live progress and a report of what the model delegated and what it cost.
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { ModelSpec } from '../seam/agent-types.js';
-import { SubagentError } from '../seam/errors.js';
-import { runDemo, type DemoProvider, type DemoReport } from '../demo/run-demo.js';
+import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
+import type { DemoProvider } from '../demo/report.js';
+import { reportText } from '../demo/report-text.js';
+import { runDemo } from '../demo/run-demo.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -15,37 +16,9 @@ const USAGE = `usage: subagent-host demo [options]
   --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos)
   --model scripted|openai            scripted (default) or a real OpenAI-compatible model: set
                                      OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL (or DEEPSEEK_API_KEY)
-  --json                             print { provider, children: [{ id, stopReason, ms }], totalMs, sequentialMs }
+  --json                             print the report as JSON: { provider, model, children: [{ id, label, stopReason, ms }],
+                                     totalMs, parallelMs, sequentialMs, speedup, noSpeedup?, files, chunks, turn, answer, … }
 `;
-
-function realModel(env: NodeJS.ProcessEnv): ModelSpec {
-  if (env['OPENAI_BASE_URL'] && env['OPENAI_MODEL']) {
-    return { kind: 'openai', baseURL: env['OPENAI_BASE_URL'], model: env['OPENAI_MODEL'], apiKeyEnv: 'OPENAI_API_KEY' };
-  }
-  if (env['DEEPSEEK_API_KEY']) {
-    return { kind: 'openai', baseURL: 'https://api.deepseek.com', model: env['OPENAI_MODEL'] ?? 'deepseek-chat', apiKeyEnv: 'DEEPSEEK_API_KEY' };
-  }
-  throw new SubagentError('INVALID_OPTIONS', '--model openai needs OPENAI_BASE_URL and OPENAI_MODEL (with OPENAI_API_KEY), or DEEPSEEK_API_KEY');
-}
-
-function table(report: DemoReport): string {
-  const rows = report.children.map((c) => `  ${c.label.padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms  ${c.id}`);
-  const speedup = report.sequentialMs > 0 ? (report.sequentialMs / report.totalMs).toFixed(2) : 'n/a';
-  return [
-    '',
-    `  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)}  session`,
-    ...rows,
-    '',
-    report.summary
-      .split('\n')
-      .map((line) => `  ${line}`)
-      .join('\n'),
-    '',
-    `  ${report.files} files, ${report.children.length} children on '${report.provider}': ${report.totalMs} ms in parallel; ` +
-      `the same children one by one in-process: ${report.sequentialMs} ms (speed-up ×${speedup}).`,
-    '',
-  ].join('\n');
-}
 
 export async function run(args: string[]): Promise<number> {
   let values;
@@ -81,29 +54,36 @@ export async function run(args: string[]): Promise<number> {
     : !['scripted', 'openai'].includes(values.model) ? '--model must be scripted or openai'
     : values.chaos && values.provider === 'in-process' ? '--chaos needs worker children (--provider spawn or fork): a crash in-process would take the host down'
     : undefined;
-  if (bad) {
-    process.stderr.write(`subagent-host demo: ${bad}\n\n${USAGE}`);
+  // Every input is checked before any work starts: one line on stderr, exit code 2.
+  const source = bad === undefined ? sourceFiles(values.dir) : undefined;
+  const model = source?.ok && values.model === 'openai' ? modelFromEnv(process.env) : undefined;
+  const problem = bad ?? (source?.ok === false ? source.problem : model?.ok === false ? model.problem : undefined);
+  if (problem !== undefined || !source?.ok || model?.ok === false) {
+    process.stderr.write(`subagent-host demo: ${problem}${bad === undefined ? '' : ' (see --help)'}\n`);
     return 2;
   }
-  const model = values.model === 'openai' ? realModel(process.env) : undefined;
-  if (!values.json) process.stdout.write(`Delegating the analysis of ${values.dir} to ${children}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
+  const { dir, files } = source.value;
+  if (!values.json) {
+    const who = model ? 'a real model' : 'a scripted planner';
+    process.stdout.write(`Asking ${who} to delegate the analysis of ${files.length} files under ${dir} to ${children}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
+  }
   const report = await runDemo({
     provider: values.provider as DemoProvider,
     children,
-    dir: values.dir,
+    dir,
+    files,
     chaos: values.chaos,
     deadlineMs: deadline,
     out: process.stdout,
     tty: process.stdout.isTTY === true,
     quiet: values.json,
-    ...(model ? { model } : {}),
+    ...(model ? { model: model.value } : {}),
   });
   if (values.json) {
-    const { provider, totalMs, sequentialMs } = report;
-    const json = { provider, children: report.children.map(({ id, stopReason, ms }) => ({ id, stopReason, ms })), totalMs, sequentialMs };
-    process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    process.stdout.write(table(report));
+    process.stdout.write(reportText(report));
   }
-  return 0;
+  // The report is printed either way; a parent turn that failed is still a failed run.
+  return report.turn === 'error' ? 1 : 0;
 }

@@ -1,26 +1,27 @@
 // The demo job: a parent agent delegates the analysis of a directory's files, one child per chunk,
 // through the `subagent` tool; children run in parallel and do real CPU work in their threads.
-import { readdirSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { extname, join, relative, resolve } from 'node:path';
+import { relative } from 'node:path';
 import type { Writable } from 'node:stream';
 import type { ModelSpec } from '../seam/agent-types.js';
-import { text, textOf } from '../seam/content.js';
+import { text, textOf, type ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
-import type { SubagentProvider } from '../seam/types.js';
+import type { TurnEndReason } from '../seam/session-types.js';
+import type { SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { createHost, type Host } from '../host.js';
 import { inProcessProvider } from '../providers/in-process.js';
 import { forkProvider, spawnProvider } from '../providers/worker/worker-provider.js';
 import { subagentTool } from '../tools/subagent-tool.js';
 import { CHAOS_CRASH, CHAOS_SPIN, createPlannerModel, type PlannedChild } from './models.js';
 import { ProgressView, type ChildProgress } from './progress.js';
-
-export type DemoProvider = 'spawn' | 'fork' | 'in-process';
+import { buildReport, noBaselineReason, type Baseline, type DemoProvider, type DemoReport, type PlannedChunk, type RanChild } from './report.js';
 
 export interface DemoOptions {
   provider: DemoProvider;
   children: number;
+  /** The checked directory (absolute) and its source files (see `sourceFiles`). */
   dir: string;
+  files: string[];
   chaos: boolean;
   /** Real model spec for parent and children; scripted planner/analyst when absent. */
   model?: ModelSpec;
@@ -31,55 +32,41 @@ export interface DemoOptions {
   quiet: boolean;
 }
 
-export interface DemoReport {
-  provider: DemoProvider;
-  children: { id: string; label: string; stopReason: string; ms: number }[];
-  totalMs: number;
-  sequentialMs: number;
-  files: number;
-  summary: string;
-}
-
-const SOURCE = new Set(['.ts', '.js', '.mjs', '.cjs', '.tsx', '.jsx', '.json', '.md']);
-const SKIP = new Set(['node_modules', 'dist', '.git', 'coverage']);
-
-function listFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (SKIP.has(entry.name)) continue;
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) out.push(...listFiles(path));
-    else if (SOURCE.has(extname(entry.name)) && statSync(path).size < 1 << 20) out.push(path);
-  }
-  return out.sort();
-}
-
-function plan(files: string[], count: number, dir: string, chaos: boolean): PlannedChild[] {
+function plan(files: string[], count: number, dir: string, chaos: boolean): (PlannedChild & PlannedChunk)[] {
   const n = Math.max(1, Math.min(count, files.length));
   const chunks: string[][] = Array.from({ length: n }, () => []);
   files.forEach((file, i) => chunks[i % n]!.push(file));
   const children = chunks.map((chunk, i) => ({
     label: `chunk ${i + 1}/${n}`,
+    files: chunk,
     prompt: [
       `Analyse these ${chunk.length} files of ${dir} with your analyse_files tool and answer with its JSON result:`,
       ...chunk.map((file) => `- ${file}`),
     ].join('\n'),
   }));
   if (chaos) {
-    children.push({ label: 'chaos crash', prompt: `${CHAOS_CRASH}. (This child tests failure containment.)` });
-    children.push({ label: 'chaos spin', prompt: `${CHAOS_SPIN}. (This child tests failure containment.)` });
+    children.push({ label: 'chaos crash', files: [], prompt: `${CHAOS_CRASH}. (This child tests failure containment.)` });
+    children.push({ label: 'chaos spin', files: [], prompt: `${CHAOS_SPIN}. (This child tests failure containment.)` });
   }
   return children;
 }
 
+/** A child the model delegated: its progress and the request, to run the same child again. */
+interface Delegated {
+  progress: ChildProgress;
+  request: Pick<SubagentStartRequest, 'label' | 'agentOptions'> & { prompt: ContentBlock[] };
+}
+
 /** Wraps a provider so the demo sees each child's life and a runaway child meets a deadline. */
-function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number): SubagentProvider {
+function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number, delegated: Delegated[]): SubagentProvider {
   return {
     name: inner.name,
     capabilities: inner.capabilities,
     inheritsParentContext: inner.inheritsParentContext,
     async start(request) {
       const child = view.queued(request.label ?? 'child');
+      const { label, prompt, agentOptions } = request;
+      delegated.push({ progress: child, request: { prompt: [...prompt], ...(label === undefined ? {} : { label }), ...(agentOptions ? { agentOptions } : {}) } });
       const run = await inner.start(request).catch((error: unknown) => {
         view.done(child, 'error', error instanceof SubagentError ? error.code : 'start failed');
         throw error;
@@ -112,45 +99,52 @@ async function warmUpChild(host: Host, inner: SubagentProvider, file: string, mo
   await run.dispose();
 }
 
-async function sequentialBaseline(host: Host, children: PlannedChild[], model: ModelSpec, file: string): Promise<number> {
+/** Runs the very children the model delegated again, one by one in the main thread. */
+async function sequentialBaseline(host: Host, delegated: readonly Delegated[], file: string): Promise<Baseline> {
   const baseline = inProcessProvider(host, { name: 'baseline' });
   const off = host.subagents.registerProvider(baseline);
-  await warmUpChild(host, baseline, file, model);
+  await warmUpChild(host, baseline, file, analystModel());
   const parent = await host.createAgent();
+  const stopReasons: string[] = [];
   const t0 = performance.now();
   try {
-    for (const child of children) {
-      if (child.label.startsWith('chaos')) continue; // a crash would take the main thread with it
-      const run = await host.subagents.start('baseline', {
-        label: child.label,
-        prompt: [text(child.prompt)],
-        parent,
-        signal: new AbortController().signal,
-        agentOptions: { model, toolModules: [childTools] },
-      });
-      await run.result;
+    for (const { request } of delegated) {
+      const run = await host.subagents.start('baseline', { ...request, parent, signal: new AbortController().signal });
+      stopReasons.push((await run.result).stopReason);
       await run.dispose();
     }
-    return performance.now() - t0;
+    return { ms: performance.now() - t0, stopReasons };
   } finally {
     off();
   }
 }
 
-/** Runs the demo job and reports every child. */
+function ran({ progress, request }: Delegated): RanChild {
+  return {
+    id: progress.id ?? '',
+    label: progress.label,
+    prompt: textOf(request.prompt),
+    stopReason: progress.stopReason ?? 'error',
+    queuedAt: progress.queuedAt,
+    startedAt: progress.startedAt,
+    endedAt: progress.endedAt,
+  };
+}
+
+/** Runs the demo job and reports what ran. */
 export async function runDemo(options: DemoOptions): Promise<DemoReport> {
-  const dir = resolve(options.dir);
-  const files = listFiles(dir);
+  const { dir, files } = options;
   if (files.length === 0) throw new SubagentError('INVALID_OPTIONS', `no source files under ${dir}; pass --dir with a folder of code`);
   const children = plan(files, options.children, relative(process.cwd(), dir) || '.', options.chaos);
   // CPU-bound children: one thread per core, warmed before the clock starts.
   const threads = Math.max(2, availableParallelism());
   const host = await createHost({ providers: false, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
   const view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
+  const delegated: Delegated[] = [];
   try {
     const inner =
       options.provider === 'in-process' ? inProcessProvider(host) : options.provider === 'fork' ? forkProvider(host) : spawnProvider(host);
-    host.subagents.registerProvider(tracked(inner, view, options.deadlineMs));
+    host.subagents.registerProvider(tracked(inner, view, options.deadlineMs, delegated));
     const childModel = options.model ?? analystModel();
     subagentTool(host, { provider: inner.name, agentOptions: { model: childModel, toolModules: [childTools] } });
     const parent = await host.createAgent(
@@ -158,30 +152,23 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         ? { agentOptions: { model: options.model, persona: 'You coordinate code analysis. Delegate each chunk with the subagent tool, all chunks in one answer, then summarize their results.' } }
         : { model: createPlannerModel(children) },
     );
-    // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are;
-    // the sequential baseline gets the same warm-up in the main thread.
-    await Promise.all(Array.from({ length: threads }, () => warmUpChild(host, inner, files[0]!, childModel)));
+    // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are, with
+    // the scripted analyst so no model is asked; the one-by-one run gets the same warm-up.
+    await Promise.all(Array.from({ length: threads }, () => warmUpChild(host, inner, files[0]!, analystModel())));
     const t0 = performance.now();
     parent.followup([text(`Analyse the ${files.length} files under ${dir} in ${children.length} parallel children:\n\n${children.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();
     const totalMs = performance.now() - t0;
     view.close();
-    const messages = parent.session.events.filter((e) => e.type === 'assistant/message');
-    const summary = textOf((messages.at(-1)?.data as { content?: [] } | undefined)?.content ?? []);
-    const sequentialMs = await sequentialBaseline(host, children, childModel, files[0]!);
-    return {
-      provider: options.provider,
-      children: view.children.map((c: ChildProgress) => ({
-        id: c.id ?? '',
-        label: c.label,
-        stopReason: c.stopReason ?? 'error',
-        ms: Math.round((c.endedAt ?? 0) - (c.startedAt ?? c.queuedAt)),
-      })),
-      totalMs: Math.round(totalMs),
-      sequentialMs: Math.round(sequentialMs),
-      files: files.length,
-      summary,
-    };
+    const events = parent.session.events;
+    const messages = events.filter((e) => e.type === 'assistant/message');
+    const answer = textOf((messages.at(-1)?.data as { content?: [] } | undefined)?.content ?? []);
+    const turnEnd = events.findLast((e) => e.type === 'turn/end');
+    const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason ?? { kind: 'error', error: { code: 'UNKNOWN', message: 'the turn did not end' } };
+    const ranChildren = delegated.map(ran);
+    const model = options.model ? 'openai' : 'scripted';
+    const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(host, delegated, files[0]!) : undefined;
+    return buildReport({ provider: options.provider, model, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline });
   } finally {
     view.close();
     await host.close();

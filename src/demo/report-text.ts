@@ -1,0 +1,43 @@
+// The demo report as text for a terminal: the children table, the model's answer, then plain
+// sentences on what the model delegated and what the timings do (and do not) show.
+import type { DemoReport } from './report.js';
+
+const indent = (text: string) =>
+  text
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n');
+
+function delegation(report: DemoReport): string {
+  const { chunks, children } = report;
+  const n = children.length;
+  const failed = report.failure ? `The model's turn failed (${report.failure}). ` : report.turn !== 'completed' ? `The model's turn ended ${report.turn}. ` : '';
+  if (n === 0) return `${failed}The model delegated nothing: it did not call the subagent tool, so no child ran.`;
+  const many = `${n} ${n === 1 ? 'child' : 'children'}`;
+  const at = `up to ${report.maxConcurrent} running at once`;
+  if (chunks.missing.length === 0) return `${failed}The model delegated ${many} covering all ${chunks.planned} chunks (${at}).`;
+  return (
+    `${failed}The model delegated ${many} covering ${chunks.delegated} of ${chunks.planned} chunks (${at}); ` +
+    `not delegated: ${chunks.missing.join(', ')}.`
+  );
+}
+
+function timing(report: DemoReport): string {
+  const job = `${report.files} files, the whole job took ${report.totalMs} ms`;
+  if (report.speedup !== null) {
+    return (
+      `${job}. The ${report.children.length} children took ${report.parallelMs} ms in parallel on '${report.provider}'; ` +
+      `the same children one by one in-process: ${report.sequentialMs} ms (speed-up ×${report.speedup.toFixed(2)}).`
+    );
+  }
+  const parallel = report.parallelMs === null ? '' : `, the children ${report.parallelMs} ms of it on '${report.provider}'`;
+  return `${job}${parallel}. No speed-up: ${report.noSpeedup}.`;
+}
+
+/** The report as printed after the progress lines. */
+export function reportText(report: DemoReport): string {
+  const rows = report.children.map((c) => `  ${c.label.padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms  ${c.id}`);
+  const table = rows.length === 0 ? [] : [`  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)}  session`, ...rows, ''];
+  const answer = report.answer.trim() === '' ? ['  The model gave no answer.'] : [`  The model's answer:`, indent(indent(report.answer.trim()))];
+  return ['', ...table, ...answer, '', indent(delegation(report)), indent(timing(report)), ''].join('\n');
+}

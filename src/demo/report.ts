@@ -1,0 +1,135 @@
+// What the demo reports, built only from what ran: which chunks the model delegated, each child's
+// outcome, and a speed-up only when the very same children also ran one by one (else why not).
+import { relative } from 'node:path';
+import type { TurnEndReason } from '../seam/session-types.js';
+
+export type DemoProvider = 'spawn' | 'fork' | 'in-process';
+
+/** A chunk of the job as planned: its label and files. */
+export interface PlannedChunk {
+  label: string;
+  files: string[];
+}
+
+/** One delegated child as the progress view saw it (times in ms on one clock). */
+export interface RanChild {
+  id: string;
+  label: string;
+  prompt: string;
+  stopReason: string;
+  queuedAt: number;
+  startedAt: number | undefined;
+  endedAt: number | undefined;
+}
+
+/** The one-by-one run of the same children: its time and each child's outcome, in order. */
+export interface Baseline {
+  ms: number;
+  stopReasons: string[];
+}
+
+/** The report (also the `--json` output). */
+export interface DemoReport {
+  provider: DemoProvider;
+  model: 'scripted' | 'openai';
+  /** Every child the model delegated, in start order. */
+  children: { id: string; label: string; stopReason: string; ms: number }[];
+  /** The parent's whole job: delegation, children, answer. */
+  totalMs: number;
+  /** From the first child queued to the last child finished; null when none ran. */
+  parallelMs: number | null;
+  /** The same children one by one in-process; null when they were not run that way. */
+  sequentialMs: number | null;
+  /** sequentialMs / parallelMs; null when there is nothing fair to compare (see `noSpeedup`). */
+  speedup: number | null;
+  noSpeedup?: string;
+  files: number;
+  /** Planned chunks, how many the model delegated (every file named in some child's prompt), which it left out. */
+  chunks: { planned: number; delegated: number; missing: string[] };
+  /** The most children that were running at the same moment. */
+  maxConcurrent: number;
+  /** How the parent's turn ended, and its failure when it did not complete. */
+  turn: TurnEndReason['kind'];
+  failure?: string;
+  /** The model's final answer. */
+  answer: string;
+}
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** True when `prompt` names `file`, by absolute path or relative to `dir`. */
+function names(prompt: string, file: string, dir: string): boolean {
+  if (prompt.includes(file)) return true;
+  return new RegExp(`(^|[\\s'"\`(/])${escape(relative(dir, file))}($|[\\s'"\`),;:])`).test(prompt);
+}
+
+/** The chunks whose every file some delegated prompt names. */
+export function delegatedChunks(chunks: readonly PlannedChunk[], prompts: readonly string[], dir: string): PlannedChunk[] {
+  return chunks.filter((chunk) => chunk.files.every((file) => prompts.some((prompt) => names(prompt, file, dir))));
+}
+
+function maxConcurrent(children: readonly RanChild[]): number {
+  const edges = children.flatMap((c) => (c.startedAt === undefined ? [] : [[c.startedAt, 1] as const, [c.endedAt ?? Infinity, -1] as const]));
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let most = 0;
+  for (const [, delta] of edges) most = Math.max(most, (now += delta));
+  return most;
+}
+
+/** Why the same children cannot be run one by one for a fair comparison; undefined when they can. */
+export function noBaselineReason(model: DemoReport['model'], children: readonly RanChild[]): string | undefined {
+  if (children.length === 0) return 'no children ran, so there is nothing to compare';
+  if (model !== 'scripted') {
+    return 'the children asked a real model: running them again one by one would ask it again, and its answers and latency change from call to call, so it would not be the same work';
+  }
+  const failed = children.filter((c) => c.stopReason !== 'completed');
+  if (failed.length > 0) return `${failed.map((c) => `${c.label} ended ${c.stopReason}`).join(', ')}; a speed-up is measured only when every child completed`;
+  return undefined;
+}
+
+export interface DemoFacts {
+  provider: DemoProvider;
+  model: DemoReport['model'];
+  dir: string;
+  files: number;
+  chunks: readonly PlannedChunk[];
+  children: readonly RanChild[];
+  totalMs: number;
+  turn: TurnEndReason;
+  answer: string;
+  baseline: Baseline | undefined;
+}
+
+/** The report of what ran. */
+export function buildReport(facts: DemoFacts): DemoReport {
+  const { children } = facts;
+  const covered = delegatedChunks(facts.chunks, children.map((c) => c.prompt), facts.dir);
+  const ends = children.map((c) => c.endedAt ?? c.queuedAt);
+  const parallelMs = children.length === 0 ? null : Math.round(Math.max(...ends) - Math.min(...children.map((c) => c.queuedAt)));
+  let noSpeedup = noBaselineReason(facts.model, children);
+  const baseline = facts.baseline;
+  if (noSpeedup === undefined && baseline === undefined) noSpeedup = 'the one-by-one run was not made';
+  if (noSpeedup === undefined && baseline) {
+    const failed = baseline.stopReasons.flatMap((reason, i) => (reason === 'completed' ? [] : [`${children[i]?.label ?? `child ${i + 1}`} ended ${reason}`]));
+    if (failed.length > 0) noSpeedup = `in the one-by-one run ${failed.join(', ')}, so the two runs did not do the same work`;
+  }
+  const sequentialMs = baseline ? Math.round(baseline.ms) : null;
+  const speedup = noSpeedup === undefined && sequentialMs !== null && parallelMs ? Math.round((sequentialMs / parallelMs) * 100) / 100 : null;
+  return {
+    provider: facts.provider,
+    model: facts.model,
+    children: children.map((c) => ({ id: c.id, label: c.label, stopReason: c.stopReason, ms: Math.round((c.endedAt ?? c.queuedAt) - (c.startedAt ?? c.queuedAt)) })),
+    totalMs: Math.round(facts.totalMs),
+    parallelMs,
+    sequentialMs,
+    speedup,
+    ...(speedup === null ? { noSpeedup: noSpeedup ?? 'the parallel run took no measurable time' } : {}),
+    files: facts.files,
+    chunks: { planned: facts.chunks.length, delegated: covered.length, missing: facts.chunks.filter((c) => !covered.includes(c)).map((c) => c.label) },
+    maxConcurrent: maxConcurrent(children),
+    turn: facts.turn.kind,
+    ...(facts.turn.kind === 'error' ? { failure: `${facts.turn.error.code}: ${facts.turn.error.message}` } : {}),
+    answer: facts.answer,
+  };
+}
