@@ -27,8 +27,9 @@ export interface AdmissionRequest {
 /**
  * A lineage node of the admission: an admitted child, on a root slot (`on` undefined) or on the
  * loan of the holder `on`. Each holder lends at most one slot at a time (`borrower`), which keeps
- * every chain of loans within one root slot and at most 1 + maxNestingDepth long. A later holder
- * kind (an idle resident child that yields its slot on demand) joins here as another state.
+ * every chain of loans within one root slot and at most 1 + maxNestingDepth long. Resident
+ * children plug in as further holder states: an idle one yields its slot when `#pump` finds none
+ * free, and one that only waits for its own children keeps its lineage place without a thread.
  */
 interface Holder {
   readonly id: string;
