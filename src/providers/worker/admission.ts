@@ -89,7 +89,7 @@ export class Admission {
       return Promise.reject(
         new SubagentError(
           'DEPTH_EXCEEDED',
-          `a worker child here would nest ${level} levels below other worker children, above pool.maxNestingDepth ${this.#maxNestingDepth}; delegate less deeply or raise pool.maxNestingDepth`,
+          `a worker child here would be nested ${level} generations below a worker child, above pool.maxNestingDepth ${this.#maxNestingDepth}; delegate less deeply or raise pool.maxNestingDepth (threads stay within maxThreads × (1 + maxNestingDepth))`,
         ),
       );
     }
