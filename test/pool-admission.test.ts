@@ -34,6 +34,22 @@ describe('worker pool admission', () => {
     await busy.dispose();
   });
 
+  it('takes a start cancelled while it waits out of the queue, so it never holds the slot', async () => {
+    host = await createHost({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100 } });
+    const parent = await host.createAgent();
+    const busy = await host.subagents.start('spawn', request(parent, [{ finish: 'hang' }]));
+    const controller = new AbortController();
+    const cancelled = host.subagents.start('spawn', request(parent, [{ text: 'never' }], controller.signal));
+    const next = host.subagents.start('spawn', request(parent, [{ text: 'next' }]));
+    controller.abort();
+    await expect(cancelled).rejects.toMatchObject({ code: 'CANCELLED' });
+    busy.cancel();
+    await busy.dispose();
+    const run = await next;
+    expect((await run.result).output).toEqual([text('next')]);
+    await run.dispose();
+  });
+
   it('names a bad maxNestingDepth', async () => {
     await expect(createHost({ pool: { maxNestingDepth: -1 } })).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('options.pool.maxNestingDepth') });
   });
