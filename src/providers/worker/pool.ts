@@ -8,14 +8,26 @@ import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { WorkerTask } from '../../seam/worker-protocol.js';
 import { RunRouter } from '../../seam/wire-channel.js';
+import { Admission } from './admission.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
   minThreads?: number;
-  /** @default max(4, 2 × availableParallelism()) */
+  /**
+   * Threads for children started by main-thread agents. A worker child waiting for its own
+   * children lends them one slot, so the pool never runs more than
+   * `maxThreads × (1 + maxNestingDepth)` threads.
+   * @default max(4, 2 × availableParallelism())
+   */
   maxThreads?: number;
   /** Children one thread runs at once; raise it for I/O-bound (model-bound) fleets. @default 1 */
   childrenPerThread?: number;
+  /**
+   * How many generations of worker children may nest below a worker child (a chain of
+   * `1 + maxNestingDepth` worker children); a start past it rejects `DEPTH_EXCEEDED`. Bounds the
+   * threads at `maxThreads × (1 + maxNestingDepth)`. @default 3
+   */
+  maxNestingDepth?: number;
   /** An idle thread above `minThreads` ends after this long. @default 30000 */
   idleTimeoutMs?: number;
   /** V8 heap limits of each thread. */
@@ -30,7 +42,9 @@ export interface WorkerPool {
   readonly threads: number;
   /** @internal The threads' long-lived ports to this thread, shared by every child they run. */
   readonly channels: RunRouter;
-  /** Runs one child task; rejects if its thread dies. */
+  /** @internal Slots of child starts: a start holds one from before `run` until its task ends. */
+  readonly admission: Admission;
+  /** Runs one child task that holds a slot of `admission`; rejects if its thread dies. */
   run(task: WorkerTask): Promise<Encoded>;
   /** Resolves once `minThreads` threads have loaded the worker entry. */
   warm(): Promise<void>;
@@ -45,6 +59,7 @@ const optionsShape = z.strictObject({
   minThreads: z.number().int().min(0).optional(),
   maxThreads: positiveInt.optional(),
   childrenPerThread: positiveInt.optional(),
+  maxNestingDepth: z.number().int().min(0).optional(),
   idleTimeoutMs: z.number().int().min(0).optional(),
   resourceLimits: z
     .strictObject({ maxOldGenerationSizeMb: positiveInt.optional(), maxYoungGenerationSizeMb: positiveInt.optional(), stackSizeMb: positiveInt.optional() })
@@ -65,6 +80,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     minThreads: options.minThreads ?? 1,
     maxThreads: options.maxThreads ?? Math.max(4, 2 * availableParallelism()),
     childrenPerThread: options.childrenPerThread ?? 1,
+    maxNestingDepth: options.maxNestingDepth ?? 3,
     idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
     cancelGraceMs: options.cancelGraceMs ?? 2000,
     ...(options.resourceLimits ? { resourceLimits: { ...options.resourceLimits } } : {}),
@@ -74,12 +90,19 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   }
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
+  // piscina may run as many tasks as admission admits (root slots plus loans), so it never queues
+  // one: its thread ceiling follows the loans in use, and without nesting it stays maxThreads.
+  // piscina reads `options.maxThreads` at each spawn decision, which is what makes it adjustable.
+  const ceiling = (loans: number) => resolved.maxThreads + Math.ceil(loans / resolved.childrenPerThread);
+  const admission = new Admission(resolved.maxThreads * resolved.childrenPerThread, resolved.maxNestingDepth, (loans) => {
+    if (instance) instance.options.maxThreads = ceiling(loans);
+  });
   const piscina = (): Piscina<WorkerTask, Encoded> => {
     if (instance) return instance;
     instance = new Piscina<WorkerTask, Encoded>({
       filename: WORKER_ENTRY,
       minThreads: resolved.minThreads,
-      maxThreads: resolved.maxThreads,
+      maxThreads: ceiling(admission.loans),
       concurrentTasksPerWorker: resolved.childrenPerThread,
       idleTimeout: resolved.idleTimeoutMs,
       // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
@@ -97,6 +120,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   const channels = new RunRouter();
   return {
     channels,
+    admission,
     options: Object.freeze(resolved),
     get threads() {
       return instance?.threads.length ?? 0;
@@ -121,6 +145,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     close() {
       // Terminating a thread while it is still loading its ES modules can abort the whole process
       // (a V8 fatal error seen on Node 20), so threads being warmed finish loading first.
+      admission.close();
       closing ??= (async () => {
         await warming;
         await instance?.destroy();

@@ -93,6 +93,13 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
+  // Waits for a slot before any channel exists: a start cancelled or refused here leaves nothing.
+  const slot = await host.pool.admission.acquire({
+    child: header.id,
+    parent: request.parent.id,
+    parentOf: (id) => host.sessions.get(id)?.header.parentSession,
+    signal,
+  });
   const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
   const route = host.pool.channels.route(header.id);
   let mirror: SessionLog | undefined;
@@ -112,7 +119,13 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       if (!allowedNames.has(name) || !child.agent) {
         throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
       }
-      return host.tools.execute(name, input, { agent: child.agent, callId, signal });
+      // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
+      const done = slot.wait();
+      try {
+        return await host.tools.execute(name, input, { agent: child.agent, callId, signal });
+      } finally {
+        done();
+      }
     },
   };
   exposeOn(hostApi, route.endpoint('host'));
@@ -125,7 +138,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     control.close();
     route.dispose();
   };
-  const task = runOnPool(host.pool, { data: encode(data), cancelFlag, run: header.id });
+  // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
+  const task = runOnPool(host.pool, { data: encode(data), cancelFlag, run: header.id }).finally(() => slot.release());
 
   // A start waits for a free slot: it resolves once a thread has taken the task.
   let threadId: number;

@@ -1,0 +1,202 @@
+// Admission of worker-child starts into the pool's slots, in front of piscina (which therefore never
+// queues). A child that only waits on the main thread lends one slot to its own children, so every
+// waiting subtree can progress and threads stay within maxThreads × (1 + maxNestingDepth).
+import { SubagentError } from '../../seam/errors.js';
+
+/** One admitted child's claim on the pool, held until its task has left its thread. */
+export interface Slot {
+  /**
+   * Marks the child as waiting on the main thread (a host tool call in flight) until the returned
+   * function runs; calls nest. While it waits, its children may run on its loan.
+   */
+  wait(): () => void;
+  /** Idempotent: the child's task has left its thread. */
+  release(): void;
+}
+
+export interface AdmissionRequest {
+  /** Session id of the child that will hold the slot. */
+  readonly child: string;
+  /** Session id of the start's parent. */
+  readonly parent: string;
+  /** A session's parent id: finds the nearest worker-child ancestor through thread-less ones (in-process children). */
+  readonly parentOf: (sessionId: string) => string | undefined;
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A lineage node of the admission: an admitted child, on a root slot (`on` undefined) or on the
+ * loan of the holder `on`. Each holder lends at most one slot at a time (`borrower`), which keeps
+ * every chain of loans within one root slot and at most 1 + maxNestingDepth long. Resident
+ * children plug in as further holder states: an idle one yields its slot when `#pump` finds none
+ * free, and one that only waits for its own children keeps its lineage place without a thread.
+ */
+interface Holder {
+  readonly id: string;
+  /** Worker-child ancestors of this child: 0 for a child of the main thread's agents. */
+  readonly level: number;
+  on: Holder | undefined;
+  borrower: Holder | undefined;
+  /** Host tool calls in flight; above 0 the child only waits, so its loan is open. */
+  waits: number;
+  released: boolean;
+}
+
+interface Pending {
+  readonly request: AdmissionRequest;
+  readonly lender: Holder | undefined;
+  readonly level: number;
+  readonly resolve: (slot: Slot) => void;
+  readonly reject: (error: SubagentError) => void;
+  readonly onAbort: () => void;
+}
+
+// Lineage walks stop here: a cycle in stored headers must not hang a start.
+const MAX_LINEAGE_STEPS = 1024;
+
+export class Admission {
+  readonly #maxNestingDepth: number;
+  readonly #onLoansChanged: (loans: number) => void;
+  readonly #holders = new Map<string, Holder>();
+  #free: number;
+  #loans = 0;
+  #queue: Pending[] = [];
+  #closed = false;
+
+  /** `onLoansChanged` hears how many children run on loans, so the pool can size itself to them. */
+  constructor(rootSlots: number, maxNestingDepth: number, onLoansChanged: (loans: number) => void = () => undefined) {
+    this.#free = rootSlots;
+    this.#maxNestingDepth = maxNestingDepth;
+    this.#onLoansChanged = onLoansChanged;
+  }
+
+  /** Children running on a loan now (each beyond the root slots). */
+  get loans(): number {
+    return this.#loans;
+  }
+
+  /**
+   * Resolves with a slot once one is free: the parent's loan (when the nearest worker-child
+   * ancestor waits and has not lent it) or a root slot, first come first served. Rejects
+   * `DEPTH_EXCEEDED` past the nesting limit, `CANCELLED` on abort, `CLOSED` once closed.
+   */
+  acquire(request: AdmissionRequest): Promise<Slot> {
+    if (this.#closed) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
+    if (request.signal.aborted) return Promise.reject(cancelled(request.signal));
+    const lender = this.#nearestHolder(request);
+    const level = lender ? lender.level + 1 : 0;
+    if (level > this.#maxNestingDepth) {
+      return Promise.reject(
+        new SubagentError(
+          'DEPTH_EXCEEDED',
+          `a worker child here would be nested ${level} generations below a worker child, above pool.maxNestingDepth ${this.#maxNestingDepth}; delegate less deeply or raise pool.maxNestingDepth (threads stay within maxThreads × (1 + maxNestingDepth))`,
+        ),
+      );
+    }
+    return new Promise<Slot>((resolve, reject) => {
+      const pending: Pending = {
+        request,
+        lender,
+        level,
+        resolve,
+        reject,
+        onAbort: () => {
+          if (!this.#queue.includes(pending)) return;
+          this.#queue = this.#queue.filter((other) => other !== pending);
+          reject(cancelled(request.signal));
+        },
+      };
+      request.signal.addEventListener('abort', pending.onAbort, { once: true });
+      this.#queue.push(pending);
+      this.#pump();
+    });
+  }
+
+  /** Idempotent: starts still waiting reject `CLOSED`; admitted ones keep their slots until released. */
+  close(): void {
+    this.#closed = true;
+    for (const pending of this.#queue.splice(0)) {
+      pending.request.signal.removeEventListener('abort', pending.onAbort);
+      pending.reject(new SubagentError('CLOSED', 'the worker pool closed before a slot was free for this start'));
+    }
+  }
+
+  #nearestHolder(request: AdmissionRequest): Holder | undefined {
+    let id: string | undefined = request.parent;
+    for (let step = 0; id !== undefined && step < MAX_LINEAGE_STEPS; step++) {
+      const holder = this.#holders.get(id);
+      if (holder) return holder;
+      id = request.parentOf(id);
+    }
+    return undefined;
+  }
+
+  /** Grants every waiting start that can run now, in arrival order. */
+  #pump(): void {
+    if (this.#queue.length === 0) return;
+    const waiting: Pending[] = [];
+    for (const pending of this.#queue) {
+      const lender = pending.lender;
+      // A loan first: it is usable only by this subtree, while a root slot could serve anyone.
+      if (lender && !lender.released && lender.waits > 0 && !lender.borrower) this.#grant(pending, lender);
+      else if (this.#free > 0) this.#grant(pending, undefined);
+      else waiting.push(pending);
+    }
+    this.#queue = waiting;
+  }
+
+  #grant(pending: Pending, lender: Holder | undefined): void {
+    const holder: Holder = { id: pending.request.child, level: pending.level, on: lender, borrower: undefined, waits: 0, released: false };
+    if (lender) {
+      lender.borrower = holder;
+      this.#setLoans(this.#loans + 1);
+    } else {
+      this.#free--;
+    }
+    this.#holders.set(holder.id, holder);
+    pending.request.signal.removeEventListener('abort', pending.onAbort);
+    pending.resolve({
+      wait: () => this.#wait(holder),
+      release: () => this.#release(holder),
+    });
+  }
+
+  #wait(holder: Holder): () => void {
+    holder.waits++;
+    this.#pump();
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      holder.waits--;
+    };
+  }
+
+  #release(holder: Holder): void {
+    if (holder.released) return;
+    holder.released = true;
+    if (this.#holders.get(holder.id) === holder) this.#holders.delete(holder.id);
+    const { on, borrower } = holder;
+    if (borrower) {
+      // A child still running on this holder's loan (its parent stopped waiting for it) takes over
+      // this holder's own slot: the slot stays counted once and the chain within its root slot.
+      borrower.on = on;
+      if (on) on.borrower = borrower;
+    } else if (on) {
+      on.borrower = undefined;
+    } else {
+      this.#free++;
+    }
+    if (on || borrower) this.#setLoans(this.#loans - 1);
+    this.#pump();
+  }
+
+  #setLoans(loans: number): void {
+    this.#loans = loans;
+    this.#onLoansChanged(loans);
+  }
+}
+
+function cancelled(signal: AbortSignal): SubagentError {
+  return new SubagentError('CANCELLED', 'the start was cancelled while it waited for a worker slot', { cause: signal.reason });
+}
