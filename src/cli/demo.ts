@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import type { ModelSpec } from '../seam/agent-types.js';
 import { SubagentError } from '../seam/errors.js';
 import { runDemo, type DemoProvider, type DemoReport } from '../demo/run-demo.js';
+import { DEFAULT_DB } from './ls.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -15,7 +16,8 @@ const USAGE = `usage: subagent-host demo [options]
   --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos)
   --model scripted|openai            scripted (default) or a real OpenAI-compatible model: set
                                      OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL (or DEEPSEEK_API_KEY)
-  --json                             print { provider, children: [{ id, stopReason, ms }], totalMs, sequentialMs }
+  --db FILE                          SQLite file the run is saved to (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
+  --json                             print { provider, parentId, db, children: [{ id, stopReason, ms }], totalMs, sequentialMs }
 `;
 
 function realModel(env: NodeJS.ProcessEnv): ModelSpec {
@@ -44,7 +46,16 @@ function table(report: DemoReport): string {
     `  ${report.files} files, ${report.children.length} children on '${report.provider}': ${report.totalMs} ms in parallel; ` +
       `the same children one by one in-process: ${report.sequentialMs} ms (speed-up ×${speedup}).`,
     '',
+    `  Parent session ${report.parentId}, saved in ${report.db}. Look at it with:`,
+    `    subagent-host ls ${report.parentId} --tree --db ${shellWord(report.db)}`,
+    `    subagent-host inspect --db ${shellWord(report.db)}`,
+    '',
   ].join('\n');
+}
+
+/** `word` quoted for a POSIX shell when it holds anything but plain path characters. */
+function shellWord(word: string): string {
+  return /^[\w./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 export async function run(args: string[]): Promise<number> {
@@ -59,6 +70,7 @@ export async function run(args: string[]): Promise<number> {
         chaos: { type: 'boolean', default: false },
         deadline: { type: 'string' },
         model: { type: 'string', default: 'scripted' },
+        db: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -79,6 +91,7 @@ export async function run(args: string[]): Promise<number> {
     : !Number.isSafeInteger(children) || children < 1 || children > 64 ? '--children must be an integer from 1 to 64'
     : !Number.isSafeInteger(deadline) || deadline < 1 ? '--deadline must be a positive number of milliseconds'
     : !['scripted', 'openai'].includes(values.model) ? '--model must be scripted or openai'
+    : values.db === '' ? '--db needs a file path'
     : values.chaos && values.provider === 'in-process' ? '--chaos needs worker children (--provider spawn or fork): a crash in-process would take the host down'
     : undefined;
   if (bad) {
@@ -96,11 +109,12 @@ export async function run(args: string[]): Promise<number> {
     out: process.stdout,
     tty: process.stdout.isTTY === true,
     quiet: values.json,
+    db: values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB,
     ...(model ? { model } : {}),
   });
   if (values.json) {
-    const { provider, totalMs, sequentialMs } = report;
-    const json = { provider, children: report.children.map(({ id, stopReason, ms }) => ({ id, stopReason, ms })), totalMs, sequentialMs };
+    const { provider, parentId, db, totalMs, sequentialMs } = report;
+    const json = { provider, parentId, db, children: report.children.map(({ id, stopReason, ms }) => ({ id, stopReason, ms })), totalMs, sequentialMs };
     process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else {
     process.stdout.write(table(report));

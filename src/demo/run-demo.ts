@@ -29,10 +29,15 @@ export interface DemoOptions {
   out: Writable;
   tty: boolean;
   quiet: boolean;
+  /** SQLite file every session of the run is persisted to. */
+  db: string;
 }
 
 export interface DemoReport {
   provider: DemoProvider;
+  /** The delegating parent's session id (the root of the tree in `db`). */
+  parentId: string;
+  db: string;
   children: { id: string; label: string; stopReason: string; ms: number }[];
   totalMs: number;
   sequentialMs: number;
@@ -145,7 +150,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const children = plan(files, options.children, relative(process.cwd(), dir) || '.', options.chaos);
   // CPU-bound children: one thread per core, warmed before the clock starts.
   const threads = Math.max(2, availableParallelism());
-  const host = await createHost({ providers: false, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
+  const host = await createHost({ providers: false, persistence: { sqlite: options.db }, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
   const view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
   try {
     const inner =
@@ -171,6 +176,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const sequentialMs = await sequentialBaseline(host, children, childModel, files[0]!);
     return {
       provider: options.provider,
+      parentId: parent.id,
+      db: options.db,
       children: view.children.map((c: ChildProgress) => ({
         id: c.id ?? '',
         label: c.label,
