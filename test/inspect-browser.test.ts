@@ -30,7 +30,7 @@ let context: BrowserContext;
 let page: Page;
 
 beforeAll(async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, [cli, 'demo', '--json', '--children', '3', '--db', db], { timeout: LONG });
+  const { stdout } = await promisify(execFile)(process.execPath, [cli, 'demo', '--json', '--chaos', '--children', '3', '--db', db], { timeout: LONG });
   report = JSON.parse(stdout) as DemoJson;
   server = await startInspect(db);
   context = await chromium.launchPersistentContext(profile, {
@@ -74,15 +74,18 @@ describe('subagent-host inspect in a browser', () => {
     await page.waitForSelector(`#roots button.selected[data-root-id="${report.parentId}"]`);
   });
 
-  it('shows every child of the demo run in the tree', async () => {
+  it('shows every child of the demo run in the tree, with the stop reason the run reported', async () => {
     await page.waitForSelector('#tree .row[data-child-id]');
-    expect((await childIds('#tree .row[data-child-id]')).sort()).toEqual(report.children.map((child) => child.id).sort());
-    const reasons = await page.$$eval('#tree .row[data-child-id] .reason', (cells) => cells.map((cell) => cell.textContent));
-    expect(reasons).toEqual(['completed', 'completed', 'completed']);
+    const rows = await page.$$eval('#tree .row[data-child-id]', (elements) =>
+      elements.map((row) => [row.getAttribute('data-child-id'), row.querySelector('.reason')?.textContent] as const),
+    );
+    expect(new Map(rows)).toEqual(new Map(report.children.map((child) => [child.id, child.stopReason])));
+    expect(report.children.map((child) => child.stopReason)).toEqual(expect.arrayContaining(['completed', 'error', 'aborted']));
   });
 
-  it('draws one timeline bar per child, and saves a screenshot of tree and timeline', async () => {
-    expect((await childIds('#timeline .bar[data-child-id]')).sort()).toEqual(report.children.map((child) => child.id).sort());
+  it('draws one timeline bar per child, coloured by stop reason, and saves a screenshot of tree and timeline', async () => {
+    const bars = await page.$$eval('#timeline .bar[data-child-id]', (elements) => elements.map((bar) => [bar.getAttribute('data-child-id'), bar.className] as const));
+    expect(new Map(bars)).toEqual(new Map(report.children.map((child) => [child.id, `bar reason-${child.stopReason}`])));
     const widths = await page.$$eval('#timeline .bar', (bars) => bars.map((bar) => bar.getBoundingClientRect().width));
     expect(widths.every((width) => width > 0)).toBe(true);
     mkdirSync(ARTIFACTS, { recursive: true });
@@ -90,7 +93,7 @@ describe('subagent-host inspect in a browser', () => {
   });
 
   it('shows the transcript of a child that is clicked, with long outputs folded', async () => {
-    const child = report.children[1]!.id;
+    const child = report.children.find((entry) => entry.stopReason === 'completed')!.id;
     await page.click(`#tree .row[data-child-id="${child}"]`);
     await page.waitForSelector('#transcript .entry[data-kind="turn-end"]');
     expect(await page.textContent('#transcript .mono')).toBe(child);
