@@ -50,11 +50,6 @@ afterAll(async () => {
   rmSync(profile, { recursive: true, force: true });
 });
 
-/** The data-child-id values of the elements `selector` matches, in page order. */
-function childIds(selector: string): Promise<string[]> {
-  return page.$$eval(selector, (elements) => elements.map((element) => element.getAttribute('data-child-id') ?? ''));
-}
-
 /** A host writing to the same database as the demo, with a child started under the demo's parent. */
 async function startChild(host: Host, label: string, steps: ScriptedStep[]): Promise<{ id: string; result: Promise<unknown>; dispose(): Promise<void> }> {
   host.subagents.registerProvider(inProcessProvider(host));

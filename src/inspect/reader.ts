@@ -75,9 +75,14 @@ function nodeOf(row: TreeRow): ChildNode {
     if (identity.label !== undefined) node.label = identity.label;
   }
   if (views !== undefined) node.busyMs = views.subagentTiming.settledMs;
-  const descriptor = parse(row.descriptor) as { provider?: unknown } | undefined;
+  const descriptor = parse(row.descriptor) as { provider?: unknown; mode?: unknown; label?: unknown } | undefined;
   if (typeof descriptor?.provider === 'string') node.provider = descriptor.provider;
-  if (row.origin === 'subagent' && identity === undefined) node.problem = 'no readable descriptor';
+  // Stored projections may be absent (rebuilt by the next writer); the last descriptor says the same.
+  if (identity === undefined && (descriptor?.mode === 'one-shot' || descriptor?.mode === 'continuable')) {
+    node.mode = descriptor.mode;
+    if (typeof descriptor.label === 'string') node.label = descriptor.label;
+  }
+  if (row.origin === 'subagent' && node.mode === undefined) node.problem = 'no readable descriptor';
 
   // "<seq> <time> <json>" of the last turn/end: one sub-query instead of three.
   const match = row.lastEnd === null ? null : /^(\d+) (\S+) (.*)$/s.exec(row.lastEnd);

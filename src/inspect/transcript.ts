@@ -36,7 +36,7 @@ export function contentText(content: unknown): string {
         case 'tool_call':
           return `[calls ${String(block['name'])}]`;
         case 'tool_result':
-          return `[result of ${String(block['toolCallId'] ?? block['id'] ?? 'a call')}]`;
+          return `[result of ${String(block['callId'])}]\n${contentText(block['content'])}`;
         default:
           return json(raw);
       }
