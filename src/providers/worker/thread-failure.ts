@@ -24,13 +24,22 @@ export function describeThreadFailure(error: unknown, killed: boolean, graceMs: 
 /**
  * Ends the turn a dead thread left open in `session` (unanswered tool calls, open step, then
  * `turn/end` with `reason`), so the stored log says how the child ended instead of staying open.
+ * `seedLength` events at the start are a fork's inherited prefix, not the child's own turns.
  */
-export function closeTurnOfDeadThread(session: SessionLog, reason: TurnEndReason): void {
+export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, reason: TurnEndReason): void {
   let closers;
   try {
     closers = closeInterruptedTurn(session.events);
   } catch {
     return; // a log repair cannot read is left for load() to report
+  }
+  if (closers.length === 0 && !session.events.slice(seedLength).some((event) => event.type === 'turn/start')) {
+    // The thread died before any of its events reached this side: the turn it had begun is recorded.
+    const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
+    const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
+    session.append('turn/start', { turn });
+    session.append('turn/end', { turn, reason });
+    return;
   }
   for (const closer of closers) {
     session.append(closer.type, closer.type === 'turn/end' ? { ...(closer.data as object), reason } : closer.data);

@@ -184,7 +184,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       (error: unknown): SubagentResult => {
         const diagnostic = describeThreadFailure(error, killed, graceMs);
         const aborted = killed || cancelled;
-        closeTurnOfDeadThread(session, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
+        closeTurnOfDeadThread(session, plan.seed.length, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
         return { output: finalAssistantOutput(session.events.slice(plan.seed.length)), diagnostic, stopReason: aborted ? 'aborted' : 'error' };
       },
     )
