@@ -28,8 +28,12 @@ interface Report {
   chunks: { planned: number; delegated: number; missing: string[] };
 }
 
+let runs = 0;
+
 async function demo(...args: string[]): Promise<Report> {
-  const { stdout } = await run(process.execPath, [cli, 'demo', '--json', '--dir', dir, ...args], { timeout: 60_000 });
+  // Each run saves its sessions to a database of its own, never to ./subagent-host.db.
+  const db = join(dir, `run-${++runs}.db`);
+  const { stdout } = await run(process.execPath, [cli, 'demo', '--json', '--dir', dir, '--db', db, ...args], { timeout: 60_000 });
   return JSON.parse(stdout) as Report;
 }
 

@@ -11,8 +11,14 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), 'demo-openai-'));
+// Each run saves its sessions to its own database, outside the analysed directory.
+const dbDir = mkdtempSync(join(tmpdir(), 'demo-openai-db-'));
+let runs = 0;
 for (let i = 0; i < 6; i++) writeFileSync(join(dir, `file${i}.ts`), `export const value${i} = ${i};\n`.repeat(10 + i));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(dbDir, { recursive: true, force: true });
+});
 
 type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized';
 type Message = { role: string; content: string };
@@ -108,7 +114,7 @@ interface Report {
 function demo(baseURL: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const env = { ...process.env, OPENAI_BASE_URL: baseURL, OPENAI_MODEL: 'test-model', OPENAI_API_KEY: 'sk-test' };
   return new Promise((resolve) => {
-    execFile(process.execPath, [cli, 'demo', '--model', 'openai', '--children', '3', '--dir', dir, ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [cli, 'demo', '--model', 'openai', '--children', '3', '--dir', dir, '--db', join(dbDir, `run-${++runs}.db`), ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
     });
   });

@@ -6,6 +6,7 @@ import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { DemoProvider } from '../demo/report.js';
 import { reportText } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
+import { DEFAULT_DB } from './ls.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -16,7 +17,8 @@ const USAGE = `usage: subagent-host demo [options]
   --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos)
   --model scripted|openai            scripted (default) or a real OpenAI-compatible model: set
                                      OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL (or DEEPSEEK_API_KEY)
-  --json                             print the report as JSON: { provider, model, children: [{ id, label, stopReason, ms }],
+  --db FILE                          SQLite file the run is saved to (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
+  --json                             print the report as JSON: { provider, model, parentId, db, children: [{ id, label, stopReason, ms }],
                                      totalMs, parallelMs, sequentialMs, speedup, noSpeedup?, files, chunks, turn, answer, … }
 `;
 
@@ -32,6 +34,7 @@ export async function run(args: string[]): Promise<number> {
         chaos: { type: 'boolean', default: false },
         deadline: { type: 'string' },
         model: { type: 'string', default: 'scripted' },
+        db: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -52,6 +55,7 @@ export async function run(args: string[]): Promise<number> {
     : !Number.isSafeInteger(children) || children < 1 || children > 64 ? '--children must be an integer from 1 to 64'
     : !Number.isSafeInteger(deadline) || deadline < 1 ? '--deadline must be a positive number of milliseconds'
     : !['scripted', 'openai'].includes(values.model) ? '--model must be scripted or openai'
+    : values.db === '' ? '--db needs a file path'
     : values.chaos && values.provider === 'in-process' ? '--chaos needs worker children (--provider spawn or fork): a crash in-process would take the host down'
     : undefined;
   // Every input is checked before any work starts: one line on stderr, exit code 2.
@@ -77,6 +81,7 @@ export async function run(args: string[]): Promise<number> {
     out: process.stdout,
     tty: process.stdout.isTTY === true,
     quiet: values.json,
+    db: values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB,
     ...(model ? { model: model.value } : {}),
   });
   if (values.json) {

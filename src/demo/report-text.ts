@@ -39,5 +39,16 @@ export function reportText(report: DemoReport): string {
   const rows = report.children.map((c) => `  ${c.label.padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms  ${c.id}`);
   const table = rows.length === 0 ? [] : [`  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)}  session`, ...rows, ''];
   const answer = report.answer.trim() === '' ? ['  The model gave no answer.'] : [`  The model's answer:`, indent(indent(report.answer.trim()))];
-  return ['', ...table, ...answer, '', indent(delegation(report)), indent(timing(report)), ''].join('\n');
+  const db = shellWord(report.db);
+  const look = [
+    `  Parent session ${report.parentId}, saved in ${report.db}. Look at it with:`,
+    `    subagent-host ls ${report.parentId} --tree --db ${db}`,
+    `    subagent-host inspect --db ${db}`,
+  ];
+  return ['', ...table, ...answer, '', indent(delegation(report)), indent(timing(report)), '', ...look, ''].join('\n');
+}
+
+/** `word` quoted for a POSIX shell when it holds anything but plain path characters. */
+function shellWord(word: string): string {
+  return /^[\w./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

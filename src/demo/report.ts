@@ -32,6 +32,10 @@ export interface Baseline {
 export interface DemoReport {
   provider: DemoProvider;
   model: 'scripted' | 'openai';
+  /** The delegating parent's session id: the root of the run's tree in `db`. */
+  parentId: string;
+  /** The SQLite file the run was saved to. */
+  db: string;
   /** Every child the model delegated, in start order. */
   children: { id: string; label: string; stopReason: string; ms: number }[];
   /** The parent's whole job: delegation, children, answer. */
@@ -91,6 +95,8 @@ export function noBaselineReason(model: DemoReport['model'], children: readonly 
 export interface DemoFacts {
   provider: DemoProvider;
   model: DemoReport['model'];
+  parentId: string;
+  db: string;
   dir: string;
   files: number;
   chunks: readonly PlannedChunk[];
@@ -119,6 +125,8 @@ export function buildReport(facts: DemoFacts): DemoReport {
   return {
     provider: facts.provider,
     model: facts.model,
+    parentId: facts.parentId,
+    db: facts.db,
     children: children.map((c) => ({ id: c.id, label: c.label, stopReason: c.stopReason, ms: Math.round((c.endedAt ?? c.queuedAt) - (c.startedAt ?? c.queuedAt)) })),
     totalMs: Math.round(facts.totalMs),
     parallelMs,

@@ -30,6 +30,8 @@ export interface DemoOptions {
   out: Writable;
   tty: boolean;
   quiet: boolean;
+  /** SQLite file every session of the run is persisted to. */
+  db: string;
 }
 
 function plan(files: string[], count: number, dir: string, chaos: boolean): (PlannedChild & PlannedChunk)[] {
@@ -138,7 +140,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const children = plan(files, options.children, relative(process.cwd(), dir) || '.', options.chaos);
   // CPU-bound children: one thread per core, warmed before the clock starts.
   const threads = Math.max(2, availableParallelism());
-  const host = await createHost({ providers: false, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
+  const host = await createHost({ providers: false, persistence: { sqlite: options.db }, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
   const view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
   const delegated: Delegated[] = [];
   try {
@@ -168,7 +170,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const ranChildren = delegated.map(ran);
     const model = options.model ? 'openai' : 'scripted';
     const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(host, delegated, files[0]!) : undefined;
-    return buildReport({ provider: options.provider, model, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline });
+    return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline });
   } finally {
     view.close();
     await host.close();

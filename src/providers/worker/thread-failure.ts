@@ -1,4 +1,9 @@
-// Short, secret-free accounts of why a worker child's thread ended: no stacks, one line, bounded.
+// Short, secret-free accounts of why a worker child's thread ended (no stacks, one line, bounded),
+// and the closing of the turn the dead thread left open in the child's mirrored log.
+import type { SessionLog } from '../../runtime/session.js';
+import type { TurnEndReason } from '../../seam/session-types.js';
+import { closeInterruptedTurn } from '../../persistence/repair.js';
+
 function firstLine(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const line = message.split('\n', 1)[0] ?? '';
@@ -14,4 +19,29 @@ export function describeThreadFailure(error: unknown, killed: boolean, graceMs: 
   if (/terminat/i.test(line)) return 'the child’s worker thread was terminated';
   if (/exit/i.test(line)) return `the child’s worker thread exited (${line})`;
   return `the child’s worker thread failed: ${line}`;
+}
+
+/**
+ * Ends the turn a dead thread left open in `session` (unanswered tool calls, open step, then
+ * `turn/end` with `reason`), so the stored log says how the child ended instead of staying open.
+ * `seedLength` events at the start are a fork's inherited prefix, not the child's own turns.
+ */
+export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, reason: TurnEndReason): void {
+  let closers;
+  try {
+    closers = closeInterruptedTurn(session.events);
+  } catch {
+    return; // a log repair cannot read is left for load() to report
+  }
+  if (closers.length === 0 && !session.events.slice(seedLength).some((event) => event.type === 'turn/start')) {
+    // The thread died before any of its events reached this side: the turn it had begun is recorded.
+    const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
+    const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
+    session.append('turn/start', { turn });
+    session.append('turn/end', { turn, reason });
+    return;
+  }
+  for (const closer of closers) {
+    session.append(closer.type, closer.type === 'turn/end' ? { ...(closer.data as object), reason } : closer.data);
+  }
 }

@@ -17,7 +17,7 @@ import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import type { ProviderHost } from '../provider-host.js';
 import { WorkerChildAgent } from './child-agent.js';
 import type { WorkerPool } from './pool.js';
-import { describeThreadFailure } from './thread-failure.js';
+import { closeTurnOfDeadThread, describeThreadFailure } from './thread-failure.js';
 
 export interface WorkerProviderHost extends ProviderHost {
   readonly pool: WorkerPool;
@@ -195,11 +195,12 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
         await endSeen;
         return outcome;
       },
-      (error: unknown): SubagentResult => ({
-        output: finalAssistantOutput(session.events.slice(plan.seed.length)),
-        diagnostic: describeThreadFailure(error, killed, graceMs),
-        stopReason: killed || cancelled ? 'aborted' : 'error',
-      }),
+      (error: unknown): SubagentResult => {
+        const diagnostic = describeThreadFailure(error, killed, graceMs);
+        const aborted = killed || cancelled;
+        closeTurnOfDeadThread(session, plan.seed.length, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
+        return { output: finalAssistantOutput(session.events.slice(plan.seed.length)), diagnostic, stopReason: aborted ? 'aborted' : 'error' };
+      },
     )
     .finally(() => {
       finished = true;

@@ -1,0 +1,92 @@
+// The JSON the inspect server answers and its page reads: one vocabulary for both sides, types only
+// (the page bundle imports nothing else from the package).
+
+/** Token counts summed over a session's assistant messages, when its model reported them. */
+export interface UsageTotals {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** `GET /api/roots`: sessions without a parent, newest first. */
+export interface RootSummary {
+  id: string;
+  createdAt: number;
+  /** Direct children of any origin. */
+  children: number;
+  /** The start of the root's first user message, if it has one. */
+  title?: string;
+  events: number;
+}
+
+/** What a child's log says about its activity: a turn is open, or none is. */
+export type Activity = 'running' | 'inactive';
+
+/** One descendant of a root, in tree (pre-order) order. */
+export interface ChildNode {
+  id: string;
+  parentId: string;
+  depth: number;
+  createdAt: number;
+  /** Absent for a session below the root that is not a delegated child (origin not `subagent`). */
+  mode?: 'one-shot' | 'continuable';
+  label?: string;
+  provider?: string;
+  activity: Activity;
+  /** How the last turn ended (`completed`, `aborted`, `error`, …); absent while the first turn runs. */
+  stopReason?: string;
+  /** Time of the last `turn/end`, when no turn is open after it. */
+  settledAt?: number;
+  /** Time of the last event. */
+  lastEventAt?: number;
+  events: number;
+  /** Busy time of settled turns (the stored timing projection). */
+  busyMs?: number;
+  usage?: UsageTotals;
+  /** Set when the session's rows cannot be read; the rest of the tree is still shown. */
+  problem?: string;
+}
+
+/** `GET /api/roots/:id/tree`. */
+export interface TreeResponse {
+  root: RootSummary;
+  nodes: ChildNode[];
+  /** The server's clock when it answered, so running bars grow from a shared origin. */
+  now: number;
+}
+
+/** One item of a transcript, already reduced to text (the page renders it as text only). */
+export interface TranscriptEntry {
+  seq: number;
+  time: number;
+  kind:
+    | 'message'
+    | 'assistant'
+    | 'tool-call'
+    | 'tool-result'
+    | 'report'
+    | 'notice'
+    | 'inbox'
+    | 'turn-start'
+    | 'turn-end'
+    | 'descriptor'
+    | 'seed'
+    | 'event';
+  title: string;
+  /** The body; the page folds long ones. */
+  text?: string;
+  isError?: boolean;
+}
+
+/** `GET /api/sessions/:id`. */
+export interface TranscriptResponse {
+  id: string;
+  parentId?: string;
+  createdAt: number;
+  entries: TranscriptEntry[];
+  usage?: UsageTotals;
+}
+
+/** Every error answer: `{ error: { code, message } }`. */
+export interface ErrorResponse {
+  error: { code: string; message: string };
+}

@@ -1,0 +1,56 @@
+// A child's transcript: messages, tool calls and results, reports, notices and turn ends, appended
+// as the log grows. Long bodies are folded behind a summary that shows their first line.
+import type { TranscriptEntry, TranscriptResponse } from '../api-types.js';
+import { duration, el } from './dom.js';
+
+const FOLD_CHARS = 600;
+const FOLD_LINES = 12;
+const PREVIEW_CHARS = 160;
+
+function body(text: string): HTMLElement {
+  const lines = text.split('\n').length;
+  if (text.length <= FOLD_CHARS && lines <= FOLD_LINES) return el('pre', { text });
+  const first = text.slice(0, PREVIEW_CHARS).split('\n')[0] ?? '';
+  return el(
+    'details',
+    {},
+    el('summary', { text: `${first}${first.length < text.length ? '…' : ''} (${text.length} characters, ${lines} lines)` }),
+    el('pre', { text }),
+  );
+}
+
+function entryElement(entry: TranscriptEntry, createdAt: number): HTMLElement {
+  const title = el('div', { className: 'title' }, entry.title, el('span', { className: 'time', text: `+${duration(Math.max(0, entry.time - createdAt))}` }));
+  const box = el('div', { className: `entry ${entry.kind}${entry.isError === true ? ' error' : ''}`, data: { seq: String(entry.seq), kind: entry.kind } }, title);
+  if (entry.text !== undefined && entry.text !== '') box.append(body(entry.text));
+  return box;
+}
+
+/** What is on screen: whose transcript, and how many entries of it. */
+export interface TranscriptView {
+  id: string;
+  shown: number;
+}
+
+/**
+ * Shows `response` in `container`. When `view` is the same session, only entries past those shown
+ * are appended (a log only grows), so folds the reader opened stay open. Returns the new view.
+ */
+export function renderTranscript(
+  container: HTMLElement,
+  response: TranscriptResponse,
+  heading: string,
+  view: TranscriptView | undefined,
+): TranscriptView {
+  if (view === undefined || view.id !== response.id) {
+    const usage = response.usage === undefined ? '' : ` · ${response.usage.inputTokens} in / ${response.usage.outputTokens} out tokens`;
+    container.replaceChildren(
+      el('p', { className: 'muted' }, el('strong', { text: heading }), ' ', el('span', { className: 'mono', text: response.id }), usage),
+    );
+    view = { id: response.id, shown: 0 };
+  }
+  if (response.entries.length > view.shown) container.querySelector('.empty')?.remove();
+  for (const entry of response.entries.slice(view.shown)) container.append(entryElement(entry, response.createdAt));
+  if (response.entries.length === 0 && view.shown === 0) container.append(el('p', { className: 'muted empty', text: 'No events yet.' }));
+  return { id: response.id, shown: Math.max(view.shown, response.entries.length) };
+}

@@ -1,0 +1,204 @@
+// Read-only queries of a subagent-host database for the inspector: roots, the tree below a root with
+// what each child's log says (activity, stop reason, timing, usage), and one session's log. The
+// handle is opened read-only, so another process keeps writing (WAL) while the page watches.
+import Database from 'better-sqlite3';
+import { SubagentError } from '../seam/errors.js';
+import type { SessionEvent } from '../seam/session-types.js';
+import { decodeViews } from '../persistence/projection-states.js';
+import { SCHEMA_VERSION, decodeEvent, decodeSession } from '../persistence/sqlite-schema.js';
+import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
+import { transcriptOf, usageOf } from './transcript.js';
+
+const ROOTS_SHOWN = 200;
+const TITLE_CHARS = 120;
+
+// Per descendant: its row, plus the few facts of its log the tree shows, each one indexed probe
+// (events are keyed by session and seq) rather than a read of the whole log.
+const TREE = `
+WITH RECURSIVE tree(id, depth) AS (
+  SELECT id, 1 FROM sessions WHERE parent_session = @root
+  UNION ALL
+  SELECT c.id, tree.depth + 1 FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
+)
+SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.next_seq AS events,
+  s.projections, tree.depth,
+  (SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1) AS lastTime,
+  (SELECT max(seq) FROM events e WHERE e.session_id = s.id AND e.type = 'turn/start') AS startSeq,
+  (SELECT seq || ' ' || time || ' ' || data FROM events e WHERE e.session_id = s.id AND e.type = 'turn/end'
+     ORDER BY seq DESC LIMIT 1) AS lastEnd,
+  (SELECT data FROM events e WHERE e.session_id = s.id AND e.type = 'subagent/descriptor'
+     ORDER BY seq DESC LIMIT 1) AS descriptor,
+  (SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
+     FROM events e WHERE e.session_id = s.id AND e.type = 'assistant/message') AS usage
+FROM tree JOIN sessions s ON s.id = tree.id
+ORDER BY s.created_at, s.create_order`;
+
+interface TreeRow {
+  id: string;
+  parent: string;
+  origin: string | null;
+  createdAt: number;
+  events: number;
+  projections: string | null;
+  depth: number;
+  lastTime: number | null;
+  startSeq: number | null;
+  lastEnd: string | null;
+  descriptor: string | null;
+  usage: string | null;
+}
+
+/** Parses JSON text from a row, or undefined: a damaged row shows as a problem, never a crash. */
+function parse(text: string | null): unknown {
+  if (text === null) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function usageTotals(text: string | null): UsageTotals | undefined {
+  const value = parse(text) as { in?: unknown; out?: unknown } | undefined;
+  if (typeof value?.in !== 'number' && typeof value?.out !== 'number') return undefined;
+  return { inputTokens: Number(value.in ?? 0), outputTokens: Number(value.out ?? 0) };
+}
+
+/** The tree node of one row; the log facts come from the row's sub-queries. */
+function nodeOf(row: TreeRow): ChildNode {
+  const node: ChildNode = { id: row.id, parentId: row.parent, depth: row.depth, createdAt: row.createdAt, activity: 'inactive', events: row.events };
+  if (row.lastTime !== null) node.lastEventAt = row.lastTime;
+  const views = decodeViews(row.projections);
+  const identity = views?.subagent ?? undefined;
+  if (identity !== undefined) {
+    node.mode = identity.mode;
+    if (identity.label !== undefined) node.label = identity.label;
+  }
+  if (views !== undefined) node.busyMs = views.subagentTiming.settledMs;
+  const descriptor = parse(row.descriptor) as { provider?: unknown; mode?: unknown; label?: unknown } | undefined;
+  if (typeof descriptor?.provider === 'string') node.provider = descriptor.provider;
+  // Stored projections may be absent (rebuilt by the next writer); the last descriptor says the same.
+  if (identity === undefined && (descriptor?.mode === 'one-shot' || descriptor?.mode === 'continuable')) {
+    node.mode = descriptor.mode;
+    if (typeof descriptor.label === 'string') node.label = descriptor.label;
+  }
+  if (row.origin === 'subagent' && node.mode === undefined) node.problem = 'no readable descriptor';
+
+  // "<seq> <time> <json>" of the last turn/end: one sub-query instead of three.
+  const match = row.lastEnd === null ? null : /^(\d+) (\S+) (.*)$/s.exec(row.lastEnd);
+  const endSeq = match === null ? -1 : Number(match[1]);
+  const reason = match === null ? undefined : (parse(match[3]!) as { reason?: { kind?: unknown } } | undefined)?.reason?.kind;
+  if (typeof reason === 'string') node.stopReason = reason;
+  // Open while a turn started after the last end, or while nothing has ended yet.
+  const open = (row.startSeq ?? -1) > endSeq || match === null;
+  if (open) node.activity = 'running';
+  else node.settledAt = Number(match[2]);
+  const usage = usageTotals(row.usage);
+  if (usage !== undefined) node.usage = usage;
+  return node;
+}
+
+/** A read-only view of one database file. */
+export class InspectReader {
+  readonly #db: Database.Database;
+  readonly #roots: Database.Statement<[number], { id: string; createdAt: number; events: number; children: number; first: string | null }>;
+  readonly #root: Database.Statement<[string], { id: string; createdAt: number; events: number; children: number; first: string | null }>;
+  readonly #tree: Database.Statement<[{ root: string }], TreeRow>;
+  readonly #session: Database.Statement<[string]>;
+  readonly #events: Database.Statement<[string]>;
+  readonly #version: Database.Statement<[], number>;
+
+  /**
+   * @throws SubagentError `PERSISTENCE_UNAVAILABLE` when `path` does not exist or cannot be opened,
+   * `CORRUPT_DATA` when it is not a subagent-host database of this schema version.
+   */
+  constructor(path: string) {
+    try {
+      this.#db = new Database(path, { readonly: true, fileMustExist: true });
+    } catch (error) {
+      throw new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error });
+    }
+    let version: unknown;
+    try {
+      version = this.#db.pragma('user_version', { simple: true });
+    } catch (error) {
+      this.#db.close();
+      throw new SubagentError('CORRUPT_DATA', `${path} is not a readable SQLite database`, { cause: error });
+    }
+    if (version !== SCHEMA_VERSION) {
+      this.#db.close();
+      throw new SubagentError('CORRUPT_DATA', `${path} is not a subagent-host database of schema version ${SCHEMA_VERSION} (found ${String(version)})`);
+    }
+    const rootColumns = `id, created_at AS createdAt, next_seq AS events,
+      (SELECT count(*) FROM sessions c WHERE c.parent_session = s.id) AS children,
+      (SELECT data FROM events e WHERE e.session_id = s.id AND e.type = 'user/message' ORDER BY seq LIMIT 1) AS first`;
+    this.#roots = this.#db.prepare(
+      `SELECT ${rootColumns} FROM sessions s WHERE parent_session IS NULL ORDER BY created_at DESC, create_order DESC LIMIT ?`,
+    );
+    this.#root = this.#db.prepare(`SELECT ${rootColumns} FROM sessions s WHERE id = ?`);
+    this.#tree = this.#db.prepare(TREE);
+    this.#session = this.#db.prepare('SELECT id, created_at, cwd, parent_session, origin, delegation_depth, seed_length, next_seq FROM sessions WHERE id = ?');
+    this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
+    this.#version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
+  }
+
+  /** Changes whenever another connection commits (SQLite's `data_version`). */
+  version(): number {
+    return this.#version.get() ?? 0;
+  }
+
+  roots(): RootSummary[] {
+    return this.#roots.all(ROOTS_SHOWN).map(summary);
+  }
+
+  /** The summary of any stored session, or undefined when there is none with this id. */
+  root(id: string): RootSummary | undefined {
+    const row = this.#root.get(id);
+    return row === undefined ? undefined : summary(row);
+  }
+
+  /** Every descendant of `rootId` in pre-order (creation order among siblings). */
+  tree(rootId: string): ChildNode[] {
+    const nodes = this.#tree.all({ root: rootId }).map(nodeOf);
+    const childrenOf = new Map<string, ChildNode[]>();
+    for (const node of nodes) {
+      const siblings = childrenOf.get(node.parentId);
+      if (siblings === undefined) childrenOf.set(node.parentId, [node]);
+      else siblings.push(node);
+    }
+    const order: ChildNode[] = [];
+    const stack = [...(childrenOf.get(rootId) ?? [])].reverse();
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      order.push(node);
+      stack.push(...[...(childrenOf.get(node.id) ?? [])].reverse());
+    }
+    return order;
+  }
+
+  /** One session's log as transcript entries, or undefined when there is no such session. */
+  transcript(id: string): TranscriptResponse | undefined {
+    const row = this.#session.get(id);
+    if (row === undefined) return undefined;
+    const { header } = decodeSession(row);
+    const events: SessionEvent[] = this.#events.all(id).map((event) => decodeEvent(id, event));
+    const response: TranscriptResponse = { id, createdAt: header.createdAt, entries: transcriptOf(events, header.seedLength ?? 0) };
+    if (header.parentSession !== undefined) response.parentId = header.parentSession;
+    const usage = usageOf(events);
+    if (usage !== undefined) response.usage = usage;
+    return response;
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}
+
+function summary(row: { id: string; createdAt: number; events: number; children: number; first: string | null }): RootSummary {
+  const root: RootSummary = { id: row.id, createdAt: row.createdAt, children: row.children, events: row.events };
+  const content = (parse(row.first) as { content?: unknown } | undefined)?.content;
+  if (Array.isArray(content)) {
+    const text = content.map((block) => ((block as { type?: unknown }).type === 'text' ? String((block as { text?: unknown }).text) : '')).join(' ').trim();
+    if (text !== '') root.title = text.length > TITLE_CHARS ? `${text.slice(0, TITLE_CHARS)}…` : text;
+  }
+  return root;
+}

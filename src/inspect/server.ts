@@ -1,0 +1,188 @@
+// The inspector's HTTP server (node:http): its three assets, JSON read from the database, and a
+// Server-Sent Events stream that says when the database changed. Request paths are matched
+// exactly and never touch the file system, so no path can reach a file the server did not choose.
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SubagentError, describeError } from '../seam/errors.js';
+import type { ErrorResponse, TreeResponse } from './api-types.js';
+import { INDEX_HTML, PAGE_CSS } from './assets.js';
+import { InspectReader } from './reader.js';
+
+/** Options of {@link startInspectServer}. */
+export interface InspectServerOptions {
+  db: string;
+  /** @default 0 (any free port) */
+  port?: number;
+  /** @default '127.0.0.1' */
+  host?: string;
+  /** How often the database's change counter is read while a page listens. @default 250 */
+  pollMs?: number;
+}
+
+export interface InspectServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+// The page may load only what this server serves, and run no inline script (defence in depth:
+// the page already renders session text as text).
+const HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
+
+function loadBundle(): string {
+  const url = new URL('./page.js', import.meta.url);
+  try {
+    return readFileSync(url, 'utf8');
+  } catch (error) {
+    throw new SubagentError('INVALID_OPTIONS', `the inspector page is missing at ${url.pathname}; run \`npm run build\``, { cause: error });
+  }
+}
+
+function send(res: http.ServerResponse, status: number, type: string, body: string): void {
+  res.writeHead(status, { ...HEADERS, 'content-type': type, 'content-length': Buffer.byteLength(body) });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(value));
+}
+
+function sendError(res: http.ServerResponse, status: number, code: string, message: string): void {
+  const body: ErrorResponse = { error: { code, message } };
+  sendJson(res, status, body);
+}
+
+/** The decoded id of one path segment, or undefined when the segment is not valid percent-encoding. */
+function segment(raw: string): string | undefined {
+  try {
+    const id = decodeURIComponent(raw);
+    return id === '' ? undefined : id;
+  } catch {
+    return undefined;
+  }
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
+
+/**
+ * Whether a loopback server should answer: a page of another site that resolves its own name to
+ * 127.0.0.1 (DNS rebinding) sends its own name as Host, and is refused.
+ */
+function hostAllowed(req: http.IncomingMessage, listening: string): boolean {
+  if (!LOOPBACK.has(listening)) return true;
+  const name = (req.headers.host ?? '').replace(/:\d+$/, '');
+  return LOOPBACK.has(name);
+}
+
+/** Starts the server; resolves once it listens. The reader is opened first, so a bad file fails here. */
+export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
+  const bundle = loadBundle();
+  const reader = new InspectReader(options.db);
+  const host = options.host ?? '127.0.0.1';
+  const streams = new Set<http.ServerResponse>();
+  let poller: NodeJS.Timeout | undefined;
+  let version = reader.version();
+
+  const poll = (): void => {
+    let next: number;
+    try {
+      next = reader.version();
+    } catch {
+      return; // busy or closing: the next tick tries again
+    }
+    if (next === version) return;
+    version = next;
+    for (const res of streams) res.write(`event: change\ndata: ${next}\n\n`);
+  };
+
+  const openStream = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream', connection: 'keep-alive' });
+    res.write(`retry: 1000\nevent: hello\ndata: ${version}\n\n`);
+    streams.add(res);
+    poller ??= setInterval(poll, options.pollMs ?? 250);
+    req.on('close', () => {
+      streams.delete(res);
+      if (streams.size === 0 && poller !== undefined) {
+        clearInterval(poller);
+        poller = undefined;
+      }
+    });
+  };
+
+  const route = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (path === '/' || path === '/index.html') return send(res, 200, 'text/html; charset=utf-8', INDEX_HTML);
+    if (path === '/page.js') return send(res, 200, 'text/javascript; charset=utf-8', bundle);
+    if (path === '/page.css') return send(res, 200, 'text/css; charset=utf-8', PAGE_CSS);
+    if (path === '/api/changes') return openStream(req, res);
+    if (path === '/api/roots') return sendJson(res, 200, reader.roots());
+    if (path === '/api/info') return sendJson(res, 200, { db: options.db });
+    const tree = /^\/api\/roots\/([^/]+)\/tree$/.exec(path);
+    if (tree !== null) {
+      const id = segment(tree[1]!);
+      const root = id === undefined ? undefined : reader.root(id);
+      if (id === undefined || root === undefined) return sendError(res, 404, 'UNKNOWN_SESSION', 'no session with this id');
+      const body: TreeResponse = { root, nodes: reader.tree(id), now: Date.now() };
+      return sendJson(res, 200, body);
+    }
+    const session = /^\/api\/sessions\/([^/]+)$/.exec(path);
+    if (session !== null) {
+      const id = segment(session[1]!);
+      const transcript = id === undefined ? undefined : reader.transcript(id);
+      if (transcript === undefined) return sendError(res, 404, 'UNKNOWN_SESSION', 'no session with this id');
+      return sendJson(res, 200, transcript);
+    }
+    sendError(res, 404, 'NOT_FOUND', 'the inspector serves only its page and /api/…');
+  };
+
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      return sendError(res, 405, 'METHOD_NOT_ALLOWED', 'the inspector is read-only: GET only');
+    }
+    if (!hostAllowed(req, host)) return sendError(res, 403, 'FORBIDDEN_HOST', 'use http://127.0.0.1 or http://localhost');
+    try {
+      route(req, res);
+    } catch (error) {
+      const code = error instanceof SubagentError ? error.code : 'INTERNAL';
+      sendError(res, 500, code, describeError(error));
+    }
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  }).catch((error: unknown) => {
+    reader.close();
+    throw new SubagentError('INVALID_OPTIONS', `cannot listen on ${host}:${String(options.port ?? 0)}: ${describeError(error)}`, { cause: error });
+  });
+  const address = server.address() as AddressInfo;
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${shown}:${address.port}/`,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        if (poller !== undefined) clearInterval(poller);
+        for (const res of streams) res.end();
+        streams.clear();
+        server.close(() => {
+          reader.close();
+          resolve();
+        });
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}

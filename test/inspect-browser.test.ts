@@ -1,0 +1,159 @@
+// The inspect page in a real browser (Debian's chromium driven by playwright-core) over a database
+// written by a real demo run: tree, timeline, transcript, live updates, and session text as text.
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text, type Host, type ScriptedStep, type Tool } from 'subagent-host';
+import { deferred, tempFiles } from './helpers.js';
+import { cli, startInspect, type InspectProcess } from './inspect-helpers.js';
+
+const PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
+const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
+const LONG = 120_000;
+
+interface DemoJson {
+  parentId: string;
+  db: string;
+  children: { id: string; stopReason: string }[];
+}
+
+const files = tempFiles('inspect-browser-');
+const db = files.file();
+const profile = mkdtempSync(join(tmpdir(), 'inspect-chromium-'));
+let report: DemoJson;
+let server: InspectProcess;
+let context: BrowserContext;
+let page: Page;
+
+beforeAll(async () => {
+  const { stdout } = await promisify(execFile)(process.execPath, [cli, 'demo', '--json', '--chaos', '--children', '3', '--db', db], { timeout: LONG });
+  report = JSON.parse(stdout) as DemoJson;
+  server = await startInspect(db);
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1280, height: 860 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(60_000);
+  await page.goto(`${server.url}#root=${report.parentId}`);
+}, LONG);
+
+afterAll(async () => {
+  await context?.close();
+  await server?.stop();
+  rmSync(profile, { recursive: true, force: true });
+});
+
+/** The demo's children that got a session (a child whose start failed has no id and no session). */
+function started(): DemoJson['children'] {
+  return report.children.filter((child) => child.id !== '');
+}
+
+/** A host writing to the same database as the demo, with a child started under the demo's parent. */
+async function startChild(host: Host, label: string, steps: ScriptedStep[]): Promise<{ id: string; result: Promise<unknown>; dispose(): Promise<void> }> {
+  host.subagents.registerProvider(inProcessProvider(host));
+  const { agent: parent } = await host.agents.resume({ sessionId: report.parentId });
+  return host.subagents.start('in-process', {
+    label,
+    prompt: [text(`run ${label}`)],
+    parent,
+    signal: new AbortController().signal,
+    agentOptions: { model: { kind: 'scripted', steps } },
+  });
+}
+
+describe('subagent-host inspect in a browser', () => {
+  it('shows the demo run as the selected root and the demo wrote where --db said', async () => {
+    expect(report.db).toBe(db);
+    await page.waitForSelector(`#roots button.selected[data-root-id="${report.parentId}"]`);
+  });
+
+  it('shows every child of the demo run in the tree, with the stop reason the run reported', async () => {
+    await page.waitForSelector('#tree .row[data-child-id]');
+    const rows = await page.$$eval('#tree .row[data-child-id]', (elements) =>
+      elements.map((row) => [row.getAttribute('data-child-id'), row.querySelector('.reason')?.textContent] as const),
+    );
+    expect(new Map(rows)).toEqual(new Map(started().map((child) => [child.id, child.stopReason])));
+    expect(report.children.map((child) => child.stopReason)).toEqual(expect.arrayContaining(['completed', 'error', 'aborted']));
+  });
+
+  it('draws one timeline bar per child, coloured by stop reason, and saves a screenshot of tree and timeline', async () => {
+    const bars = await page.$$eval('#timeline .bar[data-child-id]', (elements) => elements.map((bar) => [bar.getAttribute('data-child-id'), bar.className] as const));
+    expect(new Map(bars)).toEqual(new Map(started().map((child) => [child.id, `bar reason-${child.stopReason}`])));
+    const widths = await page.$$eval('#timeline .bar', (bars) => bars.map((bar) => bar.getBoundingClientRect().width));
+    expect(widths.every((width) => width > 0)).toBe(true);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'inspect-tree-timeline.png'), fullPage: true });
+  });
+
+  it('shows the transcript of a child that is clicked, with long outputs folded', async () => {
+    const child = report.children.find((entry) => entry.stopReason === 'completed')!.id;
+    await page.click(`#tree .row[data-child-id="${child}"]`);
+    await page.waitForSelector('#transcript .entry[data-kind="turn-end"]');
+    expect(await page.textContent('#transcript .mono')).toBe(child);
+    const kinds = await page.$$eval('#transcript .entry', (entries) => entries.map((entry) => entry.getAttribute('data-kind')));
+    expect(kinds).toEqual(expect.arrayContaining(['message', 'assistant', 'tool-call', 'tool-result', 'turn-end']));
+    expect(await page.textContent('#transcript .entry[data-kind="turn-end"]')).toContain('completed');
+    expect(await page.$('#transcript .entry[data-kind="tool-result"] details')).not.toBeNull();
+  });
+
+  it('shows a child started while the page is open, growing while it runs, without a reload', async () => {
+    await page.evaluate(() => ((globalThis as { __sameDocument?: number }).__sameDocument = 1));
+    const gate = deferred();
+    const called = deferred();
+    const tool: Tool = {
+      name: 'gate',
+      description: 'waits for the test',
+      parameters: { type: 'object', properties: {}, additionalProperties: false },
+      async execute() {
+        called.resolve();
+        await gate.promise;
+        return 'released';
+      },
+    };
+    const host = await createHost({ providers: false, persistence: { sqlite: db }, tools: [tool] });
+    try {
+      const run = await startChild(host, 'live child', [{ toolCalls: [{ name: 'gate', input: {} }] }, { text: 'done' }]);
+      await called.promise;
+      await host.persistence!.flush();
+      const bar = `#timeline .bar.running[data-child-id="${run.id}"]`;
+      await page.waitForSelector(bar);
+      expect(await page.textContent(`#tree .row[data-child-id="${run.id}"] .activity`)).toBe('running');
+      const first = await page.$eval(bar, (element) => element.getBoundingClientRect().width);
+      await expect.poll(() => page.$eval(bar, (element) => element.getBoundingClientRect().width), { timeout: 60_000 }).toBeGreaterThan(first);
+      gate.resolve();
+      await run.result;
+      await run.dispose();
+      await page.waitForSelector(`#timeline .bar.reason-completed[data-child-id="${run.id}"]`);
+      expect(await page.evaluate(() => (globalThis as { __sameDocument?: number }).__sameDocument)).toBe(1);
+    } finally {
+      gate.resolve();
+      await host.close();
+    }
+  });
+
+  it('renders session text as text: a child whose label and output are HTML runs nothing', async () => {
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let id: string;
+    try {
+      const run = await startChild(host, PAYLOAD, [{ text: PAYLOAD }]);
+      await run.result;
+      await run.dispose();
+      id = run.id;
+    } finally {
+      await host.close();
+    }
+    await page.click(`#tree .row[data-child-id="${id}"]`);
+    await page.waitForSelector('#transcript .entry[data-kind="assistant"]');
+    expect(await page.textContent('#transcript .entry[data-kind="assistant"] pre')).toBe(PAYLOAD);
+    expect(await page.textContent(`#tree .row[data-child-id="${id}"] .label`)).toBe(PAYLOAD);
+    expect(await page.$$('#app img, #app script')).toHaveLength(0);
+    expect(await page.evaluate(() => (globalThis as { __pwned?: unknown }).__pwned)).toBeUndefined();
+  });
+});

@@ -1,0 +1,63 @@
+// Helpers of the inspector tests: `subagent-host inspect` run as a real process on a free loopback
+// port, and raw HTTP requests that send a path exactly as written (no client-side normalization).
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+
+export const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
+
+export interface InspectProcess {
+  url: string;
+  child: ChildProcess;
+  /** Everything it printed so far (stdout and stderr). */
+  output(): string;
+  /** SIGTERM, then resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts `inspect --db db --port 0`; resolves once it prints the URL it serves. */
+export function startInspect(db: string, ...args: string[]): Promise<InspectProcess> {
+  const child = spawn(process.execPath, [cli, 'inspect', '--db', db, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      const match = /at (http:\/\/\S+)/.exec(output);
+      if (match === null) return;
+      child.stdout.off('data', onData);
+      resolve({
+        url: match[1]!,
+        child,
+        output: () => output,
+        async stop() {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+          return exited;
+        },
+      });
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    void exited.then((code) => reject(new Error(`inspect exited with ${String(code)} before serving:\n${output}`)));
+  });
+}
+
+export interface RawResponse {
+  status: number;
+  type: string;
+  body: string;
+}
+
+/** GET `path` sent verbatim (e.g. `/%2e%2e/package.json`), with optional headers. */
+export function rawGet(base: string, path: string, options: { method?: string; headers?: Record<string, string> } = {}): Promise<RawResponse> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: hostname, port, path, method: options.method ?? 'GET', headers: options.headers ?? {} }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

@@ -1,0 +1,125 @@
+// The inspect server as a user starts it: read-only over a real database, 404 JSON for unknown ids,
+// nothing served but its own assets and JSON, and a clear failure for a missing database.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+import { cli, rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
+
+const files = tempFiles('inspect-server-');
+const db = files.file();
+let server: InspectProcess;
+let childId: string;
+
+beforeAll(async () => {
+  const host = await createHost({ providers: false, persistence: { sqlite: db } });
+  try {
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', { label: 'one', prompt: [text('hello')], parent, signal: new AbortController().signal });
+    await run.result;
+    await run.dispose();
+    childId = run.id;
+  } finally {
+    await host.close();
+  }
+  server = await startInspect(db);
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe('subagent-host inspect server', () => {
+  it('serves its page, its script, its stylesheet and the roots', async () => {
+    const answers = await Promise.all(['/', '/page.js', '/page.css', '/api/roots'].map((path) => rawGet(server.url, path)));
+    expect(answers.map((answer) => [answer.status, answer.type.split(';')[0]])).toEqual([
+      [200, 'text/html'],
+      [200, 'text/javascript'],
+      [200, 'text/css'],
+      [200, 'application/json'],
+    ]);
+  });
+
+  it('answers a known child with its transcript', async () => {
+    const answer = await rawGet(server.url, `/api/sessions/${encodeURIComponent(childId)}`);
+    expect(answer.status).toBe(200);
+    const body = JSON.parse(answer.body) as { id: string; entries: { kind: string }[] };
+    expect(body.id).toBe(childId);
+    expect(body.entries.map((entry) => entry.kind)).toContain('turn-end');
+  });
+
+  it('answers unknown or malformed ids with 404 JSON', async () => {
+    const paths = ['/api/sessions/nope', '/api/roots/nope/tree', '/api/sessions/%E0%A4%A', '/api/roots/%/tree'];
+    const answers = await Promise.all(paths.map((path) => rawGet(server.url, path)));
+    for (const answer of answers) {
+      expect(answer.status).toBe(404);
+      expect(answer.type).toMatch(/^application\/json/);
+      expect((JSON.parse(answer.body) as { error: { code: string } }).error.code).toBe('UNKNOWN_SESSION');
+    }
+  });
+
+  it('refuses every path outside its assets, encoded traversal included', async () => {
+    const paths = [
+      '/../package.json',
+      '/%2e%2e/package.json',
+      '/..%2fpackage.json',
+      '/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd',
+      '/%252e%252e%252fpackage.json',
+      '/page.js/../../package.json',
+      '/page.js%2f..%2f..%2fpackage.json',
+      '//etc/passwd',
+      '/dist/src/cli.js',
+      '/src/inspect/server.ts',
+      '/inspect/page.js',
+      '/api/../../package.json',
+      '/api/sessions/..%2f..%2fpackage.json',
+      '/api/roots/..%2f..%2f..%2fetc%2fpasswd/tree',
+      '/api/sessions/../../../etc/passwd',
+      'http://127.0.0.1/../package.json',
+    ];
+    const answers = await Promise.all(paths.map((path) => rawGet(server.url, path)));
+    for (const [index, answer] of answers.entries()) {
+      expect([paths[index], answer.status, answer.type.split(';')[0]]).toEqual([paths[index], 404, 'application/json']);
+      expect(answer.body).not.toMatch(/"subagent-host"|root:x:0|import /);
+    }
+  });
+
+  it('is read-only: other methods are refused', async () => {
+    const answer = await rawGet(server.url, '/api/roots', { method: 'POST' });
+    expect(answer.status).toBe(405);
+  });
+
+  it('refuses a request naming another host (DNS rebinding)', async () => {
+    const answer = await rawGet(server.url, '/api/roots', { headers: { host: 'attacker.example:80' } });
+    expect(answer.status).toBe(403);
+  });
+
+  it('warns when told to listen on an interface other than loopback', async () => {
+    const other = await startInspect(db, '--host', '127.0.0.2');
+    try {
+      expect(other.output()).toMatch(/warning: listening on 127\.0\.0\.2/);
+    } finally {
+      expect(await other.stop()).toBe(0);
+    }
+  });
+
+  it('fails with exit code 1 and says so when the database does not exist, creating nothing', async () => {
+    const missing = join(files.dir, 'missing.db');
+    const failure = await promisify(execFile)(process.execPath, [cli, 'inspect', '--db', missing, '--port', '0']).then(
+      () => undefined,
+      (error: unknown) => error as { code: number; stderr: string },
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toContain(`no database at ${missing}`);
+    expect(existsSync(missing)).toBe(false);
+  });
+
+  it('rejects bad options with exit code 2', async () => {
+    const failure = await promisify(execFile)(process.execPath, [cli, 'inspect', '--db', db, '--port', 'eighty']).catch((error: unknown) => error as { code: number });
+    expect(failure).toMatchObject({ code: 2 });
+  });
+});
