@@ -86,6 +86,22 @@ describe('sqlitePersistence', () => {
     expect((await b.load('s'))?.events).toEqual([ev(0, 'from a'), ev(1, 'from b')]);
   });
 
+  it('appends in order to sessions evicted from its bounded next-seq cache, with events queued or committed', async () => {
+    const p = open(':memory:', { flushIntervalMs: 60_000 });
+    await p.create(header('committed'));
+    const writes = [p.append('committed', [ev(0)])];
+    await p.flush();
+    await p.create(header('queued'));
+    writes.push(p.append('queued', [ev(0)]));
+    // More sessions than the cache holds (1,024), each written after the two above.
+    for (let i = 0; i < 1500; i++) await p.create(header(`other-${i}`));
+    writes.push(p.append('committed', [ev(1)]), p.append('queued', [ev(1)]));
+    await p.flush();
+    await Promise.all(writes);
+    expect((await p.load('committed'))?.events).toEqual([ev(0), ev(1)]);
+    expect((await p.load('queued'))?.events).toEqual([ev(0), ev(1)]);
+  });
+
   it('keeps a batch whose commit failed and commits it on the next flush', async () => {
     const file = newFile();
     vi.useFakeTimers();

@@ -1,5 +1,5 @@
 // SQLite SessionPersistence on better-sqlite3: write-behind appends batched into one transaction,
-// seq-checked at call time against a cache of each session's next seq and again at commit.
+// seq-checked at call time against a bounded cache of recent sessions' next seq and again at commit.
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import type {
@@ -13,6 +13,7 @@ import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { encodeStates, initialStates, lazyEvent, stepStates } from './projection-states.js';
 import { closersFor } from './repair.js';
+import { SeqCache } from './seq-cache.js';
 import { SqliteCatalog } from './sqlite-catalog.js';
 import { SESSION_COLUMNS, decodeEvent, decodeSession, openDatabase } from './sqlite-schema.js';
 import type { EncodedEvent } from './validate.js';
@@ -67,8 +68,11 @@ type Batches = readonly PendingBatch<EncodedEvent>[];
 class SqlitePersistence implements SessionPersistence {
   readonly #db: Database.Database;
   readonly #queue: WriteQueue<EncodedEvent>;
-  /** Next seq of each session seen, counting queued events; dropped when a commit finds it stale. */
-  readonly #nextSeqs = new Map<SessionId, number>();
+  /**
+   * Next seq of recently written sessions, counting queued events; dropped when a commit finds it
+   * stale. Bounded, so a long-lived store does not keep an entry for every session it ever wrote.
+   */
+  readonly #nextSeqs = new SeqCache();
   #closing: Promise<void> | undefined;
 
   readonly #insertSession: Database.Statement<[HeaderParams]>;
@@ -218,7 +222,7 @@ class SqlitePersistence implements SessionPersistence {
   }
 
   #nextSeqOf(id: SessionId): number {
-    const cached = this.#nextSeqs.get(id);
+    const cached = this.#nextSeqs.get(id) ?? this.#queue.queuedEnd(id);
     if (cached !== undefined) return cached;
     const stored = this.#selectNextSeq.get(id);
     if (stored === undefined) throw unknownSession(id);

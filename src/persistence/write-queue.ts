@@ -64,6 +64,12 @@ export class WriteQueue<T> {
     return this.#pending.has(sessionId);
   }
 
+  /** The seq after the last item queued for `sessionId`; undefined when none is queued. */
+  queuedEnd(sessionId: SessionId): number | undefined {
+    const batch = this.#pending.get(sessionId)?.batch;
+    return batch === undefined ? undefined : batch.firstSeq + batch.items.length;
+  }
+
   /** Commits everything pending now, synchronously; throws the storage error if that fails. */
   commit(): void {
     if (this.#timer !== undefined) {
