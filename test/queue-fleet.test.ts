@@ -32,7 +32,7 @@ afterAll(async () => {
 async function clients(): Promise<number> {
   const client = redis.client();
   try {
-    return (await client.client('LIST')).trim().split('\n').length - 1;
+    return String(await client.client('LIST')).trim().split('\n').length - 1;
   } finally {
     client.disconnect();
   }

@@ -32,6 +32,9 @@ export class QueueConnection {
   readonly #runs = new Map<string, ConnectedRun>();
   #lastId = '0';
   #closed = false;
+  #stop!: () => void;
+  // A disconnected client may never settle a pending read, so closing does not wait for it.
+  readonly #stopped = new Promise<null>((resolve) => (this.#stop = () => resolve(null)));
   #reading: Promise<void> = Promise.resolve();
   #watchdog: NodeJS.Timeout | undefined;
   #ticking = false;
@@ -84,7 +87,9 @@ export class QueueConnection {
     while (!this.#closed) {
       let batch: [string, [string, string[]][]][] | null;
       try {
-        batch = (await this.#reader.xread('COUNT', 1000, 'BLOCK', 1000, 'STREAMS', this.reply, this.#lastId)) as typeof batch;
+        const read = this.#reader.xread('COUNT', 1000, 'BLOCK', 1000, 'STREAMS', this.reply, this.#lastId) as Promise<typeof batch>;
+        read.catch(() => undefined);
+        batch = await Promise.race([read, this.#stopped]);
       } catch {
         if (this.#closed) return;
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -133,11 +138,22 @@ export class QueueConnection {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#watchdog);
+    this.#stop();
     this.#reader.disconnect();
     await this.#reading;
-    await this.client.del(this.reply).catch(() => undefined);
-    await this.queue.close().catch(() => undefined);
-    await this.client.quit().catch(() => undefined);
+    // With Redis gone, the graceful steps would wait for a reconnection that may never come.
+    if (this.client.status === 'ready') {
+      await bounded(this.client.del(this.reply));
+      await bounded(this.client.quit());
+    }
     this.client.disconnect();
+    await bounded(this.queue.close());
   }
+}
+
+/** Waits for `promise` at most a few seconds, ignoring its outcome. */
+function bounded(promise: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, 3000)));
+  return Promise.race([promise.then(() => undefined, () => undefined), limit]).finally(() => clearTimeout(timer));
 }

@@ -121,9 +121,13 @@ export class QueueWorker {
       const timer = setTimeout(() => {
         for (const child of this.#active.values()) child.cancel();
       }, graceMs);
+      // BullMQ's close waits for Redis; with Redis gone the drain ends once the children have.
+      let giveUp: NodeJS.Timeout | undefined;
+      const limit = new Promise<void>((resolve) => (giveUp = setTimeout(resolve, graceMs + this.#pool.options.cancelGraceMs + 5000)));
       try {
-        await drained;
+        await Promise.race([drained, limit]);
       } finally {
+        clearTimeout(giveUp);
         clearTimeout(timer);
         await this.#pool.close();
         await Promise.allSettled([this.#subscriber.quit(), this.#client.quit()]);
