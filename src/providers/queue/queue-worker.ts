@@ -88,13 +88,19 @@ export class QueueWorker {
     const run = job.id;
     const { task, reply, attempt } = job.data;
     const send = (entry: ReplyEntry) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify(entry));
-    // Ordering holds because every entry goes through this one connection, in call order.
-    const quiet = (entry: ReplyEntry) => void send(entry).catch(() => undefined);
+    // Ordering holds because every entry goes through this one connection, in call order. A reply
+    // stream that is gone means its host is gone: nobody waits for this child any more.
+    let child: PoolChild | undefined;
+    const quiet = (entry: ReplyEntry) =>
+      void send(entry).then(
+        (id) => id === null && child?.cancel(),
+        () => undefined,
+      );
     let result: SubagentResult;
     if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) {
       result = { output: [], stopReason: 'aborted' };
     } else {
-      const child = runPoolChild(this.#pool, run, task, {
+      child = runPoolChild(this.#pool, run, task, {
         attach: (threadId) => quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } }),
         events: (events) => quiet({ run, kind: 'events', attempt, events }),
       });
