@@ -1,11 +1,13 @@
 // The queue provider across two `subagent-host worker` processes on one private redis-server:
 // placement over both, complete ordered logs, the catalog, cancellation, and clean teardown.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, queueProvider, text, type Agent, type Host, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
+import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
 import { startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
@@ -137,6 +139,20 @@ describe('queue provider on two worker processes', () => {
     await waiting.dispose();
     await host.close();
     expect((await redis.keys()).filter((key) => key.includes(':sah:') || key.includes(running.id) || key.includes(waiting.id))).toEqual([]);
+  }, 30_000);
+
+  it('persists remote children so `subagent-host ls` lists them after the host is gone', async () => {
+    const db = join(dir, 'remote.db');
+    host = await createHost({ providers: false, persistence: { sqlite: db } });
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: 2000 }));
+    parent = await host.createAgent();
+    const run = await start({ label: 'remote one', agentOptions: { model: { kind: 'scripted', steps: [{ text: 'stored' }] } } });
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+    await run.dispose();
+    await host.close();
+    const ls = spawnSync(process.execPath, [CLI, 'ls', parent.id, '--db', db, '--json'], { encoding: 'utf8', timeout: 15_000 });
+    expect(ls.status).toBe(0);
+    expect(JSON.parse(ls.stdout)).toEqual([expect.objectContaining({ id: run.id, label: 'remote one', kind: 'child' })]);
   }, 30_000);
 });
 
