@@ -55,19 +55,18 @@ export async function run(args: string[]): Promise<number> {
   const lockDurationMs = positive(values['lock-duration-ms'], '--lock-duration-ms', DEFAULT_LOCK_DURATION_MS);
   const drainGraceMs = positive(values['drain-grace-ms'], '--drain-grace-ms', 10_000);
   const worker = await QueueWorker.start({ url, queue, concurrency, poolThreads, lockDurationMs, log });
-  const stopped = new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log(`${signal}: draining ${worker.active} running children`);
-      resolve();
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+  const stopped = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
   });
   // Tests and supervisors wait for this line before queueing work.
   process.stdout.write(`ready pid=${process.pid} queue=${queue} concurrency=${concurrency} threads=${poolThreads}\n`);
-  await stopped;
+  const signal = await stopped;
+  // Taking jobs stops before the line below is written, so whoever reads it knows no new job starts here.
+  const closing = worker.close(drainGraceMs);
+  log(`${signal}: no longer taking jobs; draining ${worker.active} running children`);
   try {
-    await worker.close(drainGraceMs);
+    await closing;
   } catch (error) {
     log(`closing failed: ${describeError(error)}`);
     return 1;
