@@ -172,7 +172,7 @@ describe('queue provider failures', () => {
 });
 
 describe('queue provider when Redis goes away mid-run', () => {
-  it('settles the in-flight child error after a bounded wait', async () => {
+  it('settles the in-flight child error after a bounded wait, then refuses starts', async () => {
     const redis = await startRedis();
     const host = await createHost({ providers: false });
     let worker: WorkerProcess | undefined;
@@ -185,6 +185,10 @@ describe('queue provider when Redis goes away mid-run', () => {
       await redis.stop();
       await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('Redis') as string });
       await run.dispose();
+      // With Redis still gone, the next start is refused at once and leaves nothing behind.
+      const next = host.subagents.start('queue', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
+      await expect(next).rejects.toMatchObject({ code: 'START_FAILED' });
+      expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
     } finally {
       await host.close();
       await worker?.stop('SIGKILL');
