@@ -16,10 +16,11 @@ function command(name: string, summary: string, load: Command['load']): void {
 }
 
 command('demo', 'a parent agent delegates real work to parallel worker-thread children', () => import('./cli/demo.js'));
-command('bench', 'run the benchmark suites (startup, overhead, throughput, listing)', () => import('./cli/bench.js'));
+command('bench', 'run the benchmark suites (startup, overhead, throughput, listing, queue)', () => import('./cli/bench.js'));
 command('ls', 'list the children (or --tree descendants) of a persisted session', () => import('./cli/ls.js'));
 command('inspect', 'serve a live web view of the delegation trees in a database', () => import('./cli/inspect.js'));
 command('acp', 'serve an agent over the Agent Client Protocol on stdio', () => import('./cli/acp.js'));
+command('worker', 'run children queued by a host’s queue provider (BullMQ on Redis)', () => import('./cli/worker.js'));
 
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, { summary }]) => `  ${name.padEnd(8)} ${summary}`);

@@ -21,6 +21,8 @@ export type { AcpProvider } from './providers/acp/provider.js';
 export type { AcpProviderOptions } from './providers/acp/options.js';
 export type { InheritEnv } from './providers/child-env.js';
 export { serveAcp } from './providers/acp/server.js';
+export { queueProvider, QUEUE_CAPABILITIES } from './providers/queue/provider.js';
+export type { QueueProviderOptions } from './providers/queue/options.js';
 export type { AcpServeHost, AcpServeIo } from './providers/acp/server.js';
 
 // seam

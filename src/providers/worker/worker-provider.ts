@@ -45,7 +45,7 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `needPort`, and the task is sent again with one.
  */
-async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
+export async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
   const router = pool.channels;
   for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
     let attempt: WorkerTask = task;

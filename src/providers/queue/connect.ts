@@ -1,0 +1,29 @@
+// Bounded connection to Redis: an unreachable or refusing server is a `START_FAILED` within the
+// connect timeout, and the client stops reconnecting, so nothing lingers behind a failed start.
+import type { Redis } from 'ioredis';
+import { SubagentError, describeError } from '../../seam/errors.js';
+import { CONNECT_TIMEOUT_MS } from './options.js';
+
+function target(client: Redis): string {
+  const { host, port, db } = client.options;
+  return `${host ?? '?'}:${port ?? '?'}${db ? `/${db}` : ''}`;
+}
+
+/** Connects `client` (created with `lazyConnect`); on failure disconnects it and rejects. */
+export async function connectRedis(client: Redis, who: string): Promise<Redis> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS + 500);
+  });
+  // Errors are also reported through the promise below; the event alone would crash the process.
+  client.on('error', () => undefined);
+  try {
+    await Promise.race([client.connect(), timeout]);
+    return client;
+  } catch (error) {
+    client.disconnect();
+    throw new SubagentError('START_FAILED', `${who} could not reach Redis at ${target(client)}: ${describeError(error)}`, { cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+}

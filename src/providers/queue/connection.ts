@@ -1,0 +1,159 @@
+// The host's link to one queue: a command connection (BullMQ Queue, cancels, watchdog), a reading
+// connection that blocks on the host's reply stream and hands each entry to its run, and a watchdog
+// that turns lost workers and a lost Redis into run errors within a bounded time.
+import { randomUUID } from 'node:crypto';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { parse } from '../../seam/codec.js';
+import type { Encoded } from '../../seam/codec.js';
+import { connectRedis } from './connect.js';
+import { redisOptions, type ResolvedQueueOptions } from './options.js';
+import { PREFIX, replyKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+
+/** What the connection needs of a run. */
+export interface ConnectedRun {
+  /** An entry of this run's reply stream, in stream order. */
+  receive(entry: ReplyEntry): void;
+  /** Checks the run's job; called on every watchdog tick while the run is unsettled. */
+  check(connection: QueueConnection): Promise<void>;
+  /** Redis has been unreachable for longer than the lock duration. */
+  lost(diagnostic: string): void;
+}
+
+// The reply stream outlives a host that vanished by at most this long.
+const REPLY_TTL_MS = 60_000;
+
+export class QueueConnection {
+  readonly options: ResolvedQueueOptions;
+  readonly client: Redis;
+  readonly queue: Queue<QueueJobData, Encoded>;
+  readonly reply: string;
+  readonly #reader: Redis;
+  readonly #runs = new Map<string, ConnectedRun>();
+  #lastId = '0';
+  #closed = false;
+  #stop!: () => void;
+  // A disconnected client may never settle a pending read, so closing does not wait for it.
+  readonly #stopped = new Promise<null>((resolve) => (this.#stop = () => resolve(null)));
+  #reading: Promise<void> = Promise.resolve();
+  #watchdog: NodeJS.Timeout | undefined;
+  #ticking = false;
+  #downSince: number | undefined;
+
+  private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis) {
+    this.options = options;
+    this.client = client;
+    this.#reader = reader;
+    this.reply = replyKey(options.queue, randomUUID());
+    this.queue = new Queue<QueueJobData, Encoded>(options.queue, { connection: client, prefix: PREFIX });
+    this.queue.on('error', () => undefined);
+  }
+
+  /** Connects both connections and creates the reply stream; `START_FAILED` when Redis is unreachable. */
+  static async open(options: ResolvedQueueOptions): Promise<QueueConnection> {
+    const client = await connectRedis(new Redis(options.url, redisOptions(false)), 'the queue provider');
+    let reader: Redis | undefined;
+    try {
+      reader = await connectRedis(new Redis(options.url, redisOptions(true)), 'the queue provider');
+      const connection = new QueueConnection(options, client, reader);
+      // Workers append with NOMKSTREAM, so the stream must exist before the first job is queued.
+      connection.#lastId = await client.xadd(connection.reply, '*', 'e', 'open') ?? '0';
+      await client.pexpire(connection.reply, REPLY_TTL_MS);
+      connection.#reading = connection.#read();
+      const every = Math.max(50, Math.floor(options.lockDurationMs / 2));
+      connection.#watchdog = setInterval(() => void connection.#tick(), every);
+      connection.#watchdog.unref();
+      return connection;
+    } catch (error) {
+      reader?.disconnect();
+      client.disconnect();
+      throw error;
+    }
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  register(id: string, run: ConnectedRun): void {
+    this.#runs.set(id, run);
+  }
+
+  unregister(id: string): void {
+    this.#runs.delete(id);
+  }
+
+  async #read(): Promise<void> {
+    while (!this.#closed) {
+      let batch: [string, [string, string[]][]][] | null;
+      try {
+        const read = this.#reader.xread('COUNT', 1000, 'BLOCK', 1000, 'STREAMS', this.reply, this.#lastId) as Promise<typeof batch>;
+        read.catch(() => undefined);
+        batch = await Promise.race([read, this.#stopped]);
+      } catch {
+        if (this.#closed) return;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        continue;
+      }
+      for (const [, entries] of batch ?? []) {
+        for (const [id, fields] of entries) {
+          this.#lastId = id;
+          const text = fields[1];
+          if (text === undefined || text === 'open') continue;
+          let entry: ReplyEntry;
+          try {
+            entry = parse<ReplyEntry>(text);
+          } catch {
+            continue; // not ours to interpret; the run's watchdog still bounds its wait
+          }
+          this.#runs.get(entry.run)?.receive(entry);
+        }
+      }
+      // Entries read are dropped; the last one stays so the stream (and its NOMKSTREAM guard) stays.
+      if (batch) this.client.xtrim(this.reply, 'MINID', this.#lastId).catch(() => undefined);
+    }
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#ticking || this.#closed) return;
+    this.#ticking = true;
+    try {
+      if (this.client.status !== 'ready') {
+        this.#downSince ??= Date.now();
+        if (Date.now() - this.#downSince >= this.options.lockDurationMs) {
+          for (const run of [...this.#runs.values()]) run.lost(`lost the connection to Redis for more than ${this.options.lockDurationMs} ms`);
+        }
+        return;
+      }
+      this.#downSince = undefined;
+      await this.client.pexpire(this.reply, REPLY_TTL_MS).catch(() => undefined);
+      await Promise.allSettled([...this.#runs.values()].map((run) => run.check(this)));
+    } finally {
+      this.#ticking = false;
+    }
+  }
+
+  /** Idempotent: stops reading and watching, deletes the reply stream, closes both connections. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#watchdog);
+    this.#stop();
+    this.#reader.disconnect();
+    await this.#reading;
+    // With Redis gone, the graceful steps would wait for a reconnection that may never come.
+    if (this.client.status === 'ready') {
+      await bounded(this.client.del(this.reply));
+      await bounded(this.client.quit());
+    }
+    this.client.disconnect();
+    await bounded(this.queue.close());
+  }
+}
+
+/** Waits for `promise` at most a few seconds, ignoring its outcome. */
+function bounded(promise: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, 3000)));
+  return Promise.race([promise.then(() => undefined, () => undefined), limit]).finally(() => clearTimeout(timer));
+}

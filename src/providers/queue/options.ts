@@ -1,0 +1,95 @@
+// Options of the queue provider and its worker processes: the Redis URL (checked before any
+// connection), queue name, retry budget and lock duration, and the ioredis settings that keep every
+// Redis call bounded, so an unreachable server is an error, never a hang.
+import type { RedisOptions } from 'ioredis';
+import { z } from 'zod';
+import { SubagentError } from '../../seam/errors.js';
+
+export interface QueueProviderOptions {
+  /** `redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS). */
+  connection: string;
+  /** @default 'subagent-host' */
+  queue?: string;
+  /** @default 'queue' */
+  name?: string;
+  /** Runs of a child, counting the first; a child whose worker is lost is restarted while any remain. @default 1 */
+  attempts?: number;
+  /** How long a lost worker may go unnoticed (its job lock lapses after this long). @default 10000 */
+  lockDurationMs?: number;
+}
+
+export const DEFAULT_QUEUE = 'subagent-host';
+export const DEFAULT_LOCK_DURATION_MS = 10_000;
+/** How long a start (or a worker's first connection) waits for Redis before giving up. */
+export const CONNECT_TIMEOUT_MS = 3000;
+
+// BullMQ joins its keys with ':', so a queue name must not contain one.
+const queueName = z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'must be 1–100 letters, digits, _ . or -');
+
+const shape = z.strictObject({
+  connection: z.string(),
+  queue: queueName.optional(),
+  name: z.string().min(1).optional(),
+  attempts: z.number().int().min(1).max(100).optional(),
+  lockDurationMs: z.number().int().min(100).max(3_600_000).optional(),
+});
+
+export interface ResolvedQueueOptions {
+  url: string;
+  queue: string;
+  name: string;
+  attempts: number;
+  lockDurationMs: number;
+}
+
+/** Checks a Redis URL; `INVALID_OPTIONS` names what is wrong (the password never appears). */
+export function parseRedisUrl(value: unknown, field: string): string {
+  if (typeof value !== 'string' || value === '') throw new SubagentError('INVALID_OPTIONS', `${field} must be a redis:// URL`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new SubagentError('INVALID_OPTIONS', `${field} is not a URL; expected redis://host:port or rediss://host:port`);
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+    throw new SubagentError('INVALID_OPTIONS', `${field} has protocol ${url.protocol}; expected redis: or rediss:`);
+  }
+  if (url.hostname === '') throw new SubagentError('INVALID_OPTIONS', `${field} has no host; expected redis://host:port`);
+  const db = url.pathname.replace(/^\//, '');
+  if (db !== '' && !/^\d{1,2}$/.test(db)) throw new SubagentError('INVALID_OPTIONS', `${field} has database "${db}"; expected a number such as /0`);
+  if (url.search !== '' || url.hash !== '') throw new SubagentError('INVALID_OPTIONS', `${field} must not carry a query or fragment`);
+  return value;
+}
+
+/** Validates and fills in the provider's options; `INVALID_OPTIONS` on any bad field. */
+export function parseQueueOptions(options: QueueProviderOptions): ResolvedQueueOptions {
+  const parsed = shape.safeParse(options);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new SubagentError('INVALID_OPTIONS', `options.${issue?.path.join('.') || ''} ${issue?.message ?? 'is invalid'}`);
+  }
+  return {
+    url: parseRedisUrl(parsed.data.connection, 'options.connection'),
+    queue: parsed.data.queue ?? DEFAULT_QUEUE,
+    name: parsed.data.name ?? 'queue',
+    attempts: parsed.data.attempts ?? 1,
+    lockDurationMs: parsed.data.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS,
+  };
+}
+
+/**
+ * ioredis settings for one connection. `blocking` connections (BullMQ workers, stream readers) retry
+ * commands across reconnects; the others fail a command at once while disconnected.
+ */
+export function redisOptions(blocking: boolean): RedisOptions {
+  return {
+    lazyConnect: true,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    maxRetriesPerRequest: blocking ? null : 1,
+    enableOfflineQueue: blocking,
+    // A command a live but unresponsive server never answers fails instead of waiting forever.
+    ...(blocking ? {} : { commandTimeout: 5000 }),
+    // Reconnect quickly at first, then every second; the owner decides when to give up.
+    retryStrategy: (times) => Math.min(times * 100, 1000),
+  };
+}

@@ -1,0 +1,86 @@
+// queueProvider: each child runs on a worker process anywhere that can reach the Redis server.
+// start() encodes the child task (as the spawn provider does), queues one BullMQ job per child
+// (job id = the child's session id), and resolves once the job is queued and the child's mirror
+// session is published. Connections open on the first start and close with the host.
+import { randomUUID } from 'node:crypto';
+import { encode } from '../../seam/codec.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
+import type { SessionHeader } from '../../seam/session-types.js';
+import type { ChildTaskData } from '../../seam/worker-protocol.js';
+import { localChildPlan } from '../local-child.js';
+import type { ProviderHost } from '../provider-host.js';
+import { QueueConnection } from './connection.js';
+import { parseQueueOptions, type QueueProviderOptions } from './options.js';
+import { JOB_NAME, type QueueJobData } from './protocol.js';
+import { QueueRun } from './run.js';
+
+/** Queue children can do everything a worker child can except call host tools. */
+export const QUEUE_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: false, persona: true });
+
+function cancelledStart(signal: AbortSignal): SubagentError {
+  return new SubagentError('CANCELLED', 'the start was cancelled before the child was queued', { cause: signal.reason });
+}
+
+/** A provider whose children run on `subagent-host worker` processes through a BullMQ queue. */
+export function queueProvider(host: ProviderHost, opts: QueueProviderOptions): SubagentProvider {
+  const options = parseQueueOptions(opts);
+  let connecting: Promise<QueueConnection> | undefined;
+  let closed = false;
+
+  const connection = (): Promise<QueueConnection> => {
+    connecting ??= QueueConnection.open(options).catch((error: unknown) => {
+      connecting = undefined; // the next start tries again
+      throw error;
+    });
+    return connecting;
+  };
+
+  host.onClose?.(async () => {
+    closed = true;
+    const open = connecting;
+    connecting = undefined;
+    await (await open?.catch(() => undefined))?.close();
+  });
+
+  async function start(request: ResolvedSubagentStartRequest): Promise<SubagentRun> {
+    const { signal } = request;
+    if (signal.aborted) throw cancelledStart(signal);
+    if (closed) throw new SubagentError('CLOSED', 'the host is closed');
+    const plan = localChildPlan(request, false);
+    const header: SessionHeader = { ...plan.header, id: randomUUID(), createdAt: Date.now() };
+    const task: ChildTaskData = {
+      header,
+      seed: '',
+      prompt: request.prompt,
+      agentOptions: { ...plan.agentOptions, model: plan.agentOptions.model ?? host.agents.defaultModel },
+      descriptor: request.descriptor,
+      hostTools: [],
+      ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
+    };
+    const data: QueueJobData = { task: encode(task), reply: '', attempt: 1 };
+    const link = await connection();
+    if (signal.aborted) throw cancelledStart(signal);
+    data.reply = link.reply;
+    const run = new QueueRun({ id: header.id, connection: link, sessions: host.sessions, data, seedLength: 0, descriptor: request.descriptor });
+    try {
+      await link.queue.add(JOB_NAME, data, { jobId: header.id, removeOnComplete: true });
+    } catch (error) {
+      link.unregister(header.id);
+      if (isSubagentError(error)) throw error;
+      throw new SubagentError('START_FAILED', `the child could not be queued: ${describeError(error)}`, { cause: error });
+    }
+    if (signal.aborted && (await link.queue.remove(header.id).catch(() => 0)) === 1) {
+      link.unregister(header.id);
+      throw cancelledStart(signal);
+    }
+    run.publish(host.sessions.create(header));
+    const abort = () => run.cancel();
+    signal.addEventListener('abort', abort, { once: true });
+    if (signal.aborted) run.cancel();
+    void run.result.then(() => signal.removeEventListener('abort', abort));
+    return run;
+  }
+
+  return { name: options.name, capabilities: QUEUE_CAPABILITIES, inheritsParentContext: false, start };
+}

@@ -1,0 +1,146 @@
+// The remote side of the queue provider, one per worker process: a BullMQ Worker takes child jobs
+// and runs each on this process's own worker-thread pool; the child's attach, events and result go
+// to the host's reply stream in order, and cancellations arrive on the queue's pub/sub channel.
+import { hostname } from 'node:os';
+import { Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { encode, stringify, type Encoded } from '../../seam/codec.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
+import type { SubagentResult } from '../../seam/types.js';
+import { createWorkerPool, type WorkerPool } from '../worker/pool.js';
+import { redisOptions } from './options.js';
+import { connectRedis } from './connect.js';
+import { JOB_NAME, PREFIX, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+import { runPoolChild, type PoolChild } from './pool-child.js';
+
+export interface QueueWorkerOptions {
+  url: string;
+  queue: string;
+  /** Children this process runs at once. */
+  concurrency: number;
+  /** Threads of this process's pool. */
+  poolThreads: number;
+  lockDurationMs: number;
+  /** A cancelled child still running this long has its thread terminated. @default 2000 */
+  cancelGraceMs?: number;
+  /** Receives one line per notable happening (start, job failures). */
+  log?: (line: string) => void;
+}
+
+/** A running queue worker; `close(graceMs)` drains it. */
+export class QueueWorker {
+  readonly #options: QueueWorkerOptions;
+  readonly #client: Redis;
+  readonly #subscriber: Redis;
+  readonly #pool: WorkerPool;
+  readonly #active = new Map<string, PoolChild>();
+  #worker: Worker<QueueJobData, Encoded> | undefined;
+  #closing: Promise<void> | undefined;
+
+  private constructor(options: QueueWorkerOptions, client: Redis, subscriber: Redis) {
+    this.#options = options;
+    this.#client = client;
+    this.#subscriber = subscriber;
+    this.#pool = createWorkerPool({ minThreads: 1, maxThreads: options.poolThreads, cancelGraceMs: options.cancelGraceMs ?? 2000 });
+  }
+
+  /** Connects (rejects `START_FAILED` when Redis is unreachable) and starts taking jobs. */
+  static async start(options: QueueWorkerOptions): Promise<QueueWorker> {
+    const client = await connectRedis(new Redis(options.url, redisOptions(true)), 'the queue worker');
+    let subscriber: Redis;
+    try {
+      subscriber = await connectRedis(new Redis(options.url, redisOptions(true)), 'the queue worker');
+    } catch (error) {
+      client.disconnect();
+      throw error;
+    }
+    const worker = new QueueWorker(options, client, subscriber);
+    await worker.#listen();
+    return worker;
+  }
+
+  /** Children running now. */
+  get active(): number {
+    return this.#active.size;
+  }
+
+  async #listen(): Promise<void> {
+    const { queue, lockDurationMs } = this.#options;
+    this.#subscriber.on('message', (_channel: string, run: string) => this.#active.get(run)?.cancel());
+    await this.#subscriber.subscribe(cancelChannel(queue));
+    await this.#pool.warm();
+    this.#worker = new Worker<QueueJobData, Encoded>(queue, (job) => this.#process(job), {
+      connection: this.#client,
+      prefix: PREFIX,
+      concurrency: this.#options.concurrency,
+      lockDuration: lockDurationMs,
+      stalledInterval: lockDurationMs,
+      // A stalled child fails at once; the host decides whether to restart it.
+      maxStalledCount: 0,
+    });
+    this.#worker.on('error', (error) => this.#options.log?.(`worker error: ${describeError(error)}`));
+    this.#worker.on('failed', (job, error) => this.#options.log?.(`job ${job?.id ?? '?'} failed: ${describeError(error)}`));
+    await this.#worker.waitUntilReady();
+  }
+
+  async #process(job: Job<QueueJobData, Encoded>): Promise<Encoded> {
+    if (job.name !== JOB_NAME || job.id === undefined) throw new SubagentError('INVALID_REQUEST', `unexpected job ${job.name}`);
+    const run = job.id;
+    const { task, reply, attempt } = job.data;
+    const send = (entry: ReplyEntry) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify(entry));
+    // Ordering holds because every entry goes through this one connection, in call order. A reply
+    // stream that is gone means its host is gone: nobody waits for this child any more.
+    let child: PoolChild | undefined;
+    const quiet = (entry: ReplyEntry) =>
+      void send(entry).then(
+        (id) => id === null && child?.cancel(),
+        () => undefined,
+      );
+    let result: SubagentResult;
+    if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) {
+      result = { output: [], stopReason: 'aborted' };
+    } else {
+      child = runPoolChild(this.#pool, run, task, {
+        attach: (threadId) => quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } }),
+        events: (events) => quiet({ run, kind: 'events', attempt, events }),
+      });
+      this.#active.set(run, child);
+      // A cancel published before this child was listed is caught by its key.
+      if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) child.cancel();
+      try {
+        result = await child.result;
+      } finally {
+        this.#active.delete(run);
+      }
+    }
+    await send({ run, kind: 'end', attempt, result });
+    return encode(result);
+  }
+
+  /**
+   * Stops taking jobs and lets running children finish; those still running after `graceMs` are
+   * cancelled (and terminated after the cancel grace). Idempotent.
+   */
+  close(graceMs = 10_000): Promise<void> {
+    this.#closing ??= (async () => {
+      const drained = this.#worker?.close() ?? Promise.resolve();
+      const timer = setTimeout(() => {
+        for (const child of this.#active.values()) child.cancel();
+      }, graceMs);
+      // BullMQ's close waits for Redis; with Redis gone the drain ends once the children have.
+      let giveUp: NodeJS.Timeout | undefined;
+      const limit = new Promise<void>((resolve) => (giveUp = setTimeout(resolve, graceMs + this.#pool.options.cancelGraceMs + 5000)));
+      try {
+        await Promise.race([drained, limit]);
+      } finally {
+        clearTimeout(giveUp);
+        clearTimeout(timer);
+        await this.#pool.close();
+        await Promise.allSettled([this.#subscriber.quit(), this.#client.quit()]);
+        this.#subscriber.disconnect();
+        this.#client.disconnect();
+      }
+    })();
+    return this.#closing;
+  }
+}

@@ -1,0 +1,189 @@
+// One queued child on the host: the mirror of its remote log (events re-sequenced after the host's
+// own `queue/attempt` entries), its result, cancellation across machines, restarts of a child whose
+// worker was lost, and dispose, which removes the child's job and keys from Redis.
+import type { ContentBlock } from '../../seam/content.js';
+import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
+import { once, settled } from '../../seam/once.js';
+import { finalAssistantOutput } from '../../seam/output.js';
+import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
+import type { SubagentResult, SubagentRun } from '../../seam/types.js';
+import type { SessionLog } from '../../runtime/session.js';
+import type { LiveSessionStore } from '../../runtime/session-store.js';
+import type { ConnectedRun, QueueConnection } from './connection.js';
+import { JOB_NAME, cancelChannel, cancelKey, lockKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+
+/** A log event the host appends when a worker thread takes the child (one per attempt). */
+export const ATTEMPT_EVENT = 'queue/attempt';
+
+const CANCEL_KEY_TTL_MS = 3_600_000;
+
+export interface QueueRunInit {
+  id: string;
+  connection: QueueConnection;
+  sessions: LiveSessionStore;
+  data: QueueJobData;
+  seedLength: number;
+  descriptor: SubagentDescriptorData;
+}
+
+function endReason(result: SubagentResult): TurnEndReason {
+  if (result.stopReason === 'aborted') return { kind: 'aborted', cause: { kind: 'parent' } };
+  return { kind: 'error', error: { code: 'QUEUE_CHILD_LOST', message: result.diagnostic ?? 'the child was lost' } };
+}
+
+/** A child placed on the queue (`localAgent` is undefined: the agent runs on a worker). */
+export class QueueRun implements SubagentRun, ConnectedRun {
+  readonly id: string;
+  readonly localAgent = undefined;
+  readonly result: Promise<SubagentResult>;
+  readonly #init: QueueRunInit;
+  readonly #connection: QueueConnection;
+  #session: SessionLog | undefined;
+  readonly #pending: ReplyEntry[] = [];
+  #attempt = 1;
+  #offset = 0;
+  #openTurn: number | undefined;
+  #ownEvents = 0;
+  #strikes = 0;
+  #cancelled = false;
+  #settled = false;
+  #resolve!: (result: SubagentResult) => void;
+
+  constructor(init: QueueRunInit) {
+    this.#init = init;
+    this.id = init.id;
+    this.#connection = init.connection;
+    this.result = new Promise((resolve) => (this.#resolve = resolve));
+    init.connection.register(this.id, this);
+  }
+
+  /** Publishes the child's session (entries that arrived before it are replayed). */
+  publish(session: SessionLog): void {
+    this.#session = session;
+    for (const entry of this.#pending.splice(0)) this.receive(entry);
+  }
+
+  receive(entry: ReplyEntry): void {
+    const session = this.#session;
+    if (!session) return void this.#pending.push(entry);
+    if (this.#settled) return;
+    const attempt = entry.kind === 'attach' ? entry.placement.attempt : entry.attempt;
+    if (attempt !== this.#attempt) return; // a lost attempt's worker may still be talking
+    if (entry.kind === 'attach') {
+      session.append(ATTEMPT_EVENT, entry.placement);
+      const firstChildSeq = this.#init.seedLength > 0 ? this.#init.seedLength + 1 : 0;
+      this.#offset = session.seq - firstChildSeq;
+    } else if (entry.kind === 'events') {
+      try {
+        session.mirror(entry.events.map((event) => this.#track({ ...event, seq: event.seq + this.#offset })));
+      } catch (error) {
+        this.#settle({ output: [], stopReason: 'error', diagnostic: `the child's events arrived out of order (${String(error)})` });
+      }
+    } else {
+      this.#settle(entry.result);
+    }
+  }
+
+  #track(event: SessionEvent): SessionEvent {
+    this.#ownEvents += 1;
+    if (event.type === 'turn/start') this.#openTurn = (event.data as { turn: number }).turn;
+    else if (event.type === 'turn/end') this.#openTurn = undefined;
+    return event;
+  }
+
+  async check(connection: QueueConnection): Promise<void> {
+    if (this.#settled) return;
+    const state = await connection.queue.getJobState(this.id);
+    if (this.#settled) return;
+    if (state === 'active') {
+      const locked = (await connection.client.exists(lockKey(connection.options.queue, this.id))) === 1;
+      this.#strike(!locked, 'the worker running the child stopped renewing its job lock (lost worker)');
+    } else if (state === 'failed') {
+      const job = await connection.queue.getJob(this.id);
+      this.lost(`the queue failed the child: ${job?.failedReason ?? 'no reason given'}`);
+    } else {
+      // A finished job's last reply may still be on its way; only a second look is conclusive.
+      this.#strike(state === 'unknown' || state === 'completed', 'the child’s job left the queue without a result');
+    }
+  }
+
+  #strike(bad: boolean, diagnostic: string): void {
+    this.#strikes = bad ? this.#strikes + 1 : 0;
+    if (this.#strikes >= 2) this.lost(diagnostic);
+  }
+
+  lost(diagnostic: string): void {
+    if (this.#settled) return;
+    if (this.#cancelled) return this.#settle({ output: [], stopReason: 'aborted' });
+    if (this.#attempt < this.#connection.options.attempts && !this.#connection.closed) return void this.#restart(diagnostic);
+    this.#settle({ output: [], stopReason: 'error', diagnostic });
+  }
+
+  /** Puts the child back on the queue as a new attempt; its log closes the lost attempt's turn. */
+  async #restart(diagnostic: string): Promise<void> {
+    this.#strikes = 0;
+    this.#attempt += 1;
+    this.#closeTurn({ output: [], stopReason: 'error', diagnostic });
+    const { queue } = this.#connection;
+    try {
+      await queue.remove(this.id);
+      await queue.add(JOB_NAME, { ...this.#init.data, attempt: this.#attempt }, { jobId: this.id, removeOnComplete: true });
+    } catch (error) {
+      this.#settle({ output: [], stopReason: 'error', diagnostic: `${diagnostic}; restarting it failed (${String(error)})` });
+    }
+  }
+
+  #closeTurn(result: SubagentResult): void {
+    const session = this.#session;
+    if (!session) return;
+    if (this.#ownEvents === 0) {
+      // The child never ran: the log still records the delegation and how it ended.
+      session.append('turn/start', { turn: 1 });
+      session.append(DESCRIPTOR_EVENT, structuredClone(this.#init.descriptor));
+      this.#openTurn = 1;
+      this.#ownEvents = 2;
+    }
+    if (this.#openTurn !== undefined) session.append('turn/end', { turn: this.#openTurn, reason: endReason(result) });
+    this.#openTurn = undefined;
+  }
+
+  #settle(result: SubagentResult): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#connection.unregister(this.id);
+    this.#closeTurn(result);
+    let output: ContentBlock[] = result.output;
+    if (output.length === 0 && result.stopReason !== 'completed' && this.#session) {
+      output = finalAssistantOutput(this.#session.events.slice(this.#init.seedLength));
+    }
+    this.#resolve({ ...result, output });
+  }
+
+  /** Tells the workers to stop the child; a child no worker has taken yet is removed at once. */
+  cancel(): void {
+    if (this.#cancelled || this.#settled) return;
+    this.#cancelled = true;
+    const { client, queue, options } = this.#connection;
+    void (async () => {
+      await client.set(cancelKey(options.queue, this.id), '1', 'PX', CANCEL_KEY_TTL_MS);
+      await client.publish(cancelChannel(options.queue), this.id);
+      if ((await queue.remove(this.id)) === 1) this.#settle({ output: [], stopReason: 'aborted' });
+    })().catch(() => this.#settle({ output: [], stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' }));
+  }
+
+  /** Idempotent: cancels, waits for the result, removes the job and keys, drops the session. */
+  readonly dispose = once(async () => {
+    this.cancel();
+    await settled(this.result);
+    this.#connection.unregister(this.id);
+    const { client, queue, options } = this.#connection;
+    if (!this.#connection.closed) {
+      await Promise.allSettled([client.del(cancelKey(options.queue, this.id)), queue.remove(this.id)]);
+    }
+    await this.#init.sessions.remove(this.id);
+  });
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
+  }
+}

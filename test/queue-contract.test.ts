@@ -1,0 +1,29 @@
+// The shared provider contract, unchanged, for the `queue` provider: a private redis-server and one
+// `subagent-host worker` process serve every test of the suite.
+import { afterAll, beforeAll } from 'vitest';
+import { createHost, queueProvider } from 'subagent-host';
+import { providerContract } from './provider-contract.js';
+import { startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+
+let redis: RedisServer;
+let worker: WorkerProcess;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  worker = await startWorker(redis.url, ['--queue', 'contract', '--concurrency', '4', '--pool-threads', '2', '--lock-duration-ms', '2000']);
+}, 30_000);
+
+afterAll(async () => {
+  await worker?.stop();
+  await redis?.stop();
+}, 30_000);
+
+providerContract('queue', {
+  capabilities: { outputSchema: true, depthLimit: true, toolFilter: false, persona: true },
+  local: false,
+  async setup() {
+    const host = await createHost({ providers: false });
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'contract', lockDurationMs: 2000 }));
+    return { host, provider: 'queue' };
+  },
+});

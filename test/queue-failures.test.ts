@@ -1,0 +1,198 @@
+// The queue provider when things go wrong: bad connection strings, an unreachable or vanished
+// Redis, a worker killed mid-child (error, or a restart on another worker while attempts remain),
+// and a worker's SIGTERM drain. Every worker and redis-server here is a real process.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createHost, queueProvider, text, type Agent, type Host, type QueueProviderOptions, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
+import { CLI } from './acp-helpers.js';
+import { types } from './helpers.js';
+import { freePort, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+
+const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
+const dir = mkdtempSync(join(tmpdir(), 'queue-failures-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const hang = { agentOptions: { model: { kind: 'scripted' as const, steps: [{ finish: 'hang' as const }] } } };
+
+function gated(gate: string): Partial<SubagentStartRequest> {
+  const steps = [{ toolCalls: [{ name: 'gate', input: { path: gate } }] }, { text: 'through the gate' }];
+  return { agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } };
+}
+
+function attempts(events: readonly SessionEvent[]): { pid: number; attempt: number }[] {
+  return events.filter((event) => event.type === 'queue/attempt').map((event) => event.data as { pid: number; attempt: number });
+}
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+describe('queue provider options', () => {
+  it.each([
+    ['not a url', 'not a URL'],
+    ['http://127.0.0.1:6379', 'protocol http:'],
+    ['redis://', 'no host'],
+    ['redis://127.0.0.1:6379/abc', 'database'],
+    ['redis://127.0.0.1:6379/0?x=1', 'query'],
+  ])('rejects the connection string %s with INVALID_OPTIONS', async (connection, words) => {
+    const host = await createHost({ providers: false });
+    expect(() => queueProvider(host, { connection })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(words) as string }));
+    await host.close();
+  });
+
+  it.each([
+    [{ connection: 'redis://127.0.0.1', queue: 'a:b' }],
+    [{ connection: 'redis://127.0.0.1', attempts: 0 }],
+    [{ connection: 'redis://127.0.0.1', lockDurationMs: 1.5 }],
+    [{ connection: 'redis://127.0.0.1', extra: true }],
+    [{}],
+  ])('rejects %j with INVALID_OPTIONS', async (options) => {
+    const host = await createHost({ providers: false });
+    expect(() => queueProvider(host, options as unknown as QueueProviderOptions)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
+    await host.close();
+  });
+
+  it('the worker command refuses a bad URL and an unreachable Redis with a typed message and exit 1', async () => {
+    const bad = spawnSync(process.execPath, [CLI, 'worker', '--redis', 'http://nowhere'], { encoding: 'utf8', timeout: 15_000 });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain('INVALID_OPTIONS');
+    const port = await freePort();
+    const down = spawnSync(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { encoding: 'utf8', timeout: 15_000 });
+    expect(down.status).toBe(1);
+    expect(down.stderr).toContain('START_FAILED');
+  });
+});
+
+describe('queue provider failures', () => {
+  let redis: RedisServer;
+  let host: Host;
+  let parent: Agent;
+  const workers: WorkerProcess[] = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis.stop();
+  });
+  beforeEach(async () => {
+    host = await createHost({ providers: false });
+    parent = await host.createAgent();
+  });
+  afterEach(async () => {
+    await host.close();
+    await Promise.all(workers.splice(0).map((worker) => worker.stop('SIGKILL')));
+  });
+
+  async function worker(queue: string, ...args: string[]): Promise<WorkerProcess> {
+    const started = await startWorker(redis.url, ['--queue', queue, '--lock-duration-ms', '500', '--concurrency', '2', '--pool-threads', '2', ...args]);
+    workers.push(started);
+    return started;
+  }
+
+  function register(options: Partial<QueueProviderOptions> & { queue: string }) {
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, lockDurationMs: 500, ...options }));
+  }
+
+  function start(request: Partial<SubagentStartRequest> = {}) {
+    return host.subagents.start('queue', { label: 'failing', prompt: [text('work')], parent, signal: new AbortController().signal, ...request });
+  }
+
+  it('rejects START_FAILED when Redis is not there, and leaves no child', async () => {
+    const port = await freePort();
+    host.subagents.registerProvider(queueProvider(host, { connection: `redis://127.0.0.1:${port}` }));
+    await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`127.0.0.1:${port}`) as string });
+    expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
+    await expect(host.subagents.listChildren(parent.id)).resolves.toEqual([]);
+  });
+
+  it('settles error when the worker running the child is killed', async () => {
+    register({ queue: 'killed' });
+    const doomed = await worker('killed');
+    const run = await start(hang);
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    doomed.child.kill('SIGKILL');
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringMatching(/lost worker|stalled/) as string });
+    const events = host.sessions.get(run.id)!.events;
+    expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
+    await run.dispose();
+  });
+
+  it('restarts a child whose worker was killed while attempts remain; the log shows both attempts', async () => {
+    register({ queue: 'retried', attempts: 2 });
+    const first = await worker('retried');
+    const gate = join(dir, 'retry-gate');
+    const run = await start(gated(gate));
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    const second = await worker('retried');
+    first.child.kill('SIGKILL');
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 2);
+    writeFileSync(gate, '');
+    await expect(run.result).resolves.toEqual({ output: [text('through the gate')], stopReason: 'completed' });
+    const events = host.sessions.get(run.id)!.events;
+    expect(attempts(events).map((a) => [a.attempt, a.pid])).toEqual([[1, first.pid], [2, second.pid]]);
+    const restartAt = events.findIndex((e, i) => i > 0 && e.type === 'queue/attempt');
+    expect(events[restartAt - 1]).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
+    expect(types(events).at(-1)).toBe('turn/end');
+    await run.dispose();
+  });
+
+  it('a worker drains on SIGTERM: it takes no new job, lets its child finish, and exits 0', async () => {
+    register({ queue: 'drain' });
+    const draining = await worker('drain');
+    const gate = join(dir, 'drain-gate');
+    const first = await start(gated(gate));
+    await waitFor(() => attempts(host.sessions.get(first.id)!.events).length === 1);
+    draining.child.kill('SIGTERM');
+    await waitFor(() => draining.stderr.includes('SIGTERM'));
+    const later = await start({ ...hang, label: 'after SIGTERM' });
+    writeFileSync(gate, '');
+    await expect(first.result).resolves.toMatchObject({ stopReason: 'completed' });
+    expect(await draining.exited).toBe(0);
+    expect(attempts(host.sessions.get(later.id)!.events)).toEqual([]);
+    later.cancel();
+    await expect(later.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    await Promise.all([first.dispose(), later.dispose()]);
+  });
+
+  it('a worker cancels children still running after its drain grace, then exits 0', async () => {
+    register({ queue: 'grace' });
+    const draining = await worker('grace', '--drain-grace-ms', '200');
+    const run = await start(hang);
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    draining.child.kill('SIGTERM');
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(await draining.exited).toBe(0);
+    await run.dispose();
+  });
+});
+
+describe('queue provider when Redis goes away mid-run', () => {
+  it('settles the in-flight child error after a bounded wait, then refuses starts', async () => {
+    const redis = await startRedis();
+    const host = await createHost({ providers: false });
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorker(redis.url, ['--queue', 'vanish', '--lock-duration-ms', '500']);
+      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'vanish', lockDurationMs: 500 }));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('queue', { label: 'orphan', prompt: [text('work')], parent, signal: new AbortController().signal, ...hang });
+      await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+      await redis.stop();
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('Redis') as string });
+      await run.dispose();
+      // With Redis still gone, the next start is refused at once and leaves nothing behind.
+      const next = host.subagents.start('queue', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
+      await expect(next).rejects.toMatchObject({ code: 'START_FAILED' });
+      expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
+    } finally {
+      await host.close();
+      await worker?.stop('SIGKILL');
+      await redis.stop();
+    }
+  });
+});

@@ -1,0 +1,118 @@
+// Helpers of the queue tests: a private loopback redis-server per test file (no persistence, its
+// temp dir removed afterwards) and `subagent-host worker` processes that announce readiness.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { CLI } from './acp-helpers.js';
+
+/** A free loopback TCP port (bound once, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+/** Resolves with the first line of `child`'s stdout that `match` accepts. */
+function lineOf(child: ChildProcess, match: (line: string) => boolean, what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buffer = '';
+    const onData = (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const line = buffer.split('\n').find(match);
+      if (line !== undefined) {
+        child.stdout?.off('data', onData);
+        resolve(line);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${what} exited (${code}) before it was ready: ${buffer}`)));
+  });
+}
+
+export interface RedisServer {
+  url: string;
+  port: number;
+  /** A fresh client (the caller quits it). */
+  client(): Redis;
+  /** Keys now in the server. */
+  keys(): Promise<string[]>;
+  stop(): Promise<void>;
+}
+
+/** Starts `redis-server` on a free loopback port in a temp dir, without persistence. */
+export async function startRedis(): Promise<RedisServer> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'queue-redis-'));
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await lineOf(child, (line) => line.includes('Ready to accept connections'), 'redis-server');
+  const url = `redis://127.0.0.1:${port}`;
+  const client = () => new Redis(url, { maxRetriesPerRequest: 1 }).on('error', () => undefined);
+  let stopping: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    client,
+    async keys() {
+      const redis = client();
+      try {
+        return (await redis.keys('*')).sort();
+      } finally {
+        redis.disconnect();
+      }
+    },
+    stop() {
+      stopping ??= (async () => {
+        child.kill('SIGKILL');
+        await exited(child);
+        rmSync(dir, { recursive: true, force: true });
+      })();
+      return stopping;
+    },
+  };
+}
+
+export interface WorkerProcess {
+  pid: number;
+  child: ChildProcess;
+  /** Everything the worker wrote to stderr so far. */
+  readonly stderr: string;
+  /** Sends `signal` and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Starts `subagent-host worker --redis url …args` and waits for its ready line. */
+export async function startWorker(url: string, args: string[] = []): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [CLI, 'worker', '--redis', url, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const done = exited(child);
+  await lineOf(child, (line) => line.startsWith('ready '), 'subagent-host worker');
+  return {
+    pid: child.pid!,
+    child,
+    get stderr() {
+      return stderr;
+    },
+    exited: done,
+    stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return done;
+    },
+  };
+}
