@@ -4,14 +4,18 @@
 // and takes the schema path, which decides.
 import type { ProjectionViews } from '../runtime/session-persistence.js';
 import type { SubagentIdentity, SubagentTimingState } from '../seam/projections.js';
+import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionStates } from './projection-states.js';
 
 const STRING = String.raw`"((?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)"`;
 const NUMBER = String.raw`(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)`;
+const COUNT = String.raw`(0|[1-9]\d*)`;
 const CANONICAL = new RegExp(
   String.raw`^\{"subagent":\{"version":2,"identity":(?:null|\{"mode":"(one-shot|continuable)",(?:"label":${STRING},)?"seq":(0|[1-9]\d*)\})\},` +
     String.raw`"subagentTiming":\{"version":2,"settledMs":${NUMBER},"descriptorSeen":(true|false)` +
-    String.raw`(?:,"active":\{"since":${NUMBER},"through":${NUMBER}\})?(?:,"pendingTurnStart":${NUMBER})?\}\}$`,
+    String.raw`(?:,"active":\{"since":${NUMBER},"through":${NUMBER}\})?(?:,"pendingTurnStart":${NUMBER})?\},` +
+    String.raw`"subagentUsage":\{"version":1,"inputTokens":${COUNT},"outputTokens":${COUNT},"requests":${COUNT},"turns":${COUNT},` +
+    String.raw`"toolCalls":${COUNT},"descriptorSeen":(true|false)(?:,"since":${NUMBER})?(?:,"through":${NUMBER})?(?:,"pendingTurnStart":${NUMBER})?\}\}$`,
 );
 // Capture groups of CANONICAL.
 const MODE = 1;
@@ -22,6 +26,7 @@ const SEEN = 5;
 const SINCE = 6;
 const THROUGH = 7;
 const PENDING = 8;
+const USAGE = 9; // inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen, since, through, pendingTurnStart
 
 /** The number a matched JSON number denotes; NaN when it is not finite (the schema refuses it). */
 function finite(text: string): number {
@@ -53,6 +58,21 @@ function activeOf(match: RegExpExecArray): { since: number; through: number } | 
   return Number.isNaN(span.since) || Number.isNaN(span.through) ? undefined : span;
 }
 
+/** The usage state of a match; undefined when a count is unsafe or a time not finite. */
+function usageOf(match: RegExpExecArray): SubagentUsageState | undefined {
+  const counts = [0, 1, 2, 3, 4].map((offset) => Number(match[USAGE + offset]));
+  if (!counts.every(Number.isSafeInteger)) return undefined;
+  const [inputTokens, outputTokens, requests, turns, toolCalls] = counts as [number, number, number, number, number];
+  const state: SubagentUsageState = { version: 1, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen: match[USAGE + 5] === 'true' };
+  const since = match[USAGE + 6];
+  const through = match[USAGE + 7];
+  const pending = match[USAGE + 8];
+  if (since !== undefined && Number.isNaN((state.since = finite(since)))) return undefined;
+  if (through !== undefined && Number.isNaN((state.through = finite(through)))) return undefined;
+  if (pending !== undefined && Number.isNaN((state.pendingTurnStart = finite(pending)))) return undefined;
+  return state;
+}
+
 /** The views of `text` if it is exactly what `encodeStates` writes, else undefined. */
 export function canonicalViews(text: string): ProjectionViews | undefined {
   const match = CANONICAL.exec(text);
@@ -63,7 +83,13 @@ export function canonicalViews(text: string): ProjectionViews | undefined {
   if (identity === undefined || active === undefined || Number.isNaN(settledMs)) return undefined;
   // The view leaves out what only the fold needs, but must still refuse what the schema refuses.
   if (match[PENDING] !== undefined && Number.isNaN(finite(match[PENDING]))) return undefined;
-  return { subagent: identity, subagentTiming: active === null ? { settledMs } : { settledMs, active } };
+  const usage = usageOf(match);
+  if (usage === undefined) return undefined;
+  return {
+    subagent: identity,
+    subagentTiming: active === null ? { settledMs } : { settledMs, active },
+    subagentUsage: subagentUsage.view(usage),
+  };
 }
 
 /** The states of `text` if it is exactly what `encodeStates` writes, else undefined. */
@@ -79,5 +105,7 @@ export function canonicalStates(text: string): ProjectionStates | undefined {
     timing.pendingTurnStart = finite(match[PENDING]);
     if (Number.isNaN(timing.pendingTurnStart)) return undefined;
   }
-  return { subagent: { version: 2, identity }, subagentTiming: timing };
+  const usage = usageOf(match);
+  if (usage === undefined) return undefined;
+  return { subagent: { version: 2, identity }, subagentTiming: timing, subagentUsage: usage };
 }

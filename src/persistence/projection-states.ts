@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { subagentIdentity, subagentTiming } from '../seam/projections.js';
 import type { SubagentIdentityState, SubagentTimingState } from '../seam/projections.js';
 import type { SessionEvent } from '../seam/session-types.js';
+import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionViews } from '../runtime/session-persistence.js';
 import { canonicalStates, canonicalViews } from './canonical-states.js';
 import type { EncodedEvent } from './validate.js';
@@ -12,10 +13,12 @@ import type { EncodedEvent } from './validate.js';
 export interface ProjectionStates {
   subagent: SubagentIdentityState;
   subagentTiming: SubagentTimingState;
+  subagentUsage: SubagentUsageState;
 }
 
 const span = z.strictObject({ since: z.number(), through: z.number() });
 const seq = z.int().nonnegative();
+const count = z.int().nonnegative();
 
 // Stored JSON is a trust boundary. A state of another version (see `SessionProjection.version`)
 // fails here and is rebuilt from the log.
@@ -36,27 +39,46 @@ const statesSchema = z.strictObject({
     pendingTurnStart: z.number().exactOptional(),
     descriptorSeen: z.boolean(),
   }),
+  // Added after the first release of this store: a row without it is rebuilt from its log once.
+  subagentUsage: z.strictObject({
+    version: z.literal(1),
+    inputTokens: count,
+    outputTokens: count,
+    requests: count,
+    turns: count,
+    toolCalls: count,
+    descriptorSeen: z.boolean(),
+    since: z.number().exactOptional(),
+    through: z.number().exactOptional(),
+    pendingTurnStart: z.number().exactOptional(),
+  }),
 });
 
 /** States of an empty log. */
 export function initialStates(): ProjectionStates {
-  return { subagent: subagentIdentity.initial(), subagentTiming: subagentTiming.initial() };
+  return { subagent: subagentIdentity.initial(), subagentTiming: subagentTiming.initial(), subagentUsage: subagentUsage.initial() };
 }
 
 /** `states` advanced over `events`; `states` itself is left as it was. */
 export function stepStates(states: ProjectionStates, events: Iterable<SessionEvent>): ProjectionStates {
   let identity = states.subagent;
   let timing = states.subagentTiming;
+  let usage = states.subagentUsage;
   for (const event of events) {
     identity = subagentIdentity.step(identity, event);
     timing = subagentTiming.step(timing, event);
+    usage = subagentUsage.step(usage, event);
   }
-  return { subagent: identity, subagentTiming: timing };
+  return { subagent: identity, subagentTiming: timing, subagentUsage: usage };
 }
 
 /** What readers get: each projection's view of its state. */
 export function viewsOf(states: ProjectionStates): ProjectionViews {
-  return { subagent: subagentIdentity.view(states.subagent), subagentTiming: subagentTiming.view(states.subagentTiming) };
+  return {
+    subagent: subagentIdentity.view(states.subagent),
+    subagentTiming: subagentTiming.view(states.subagentTiming),
+    subagentUsage: subagentUsage.view(states.subagentUsage),
+  };
 }
 
 /**
@@ -84,7 +106,25 @@ export function encodeStates(states: ProjectionStates): string {
             : { mode: identity.mode, label: identity.label, seq: identity.seq },
     },
     subagentTiming: storedTiming,
+    subagentUsage: encodeUsage(states.subagentUsage),
   });
+}
+
+/** The usage state with its keys in the order {@link canonicalStates} matches. */
+function encodeUsage(usage: SubagentUsageState): SubagentUsageState {
+  const stored: SubagentUsageState = {
+    version: usage.version,
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    requests: usage.requests,
+    turns: usage.turns,
+    toolCalls: usage.toolCalls,
+    descriptorSeen: usage.descriptorSeen,
+  };
+  if (usage.since !== undefined) stored.since = usage.since;
+  if (usage.through !== undefined) stored.through = usage.through;
+  if (usage.pendingTurnStart !== undefined) stored.pendingTurnStart = usage.pendingTurnStart;
+  return stored;
 }
 
 /** Stored states, or undefined when the text is missing, malformed or of another version. */
@@ -116,7 +156,11 @@ export function decodeViews(text: string | null): ProjectionViews | undefined {
   const states = parseStates(text);
   if (states === undefined) return undefined;
   const { settledMs, active } = states.subagentTiming;
-  return { subagent: states.subagent.identity, subagentTiming: active === undefined ? { settledMs } : { settledMs, active } };
+  return {
+    subagent: states.subagent.identity,
+    subagentTiming: active === undefined ? { settledMs } : { settledMs, active },
+    subagentUsage: subagentUsage.view(states.subagentUsage),
+  };
 }
 
 /**

@@ -153,7 +153,7 @@ export type SubagentListEntry =
       hasChildren: boolean;
       createdAt: number;
       /** What the child itself spent, from its stored usage projection (live: its log so far). */
-      usage?: SubagentUsage;
+      usage: SubagentUsage;
     }
   | { kind: 'diagnostic'; id: SessionId; reason: 'corrupt' | 'unavailable' };
 

@@ -117,9 +117,13 @@ function tokens(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.round(value) : 0;
 }
 
-/** The usage of `events` (a whole log, or a child's own suffix). */
-export function usageOf(events: readonly SessionEvent[]): SubagentUsage {
+/**
+ * The usage of `events` as a child's log (counted from its descriptor), or with `everything` of a
+ * log that has no descriptor (a top-level agent's).
+ */
+export function usageOf(events: readonly SessionEvent[], opts?: { everything?: boolean }): SubagentUsage {
   let state = subagentUsage.initial();
+  if (opts?.everything && events.length > 0) state = { ...state, descriptorSeen: true, since: events[0]!.time };
   for (const event of events) state = subagentUsage.step(state, event);
   return subagentUsage.view(state);
 }
