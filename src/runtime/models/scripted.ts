@@ -1,7 +1,8 @@
 // The deterministic local model: answers from a script of steps, then echoes. No clock, no
 // randomness; call ids come from a counter, so logs are byte-stable. It records every request.
 // Usage is deterministic too: a step's own `usage`, else one token per started 4 characters
-// (input: system prompt + text of every request message; output: the step's text, plus 8 per tool call).
+// (input: system prompt + text of every request message and tool result; output: the step's
+// text, plus 8 per tool call).
 import type { ScriptedStep } from '../../seam/agent-types.js';
 import { textOf } from '../../seam/content.js';
 import type { Usage } from '../../seam/session-types.js';
@@ -30,16 +31,20 @@ function lastUserText(request: ModelRequest): string {
 /** Output tokens counted for each scripted tool call. */
 export const SCRIPTED_TOKENS_PER_TOOL_CALL = 8;
 
-/** The usage the scripted model reports for `step` answering `request` (see the file header). */
+/** Deterministic usage of an answer with `text` and `calls` tool calls to `request` (see the file header). */
+export function estimatedUsage(request: Pick<ModelRequest, 'system' | 'messages'>, text: string, calls: number): Usage {
+  let chars = request.system?.length ?? 0;
+  for (const message of request.messages) {
+    chars += textOf(message.content).length;
+    for (const block of message.content) if (block.type === 'tool_result') chars += textOf(block.content).length;
+  }
+  return { inputTokens: Math.ceil(chars / 4), outputTokens: Math.ceil(text.length / 4) + SCRIPTED_TOKENS_PER_TOOL_CALL * calls };
+}
+
+/** The usage the scripted model reports for `step` answering `request`. */
 export function scriptedUsage(step: ScriptedStep, request: Pick<ModelRequest, 'system' | 'messages'>): Usage {
   if (step.usage) return { inputTokens: step.usage.inputTokens, outputTokens: step.usage.outputTokens };
-  let chars = request.system?.length ?? 0;
-  for (const message of request.messages) chars += textOf(message.content).length;
-  const calls = 'toolCalls' in step ? step.toolCalls.length : 0;
-  return {
-    inputTokens: Math.ceil(chars / 4),
-    outputTokens: Math.ceil((step.text ?? '').length / 4) + SCRIPTED_TOKENS_PER_TOOL_CALL * calls,
-  };
+  return estimatedUsage(request, step.text ?? '', 'toolCalls' in step ? step.toolCalls.length : 0);
 }
 
 function waitForAbort(signal: AbortSignal): Promise<void> {
