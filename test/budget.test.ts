@@ -3,6 +3,9 @@
 // before any child exists.
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  BUDGET_EVENT,
+  DESCRIPTOR_EVENT,
+  NO_START_CAPABILITIES,
   createHost,
   inProcessProvider,
   subagentTool,
@@ -49,6 +52,10 @@ describe.each(['in-process', 'spawn'])('a child budget on %s', (provider) => {
     // Boundaries see 0, 100, 200, then 300 ≥ 250: the fourth request is never made.
     expect(result).toMatchObject({ stopReason: 'max-tokens', diagnostic: 'budget: tokens limit 250 reached (300 used, child budget)' });
     expect(result.usage).toMatchObject({ totalTokens: 300, requests: 3, toolCalls: 3 });
+    // The budget is part of the durable descriptor; the reached limit is in the log.
+    const events = host.sessions.get(run.id)!.events;
+    expect(events.find((event) => event.type === DESCRIPTOR_EVENT)?.data).toMatchObject({ budget: { tokens: 250 } });
+    expect(events.find((event) => event.type === BUDGET_EVENT)?.data).toEqual({ limit: 'tokens', max: 250, used: 300, scope: 'child' });
     await run.dispose();
   });
 
@@ -117,6 +124,23 @@ describe('budget validation', () => {
     }
     expect(host.sessions.list()).toHaveLength(before);
     expect(starts).toBe(0);
+  });
+
+  it('refuses a budget for a provider that cannot enforce one with UNSUPPORTED_CAPABILITY', async () => {
+    const host = await open();
+    const parent = await host.createAgent();
+    let started = 0;
+    host.subagents.registerProvider({
+      name: 'bare',
+      capabilities: NO_START_CAPABILITIES,
+      inheritsParentContext: false,
+      start: () => {
+        started++;
+        return Promise.reject(new Error('never reached'));
+      },
+    });
+    await expect(host.subagents.start('bare', request(parent, [], { tokens: 10 }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
+    expect(started).toBe(0);
   });
 
   it('refuses a bad budget in the subagent tool config with INVALID_OPTIONS', async () => {

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Agent, type Host } from 'subagent-host';
 import { providerContract } from './provider-contract.js';
 
-const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true };
+const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true, budget: true };
 
 providerContract('in-process', {
   capabilities: ALL,

@@ -62,6 +62,7 @@ describe('usage of a child', () => {
     const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'parent answer', usage: { inputTokens: 999, outputTokens: 999 } }] } } });
     parent.followup([text('first')]);
     await parent.whenIdle();
+    expect(usageOf(parent.session.events, { everything: true }).totalTokens).toBe(1998);
     for (const provider of ['fork', 'in-process-fork']) {
       if (provider === 'in-process-fork') host.subagents.registerProvider(inProcessProvider(host, { fork: true }));
       const run = await host.subagents.start(provider, request(parent));

@@ -15,6 +15,8 @@ export interface SubagentCapabilities {
   depthLimit: boolean;
   toolFilter: boolean;
   persona: boolean;
+  /** Enforces a request's own `budget` at the child's step boundaries. @default false */
+  budget?: boolean;
 }
 
 /** Route overrides a delegator may pass to its child. */

@@ -16,6 +16,7 @@ const CAPABILITY_OF = [
   ['maxDepth', 'depthLimit'],
   ['toolFilter', 'toolFilter'],
   ['persona', 'persona'],
+  ['budget', 'budget'],
 ] as const;
 
 const requestShape = z.object({
