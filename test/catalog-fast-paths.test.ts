@@ -79,7 +79,7 @@ it('reads a stored row in another key order and layout as written, without rewri
   const stored = JSON.stringify(
     {
       subagentTiming: { descriptorSeen: true, settledMs: 0, version: 2 },
-      subagentUsage: { through: 10, since: 10, descriptorSeen: true, toolCalls: 0, turns: 0, requests: 0, outputTokens: 0, inputTokens: 0, version: 1 },
+      subagentUsage: [1, 0, 0, 0, 0, 0, true, 10, 10, null],
       subagent: { identity: { seq: 0, label: 'as written', mode: 'continuable' }, version: 2 },
     },
     null,

@@ -132,6 +132,7 @@ describe('usage of a child', () => {
     const check = new Database(file, { readonly: true });
     const stored = JSON.parse(check.prepare('SELECT projections FROM sessions WHERE id = ?').pluck().get(run.id) as string) as Record<string, unknown>;
     check.close();
-    expect(stored['subagentUsage']).toMatchObject({ version: 1, inputTokens: 230, outputTokens: 12 });
+    // [version, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen, since, through, pendingTurnStart]
+    expect(stored['subagentUsage']).toEqual([1, 230, 12, 2, 1, 1, true, expect.any(Number), expect.any(Number), null]);
   });
 });

@@ -40,18 +40,16 @@ const statesSchema = z.strictObject({
     descriptorSeen: z.boolean(),
   }),
   // Added after the first release of this store: a row without it is rebuilt from its log once.
-  subagentUsage: z.strictObject({
-    version: z.literal(1),
-    inputTokens: count,
-    outputTokens: count,
-    requests: count,
-    turns: count,
-    toolCalls: count,
-    descriptorSeen: z.boolean(),
-    since: z.number().exactOptional(),
-    through: z.number().exactOptional(),
-    pendingTurnStart: z.number().exactOptional(),
-  }),
+  // Stored as a tuple (see encodeUsage): every listed row carries it, so its length is read time.
+  subagentUsage: z
+    .tuple([z.literal(1), count, count, count, count, count, z.boolean(), z.number().nullable(), z.number().nullable(), z.number().nullable()])
+    .transform(([version, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen, since, through, pending]) => {
+      const state: SubagentUsageState = { version, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen };
+      if (since !== null) state.since = since;
+      if (through !== null) state.through = through;
+      if (pending !== null) state.pendingTurnStart = pending;
+      return state;
+    }),
 });
 
 /** States of an empty log. */
@@ -110,21 +108,23 @@ export function encodeStates(states: ProjectionStates): string {
   });
 }
 
-/** The usage state with its keys in the order {@link canonicalStates} matches. */
-function encodeUsage(usage: SubagentUsageState): SubagentUsageState {
-  const stored: SubagentUsageState = {
-    version: usage.version,
-    inputTokens: usage.inputTokens,
-    outputTokens: usage.outputTokens,
-    requests: usage.requests,
-    turns: usage.turns,
-    toolCalls: usage.toolCalls,
-    descriptorSeen: usage.descriptorSeen,
-  };
-  if (usage.since !== undefined) stored.since = usage.since;
-  if (usage.through !== undefined) stored.through = usage.through;
-  if (usage.pendingTurnStart !== undefined) stored.pendingTurnStart = usage.pendingTurnStart;
-  return stored;
+/**
+ * The usage state's storage form: `[version, inputTokens, outputTokens, requests, turns, toolCalls,
+ * descriptorSeen, since, through, pendingTurnStart]`, absent times as null.
+ */
+function encodeUsage(usage: SubagentUsageState): unknown[] {
+  return [
+    usage.version,
+    usage.inputTokens,
+    usage.outputTokens,
+    usage.requests,
+    usage.turns,
+    usage.toolCalls,
+    usage.descriptorSeen,
+    usage.since ?? null,
+    usage.through ?? null,
+    usage.pendingTurnStart ?? null,
+  ];
 }
 
 /** Stored states, or undefined when the text is missing, malformed or of another version. */
