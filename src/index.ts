@@ -45,6 +45,10 @@ export type {
   SubagentTiming,
   SubagentTimingState,
 } from './seam/projections.js';
+export { subagentUsage, usageOf, addUsage, emptyUsage } from './seam/usage.js';
+export type { SubagentUsage, SubagentUsageState } from './seam/usage.js';
+export { BUDGET_EVENT, parseBudget, describeBudgetStop } from './seam/budget.js';
+export type { SubagentBudget, BudgetLimit, BudgetStop } from './seam/budget.js';
 export {
   AssistantOutputFold,
   finalAssistantOutput,
@@ -76,6 +80,7 @@ export type {
   ContinuableStart,
   SubagentFollowupOptions,
   SubagentInterruptAuthority,
+  BudgetTreeLink,
 } from './seam/types.js';
 export { text, textOf } from './seam/content.js';
 export type {
@@ -115,7 +120,7 @@ export type {
 
 // runtime
 export { createModel } from './runtime/models/create.js';
-export { scriptedModel } from './runtime/models/scripted.js';
+export { scriptedModel, scriptedUsage } from './runtime/models/scripted.js';
 export type { ScriptedModel } from './runtime/models/scripted.js';
 export type {
   ModelAdapter,

@@ -63,7 +63,7 @@ describe('acpProvider', () => {
       const before = childPids();
       const run = await start('acp');
       const [pid] = newChildPids(before);
-      await expect(run.result).resolves.toEqual({ output: [text('echo: hello')], stopReason: 'completed' });
+      await expect(run.result).resolves.toEqual({ output: [text('echo: hello')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
       const session = host.sessions.get(run.id)!;
       expect(session.header).toMatchObject({ cwd: dir, parentSession: parent.id, origin: 'subagent', delegationDepth: 1 });
       expect(types(session.events).filter((type) => type !== 'assistant/chunk')).toEqual([
@@ -100,7 +100,7 @@ describe('acpProvider', () => {
 
     it('mirrors the child tool calls and their results', async () => {
       const run = await start('acp', scripted({ toolCalls: [{ name: 'no_such_tool', input: { q: 1 } }] }, { text: 'done' }));
-      await expect(run.result).resolves.toEqual({ output: [text('done')], stopReason: 'completed' });
+      await expect(run.result).resolves.toEqual({ output: [text('done')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
       const events = host.sessions.get(run.id)!.events;
       const call = events.find((event) => event.type === 'tool/call')?.data as { callId: string };
       expect(call).toMatchObject({ name: 'no_such_tool', input: { q: 1 } });
@@ -136,7 +136,7 @@ describe('acpProvider', () => {
       const warm = newChildPids(before);
       expect(warm).toHaveLength(2);
       const run = await start('warm');
-      await expect(run.result).resolves.toEqual({ output: [text('echo: hello')], stopReason: 'completed' });
+      await expect(run.result).resolves.toEqual({ output: [text('echo: hello')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
       await run.dispose();
       expect(warm.filter(isAlive)).toHaveLength(1);
       await provider.whenWarm();

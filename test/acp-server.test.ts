@@ -117,7 +117,7 @@ describe('serveAcp', () => {
     const host = await newHost();
     const client = await initialized(host);
     const sessionId = await session(client);
-    await expect(prompt(client, sessionId, 'hi there')).resolves.toEqual({ stopReason: 'end_turn' });
+    await expect(prompt(client, sessionId, 'hi there')).resolves.toEqual({ stopReason: 'end_turn', usage: { inputTokens: 2, outputTokens: 4, totalTokens: 6 } });
     expect(texts(client.updates, 'agent_message_chunk')).toEqual(['echo: ', 'hi ', 'there']);
     expect(client.updates.every((n) => n.sessionId === sessionId)).toBe(true);
   });
@@ -127,7 +127,7 @@ describe('serveAcp', () => {
     const host = await newHost({ tools: [probe] });
     const client = await initialized(host);
     const sessionId = await session(client, scripted({ toolCalls: [{ name: 'probe', input: { value: 'v' } }] }, { text: 'done' }));
-    await expect(prompt(client, sessionId, 'use the tool')).resolves.toEqual({ stopReason: 'end_turn' });
+    await expect(prompt(client, sessionId, 'use the tool')).resolves.toEqual({ stopReason: 'end_turn', usage: expect.any(Object) });
     expect(client.updates.map((n) => n.update.sessionUpdate)).toEqual(['tool_call', 'tool_call_update', 'agent_message_chunk']);
     expect(client.updates[0]?.update).toMatchObject({ title: 'probe', status: 'in_progress', rawInput: { value: 'v' } });
     expect(client.updates[1]?.update).toMatchObject({ status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'probe ok' } }] });
@@ -141,7 +141,7 @@ describe('serveAcp', () => {
     const host = await newHost();
     const client = await initialized(host);
     const sessionId = await session(client, scripted({ finish, text: 'partial' }));
-    await expect(prompt(client, sessionId, 'go')).resolves.toEqual({ stopReason });
+    await expect(prompt(client, sessionId, 'go')).resolves.toEqual({ stopReason, usage: expect.any(Object) });
     expect(texts(client.updates, 'agent_message_chunk')).toEqual(['partial']);
   });
 
@@ -190,7 +190,7 @@ describe('serveAcp', () => {
     await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
     expect(client.updates.map((n) => n.update.sessionUpdate)).toEqual(['user_message_chunk', 'agent_message_chunk']);
     expect(texts(client.updates, 'agent_message_chunk')).toEqual(['echo: first']);
-    await expect(prompt(client, sessionId, 'second')).resolves.toEqual({ stopReason: 'end_turn' });
+    await expect(prompt(client, sessionId, 'second')).resolves.toEqual({ stopReason: 'end_turn', usage: expect.any(Object) });
     expect(texts(client.updates, 'agent_message_chunk').slice(1).join('')).toBe('echo: second');
   });
 

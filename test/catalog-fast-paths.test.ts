@@ -10,7 +10,8 @@ const { file: newFile } = tempFiles('subagent-fast-paths-');
 const track = closeAfterEach();
 
 const descriptor = (label: string) => ({ version: 2, mode: 'continuable', provider: 'in-process', label });
-const row = (label: string) => ({ kind: 'child', id: 'c', mode: 'continuable', label, activity: 'inactive', hasChildren: false, createdAt: 2 });
+const NO_USAGE = { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 };
+const row = (label: string) => ({ kind: 'child', id: 'c', mode: 'continuable', label, activity: 'inactive', hasChildren: false, createdAt: 2, usage: NO_USAGE });
 
 /** A file holding parent `p` and its child `c`, labelled `old`. */
 async function seeded(file: string): Promise<void> {
@@ -78,6 +79,7 @@ it('reads a stored row in another key order and layout as written, without rewri
   const stored = JSON.stringify(
     {
       subagentTiming: { descriptorSeen: true, settledMs: 0, version: 2 },
+      subagentUsage: [1, 0, 0, 0, 0, 0, true, 10, 10, null],
       subagent: { identity: { seq: 0, label: 'as written', mode: 'continuable' }, version: 2 },
     },
     null,

@@ -10,6 +10,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-catalog-scale-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 const COUNT = 10_000;
+const NO_USAGE = { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 };
 
 it(`lists ${COUNT} persisted children from a reopened database`, async () => {
   const file = path.join(tmp, 'scale.db');
@@ -37,6 +38,7 @@ it(`lists ${COUNT} persisted children from a reopened database`, async () => {
       activity: 'inactive',
       hasChildren: false,
       createdAt: 1000 + Math.floor(i / 10),
+      usage: NO_USAGE,
     }));
     expect(await host.subagents.listChildren('parent')).toStrictEqual(expected);
     expect(await host.subagents.listDescendants('parent')).toStrictEqual(expected.map((row) => ({ ...row, parentId: 'parent', depth: 1 })));

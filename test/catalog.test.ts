@@ -64,6 +64,7 @@ const child = (id: string, mode: 'one-shot' | 'continuable', label: string | und
   activity,
   hasChildren,
   createdAt,
+  usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 },
 });
 const at = (entry: SubagentListEntry, parentId: string, depth: number): SubagentDescendantListEntry => ({ ...entry, parentId, depth });
 
@@ -386,8 +387,8 @@ describe('catalog of children started through the service', () => {
     const plain = await start();
     await Promise.all([scout.result, plain.result]);
     const rows = (activity: Activity) => [
-      { kind: 'child', id: scout.id, mode: 'one-shot', label: 'scout', activity, hasChildren: false, createdAt: expect.any(Number) },
-      { kind: 'child', id: plain.id, mode: 'one-shot', activity, hasChildren: false, createdAt: expect.any(Number) },
+      { kind: 'child', id: scout.id, mode: 'one-shot', label: 'scout', activity, hasChildren: false, createdAt: expect.any(Number), usage: expect.objectContaining({ turns: 1, requests: 1 }) },
+      { kind: 'child', id: plain.id, mode: 'one-shot', activity, hasChildren: false, createdAt: expect.any(Number), usage: expect.objectContaining({ turns: 1, requests: 1 }) },
     ];
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual(rows('running'));
     await scout.dispose();

@@ -26,6 +26,7 @@ function ls(args: string[], cwd = tmp, dbFromEnv?: string): Promise<Outcome> {
   });
 }
 
+const NO_USAGE = { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 };
 const lines = (text: string): string[] => text.split('\n').filter((line) => line !== '');
 
 beforeAll(async () => {
@@ -38,10 +39,20 @@ beforeAll(async () => {
     [{ id: 'gamma', createdAt: 5, parentSession: 'root', origin: 'subagent' }],
     [{ id: 'ordinary', createdAt: 6, parentSession: 'root' }],
   ];
+  // Tokens each child spent in one model answer after its descriptor.
+  const spent: Record<string, { inputTokens: number; outputTokens: number }> = { alpha: { inputTokens: 100, outputTokens: 20 }, 'alpha-1': { inputTokens: 30, outputTokens: 5 } };
   const appends: Promise<void>[] = [];
   for (const [header, descriptor] of sessions) {
     await store.create(header);
-    if (descriptor !== undefined) appends.push(store.append(header.id, [{ seq: 0, time: 10, type: DESCRIPTOR_EVENT, data: descriptor }]));
+    if (descriptor === undefined) continue;
+    const usage = spent[header.id];
+    const answer = { turn: 1, step: 1, id: `m-${header.id}`, content: [], usage };
+    appends.push(
+      store.append(header.id, [
+        { seq: 0, time: 10, type: DESCRIPTOR_EVENT, data: descriptor },
+        ...(usage ? [{ seq: 1, time: 12, type: 'assistant/message', data: answer }] : []),
+      ]),
+    );
   }
   await store.flush();
   await Promise.all(appends);
@@ -49,23 +60,23 @@ beforeAll(async () => {
 });
 
 describe('subagent-host ls', () => {
-  it('prints one aligned line per child: id, mode, activity, has-children mark, label', async () => {
+  it('prints one aligned line per child: id, mode, activity, has-children mark, tokens, label', async () => {
     const { code, stdout } = await ls(['root', '--db', db]);
     expect(code).toBe(0);
     expect(lines(stdout)).toEqual([
-      'alpha  continuable  inactive  +  research notes',
-      'beta   one-shot     inactive  -',
+      'alpha  continuable  inactive  +  120  research notes',
+      'beta   one-shot     inactive  -    0',
       'gamma  [corrupt]',
     ]);
   });
 
-  it('prints every descendant indented by depth with --tree', async () => {
+  it('prints every descendant indented by depth with --tree, with subtree token totals', async () => {
     const { code, stdout } = await ls(['root', '--tree', '--db', db]);
     expect(code).toBe(0);
     expect(lines(stdout)).toEqual([
-      'alpha      continuable  inactive  +  research notes',
-      '  alpha-1  one-shot     inactive  -  deep',
-      'beta       one-shot     inactive  -',
+      'alpha      continuable  inactive  +  155  research notes',
+      '  alpha-1  one-shot     inactive  -   35  deep',
+      'beta       one-shot     inactive  -    0',
       'gamma      [corrupt]',
     ]);
   });
@@ -74,26 +85,26 @@ describe('subagent-host ls', () => {
     const children = await ls(['root', '--json', '--db', db]);
     expect(children.code).toBe(0);
     expect(JSON.parse(children.stdout)).toStrictEqual([
-      { kind: 'child', id: 'alpha', mode: 'continuable', label: 'research notes', activity: 'inactive', hasChildren: true, createdAt: 2 },
-      { kind: 'child', id: 'beta', mode: 'one-shot', activity: 'inactive', hasChildren: false, createdAt: 4 },
+      { kind: 'child', id: 'alpha', mode: 'continuable', label: 'research notes', activity: 'inactive', hasChildren: true, createdAt: 2, usage: { ...NO_USAGE, inputTokens: 100, outputTokens: 20, totalTokens: 120, wallMs: 2 } },
+      { kind: 'child', id: 'beta', mode: 'one-shot', activity: 'inactive', hasChildren: false, createdAt: 4, usage: NO_USAGE },
       { kind: 'diagnostic', id: 'gamma', reason: 'corrupt' },
     ]);
     const tree = await ls(['alpha', '--json', '--tree', '--db', db]);
     expect(JSON.parse(tree.stdout)).toStrictEqual([
-      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, parentId: 'alpha', depth: 1 },
+      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, usage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, wallMs: 2 }, parentId: 'alpha', depth: 1 },
     ]);
   });
 
   it('reads ./subagent-host.db when --db is not given', async () => {
     const { code, stdout } = await ls(['alpha'], tmp);
     expect(code).toBe(0);
-    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  deep']);
+    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  35  deep']);
   });
 
   it('reads $SUBAGENT_HOST_DB when --db is not given', async () => {
     const { code, stdout } = await ls(['alpha'], os.tmpdir(), db);
     expect(code).toBe(0);
-    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  deep']);
+    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  35  deep']);
   });
 
   it('prints nothing for a session without subagent children', async () => {

@@ -20,7 +20,7 @@ afterAll(() => {
 
 interface Report {
   provider: string;
-  children: { id: string; stopReason: string; ms: number }[];
+  children: { id: string; stopReason: string; ms: number; tokens: number | null; turns: number | null }[];
   totalMs: number;
   sequentialMs: number | null;
   speedup: number | null;
@@ -43,6 +43,9 @@ describe('subagent-host demo', () => {
     expect(report.provider).toBe(provider);
     expect(report.children.map((c) => c.stopReason)).toEqual(['completed', 'completed', 'completed']);
     expect(new Set(report.children.map((c) => c.id)).size).toBe(3);
+    // Each child asked its (deterministic) model twice in one turn, and says what that cost.
+    for (const child of report.children) expect(child).toMatchObject({ tokens: expect.any(Number), turns: 1 });
+    expect(report.children.every((c) => (c.tokens ?? 0) > 0)).toBe(true);
     expect(report.totalMs).toBeGreaterThan(0);
     expect(report.chunks).toEqual({ planned: 3, delegated: 3, missing: [] });
     // The same three children also ran one by one, so there is a speed-up to report.

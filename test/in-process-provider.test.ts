@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Agent, type Host } from 'subagent-host';
 import { providerContract } from './provider-contract.js';
 
-const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true };
+const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true, budget: true };
 
 providerContract('in-process', {
   capabilities: ALL,
@@ -60,13 +60,13 @@ describe('in-process provider', () => {
     const child = host.sessions.get(run.id);
     expect(child?.header.seedLength).toBe(parentEvents.length);
     expect(child?.events.slice(0, parentEvents.length)).toEqual(parentEvents);
-    expect(result).toEqual({ output: [text('kiwi')], stopReason: 'completed' });
+    expect(result).toEqual({ output: [text('kiwi')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     await run.dispose();
   });
 
   it('forks a parent without a completed turn as a spawn (no seedLength)', async () => {
     const run = await host.subagents.start('in-process-fork', { prompt: [text('hi')], parent, signal: new AbortController().signal });
-    await expect(run.result).resolves.toEqual({ output: [text('echo: hi')], stopReason: 'completed' });
+    await expect(run.result).resolves.toEqual({ output: [text('echo: hi')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     const header = host.sessions.get(run.id)?.header;
     expect(header).toBeDefined();
     expect(header && 'seedLength' in header).toBe(false);
@@ -78,7 +78,7 @@ describe('in-process provider', () => {
     parent.followup([text('earlier')]);
     await parent.whenIdle();
     const run = await host.subagents.start('in-process', { prompt: [text('hi')], parent, signal: new AbortController().signal });
-    await expect(run.result).resolves.toEqual({ output: [text('echo: hi')], stopReason: 'completed' });
+    await expect(run.result).resolves.toEqual({ output: [text('echo: hi')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     expect(host.sessions.get(run.id)?.header.seedLength).toBeUndefined();
     await run.dispose();
   });

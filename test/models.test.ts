@@ -51,11 +51,14 @@ describe('scripted model', () => {
     expect(await collect(model.stream(request('a')))).toEqual([
       { type: 'text-delta', text: 'two ' },
       { type: 'text-delta', text: 'words' },
+      // One token per started 4 characters: 'a' in, 'two words' out.
+      { type: 'usage', usage: { inputTokens: 1, outputTokens: 3 } },
       { type: 'finish', reason: 'stop' },
     ]);
     expect(await collect(model.stream(request('again')))).toEqual([
       { type: 'text-delta', text: 'echo: ' },
       { type: 'text-delta', text: 'again' },
+      { type: 'usage', usage: { inputTokens: 2, outputTokens: 3 } },
       { type: 'finish', reason: 'stop' },
     ]);
     expect(model.requests).toHaveLength(2);

@@ -84,7 +84,7 @@ export function providerContract(label: string, options: ProviderContractOptions
     });
 
     it('returns the output of a completed child', async () => {
-      await expect(settle(scripted({ text: 'the answer is 42' }))).resolves.toEqual({ output: [text('the answer is 42')], stopReason: 'completed' });
+      await expect(settle(scripted({ text: 'the answer is 42' }))).resolves.toEqual({ output: [text('the answer is 42')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     });
 
     it('resolves a deeply frozen result', async () => {
@@ -278,7 +278,7 @@ export function providerContract(label: string, options: ProviderContractOptions
       it("makes the persona the child's system prompt", async () => {
         const model = { kind: 'module' as const, specifier: ECHO_MODEL, export: 'createSystemEchoModel' };
         const result = await settle({ agentOptions: { model }, persona: 'You are terse.' });
-        expect(result).toEqual({ output: [text('system: You are terse.')], stopReason: 'completed' });
+        expect(result).toEqual({ output: [text('system: You are terse.')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
       });
     }
   });

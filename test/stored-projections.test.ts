@@ -14,6 +14,8 @@ import {
 } from 'subagent-host';
 import { closeAfterEach, tempFiles } from './helpers.js';
 
+const NO_USAGE = { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 };
+
 const { file: newFile } = tempFiles('subagent-projections-');
 const track = closeAfterEach();
 
@@ -43,7 +45,7 @@ const backends = [
 
 describe.each(backends)('stored projections over $name', ({ open }) => {
   it('P1: an empty log stores timing {settledMs: 0} and identity null', async () => {
-    expect(await storedViews(track(open()), [])).toStrictEqual({ subagent: null, subagentTiming: { settledMs: 0 } });
+    expect(await storedViews(track(open()), [])).toStrictEqual({ subagent: null, subagentTiming: { settledMs: 0 }, subagentUsage: NO_USAGE });
   });
 
   it('P2: timing restarts at each descriptor and sums the turns after it', async () => {
@@ -91,7 +93,9 @@ describe('stored projections in an SQLite file', () => {
     const host = track(await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } }));
     return host.subagents.listChildren('p');
   };
-  const row = { kind: 'child', id: 'c', mode: 'continuable', label: 'kept', activity: 'inactive', hasChildren: false, createdAt: 2 };
+  // The seeded log: one turn from 10 to 30, no model request.
+  const usage = { ...NO_USAGE, turns: 1, wallMs: 20 };
+  const row = { kind: 'child', id: 'c', mode: 'continuable', label: 'kept', activity: 'inactive', hasChildren: false, createdAt: 2, usage };
 
   it('survive a reopen', async () => {
     const file = newFile();
@@ -99,7 +103,7 @@ describe('stored projections in an SQLite file', () => {
     const reopened = track(sqlitePersistence(file));
     expect((await reopened.projections(['c'])).get('c')).toStrictEqual({
       ok: true,
-      views: { subagent: { mode: 'continuable', label: 'kept', seq: 1 }, subagentTiming: { settledMs: 20 } },
+      views: { subagent: { mode: 'continuable', label: 'kept', seq: 1 }, subagentTiming: { settledMs: 20 }, subagentUsage: usage },
     });
   });
 
@@ -162,7 +166,7 @@ describe('stored projections in an SQLite file', () => {
     `);
     db.pragma('user_version = 1');
     db.close();
-    expect(await listed(file)).toStrictEqual([row]);
+    expect(await listed(file)).toStrictEqual([{ ...row, usage: NO_USAGE }]);
     expect(raw(file).pragma('user_version', { simple: true })).toBe(2);
   });
 });

@@ -2,7 +2,7 @@
 import { createHost } from 'subagent-host';
 import { providerContract } from './provider-contract.js';
 
-const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true };
+const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true, budget: true };
 
 for (const provider of ['spawn', 'fork']) {
   providerContract(provider, {

@@ -36,7 +36,7 @@ describe('worker children', () => {
     const { host, parent } = await setup({ tools: [lookup] });
     const run = await host.subagents.start('spawn', request(parent, [call('lookup', { value: 'a' }), { text: 'done' }]));
     expect(host.sessions.get(run.id)?.header).toMatchObject({ parentSession: parent.id, origin: 'subagent', delegationDepth: 1 });
-    expect(await run.result).toEqual({ output: [text('done')], stopReason: 'completed' });
+    expect(await run.result).toEqual({ output: [text('done')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     expect(lookup.calls).toEqual([{ value: 'a' }]);
     const events = host.sessions.get(run.id)!.events;
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
@@ -117,7 +117,7 @@ describe('worker children', () => {
   it('reports a plain tool failure in the worker as an error tool result, not a dead thread', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call('throw_plain'), { text: 'recovered' }]));
-    expect(await run.result).toEqual({ output: [text('recovered')], stopReason: 'completed' });
+    expect(await run.result).toEqual({ output: [text('recovered')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     expect(dataOf<{ code: string }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.code).toBe('TOOL_FAILED');
     await run.dispose();
   });

@@ -13,7 +13,8 @@ import { GuardedRemote, RunRouter, exposeOn, type RunRoute } from '../src/seam/w
 import type { ChildControlApi, ChildNotice, ChildTaskData, HostApi, HostToolSchema, WorkerTask } from '../src/seam/worker-protocol.js';
 import { AgentRegistry, type AgentHandle } from '../src/runtime/agent-registry.js';
 import type { LocalAgent } from '../src/runtime/agent.js';
-import { composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../src/runtime/child-run.js';
+import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../src/runtime/child-run.js';
+import type { BudgetStop } from '../src/seam/budget.js';
 import { LiveSessionStore } from '../src/runtime/session-store.js';
 import { ToolRegistry } from '../src/runtime/tool-registry.js';
 
@@ -83,7 +84,12 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
   let agent: LocalAgent | undefined;
   let cancelled = false;
   const early: Parameters<ChildControlApi['deliver']>[] = [];
+  // Budgets: the child's own is checked here; a tree budget's stop arrives from the host.
+  let treeStop: BudgetStop | undefined;
   const control: ChildControlApi = {
+    budgetStop(stop) {
+      treeStop ??= stop;
+    },
     cancel(cause) {
       cancelled = true;
       agent?.cancel(cause);
@@ -115,7 +121,16 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
         capture = composeChildTools(tools, { outputSchema: data.outputSchema });
       },
       // Before each tool body the log so far goes out: a tool that never returns leaves it visible.
-      hooks: { ...descriptorHooks(() => handle!.agent.session, data.descriptor), beforeTool: async () => stream.flush() },
+      hooks: {
+        ...descriptorHooks(() => handle!.agent.session, data.descriptor),
+        beforeTool: async () => stream.flush(),
+        ...budgetHooks(() => handle!.agent.session, {
+          budget: data.descriptor.budget,
+          startedAt: data.header.createdAt,
+          seedLength: seed.length,
+          treeStop: () => treeStop,
+        }),
+      },
       cancelFlag,
     });
     agent = handle.agent;

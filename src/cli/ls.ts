@@ -13,10 +13,11 @@ export const DEFAULT_DB = 'subagent-host.db';
 const USAGE = `usage: subagent-host ls SESSION [--db FILE] [--tree] [--json]
 
 Lists the subagent children of SESSION, one per line: id, mode, activity, "+" when the child has
-children of its own ("-" otherwise), label. Unreadable children show as "[corrupt]" or "[unavailable]".
+children of its own ("-" otherwise), tokens spent, label. Unreadable children show as "[corrupt]" or
+"[unavailable]".
 
   --db FILE   the database (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
-  --tree      list every descendant, indented by depth
+  --tree      list every descendant, indented by depth; tokens are subtree totals
   --json      print the entries as a JSON array instead`;
 
 type Entry = SubagentListEntry | SubagentDescendantListEntry;
@@ -26,15 +27,34 @@ function name(entry: Entry): string {
   return `${'depth' in entry ? '  '.repeat(entry.depth - 1) : ''}${entry.id}`;
 }
 
+/**
+ * Tokens per entry: its own, or with `subtree` its own plus every descendant's. Entries of a tree
+ * listing come in pre-order, so walking them backwards sees every child before its parent.
+ */
+function tokensOf(entries: readonly Entry[], subtree: boolean): Map<string, number> {
+  const tokens = new Map<string, number>();
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const entry = entries[i]!;
+    const own = entry.kind === 'child' ? entry.usage.totalTokens : 0;
+    const total = own + (tokens.get(entry.id) ?? 0);
+    tokens.set(entry.id, total);
+    if (subtree && 'parentId' in entry) tokens.set(entry.parentId, (tokens.get(entry.parentId) ?? 0) + total);
+  }
+  return tokens;
+}
+
 /** One aligned line per entry; the label comes last because it may contain spaces. */
-function table(entries: readonly Entry[]): string {
+function table(entries: readonly Entry[], subtree: boolean): string {
   const width = entries.reduce((widest, entry) => Math.max(widest, name(entry).length), 0);
+  const tokens = tokensOf(entries, subtree);
+  const digits = [...tokens.values()].reduce((widest, value) => Math.max(widest, String(value).length), 0);
   return entries
     .map((entry) => {
       const first = name(entry).padEnd(width);
       if (entry.kind === 'diagnostic') return `${first}  [${entry.reason}]\n`;
       const children = entry.hasChildren ? '+' : '-';
-      return `${`${first}  ${entry.mode.padEnd(11)}  ${entry.activity.padEnd(8)}  ${children}  ${entry.label ?? ''}`.trimEnd()}\n`;
+      const spent = String(tokens.get(entry.id) ?? 0).padStart(digits);
+      return `${`${first}  ${entry.mode.padEnd(11)}  ${entry.activity.padEnd(8)}  ${children}  ${spent}  ${entry.label ?? ''}`.trimEnd()}\n`;
     })
     .join('');
 }
@@ -85,7 +105,7 @@ export async function run(args: string[]): Promise<number> {
     // No live sessions: this process runs none, so every child is listed from storage.
     const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
     const entries: Entry[] = values.tree ? await catalog.listDescendants(sessionId) : await catalog.listChildren(sessionId);
-    process.stdout.write(values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries));
+    process.stdout.write(values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
     return 0;
   } finally {
     await persistence.close();

@@ -1,6 +1,7 @@
 // The demo's deterministic models. The analyst (children) is loaded by module specifier so it can
 // be built inside worker threads; the planner (parent) runs in the main thread.
 import type { ContentBlock } from '../seam/content.js';
+import { estimatedUsage } from '../runtime/models/scripted.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from '../runtime/models/types.js';
 import { decodeSignature, similarity, type ChunkAnalysis } from './analysis.js';
 
@@ -11,7 +12,16 @@ function lastMessage(request: ModelRequest): ContentBlock[] {
   return request.messages.at(-1)?.content ?? [];
 }
 
-async function* reply(chunks: ModelChunk[]): AsyncGenerator<ModelChunk> {
+/** The answer `chunks`, with the scripted model's deterministic usage before its finish. */
+async function* reply(chunks: ModelChunk[], request?: ModelRequest): AsyncGenerator<ModelChunk> {
+  const finish = chunks.at(-1);
+  if (request && finish?.type === 'finish') {
+    const text = chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text : '')).join('');
+    const calls = chunks.filter((chunk) => chunk.type === 'tool-call').length;
+    yield* chunks.slice(0, -1);
+    yield { type: 'usage', usage: estimatedUsage(request, text, calls) };
+    return yield finish;
+  }
   yield* chunks;
 }
 
@@ -24,14 +34,14 @@ export function createAnalystModel(): ModelAdapter {
       const result = last.find((block) => block.type === 'tool_result');
       if (result?.type === 'tool_result') {
         const text = result.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
-        return reply([{ type: 'text-delta', text }, { type: 'finish', reason: result.isError ? 'error' : 'stop' }]);
+        return reply([{ type: 'text-delta', text }, { type: 'finish', reason: result.isError ? 'error' : 'stop' }], request);
       }
       const prompt = last.map((b) => (b.type === 'text' ? b.text : '')).join('\n');
       const id = `call_${++calls}`;
       const chaos = prompt.includes(CHAOS_CRASH) ? 'crash_thread' : prompt.includes(CHAOS_SPIN) ? 'spin_forever' : undefined;
-      if (chaos) return reply([{ type: 'tool-call', id, name: chaos, input: {} }, { type: 'finish', reason: 'tool-calls' }]);
+      if (chaos) return reply([{ type: 'tool-call', id, name: chaos, input: {} }, { type: 'finish', reason: 'tool-calls' }], request);
       const files = prompt.split('\n').filter((line) => line.startsWith('- ')).map((line) => line.slice(2).trim());
-      return reply([{ type: 'tool-call', id, name: 'analyse_files', input: { files } }, { type: 'finish', reason: 'tool-calls' }]);
+      return reply([{ type: 'tool-call', id, name: 'analyse_files', input: { files } }, { type: 'finish', reason: 'tool-calls' }], request);
     },
   };
 }
@@ -83,7 +93,7 @@ export function createPlannerModel(children: PlannedChild[], toolName = 'subagen
           name: toolName,
           input: { description: child.label, prompt: child.prompt },
         }));
-        return reply([...calls, { type: 'finish', reason: 'tool-calls' }]);
+        return reply([...calls, { type: 'finish', reason: 'tool-calls' }], request);
       }
       const summary = summarize(
         results.map((block, i) => ({
@@ -92,7 +102,7 @@ export function createPlannerModel(children: PlannedChild[], toolName = 'subagen
           isError: block.type === 'tool_result' && block.isError === true,
         })),
       );
-      return reply([{ type: 'text-delta', text: summary }, { type: 'finish', reason: 'stop' }]);
+      return reply([{ type: 'text-delta', text: summary }, { type: 'finish', reason: 'stop' }], request);
     },
   };
 }

@@ -13,6 +13,8 @@ export interface ChildProgress {
   endedAt?: number;
   stopReason?: string;
   note?: string;
+  /** Tokens and turns the child spent, when its transport reports usage. */
+  usage?: { tokens: number; turns: number };
 }
 
 const CLEAR_LINE = '\x1b[2K';
@@ -50,8 +52,8 @@ export class ProgressView {
     this.#changed(child);
   }
 
-  done(child: ChildProgress, stopReason: string, note?: string): void {
-    Object.assign(child, { state: 'done', endedAt: this.#now(), stopReason, ...(note ? { note } : {}) });
+  done(child: ChildProgress, stopReason: string, note?: string, usage?: { tokens: number; turns: number }): void {
+    Object.assign(child, { state: 'done', endedAt: this.#now(), stopReason, ...(note ? { note } : {}), ...(usage ? { usage } : {}) });
     this.#changed(child);
   }
 

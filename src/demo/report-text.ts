@@ -36,8 +36,12 @@ function timing(report: DemoReport): string {
 
 /** The report as printed after the progress lines. */
 export function reportText(report: DemoReport): string {
-  const rows = report.children.map((c) => `  ${c.label.padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms  ${c.id}`);
-  const table = rows.length === 0 ? [] : [`  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)}  session`, ...rows, ''];
+  const figure = (value: number | null) => (value === null ? '-' : String(value));
+  const rows = report.children.map(
+    (c) => `  ${c.label.padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms ${figure(c.tokens).padStart(7)} ${figure(c.turns).padStart(5)}  ${c.id}`,
+  );
+  const header = `  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)} ${'tokens'.padStart(7)} ${'turns'.padStart(5)}  session`;
+  const table = rows.length === 0 ? [] : [header, ...rows, ''];
   const answer = report.answer.trim() === '' ? ['  The model gave no answer.'] : [`  The model's answer:`, indent(indent(report.answer.trim()))];
   const db = shellWord(report.db);
   const look = [

@@ -20,6 +20,7 @@ export interface RanChild {
   queuedAt: number;
   startedAt: number | undefined;
   endedAt: number | undefined;
+  usage?: { tokens: number; turns: number };
 }
 
 /** The one-by-one run of the same children: its time and each child's outcome, in order. */
@@ -37,7 +38,7 @@ export interface DemoReport {
   /** The SQLite file the run was saved to. */
   db: string;
   /** Every child the model delegated, in start order. */
-  children: { id: string; label: string; stopReason: string; ms: number }[];
+  children: { id: string; label: string; stopReason: string; ms: number; tokens: number | null; turns: number | null }[];
   /** The parent's whole job: delegation, children, answer. */
   totalMs: number;
   /** From the first child queued to the last child finished; null when none ran. */
@@ -127,7 +128,14 @@ export function buildReport(facts: DemoFacts): DemoReport {
     model: facts.model,
     parentId: facts.parentId,
     db: facts.db,
-    children: children.map((c) => ({ id: c.id, label: c.label, stopReason: c.stopReason, ms: Math.round((c.endedAt ?? c.queuedAt) - (c.startedAt ?? c.queuedAt)) })),
+    children: children.map((c) => ({
+      id: c.id,
+      label: c.label,
+      stopReason: c.stopReason,
+      ms: Math.round((c.endedAt ?? c.queuedAt) - (c.startedAt ?? c.queuedAt)),
+      tokens: c.usage?.tokens ?? null,
+      turns: c.usage?.turns ?? null,
+    })),
     totalMs: Math.round(facts.totalMs),
     parallelMs,
     sequentialMs,

@@ -76,7 +76,7 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
       view.running(child, run.id);
       const timer = setTimeout(() => run.cancel({ kind: 'hook', reason: 'deadline' }), deadlineMs);
       void run.result.then(
-        (result) => view.done(child, result.stopReason, result.diagnostic),
+        (result) => view.done(child, result.stopReason, result.diagnostic, result.usage && { tokens: result.usage.totalTokens, turns: result.usage.turns }),
         () => view.done(child, 'error', 'contract violation'),
       ).finally(() => clearTimeout(timer));
       return run;
@@ -130,6 +130,7 @@ function ran({ progress, request }: Delegated): RanChild {
     queuedAt: progress.queuedAt,
     startedAt: progress.startedAt,
     endedAt: progress.endedAt,
+    ...(progress.usage ? { usage: progress.usage } : {}),
   };
 }
 

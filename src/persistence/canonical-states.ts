@@ -4,14 +4,17 @@
 // and takes the schema path, which decides.
 import type { ProjectionViews } from '../runtime/session-persistence.js';
 import type { SubagentIdentity, SubagentTimingState } from '../seam/projections.js';
+import type { SubagentUsage, SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionStates } from './projection-states.js';
 
 const STRING = String.raw`"((?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)"`;
 const NUMBER = String.raw`(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)`;
+const COUNT = String.raw`(0|[1-9]\d*)`;
 const CANONICAL = new RegExp(
   String.raw`^\{"subagent":\{"version":2,"identity":(?:null|\{"mode":"(one-shot|continuable)",(?:"label":${STRING},)?"seq":(0|[1-9]\d*)\})\},` +
     String.raw`"subagentTiming":\{"version":2,"settledMs":${NUMBER},"descriptorSeen":(true|false)` +
-    String.raw`(?:,"active":\{"since":${NUMBER},"through":${NUMBER}\})?(?:,"pendingTurnStart":${NUMBER})?\}\}$`,
+    String.raw`(?:,"active":\{"since":${NUMBER},"through":${NUMBER}\})?(?:,"pendingTurnStart":${NUMBER})?\},` +
+    String.raw`"subagentUsage":\[1,${COUNT},${COUNT},${COUNT},${COUNT},${COUNT},(true|false),(?:null|${NUMBER}),(?:null|${NUMBER}),(?:null|${NUMBER})\]\}$`,
 );
 // Capture groups of CANONICAL.
 const MODE = 1;
@@ -22,6 +25,7 @@ const SEEN = 5;
 const SINCE = 6;
 const THROUGH = 7;
 const PENDING = 8;
+const USAGE = 9; // inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen, since, through, pendingTurnStart
 
 /** The number a matched JSON number denotes; NaN when it is not finite (the schema refuses it). */
 function finite(text: string): number {
@@ -53,6 +57,51 @@ function activeOf(match: RegExpExecArray): { since: number; through: number } | 
   return Number.isNaN(span.since) || Number.isNaN(span.through) ? undefined : span;
 }
 
+/** The usage state of a match; undefined when a count is unsafe or a time not finite. */
+function usageOf(match: RegExpExecArray): SubagentUsageState | undefined {
+  const inputTokens = count(match[USAGE]!);
+  const outputTokens = count(match[USAGE + 1]!);
+  const requests = count(match[USAGE + 2]!);
+  const turns = count(match[USAGE + 3]!);
+  const toolCalls = count(match[USAGE + 4]!);
+  if (Number.isNaN(inputTokens + outputTokens + requests + turns + toolCalls)) return undefined;
+  const state: SubagentUsageState = { version: 1, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen: match[USAGE + 5] === 'true' };
+  const since = match[USAGE + 6];
+  const through = match[USAGE + 7];
+  const pending = match[USAGE + 8];
+  if (since !== undefined && Number.isNaN((state.since = finite(since)))) return undefined;
+  if (through !== undefined && Number.isNaN((state.through = finite(through)))) return undefined;
+  if (pending !== undefined && Number.isNaN((state.pendingTurnStart = finite(pending)))) return undefined;
+  return state;
+}
+
+/** A matched count; NaN when it is not a safe integer (only a long digit string can fail). */
+function count(text: string): number {
+  const value = Number(text);
+  return text.length < 16 || Number.isSafeInteger(value) ? value : Number.NaN;
+}
+
+/**
+ * The usage view of a match without building its state first (listing reads thousands of rows);
+ * undefined where {@link usageOf} refuses the state.
+ */
+function usageViewOf(match: RegExpExecArray): SubagentUsage | undefined {
+  const inputTokens = count(match[USAGE]!);
+  const outputTokens = count(match[USAGE + 1]!);
+  const requests = count(match[USAGE + 2]!);
+  const turns = count(match[USAGE + 3]!);
+  const toolCalls = count(match[USAGE + 4]!);
+  const since = match[USAGE + 6];
+  const through = match[USAGE + 7];
+  const pending = match[USAGE + 8];
+  const from = since === undefined ? 0 : finite(since);
+  const to = through === undefined ? 0 : finite(through);
+  const sum = inputTokens + outputTokens + requests + turns + toolCalls + from + to + (pending === undefined ? 0 : finite(pending));
+  if (Number.isNaN(sum)) return undefined;
+  const wallMs = since === undefined || through === undefined ? 0 : Math.max(0, to - from);
+  return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, requests, turns, toolCalls, wallMs };
+}
+
 /** The views of `text` if it is exactly what `encodeStates` writes, else undefined. */
 export function canonicalViews(text: string): ProjectionViews | undefined {
   const match = CANONICAL.exec(text);
@@ -63,7 +112,9 @@ export function canonicalViews(text: string): ProjectionViews | undefined {
   if (identity === undefined || active === undefined || Number.isNaN(settledMs)) return undefined;
   // The view leaves out what only the fold needs, but must still refuse what the schema refuses.
   if (match[PENDING] !== undefined && Number.isNaN(finite(match[PENDING]))) return undefined;
-  return { subagent: identity, subagentTiming: active === null ? { settledMs } : { settledMs, active } };
+  const usage = usageViewOf(match);
+  if (usage === undefined) return undefined;
+  return { subagent: identity, subagentTiming: active === null ? { settledMs } : { settledMs, active }, subagentUsage: usage };
 }
 
 /** The states of `text` if it is exactly what `encodeStates` writes, else undefined. */
@@ -79,5 +130,7 @@ export function canonicalStates(text: string): ProjectionStates | undefined {
     timing.pendingTurnStart = finite(match[PENDING]);
     if (Number.isNaN(timing.pendingTurnStart)) return undefined;
   }
-  return { subagent: { version: 2, identity }, subagentTiming: timing };
+  const usage = usageOf(match);
+  if (usage === undefined) return undefined;
+  return { subagent: { version: 2, identity }, subagentTiming: timing, subagentUsage: usage };
 }

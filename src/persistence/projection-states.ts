@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { subagentIdentity, subagentTiming } from '../seam/projections.js';
 import type { SubagentIdentityState, SubagentTimingState } from '../seam/projections.js';
 import type { SessionEvent } from '../seam/session-types.js';
+import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionViews } from '../runtime/session-persistence.js';
 import { canonicalStates, canonicalViews } from './canonical-states.js';
 import type { EncodedEvent } from './validate.js';
@@ -12,10 +13,12 @@ import type { EncodedEvent } from './validate.js';
 export interface ProjectionStates {
   subagent: SubagentIdentityState;
   subagentTiming: SubagentTimingState;
+  subagentUsage: SubagentUsageState;
 }
 
 const span = z.strictObject({ since: z.number(), through: z.number() });
 const seq = z.int().nonnegative();
+const count = z.int().nonnegative();
 
 // Stored JSON is a trust boundary. A state of another version (see `SessionProjection.version`)
 // fails here and is rebuilt from the log.
@@ -36,27 +39,44 @@ const statesSchema = z.strictObject({
     pendingTurnStart: z.number().exactOptional(),
     descriptorSeen: z.boolean(),
   }),
+  // Added after the first release of this store: a row without it is rebuilt from its log once.
+  // Stored as a tuple (see encodeUsage): every listed row carries it, so its length is read time.
+  subagentUsage: z
+    .tuple([z.literal(1), count, count, count, count, count, z.boolean(), z.number().nullable(), z.number().nullable(), z.number().nullable()])
+    .transform(([version, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen, since, through, pending]) => {
+      const state: SubagentUsageState = { version, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen };
+      if (since !== null) state.since = since;
+      if (through !== null) state.through = through;
+      if (pending !== null) state.pendingTurnStart = pending;
+      return state;
+    }),
 });
 
 /** States of an empty log. */
 export function initialStates(): ProjectionStates {
-  return { subagent: subagentIdentity.initial(), subagentTiming: subagentTiming.initial() };
+  return { subagent: subagentIdentity.initial(), subagentTiming: subagentTiming.initial(), subagentUsage: subagentUsage.initial() };
 }
 
 /** `states` advanced over `events`; `states` itself is left as it was. */
 export function stepStates(states: ProjectionStates, events: Iterable<SessionEvent>): ProjectionStates {
   let identity = states.subagent;
   let timing = states.subagentTiming;
+  let usage = states.subagentUsage;
   for (const event of events) {
     identity = subagentIdentity.step(identity, event);
     timing = subagentTiming.step(timing, event);
+    usage = subagentUsage.step(usage, event);
   }
-  return { subagent: identity, subagentTiming: timing };
+  return { subagent: identity, subagentTiming: timing, subagentUsage: usage };
 }
 
 /** What readers get: each projection's view of its state. */
 export function viewsOf(states: ProjectionStates): ProjectionViews {
-  return { subagent: subagentIdentity.view(states.subagent), subagentTiming: subagentTiming.view(states.subagentTiming) };
+  return {
+    subagent: subagentIdentity.view(states.subagent),
+    subagentTiming: subagentTiming.view(states.subagentTiming),
+    subagentUsage: subagentUsage.view(states.subagentUsage),
+  };
 }
 
 /**
@@ -84,7 +104,27 @@ export function encodeStates(states: ProjectionStates): string {
             : { mode: identity.mode, label: identity.label, seq: identity.seq },
     },
     subagentTiming: storedTiming,
+    subagentUsage: encodeUsage(states.subagentUsage),
   });
+}
+
+/**
+ * The usage state's storage form: `[version, inputTokens, outputTokens, requests, turns, toolCalls,
+ * descriptorSeen, since, through, pendingTurnStart]`, absent times as null.
+ */
+function encodeUsage(usage: SubagentUsageState): unknown[] {
+  return [
+    usage.version,
+    usage.inputTokens,
+    usage.outputTokens,
+    usage.requests,
+    usage.turns,
+    usage.toolCalls,
+    usage.descriptorSeen,
+    usage.since ?? null,
+    usage.through ?? null,
+    usage.pendingTurnStart ?? null,
+  ];
 }
 
 /** Stored states, or undefined when the text is missing, malformed or of another version. */
@@ -116,7 +156,11 @@ export function decodeViews(text: string | null): ProjectionViews | undefined {
   const states = parseStates(text);
   if (states === undefined) return undefined;
   const { settledMs, active } = states.subagentTiming;
-  return { subagent: states.subagent.identity, subagentTiming: active === undefined ? { settledMs } : { settledMs, active } };
+  return {
+    subagent: states.subagent.identity,
+    subagentTiming: active === undefined ? { settledMs } : { settledMs, active },
+    subagentUsage: subagentUsage.view(states.subagentUsage),
+  };
 }
 
 /**

@@ -4,7 +4,7 @@
 import { once, settled } from '../seam/once.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../seam/types.js';
-import { composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
+import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
 import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
 import type { ProviderHost } from './provider-host.js';
@@ -20,6 +20,7 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
   const { signal } = request;
   if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
   const plan = localChildPlan(request, fork);
+  const startedAt = Date.now();
   let capture: StructuredCapture | undefined;
   const handle: AgentHandle = await host.agents.create({
     header: plan.header,
@@ -28,7 +29,15 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
     setup: ({ tools }) => {
       capture = composeChildTools(tools, request);
     },
-    hooks: descriptorHooks(() => handle.agent.session, request.descriptor),
+    hooks: {
+      ...descriptorHooks(() => handle.agent.session, request.descriptor),
+      ...budgetHooks(() => handle.agent.session, {
+        budget: request.budget,
+        startedAt,
+        seedLength: plan.seed.length,
+        treeStop: request.budgetTree && (() => request.budgetTree?.stop()),
+      }),
+    },
     signal,
   });
   const child = handle.agent;

@@ -5,7 +5,7 @@ import type { ResolvedSubagentStartRequest } from '../seam/types.js';
 import { childPersona } from '../runtime/child-run.js';
 import { completedTurnPrefix } from '../runtime/session.js';
 
-export const ALL_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: true, persona: true });
+export const ALL_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: true, persona: true, budget: true });
 
 /** The header, options and seed of a local child of `request.parent`. */
 export function localChildPlan(request: ResolvedSubagentStartRequest, fork: boolean) {

@@ -2,10 +2,12 @@
 // inside worker threads): tool restriction, the structured-output capture tool, the descriptor
 // appended in the first turn, and the result read from the child's own events.
 import type { JsonSchema, ToolRestriction } from '../seam/agent-types.js';
+import { BUDGET_EVENT, budgetStopOf, budgetStopReason, describeBudgetStop, reachedLimit, type BudgetStop, type SubagentBudget } from '../seam/budget.js';
 import { SubagentError, isSubagentError } from '../seam/errors.js';
 import { finalAssistantOutput } from '../seam/output.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../seam/session-types.js';
 import type { SubagentResult, SubagentStopReason } from '../seam/types.js';
+import { UsageMeter, usageOf } from '../seam/usage.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { AgentHooks } from './turn.js';
@@ -78,6 +80,38 @@ export function descriptorHooks(session: () => SessionLog, descriptor: unknown):
   };
 }
 
+/** What a child's step-boundary budget check needs. */
+export interface BudgetGuardOptions {
+  /** The child's own budget (a tree-scoped one is enforced by the tree's owner instead). */
+  budget?: SubagentBudget | undefined;
+  /** Epoch ms the child started at (wall time counts from there). */
+  startedAt: number;
+  /** Events of the log that are not the child's own (a fork's seed). */
+  seedLength: number;
+  /** The stop a tree budget covering this child calls for, if any. */
+  treeStop?: (() => BudgetStop | undefined) | undefined;
+}
+
+/**
+ * Hooks that stop the child at the step boundary where a limit is reached: the reached limit is
+ * appended as a `subagent/budget` event and the turn ends `max-tokens` (tokens) or `aborted`.
+ */
+export function budgetHooks(session: () => SessionLog, options: BudgetGuardOptions): AgentHooks {
+  const own = options.budget?.scope === 'tree' ? undefined : options.budget;
+  if (own === undefined && options.treeStop === undefined) return {};
+  const meter = new UsageMeter(options.seedLength);
+  return {
+    beforeStep() {
+      const log = session();
+      const stop = (own && reachedLimit(own, meter.read(log.events), Date.now() - options.startedAt)) ?? options.treeStop?.();
+      if (stop === undefined) return undefined;
+      log.append(BUDGET_EVENT, { ...stop });
+      const reason = describeBudgetStop(stop);
+      return budgetStopReason(stop) === 'max-tokens' ? { kind: 'max-tokens' } : { kind: 'aborted', cause: { kind: 'hook', reason } };
+    },
+  };
+}
+
 function stopReasonOf(reason: TurnEndReason | undefined): SubagentStopReason {
   switch (reason?.kind) {
     case 'completed':
@@ -100,19 +134,25 @@ export function readChildResult(
 ): SubagentResult {
   const own = events.slice(options.seedLength);
   const output = finalAssistantOutput(own);
+  const usage = usageOf(own);
   let lastEnd: TurnEndReason | undefined;
+  let budget: BudgetStop | undefined;
   for (let i = own.length - 1; i >= 0 && !lastEnd; i--) {
     if (own[i]!.type === 'turn/end') lastEnd = (own[i]!.data as SessionEventMap['turn/end']).reason;
   }
+  for (let i = own.length - 1; i >= 0 && own[i]!.type !== 'turn/start' && !budget; i--) {
+    if (own[i]!.type === BUDGET_EVENT) budget = budgetStopOf(own[i]!.data);
+  }
   let stopReason = stopReasonOf(lastEnd);
-  if (options.cancelled && stopReason !== 'completed') stopReason = 'aborted';
+  if (options.cancelled && stopReason !== 'completed' && !budget) stopReason = 'aborted';
   let diagnostic: string | undefined;
-  if (lastEnd?.kind === 'error') diagnostic = `${lastEnd.error.code}: ${lastEnd.error.message}`;
+  if (budget) diagnostic = describeBudgetStop(budget);
+  else if (lastEnd?.kind === 'error') diagnostic = `${lastEnd.error.code}: ${lastEnd.error.message}`;
   else if (lastEnd === undefined && !options.cancelled) diagnostic = 'the child ended without finishing a turn';
-  if (options.capture?.captured) return { output, structured: options.capture.value, stopReason };
+  if (options.capture?.captured) return { output, structured: options.capture.value, stopReason, usage };
   if (options.capture && stopReason === 'completed') {
     stopReason = options.cancelled ? 'aborted' : 'error';
     diagnostic = `the child finished without calling ${STRUCTURED_OUTPUT_TOOL}`;
   }
-  return diagnostic === undefined || stopReason === 'completed' ? { output, stopReason } : { output, diagnostic, stopReason };
+  return diagnostic === undefined || stopReason === 'completed' ? { output, stopReason, usage } : { output, diagnostic, stopReason, usage };
 }

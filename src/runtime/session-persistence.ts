@@ -4,6 +4,7 @@ import type { SessionId } from '../seam/content.js';
 import type { SubagentError } from '../seam/errors.js';
 import type { SubagentIdentity, SubagentTiming } from '../seam/projections.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import type { SubagentUsage } from '../seam/usage.js';
 
 export interface StoredSession {
   header: SessionHeader;
@@ -23,10 +24,11 @@ export interface CatalogRecord {
   hasSubagentChildren: boolean;
 }
 
-/** The views of the projections stored beside a session's log (`subagentIdentity`, `subagentTiming`). */
+/** The views of the projections stored beside a session's log (`subagentIdentity`, `subagentTiming`, `subagentUsage`). */
 export interface ProjectionViews {
   subagent: SubagentIdentity | null;
   subagentTiming: SubagentTiming;
+  subagentUsage: SubagentUsage;
 }
 
 /** One session's stored projections, or why they cannot be read (`CORRUPT_DATA`: row and log both unreadable). */

@@ -23,7 +23,15 @@ export interface AgentHooks {
    * the log says reaches its observers (or storage) before a tool that may never return.
    */
   beforeTool?(callId: string): Promise<void>;
+  /**
+   * Asked at every step boundary, before the step's model call: a verdict ends the turn there with
+   * that reason, and the input still queued is discarded (budgets stop a child this way).
+   */
+  beforeStep?(turn: number, step: number): StepVerdict | undefined;
 }
+
+/** How a step-boundary hook ends a turn. */
+export type StepVerdict = Extract<TurnEndReason, { kind: 'max-tokens' } | { kind: 'aborted' }>;
 
 export interface TurnContext {
   agent: Agent;
@@ -150,6 +158,13 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
         reason = { kind: 'error', error: { code: 'MAX_STEPS', message: `the turn needed more than ${maxSteps} model calls (maxStepsPerTurn)` } };
         break;
       }
+      const verdict = ctx.hooks.beforeStep?.(turn, step);
+      if (verdict) {
+        reason = verdict;
+        const ids = inbox.clear();
+        if (ids.length > 0) session.append('inbox/discarded', { ids });
+        break;
+      }
       const batch = inbox.claim(step === 1);
       session.append('step/start', { turn, step });
       for (const m of batch) session.append('user/message', { id: m.id, content: m.content, source: m.source });
@@ -176,7 +191,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   } catch (error) {
     reason = { kind: 'error', error: { code: isSubagentError(error) ? error.code : 'UNKNOWN', message: describeError(error) } };
   } finally {
-    if (signal.aborted) reason = { kind: 'aborted', cause: causeOf(signal.reason) };
+    if (signal.aborted && reason.kind !== 'max-tokens' && reason.kind !== 'aborted') reason = { kind: 'aborted', cause: causeOf(signal.reason) };
     else if (truncated && reason.kind === 'completed') reason = { kind: 'max-tokens' };
     session.append('turn/end', { turn, reason });
   }

@@ -27,10 +27,14 @@ export type ModelSpec =
  * One scripted model answer. Each model request of an agent consumes the next step; when none
  * are left (or none were given) the model answers `echo: <last user text>` and ends the turn.
  */
-export type ScriptedStep =
+export type ScriptedStep = (
   | { text: string }
   | { toolCalls: { name: string; input: unknown }[]; text?: string }
-  | { finish: 'max-tokens' | 'refusal' | 'error' | 'hang'; text?: string };
+  | { finish: 'max-tokens' | 'refusal' | 'error' | 'hang'; text?: string }
+) & {
+  /** The usage this step reports. @default one token per started 4 characters (see `scriptedUsage`) */
+  usage?: { inputTokens: number; outputTokens: number };
+};
 
 export interface AgentOptions {
   /** @default the host's model, else `{ kind: 'scripted' }` */

@@ -2,6 +2,7 @@
 // once by the establishing side and read back on resume and by the identity projection. Versioned:
 // a payload of another version is unclassifiable rather than corrupt.
 import { z } from 'zod';
+import { budgetSchema, type SubagentBudget } from './budget.js';
 import { SubagentError } from './errors.js';
 import type { SessionEvent } from './session-types.js';
 
@@ -13,7 +14,7 @@ export interface SubagentToolFilter { allow?: string[]; deny?: string[] }
 
 /** The payload of a `subagent/descriptor` event. Composition is explicit fields, never open options. */
 export type SubagentDescriptorData =
-  | { version: 2; mode: 'one-shot'; provider: string; label?: string }
+  | { version: 2; mode: 'one-shot'; provider: string; label?: string; budget?: SubagentBudget }
   | {
       version: 2;
       mode: 'continuable';
@@ -22,11 +23,13 @@ export type SubagentDescriptorData =
       agentModel?: string;
       persona?: string;
       toolFilter?: SubagentToolFilter;
+      /** Durable, so a resumed child keeps counting against what it already spent. */
+      budget?: SubagentBudget;
     };
 
 /** What `snapshotSubagentDescriptor` takes: the descriptor without its version. */
 export type SubagentDescriptorInput =
-  | { mode: 'one-shot'; provider: string; label?: string }
+  | { mode: 'one-shot'; provider: string; label?: string; budget?: SubagentBudget }
   | {
       mode: 'continuable';
       provider: string;
@@ -34,6 +37,7 @@ export type SubagentDescriptorInput =
       agentModel?: string;
       persona?: string;
       toolFilter?: SubagentToolFilter;
+      budget?: SubagentBudget;
     };
 
 const toolFilterSchema = z
@@ -47,6 +51,7 @@ const oneShotSchema = z.strictObject({
   mode: z.literal('one-shot'),
   provider: z.string(),
   label: z.string().optional(),
+  budget: budgetSchema.optional(),
 });
 
 const continuableSchema = z.strictObject({
@@ -57,6 +62,7 @@ const continuableSchema = z.strictObject({
   agentModel: z.string().optional(),
   persona: z.string().optional(),
   toolFilter: toolFilterSchema.optional(),
+  budget: budgetSchema.optional(),
 });
 
 const descriptorSchema = z.discriminatedUnion('mode', [oneShotSchema, continuableSchema]);
@@ -121,7 +127,9 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
     provider: input.provider,
   };
   const optional =
-    input.mode === 'continuable' ? (['label', 'agentModel', 'persona', 'toolFilter'] as const) : (['label'] as const);
+    input.mode === 'continuable'
+      ? (['label', 'agentModel', 'persona', 'toolFilter', 'budget'] as const)
+      : (['label', 'budget'] as const);
   for (const key of optional) {
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
     if (value !== undefined) draft[key] = value;

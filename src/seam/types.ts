@@ -4,6 +4,8 @@ import type { Agent, AgentOptions, JsonSchema, ToolRestriction } from './agent-t
 import type { ContentBlock, MessageId, MessageSource, SessionId } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
 import type { SessionEvent } from './session-types.js';
+import type { BudgetStop, SubagentBudget } from './budget.js';
+import type { SubagentUsage } from './usage.js';
 
 export type SubagentRunId = string;
 
@@ -13,6 +15,8 @@ export interface SubagentCapabilities {
   depthLimit: boolean;
   toolFilter: boolean;
   persona: boolean;
+  /** Enforces a request's own `budget` at the child's step boundaries. @default false */
+  budget?: boolean;
 }
 
 /** Route overrides a delegator may pass to its child. */
@@ -34,11 +38,23 @@ export interface SubagentStartRequest {
   toolFilter?: ToolRestriction;
   /** The child's system prompt. */
   persona?: string;
+  /** Limits that stop the child (or, with `scope: 'tree'`, its whole subtree) at a step boundary. */
+  budget?: SubagentBudget;
 }
 
 /** What a provider's `start` receives: a fresh copy of the request plus its descriptor. */
 export interface ResolvedSubagentStartRequest extends SubagentStartRequest {
   descriptor: SubagentDescriptorData;
+  /** Present when a tree budget covers this child (its own `scope: 'tree'`, or an ancestor's). */
+  budgetTree?: BudgetTreeLink;
+}
+
+/** A child's view of the tree budgets covering it; the service accounts for the tree. */
+export interface BudgetTreeLink {
+  /** The limit a covering tree has reached, if any (checked at the child's step boundaries). */
+  stop(): BudgetStop | undefined;
+  /** Calls `listener` once when a covering tree reaches a limit; returns an unsubscribe. */
+  onStop(listener: (stop: BudgetStop) => void): () => void;
 }
 
 export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal';
@@ -49,6 +65,8 @@ export interface SubagentResult {
   /** Only on non-completed results; at most 4096 UTF-8 bytes. */
   diagnostic?: string;
   stopReason: SubagentStopReason;
+  /** What the child itself spent (its own log); absent when the transport cannot tell. */
+  usage?: SubagentUsage;
 }
 
 export interface SubagentRun {
@@ -117,6 +135,7 @@ export interface SubagentRunInfo {
 export interface SubagentRunEndInfo extends SubagentRunInfo {
   stopReason: SubagentStopReason;
   lastAssistantMessage?: ContentBlock[];
+  usage?: SubagentUsage;
 }
 
 export interface SubagentEvents {
@@ -135,6 +154,8 @@ export type SubagentListEntry =
       activity: 'running' | 'inactive';
       hasChildren: boolean;
       createdAt: number;
+      /** What the child itself spent, from its stored usage projection (live: its log so far). */
+      usage: SubagentUsage;
     }
   | { kind: 'diagnostic'; id: SessionId; reason: 'corrupt' | 'unavailable' };
 

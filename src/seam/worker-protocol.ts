@@ -3,6 +3,7 @@
 // (see wire-channel.ts); a SharedArrayBuffer flag carries cancellation into a busy thread.
 import type { MessagePort } from 'node:worker_threads';
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
+import type { BudgetStop } from './budget.js';
 import type { Encoded } from './codec.js';
 import type { ContentBlock, MessageId } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
@@ -48,6 +49,7 @@ export interface ChildTaskData {
   seed: string;
   prompt: ContentBlock[];
   agentOptions: AgentOptions;
+  /** Its `budget` (if any) is enforced in the thread, wall time from `header.createdAt`. */
   descriptor: SubagentDescriptorData;
   outputSchema?: JsonSchema;
   toolFilter?: ToolRestriction;
@@ -66,6 +68,8 @@ export interface ChildControlApi {
   cancel(cause: CancelCause): void;
   /** Delivers input to the child's inbox under the id the host already returned. */
   deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean): void;
+  /** A tree budget covering the child reached a limit: stop at the next step boundary. */
+  budgetStop(stop: BudgetStop): void;
 }
 
 /** What the task returns (encoded): the child's raw terminal outcome, or a request for a hub port. */

@@ -5,6 +5,7 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentIdentity } from '../seam/projections.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
+import type { SubagentUsage } from '../seam/usage.js';
 import type { CatalogHeader, CatalogRecord, StoredProjections } from '../runtime/session-persistence.js';
 
 /**
@@ -143,15 +144,16 @@ export function rowOf(
   hasChildren: boolean,
   liveIdentity: SubagentIdentity | null,
   stored: StoredProjections | undefined,
+  liveUsage?: SubagentUsage,
 ): SubagentListEntry | undefined {
   const { id, createdAt } = node.header;
   if (node.live !== undefined) {
-    return liveIdentity === null ? undefined : childRow(id, createdAt, liveIdentity, 'running', hasChildren);
+    return liveIdentity === null || liveUsage === undefined ? undefined : childRow(id, createdAt, liveIdentity, 'running', hasChildren, liveUsage);
   }
   if (stored === undefined) return { kind: 'diagnostic', id, reason: 'unavailable' };
   // A settled child without a valid descriptor cannot be listed as anything: its log is corrupt.
   if (!stored.ok || stored.views.subagent === null) return { kind: 'diagnostic', id, reason: 'corrupt' };
-  return childRow(id, createdAt, stored.views.subagent, 'inactive', hasChildren);
+  return childRow(id, createdAt, stored.views.subagent, 'inactive', hasChildren, stored.views.subagentUsage);
 }
 
 function childRow(
@@ -160,18 +162,19 @@ function childRow(
   identity: SubagentIdentity,
   activity: 'running' | 'inactive',
   hasChildren: boolean,
+  usage: SubagentUsage,
 ): SubagentListEntry {
   // Two literals rather than a conditional spread: listings build tens of thousands of these.
   return identity.label === undefined
-    ? { kind: 'child', id, mode: identity.mode, activity, hasChildren, createdAt }
-    : { kind: 'child', id, mode: identity.mode, label: identity.label, activity, hasChildren, createdAt };
+    ? { kind: 'child', id, mode: identity.mode, activity, hasChildren, createdAt, usage }
+    : { kind: 'child', id, mode: identity.mode, label: identity.label, activity, hasChildren, createdAt, usage };
 }
 
 /** `row` with its place in a tree, copied field by field (a spread is several times slower). */
 export function placed(row: SubagentListEntry, parentId: SessionId, depth: number): SubagentDescendantListEntry {
   if (row.kind === 'diagnostic') return { kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth };
-  const { id, mode, label, activity, hasChildren, createdAt } = row;
+  const { id, mode, label, activity, hasChildren, createdAt, usage } = row;
   return label === undefined
-    ? { kind: 'child', id, mode, activity, hasChildren, createdAt, parentId, depth }
-    : { kind: 'child', id, mode, label, activity, hasChildren, createdAt, parentId, depth };
+    ? { kind: 'child', id, mode, activity, hasChildren, createdAt, usage, parentId, depth }
+    : { kind: 'child', id, mode, label, activity, hasChildren, createdAt, usage, parentId, depth };
 }

@@ -4,8 +4,9 @@ import type { Session, SessionStore } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { describeError } from '../seam/errors.js';
 import { subagentIdentity } from '../seam/projections.js';
-import type { SubagentIdentity, SubagentIdentityState } from '../seam/projections.js';
+import type { SubagentIdentityState } from '../seam/projections.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
+import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { Logger } from '../runtime/session-store.js';
 import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, type CorpusNode } from './catalog-rows.js';
@@ -22,10 +23,11 @@ export interface SubagentCatalogOptions {
   batchSize?: number;
 }
 
-/** Live identity folds, resumed where they stopped: a live log only grows. */
+/** Live identity and usage folds, resumed where they stopped: a live log only grows. */
 interface LiveFold {
   seen: number;
   state: SubagentIdentityState;
+  usage: SubagentUsageState;
 }
 
 class StoredCatalog implements SubagentCatalog {
@@ -83,7 +85,9 @@ class StoredCatalog implements SubagentCatalog {
 
   #rowOf(node: CorpusNode, live: LiveIndex): SubagentListEntry | undefined {
     const hasChildren = node.hasStoredSubagentChildren || live.subagentParents.has(node.header.id);
-    return rowOf(node, hasChildren, node.live === undefined ? null : this.#liveIdentity(node.live), node.stored);
+    if (node.live === undefined) return rowOf(node, hasChildren, null, node.stored);
+    const fold = this.#liveFold(node.live);
+    return rowOf(node, hasChildren, subagentIdentity.view(fold.state), node.stored, subagentUsage.view(fold.usage));
   }
 
   /**
@@ -110,15 +114,18 @@ class StoredCatalog implements SubagentCatalog {
     checkpoint(signal);
   }
 
-  #liveIdentity(session: Session): SubagentIdentity | null {
+  #liveFold(session: Session): LiveFold {
     let fold = this.#liveFolds.get(session);
     if (fold === undefined) {
-      fold = { seen: 0, state: subagentIdentity.initial() };
+      fold = { seen: 0, state: subagentIdentity.initial(), usage: subagentUsage.initial() };
       this.#liveFolds.set(session, fold);
     }
     const { events } = session;
-    for (; fold.seen < events.length; fold.seen++) fold.state = subagentIdentity.step(fold.state, events[fold.seen]!);
-    return subagentIdentity.view(fold.state);
+    for (; fold.seen < events.length; fold.seen++) {
+      fold.state = subagentIdentity.step(fold.state, events[fold.seen]!);
+      fold.usage = subagentUsage.step(fold.usage, events[fold.seen]!);
+    }
+    return fold;
   }
 }
 

@@ -11,6 +11,7 @@ const providerShape = z.object({
     depthLimit: z.boolean(),
     toolFilter: z.boolean(),
     persona: z.boolean(),
+    budget: z.boolean().optional(),
   }),
   inheritsParentContext: z.boolean(),
   start: z.custom<SubagentProvider['start']>((value) => typeof value === 'function', 'must be a function'),
@@ -29,10 +30,11 @@ export function snapshotProvider(provider: unknown): SubagentProvider {
   }
   const source = provider as SubagentProvider;
   const { name, capabilities, inheritsParentContext } = parsed.data;
+  const { budget, ...required } = capabilities;
   // Methods are bound to the caller's object so providers written as classes keep `this`.
   const snapshot: SubagentProvider = {
     name,
-    capabilities: Object.freeze({ ...capabilities }),
+    capabilities: Object.freeze(budget === undefined ? { ...required } : { ...required, budget }),
     inheritsParentContext,
     start: source.start.bind(source),
     ...(source.prepareContinuable ? { prepareContinuable: source.prepareContinuable.bind(source) } : {}),

@@ -21,6 +21,17 @@ const resultShape = z.object({
   structured: z.unknown().optional(),
   diagnostic: z.string().optional(),
   stopReason: z.string().min(1),
+  usage: z
+    .object({
+      inputTokens: z.number(),
+      outputTokens: z.number(),
+      totalTokens: z.number(),
+      requests: z.number(),
+      turns: z.number(),
+      toolCalls: z.number(),
+      wallMs: z.number(),
+    })
+    .optional(),
 });
 
 /** Throws `CONTRACT_VIOLATION` unless `run` has the SubagentRun shape. */
@@ -46,6 +57,11 @@ function normalizeResult(raw: unknown, cancelled: boolean): SubagentResult | und
   const stopReason = (cancelled && copy.stopReason !== 'completed' ? 'aborted' : copy.stopReason) as SubagentStopReason;
   const result: SubagentResult = { output: copy.output as unknown as SubagentResult['output'], stopReason };
   if ('structured' in copy && copy.structured !== undefined) result.structured = copy.structured;
+  // Extra keys a provider put beside the figures are dropped: the usage shape is ours.
+  if (copy.usage !== undefined) {
+    const { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs } = copy.usage;
+    result.usage = { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs };
+  }
   if (stopReason !== 'completed' && copy.diagnostic !== undefined && copy.diagnostic !== '') result.diagnostic = limitDiagnostic(copy.diagnostic);
   return deepFreeze(result);
 }
@@ -82,7 +98,7 @@ export class ManagedRun implements SubagentRun {
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
         await this.dispose().catch(() => undefined);
-        throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} resolved a malformed result; expected { output: ContentBlock[], stopReason, structured?, diagnostic? }`);
+        throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} resolved a malformed result; expected { output: ContentBlock[], stopReason, structured?, diagnostic?, usage? }`);
       },
       (error: unknown) => {
         this.#settled = true;

@@ -15,6 +15,7 @@ import type {
   SubagentStartRequest,
 } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
+import { BudgetLedger, type TreeAdmission } from './budget-ledger.js';
 import { SubagentEventBus } from './events.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
 import { ManagedRun, assertRunShape } from './run.js';
@@ -41,6 +42,7 @@ export class SubagentService {
   readonly #events: SubagentEventBus;
   readonly #catalog: SubagentCatalog | undefined;
   readonly #runs = new Set<ManagedRun>();
+  readonly #budgets = new BudgetLedger();
   /** Starts whose provider has not settled yet: close() aborts and awaits them. */
   readonly #starting = new Map<Promise<SubagentRun>, AbortController>();
   #closed = false;
@@ -91,11 +93,14 @@ export class SubagentService {
   start(name: string, request: SubagentStartRequest): Promise<SubagentRun> {
     let resolved;
     let provider: SubagentProvider | undefined;
+    let admission: TreeAdmission | undefined;
     try {
       if (this.#closed) throw new SubagentError('CLOSED', 'the host is closed; start children on an open host');
       provider = this.#providers.get(name);
       if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${String(name)} (registered: ${this.list().join(', ') || 'none'})`);
       resolved = resolveStartRequest(provider, request);
+      admission = this.#budgets.admit(resolved.parent.id, resolved.budget);
+      if (admission) resolved.budgetTree = admission.link;
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -114,7 +119,7 @@ export class SubagentService {
       callerSignal.removeEventListener('abort', forward);
       return Promise.reject(error as Error);
     }
-    const publishing = this.#publish(provider, resolved.parent, starting, controller, callerSignal);
+    const publishing = this.#publish(provider, resolved.parent, starting, controller, callerSignal, admission);
     this.#starting.set(publishing, controller);
     const settled = () => {
       callerSignal.removeEventListener('abort', forward);
@@ -130,6 +135,7 @@ export class SubagentService {
     starting: Promise<SubagentRun>,
     controller: AbortController,
     callerSignal: AbortSignal,
+    admission: TreeAdmission | undefined,
   ): Promise<SubagentRun> {
     const raw = await starting;
     try {
@@ -147,13 +153,19 @@ export class SubagentService {
     }
     const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run));
     this.#runs.add(run);
+    admission?.join(run);
     const info = { runId: randomUUID(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
     // The end observer is attached before start is emitted, so end always follows start.
     run.result.then(
       (result) =>
         this.#events.emit(
           'subagent/end',
-          { ...info, stopReason: result.stopReason, ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}) },
+          {
+            ...info,
+            stopReason: result.stopReason,
+            ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
+            ...(result.usage ? { usage: result.usage } : {}),
+          },
           parent.id,
         ),
       () => this.#events.emit('subagent/end', { ...info, stopReason: 'error' }, parent.id),

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import type { JsonSchema } from '../seam/agent-types.js';
 import { decode, encode } from '../seam/codec.js';
+import { parseBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
 import { SubagentError } from '../seam/errors.js';
@@ -15,6 +16,7 @@ const CAPABILITY_OF = [
   ['maxDepth', 'depthLimit'],
   ['toolFilter', 'toolFilter'],
   ['persona', 'persona'],
+  ['budget', 'budget'],
 ] as const;
 
 const requestShape = z.object({
@@ -84,6 +86,7 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
     }
   }
   assertSubagentMaxDepth(request.maxDepth);
+  const budget = request.budget === undefined ? undefined : parseBudget(request.budget);
   if (request.outputSchema !== undefined) assertObjectSchema(request.outputSchema);
   const parsed = requestShape.safeParse(request);
   if (!parsed.success) {
@@ -106,6 +109,7 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
     mode: 'one-shot',
     provider: provider.name,
     ...(request.label === undefined ? {} : { label: request.label }),
+    ...(budget === undefined ? {} : { budget }),
   });
   return {
     ...data,
@@ -114,6 +118,7 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
     ...(request.label === undefined ? {} : { label: request.label }),
     ...(request.maxDepth === undefined ? {} : { maxDepth: request.maxDepth }),
     ...(request.persona === undefined ? {} : { persona: request.persona }),
+    ...(budget === undefined ? {} : { budget }),
     descriptor,
   };
 }

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import type { Tool, ToolRestriction } from '../seam/agent-types.js';
 import { textOf, type ContentBlock } from '../seam/content.js';
+import { parseBudget, type SubagentBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
@@ -25,6 +26,8 @@ export interface SubagentToolConfig {
   mode?: 'one-shot' | 'continuable';
   /** Background runs are not available in this version. @default false */
   background?: boolean;
+  /** Sent with every start: limits for each child (or, `scope: 'tree'`, each child's subtree). */
+  budget?: SubagentBudget;
 }
 
 /** What the tool needs of a host. */
@@ -47,6 +50,7 @@ const configShape = z.strictObject({
   maxDepth: z.union([z.number(), z.literal('provider-managed')]).optional(),
   mode: z.enum(['one-shot', 'continuable']).optional(),
   background: z.boolean().optional(),
+  budget: z.unknown().optional(),
 });
 
 function validateConfig(config: SubagentToolConfig): void {
@@ -63,6 +67,13 @@ function validateConfig(config: SubagentToolConfig): void {
     }
   }
   if (config.agentOptions?.model !== undefined) assertModelSpec(config.agentOptions.model);
+  if (config.budget !== undefined) {
+    try {
+      parseBudget(config.budget, 'subagentTool config.budget');
+    } catch (error) {
+      throw new SubagentError('INVALID_OPTIONS', (error as Error).message, { cause: error });
+    }
+  }
   if (config.mode === 'continuable') throw new SubagentError('INVALID_OPTIONS', "subagentTool config.mode 'continuable' is not available in this version; use 'one-shot'");
   if (config.background === true) throw new SubagentError('INVALID_OPTIONS', 'subagentTool config.background is not available in this version; omit it or set false');
 }
@@ -113,6 +124,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
         ...(config.persona !== undefined ? { persona: config.persona } : {}),
         ...(config.toolFilter ? { toolFilter: config.toolFilter } : {}),
         ...(maxDepth !== undefined ? { maxDepth } : {}),
+        ...(config.budget ? { budget: config.budget } : {}),
       };
       const run = await host.subagents.start(provider.name, request);
       let result: SubagentResult;

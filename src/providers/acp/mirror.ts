@@ -6,7 +6,7 @@ import type * as acp from '@agentclientprotocol/sdk';
 import type { ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { AssistantOutputFold } from '../../seam/output.js';
-import type { SessionHeader, TurnEndReason } from '../../seam/session-types.js';
+import type { SessionHeader, TurnEndReason, Usage } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
@@ -111,12 +111,13 @@ export class SessionMirror {
     return this.#fold.collect() ?? [];
   }
 
-  /** Closes the turn with `result`'s outcome; later updates are ignored. */
-  end(result: SubagentResult): void {
+  /** Closes the turn with `result`'s outcome (and the agent's reported token usage); later updates are ignored. */
+  end(result: SubagentResult, usage?: Usage): void {
     if (this.#ended) return;
     this.#ended = true;
-    if (result.output.length > 0) {
-      this.session.append('assistant/message', { turn: TURN, step: STEP, id: randomUUID(), content: structuredClone(result.output) });
+    if (result.output.length > 0 || usage) {
+      const message = { turn: TURN, step: STEP, id: randomUUID(), content: structuredClone(result.output) };
+      this.session.append('assistant/message', usage ? { ...message, usage } : message);
     }
     this.session.append('step/end', { turn: TURN, step: STEP });
     this.session.append('turn/end', { turn: TURN, reason: turnEndReason(result) });

@@ -2,7 +2,9 @@
 // diagnostics), cancellation that never waits for the agent's cooperation, and dispose.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { ContentBlock } from '../../seam/content.js';
+import type { Usage } from '../../seam/session-types.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../../seam/types.js';
+import { usageOf } from '../../seam/usage.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
 import { describeAcpFailure, isJsonRpcError } from './client.js';
 import type { SessionMirror } from './mirror.js';
@@ -43,6 +45,15 @@ export interface AcpRunInit {
 type Outcome = { kind: 'response'; response: acp.PromptResponse } | { kind: 'failed'; error: unknown } | { kind: 'cancelled' };
 
 /** A published ACP child run (`localAgent` is always undefined: the agent is remote). */
+/** The token usage an agent reported on its PromptResponse (ACP's unstable `usage`), if well-formed. */
+export function reportedUsage(response: acp.PromptResponse): Usage | undefined {
+  const usage = (response as { usage?: unknown }).usage;
+  if (usage === null || typeof usage !== 'object') return undefined;
+  const { inputTokens, outputTokens } = usage as { inputTokens?: unknown; outputTokens?: unknown };
+  const count = (value: unknown) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+  return count(inputTokens) && count(outputTokens) ? { inputTokens: inputTokens as number, outputTokens: outputTokens as number } : undefined;
+}
+
 export class AcpRun implements SubagentRun {
   readonly id: string;
   readonly localAgent = undefined;
@@ -83,8 +94,10 @@ export class AcpRun implements SubagentRun {
     this.#settled = true;
     this.#init.signal.removeEventListener('abort', this.#abort);
     const result = await this.#resultOf(outcome, mirror.output());
-    mirror.end(result);
-    return result;
+    const reported = outcome.kind === 'response' ? reportedUsage(outcome.response) : undefined;
+    mirror.end(result, reported);
+    // Without the agent's own report the figures would be made up: usage is then absent.
+    return reported ? { ...result, usage: usageOf(mirror.session.events) } : result;
   }
 
   async #resultOf(outcome: Outcome, output: ContentBlock[]): Promise<SubagentResult> {

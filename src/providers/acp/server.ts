@@ -12,6 +12,7 @@ import type { AgentRegistry, CreateAgentOptions } from '../../runtime/agent-regi
 import { assertModelSpec } from '../../runtime/models/create.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
+import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, promptContent } from './server-updates.js';
 
 /** What `serveAcp` needs of a host (`createHost`'s Host satisfies it). */
@@ -184,7 +185,15 @@ class AcpServer {
     await updates.drain();
     if (active.cancelled) return { stopReason: 'cancelled' };
     const stopReason = acpStopReason(end);
-    if (stopReason) return { stopReason };
+    if (stopReason) {
+      // ACP's unstable `usage`: the session's token totals, for clients that account for them.
+      const { inputTokens, outputTokens, totalTokens } = usageOf(agent.session.events, { everything: true });
+      const response: acp.PromptResponse & { usage: { inputTokens: number; outputTokens: number; totalTokens: number } } = {
+        stopReason,
+        usage: { inputTokens, outputTokens, totalTokens },
+      };
+      return response;
+    }
     const code = end?.kind === 'error' ? end.error.code : 'unknown';
     throw this.#sdk.RequestError.internalError({ code }, `turn failed (${code})`);
   }

@@ -7,6 +7,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { decode, encode, stringify } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
+import { usageOf } from '../../seam/usage.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentResult, SubagentRun } from '../../seam/types.js';
 import { GuardedRemote, exposeOn } from '../../seam/wire-channel.js';
@@ -189,6 +190,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   };
   signal.addEventListener('abort', cancel, { once: true });
   if (signal.aborted) cancel();
+  // A tree budget spans threads: the host accounts for the tree and tells the child when it is spent.
+  const unwatch = request.budgetTree?.onStop((stop) => void control.call((remote) => remote.budgetStop(stop)).catch(() => undefined));
   const result: Promise<SubagentResult> = task
     .then(
       async (outcome) => {
@@ -199,10 +202,11 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
         const diagnostic = describeThreadFailure(error, killed, graceMs);
         const aborted = killed || cancelled;
         closeTurnOfDeadThread(session, plan.seed.length, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
-        return { output: finalAssistantOutput(session.events.slice(plan.seed.length)), diagnostic, stopReason: aborted ? 'aborted' : 'error' };
+        return { output: finalAssistantOutput(session.events.slice(plan.seed.length)), diagnostic, stopReason: aborted ? 'aborted' : 'error', usage: usageOf(session.events.slice(plan.seed.length)) };
       },
     )
     .finally(() => {
+      unwatch?.();
       finished = true;
       clearTimeout(killTimer);
       signal.removeEventListener('abort', cancel);

@@ -7,13 +7,16 @@ import { openaiModel } from './openai.js';
 import { scriptedModel } from './scripted.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
 
+const count = z.number().int().nonnegative();
+const stepUsage = z.strictObject({ inputTokens: count, outputTokens: count }).optional();
 const scriptedStep = z.union([
-  z.strictObject({ text: z.string() }),
+  z.strictObject({ text: z.string(), usage: stepUsage }),
   z.strictObject({
     toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: z.unknown() })).min(1),
     text: z.string().optional(),
+    usage: stepUsage,
   }),
-  z.strictObject({ finish: z.enum(['max-tokens', 'refusal', 'error', 'hang']), text: z.string().optional() }),
+  z.strictObject({ finish: z.enum(['max-tokens', 'refusal', 'error', 'hang']), text: z.string().optional(), usage: stepUsage }),
 ]);
 
 const modelSpecSchema = z.discriminatedUnion('kind', [

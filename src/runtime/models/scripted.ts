@@ -1,7 +1,11 @@
 // The deterministic local model: answers from a script of steps, then echoes. No clock, no
 // randomness; call ids come from a counter, so logs are byte-stable. It records every request.
+// Usage is deterministic too: a step's own `usage`, else one token per started 4 characters
+// (input: system prompt + text of every request message and tool result; output: the step's
+// text, plus 8 per tool call).
 import type { ScriptedStep } from '../../seam/agent-types.js';
 import { textOf } from '../../seam/content.js';
+import type { Usage } from '../../seam/session-types.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from './types.js';
 
 /** A scripted model instance; `requests` holds every request it received, in order. */
@@ -24,6 +28,25 @@ function lastUserText(request: ModelRequest): string {
   return '';
 }
 
+/** Output tokens counted for each scripted tool call. */
+export const SCRIPTED_TOKENS_PER_TOOL_CALL = 8;
+
+/** Deterministic usage of an answer with `text` and `calls` tool calls to `request` (see the file header). */
+export function estimatedUsage(request: Pick<ModelRequest, 'system' | 'messages'>, text: string, calls: number): Usage {
+  let chars = request.system?.length ?? 0;
+  for (const message of request.messages) {
+    chars += textOf(message.content).length;
+    for (const block of message.content) if (block.type === 'tool_result') chars += textOf(block.content).length;
+  }
+  return { inputTokens: Math.ceil(chars / 4), outputTokens: Math.ceil(text.length / 4) + SCRIPTED_TOKENS_PER_TOOL_CALL * calls };
+}
+
+/** The usage the scripted model reports for `step` answering `request`. */
+export function scriptedUsage(step: ScriptedStep, request: Pick<ModelRequest, 'system' | 'messages'>): Usage {
+  if (step.usage) return { inputTokens: step.usage.inputTokens, outputTokens: step.usage.outputTokens };
+  return estimatedUsage(request, step.text ?? '', 'toolCalls' in step ? step.toolCalls.length : 0);
+}
+
 function waitForAbort(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
@@ -44,6 +67,10 @@ export function scriptedModel(steps: readonly ScriptedStep[] = []): ScriptedMode
       yield { type: 'text-delta', text: piece };
     }
     if (signal.aborted) return yield { type: 'finish', reason: 'aborted' };
+    // A failed or hung request reports no usage, as a real endpoint that never answered.
+    if (!('finish' in step) || step.finish === 'max-tokens' || step.finish === 'refusal') {
+      yield { type: 'usage', usage: scriptedUsage(step, request) };
+    }
     if ('toolCalls' in step) {
       for (const call of step.toolCalls) {
         yield { type: 'tool-call', id: `call_${nextCallId++}`, name: call.name, input: structuredClone(call.input) };

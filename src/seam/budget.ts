@@ -1,0 +1,118 @@
+// Budgets: limits on what a child (or its whole subtree) may spend, checked at step boundaries.
+// A reached limit becomes a `subagent/budget` event in the child's log, which its result reads.
+import { z } from 'zod';
+import { SubagentError } from './errors.js';
+import type { SubagentUsage } from './usage.js';
+
+/** Limits of a start request; `scope: 'tree'` makes them cover every descendant too. */
+export interface SubagentBudget {
+  /** Input + output tokens. */
+  tokens?: number;
+  turns?: number;
+  /** Wall time from the start. */
+  wallMs?: number;
+  toolCalls?: number;
+  /** @default 'child' */
+  scope?: 'child' | 'tree';
+}
+
+export type BudgetLimit = 'tokens' | 'turns' | 'wallMs' | 'toolCalls';
+
+/** A reached limit: which one, its value, the figure that reached it, and whose budget it was. */
+export interface BudgetStop {
+  limit: BudgetLimit;
+  max: number;
+  used: number;
+  scope: 'child' | 'tree';
+}
+
+export const BUDGET_EVENT = 'subagent/budget';
+
+const LIMITS: readonly BudgetLimit[] = ['tokens', 'turns', 'wallMs', 'toolCalls'];
+
+const limit = z.number().int('must be a whole number').nonnegative('must not be negative');
+
+export const budgetSchema = z.strictObject({
+  tokens: limit.optional(),
+  turns: limit.optional(),
+  wallMs: limit.optional(),
+  toolCalls: limit.optional(),
+  scope: z.enum(['child', 'tree']).optional(),
+});
+
+/** A detached copy of `budget`; throws `INVALID_REQUEST` naming the bad field. */
+export function parseBudget(budget: unknown, field = 'request.budget'): SubagentBudget {
+  const parsed = budgetSchema.safeParse(budget);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.length ? `${field}.${issue.path.join('.')}` : field;
+    const problem = issue?.code === 'unrecognized_keys' ? `has unknown field(s) ${issue.keys.join(', ')}` : (issue?.message ?? 'is invalid');
+    throw new SubagentError('INVALID_REQUEST', `${where} ${problem} (limits are whole numbers ≥ 0: tokens, turns, wallMs, toolCalls)`);
+  }
+  const copy: SubagentBudget = {};
+  for (const key of LIMITS) if (parsed.data[key] !== undefined) copy[key] = parsed.data[key];
+  if (parsed.data.scope !== undefined) copy.scope = parsed.data.scope;
+  return copy;
+}
+
+/** The figure a limit is measured against. */
+function figure(limit: BudgetLimit, usage: SubagentUsage, elapsedMs: number): number {
+  switch (limit) {
+    case 'tokens':
+      return usage.totalTokens;
+    case 'turns':
+      return usage.turns;
+    case 'wallMs':
+      return elapsedMs;
+    case 'toolCalls':
+      return usage.toolCalls;
+  }
+}
+
+/**
+ * The limit `usage` has reached at a step boundary, if any. Tokens, tool calls and wall time are
+ * reached at their value; turns when a turn beyond the limit has started (the open turn is counted).
+ */
+export function reachedLimit(budget: SubagentBudget, usage: SubagentUsage, elapsedMs: number): BudgetStop | undefined {
+  const scope = budget.scope ?? 'child';
+  for (const limit of LIMITS) {
+    const max = budget[limit];
+    if (max === undefined) continue;
+    const used = figure(limit, usage, elapsedMs);
+    if (limit === 'turns' ? used > max : used >= max) return { limit, max, used, scope };
+  }
+  return undefined;
+}
+
+/** What is left of `budget` after `usage`: one figure per limit it sets. */
+export function remaining(budget: SubagentBudget, usage: SubagentUsage, elapsedMs: number): Partial<Record<BudgetLimit, number>> {
+  const left: Partial<Record<BudgetLimit, number>> = {};
+  for (const limit of LIMITS) {
+    const max = budget[limit];
+    if (max !== undefined) left[limit] = max - figure(limit, usage, elapsedMs);
+  }
+  return left;
+}
+
+/** The names of the limits a budget sets. */
+export function limitsOf(budget: SubagentBudget): BudgetLimit[] {
+  return LIMITS.filter((limit) => budget[limit] !== undefined);
+}
+
+/** The stop reason a reached limit gives: `max-tokens` for tokens, `aborted` for the others. */
+export function budgetStopReason(stop: BudgetStop): 'max-tokens' | 'aborted' {
+  return stop.limit === 'tokens' ? 'max-tokens' : 'aborted';
+}
+
+/** The diagnostic of a reached limit, e.g. `budget: tokens limit 500 reached (520 used, child budget)`. */
+export function describeBudgetStop(stop: BudgetStop): string {
+  return `budget: ${stop.limit} limit ${stop.max} reached (${stop.used} used, ${stop.scope} budget)`;
+}
+
+/** A `subagent/budget` event payload, or undefined when it is not one. */
+export function budgetStopOf(data: unknown): BudgetStop | undefined {
+  if (data === null || typeof data !== 'object') return undefined;
+  const { limit, max, used, scope } = data as Record<string, unknown>;
+  if (!LIMITS.includes(limit as BudgetLimit) || typeof max !== 'number' || typeof used !== 'number') return undefined;
+  return { limit: limit as BudgetLimit, max, used, scope: scope === 'tree' ? 'tree' : 'child' };
+}

@@ -1,0 +1,136 @@
+// Tree budgets: the service's account of what each subtree with a `scope: 'tree'` budget has spent.
+// Members report through their (mirrored) logs on this thread, or their final result when they have
+// none; a spent tree refuses new members and tells the running ones to stop.
+import { type BudgetStop, type SubagentBudget, describeBudgetStop, limitsOf, reachedLimit, remaining } from '../seam/budget.js';
+import type { SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../seam/types.js';
+import { UsageMeter, addUsage, emptyUsage, type SubagentUsage } from '../seam/usage.js';
+
+interface Tree {
+  budget: SubagentBudget;
+  startedAt: number;
+  total: SubagentUsage;
+  stop?: BudgetStop;
+  listeners: Set<(stop: BudgetStop) => void>;
+}
+
+function minus(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
+  return addUsage(a, { inputTokens: -b.inputTokens, outputTokens: -b.outputTokens, totalTokens: -b.totalTokens, requests: -b.requests, turns: -b.turns, toolCalls: -b.toolCalls, wallMs: -b.wallMs });
+}
+
+/** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
+export class BudgetLedger {
+  /** The trees covering each running member. */
+  readonly #members = new Map<SessionId, Tree[]>();
+
+  /** Number of running members (for leak checks). */
+  get size(): number {
+    return this.#members.size;
+  }
+
+  /**
+   * Admits a child of `parentId` with `budget`, or throws `INVALID_REQUEST`. Undefined when no tree
+   * covers the child.
+   */
+  admit(parentId: SessionId, budget: SubagentBudget | undefined): TreeAdmission | undefined {
+    const inherited = this.#members.get(parentId) ?? [];
+    for (const tree of inherited) {
+      const stop = check(tree);
+      if (stop) throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); no new child may start under it`);
+      if (budget === undefined) continue;
+      const left = remaining(tree.budget, tree.total, Date.now() - tree.startedAt);
+      for (const limit of limitsOf(budget)) {
+        const have = left[limit];
+        if (have !== undefined && budget[limit]! > have) {
+          throw new SubagentError('INVALID_REQUEST', `request.budget.${limit} ${budget[limit]} exceeds what is left of an ancestor's tree budget (${have}); ask for at most that`);
+        }
+      }
+    }
+    const own: Tree | undefined =
+      budget?.scope === 'tree' ? { budget, startedAt: Date.now(), total: emptyUsage(), listeners: new Set() } : undefined;
+    const trees = own ? [...inherited, own] : inherited;
+    return trees.length === 0 ? undefined : new TreeAdmission(this.#members, trees);
+  }
+}
+
+function check(tree: Tree): BudgetStop | undefined {
+  if (tree.stop) return tree.stop;
+  const stop = reachedLimit({ ...tree.budget, scope: 'tree' }, tree.total, Date.now() - tree.startedAt);
+  if (stop) {
+    tree.stop = stop;
+    for (const listener of [...tree.listeners]) listener(stop);
+    tree.listeners.clear();
+  }
+  return stop;
+}
+
+/** One admitted child: its link for the provider, then its membership once its run exists. */
+export class TreeAdmission {
+  readonly #members: Map<SessionId, Tree[]>;
+  readonly #trees: Tree[];
+  #counted = emptyUsage();
+
+  constructor(members: Map<SessionId, Tree[]>, trees: Tree[]) {
+    this.#members = members;
+    this.#trees = trees;
+  }
+
+  readonly link: BudgetTreeLink = {
+    stop: () => {
+      for (const tree of this.#trees) {
+        const stop = check(tree);
+        if (stop) return stop;
+      }
+      return undefined;
+    },
+    onStop: (listener) => {
+      const stopped = this.#trees.find((tree) => tree.stop);
+      if (stopped) {
+        listener(stopped.stop!);
+        return () => undefined;
+      }
+      const once = (stop: BudgetStop) => {
+        for (const tree of this.#trees) tree.listeners.delete(once);
+        listener(stop);
+      };
+      for (const tree of this.#trees) tree.listeners.add(once);
+      return () => {
+        for (const tree of this.#trees) tree.listeners.delete(once);
+      };
+    },
+  };
+
+  /** Brings `usage` (the member's figures so far) into every covering tree. */
+  #count(usage: SubagentUsage): void {
+    const delta = minus(usage, this.#counted);
+    this.#counted = usage;
+    for (const tree of this.#trees) {
+      tree.total = addUsage(tree.total, delta);
+      check(tree);
+    }
+  }
+
+  /**
+   * Makes the published run a member until its result settles: its log is counted as it grows; a
+   * run without a log on this thread counts its result's usage and is cancelled when a tree is spent.
+   */
+  join(run: SubagentRun): void {
+    this.#members.set(run.id, this.#trees);
+    const agent = run.localAgent;
+    let unsubscribe = () => {};
+    if (agent) {
+      const meter = new UsageMeter();
+      unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
+      this.#count(meter.read(agent.session.events));
+    } else {
+      unsubscribe = this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
+    }
+    const leave = (result?: SubagentResult) => {
+      unsubscribe();
+      if (result?.usage) this.#count(result.usage);
+      this.#members.delete(run.id);
+    };
+    run.result.then(leave, () => leave());
+  }
+}

@@ -1,0 +1,121 @@
+// Tree budgets: a `scope: 'tree'` budget covers the child and every descendant it delegates to,
+// across worker threads. A spent tree stops a grandchild at its step boundary, refuses new
+// descendants, and stops the child itself; a descendant asking for more than is left is refused.
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createHost,
+  inProcessProvider,
+  subagentTool,
+  text,
+  type Host,
+  type ScriptedStep,
+  type SubagentRunEndInfo,
+  type SubagentStartRequest,
+  type Tool,
+} from 'subagent-host';
+import { deferred, recordingTool } from './helpers.js';
+
+let host: Host | undefined;
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
+
+/** A tool that reports when it is entered and returns when the test opens its gate. */
+function holdTool() {
+  const entered = deferred();
+  const gate = deferred();
+  const tool: Tool = {
+    name: 'hold',
+    description: 'waits for the test',
+    parameters: { type: 'object' },
+    async execute() {
+      entered.resolve();
+      await gate.promise;
+      return 'released';
+    },
+  };
+  return { tool, entered: entered.promise, release: () => gate.resolve() };
+}
+
+const lookup = (tokens: number): ScriptedStep => ({ toolCalls: [{ name: 'lookup', input: { value: 'x' } }], usage: { inputTokens: tokens, outputTokens: 0 } });
+const GRANDCHILD: ScriptedStep[] = [lookup(200), lookup(200), lookup(200), lookup(200), { text: 'grandchild never' }];
+
+async function open(provider: string, hold: Tool): Promise<Host> {
+  host = await createHost({ pool: { minThreads: 0, maxThreads: 3 }, tools: [recordingTool('lookup'), hold] });
+  host.subagents.registerProvider(inProcessProvider(host));
+  subagentTool(host, { provider, agentOptions: { model: { kind: 'scripted', steps: GRANDCHILD } } });
+  return host;
+}
+
+function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[], budget?: SubagentStartRequest['budget']): SubagentStartRequest {
+  return {
+    prompt: [text('work')],
+    parent,
+    signal: new AbortController().signal,
+    agentOptions: { model: { kind: 'scripted', steps } },
+    ...(budget === undefined ? {} : { budget }),
+  };
+}
+
+describe.each(['in-process', 'spawn'])('a tree budget on %s', (provider) => {
+  it('stops a grandchild when the tree reaches it, refuses a new descendant, then stops the child', async () => {
+    const hold = holdTool();
+    const host = await open(provider, hold.tool);
+    const parent = await host.createAgent();
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (info) => void ends.push(info));
+    // One answer: delegate, then wait in `hold`; the step after it would be the child's next request.
+    const steps: ScriptedStep[] = [
+      {
+        toolCalls: [
+          { name: 'subagent', input: { description: 'dig', prompt: 'dig deeper' } },
+          { name: 'hold', input: {} },
+        ],
+        usage: { inputTokens: 10, outputTokens: 0 },
+      },
+      { text: 'child never', usage: { inputTokens: 10, outputTokens: 0 } },
+    ];
+    const run = await host.subagents.start(provider, request(parent, steps, { tokens: 300, scope: 'tree' }));
+    await hold.entered;
+    // The grandchild spent 200 + 200 on top of the child's 10: stopped at a later boundary.
+    const grandchild = ends.find((end) => end.id !== run.id);
+    expect(grandchild).toMatchObject({ stopReason: 'max-tokens' });
+    expect(grandchild!.usage!.totalTokens).toBeGreaterThanOrEqual(400);
+    expect(grandchild!.usage!.requests).toBeLessThan(GRANDCHILD.length);
+    const events = host.sessions.get(run.id)!.events;
+    const toolResult = events.find((event) => event.type === 'tool/result' && (event.data as { name: string }).name === 'subagent');
+    expect(JSON.stringify(toolResult?.data)).toMatch(/budget: tokens limit 300 reached \(\d+ used, tree budget\)/);
+
+    await expect(host.subagents.start('in-process', request(run.localAgent!, [{ text: 'late' }]))).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('tree budget is spent'),
+    });
+    hold.release();
+    const result = await run.result;
+    expect(result.stopReason).toBe('max-tokens');
+    expect(result.diagnostic).toMatch(/^budget: tokens limit 300 reached \(\d+ used, tree budget\)$/);
+    expect(result.usage).toMatchObject({ requests: 1, totalTokens: 10 });
+    await run.dispose();
+  });
+
+  it('refuses a descendant whose own budget exceeds what is left of the tree, and admits one that fits', async () => {
+    const hold = holdTool();
+    const host = await open(provider, hold.tool);
+    const parent = await host.createAgent();
+    const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 10, outputTokens: 0 } }, { text: 'child done' }];
+    const run = await host.subagents.start(provider, request(parent, steps, { tokens: 1000, scope: 'tree' }));
+    await hold.entered;
+    const under = run.localAgent!;
+    await expect(host.subagents.start('in-process', request(under, [{ text: 'greedy' }], { tokens: 5000 }))).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('exceeds what is left'),
+    });
+    const fits = await host.subagents.start('in-process', request(under, [{ text: 'modest', usage: { inputTokens: 5, outputTokens: 5 } }], { tokens: 100 }));
+    expect(await fits.result).toMatchObject({ stopReason: 'completed', usage: { totalTokens: 10 } });
+    await fits.dispose();
+    hold.release();
+    expect(await run.result).toMatchObject({ stopReason: 'completed' });
+    await run.dispose();
+  });
+});
