@@ -132,7 +132,8 @@ describe('queue provider failures', () => {
     first.child.kill('SIGKILL');
     await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 2);
     writeFileSync(gate, '');
-    await expect(run.result).resolves.toEqual({ output: [text('through the gate')], stopReason: 'completed' });
+    // The worker reports the usage of the attempt that finished: the restarted child's one turn.
+    await expect(run.result).resolves.toEqual({ output: [text('through the gate')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     const events = host.sessions.get(run.id)!.events;
     expect(attempts(events).map((a) => [a.attempt, a.pid])).toEqual([[1, first.pid], [2, second.pid]]);
     const restartAt = events.findIndex((e, i) => i > 0 && e.type === 'queue/attempt');
