@@ -236,10 +236,11 @@ export class SubagentService {
   /** Host shutdown: refuses new starts, cancels and awaits pending ones, disposes every run. */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const controller of this.#starting.values()) controller.abort({ kind: 'disposed' });
+    // Continuable children go first (child-first), before one-shot runs and the agents they use.
     if (this.#continuation) {
       await drainAll(this.#continuation).catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));
     }
-    for (const controller of this.#starting.values()) controller.abort({ kind: 'disposed' });
     await Promise.allSettled([...this.#starting.keys()]);
     await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
   }
