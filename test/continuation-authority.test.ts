@@ -66,6 +66,12 @@ describe('authority and validation', () => {
     expect(host.agents.list()).toStrictEqual([parent]);
   });
 
+  it('refuses a bad continuation.lingerMs when the host is created', async () => {
+    for (const lingerMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      await expect(createHost({ continuation: { lingerMs }, providers: false })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    }
+  });
+
   it('checks interrupt authority synchronously and ignores absent ids', async () => {
     const { host, parent } = await setup();
     const { childId } = await startChild(host, parent, 'work', { model: HANG });
