@@ -1,5 +1,5 @@
 // `npm run bench [-- SUITE…] [--json FILE]`: runs the suites (startup, overhead, throughput,
-// listing, queue), each in its own process, prints each table beside its floors, and optionally writes
+// listing, queue, continuation), each in its own process, prints each table beside its floors, and optionally writes
 // the rows as JSON.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -15,6 +15,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   throughput: async () => (await import('./throughput.bench.js')).throughputSuite,
   listing: async () => (await import('./listing.bench.js')).listingSuite,
   queue: async () => (await import('./queue.bench.js')).queueSuite,
+  continuation: async () => (await import('./continuation.bench.js')).continuationSuite,
 };
 
 /**

@@ -26,6 +26,16 @@ export interface HostOptions {
   providers?: boolean;
   /** Receives contained failures (listener throws, write errors). @default silent */
   logger?: Logger;
+  /** Continuable children: how long a settled child stays resident (ms; 0 = until it settles). @default { lingerMs: 30000 } */
+  continuation?: { lingerMs?: number };
+}
+
+function lingerMsOf(option: HostOptions['continuation']): number {
+  const value = option?.lingerMs ?? 30_000;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new SubagentError('INVALID_OPTIONS', `options.continuation.lingerMs must be a non-negative number of milliseconds (got ${String(value)})`);
+  }
+  return value;
 }
 
 export interface Host extends AsyncDisposable {
@@ -83,6 +93,7 @@ class HostImpl implements Host {
     this.subagents = new SubagentService({
       logger: options.logger,
       catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger: options.logger }),
+      continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: lingerMsOf(options.continuation) },
     });
     this.pool = createWorkerPool(options.pool);
     if (options.providers !== false) {

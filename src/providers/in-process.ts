@@ -6,6 +6,7 @@ import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../seam/types.js';
 import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
 import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
+import { completedTurnPrefix } from '../runtime/session.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
 import type { ProviderHost } from './provider-host.js';
 
@@ -81,5 +82,7 @@ export function inProcessProvider(host: ProviderHost, opts: InProcessProviderOpt
     capabilities: ALL_CAPABILITIES,
     inheritsParentContext: fork,
     start: (request) => startLocal(host, request, fork),
+    // A continuable fork child starts from the parent's completed turns, like a one-shot fork.
+    prepareContinuable: ({ parent }) => Promise.resolve({ seed: fork ? completedTurnPrefix(parent.session.events) : [] }),
   };
 }

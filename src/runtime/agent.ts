@@ -118,6 +118,11 @@ export class LocalAgent implements Agent {
     return this.#inbox.size;
   }
 
+  /** Number of queued messages that each start a later turn. */
+  get pendingTurns(): number {
+    return this.#inbox.nextTurn.length;
+  }
+
   followup(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
     return this.#accept('next-turn', content, opts?.source, true);
   }

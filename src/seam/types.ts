@@ -108,7 +108,8 @@ export interface ContinuableStartSpec {
   label: string;
   childId?: SessionId;
   request: Omit<SubagentStartRequest, 'label' | 'signal' | 'outputSchema'>;
-  signal: AbortSignal;
+  /** Governs lookup, creation and admission only, until the prompt is accepted. */
+  signal?: AbortSignal;
 }
 
 export interface ContinuableStart {

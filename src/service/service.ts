@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../seam/agent-types.js';
 import type { ContentBlock, MessageId, MessageSource, SessionId } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import type {
   ContinuableStartSpec,
   SubagentDescendantListEntry,
@@ -20,11 +20,15 @@ import { SubagentEventBus } from './events.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
 import { ManagedRun, assertRunShape } from './run.js';
 import { resolveStartRequest } from './start-request.js';
+import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
+import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
 
 export interface SubagentServiceOptions {
   logger?: Logger | undefined;
   /** Listing implementation (the catalog); without one, listing rejects `PERSISTENCE_UNAVAILABLE`. */
   catalog?: SubagentCatalog | undefined;
+  /** Enables continuable children (the host passes its registry, sessions and persistence). */
+  continuation?: Omit<ContinuationDeps, 'getProvider' | 'emit' | 'logger'> | undefined;
 }
 
 /** Reads children and descendants of a session (see `service/catalog`). */
@@ -34,7 +38,7 @@ export interface SubagentCatalog {
 }
 
 function unavailable(what: string): SubagentError {
-  return new SubagentError('CONTINUATION_UNAVAILABLE', `${what} needs continuable children, which this host does not provide yet`);
+  return new SubagentError('CONTINUATION_UNAVAILABLE', `${what} needs continuable children: create the service through createHost`);
 }
 
 export class SubagentService {
@@ -45,11 +49,22 @@ export class SubagentService {
   readonly #budgets = new BudgetLedger();
   /** Starts whose provider has not settled yet: close() aborts and awaits them. */
   readonly #starting = new Map<Promise<SubagentRun>, AbortController>();
+  readonly #continuation: ContinuationManager | undefined;
+  readonly #logger: Logger | undefined;
   #closed = false;
 
   constructor(options: SubagentServiceOptions = {}) {
     this.#events = new SubagentEventBus(options.logger);
     this.#catalog = options.catalog;
+    this.#logger = options.logger;
+    if (options.continuation) {
+      this.#continuation = new ContinuationManager({
+        ...options.continuation,
+        logger: options.logger,
+        getProvider: (name) => this.#providers.get(name),
+        emit: (event, payload, parent) => this.#events.emit(event, payload, parent),
+      });
+    }
   }
 
   /** Registers a provider (validated, snapshotted); returns an idempotent disposer. */
@@ -178,28 +193,47 @@ export class SubagentService {
     return this.#events.on(event, listener, opts);
   }
 
-  startContinuable(_spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
-    return Promise.reject(unavailable('startContinuable'));
+  /** Starts a continuable child; resolves once its prompt is accepted and durable. */
+  startContinuable(spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
+    const manager = this.#continuation;
+    if (!manager) return Promise.reject(unavailable('startContinuable'));
+    return manager.startContinuable(spec);
   }
 
-  followup(_parent: Agent, _childId: SessionId, _content: ContentBlock[], _opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
-    return Promise.reject(unavailable('followup'));
+  /** The next FIFO turn of a continuable child, from its exact live parent. */
+  followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
+    const manager = this.#continuation;
+    if (!manager) return Promise.reject(unavailable('followup'));
+    return manager.followup(parent, childId, content, opts);
   }
 
-  /** No continuable child is ever resident here, so there is nothing to interrupt. */
-  interrupt(_targetId: SessionId, _authority: SubagentInterruptAuthority): void {}
-
-  reportFrom(_child: Agent, _content: ContentBlock[], _opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal }): Promise<MessageId> {
-    return Promise.reject(unavailable('reportFrom'));
+  /** Stops a resident child's current turn (its inbox stays); no-op for absent ids. */
+  interrupt(targetId: SessionId, authority: SubagentInterruptAuthority): void {
+    if (this.#continuation) interrupt(this.#continuation, targetId, authority);
   }
 
-  registerContinuableSetup(_install: (child: Agent) => () => void): () => void {
-    return () => undefined;
+  reportFrom(child: Agent, content: ContentBlock[], opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal }): Promise<MessageId> {
+    const manager = this.#continuation;
+    if (!manager) return Promise.reject(unavailable('reportFrom'));
+    return reportFrom(manager, child, content, opts);
   }
 
-  async drainContinuableDescendants(_parents: Agent[]): Promise<void> {}
+  registerContinuableSetup(install: (child: Agent) => () => void): () => void {
+    return this.#continuation ? this.#continuation.setups.register(install) : () => undefined;
+  }
 
-  async drainContinuableChildren(_parent: Agent, _childIds: SessionId[]): Promise<void> {}
+  async drainContinuableDescendants(parents: Agent[]): Promise<void> {
+    if (this.#continuation) await drainDescendants(this.#continuation, parents);
+  }
+
+  async drainContinuableChildren(parent: Agent, childIds: SessionId[]): Promise<void> {
+    if (this.#continuation) await drainChildren(this.#continuation, parent, childIds);
+  }
+
+  /** Resident continuable children (for leak checks). */
+  get residentChildren(): number {
+    return this.#continuation?.resident ?? 0;
+  }
 
   listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]> {
     if (!this.#catalog) return Promise.reject(new SubagentError('PERSISTENCE_UNAVAILABLE', 'listing needs a catalog; use createHost'));
@@ -215,6 +249,10 @@ export class SubagentService {
   async close(): Promise<void> {
     this.#closed = true;
     for (const controller of this.#starting.values()) controller.abort({ kind: 'disposed' });
+    // Continuable children go first (child-first), before one-shot runs and the agents they use.
+    if (this.#continuation) {
+      await drainAll(this.#continuation).catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));
+    }
     await Promise.allSettled([...this.#starting.keys()]);
     await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
   }

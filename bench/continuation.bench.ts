@@ -1,0 +1,74 @@
+// Continuation: a follow-up to a resident continuable child, and to an evicted one whose log has
+// about 1,000 events (cold resume from SQLite), each timed from the call to the epoch's end.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createHost, inProcessProvider, text, type Agent, type Host } from '../src/index.js';
+import { sampled, type Row, type Suite } from './lib.js';
+
+const LOG_EVENTS = 1000;
+
+async function open(path: string, lingerMs: number): Promise<Host> {
+  const host = await createHost({ persistence: { sqlite: path }, providers: false, pool: { minThreads: 0 }, continuation: { lingerMs } });
+  host.subagents.registerProvider(inProcessProvider(host));
+  return host;
+}
+
+/** Resolves at the next `subagent/end` of `childId`. */
+function nextEnd(host: Host, childId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const off = host.subagents.on('subagent/end', (end) => {
+      if (end.id !== childId) return;
+      off();
+      resolve();
+    });
+  });
+}
+
+/** Milliseconds from `followup` to the end of the epoch it started. */
+async function timedFollowup(host: Host, parent: Agent, childId: string): Promise<number> {
+  const ended = nextEnd(host, childId);
+  const t0 = performance.now();
+  await host.subagents.followup(parent, childId, [text('again')]);
+  await ended;
+  const ms = performance.now() - t0;
+  await parent.whenIdle();
+  return ms;
+}
+
+async function evicted(host: Host, childId: string): Promise<void> {
+  while (host.sessions.get(childId)) await new Promise((resolve) => setTimeout(resolve, 1));
+}
+
+export const continuationSuite: Suite = {
+  name: 'continuation',
+  async run() {
+    const dir = mkdtempSync(join(tmpdir(), 'subagent-continuation-'));
+    const path = join(dir, 'continuation.db');
+    try {
+      const resident = await open(path, 60_000);
+      const parent = await resident.createAgent({ sessionId: 'parent' });
+      const started = nextEnd(resident, 'child');
+      await resident.subagents.startContinuable({ provider: 'in-process', label: 'bench', childId: 'child', request: { prompt: [text('hi')], parent } });
+      await started;
+      const rows: Row[] = [await sampled('continuation/followup-resident', 50, () => timedFollowup(resident, parent, 'child'), 5)];
+      rows[0]!.note = 'in-process child';
+      while (resident.sessions.get('child')!.events.length < LOG_EVENTS) await timedFollowup(resident, parent, 'child');
+      await resident.close();
+
+      const cold = await open(path, 0);
+      const resumed = (await cold.agents.resume({ sessionId: 'parent' })).agent;
+      const sample = async () => {
+        await evicted(cold, 'child');
+        return timedFollowup(cold, resumed, 'child');
+      };
+      const row = await sampled('continuation/cold-resume-1000', 20, sample, 2);
+      row.note = `log ≥ ${LOG_EVENTS} events, SQLite`;
+      rows.push(row);
+      await cold.close();
+      return rows;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};

@@ -1,0 +1,156 @@
+// One resident continuable child: its agent and handle, the lineage it was materialized under,
+// and its epochs. An epoch opens when work arrives and closes when the child is quiet (nothing
+// queued, no active children): then the parent gets its notice and the child lingers until evicted.
+import { randomUUID } from 'node:crypto';
+import type { Agent } from '../../seam/agent-types.js';
+import type { SessionId } from '../../seam/content.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
+import type { SessionEvent } from '../../seam/session-types.js';
+import type { AgentHandle } from '../../runtime/agent-registry.js';
+import type { LocalAgent } from '../../runtime/agent.js';
+import { type EpochOutcome, epochOutcome } from './notices.js';
+
+/** What an Activation needs of its manager. */
+export interface ActivationHost {
+  readonly lingerMs: number;
+  /** Activations whose parent is `id`. */
+  childrenOf(id: SessionId): Activation[];
+  epochStarted(activation: Activation, runId: string): void;
+  epochEnded(activation: Activation, runId: string, outcome: EpochOutcome, announced: boolean): void;
+  /** Called once the Activation left the manager (its agent is disposed). */
+  removed(activation: Activation): void;
+  warn(message: string, error: unknown): void;
+}
+
+export type ActivationState = 'active' | 'lingering' | 'disposing';
+
+export class Activation {
+  readonly childId: SessionId;
+  readonly agent: LocalAgent;
+  readonly provider: string;
+  readonly parentSession: SessionId;
+  /** The child agent plus the live lineage of its parent at materialization. */
+  readonly ancestry: ReadonlySet<Agent>;
+  /** Presence is the admission cutoff: no delivery enters once disposal began. */
+  disposal: Promise<void> | undefined;
+  /** Some delivery was accepted (a rolled-back child sends no notice). */
+  announced = false;
+  readonly #host: ActivationHost;
+  readonly #handle: AgentHandle;
+  readonly #release: () => void;
+  readonly #unsubscribe: () => void;
+  #epoch: { runId: string; from: number } | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #checking = false;
+
+  constructor(init: {
+    host: ActivationHost;
+    handle: AgentHandle;
+    provider: string;
+    ancestry: Agent[];
+    /** Releases the child's setup installations. */
+    release: () => void;
+  }) {
+    this.#host = init.host;
+    this.#handle = init.handle;
+    this.agent = init.handle.agent;
+    this.childId = this.agent.id;
+    this.provider = init.provider;
+    this.parentSession = this.agent.session.header.parentSession ?? '';
+    this.ancestry = new Set([this.agent, ...init.ancestry]);
+    this.#release = init.release;
+    this.#unsubscribe = this.agent.subscribe((event) => this.#observe(event));
+  }
+
+  get state(): ActivationState {
+    if (this.disposal) return 'disposing';
+    return this.#epoch ? 'active' : 'lingering';
+  }
+
+  /** Opens an epoch (idempotent): emits `subagent/start` and stops any eviction timer. */
+  open(from: number = this.agent.session.seq): void {
+    if (this.#epoch || this.disposal) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#epoch = { runId: randomUUID(), from };
+    this.#host.epochStarted(this, this.#epoch.runId);
+  }
+
+  #observe(event: SessionEvent): void {
+    // Work the manager did not submit (a notice or report woke this child) opens an epoch too.
+    if (event.type === 'turn/start') this.open(event.seq);
+    if (event.type === 'turn/end' || event.type === 'inbox/discarded') this.poke();
+  }
+
+  /** Whether this child, or any child below it, still has work in flight. */
+  get busy(): boolean {
+    if (this.agent.status === 'running' || this.agent.pendingTurns > 0) return true;
+    return this.#host.childrenOf(this.childId).some((child) => child.state === 'active');
+  }
+
+  /** Re-checks settlement once the agent is idle. */
+  poke(): void {
+    if (this.#checking || this.disposal) return;
+    this.#checking = true;
+    void this.agent.whenIdle().then(() => {
+      this.#checking = false;
+      if (!this.disposal && this.#epoch && !this.busy) this.#close();
+    });
+  }
+
+  #close(): void {
+    const epoch = this.#epoch;
+    if (!epoch) return;
+    this.#epoch = undefined;
+    const outcome = epochOutcome(this.agent.session.events.slice(epoch.from));
+    this.#host.epochEnded(this, epoch.runId, outcome, this.announced);
+    if (this.disposal) return;
+    if (this.#host.lingerMs === 0) {
+      this.dispose().catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
+      return;
+    }
+    this.#timer = setTimeout(() => {
+      this.dispose().catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
+    }, this.#host.lingerMs);
+    this.#timer.unref();
+  }
+
+  /**
+   * Memoized teardown: cancels this child (queued input discarded), then its children, closes an
+   * open epoch, releases setup and disposes the agent. The child stays in persistence.
+   */
+  dispose(): Promise<void> {
+    if (this.disposal) return this.disposal;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.agent.cancel({ kind: 'parent' });
+    // Children are cancelled in this same synchronous span, top-down; they finish first.
+    const children = this.#host.childrenOf(this.childId).map((child) => child.dispose());
+    this.disposal = (async () => {
+      const failures: unknown[] = [];
+      for (const result of await Promise.allSettled(children)) if (result.status === 'rejected') failures.push(result.reason);
+      await this.agent.whenIdle();
+      this.#close();
+      this.#unsubscribe();
+      try {
+        this.#release();
+      } catch (error) {
+        failures.push(error);
+      }
+      try {
+        await this.#handle.dispose();
+      } catch (error) {
+        failures.push(error);
+      }
+      this.#host.removed(this);
+      if (failures.length > 0) {
+        throw new SubagentError(
+          'ACTIVATION_TEARDOWN_FAILED',
+          `tearing down continuable child ${this.childId} failed: ${failures.map(describeError).join('; ')}`,
+          { cause: failures[0] },
+        );
+      }
+    })();
+    return this.disposal;
+  }
+}

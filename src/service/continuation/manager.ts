@@ -1,0 +1,245 @@
+// The continuation manager: the private engine behind the service's continuable operations. It
+// owns the resident Activations, the per-child lock, admission and the setup registry; every
+// accepted message is flushed to persistence before its id is returned.
+import { randomUUID } from 'node:crypto';
+import type { Agent } from '../../seam/agent-types.js';
+import type { ContentBlock, MessageId, MessageSource, SessionId } from '../../seam/content.js';
+import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
+import { settled } from '../../seam/once.js';
+import type { ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
+import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
+import type { SessionPersistence } from '../../runtime/session-persistence.js';
+import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
+import { Activation, type ActivationHost } from './activation.js';
+import { Admission, assertMessage, checkAborted, isExactLive, liveLineage } from './authority.js';
+import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
+import { type EpochOutcome, settlementNotice } from './notices.js';
+import { SetupRegistry } from './setup-registry.js';
+import { assertStartSpec } from './validate.js';
+
+export interface ContinuationDeps {
+  agents: AgentRegistry;
+  sessions: LiveSessionStore;
+  persistence: SessionPersistence | undefined;
+  /** How long a settled child stays resident; 0 disposes it at settlement. */
+  lingerMs: number;
+  logger?: Logger | undefined;
+  getProvider(name: string): SubagentProvider | undefined;
+  emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId): void;
+}
+
+export class ContinuationManager implements ActivationHost {
+  readonly setups = new SetupRegistry();
+  readonly deps: ContinuationDeps;
+  /** Internal to the continuation engine (controls.ts). */
+  readonly admission: Admission;
+  readonly activations = new Map<SessionId, Activation>();
+  readonly #locks = new Map<SessionId, Promise<unknown>>();
+  /** Creations in flight: drains wait for them (they roll back on the admission re-check). */
+  readonly materializing = new Set<Promise<unknown>>();
+
+  constructor(deps: ContinuationDeps) {
+    this.deps = deps;
+    this.admission = new Admission(deps.agents);
+  }
+
+  get lingerMs(): number {
+    return this.deps.lingerMs;
+  }
+
+  /** Resident continuable children (for leak checks). */
+  get resident(): number {
+    return this.activations.size;
+  }
+
+  childrenOf(id: SessionId): Activation[] {
+    return [...this.activations.values()].filter((activation) => activation.parentSession === id);
+  }
+
+  epochStarted(activation: Activation, runId: string): void {
+    this.deps.emit('subagent/start', { runId, provider: activation.provider, id: activation.childId, local: true }, activation.parentSession);
+  }
+
+  epochEnded(activation: Activation, runId: string, outcome: EpochOutcome, announced: boolean): void {
+    if (announced) this.#notify(activation, outcome);
+    this.activations.get(activation.parentSession)?.poke();
+    this.deps.emit(
+      'subagent/end',
+      { runId, provider: activation.provider, id: activation.childId, local: true, stopReason: outcome.stopReason,
+        ...(outcome.output.length > 0 ? { lastAssistantMessage: outcome.output } : {}) },
+      activation.parentSession,
+    );
+  }
+
+  removed(activation: Activation): void {
+    if (this.activations.get(activation.childId) === activation) this.activations.delete(activation.childId);
+  }
+
+  warn(message: string, error: unknown): void {
+    this.deps.logger?.warn(message, describeError(error));
+  }
+
+  /** The settlement notice: a turn for an idle parent, the next step of a busy one, context only while it closes. */
+  #notify(activation: Activation, outcome: EpochOutcome): void {
+    const parent = this.deps.agents.get(activation.parentSession);
+    if (!parent) return;
+    const { content, source } = settlementNotice(activation.childId, outcome);
+    try {
+      if (this.admission.isClosing(parent) || this.activations.get(parent.id)?.disposal) parent.inject(content, { source });
+      else if (parent.status === 'idle') parent.followup(content, { source });
+      else parent.steer(content, { source });
+    } catch (error) {
+      this.warn(`the settlement notice of ${activation.childId} could not reach its parent`, error);
+    }
+  }
+
+  /** Runs `section` after every earlier section for `id` (a failed one never blocks later ones). */
+  #locked<T>(id: SessionId, section: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(id) ?? Promise.resolve();
+    const next = previous.then(section, section);
+    const tail = settled(next);
+    this.#locks.set(id, tail);
+    void tail.then(() => {
+      if (this.#locks.get(id) === tail) this.#locks.delete(id);
+    });
+    return next;
+  }
+
+  #track<T>(work: Promise<T>): Promise<T> {
+    const done = settled(work);
+    this.materializing.add(done);
+    void done.then(() => this.materializing.delete(done));
+    return work;
+  }
+
+  /** Final admission span (no awaits): authority, then the message enters the child's inbox. */
+  #submit(activation: Activation, parent: Agent, content: ContentBlock[], source: MessageSource, signal: AbortSignal | undefined): MessageId {
+    checkAborted(signal);
+    this.admission.check(parent);
+    if (activation.disposal) throw new SubagentError('ACTIVATION_CLOSING', `child ${activation.childId} is shutting down`);
+    if (!isExactLive(this.deps.agents, parent) || activation.parentSession !== parent.id) {
+      throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${activation.childId} may send it messages`);
+    }
+    activation.open();
+    const id = activation.agent.followup(content, { source });
+    activation.announced = true;
+    return id;
+  }
+
+  /** Installs a materialized child; a failure before its first message disposes it silently. */
+  async #adopt(
+    built: { handle: AgentHandle; batch: { release(): void } },
+    provider: string,
+    parent: Agent,
+    from: number,
+    deliver: (activation: Activation) => MessageId,
+  ): Promise<MessageId> {
+    const activation = new Activation({
+      host: this,
+      handle: built.handle,
+      provider,
+      ancestry: liveLineage(this.deps.agents, parent),
+      release: () => built.batch.release(),
+    });
+    this.activations.set(activation.childId, activation);
+    try {
+      if (this.activations.get(parent.id)?.disposal) throw new SubagentError('ACTIVATION_CLOSING', `parent ${parent.id} is shutting down`);
+      activation.open(from);
+      const id = deliver(activation);
+      activation.poke();
+      return id;
+    } catch (error) {
+      await settled(activation.dispose());
+      throw error;
+    }
+  }
+
+  async startContinuable(spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
+    assertStartSpec(spec);
+    const { request, signal } = spec;
+    const parent = request.parent;
+    const { agents, sessions, persistence } = this.deps;
+    if (!isExactLive(agents, parent)) throw new SubagentError('UNAUTHORIZED', 'request.parent must be a live agent of this host');
+    this.admission.check(parent);
+    if (!persistence) throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session persistence');
+    assertSubagentMaxDepth(request.maxDepth);
+    const childId = spec.childId ?? randomUUID();
+    const taken = () => childId === parent.id || agents.get(childId) !== undefined || sessions.has(childId);
+    if (taken()) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
+    const depth = resolveChildDepth(parent, request.maxDepth);
+    const descriptor = continuableDescriptor(spec);
+    const provider = this.deps.getProvider(spec.provider);
+    if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${spec.provider}`);
+    if (!provider.prepareContinuable) {
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process or in-process-fork)`);
+    }
+    const prepared = await provider.prepareContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal });
+    checkAborted(signal);
+    this.admission.check(parent);
+    const messageId = await this.#locked(childId, () =>
+      this.#track(
+        (async () => {
+          checkAborted(signal);
+          this.admission.check(parent);
+          if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) {
+            throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
+          }
+          const built = await createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], signal });
+          return this.#adopt(built, spec.provider, parent, built.handle.agent.session.seq, (activation) =>
+            this.#submit(activation, parent, request.prompt, { kind: 'user' }, signal),
+          );
+        })(),
+      ),
+    );
+    await sessions.flush(childId);
+    return { childId, messageId };
+  }
+
+  async followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts: { source?: MessageSource; signal?: AbortSignal } = {}): Promise<MessageId> {
+    assertMessage(content);
+    const { signal } = opts;
+    const source = opts.source ?? { kind: 'user' };
+    checkAborted(signal);
+    if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
+    if (!isExactLive(this.deps.agents, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);
+    this.admission.check(parent);
+    const id = await this.#locked(childId, async () => {
+      for (;;) {
+        const activation = this.activations.get(childId);
+        if (activation?.disposal) {
+          await settled(activation.disposal);
+          checkAborted(signal);
+          this.admission.check(parent);
+          continue;
+        }
+        if (activation) return this.#submit(activation, parent, content, source, signal);
+        return this.#track(this.#coldResume(parent, childId, content, source, signal));
+      }
+    });
+    await this.deps.sessions.flush(childId);
+    return id;
+  }
+
+  async #coldResume(parent: Agent, childId: SessionId, content: ContentBlock[], source: MessageSource, signal: AbortSignal | undefined): Promise<MessageId> {
+    const { agents, sessions, persistence } = this.deps;
+    if (!persistence) throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'resuming a continuable child needs session persistence');
+    // Loading repairs an open turn: never load a session that is live here.
+    if (agents.get(childId) || sessions.has(childId)) {
+      throw new SubagentError('NOT_RESUMABLE', `session ${childId} is live but is not a continuable child`);
+    }
+    const built = await resumeStored({
+      agents,
+      setups: this.setups,
+      load: (id) => persistence.load(id),
+      childId,
+      parent,
+      signal,
+      recheck: () => {
+        checkAborted(signal);
+        this.admission.check(parent);
+      },
+    });
+    return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal));
+  }
+}

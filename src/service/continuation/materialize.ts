@@ -1,0 +1,165 @@
+// Building a continuable child's agent: fresh (header, fork seed, descriptor first in its own log)
+// or cold (restored from persistence, composed again from its descriptor). Setup contributions
+// install before the agent is published; anything failing leaves no agent behind.
+import type { Agent, ModelSpec } from '../../seam/agent-types.js';
+import type { SessionId } from '../../seam/content.js';
+import { type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
+import type { ContinuableStartSpec } from '../../seam/types.js';
+import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
+import { composeChildTools } from '../../runtime/child-run.js';
+import type { SetupBatch, SetupRegistry } from './setup-registry.js';
+
+type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;
+
+/** The descriptor of a new continuable child. Its model spec is kept as JSON in `agentModel`. */
+export function continuableDescriptor(spec: ContinuableStartSpec): ContinuableDescriptor {
+  const { request } = spec;
+  const model = request.agentOptions?.model ?? request.parent.options.model;
+  return snapshotSubagentDescriptor({
+    mode: 'continuable',
+    provider: spec.provider,
+    label: spec.label,
+    ...(model === undefined ? {} : { agentModel: JSON.stringify(model) }),
+    ...(request.persona === undefined ? {} : { persona: request.persona }),
+    ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
+  }) as ContinuableDescriptor;
+}
+
+function setupFor(descriptor: ContinuableDescriptor, setups: SetupRegistry, out: { batch?: SetupBatch }, append: boolean) {
+  return ({ agent, tools }: AgentSetupScope) => {
+    if (append) agent.session.append('subagent/descriptor', structuredClone(descriptor));
+    composeChildTools(tools, { toolFilter: descriptor.toolFilter });
+    out.batch = setups.apply(agent);
+  };
+}
+
+/** Disposes a built agent whose setup must not be committed, then rethrows `error`. */
+async function rollback(handle: AgentHandle, batch: SetupBatch | undefined, error: unknown): Promise<never> {
+  try {
+    batch?.release();
+  } catch {
+    // The failure that stopped the child is the one to report.
+  }
+  await handle.dispose().catch(() => undefined);
+  throw error;
+}
+
+export interface Built {
+  handle: AgentHandle;
+  batch: SetupBatch;
+}
+
+/** Creates a fresh child of `spec.request.parent` under `childId`. */
+export async function createFresh(options: {
+  agents: AgentRegistry;
+  setups: SetupRegistry;
+  spec: ContinuableStartSpec;
+  childId: SessionId;
+  depth: number;
+  descriptor: ContinuableDescriptor;
+  seed: readonly SessionEvent[];
+  signal: AbortSignal | undefined;
+}): Promise<Built> {
+  const { spec, descriptor } = options;
+  const parent: Agent = spec.request.parent;
+  const header: Omit<SessionHeader, 'id' | 'createdAt' | 'seedLength'> = {
+    ...(parent.session.header.cwd === undefined ? {} : { cwd: parent.session.header.cwd }),
+    parentSession: parent.id,
+    origin: 'subagent',
+    delegationDepth: options.depth,
+  };
+  const model = spec.request.agentOptions?.model ?? parent.options.model;
+  const out: { batch?: SetupBatch } = {};
+  const handle = await options.agents.create({
+    sessionId: options.childId,
+    header,
+    seed: options.seed,
+    agentOptions: {
+      ...(parent.options.maxTokens === undefined ? {} : { maxTokens: parent.options.maxTokens }),
+      ...spec.request.agentOptions,
+      ...(model === undefined ? {} : { model }),
+      ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
+      subagentDepth: options.depth,
+    },
+    setup: setupFor(descriptor, options.setups, out, true),
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  const batch = out.batch!;
+  try {
+    batch.commit();
+  } catch (error) {
+    return rollback(handle, batch, error);
+  }
+  return { handle, batch };
+}
+
+function parseModel(agentModel: string | undefined): ModelSpec | undefined {
+  if (agentModel === undefined) return undefined;
+  try {
+    return JSON.parse(agentModel) as ModelSpec;
+  } catch (error) {
+    throw new SubagentError('NOT_RESUMABLE', `the stored model of this child is not readable: ${describeError(error)}`, { cause: error });
+  }
+}
+
+/** Restores a stored continuable child; `UNAUTHORIZED` unless `parent` is its stored parent. */
+export async function resumeStored(options: {
+  agents: AgentRegistry;
+  setups: SetupRegistry;
+  load: (id: SessionId) => Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined>;
+  childId: SessionId;
+  parent: Agent;
+  signal: AbortSignal | undefined;
+  /** Re-checked after the stored record was read. */
+  recheck: () => void;
+}): Promise<Built & { from: number; provider: string }> {
+  const { childId } = options;
+  let stored;
+  try {
+    stored = await options.load(childId);
+  } catch (error) {
+    if (options.signal?.aborted) throw options.signal.reason;
+    throw new SubagentError('NOT_RESUMABLE', `child ${childId} cannot be read from persistence: ${describeError(error)}`, { cause: error });
+  }
+  options.recheck();
+  if (!stored) throw new SubagentError('NOT_RESUMABLE', `no continuable child ${childId} is stored; check the id`);
+  if (stored.header.parentSession !== options.parent.id) {
+    throw new SubagentError('UNAUTHORIZED', `only the direct parent of ${childId} may send it messages`);
+  }
+  let descriptor;
+  try {
+    descriptor = foldSubagentDescriptor(stored.events.slice(stored.header.seedLength ?? 0));
+  } catch (error) {
+    throw new SubagentError('NOT_RESUMABLE', `child ${childId} has a corrupt descriptor: ${describeError(error)}`, { cause: error });
+  }
+  if (descriptor?.mode !== 'continuable') {
+    throw new SubagentError('NOT_RESUMABLE', `session ${childId} is not a continuable child (one-shot children cannot receive follow-ups)`);
+  }
+  const model = parseModel(descriptor.agentModel);
+  const out: { batch?: SetupBatch } = {};
+  let handle: AgentHandle;
+  try {
+    handle = await options.agents.resume({
+      sessionId: childId,
+      agentOptions: {
+        ...(model === undefined ? {} : { model }),
+        ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
+        subagentDepth: stored.header.delegationDepth ?? 1,
+      },
+      setup: setupFor(descriptor, options.setups, out, false),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    if (isSubagentError(error)) throw error;
+    throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
+  }
+  const batch = out.batch!;
+  try {
+    batch.commit();
+  } catch (error) {
+    return rollback(handle, batch, error);
+  }
+  return { handle, batch, from: stored.events.length, provider: descriptor.provider };
+}

@@ -1,0 +1,65 @@
+// What an Activation epoch amounts to (its stop reason and closing output) and the messages the
+// manager sends a parent: the settlement notice and the framing of a child's report.
+import type { ContentBlock, MessageSource, SessionId } from '../../seam/content.js';
+import { finalAssistantOutput } from '../../seam/output.js';
+import type { SessionEvent, SessionEventMap } from '../../seam/session-types.js';
+import type { SubagentStopReason } from '../../seam/types.js';
+
+export interface EpochOutcome {
+  stopReason: SubagentStopReason;
+  output: ContentBlock[];
+}
+
+/**
+ * The outcome of the events an epoch appended: the last turn that ended decides; an epoch whose
+ * accepted input was discarded unrun after it (or that never ran a turn) was stopped.
+ */
+export function epochOutcome(events: readonly SessionEvent[]): EpochOutcome {
+  let stopReason: SubagentStopReason | undefined;
+  let dropped = false;
+  for (let i = events.length - 1; i >= 0 && stopReason === undefined; i--) {
+    const event = events[i]!;
+    if (event.type === 'inbox/discarded' && (event.data as SessionEventMap['inbox/discarded']).ids.length > 0) dropped = true;
+    if (event.type !== 'turn/end') continue;
+    const reason = (event.data as SessionEventMap['turn/end']).reason;
+    switch (reason.kind) {
+      case 'completed':
+        stopReason = dropped ? 'aborted' : 'completed';
+        break;
+      case 'max-tokens':
+      case 'refusal':
+      case 'error':
+        stopReason = reason.kind;
+        break;
+      default:
+        stopReason = 'aborted';
+    }
+  }
+  return { stopReason: stopReason ?? 'aborted', output: finalAssistantOutput(events) };
+}
+
+const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
+  completed: (id) => `Background subagent ${id} finished and will do no further work unless you send it more.`,
+  aborted: (id) => `Background subagent ${id} stopped before finishing.`,
+  'max-tokens': (id) => `Background subagent ${id} ran out of room before finishing.`,
+  refusal: (id) => `Background subagent ${id} declined the task.`,
+  error: (id) => `Background subagent ${id} failed before finishing.`,
+};
+
+/** The parent's settlement notice: one sentence, then the closing message (or its absence). */
+export function settlementNotice(childId: SessionId, outcome: EpochOutcome): { content: ContentBlock[]; source: MessageSource } {
+  const sentence = SENTENCES[outcome.stopReason](childId);
+  const content: ContentBlock[] =
+    outcome.output.length > 0
+      ? [{ type: 'text', text: sentence }, { type: 'text', text: 'Its closing message:' }, ...structuredClone(outcome.output)]
+      : [{ type: 'text', text: sentence }, { type: 'text', text: 'It left no closing message.' }];
+  return { content, source: { kind: 'subagent-settled', senderSessionId: childId, summary: sentence.slice(0, 200) } };
+}
+
+/** A child's report as its parent reads it. */
+export function reportMessage(childId: SessionId, content: ContentBlock[]): { content: ContentBlock[]; source: MessageSource } {
+  return {
+    content: [{ type: 'text', text: `Subagent ${childId} reported:` }, ...structuredClone(content)],
+    source: { kind: 'subagent-report', senderSessionId: childId },
+  };
+}

@@ -1,0 +1,42 @@
+// Shape checks of the continuable operations' inputs: bad input fails as `INVALID_REQUEST` naming
+// the field, before any child, lock or Activation is touched.
+import { SubagentError } from '../../seam/errors.js';
+import type { ContinuableStartSpec } from '../../seam/types.js';
+import { assertMessage } from './authority.js';
+
+function invalid(message: string): SubagentError {
+  return new SubagentError('INVALID_REQUEST', message);
+}
+
+/** Validates a `startContinuable` spec. */
+export function assertStartSpec(spec: unknown): asserts spec is ContinuableStartSpec {
+  if (spec === null || typeof spec !== 'object') throw invalid('startContinuable needs a spec object { provider, label, request }');
+  const { provider, label, childId, request, signal } = spec as Record<string, unknown>;
+  if (typeof provider !== 'string' || provider === '') throw invalid('spec.provider must be a provider name');
+  if (typeof label !== 'string' || label.trim() === '') throw invalid('spec.label must be a non-empty string (continuable children are listed by it)');
+  if (childId !== undefined && (typeof childId !== 'string' || childId === '')) throw invalid('spec.childId must be a non-empty string when given');
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('spec.signal must be an AbortSignal when given');
+  if (request === null || typeof request !== 'object') throw invalid('spec.request must be an object { prompt, parent, … }');
+  const { parent, prompt } = request as Record<string, unknown>;
+  if (parent === null || typeof parent !== 'object' || typeof (parent as { id?: unknown }).id !== 'string') {
+    throw invalid('spec.request.parent must be the delegating agent');
+  }
+  assertMessage(prompt);
+}
+
+/** `delivery` of `reportFrom`. */
+export function assertDelivery(delivery: unknown): asserts delivery is 'quiet' | 'next-step' {
+  if (delivery !== 'quiet' && delivery !== 'next-step') throw invalid("opts.delivery must be 'quiet' or 'next-step'");
+}
+
+/** One `ACTIVATION_TEARDOWN_FAILED` for the failures of several teardowns (or undefined). */
+export function teardownError(results: PromiseSettledResult<unknown>[]): SubagentError | undefined {
+  const failures = results.flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
+  if (failures.length === 0) return undefined;
+  if (failures.length === 1 && failures[0] instanceof SubagentError && failures[0].code === 'ACTIVATION_TEARDOWN_FAILED') return failures[0];
+  return new SubagentError(
+    'ACTIVATION_TEARDOWN_FAILED',
+    `${failures.length} continuable children failed to tear down: ${failures.map((f) => (f instanceof Error ? f.message : String(f))).join('; ')}`,
+    { cause: failures[0] },
+  );
+}

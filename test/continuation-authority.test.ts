@@ -1,0 +1,171 @@
+// Continuable children: who may talk to them (error codes of bad input and wrong authority),
+// drains that release child-first, and setup contributions installed before publication.
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHost, text, type Agent, type Host } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+import { HANG, continuationHost, startChild, untilEvent, type Recorder } from './continuation-helpers.js';
+
+const files = tempFiles('subagent-continuation-auth-');
+let open: Host | undefined;
+afterEach(async () => {
+  await open?.close();
+  open = undefined;
+});
+
+async function setup() {
+  const host = await continuationHost(files.file());
+  open = host;
+  const parent = await host.createAgent();
+  return { host, parent, recorder: host.recorder as Recorder };
+}
+
+describe('authority and validation', () => {
+  it('refuses follow-ups from anyone but the exact live direct parent, and bad ids and content', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'hi');
+    await recorder.until(() => recorder.ends.length === 1);
+    const stranger = await host.createAgent();
+    const copy = { ...parent, id: parent.id, session: parent.session } as Agent;
+    await expect(host.subagents.followup(stranger, childId, [text('x')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(host.subagents.followup(copy, childId, [text('x')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(host.subagents.followup(parent, 'no-such-child', [text('x')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE' });
+    await expect(host.subagents.followup(parent, childId, [])).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    const oneShot = await host.subagents.start('in-process', { prompt: [text('once')], parent, signal: new AbortController().signal });
+    await oneShot.result;
+    await oneShot.dispose();
+    await expect(host.subagents.followup(parent, oneShot.id, [text('again')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE' });
+    const child = host.sessions.get(childId)!;
+    expect(child.events.filter((e) => e.type === 'user/message')).toHaveLength(1);
+  });
+
+  it('rejects bad starts before any child exists', async () => {
+    const { host, parent } = await setup();
+    const spec = (extra: Record<string, unknown>, request: Record<string, unknown> = {}) =>
+      host.subagents.startContinuable({ provider: 'in-process', label: 'c', request: { prompt: [text('p')], parent, ...request }, ...extra });
+    await expect(spec({}, { maxDepth: 0 })).rejects.toMatchObject({ code: 'DEPTH_EXCEEDED' });
+    for (const maxDepth of [-1, 1.5, Number.NaN]) await expect(spec({}, { maxDepth })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(spec({ label: '' })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(spec({}, { prompt: [] })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(spec({ childId: parent.id })).rejects.toMatchObject({ code: 'DUPLICATE_CHILD' });
+    await expect(spec({ provider: 'nope' })).rejects.toMatchObject({ code: 'NO_PROVIDER' });
+    const { childId } = await spec({ childId: 'reserved' });
+    expect(childId).toBe('reserved');
+    await expect(spec({ childId: 'reserved' })).rejects.toMatchObject({ code: 'DUPLICATE_CHILD' });
+    expect(host.agents.list().map((agent) => agent.id).sort()).toStrictEqual([parent.id, 'reserved'].sort());
+  });
+
+  it('rejects continuable starts on providers without prepareContinuable (spawn, fork)', async () => {
+    const host = await createHost({ pool: { minThreads: 0 } });
+    open = host;
+    const parent = await host.createAgent();
+    for (const provider of ['spawn', 'fork']) {
+      await expect(
+        host.subagents.startContinuable({ provider, label: 'w', request: { prompt: [text('p')], parent } }),
+      ).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining(provider) });
+    }
+    expect(host.agents.list()).toStrictEqual([parent]);
+  });
+
+  it('refuses a bad continuation.lingerMs when the host is created', async () => {
+    for (const lingerMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      await expect(createHost({ continuation: { lingerMs }, providers: false })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    }
+  });
+
+  it('checks interrupt authority synchronously and ignores absent ids', async () => {
+    const { host, parent } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    const stranger = await host.createAgent();
+    expect(() => host.subagents.interrupt(childId, { kind: 'ancestor', agent: stranger })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    expect(() => host.subagents.interrupt(childId, { kind: 'ancestor', agent: child })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    expect(host.subagents.interrupt('absent', { kind: 'user', parentSessionId: 'anyone' })).toBeUndefined();
+    expect(child.status).toBe('running');
+    host.subagents.interrupt(childId, { kind: 'ancestor', agent: parent });
+    await child.whenIdle();
+    expect(child.session.events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toMatchObject([{ reason: { kind: 'aborted', cause: { kind: 'parent' } } }]);
+  });
+});
+
+describe('drains', () => {
+  async function tree() {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'c', { model: HANG });
+    const child = host.agents.get(childId)!;
+    const { childId: grandchildId } = await startChild(host, child, 'g', { model: HANG });
+    const { childId: siblingId } = await startChild(host, parent, 's', { model: HANG });
+    await untilEvent(host.agents.get(grandchildId)!, 'step/start');
+    return { host, parent, recorder, child, childId, grandchildId, siblingId };
+  }
+
+  it('drainContinuableChildren releases the child after its grandchild and leaves the sibling', async () => {
+    const { host, parent, recorder, childId, grandchildId, siblingId } = await tree();
+    const stranger = await host.createAgent();
+    await expect(host.subagents.drainContinuableChildren(stranger, [childId])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(host.subagents.drainContinuableChildren({ ...parent } as Agent, [])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await host.subagents.drainContinuableChildren(parent, [childId, childId]);
+    expect(recorder.ends.map((end) => [end.id, end.stopReason])).toStrictEqual([
+      [grandchildId, 'aborted'],
+      [childId, 'aborted'],
+    ]);
+    expect(host.agents.get(childId)).toBeUndefined();
+    expect(host.agents.get(grandchildId)).toBeUndefined();
+    expect(host.agents.get(siblingId)?.status).toBe('running');
+    const rows = await host.subagents.listChildren(parent.id);
+    expect(rows.find((row) => row.id === childId)).toMatchObject({ activity: 'inactive' });
+    // The next message cold-resumes the drained child (a new epoch, a new agent object).
+    await host.subagents.followup(parent, childId, [text('again')]);
+    expect(recorder.starts.filter((start) => start.id === childId)).toHaveLength(2);
+    expect(host.agents.get(childId)?.session.events.filter((e) => e.type === 'subagent/descriptor')).toHaveLength(1);
+  });
+
+  it('drainContinuableDescendants closes admission below the parent and releases child-first', async () => {
+    const { host, parent, recorder, child, childId, grandchildId, siblingId } = await tree();
+    await host.subagents.drainContinuableDescendants([parent]);
+    expect(recorder.ends.map((end) => end.id).indexOf(grandchildId)).toBeLessThan(recorder.ends.map((end) => end.id).indexOf(childId));
+    expect(new Set(recorder.ends.map((end) => end.id))).toStrictEqual(new Set([childId, grandchildId, siblingId]));
+    expect(host.subagents.residentChildren).toBe(0);
+    await expect(startChild(host, parent, 'late')).rejects.toMatchObject({ code: 'DRAINING' });
+    await expect(host.subagents.followup(parent, childId, [text('late')])).rejects.toMatchObject({ code: 'DRAINING' });
+    expect(host.agents.get(child.id)).toBeUndefined();
+  });
+
+  it('host.close() releases every continuable child child-first', async () => {
+    const { host, recorder, childId, grandchildId } = await tree();
+    await host.close();
+    open = undefined;
+    const order = recorder.ends.map((end) => end.id);
+    expect(order.indexOf(grandchildId)).toBeLessThan(order.indexOf(childId));
+    expect(host.subagents.residentChildren).toBe(0);
+  });
+});
+
+describe('registerContinuableSetup', () => {
+  it('installs before publication, on fresh and resumed children, and revokes on removal once', async () => {
+    const { host, parent } = await setup();
+    const seen: { id: string; published: boolean }[] = [];
+    let released = 0;
+    const remove = host.subagents.registerContinuableSetup((child) => {
+      seen.push({ id: child.id, published: host.agents.get(child.id) !== undefined });
+      return () => void released++;
+    });
+    const { childId } = await startChild(host, parent, 'one', { model: HANG });
+    expect(seen).toStrictEqual([{ id: childId, published: false }]);
+    remove();
+    remove();
+    expect(released).toBe(1);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    expect(released).toBe(1);
+    const again = host.subagents.registerContinuableSetup((child) => {
+      seen.push({ id: `again:${child.id}`, published: host.agents.get(child.id) !== undefined });
+      return () => void released++;
+    });
+    await host.subagents.followup(parent, childId, [text('two')]);
+    expect(seen.at(-1)).toStrictEqual({ id: `again:${childId}`, published: false });
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    expect(released).toBe(2);
+    again();
+    expect(released).toBe(2);
+  });
+});

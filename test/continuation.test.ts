@@ -1,0 +1,155 @@
+// Continuable children through the public service on a real SQLite file: first turn, FIFO
+// follow-ups, interrupts that keep the inbox, reports, settlement notices, linger and cold resume.
+import { afterEach, describe, expect, it } from 'vitest';
+import { text, type Host } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+
+const files = tempFiles('subagent-continuation-');
+let open: Host | undefined;
+afterEach(async () => {
+  await open?.close();
+  open = undefined;
+});
+
+async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
+  const host = await continuationHost(files.file(), options);
+  open = host;
+  const parent = await host.createAgent();
+  return { host, parent, recorder: host.recorder as Recorder };
+}
+
+describe('startContinuable and followup', () => {
+  it('runs the first turn, notifies the parent once and lists the lingering child as running', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId, messageId } = await startChild(host, parent, 'hello', { label: 'scout' });
+    await recorder.until(() => recorder.ends.length === 1);
+    await parent.whenIdle();
+    const child = host.sessions.get(childId)!;
+    expect(child.header).toMatchObject({ parentSession: parent.id, origin: 'subagent', delegationDepth: 1 });
+    const descriptorAt = child.events.findIndex((e) => e.type === 'subagent/descriptor');
+    expect(child.events[descriptorAt]!.data).toStrictEqual({ version: 2, mode: 'continuable', provider: 'in-process', label: 'scout' });
+    expect(descriptorAt).toBeLessThan(child.events.findIndex((e) => e.type === 'turn/start'));
+    expect(child.events.find((e) => e.type === 'user/message')!.data).toMatchObject({ id: messageId });
+    expect(recorder.starts).toStrictEqual([{ runId: expect.any(String), provider: 'in-process', id: childId, local: true }]);
+    expect(recorder.ends).toStrictEqual([
+      { runId: recorder.starts[0]!.runId, provider: 'in-process', id: childId, local: true, stopReason: 'completed', lastAssistantMessage: [text('echo: hello')] },
+    ]);
+    const notices = parent.session.events.filter((e) => e.type === 'user/message');
+    expect(notices.map((e) => e.data)).toStrictEqual([
+      {
+        id: expect.any(String),
+        content: [
+          text(`Background subagent ${childId} finished and will do no further work unless you send it more.`),
+          text('Its closing message:'),
+          text('echo: hello'),
+        ],
+        source: { kind: 'subagent-settled', senderSessionId: childId, summary: `Background subagent ${childId} finished and will do no further work unless you send it more.` },
+      },
+    ]);
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([
+      { kind: 'child', id: childId, mode: 'continuable', label: 'scout', activity: 'running', hasChildren: false, createdAt: expect.any(Number) },
+    ]);
+    const stored = await host.persistence!.load(childId);
+    expect(stored!.events.some((e) => e.type === 'inbox/accepted' && (e.data as { id: string }).id === messageId)).toBe(true);
+  });
+
+  it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'p', { model: HANG });
+    const ids = await Promise.all(['one', 'two', 'three'].map((word) => host.subagents.followup(parent, childId, [text(word)])));
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await host.subagents.followup(parent, childId, [text('four')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['p', 'one', 'two', 'three', 'four']);
+    expect(events.filter((e) => e.type === 'user/message').slice(1, 4).map((e) => (e.data as { id: string }).id)).toStrictEqual(ids);
+    expect(turnEnds(events)).toStrictEqual(['aborted', 'completed', 'completed', 'completed', 'completed']);
+    expect(recorder.starts).toHaveLength(1);
+  });
+
+  it('interrupts a hanging turn, keeps the child and its queued input, and the next follow-up runs both', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    await host.subagents.followup(parent, childId, [text('queued')]);
+    expect(() => host.subagents.interrupt(childId, { kind: 'user', parentSessionId: 'someone-else' })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    expect(host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id })).toBeUndefined();
+    await child.whenIdle();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)).toBe(child);
+    expect(child.pendingInput).toBe(1);
+    expect(recorder.ends).toHaveLength(0);
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(userTexts(child.session.events)).toStrictEqual(['work', 'queued', 'next']);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed', 'completed']);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
+  });
+
+  it('starts the turn of a follow-up accepted while an interrupt converges (no wake gap)', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    host.subagents.interrupt(childId, { kind: 'ancestor', agent: parent });
+    await host.subagents.followup(parent, childId, [text('after')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
+    expect(userTexts(child.session.events)).toStrictEqual(['work', 'after']);
+  });
+
+  it('disposes a settled child at once with lingerMs 0; the next follow-up cold-resumes it', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 0 } });
+    const { childId } = await startChild(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    expect((await host.subagents.listChildren(parent.id))[0]).toMatchObject({ activity: 'inactive', mode: 'continuable' });
+    const id = await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(userTexts(events)).toStrictEqual(['first', 'second']);
+    expect(events.filter((e) => e.type === 'user/message')[1]!.data).toMatchObject({ id });
+    expect(events.filter((e) => e.type === 'subagent/descriptor')).toHaveLength(1);
+    expect(recorder.starts.map((s) => s.runId)).toStrictEqual(recorder.ends.map((e) => e.runId));
+    expect(recorder.ends.map((e) => e.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
+  });
+
+  it('seeds an in-process-fork child with the parent’s completed turns', async () => {
+    const { host, parent, recorder } = await setup();
+    parent.followup([text('context')]);
+    await parent.whenIdle();
+    const { childId } = await startChild(host, parent, 'go', { provider: 'in-process-fork' });
+    await recorder.until(() => recorder.ends.length === 1);
+    const child = host.sessions.get(childId)!;
+    expect(child.header.seedLength).toBeGreaterThan(0);
+    expect(child.events.filter((e) => e.type === 'turn/start').map((e) => (e.data as { turn: number }).turn)).toStrictEqual([1, 2]);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: go')] });
+  });
+});
+
+describe('reportFrom', () => {
+  it('wakes the parent with next-step and only informs it with quiet', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'hi');
+    await recorder.until(() => recorder.ends.length === 1);
+    await parent.whenIdle();
+    const child = host.agents.get(childId)!;
+    const turns = () => parent.session.events.filter((e) => e.type === 'turn/start').length;
+    const before = turns();
+    const quiet = await host.subagents.reportFrom(child, [text('fyi')], { delivery: 'quiet' });
+    expect(parent.status).toBe('idle');
+    expect(turns()).toBe(before);
+    const accepted = parent.session.events.filter((e) => e.type === 'inbox/accepted').at(-1)!.data;
+    expect(accepted).toMatchObject({ id: quiet, target: 'next-step', source: { kind: 'subagent-report', senderSessionId: childId } });
+    const woke = await host.subagents.reportFrom(child, [text('look')], { delivery: 'next-step' });
+    await parent.whenIdle();
+    expect(turns()).toBe(before + 1);
+    const logged = parent.session.events.filter((e) => e.type === 'user/message').map((e) => e.data as { id: string; content: unknown });
+    expect(logged.map((m) => m.id)).toContain(woke);
+    expect(logged.find((m) => m.id === woke)!.content).toStrictEqual([text(`Subagent ${childId} reported:`), text('look')]);
+    await expect(host.subagents.reportFrom(parent, [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+});
