@@ -48,7 +48,7 @@ describe('startContinuable and followup', () => {
       },
     ]);
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([
-      { kind: 'child', id: childId, mode: 'continuable', label: 'scout', activity: 'running', hasChildren: false, createdAt: expect.any(Number) },
+      { kind: 'child', id: childId, mode: 'continuable', label: 'scout', activity: 'running', hasChildren: false, createdAt: expect.any(Number), usage: expect.objectContaining({ turns: 1, requests: 1 }) },
     ]);
     const stored = await host.persistence!.load(childId);
     expect(stored!.events.some((e) => e.type === 'inbox/accepted' && (e.data as { id: string }).id === messageId)).toBe(true);
