@@ -1,11 +1,15 @@
 // The provider contract: what every SubagentProvider must do, seen only through the public API
 // (host.subagents.start with a parent from host.createAgent()). Each provider's test file runs it.
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   delegationDepthOf,
+  memoryPersistence,
   text,
   type Agent,
   type Host,
+  type SessionEvent,
+  type SessionPersistence,
   type ScriptedStep,
   type SubagentCapabilities,
   type SubagentResult,
@@ -19,8 +23,42 @@ export interface ProviderContractOptions {
   capabilities: SubagentCapabilities;
   /** True when runs carry a `localAgent` and the child's session lives in `host.sessions`. */
   local: boolean;
-  /** A fresh host with the provider registered under `provider`; called before each test. */
-  setup(): Promise<{ host: Host; provider: string; teardown?: () => Promise<void> }>;
+  /** True when the child's session lives in `host.sessions` without a `localAgent` (an ACP mirror). */
+  mirror?: boolean;
+  /** True for a forking provider: the parent completes a turn first, and the child must be seeded with it. */
+  fork?: boolean;
+  /** The resources the provider created that are still alive (threads, ports, processes); empty after `host.close()`. */
+  leftovers?(host: Host): unknown[];
+  /** A fresh host, created with `persistence`, with the provider registered under `provider`; called before each test. */
+  setup(persistence: SessionPersistence): Promise<{ host: Host; provider: string; teardown?: () => Promise<void> }>;
+}
+
+/**
+ * A memory store that is fully write-behind: appends are buffered and reach the store only on
+ * `flush()` (the durability barrier of the SessionPersistence contract), so a dispose that does not
+ * flush leaves the stored log behind the live one.
+ */
+function writeBehindPersistence(): SessionPersistence {
+  const inner = memoryPersistence();
+  const buffered: [string, SessionEvent[]][] = [];
+  const flush = async () => {
+    for (const [id, events] of buffered.splice(0)) await inner.append(id, events);
+    await inner.flush();
+  };
+  return {
+    create: (header) => inner.create(header),
+    append: async (id, events) => void buffered.push([id, [...events]]),
+    load: (id) => inner.load(id),
+    list: (filter) => inner.list(filter),
+    childRecords: (id) => inner.childRecords(id),
+    descendantRecords: (id) => inner.descendantRecords(id),
+    projections: (ids) => inner.projections(ids),
+    flush,
+    close: async () => {
+      await flush();
+      await inner.close();
+    },
+  };
 }
 
 const ECHO_MODEL = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
@@ -39,6 +77,7 @@ function expectDeeplyFrozen(value: unknown): void {
 /** Declares the contract suite for one provider. */
 export function providerContract(label: string, options: ProviderContractOptions): void {
   const { capabilities, local } = options;
+  const sessionLocal = local || options.mirror === true;
   const capabilityCases: [keyof SubagentCapabilities, string, Partial<SubagentStartRequest>][] = [
     ['outputSchema', 'outputSchema', { outputSchema: { type: 'object', properties: {} } }],
     ['depthLimit', 'maxDepth', { maxDepth: 3 }],
@@ -51,15 +90,22 @@ export function providerContract(label: string, options: ProviderContractOptions
     let provider: string;
     let teardown: (() => Promise<void>) | undefined;
     let parent: Agent;
+    let persistence: SessionPersistence;
 
     beforeEach(async () => {
-      ({ host, provider, teardown } = await options.setup());
+      persistence = writeBehindPersistence();
+      ({ host, provider, teardown } = await options.setup(persistence));
       parent = await host.createAgent();
+      if (options.fork) {
+        parent.followup([text('remember the word kiwi')]);
+        await parent.whenIdle();
+      }
     });
 
     afterEach(async () => {
       await host.close();
       await teardown?.();
+      await persistence.close();
     });
 
     function start(request: Partial<SubagentStartRequest> = {}) {
@@ -162,17 +208,22 @@ export function providerContract(label: string, options: ProviderContractOptions
     });
 
     it('disposes idempotently and leaves nothing behind after host.close()', async () => {
-      const run = await start(scripted({ text: 'done' }));
+      const controller = new AbortController();
+      const run = await start({ ...scripted({ text: 'done' }), signal: controller.signal });
       await run.result;
       const first = run.dispose();
       expect(run.dispose()).toBe(first);
       await Promise.all([first, run.dispose()]);
       expect(host.agents.list().map((a) => a.id)).toEqual([parent.id]);
       expect(host.subagents.activeRuns).toBe(0);
+      expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
       await host.close();
       expect(host.agents.list()).toEqual([]);
+      expect(host.sessions.list()).toEqual([]);
       expect(host.subagents.listenerCount).toBe(0);
       expect(host.subagents.activeRuns).toBe(0);
+      // Ports and processes report their end asynchronously; what never ends keeps the list non-empty.
+      await expect.poll(() => options.leftovers?.(host) ?? [], { timeout: 10_000 }).toEqual([]);
     });
 
     it('host.close() ends and disposes a run its caller never disposed', async () => {
@@ -183,11 +234,11 @@ export function providerContract(label: string, options: ProviderContractOptions
       expect(host.subagents.activeRuns).toBe(0);
     });
 
-    if (local) {
+    if (sessionLocal) {
       it('publishes the child session with lineage before start resolves', async () => {
         const deep = await host.createAgent({ agentOptions: { subagentDepth: 2 } });
         const run = await start({ ...scripted({ finish: 'hang' }), parent: deep });
-        expect(run.localAgent?.id).toBe(run.id);
+        expect(run.localAgent?.id).toBe(local ? run.id : undefined);
         expect(host.sessions.get(run.id)?.header).toMatchObject({
           parentSession: deep.id,
           origin: 'subagent',
@@ -208,6 +259,49 @@ export function providerContract(label: string, options: ProviderContractOptions
         expect(own.indexOf('turn/end')).toBeGreaterThan(descriptorAt);
         expect(own.at(-1)).toBe('turn/end');
         expect(events.find((e) => e.type === 'subagent/descriptor')?.data).toEqual({ version: 2, mode: 'one-shot', provider, label: 'contract' });
+        await run.dispose();
+      });
+
+      it('flushes the child log to persistence on dispose; listChildren finds the child afterwards', async () => {
+        const run = await start(scripted({ text: 'kept' }));
+        await run.result;
+        const live = [...(host.sessions.get(run.id)?.events ?? [])];
+        await run.dispose();
+        const stored = await persistence.load(run.id);
+        expect(stored?.header).toMatchObject({ id: run.id, parentSession: parent.id, origin: 'subagent' });
+        expect(stored?.events).toEqual(live);
+        expect(types(stored?.events ?? []).at(-1)).toBe('turn/end');
+        const children = await host.subagents.listChildren(parent.id);
+        expect(children.filter((row) => row.kind === 'child' && row.id === run.id)).toHaveLength(1);
+      });
+    }
+
+    if (options.fork) {
+      const historyEcho = { agentOptions: { model: { kind: 'module' as const, specifier: ECHO_MODEL, export: 'createHistoryEchoModel' } } };
+
+      it("seeds the child with the parent's completed turns; its model sees them", async () => {
+        const parentEvents = [...parent.session.events];
+        expect(types(parentEvents).at(-1)).toBe('turn/end');
+        const run = await start({ ...historyEcho, prompt: [text('what was the word?')] });
+        const result = await run.result;
+        const child = host.sessions.get(run.id)!;
+        expect(child.header.seedLength).toBe(parentEvents.length);
+        expect(child.events.slice(0, parentEvents.length)).toEqual(parentEvents);
+        expect(child.events.map((event) => event.seq)).toEqual(child.events.map((_, i) => i));
+        expect(result).toEqual({
+          output: [text('user: remember the word kiwi | assistant: echo: remember the word kiwi | user: what was the word?')],
+          stopReason: 'completed',
+        });
+        await run.dispose();
+      });
+
+      it('forks a parent without a completed turn as a spawn: no seed, no seedLength', async () => {
+        const fresh = await host.createAgent();
+        const run = await start({ ...historyEcho, parent: fresh, prompt: [text('hi')] });
+        await expect(run.result).resolves.toEqual({ output: [text('user: hi')], stopReason: 'completed' });
+        const child = host.sessions.get(run.id)!;
+        expect('seedLength' in child.header).toBe(false);
+        expect(types(child.events).filter((type) => type === 'turn/end')).toHaveLength(1);
         await run.dispose();
       });
     }
