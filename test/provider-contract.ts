@@ -4,18 +4,16 @@ import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   delegationDepthOf,
-  memoryPersistence,
   text,
   type Agent,
   type Host,
-  type SessionEvent,
   type SessionPersistence,
-  type ScriptedStep,
   type SubagentCapabilities,
   type SubagentResult,
   type SubagentStartRequest,
 } from 'subagent-host';
-import { recordingTool, types } from './helpers.js';
+import { recordingTool, writeBehindPersistence } from './helpers.js';
+import { ECHO_MODEL, localContract, scripted, type ContractContext } from './provider-contract-local.js';
 
 /** What a provider's test file hands the contract. */
 export interface ProviderContractOptions {
@@ -33,41 +31,6 @@ export interface ProviderContractOptions {
   setup(persistence: SessionPersistence): Promise<{ host: Host; provider: string; teardown?: () => Promise<void> }>;
 }
 
-/**
- * A memory store that is fully write-behind: appends are buffered and reach the store only on
- * `flush()` (the durability barrier of the SessionPersistence contract), so a dispose that does not
- * flush leaves the stored log behind the live one.
- */
-function writeBehindPersistence(): SessionPersistence {
-  const inner = memoryPersistence();
-  const buffered: [string, SessionEvent[]][] = [];
-  const flush = async () => {
-    for (const [id, events] of buffered.splice(0)) await inner.append(id, events);
-    await inner.flush();
-  };
-  return {
-    create: (header) => inner.create(header),
-    append: async (id, events) => void buffered.push([id, [...events]]),
-    load: (id) => inner.load(id),
-    list: (filter) => inner.list(filter),
-    childRecords: (id) => inner.childRecords(id),
-    descendantRecords: (id) => inner.descendantRecords(id),
-    projections: (ids) => inner.projections(ids),
-    flush,
-    close: async () => {
-      await flush();
-      await inner.close();
-    },
-  };
-}
-
-const ECHO_MODEL = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
-
-/** Request options making the child's model follow `steps` (a serializable ModelSpec). */
-function scripted(...steps: ScriptedStep[]): Pick<SubagentStartRequest, 'agentOptions'> {
-  return { agentOptions: { model: { kind: 'scripted', steps } } };
-}
-
 function expectDeeplyFrozen(value: unknown): void {
   if (value === null || typeof value !== 'object') return;
   expect(Object.isFrozen(value)).toBe(true);
@@ -77,7 +40,6 @@ function expectDeeplyFrozen(value: unknown): void {
 /** Declares the contract suite for one provider. */
 export function providerContract(label: string, options: ProviderContractOptions): void {
   const { capabilities, local } = options;
-  const sessionLocal = local || options.mirror === true;
   const capabilityCases: [keyof SubagentCapabilities, string, Partial<SubagentStartRequest>][] = [
     ['outputSchema', 'outputSchema', { outputSchema: { type: 'object', properties: {} } }],
     ['depthLimit', 'maxDepth', { maxDepth: 3 }],
@@ -120,6 +82,23 @@ export function providerContract(label: string, options: ProviderContractOptions
         await run.dispose();
       }
     }
+
+    const context: ContractContext = {
+      get host() {
+        return host;
+      },
+      get parent() {
+        return parent;
+      },
+      get persistence() {
+        return persistence;
+      },
+      get provider() {
+        return provider;
+      },
+      start,
+      settle,
+    };
 
     function liveIds(): { sessions: string[]; agents: string[] } {
       return { sessions: host.sessions.list().map((s) => s.header.id), agents: host.agents.list().map((a) => a.id) };
@@ -234,77 +213,7 @@ export function providerContract(label: string, options: ProviderContractOptions
       expect(host.subagents.activeRuns).toBe(0);
     });
 
-    if (sessionLocal) {
-      it('publishes the child session with lineage before start resolves', async () => {
-        const deep = await host.createAgent({ agentOptions: { subagentDepth: 2 } });
-        const run = await start({ ...scripted({ finish: 'hang' }), parent: deep });
-        expect(run.localAgent?.id).toBe(local ? run.id : undefined);
-        expect(host.sessions.get(run.id)?.header).toMatchObject({
-          parentSession: deep.id,
-          origin: 'subagent',
-          delegationDepth: delegationDepthOf(deep) + 1,
-        });
-        run.cancel();
-        await run.result;
-        await run.dispose();
-      });
-
-      it('holds the complete child log, descriptor inside its first turn, when result settles', async () => {
-        const run = await start(scripted({ text: 'logged' }));
-        await run.result;
-        const events = host.sessions.get(run.id)?.events ?? [];
-        const own = types(events.slice(host.sessions.get(run.id)?.header.seedLength ?? 0));
-        const descriptorAt = own.indexOf('subagent/descriptor');
-        expect(own.indexOf('turn/start')).toBeLessThan(descriptorAt);
-        expect(own.indexOf('turn/end')).toBeGreaterThan(descriptorAt);
-        expect(own.at(-1)).toBe('turn/end');
-        expect(events.find((e) => e.type === 'subagent/descriptor')?.data).toEqual({ version: 2, mode: 'one-shot', provider, label: 'contract' });
-        await run.dispose();
-      });
-
-      it('flushes the child log to persistence on dispose; listChildren finds the child afterwards', async () => {
-        const run = await start(scripted({ text: 'kept' }));
-        await run.result;
-        const live = [...(host.sessions.get(run.id)?.events ?? [])];
-        await run.dispose();
-        const stored = await persistence.load(run.id);
-        expect(stored?.header).toMatchObject({ id: run.id, parentSession: parent.id, origin: 'subagent' });
-        expect(stored?.events).toEqual(live);
-        expect(types(stored?.events ?? []).at(-1)).toBe('turn/end');
-        const children = await host.subagents.listChildren(parent.id);
-        expect(children.filter((row) => row.kind === 'child' && row.id === run.id)).toHaveLength(1);
-      });
-    }
-
-    if (options.fork) {
-      const historyEcho = { agentOptions: { model: { kind: 'module' as const, specifier: ECHO_MODEL, export: 'createHistoryEchoModel' } } };
-
-      it("seeds the child with the parent's completed turns; its model sees them", async () => {
-        const parentEvents = [...parent.session.events];
-        expect(types(parentEvents).at(-1)).toBe('turn/end');
-        const run = await start({ ...historyEcho, prompt: [text('what was the word?')] });
-        const result = await run.result;
-        const child = host.sessions.get(run.id)!;
-        expect(child.header.seedLength).toBe(parentEvents.length);
-        expect(child.events.slice(0, parentEvents.length)).toEqual(parentEvents);
-        expect(child.events.map((event) => event.seq)).toEqual(child.events.map((_, i) => i));
-        expect(result).toEqual({
-          output: [text('user: remember the word kiwi | assistant: echo: remember the word kiwi | user: what was the word?')],
-          stopReason: 'completed',
-        });
-        await run.dispose();
-      });
-
-      it('forks a parent without a completed turn as a spawn: no seed, no seedLength', async () => {
-        const fresh = await host.createAgent();
-        const run = await start({ ...historyEcho, parent: fresh, prompt: [text('hi')] });
-        await expect(run.result).resolves.toEqual({ output: [text('user: hi')], stopReason: 'completed' });
-        const child = host.sessions.get(run.id)!;
-        expect('seedLength' in child.header).toBe(false);
-        expect(types(child.events).filter((type) => type === 'turn/end')).toHaveLength(1);
-        await run.dispose();
-      });
-    }
+    localContract(context, options);
 
     for (const [capability, field, extra] of capabilityCases) {
       if (capabilities[capability]) continue;
