@@ -193,7 +193,9 @@ describe('worker children', () => {
     await expect.poll(() => active, LONG).toBeGreaterThanOrEqual(cap);
     // With every slot held, the extra start must stay pending; a pool over its cap would resolve
     // it (and let its child in) well within this bound.
-    await Promise.race([extra.promise, new Promise((resolve) => setTimeout(resolve, 2000))]);
+    let window: NodeJS.Timeout | undefined;
+    await Promise.race([extra.promise, new Promise((resolve) => (window = setTimeout(resolve, 2000)))]);
+    clearTimeout(window);
     expect({ started, active, peak }).toEqual({ started: cap, active: cap, peak: cap });
     open = true;
     for (const gate of gates) gate.resolve();
