@@ -13,8 +13,9 @@ for (const provider of ['spawn', 'fork']) {
     // Threads and their hub ports, the resources this provider creates.
     leftovers: (host) => [...Array.from({ length: host.pool.threads }, () => 'thread'), ...Array.from({ length: host.pool.channels.ports }, () => 'port')],
     async setup(persistence) {
-      // A grace far beyond the test timeout: cooperative cancellation must work, not the thread kill.
-      const host = await createHost({ persistence, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 600_000 } });
+      // The default grace: a child the contract cancels settles aborted whether it stops by itself or
+      // loses its thread (worker-provider.test.ts tells the two apart with a grace beyond the test timeout).
+      const host = await createHost({ persistence, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 2000 } });
       return { host, provider };
     },
   });
