@@ -1,7 +1,9 @@
 // acpProvider against misbehaving agents (the SDK-written fixture in test/fixtures/acp): every stop
 // reason mapping, agents that never answer, ignore EOF, trap SIGTERM, crash or write junk, and
-// failures before the session is ready. Graces are small so each ladder finishes in well under a second.
-import { mkdtempSync, rmSync } from 'node:fs';
+// failures before the session is ready, secret-free diagnostics. Graces are small so each ladder
+// finishes in well under a second; the agent logs which signals reached it.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -78,20 +80,44 @@ describe('acpProvider with misbehaving agents', () => {
     expect(isAlive(pid)).toBe(false);
   });
 
-  it('reaps an agent that ignores stdin EOF with SIGTERM', async () => {
-    use(['--hang', '--ignore-eof']);
+  /** The agent's own log of what reached it (`eof`, `sigterm`), with epoch-ms times. */
+  function agentLog(file: string): { what: string; at: number }[] {
+    return readFileSync(file, 'utf8').trim().split('\n').map((line) => {
+      const [what, at] = line.split(' ');
+      return { what: what!, at: Number(at) };
+    });
+  }
+
+  it('reaps an agent that ignores stdin EOF with SIGTERM, no sooner than the EOF grace', async () => {
+    const file = join(dir, `log-${randomUUID()}`);
+    use(['--hang', '--ignore-eof', `--log=${file}`]);
     const { run, pid } = await startWithPid();
+    const disposing = Date.now();
     await run.dispose();
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
     expect(isAlive(pid)).toBe(false);
+    // EOF may reach the agent's log before or after SIGTERM on a loaded machine; SIGTERM came once.
+    const sigterm = agentLog(file).filter((entry) => entry.what === 'sigterm');
+    expect(sigterm).toHaveLength(1);
+    // One clock for both processes; timers never fire early, so only a skipped grace fails these.
+    expect(sigterm[0]!.at - disposing).toBeGreaterThanOrEqual(GRACES.disposeEofGraceMs - 2);
   });
 
-  it('reaps an agent that ignores EOF and traps SIGTERM with SIGKILL', async () => {
-    use(['--hang', '--ignore-eof', '--trap-sigterm']);
+  it('reaps an agent that ignores EOF and traps SIGTERM with SIGKILL, no sooner than the SIGTERM grace', async () => {
+    const file = join(dir, `log-${randomUUID()}`);
+    use(['--hang', '--ignore-eof', '--trap-sigterm', `--log=${file}`]);
     const { run, pid } = await startWithPid();
+    const disposing = Date.now();
     await run.dispose();
+    const reaped = Date.now();
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    // It survived EOF and SIGTERM by design: only SIGKILL ends it.
     expect(isAlive(pid)).toBe(false);
+    // EOF may reach the agent's log before or after SIGTERM on a loaded machine; SIGTERM came once.
+    const sigterm = agentLog(file).filter((entry) => entry.what === 'sigterm');
+    expect(sigterm).toHaveLength(1);
+    expect(sigterm[0]!.at - disposing).toBeGreaterThanOrEqual(GRACES.disposeEofGraceMs - 2);
+    expect(reaped - disposing).toBeGreaterThanOrEqual(GRACES.disposeEofGraceMs + GRACES.disposeGraceMs - 2);
   });
 
   it('host.close() reaps a stubborn agent whose run was never disposed', async () => {
@@ -111,6 +137,25 @@ describe('acpProvider with misbehaving agents', () => {
     expect(host.sessions.get(run.id)!.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
     await run.dispose();
     expect(isAlive(pid)).toBe(false);
+  });
+
+  it.each([
+    ['a failed prompt whose error quotes a secret', ['--fail-prompt']],
+    ['a free-text stop reason holding a secret', [`--stop=${SECRET}`]],
+    ['a crash', ['--crash']],
+  ])('settles error with a short, one-line, secret-free diagnostic for %s', async (_name, flags) => {
+    use(flags);
+    const run = await start();
+    const result = await run.result;
+    expect(result.stopReason).toBe('error');
+    expect(result.diagnostic).toMatch(/^the ACP /);
+    expect(result.diagnostic).not.toContain(SECRET);
+    expect(result.diagnostic).not.toContain('\n');
+    expect(result.diagnostic!.length).toBeLessThan(200);
+    const turnEnd = JSON.stringify(host.sessions.get(run.id)!.events.at(-1));
+    expect(turnEnd).toContain('ACP_TURN_FAILED');
+    expect(turnEnd).not.toContain(SECRET);
+    await run.dispose();
   });
 
   it('ignores junk lines on the agent stdout', async () => {

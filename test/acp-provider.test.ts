@@ -27,11 +27,15 @@ const GRACES = { disposeEofGraceMs: 2000, disposeGraceMs: 200 };
 const cliOptions = (extra: Partial<AcpProviderOptions> = {}): AcpProviderOptions => ({ command: process.execPath, args: [CLI, 'acp'], cwd: dir, ...GRACES, ...extra });
 const scripted = (...steps: ScriptedStep[]) => ({ agentOptions: { model: { kind: 'scripted' as const, steps } } });
 
+let contractPids: number[] = [];
 providerContract('acp (subagent-host acp child)', {
   capabilities: NO_START_CAPABILITIES,
   local: false,
-  async setup() {
-    const host = await createHost({ providers: false });
+  mirror: true,
+  leftovers: () => newChildPids(contractPids).filter(isAlive),
+  async setup(persistence) {
+    contractPids = childPids();
+    const host = await createHost({ providers: false, persistence });
     host.subagents.registerProvider(acpProvider(host, cliOptions()));
     return { host, provider: 'acp' };
   },

@@ -10,23 +10,35 @@ import { SubagentError, decode, encode, parse, stringify } from 'subagent-host';
 import type { ContentBlock, Encoded } from 'subagent-host';
 import { thrown } from './helpers.js';
 
-const openPorts: MessagePort[] = [];
+// Every port a test opens is tracked until its 'close' event: an unref'd port that was never
+// closed is invisible to process.getActiveResourcesInfo(), so the check counts ports itself.
+const openPorts = new Set<MessagePort>();
+const closedPorts: MessagePort[] = [];
 
-afterEach(async () => {
-  const ports = openPorts.splice(0);
-  const closed = ports.map((port) => once(port, 'close'));
-  for (const port of ports) port.close();
-  await Promise.all(closed);
+afterEach(() => {
+  for (const port of openPorts) port.close();
 });
 
-afterAll(() => {
-  expect(process.getActiveResourcesInfo()).not.toContain('MessagePort');
+afterAll(async () => {
+  // 'close' arrives asynchronously after close(); a port that was never closed never empties the set.
+  for (let waited = 0; openPorts.size > 0 && waited < 10_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+  expect(openPorts.size).toBe(0);
+  expect(closedPorts.length).toBeGreaterThan(0);
 });
+
+function track(port: MessagePort): void {
+  openPorts.add(port);
+  port.once('close', () => {
+    openPorts.delete(port);
+    closedPorts.push(port);
+  });
+}
 
 /** Sends `encode(value)` from one end of a fresh channel and decodes what the other end receives. */
 async function throughPort(value: unknown): Promise<unknown> {
   const { port1, port2 } = new MessageChannel();
-  openPorts.push(port1, port2);
+  track(port1);
+  track(port2);
   const received = once(port2, 'message') as Promise<[Encoded]>;
   port1.postMessage(encode(value));
   const [message] = await received;

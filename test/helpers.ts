@@ -8,6 +8,7 @@ import {
   AgentRegistry,
   LiveSessionStore,
   ToolRegistry,
+  memoryPersistence,
   type ModelSpec,
   type SessionEvent,
   type SessionPersistence,
@@ -101,4 +102,32 @@ export function thrown(fn: () => unknown): unknown {
     return error;
   }
   throw new Error('expected a throw');
+}
+
+/**
+ * A memory store that is fully write-behind: appends are buffered and reach the store only on
+ * `flush()` (the durability barrier of the SessionPersistence contract), so a dispose that does not
+ * flush leaves the stored log behind the live one.
+ */
+export function writeBehindPersistence(): SessionPersistence {
+  const inner = memoryPersistence();
+  const buffered: [string, SessionEvent[]][] = [];
+  const flush = async () => {
+    for (const [id, events] of buffered.splice(0)) await inner.append(id, events);
+    await inner.flush();
+  };
+  return {
+    create: (header) => inner.create(header),
+    append: async (id, events) => void buffered.push([id, [...events]]),
+    load: (id) => inner.load(id),
+    list: (filter) => inner.list(filter),
+    childRecords: (id) => inner.childRecords(id),
+    descendantRecords: (id) => inner.descendantRecords(id),
+    projections: (ids) => inner.projections(ids),
+    flush,
+    close: async () => {
+      await flush();
+      await inner.close();
+    },
+  };
 }

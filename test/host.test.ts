@@ -1,7 +1,7 @@
-// createHost: the persistence choices, ownership of what it opens, idempotent close, and where a
-// child's session log is when its result settles and after its run is disposed.
+// createHost: the persistence choices, the pool defaults, ownership of what it opens, idempotent
+// close, and where a child's session log is when its result settles and after its run is disposed.
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -114,6 +114,21 @@ describe('createHost persistence', () => {
 });
 
 describe('host lifecycle', () => {
+  it('gives the worker pool the documented defaults; warming starts minThreads threads', async () => {
+    const host = await open();
+    expect(host.pool.options).toEqual({
+      minThreads: 1,
+      maxThreads: Math.max(4, 2 * availableParallelism()),
+      childrenPerThread: 1,
+      maxNestingDepth: 3,
+      idleTimeoutMs: 30_000,
+      cancelGraceMs: 2000,
+    });
+    expect(host.pool.threads).toBe(0);
+    await host.pool.warm();
+    expect(host.pool.threads).toBe(1);
+  });
+
   it('closes idempotently, also through Symbol.asyncDispose', async () => {
     const host = await open();
     const closing = host.close();

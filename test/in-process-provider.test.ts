@@ -10,8 +10,8 @@ const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: t
 providerContract('in-process', {
   capabilities: ALL,
   local: true,
-  async setup() {
-    const host = await createHost({ providers: false });
+  async setup(persistence) {
+    const host = await createHost({ providers: false, persistence });
     host.subagents.registerProvider(inProcessProvider(host));
     return { host, provider: 'in-process' };
   },
@@ -20,8 +20,9 @@ providerContract('in-process', {
 providerContract('in-process fork', {
   capabilities: ALL,
   local: true,
-  async setup() {
-    const host = await createHost({ providers: false });
+  fork: true,
+  async setup(persistence) {
+    const host = await createHost({ providers: false, persistence });
     host.subagents.registerProvider(inProcessProvider(host, { fork: true }));
     return { host, provider: 'in-process-fork' };
   },

@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const LAYERS = ['seam', 'runtime', 'persistence', 'service', 'providers', 'tools'];
+/** Folders above every layer (they may import any of them). */
+const TOP = ['cli', 'demo'];
 
 function files(dir: string): string[] {
   if (!existsSync(dir)) return [];
@@ -32,6 +34,14 @@ function relativeImports(path: string): string[] {
 
 describe('layering', () => {
   const sources = files(join(root, 'src'));
+
+  // Without this, a moved or renamed folder would leave the tables below empty or misranked, and pass.
+  it('knows every folder of src/, and every layer and the worker entry hold sources', () => {
+    const folders = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+    expect(folders.filter((name) => !LAYERS.includes(name) && !TOP.includes(name))).toEqual([]);
+    expect(LAYERS.filter((layer) => files(join(root, 'src', layer)).length === 0)).toEqual([]);
+    expect(files(join(root, 'workers')).length).toBeGreaterThan(0);
+  });
 
   it.each(sources.map((path) => [relative(root, path), path]))('%s imports only from layers above it', (_name, path) => {
     const upward = relativeImports(path).filter((target) => target.startsWith(join(root, 'src')) && rank(target) > rank(path));

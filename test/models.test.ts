@@ -1,4 +1,5 @@
 // Model specs: validation, the scripted model and user adapters loaded by module specifier.
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { createModel, scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
 import { makeRuntime } from './helpers.js';
@@ -77,7 +78,13 @@ describe('scripted model', () => {
   it('hangs until the request is aborted', async () => {
     const model = scriptedModel([{ finish: 'hang' }]);
     const controller = new AbortController();
-    const done = collect(model.stream({ ...request('x'), signal: controller.signal }));
+    let finished = false;
+    const done = collect(model.stream({ ...request('x'), signal: controller.signal })).finally(() => (finished = true));
+    // The generator is running and waiting on the signal (its listener is the handshake) ...
+    await expect.poll(() => getEventListeners(controller.signal, 'abort').length, { timeout: 10_000 }).toBe(1);
+    // ... and after every pending callback has run, it has still produced nothing.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(finished).toBe(false);
     controller.abort();
     expect(await done).toEqual([{ type: 'finish', reason: 'aborted' }]);
   });

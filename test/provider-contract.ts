@@ -1,17 +1,19 @@
 // The provider contract: what every SubagentProvider must do, seen only through the public API
 // (host.subagents.start with a parent from host.createAgent()). Each provider's test file runs it.
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   delegationDepthOf,
   text,
   type Agent,
   type Host,
-  type ScriptedStep,
+  type SessionPersistence,
   type SubagentCapabilities,
   type SubagentResult,
   type SubagentStartRequest,
 } from 'subagent-host';
-import { recordingTool, types } from './helpers.js';
+import { recordingTool, writeBehindPersistence } from './helpers.js';
+import { ECHO_MODEL, localContract, scripted, type ContractContext } from './provider-contract-local.js';
 
 /** What a provider's test file hands the contract. */
 export interface ProviderContractOptions {
@@ -19,15 +21,14 @@ export interface ProviderContractOptions {
   capabilities: SubagentCapabilities;
   /** True when runs carry a `localAgent` and the child's session lives in `host.sessions`. */
   local: boolean;
-  /** A fresh host with the provider registered under `provider`; called before each test. */
-  setup(): Promise<{ host: Host; provider: string; teardown?: () => Promise<void> }>;
-}
-
-const ECHO_MODEL = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
-
-/** Request options making the child's model follow `steps` (a serializable ModelSpec). */
-function scripted(...steps: ScriptedStep[]): Pick<SubagentStartRequest, 'agentOptions'> {
-  return { agentOptions: { model: { kind: 'scripted', steps } } };
+  /** True when the child's session lives in `host.sessions` without a `localAgent` (an ACP mirror). */
+  mirror?: boolean;
+  /** True for a forking provider: the parent completes a turn first, and the child must be seeded with it. */
+  fork?: boolean;
+  /** The resources the provider created that are still alive (threads, ports, processes); empty after `host.close()`. */
+  leftovers?(host: Host): unknown[];
+  /** A fresh host, created with `persistence`, with the provider registered under `provider`; called before each test. */
+  setup(persistence: SessionPersistence): Promise<{ host: Host; provider: string; teardown?: () => Promise<void> }>;
 }
 
 function expectDeeplyFrozen(value: unknown): void {
@@ -51,15 +52,22 @@ export function providerContract(label: string, options: ProviderContractOptions
     let provider: string;
     let teardown: (() => Promise<void>) | undefined;
     let parent: Agent;
+    let persistence: SessionPersistence;
 
     beforeEach(async () => {
-      ({ host, provider, teardown } = await options.setup());
+      persistence = writeBehindPersistence();
+      ({ host, provider, teardown } = await options.setup(persistence));
       parent = await host.createAgent();
+      if (options.fork) {
+        parent.followup([text('remember the word kiwi')]);
+        await parent.whenIdle();
+      }
     });
 
     afterEach(async () => {
       await host.close();
       await teardown?.();
+      await persistence.close();
     });
 
     function start(request: Partial<SubagentStartRequest> = {}) {
@@ -74,6 +82,23 @@ export function providerContract(label: string, options: ProviderContractOptions
         await run.dispose();
       }
     }
+
+    const context: ContractContext = {
+      get host() {
+        return host;
+      },
+      get parent() {
+        return parent;
+      },
+      get persistence() {
+        return persistence;
+      },
+      get provider() {
+        return provider;
+      },
+      start,
+      settle,
+    };
 
     function liveIds(): { sessions: string[]; agents: string[] } {
       return { sessions: host.sessions.list().map((s) => s.header.id), agents: host.agents.list().map((a) => a.id) };
@@ -162,17 +187,22 @@ export function providerContract(label: string, options: ProviderContractOptions
     });
 
     it('disposes idempotently and leaves nothing behind after host.close()', async () => {
-      const run = await start(scripted({ text: 'done' }));
+      const controller = new AbortController();
+      const run = await start({ ...scripted({ text: 'done' }), signal: controller.signal });
       await run.result;
       const first = run.dispose();
       expect(run.dispose()).toBe(first);
       await Promise.all([first, run.dispose()]);
       expect(host.agents.list().map((a) => a.id)).toEqual([parent.id]);
       expect(host.subagents.activeRuns).toBe(0);
+      expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
       await host.close();
       expect(host.agents.list()).toEqual([]);
+      expect(host.sessions.list()).toEqual([]);
       expect(host.subagents.listenerCount).toBe(0);
       expect(host.subagents.activeRuns).toBe(0);
+      // Ports and processes report their end asynchronously; what never ends keeps the list non-empty.
+      await expect.poll(() => options.leftovers?.(host) ?? [], { timeout: 10_000 }).toEqual([]);
     });
 
     it('host.close() ends and disposes a run its caller never disposed', async () => {
@@ -183,34 +213,7 @@ export function providerContract(label: string, options: ProviderContractOptions
       expect(host.subagents.activeRuns).toBe(0);
     });
 
-    if (local) {
-      it('publishes the child session with lineage before start resolves', async () => {
-        const deep = await host.createAgent({ agentOptions: { subagentDepth: 2 } });
-        const run = await start({ ...scripted({ finish: 'hang' }), parent: deep });
-        expect(run.localAgent?.id).toBe(run.id);
-        expect(host.sessions.get(run.id)?.header).toMatchObject({
-          parentSession: deep.id,
-          origin: 'subagent',
-          delegationDepth: delegationDepthOf(deep) + 1,
-        });
-        run.cancel();
-        await run.result;
-        await run.dispose();
-      });
-
-      it('holds the complete child log, descriptor inside its first turn, when result settles', async () => {
-        const run = await start(scripted({ text: 'logged' }));
-        await run.result;
-        const events = host.sessions.get(run.id)?.events ?? [];
-        const own = types(events.slice(host.sessions.get(run.id)?.header.seedLength ?? 0));
-        const descriptorAt = own.indexOf('subagent/descriptor');
-        expect(own.indexOf('turn/start')).toBeLessThan(descriptorAt);
-        expect(own.indexOf('turn/end')).toBeGreaterThan(descriptorAt);
-        expect(own.at(-1)).toBe('turn/end');
-        expect(events.find((e) => e.type === 'subagent/descriptor')?.data).toEqual({ version: 2, mode: 'one-shot', provider, label: 'contract' });
-        await run.dispose();
-      });
-    }
+    localContract(context, options);
 
     for (const [capability, field, extra] of capabilityCases) {
       if (capabilities[capability]) continue;

@@ -164,10 +164,18 @@ describe('dispose', () => {
 
   it('waits for the provider result to settle', async () => {
     const order: string[] = [];
-    const raw = fakeRun('c', { dispose: () => Promise.resolve() });
+    const released = deferred();
+    const raw = fakeRun('c', {
+      dispose: () => {
+        released.resolve();
+        return Promise.resolve();
+      },
+    });
     const run = await startWith(raw);
     const disposing = run.dispose().then(() => order.push('disposed'));
-    await Promise.resolve();
+    await released.promise;
+    // Every microtask and pending I/O callback runs before this: a dispose not waiting would be done.
+    await new Promise((resolve) => setImmediate(resolve));
     order.push('settling');
     raw.settle.resolve({ output: [], stopReason: 'completed' });
     await disposing;

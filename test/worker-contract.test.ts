@@ -1,4 +1,5 @@
-// The shared provider contract, unchanged, for the worker-thread providers `spawn` and `fork`.
+// The shared provider contract, unchanged, for the worker-thread providers `spawn` and `fork`
+// (`fork` with a parent that completed a turn, so its children are really seeded).
 import { createHost } from 'subagent-host';
 import { providerContract } from './provider-contract.js';
 
@@ -8,8 +9,13 @@ for (const provider of ['spawn', 'fork']) {
   providerContract(provider, {
     capabilities: ALL,
     local: true,
-    async setup() {
-      const host = await createHost({ pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 500 } });
+    fork: provider === 'fork',
+    // Threads and their hub ports, the resources this provider creates.
+    leftovers: (host) => [...Array.from({ length: host.pool.threads }, () => 'thread'), ...Array.from({ length: host.pool.channels.ports }, () => 'port')],
+    async setup(persistence) {
+      // The default grace: a child the contract cancels settles aborted whether it stops by itself or
+      // loses its thread (worker-provider.test.ts tells the two apart with a grace beyond the test timeout).
+      const host = await createHost({ persistence, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 2000 } });
       return { host, provider };
     },
   });

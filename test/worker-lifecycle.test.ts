@@ -1,18 +1,21 @@
-// Worker plumbing: a process that used the host exits by itself after close, and error codes
-// cross the control channel in both directions.
+// Worker plumbing: a process that used the host (workers, ACP, SQLite) ends every resource on close
+// and exits by itself, and error codes cross the control channel in both directions.
 import { spawn } from 'node:child_process';
 import { MessageChannel } from 'node:worker_threads';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SubagentError } from 'subagent-host';
+import { FIXTURE_AGENT } from './acp-helpers.js';
+import { tempFiles } from './helpers.js';
 // The control channel is internal; its protocol is tested over the two ends of a MessageChannel.
 import { GuardedRemote, RunRouter, exposeOn } from '../dist/src/seam/wire-channel.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const script = new URL('./fixtures/host-exit.mjs', import.meta.url).pathname;
+const files = tempFiles('host-exit-');
 
 describe('host shutdown', () => {
-  it('leaves no thread, port, timer or proxy behind: the process exits by itself', async () => {
-    const child = spawn(process.execPath, [script, packageUrl], { stdio: ['ignore', 'pipe', 'pipe'] });
+  it('leaves no thread, port, timer, process or open database behind: the process exits by itself', async () => {
+    const child = spawn(process.execPath, [script, packageUrl, files.file(), FIXTURE_AGENT], { stdio: ['ignore', 'pipe', 'pipe'] });
     onTestFinished(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
@@ -21,7 +24,20 @@ describe('host shutdown', () => {
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    expect({ code, out, err }).toEqual({ code: 0, out: 'closed\n', err: '' });
+    const [report, ...rest] = out.split('\n');
+    expect({ code, rest, err }).toEqual({ code: 0, rest: ['closed', ''], err: '' });
+    // What the host created (worker threads, their channels, ACP agents, timers, the SQLite file's WAL),
+    // counted by the fixture through wrapped constructors, so unref'd ports and timers count too.
+    expect(JSON.parse(report!)).toEqual({
+      used: { channels: true, processes: 1 },
+      channels: 0,
+      workers: 0,
+      processes: 0,
+      timers: 0,
+      extraThreads: 0,
+      resources: [],
+      wal: false,
+    });
   });
 });
 
@@ -77,7 +93,7 @@ describe('control channel', () => {
   it('rejects pending and later calls with CLOSED when the other side closes the port', async () => {
     const { toMain, waiting, close } = pair(new SubagentError('CLOSED', 'x'), new SubagentError('CLOSED', 'y'));
     const pending = toMain.call((r) => r.wait());
-    await expect.poll(() => waiting.length).toBe(1);
+    await expect.poll(() => waiting.length, { timeout: 10_000 }).toBe(1);
     close();
     await expect(pending).rejects.toMatchObject({ code: 'CLOSED' });
     await expect(toMain.call((r) => r.wait())).rejects.toMatchObject({ code: 'CLOSED' });

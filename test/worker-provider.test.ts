@@ -1,8 +1,8 @@
 // Worker-thread children: host tools across the boundary, cancellation of busy children, and
 // containment of every way a child's thread can die.
 import { afterEach, describe, expect, it } from 'vitest';
-import { SubagentError, createHost, text, type Host, type ScriptedStep, type SubagentStartRequest } from 'subagent-host';
-import { dataOf, recordingTool } from './helpers.js';
+import { SubagentError, createHost, text, type Host, type ScriptedStep, type SubagentRun, type SubagentStartRequest, type Tool } from 'subagent-host';
+import { dataOf, deferred, recordingTool, type Deferred } from './helpers.js';
 
 const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
 let host: Host | undefined;
@@ -12,8 +12,15 @@ afterEach(async () => {
   host = undefined;
 });
 
+// Waits on a worker (loading modules first) get a bound far above any load, below the test timeout.
+const LONG = { timeout: 15_000 };
+
+/**
+ * The grace is far beyond the test timeout unless a test asks for the thread kill: a child that
+ * honours cancellation must never need it, however loaded the machine is.
+ */
 async function setup(options: Parameters<typeof createHost>[0] = {}) {
-  host = await createHost({ pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 300 }, ...options });
+  host = await createHost({ ...options, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 600_000, ...options.pool } });
   const parent = await host.createAgent();
   return { host, parent };
 }
@@ -67,7 +74,7 @@ describe('worker children', () => {
   it('lets a child busy in synchronous code see cancellation through its signal', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call('spin_polite'), { text: 'after' }]));
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length).toBe(1);
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
     run.cancel();
     const result = await run.result;
     expect(result.stopReason).toBe('aborted');
@@ -76,9 +83,9 @@ describe('worker children', () => {
   });
 
   it('terminates the thread of a child that ignores cancellation; its result is aborted', async () => {
-    const { host, parent } = await setup();
+    const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
     const run = await host.subagents.start('spawn', request(parent, [call('spin')]));
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length).toBe(1);
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
     run.cancel();
     const result = await run.result;
     expect(result.stopReason).toBe('aborted');
@@ -98,20 +105,26 @@ describe('worker children', () => {
     const result = await run.result;
     expect(result.stopReason).toBe('error');
     expect(result.diagnostic).toMatch(/thread/);
-    expect(result.diagnostic).not.toMatch(/\n\s+at /);
+    expect(result.diagnostic).not.toContain('\n');
+    expect(result.diagnostic).not.toMatch(/\bat .+:\d+:\d+/);
     await run.dispose();
     const next = await host.subagents.start('spawn', request(parent, [{ text: 'fine' }]));
     expect((await next.result).stopReason).toBe('completed');
     await next.dispose();
   });
 
-  it('contains a child that exceeds its resource limits', async () => {
-    const { host, parent } = await setup({ pool: { maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 32 } } });
+  it('contains a child that exceeds its resource limits: one-line error, no stack, the next child runs', async () => {
+    const { host, parent } = await setup({ pool: { maxThreads: 1, resourceLimits: { maxOldGenerationSizeMb: 32 } } });
     const run = await host.subagents.start('spawn', request(parent, [call('hog_memory')]));
     const result = await run.result;
     expect(result).toMatchObject({ stopReason: 'error' });
-    expect(result.diagnostic).toMatch(/resource limits|thread/);
+    expect(result.diagnostic).toMatch(/resource limits/);
+    expect(result.diagnostic).not.toContain('\n');
+    expect(result.diagnostic).not.toMatch(/\bat .+:\d+:\d+/);
     await run.dispose();
+    const next = await host.subagents.start('spawn', request(parent, [{ text: 'after the hog' }]));
+    expect(await next.result).toEqual({ output: [text('after the hog')], stopReason: 'completed' });
+    await next.dispose();
   });
 
   it('reports a plain tool failure in the worker as an error tool result, not a dead thread', async () => {
@@ -131,7 +144,7 @@ describe('worker children', () => {
     await Promise.all([waiting.dispose(), crashing.dispose()]);
   });
 
-  it('queues a start until a thread is free, and a cancelled queued start leaves no child', async () => {
+  it('a start cancelled while it waits for a slot rejects CANCELLED and leaves no child', async () => {
     const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
     const busy = await host.subagents.start('spawn', request(parent, [{ finish: 'hang' }]));
     const controller = new AbortController();
@@ -141,6 +154,58 @@ describe('worker children', () => {
     await expect(queued).rejects.toMatchObject({ code: 'CANCELLED' });
     expect(host.sessions.list()).toHaveLength(before);
     await busy.dispose();
+  });
+
+  it('runs at most maxThreads × childrenPerThread children at once; a further start waits for a free slot', async () => {
+    const cap = 2 * 2;
+    let active = 0;
+    let peak = 0;
+    let open = false;
+    const log: string[] = [];
+    const gates: Deferred<void>[] = [];
+    // Each child holds its slot inside this host tool until the test opens the gates.
+    const hold: Tool = {
+      name: 'hold',
+      description: 'holds its caller',
+      parameters: { type: 'object', properties: { value: { type: 'string' } } },
+      async execute(input) {
+        active++;
+        peak = Math.max(peak, active);
+        const gate = deferred();
+        gates.push(gate);
+        if (open) gate.resolve();
+        await gate.promise;
+        active--;
+        log.push(`exit ${(input as { value: string }).value}`);
+        return 'held';
+      },
+    };
+    const { host, parent } = await setup({ tools: [hold], pool: { minThreads: 1, maxThreads: 2, childrenPerThread: 2 } });
+    const extra = deferred();
+    let started = 0;
+    const runs = Array.from({ length: cap + 1 }, (_, i) =>
+      host.subagents.start('spawn', request(parent, [call('hold', { value: `c${i}` }), { text: `done ${i}` }])).then((run: SubagentRun) => {
+        log.push('started');
+        if (++started > cap) extra.resolve();
+        return run;
+      }),
+    );
+    await expect.poll(() => active, LONG).toBeGreaterThanOrEqual(cap);
+    // With every slot held, the extra start must stay pending; a pool over its cap would resolve
+    // it (and let its child in) well within this bound.
+    let window: NodeJS.Timeout | undefined;
+    await Promise.race([extra.promise, new Promise((resolve) => (window = setTimeout(resolve, 2000)))]);
+    clearTimeout(window);
+    expect({ started, active, peak }).toEqual({ started: cap, active: cap, peak: cap });
+    open = true;
+    for (const gate of gates) gate.resolve();
+    const all = await Promise.all(runs);
+    const results = await Promise.all(all.map((run) => run.result));
+    expect(results.map((result) => result.stopReason)).toEqual(Array.from({ length: cap + 1 }, () => 'completed'));
+    expect(peak).toBe(cap);
+    // The extra start resolved only after a held child left its slot.
+    expect(log.findIndex((entry) => entry.startsWith('exit'))).toBeLessThan(log.lastIndexOf('started'));
+    await Promise.all(all.map((run) => run.dispose()));
   });
 
   it('runs many children over the threads’ shared channels, before and after a thread dies', async () => {
