@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const LAYERS = ['seam', 'runtime', 'persistence', 'service', 'providers', 'tools'];
 /** Folders above every layer (they may import any of them). */
-const TOP = ['cli', 'demo'];
+const TOP = ['cli', 'demo', 'inspect'];
 
 function files(dir: string): string[] {
   if (!existsSync(dir)) return [];

@@ -38,13 +38,13 @@ export function localContract(ctx: ContractContext, options: { local: boolean; m
     // `CODE: message` (the error's message, never its stack).
     it('settles error with the code and message of a failing model', async () => {
       const result = await ctx.settle(scripted({ finish: 'error', text: 'partial' }));
-      expect(result).toEqual({ output: [text('partial')], stopReason: 'error', diagnostic: 'SCRIPTED_ERROR: the scripted model was told to fail' });
+      expect(result).toEqual({ output: [text('partial')], stopReason: 'error', diagnostic: 'SCRIPTED_ERROR: the scripted model was told to fail', usage: expect.objectContaining({ turns: 1 }) });
     });
 
     it('settles error with code and message, no stack, when the child’s own model code throws', async () => {
       const model = { kind: 'module' as const, specifier: ECHO_MODEL, export: 'createThrowingModel' };
       const result = await ctx.settle({ agentOptions: { model } });
-      expect(result).toEqual({ output: [text('about to fail')], stopReason: 'error', diagnostic: 'MODEL_FAILURE: Error: the adapter exploded' });
+      expect(result).toEqual({ output: [text('about to fail')], stopReason: 'error', diagnostic: 'MODEL_FAILURE: Error: the adapter exploded', usage: expect.objectContaining({ turns: 1 }) });
     });
   }
 
@@ -105,6 +105,8 @@ export function localContract(ctx: ContractContext, options: { local: boolean; m
       expect(result).toEqual({
         output: [text('user: remember the word kiwi | assistant: echo: remember the word kiwi | user: what was the word?')],
         stopReason: 'completed',
+        // The child's own turn only: the inherited prefix is not its usage.
+        usage: expect.objectContaining({ turns: 1, requests: 1 }),
       });
       await run.dispose();
     });
@@ -112,7 +114,7 @@ export function localContract(ctx: ContractContext, options: { local: boolean; m
     it('forks a parent without a completed turn as a spawn: no seed, no seedLength', async () => {
       const fresh = await ctx.host.createAgent();
       const run = await ctx.start({ ...historyEcho, parent: fresh, prompt: [text('hi')] });
-      await expect(run.result).resolves.toEqual({ output: [text('user: hi')], stopReason: 'completed' });
+      await expect(run.result).resolves.toEqual({ output: [text('user: hi')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
       const child = ctx.host.sessions.get(run.id)!;
       expect('seedLength' in child.header).toBe(false);
       expect(types(child.events).filter((type) => type === 'turn/end')).toHaveLength(1);

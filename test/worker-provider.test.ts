@@ -123,7 +123,7 @@ describe('worker children', () => {
     expect(result.diagnostic).not.toMatch(/\bat .+:\d+:\d+/);
     await run.dispose();
     const next = await host.subagents.start('spawn', request(parent, [{ text: 'after the hog' }]));
-    expect(await next.result).toEqual({ output: [text('after the hog')], stopReason: 'completed' });
+    expect(await next.result).toEqual({ output: [text('after the hog')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     await next.dispose();
   });
 
