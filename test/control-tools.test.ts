@@ -38,23 +38,22 @@ describe('send_message', () => {
   it('queues the next turn of a continuable child and answers its messageId', async () => {
     const { host, recorder } = await setup();
     subagentTool(host, { provider: 'in-process', mode: 'continuable' });
-    let parent: Agent | undefined;
-    parent = await host.createAgent({
+    const parent: Agent = await host.createAgent({
       model: lazyScript([
         call('subagent', { description: 'scout', prompt: 'first' }),
-        () => call('send_message', { agent_id: startedId(parent!, 0), message: 'second' }),
+        () => call('send_message', { agent_id: startedId(parent, 0), message: 'second' }),
         { text: 'sent' },
       ]),
     });
     parent.followup([text('go')]);
     await recorder.until(() => recorder.ends.length === 2);
-    await eventually(() => toolResults(parent!).length === 2);
+    await eventually(() => toolResults(parent).length === 2);
     const childId = startedId(parent, 0);
     const { messageId } = resultJson(parent, 1) as { messageId: string };
     const child = host.sessions.get(childId)!;
     expect(userTexts(child.events)).toStrictEqual(['first', 'second']);
     expect(child.events.find((e) => e.type === 'user/message' && (e.data as { id: string }).id === messageId)).toBeDefined();
-    await eventually(() => parent!.status === 'idle');
+    await eventually(() => parent.status === 'idle');
   });
 
   it('answers a wrong id, another agent\'s child and bad input with error results', async () => {
@@ -76,9 +75,8 @@ describe('send_message', () => {
 describe('interrupt_agent', () => {
   it('stops the current turn of a child for its parent; refuses other agents and unknown ids', async () => {
     const { host, recorder } = await setup();
-    let parent: Agent | undefined;
     const holder: { childId?: string } = {};
-    parent = await host.createAgent({ model: lazyScript([() => call('interrupt_agent', { agent_id: holder.childId }), { text: 'done' }]) });
+    const parent = await host.createAgent({ model: lazyScript([() => call('interrupt_agent', { agent_id: holder.childId }), { text: 'done' }]) });
     const { childId } = await startChild(host, parent, 'work', { model: HANG });
     holder.childId = childId;
     await untilEvent(host.agents.get(childId)!, 'turn/start');
@@ -92,7 +90,7 @@ describe('interrupt_agent', () => {
     await recorder.until(() => recorder.ends.length === 1);
     expect(resultJson(parent, 0)).toStrictEqual({ accepted: true });
     expect(recorder.ends[0]).toMatchObject({ id: childId, stopReason: 'aborted' });
-    await eventually(() => parent!.status === 'idle' && messages(parent!).some((m) => m.source.kind === 'subagent-settled'));
+    await eventually(() => parent.status === 'idle' && messages(parent).some((m) => m.source.kind === 'subagent-settled'));
   });
 });
 
@@ -153,23 +151,22 @@ describe('wait_agent', () => {
   it('returns once a target settles, and refuses ids that are not the caller\'s children', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', mode: 'continuable' });
-    let parent: Agent | undefined;
-    parent = await host.createAgent({
+    const parent: Agent = await host.createAgent({
       model: lazyScript([
         call('subagent', { description: 'quick', prompt: 'hello' }),
-        () => call('wait_agent', { agent_ids: [startedId(parent!, 0)], timeout_ms: 600_000 }),
+        () => call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 }),
         call('wait_agent', { agent_ids: ['someone-else'] }),
         call('wait_agent', { timeout_ms: 600_001 }),
         { text: 'done' },
       ]),
     });
     parent.followup([text('go')]);
-    await eventually(() => toolResults(parent!).length === 4);
+    await eventually(() => toolResults(parent).length === 4);
     const childId = startedId(parent, 0);
     expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'idle' }, timed_out: false });
     expect(errorOf(parent, 2)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
     expect(errorOf(parent, 3)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
-    await eventually(() => parent!.status === 'idle');
+    await eventually(() => parent.status === 'idle');
   });
 });
 
@@ -177,40 +174,38 @@ describe('task_output and task_cancel', () => {
   it('waits for a background task\'s output', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', background: true });
-    let parent: Agent | undefined;
-    parent = await host.createAgent({
+    const parent: Agent = await host.createAgent({
       model: lazyScript([
         call('subagent', { description: 'count', prompt: 'count files' }),
-        () => call('task_output', { task_id: startedId(parent!, 0), wait: true }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true }),
         { text: 'done' },
       ]),
     });
     parent.followup([text('go')]);
-    await eventually(() => toolResults(parent!).length === 2);
+    await eventually(() => toolResults(parent).length === 2);
     expect(resultJson(parent, 1)).toStrictEqual({ status: 'settled', stopReason: 'completed', output: 'echo: count files' });
-    await eventually(() => parent!.status === 'idle');
+    await eventually(() => parent.status === 'idle');
   });
 
   it('cancels a hanging task, whose notice then says aborted; refuses wrong ids and other agents', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });
-    let parent: Agent | undefined;
-    parent = await host.createAgent({
+    const parent: Agent = await host.createAgent({
       model: lazyScript([
         call('subagent', { description: 'slow', prompt: 'take forever' }),
-        () => call('task_output', { task_id: startedId(parent!, 0), wait: true, timeout_ms: 50 }),
-        () => call('task_cancel', { task_id: startedId(parent!, 0) }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true, timeout_ms: 50 }),
+        () => call('task_cancel', { task_id: startedId(parent, 0) }),
         call('task_cancel', { task_id: 'no-such-task' }),
         { text: 'done' },
       ]),
     });
     parent.followup([text('go')]);
-    await eventually(() => toolResults(parent!).length === 4);
+    await eventually(() => toolResults(parent).length === 4);
     const taskId = startedId(parent, 0);
     expect(resultJson(parent, 1)).toStrictEqual({ status: 'running' });
     expect(resultJson(parent, 2)).toStrictEqual({ cancelled: true });
     expect(errorOf(parent, 3)).toStrictEqual({ isError: true, code: 'UNKNOWN_SESSION' });
-    await eventually(() => messages(parent!).some((m) => m.source.kind === 'subagent-settled') && parent!.status === 'idle');
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
     expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text).toMatch(
       new RegExp(`^Background task ${taskId} was cancelled before finishing \\(stop reason: aborted\\)\\.`),
     );
