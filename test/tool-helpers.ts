@@ -1,6 +1,6 @@
 // Helpers of the model-facing tool tests: a scripted parent whose steps are built when the model
 // asks for them (so a step can name a child id an earlier tool result returned), and result readers.
-import { scriptedModel, type Agent, type ModelAdapter, type ScriptedStep } from 'subagent-host';
+import { scriptedModel, type Agent, type ModelAdapter, type ScriptedStep, type SessionEvent } from 'subagent-host';
 import { dataOf } from './helpers.js';
 
 export interface ToolResultData {
@@ -29,7 +29,12 @@ export const call = (name: string, input: unknown): ScriptedStep => ({ toolCalls
 
 /** The agent's tool results, in order. */
 export function toolResults(agent: Agent): ToolResultData[] {
-  return dataOf<ToolResultData>(agent.session.events, 'tool/result');
+  return resultsOf(agent.session.events);
+}
+
+/** The tool results of a log, in order. */
+export function resultsOf(events: readonly SessionEvent[]): ToolResultData[] {
+  return dataOf<ToolResultData>(events, 'tool/result');
 }
 
 /** The text of the agent's n-th tool result. */
