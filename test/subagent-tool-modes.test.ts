@@ -28,6 +28,7 @@ describe('subagent tool, continuable mode', () => {
     await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
     const childId = startedId(parent, 0);
     expect(resultText(parent, 0)).toBe(`started subagent ${childId}`);
+    expect(host.tools.get('subagent')!.description).toContain('you can send it more work later (send_message)');
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([
       expect.objectContaining({ id: childId, mode: 'continuable', label: 'scout' }),
     ]);
@@ -87,6 +88,7 @@ describe('subagent tool, background one-shot runs', () => {
     await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
     const taskId = startedId(parent, 0);
     expect(resultText(parent, 0)).toBe(`started task ${taskId}`);
+    expect(host.tools.get('subagent')!.description).toContain('a message with its output when it ends');
     const notice = messages(parent).find((m) => m.source.kind === 'subagent-settled')!;
     expect(notice).toStrictEqual({
       source: { kind: 'subagent-settled', senderSessionId: taskId },

@@ -108,7 +108,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
   const maxDepth = depthCap(config, provider);
   return {
     name,
-    description: toolDescription(provider.inheritsParentContext),
+    description: toolDescription(provider.inheritsParentContext, config.mode === 'continuable' ? 'continuable' : config.background === true ? 'background' : 'foreground'),
     concurrencySafe: true,
     parameters: {
       type: 'object',
