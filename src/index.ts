@@ -16,6 +16,10 @@ export type { InProcessProviderOptions } from './providers/in-process.js';
 // model-facing tools
 export { subagentTool } from './tools/subagent-tool.js';
 export type { SubagentToolConfig, SubagentToolHost } from './tools/subagent-tool.js';
+export { controlTools } from './tools/control-tools.js';
+export type { ControlToolsHost } from './tools/control-tools.js';
+export { reportTool } from './tools/report-tool.js';
+export type { ReportToolHost, ReportToolOptions } from './tools/report-tool.js';
 export { acpProvider } from './providers/acp/provider.js';
 export type { AcpProvider } from './providers/acp/provider.js';
 export type { AcpProviderOptions } from './providers/acp/options.js';

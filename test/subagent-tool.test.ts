@@ -132,8 +132,7 @@ describe('subagent tool config', () => {
     ['a string maxDepth', { provider: 'p', maxDepth: '3' }],
     ['a filter naming neither allow nor deny', { provider: 'p', toolFilter: {} }],
     ['a bad model spec', { provider: 'p', agentOptions: { model: { kind: 'nope' } } }],
-    ['continuable mode (not available yet)', { provider: 'p', mode: 'continuable' }],
-    ['background runs (not available yet)', { provider: 'p', background: true }],
+    ['background with continuable mode', { provider: 'p', mode: 'continuable', background: true }],
     ['an unknown key', { provider: 'p', extra: 1 }],
   ])('rejects %s at creation', async (_name, config) => {
     const h = await newHost();

@@ -5,11 +5,12 @@ import type { Tool, ToolRestriction } from '../seam/agent-types.js';
 import { textOf, type ContentBlock } from '../seam/content.js';
 import { parseBudget, type SubagentBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { ToolRegistry } from '../runtime/tool-registry.js';
 import type { SubagentService } from '../service/service.js';
+import { backgroundTasks } from './background-tasks.js';
 import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
 
 export interface SubagentToolConfig {
@@ -22,9 +23,9 @@ export interface SubagentToolConfig {
   toolFilter?: ToolRestriction;
   /** Absolute depth cap sent with each start; `'provider-managed'` sends none. @default 3 when the provider has depthLimit */
   maxDepth?: number | 'provider-managed';
-  /** Only `'one-shot'` is available in this version. @default 'one-shot' */
+  /** `'continuable'` children stay addressable after their turn (see controlTools). @default 'one-shot' */
   mode?: 'one-shot' | 'continuable';
-  /** Background runs are not available in this version. @default false */
+  /** One-shot only: answer `started task <id>` at once and notify the parent when the run settles. @default false */
   background?: boolean;
   /** Sent with every start: limits for each child (or, `scope: 'tree'`, each child's subtree). */
   budget?: SubagentBudget;
@@ -37,6 +38,10 @@ export interface SubagentToolHost {
 }
 
 const DEFAULT_MAX_DEPTH = 3;
+
+function warn(message: string, error: unknown): void {
+  process.emitWarning(`${message}: ${describeError(error)}`);
+}
 
 const configShape = z.strictObject({
   provider: z.string().min(1),
@@ -74,8 +79,9 @@ function validateConfig(config: SubagentToolConfig): void {
       throw new SubagentError('INVALID_OPTIONS', (error as Error).message, { cause: error });
     }
   }
-  if (config.mode === 'continuable') throw new SubagentError('INVALID_OPTIONS', "subagentTool config.mode 'continuable' is not available in this version; use 'one-shot'");
-  if (config.background === true) throw new SubagentError('INVALID_OPTIONS', 'subagentTool config.background is not available in this version; omit it or set false');
+  if (config.mode === 'continuable' && config.background === true) {
+    throw new SubagentError('INVALID_OPTIONS', 'subagentTool config.background applies to one-shot children; continuable children always run in the background');
+  }
 }
 
 /** The cap a start carries under this config and provider, or undefined to send none. */
@@ -102,7 +108,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
   const maxDepth = depthCap(config, provider);
   return {
     name,
-    description: toolDescription(provider.inheritsParentContext),
+    description: toolDescription(provider.inheritsParentContext, config.mode === 'continuable' ? 'continuable' : config.background === true ? 'background' : 'foreground'),
     concurrencySafe: true,
     parameters: {
       type: 'object',
@@ -115,17 +121,26 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
     },
     async execute(input, ctx) {
       const { description, prompt } = input as { description: string; prompt: string };
-      const request: SubagentStartRequest = {
-        label: description,
-        prompt: [{ type: 'text', text: prompt }],
+      const shared = {
+        prompt: [{ type: 'text', text: prompt }] as ContentBlock[],
         parent: ctx.agent,
-        signal: ctx.signal,
         ...(config.agentOptions ? { agentOptions: config.agentOptions } : {}),
         ...(config.persona !== undefined ? { persona: config.persona } : {}),
         ...(config.toolFilter ? { toolFilter: config.toolFilter } : {}),
         ...(maxDepth !== undefined ? { maxDepth } : {}),
         ...(config.budget ? { budget: config.budget } : {}),
       };
+      if (config.mode === 'continuable') {
+        const { childId } = await host.subagents.startContinuable({ provider: provider.name, label: description, request: shared, signal: ctx.signal });
+        return `started subagent ${childId}`;
+      }
+      if (config.background === true) {
+        // The run outlives this turn: only task_cancel or host close stops it.
+        const run = await host.subagents.start(provider.name, { ...shared, label: description, signal: new AbortController().signal });
+        const task = backgroundTasks(host.subagents).adopt(run, ctx.agent, warn);
+        return `started task ${task.id}`;
+      }
+      const request: SubagentStartRequest = { ...shared, label: description, signal: ctx.signal };
       const run = await host.subagents.start(provider.name, request);
       let result: SubagentResult;
       try {

@@ -15,6 +15,10 @@ const WORDING = {
     'context, inputs, constraints and the form of the answer.',
   forkPrompt:
     'The task. The agent already sees the completed turns of this conversation; build on them and state only what is new.',
+  continuable:
+    ' The agent runs in the background: this answers at once with its id, you get a message when its work is done, ' +
+    'and you can send it more work later (send_message).',
+  background: ' The task runs in the background: this answers at once with a task id, and you get a message with its output when it ends.',
   headlines: {
     aborted: 'subagent run was cancelled',
     error: 'subagent run failed',
@@ -23,8 +27,9 @@ const WORDING = {
   } as Record<string, string>,
 } as const;
 
-export function toolDescription(inheritsParentContext: boolean): string {
-  return inheritsParentContext ? WORDING.forkTool : WORDING.freshTool;
+export function toolDescription(inheritsParentContext: boolean, run: 'foreground' | 'continuable' | 'background' = 'foreground'): string {
+  const base = inheritsParentContext ? WORDING.forkTool : WORDING.freshTool;
+  return run === 'foreground' ? base : base + WORDING[run];
 }
 
 export function promptWording(inheritsParentContext: boolean): string {

@@ -1,0 +1,99 @@
+// Background one-shot runs started by the `subagent` tool: each task notifies its parent when it
+// settles and is disposed exactly once, whether or not anyone collects it (host close cancels it).
+import type { Agent } from '../seam/agent-types.js';
+import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { SubagentResult, SubagentRun } from '../seam/types.js';
+import type { SubagentService } from '../service/service.js';
+
+export interface BackgroundTask {
+  readonly id: SessionId;
+  readonly parentId: SessionId;
+  readonly run: SubagentRun;
+  result: SubagentResult | undefined;
+  /** Resolves once the run settled and its notice went out (never rejects). */
+  readonly settled: Promise<void>;
+}
+
+const SENTENCES: Record<string, string> = {
+  completed: 'finished',
+  aborted: 'was cancelled before finishing',
+  error: 'failed before finishing',
+  'max-tokens': 'ran out of room before finishing',
+  refusal: 'declined the task',
+};
+
+/** The parent's notice of a settled background task: task id, stop reason, output. */
+export function taskNotice(task: BackgroundTask, result: SubagentResult): ContentBlock[] {
+  const sentence = `Background task ${task.id} ${SENTENCES[result.stopReason] ?? 'ended'} (stop reason: ${result.stopReason}).`;
+  const output = textOf(result.output);
+  const lines = [sentence];
+  if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);
+  lines.push(output ? `Its output:\n${output}` : 'It left no output.');
+  return [{ type: 'text', text: lines.join('\n') }];
+}
+
+function deliver(parent: Agent, content: ContentBlock[], senderSessionId: SessionId): void {
+  const source = { kind: 'subagent-settled' as const, senderSessionId };
+  if (parent.status === 'idle') parent.followup(content, { source });
+  else parent.steer(content, { source });
+}
+
+/** The tasks of one service; entries stay until the service is collected (they are small). */
+export class BackgroundTasks {
+  readonly #tasks = new Map<SessionId, BackgroundTask>();
+
+  /** Adopts a started run: from now on it is owned here and disposed once when it settles. */
+  adopt(run: SubagentRun, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
+    const task: BackgroundTask = {
+      id: run.id,
+      parentId: parent.id,
+      run,
+      result: undefined,
+      settled: run.result.then(
+        (result) => {
+          task.result = result;
+          try {
+            deliver(parent, taskNotice(task, result), run.id);
+          } catch (error) {
+            onWarn(`the settlement notice of background task ${run.id} could not reach its parent`, error);
+          }
+        },
+        (error: unknown) => {
+          task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
+          onWarn(`background task ${run.id} failed`, error);
+        },
+      ).finally(() => run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error))),
+    };
+    this.#tasks.set(task.id, task);
+    return task;
+  }
+
+  has(id: SessionId): boolean {
+    return this.#tasks.has(id);
+  }
+
+  /** The caller's own task; `UNKNOWN_SESSION` or `UNAUTHORIZED` as an error the model reads. */
+  ownedBy(caller: Agent, id: SessionId): BackgroundTask {
+    const task = this.#tasks.get(id);
+    if (!task) throw new SubagentError('UNKNOWN_SESSION', `no background task ${id}; task ids come from "started task <id>"`);
+    if (task.parentId !== caller.id) throw new SubagentError('UNAUTHORIZED', `task ${id} belongs to another agent; only the agent that started it may read or cancel it`);
+    return task;
+  }
+
+  runningOf(parentId: SessionId): BackgroundTask[] {
+    return [...this.#tasks.values()].filter((task) => task.parentId === parentId && task.result === undefined);
+  }
+}
+
+const registries = new WeakMap<SubagentService, BackgroundTasks>();
+
+/** The task registry shared by every tool of one service. */
+export function backgroundTasks(service: SubagentService): BackgroundTasks {
+  let tasks = registries.get(service);
+  if (!tasks) {
+    tasks = new BackgroundTasks();
+    registries.set(service, tasks);
+  }
+  return tasks;
+}

@@ -1,0 +1,161 @@
+// The model-facing control tools: message, interrupt, list and wait for continuable children, and
+// read or cancel background one-shot tasks. Objects come back as JSON text; failures as error results.
+import type { Agent, Tool, ToolContext } from '../seam/agent-types.js';
+import { textOf, type SessionId } from '../seam/content.js';
+import { SubagentError } from '../seam/errors.js';
+import type { SubagentListEntry } from '../seam/types.js';
+import type { ToolRegistry } from '../runtime/tool-registry.js';
+import type { SubagentService } from '../service/service.js';
+import { AgentStatusTracker, waitUntil, type AgentStatus } from './agent-status.js';
+import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
+
+/** What the control tools need of a host. */
+export interface ControlToolsHost {
+  readonly subagents: SubagentService;
+  readonly tools: ToolRegistry;
+  readonly agents: { get(id: SessionId): Agent | undefined };
+}
+
+const DEFAULT_WAIT_MS = 30_000;
+const MAX_WAIT_MS = 600_000;
+const timeoutSchema = { type: 'integer', minimum: 0, maximum: MAX_WAIT_MS, description: `Milliseconds to wait at most (default ${DEFAULT_WAIT_MS}, max ${MAX_WAIT_MS}).` };
+const idSchema = { type: 'string', minLength: 1 };
+
+const json = (value: unknown) => JSON.stringify(value);
+
+function schema(properties: Record<string, unknown>, required: string[]): Tool['parameters'] {
+  return { type: 'object', properties, required, additionalProperties: false };
+}
+
+/** Ids of the caller's direct children (any mode), from the catalog. */
+async function childIds(host: ControlToolsHost, caller: Agent, signal: AbortSignal): Promise<Set<SessionId>> {
+  const entries = await host.subagents.listChildren(caller.id, signal);
+  return new Set(entries.filter((entry) => entry.kind === 'child').map((entry) => entry.id));
+}
+
+function taskView(task: BackgroundTask): { status: 'running' | 'settled'; stopReason?: string; output?: string } {
+  if (!task.result) return { status: 'running' };
+  return { status: 'settled', stopReason: task.result.stopReason, output: textOf(task.result.output) };
+}
+
+function within(promise: Promise<void>, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, timeoutMs);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+    void promise.then(done);
+  });
+}
+
+function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[] {
+  const tasks = backgroundTasks(host.subagents);
+  return [
+    {
+      name: 'send_message',
+      description: 'Send a message to one of your continuable subagents; it becomes that agent’s next turn (in order). Returns { messageId }.',
+      parameters: schema({ agent_id: idSchema, message: { type: 'string', minLength: 1 } }, ['agent_id', 'message']),
+      async execute(input, ctx) {
+        const { agent_id, message } = input as { agent_id: string; message: string };
+        const messageId = await host.subagents.followup(ctx.agent, agent_id, [{ type: 'text', text: message }], { signal: ctx.signal });
+        return json({ messageId });
+      },
+    },
+    {
+      name: 'interrupt_agent',
+      description: 'Stop the current turn of one of your subagents (or any agent below you). Its queued messages, the agent and its own subagents stay. Returns { accepted: true }.',
+      parameters: schema({ agent_id: idSchema }, ['agent_id']),
+      async execute(input, ctx) {
+        const { agent_id } = input as { agent_id: string };
+        if (!host.agents.get(agent_id)) throw new SubagentError('UNKNOWN_SESSION', `no resident agent ${agent_id}; use list_agents for the ids of your subagents`);
+        host.subagents.interrupt(agent_id, { kind: 'ancestor', agent: ctx.agent });
+        return json({ accepted: true });
+      },
+    },
+    {
+      name: 'list_agents',
+      description: 'List your continuable subagents with their status (running, idle or failed). scope "descendants" lists the whole tree below you, with each entry’s parent and depth.',
+      parameters: schema({ scope: { type: 'string', enum: ['children', 'descendants'] } }, []),
+      async execute(input, ctx) {
+        const { scope = 'children' } = input as { scope?: 'children' | 'descendants' };
+        const entries: (SubagentListEntry & { parentId?: SessionId; depth?: number })[] =
+          scope === 'descendants' ? await host.subagents.listDescendants(ctx.agent.id, ctx.signal) : await host.subagents.listChildren(ctx.agent.id, ctx.signal);
+        const agents: Record<string, unknown>[] = [];
+        const diagnostics: Record<string, unknown>[] = [];
+        for (const entry of entries) {
+          if (entry.kind === 'diagnostic') {
+            diagnostics.push({ id: entry.id, reason: entry.reason });
+            continue;
+          }
+          if (entry.mode !== 'continuable') continue;
+          const placed = scope === 'descendants' ? { parent: entry.parentId, depth: entry.depth } : {};
+          agents.push({ id: entry.id, label: entry.label ?? null, status: tracker.statusOf(entry.id), ...placed });
+        }
+        return json({ agents, diagnostics });
+      },
+    },
+    {
+      name: 'wait_agent',
+      description: `Wait until one of the given subagents (default: every running subagent of yours) settles, or the timeout passes. Returns { status: { id: running|idle|failed }, timed_out }.`,
+      parameters: schema({ agent_ids: { type: 'array', items: idSchema }, timeout_ms: timeoutSchema }, []),
+      async execute(input, ctx) {
+        const { agent_ids, timeout_ms = DEFAULT_WAIT_MS } = input as { agent_ids?: string[]; timeout_ms?: number };
+        const mine = await childIds(host, ctx.agent, ctx.signal);
+        for (const task of tasks.runningOf(ctx.agent.id)) mine.add(task.id);
+        for (const id of agent_ids ?? []) {
+          if (!mine.has(id)) throw new SubagentError('UNAUTHORIZED', `${id} is not a subagent of yours; use list_agents for their ids`);
+        }
+        const targets = agent_ids ? [...new Set(agent_ids)] : [...mine].filter((id) => tracker.statusOf(id) === 'running');
+        const view = () => Object.fromEntries(targets.map((id) => [id, tracker.statusOf(id)])) as Record<string, AgentStatus>;
+        if (targets.length === 0) return json({ status: {}, timed_out: false });
+        const settled = await waitUntil(tracker, () => targets.some((id) => tracker.statusOf(id) !== 'running'), timeout_ms, ctx.signal);
+        return json({ status: view(), timed_out: !settled });
+      },
+    },
+    {
+      name: 'task_output',
+      description: 'Read a background task’s state; with wait: true, wait first until it settles or timeout_ms passes. Returns { status: running|settled, stopReason?, output? }.',
+      parameters: schema({ task_id: idSchema, wait: { type: 'boolean' }, timeout_ms: timeoutSchema }, ['task_id']),
+      async execute(input, ctx: ToolContext) {
+        const { task_id, wait = false, timeout_ms = DEFAULT_WAIT_MS } = input as { task_id: string; wait?: boolean; timeout_ms?: number };
+        const task = tasks.ownedBy(ctx.agent, task_id);
+        if (wait && !task.result) await within(task.settled, timeout_ms, ctx.signal);
+        return json(taskView(task));
+      },
+    },
+    {
+      name: 'task_cancel',
+      description: 'Cancel a running background task. Returns { cancelled } (false when it had already settled).',
+      parameters: schema({ task_id: idSchema }, ['task_id']),
+      async execute(input, ctx) {
+        const { task_id } = input as { task_id: string };
+        const task = tasks.ownedBy(ctx.agent, task_id);
+        if (task.result) return json({ cancelled: false });
+        task.run.cancel({ kind: 'parent' });
+        return json({ cancelled: true });
+      },
+    },
+  ];
+}
+
+/** Registers the control tools in `host.tools`; returns their disposer. */
+export function controlTools(host: ControlToolsHost): () => void {
+  const tracker = new AgentStatusTracker(host.subagents, host.agents);
+  let unregister: () => void;
+  try {
+    unregister = host.tools.register(...buildTools(host, tracker));
+  } catch (error) {
+    tracker.dispose();
+    throw error;
+  }
+  let disposed = false;
+  return () => {
+    if (disposed) return;
+    disposed = true;
+    unregister();
+    tracker.dispose();
+  };
+}

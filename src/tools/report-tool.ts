@@ -1,0 +1,49 @@
+// The `report` tool: a continuable child's interim message to its parent. It is installed in each
+// continuable child's own tool scope (never in one-shot children) and does not end the child's turn.
+import type { Agent, Tool } from '../seam/agent-types.js';
+import { SubagentError } from '../seam/errors.js';
+import { ToolRegistry } from '../runtime/tool-registry.js';
+import type { SubagentService } from '../service/service.js';
+
+export interface ReportToolOptions {
+  /** 'next-step' wakes the parent; 'quiet' only adds context to its next turn. @default 'next-step' */
+  delivery?: 'next-step' | 'quiet';
+}
+
+/** What the report tool needs of a host. */
+export interface ReportToolHost {
+  readonly subagents: SubagentService;
+}
+
+function buildTool(host: ReportToolHost, delivery: 'next-step' | 'quiet'): Tool {
+  return {
+    name: 'report',
+    description:
+      'Send your parent agent an interim finding now, without ending your work. Use it for partial results worth acting on early; your final answer still ends your turn. Returns { messageId }.',
+    parameters: {
+      type: 'object',
+      properties: { output: { type: 'string', minLength: 1, description: 'The finding, self-contained.' } },
+      required: ['output'],
+      additionalProperties: false,
+    },
+    concurrencySafe: true,
+    async execute(input, ctx) {
+      const { output } = input as { output: string };
+      const messageId = await host.subagents.reportFrom(ctx.agent, [{ type: 'text', text: output }], { delivery, signal: ctx.signal });
+      return JSON.stringify({ messageId });
+    },
+  };
+}
+
+/** Installs `report` in every continuable child created from now on; returns the disposer. */
+export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): () => void {
+  const delivery = opts.delivery ?? 'next-step';
+  if (delivery !== 'next-step' && delivery !== 'quiet') throw new SubagentError('INVALID_OPTIONS', "reportTool opts.delivery must be 'next-step' or 'quiet'");
+  const tool = buildTool(host, delivery);
+  return host.subagents.registerContinuableSetup((child: Agent) => {
+    const tools = (child as { tools?: unknown }).tools;
+    // Children whose tool scope lives elsewhere (not on this thread) get no report tool here.
+    if (!(tools instanceof ToolRegistry)) return () => undefined;
+    return tools.register(tool);
+  });
+}

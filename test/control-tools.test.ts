@@ -1,0 +1,221 @@
+// The control tools through a scripted parent: send_message, interrupt_agent, list_agents and
+// wait_agent on continuable children; task_output and task_cancel on background tasks; each with
+// its wrong-id, wrong-authority and bad-input answers read from the parent's log.
+import { afterEach, describe, expect, it } from 'vitest';
+import { controlTools, scriptedModel, subagentTool, text, type Agent, type Host } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+import { call, lazyScript, messages, resultJson, startedId, toolResults } from './tool-helpers.js';
+
+const files = tempFiles('subagent-control-tools-');
+let open: Host | undefined;
+afterEach(async () => {
+  await open?.close();
+  open = undefined;
+});
+
+async function setup() {
+  const host = await continuationHost(files.file());
+  open = host;
+  controlTools(host);
+  return { host, recorder: host.recorder as Recorder };
+}
+
+/** Runs one turn of a fresh agent whose model makes the given calls, then answers 'done'. */
+async function callAs(host: Host, calls: { name: string; input: unknown }[]): Promise<Agent> {
+  const agent = await host.createAgent({ model: lazyScript([...calls.map((c) => call(c.name, c.input)), { text: 'done' }]) });
+  agent.followup([text('go')]);
+  await agent.whenIdle();
+  return agent;
+}
+
+const errorOf = (agent: Agent, n: number) => {
+  const result = toolResults(agent)[n]!;
+  return { isError: result.isError, code: result.code };
+};
+
+describe('send_message', () => {
+  it('queues the next turn of a continuable child and answers its messageId', async () => {
+    const { host, recorder } = await setup();
+    subagentTool(host, { provider: 'in-process', mode: 'continuable' });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'scout', prompt: 'first' }),
+        () => call('send_message', { agent_id: startedId(parent, 0), message: 'second' }),
+        { text: 'sent' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    await eventually(() => toolResults(parent).length === 2);
+    const childId = startedId(parent, 0);
+    const { messageId } = resultJson(parent, 1) as { messageId: string };
+    const child = host.sessions.get(childId)!;
+    expect(userTexts(child.events)).toStrictEqual(['first', 'second']);
+    expect(child.events.find((e) => e.type === 'user/message' && (e.data as { id: string }).id === messageId)).toBeDefined();
+    await eventually(() => parent.status === 'idle');
+  });
+
+  it('answers a wrong id, another agent\'s child and bad input with error results', async () => {
+    const { host } = await setup();
+    const owner = await host.createAgent();
+    const { childId } = await startChild(host, owner, 'hello');
+    const other = await callAs(host, [
+      { name: 'send_message', input: { agent_id: 'no-such-child', message: 'hi' } },
+      { name: 'send_message', input: { agent_id: childId, message: 'hi' } },
+      { name: 'send_message', input: { agent_id: 3 } },
+    ]);
+    expect(errorOf(other, 0)).toStrictEqual({ isError: true, code: 'NOT_RESUMABLE' });
+    expect(errorOf(other, 1)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
+    expect(errorOf(other, 2)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    expect(turnEnds(other.session.events)).toStrictEqual(['completed']);
+  });
+});
+
+describe('interrupt_agent', () => {
+  it('stops the current turn of a child for its parent; refuses other agents and unknown ids', async () => {
+    const { host, recorder } = await setup();
+    const holder: { childId?: string } = {};
+    const parent = await host.createAgent({ model: lazyScript([() => call('interrupt_agent', { agent_id: holder.childId }), { text: 'done' }]) });
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    holder.childId = childId;
+    await untilEvent(host.agents.get(childId)!, 'turn/start');
+    const stranger = await callAs(host, [
+      { name: 'interrupt_agent', input: { agent_id: childId } },
+      { name: 'interrupt_agent', input: { agent_id: 'no-such-agent' } },
+    ]);
+    expect(errorOf(stranger, 0)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
+    expect(errorOf(stranger, 1)).toStrictEqual({ isError: true, code: 'UNKNOWN_SESSION' });
+    parent.followup([text('stop it')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(resultJson(parent, 0)).toStrictEqual({ accepted: true });
+    expect(recorder.ends[0]).toMatchObject({ id: childId, stopReason: 'aborted' });
+    await eventually(() => parent.status === 'idle' && messages(parent).some((m) => m.source.kind === 'subagent-settled'));
+  });
+});
+
+describe('list_agents', () => {
+  it('lists continuable children with status, and descendants with parent and depth', async () => {
+    const { host, recorder } = await setup();
+    // The children's settlement notices are turns too: they echo until the listing turn is cued.
+    const listing = lazyScript([call('list_agents', {}), call('list_agents', { scope: 'descendants' }), { text: 'done' }]);
+    let cued = false;
+    const parent = await host.createAgent({ model: { stream: (request) => (cued ? listing : scriptedModel()).stream(request) } });
+    const busy = await startChild(host, parent, 'work', { model: HANG, label: 'busy' });
+    const quick = await startChild(host, parent, 'hello', { label: 'quick' });
+    await recorder.until(() => recorder.ends.some((end) => end.id === quick.childId));
+    const failing = await startChild(host, parent, 'fail', { label: 'failing', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
+    await recorder.until(() => recorder.ends.some((end) => end.id === failing.childId));
+    await parent.whenIdle();
+    const before = toolResults(parent).length;
+    cued = true;
+    parent.followup([text('list')]);
+    await eventually(() => toolResults(parent).length === before + 2);
+    expect(resultJson(parent, before)).toStrictEqual({
+      agents: [
+        { id: busy.childId, label: 'busy', status: 'running' },
+        { id: quick.childId, label: 'quick', status: 'idle' },
+        { id: failing.childId, label: 'failing', status: 'failed' },
+      ],
+      diagnostics: [],
+    });
+    expect(resultJson(parent, before + 1)).toStrictEqual({
+      agents: [
+        { id: busy.childId, label: 'busy', status: 'running', parent: parent.id, depth: 1 },
+        { id: quick.childId, label: 'quick', status: 'idle', parent: parent.id, depth: 1 },
+        { id: failing.childId, label: 'failing', status: 'failed', parent: parent.id, depth: 1 },
+      ],
+      diagnostics: [],
+    });
+    const bad = await callAs(host, [{ name: 'list_agents', input: { scope: 'everyone' } }]);
+    expect(errorOf(bad, 0)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+  });
+});
+
+describe('wait_agent', () => {
+  it('times out on a hanging child, named or by default', async () => {
+    const { host } = await setup();
+    const holder: { childId?: string } = {};
+    const parent = await host.createAgent({
+      model: lazyScript([() => call('wait_agent', { agent_ids: [holder.childId], timeout_ms: 50 }), call('wait_agent', { timeout_ms: 50 }), { text: 'done' }]),
+    });
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    holder.childId = childId;
+    await untilEvent(host.agents.get(childId)!, 'turn/start');
+    parent.followup([text('wait')]);
+    await eventually(() => toolResults(parent).length === 2);
+    expect(resultJson(parent, 0)).toStrictEqual({ status: { [childId]: 'running' }, timed_out: true });
+    expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'running' }, timed_out: true });
+  });
+
+  it('returns once a target settles, and refuses ids that are not the caller\'s children', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', mode: 'continuable' });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'quick', prompt: 'hello' }),
+        () => call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 }),
+        call('wait_agent', { agent_ids: ['someone-else'] }),
+        call('wait_agent', { timeout_ms: 600_001 }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 4);
+    const childId = startedId(parent, 0);
+    expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'idle' }, timed_out: false });
+    expect(errorOf(parent, 2)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
+    expect(errorOf(parent, 3)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    await eventually(() => parent.status === 'idle');
+  });
+});
+
+describe('task_output and task_cancel', () => {
+  it('waits for a background task\'s output', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'count', prompt: 'count files' }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 2);
+    expect(resultJson(parent, 1)).toStrictEqual({ status: 'settled', stopReason: 'completed', output: 'echo: count files' });
+    await eventually(() => parent.status === 'idle');
+  });
+
+  it('cancels a hanging task, whose notice then says aborted; refuses wrong ids and other agents', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'slow', prompt: 'take forever' }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true, timeout_ms: 50 }),
+        () => call('task_cancel', { task_id: startedId(parent, 0) }),
+        call('task_cancel', { task_id: 'no-such-task' }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 4);
+    const taskId = startedId(parent, 0);
+    expect(resultJson(parent, 1)).toStrictEqual({ status: 'running' });
+    expect(resultJson(parent, 2)).toStrictEqual({ cancelled: true });
+    expect(errorOf(parent, 3)).toStrictEqual({ isError: true, code: 'UNKNOWN_SESSION' });
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text).toMatch(
+      new RegExp(`^Background task ${taskId} was cancelled before finishing \\(stop reason: aborted\\)\\.`),
+    );
+    const stranger = await callAs(host, [
+      { name: 'task_output', input: { task_id: taskId } },
+      { name: 'task_cancel', input: { task_id: taskId } },
+    ]);
+    expect(errorOf(stranger, 0)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
+    expect(errorOf(stranger, 1)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
+    const again = await callAs(host, []);
+    expect(again.status).toBe('idle');
+  });
+});

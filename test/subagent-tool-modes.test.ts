@@ -1,0 +1,149 @@
+// The subagent tool's continuable and background modes through a scripted parent: the start
+// answers, the settled notices, exactly-once disposal of background runs, and host close.
+import { afterEach, describe, expect, it } from 'vitest';
+import { subagentTool, text, type Host, type SubagentProvider, type SubagentResult } from 'subagent-host';
+import { deferred, tempFiles } from './helpers.js';
+import { HANG, continuationHost, eventually, type Recorder } from './continuation-helpers.js';
+import { call, lazyScript, messages, resultText, startedId, toolResults } from './tool-helpers.js';
+
+const files = tempFiles('subagent-tool-modes-');
+let open: Host | undefined;
+afterEach(async () => {
+  await open?.close();
+  open = undefined;
+});
+
+async function setup() {
+  const host = await continuationHost(files.file());
+  open = host;
+  return { host, recorder: host.recorder as Recorder };
+}
+
+describe('subagent tool, continuable mode', () => {
+  it('answers started subagent <id>, labels the child with the description, and the settled notice arrives', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', mode: 'continuable' });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'scout', prompt: 'look around' }), { text: 'waiting' }]) });
+    parent.followup([text('go')]);
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    const childId = startedId(parent, 0);
+    expect(resultText(parent, 0)).toBe(`started subagent ${childId}`);
+    expect(host.tools.get('subagent')!.description).toContain('you can send it more work later (send_message)');
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([
+      expect.objectContaining({ id: childId, mode: 'continuable', label: 'scout' }),
+    ]);
+    const notice = messages(parent).find((m) => m.source.kind === 'subagent-settled')!;
+    expect(notice.source).toMatchObject({ kind: 'subagent-settled', senderSessionId: childId });
+    expect(notice.text).toBe(
+      `Background subagent ${childId} finished and will do no further work unless you send it more.\nIts closing message:\necho: look around`,
+    );
+  });
+
+  it('answers an unsupported provider with an error result the model reads', async () => {
+    const { host } = await setup();
+    const provider: SubagentProvider = {
+      name: 'plain',
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+      inheritsParentContext: false,
+      start: () => Promise.reject(new Error('not used')),
+    };
+    host.subagents.registerProvider(provider);
+    subagentTool(host, { provider: 'plain', mode: 'continuable' });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'x', prompt: 'y' }), { text: 'ok' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    expect(toolResults(parent)[0]).toMatchObject({ isError: true, code: 'UNSUPPORTED_CAPABILITY' });
+  });
+});
+
+/** A provider whose runs settle when told (or `aborted` on cancel) and count their disposals. */
+function countingProvider() {
+  const stats = { disposals: 0, settle: deferred<SubagentResult>() };
+  const provider: SubagentProvider = {
+    name: 'counting',
+    capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+    inheritsParentContext: false,
+    async start(request) {
+      request.signal.addEventListener('abort', () => stats.settle.resolve({ output: [], stopReason: 'aborted' }), { once: true });
+      return {
+        id: 'task-1',
+        localAgent: undefined,
+        result: stats.settle.promise,
+        cancel: () => stats.settle.resolve({ output: [], stopReason: 'aborted' }),
+        dispose: async () => {
+          stats.disposals++;
+        },
+      };
+    },
+  };
+  return { provider, stats };
+}
+
+describe('subagent tool, background one-shot runs', () => {
+  it('answers started task <id> at once and notifies the parent with stop reason and output', async () => {
+    const { host, recorder } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'count', prompt: 'count files' }), { text: 'started' }]) });
+    parent.followup([text('go')]);
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    const taskId = startedId(parent, 0);
+    expect(resultText(parent, 0)).toBe(`started task ${taskId}`);
+    expect(host.tools.get('subagent')!.description).toContain('a message with its output when it ends');
+    const notice = messages(parent).find((m) => m.source.kind === 'subagent-settled')!;
+    expect(notice).toStrictEqual({
+      source: { kind: 'subagent-settled', senderSessionId: taskId },
+      text: `Background task ${taskId} finished (stop reason: completed).\nIts output:\necho: count files`,
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]).toMatchObject({ id: taskId, stopReason: 'completed' });
+  });
+
+  it('disposes an uncollected run exactly once, also across host close', async () => {
+    const { host } = await setup();
+    const { provider, stats } = countingProvider();
+    host.subagents.registerProvider(provider);
+    subagentTool(host, { provider: 'counting', background: true });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'd', prompt: 'p' }), { text: 'started' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    expect(resultText(parent, 0)).toBe('started task task-1');
+    expect(stats.disposals).toBe(0);
+    stats.settle.resolve({ output: [text('all done')], stopReason: 'completed' });
+    await eventually(() => stats.disposals === 1);
+    await host.close();
+    open = undefined;
+    expect(stats.disposals).toBe(1);
+    expect(messages(parent).at(-1)).toStrictEqual({
+      source: { kind: 'subagent-settled', senderSessionId: 'task-1' },
+      text: 'Background task task-1 finished (stop reason: completed).\nIts output:\nall done',
+    });
+  });
+
+  it('is cancelled by host close, and disposed once', async () => {
+    const { host } = await setup();
+    const { provider, stats } = countingProvider();
+    host.subagents.registerProvider(provider);
+    subagentTool(host, { provider: 'counting', background: true });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'd', prompt: 'p' }), { text: 'started' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    await host.close();
+    open = undefined;
+    expect(await stats.settle.promise).toStrictEqual({ output: [], stopReason: 'aborted' });
+    await eventually(() => stats.disposals === 1);
+    expect(stats.disposals).toBe(1);
+  });
+
+  it('keeps a hanging in-process run going after the turn, until host close stops it', async () => {
+    const { host, recorder } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'd', prompt: 'p' }), { text: 'started' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    await recorder.until(() => recorder.starts.length === 1);
+    expect(recorder.ends).toStrictEqual([]);
+    await host.close();
+    open = undefined;
+    expect(recorder.ends).toStrictEqual([expect.objectContaining({ id: startedId(parent, 0), stopReason: 'aborted' })]);
+  });
+});
