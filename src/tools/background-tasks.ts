@@ -39,9 +39,24 @@ function deliver(parent: Agent, content: ContentBlock[], senderSessionId: Sessio
   else parent.steer(content, { source });
 }
 
-/** The tasks of one service; entries stay until the service is collected (they are small). */
+/** Settled tasks remembered for `task_output` per service; older ones are forgotten (UNKNOWN_SESSION). */
+export const SETTLED_TASKS_KEPT = 1024;
+
+/** The tasks of one service: every running task, plus the most recently settled ones (bounded). */
 export class BackgroundTasks {
   readonly #tasks = new Map<SessionId, BackgroundTask>();
+  /** Ids of settled tasks, oldest first: a long-lived host must not keep one entry per task forever. */
+  readonly #settledOrder: SessionId[] = [];
+  readonly #keep: number;
+
+  constructor(keep = SETTLED_TASKS_KEPT) {
+    this.#keep = keep;
+  }
+
+  #remember(id: SessionId): void {
+    this.#settledOrder.push(id);
+    while (this.#settledOrder.length > this.#keep) this.#tasks.delete(this.#settledOrder.shift()!);
+  }
 
   /** Adopts a started run: from now on it is owned here and disposed once when it settles. */
   adopt(run: SubagentRun, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
@@ -63,7 +78,10 @@ export class BackgroundTasks {
           task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
           onWarn(`background task ${run.id} failed`, error);
         },
-      ).finally(() => run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error))),
+      ).finally(() => {
+        this.#remember(task.id);
+        return run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error));
+      }),
     };
     this.#tasks.set(task.id, task);
     return task;
