@@ -125,6 +125,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     control.close();
     route.dispose();
   };
+  // The process stays up until the child has settled: its notices arrive on unref'd ports.
+  const releaseHold = host.pool.hold();
   const task = runOnPool(host.pool, { data: encode(data), cancelFlag, run: header.id });
 
   // A start waits for a free slot: it resolves once a thread has taken the task.
@@ -153,6 +155,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   } catch (error) {
     Atomics.store(cancelFlag, 0, 1);
     release();
+    releaseHold();
     task.catch(() => undefined);
     throw error;
   }
@@ -192,6 +195,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       clearTimeout(killTimer);
       signal.removeEventListener('abort', cancel);
       release();
+      releaseHold();
     });
   const agent = new WorkerChildAgent(session, data.agentOptions, {
     deliver: (target, id, content, wake) => void control.call((remote) => remote.deliver(target, id, content, wake)).catch(() => undefined),

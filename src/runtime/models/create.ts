@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import type { ModelSpec } from '../../seam/agent-types.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
+import { importModule } from '../module-import.js';
 import { openaiModel } from './openai.js';
 import { scriptedModel } from './scripted.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
@@ -51,7 +52,7 @@ async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Pr
   const exportName = spec.export ?? 'default';
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(spec.specifier)) as Record<string, unknown>;
+    mod = (await importModule(spec.specifier)) as Record<string, unknown>;
   } catch (error) {
     throw new SubagentError(
       'INVALID_MODEL_SPEC',
