@@ -3,6 +3,7 @@
 // a payload of another version is unclassifiable rather than corrupt.
 import { z } from 'zod';
 import { SubagentError } from './errors.js';
+import { lazy } from './once.js';
 import type { SessionEvent } from './session-types.js';
 
 export const SUBAGENT_DESCRIPTOR_VERSION = 2;
@@ -36,33 +37,32 @@ export type SubagentDescriptorInput =
       toolFilter?: SubagentToolFilter;
     };
 
-const toolFilterSchema = z
-  .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
-  .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, {
-    message: 'needs `allow`, `deny` or both',
+const descriptorSchema = lazy(() => {
+  const toolFilter = z
+    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
+    .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, {
+      message: 'needs `allow`, `deny` or both',
+    });
+  const oneShot = z.strictObject({
+    version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+    mode: z.literal('one-shot'),
+    provider: z.string(),
+    label: z.string().optional(),
   });
-
-const oneShotSchema = z.strictObject({
-  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
-  mode: z.literal('one-shot'),
-  provider: z.string(),
-  label: z.string().optional(),
+  const continuable = z.strictObject({
+    version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+    mode: z.literal('continuable'),
+    provider: z.string(),
+    label: z.string(),
+    agentModel: z.string().optional(),
+    persona: z.string().optional(),
+    toolFilter: toolFilter.optional(),
+  });
+  return z.discriminatedUnion('mode', [oneShot, continuable]);
 });
-
-const continuableSchema = z.strictObject({
-  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
-  mode: z.literal('continuable'),
-  provider: z.string(),
-  label: z.string(),
-  agentModel: z.string().optional(),
-  persona: z.string().optional(),
-  toolFilter: toolFilterSchema.optional(),
-});
-
-const descriptorSchema = z.discriminatedUnion('mode', [oneShotSchema, continuableSchema]);
 
 // Read before the full schema so that an unknown version is recognised however its fields look.
-const versionSchema = z.looseObject({ version: z.number() });
+const versionSchema = lazy(() => z.looseObject({ version: z.number() }));
 
 /** Turns the first zod issue into `field: problem`, e.g. `toolFilter.deny[1]: expected string`. */
 function describeIssue(error: z.ZodError): string {
@@ -126,7 +126,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
     if (value !== undefined) draft[key] = value;
   }
-  const result = descriptorSchema.safeParse(draft);
+  const result = descriptorSchema().safeParse(draft);
   if (!result.success) {
     throw new SubagentError('INVALID_REQUEST', `Invalid subagent descriptor: ${describeIssue(result.error)}.`, {
       cause: result.error,
@@ -150,10 +150,10 @@ export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData |
   if (!isPlainObject(data)) {
     throw new SubagentError('CORRUPT_DATA', 'Stored subagent descriptor is not a plain object.');
   }
-  const version = versionSchema.safeParse(data);
+  const version = versionSchema().safeParse(data);
   if (!version.success) throw corrupt(version.error);
   if (version.data.version !== SUBAGENT_DESCRIPTOR_VERSION) return undefined;
-  const result = descriptorSchema.safeParse(data);
+  const result = descriptorSchema().safeParse(data);
   if (!result.success) throw corrupt(result.error);
   return result.data as SubagentDescriptorData;
 }
