@@ -17,7 +17,7 @@ import { composeChildTools, descriptorHooks, readChildResult, type StructuredCap
 import { LiveSessionStore } from '../src/runtime/session-store.js';
 import { ToolRegistry } from '../src/runtime/tool-registry.js';
 import { setImportGate } from '../src/runtime/module-import.js';
-import { threadImportGate } from '../src/providers/worker/import-gate.js';
+import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
 
 function notify(route: RunRoute, notice: ChildNotice): void {
   route.post('notice', notice);
@@ -146,5 +146,8 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
 // Last top-level steps: tool and model modules are imported through the pool's gate, and the pool
 // learns that this thread has loaded its entry (until now, terminating it was not safe).
 const { importGate } = (workerData ?? {}) as Partial<WorkerThreadData>;
-if (importGate) setImportGate(threadImportGate(importGate, threadId));
-parentPort?.postMessage({ threadLoaded: threadId } satisfies ThreadLoadedNotice);
+if (importGate) {
+  const slot = claimSlot(importGate, threadId);
+  setImportGate(threadImportGate(importGate, slot));
+  parentPort?.postMessage({ threadLoaded: threadId, slot } satisfies ThreadLoadedNotice);
+}

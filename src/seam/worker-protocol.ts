@@ -79,8 +79,11 @@ export interface WorkerThreadData {
 /** Posted on `parentPort` as the worker entry's last top-level step: the thread has loaded it. */
 export interface ThreadLoadedNotice {
   threadLoaded: number;
+  /** The import-gate slot the thread claimed. */
+  slot: number;
 }
 
 export function isThreadLoadedNotice(value: unknown): value is ThreadLoadedNotice {
-  return typeof value === 'object' && value !== null && typeof (value as Partial<ThreadLoadedNotice>).threadLoaded === 'number';
+  const notice = value as Partial<ThreadLoadedNotice> | null;
+  return typeof notice === 'object' && notice !== null && typeof notice.threadLoaded === 'number' && typeof notice.slot === 'number';
 }

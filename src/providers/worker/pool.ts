@@ -9,6 +9,7 @@ import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { WorkerTask, WorkerThreadData } from '../../seam/worker-protocol.js';
 import { RunRouter } from '../../seam/wire-channel.js';
+import { leastBusyBalancer } from './balancer.js';
 import { ImportFence, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
@@ -40,8 +41,11 @@ export interface WorkerPool {
   run(task: WorkerTask): Promise<Encoded>;
   /** Resolves once `minThreads` threads have loaded the worker entry. */
   warm(): Promise<void>;
-  /** Terminates the thread with that id once it is not loading modules (its tasks reject; the pool replaces it). */
-  terminateThread(threadId: number): Promise<void>;
+  /**
+   * Terminates the thread with that id once it is not loading modules, if `stillWanted()` (asked
+   * right before) agrees. Its tasks reject; the pool replaces it.
+   */
+  terminateThread(threadId: number, stillWanted?: () => boolean): Promise<void>;
   /** Idempotent: ends every thread; queued and running tasks reject. */
   close(): Promise<void>;
 }
@@ -81,9 +85,10 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     throw new SubagentError('INVALID_OPTIONS', `options.pool.minThreads (${resolved.minThreads}) must not exceed maxThreads (${resolved.maxThreads})`);
   }
   const alive = new KeepAlive();
-  const tracker = new ThreadTracker();
-  const gateBuffer = createGateBuffer();
+  const gateBuffer = createGateBuffer(resolved.maxThreads);
   const fence = new ImportFence(gateBuffer);
+  const tracker = new ThreadTracker((slot) => fence.free(slot));
+  const doomed = new Set<number>();
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
   const piscina = (): Piscina<WorkerTask, Encoded> => {
@@ -93,6 +98,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
       minThreads: resolved.minThreads,
       maxThreads: resolved.maxThreads,
       concurrentTasksPerWorker: resolved.childrenPerThread,
+      loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed),
       idleTimeout: resolved.idleTimeoutMs,
       // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
       atomics: 'disabled',
@@ -103,8 +109,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     });
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
-    instance.on('message', (message: unknown) => tracker.onMessage(message));
-    instance.on('workerDestroy', (worker: { threadId: number }) => tracker.forget(worker.threadId));
+    instance.on('message', (message: unknown) => tracker.onMessage(message, instance?.threads ?? []));
     return instance;
   };
   let closing: Promise<void> | undefined;
@@ -129,17 +134,22 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
       return alive.during(Promise.all(tasks).then(() => undefined));
     },
-    terminateThread(threadId) {
+    terminateThread(threadId, stillWanted = () => true) {
       if (closing) return closing;
       const termination = alive.during(
         (async () => {
           const thread = findThread(threadId);
           if (!thread) return;
           await tracker.settle([thread]);
-          const lower = await fence.fence(threadId);
+          const slot = tracker.slotOf(thread);
+          if (slot === undefined) return;
+          const lower = await fence.fence(slot);
           try {
-            if (thread.threadId !== -1) await thread.terminate();
+            if (thread.threadId === -1 || !stillWanted()) return;
+            doomed.add(threadId);
+            await thread.terminate();
           } finally {
+            doomed.delete(threadId);
             lower();
           }
         })(),

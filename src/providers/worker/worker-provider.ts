@@ -148,6 +148,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
           if (!mirror) reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
         }),
         (error: unknown) => {
+          // The thread may have attached the child just before it died.
+          host.pool.channels.drain();
           if (!mirror) reject(new SubagentError('START_FAILED', describeThreadFailure(error, false, 0), { cause: error }));
         },
       );
@@ -160,6 +162,11 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     throw error;
   }
   const session = mirror!;
+  let taskEnded = false;
+  task.then(
+    () => (taskEnded = true),
+    () => (taskEnded = true),
+  );
   let cancelled = false;
   let finished = false;
   let killed = false;
@@ -170,10 +177,10 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     cancelled = true;
     Atomics.store(cancelFlag, 0, 1);
     control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
-    // A child that ignores cancellation (a synchronous loop) loses its thread after the grace.
+    // A child that ignores cancellation (a synchronous loop) loses its thread after the grace, unless
+    // its task ended meanwhile: by then the thread may run another child.
     killTimer = setTimeout(() => {
-      killed = true;
-      void host.pool.terminateThread(threadId);
+      void host.pool.terminateThread(threadId, () => !taskEnded && (killed = true));
     }, graceMs);
   };
   signal.addEventListener('abort', cancel, { once: true });
@@ -184,11 +191,14 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
         await endSeen;
         return outcome;
       },
-      (error: unknown): SubagentResult => ({
-        output: finalAssistantOutput(session.events.slice(plan.seed.length)),
-        diagnostic: describeThreadFailure(error, killed, graceMs),
-        stopReason: killed || cancelled ? 'aborted' : 'error',
-      }),
+      (error: unknown): SubagentResult => {
+        host.pool.channels.drain();
+        return {
+          output: finalAssistantOutput(session.events.slice(plan.seed.length)),
+          diagnostic: describeThreadFailure(error, killed, graceMs),
+          stopReason: killed || cancelled ? 'aborted' : 'error',
+        };
+      },
     )
     .finally(() => {
       finished = true;
