@@ -225,9 +225,12 @@ describe('worker children', () => {
   });
 
   it('forwards followups from the main-side agent to the child', async () => {
-    const { host, parent } = await setup();
-    const run = await host.subagents.start('spawn', request(parent, [{ text: 'first' }, { text: 'second' }]));
+    // The child's first turn waits on a host tool until the followup is sent, so it cannot end first.
+    const gate = deferred();
+    const { host, parent } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    const run = await host.subagents.start('spawn', request(parent, [call('hold', { value: 'x' }), { text: 'first' }, { text: 'second' }]));
     run.localAgent!.followup([text('more')]);
+    gate.resolve();
     expect((await run.result).output).toEqual([text('second')]);
     await run.dispose();
     expect(() => run.localAgent!.followup([text('late')])).toThrow(expect.objectContaining({ code: 'CLOSED' }));

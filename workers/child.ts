@@ -1,22 +1,24 @@
-// Worker entry: one piscina task runs one child agent. The child's model, tool modules and loop
-// live in this thread; host tools are called back on the main thread; the child's session events
-// stream to the main thread as one-way notices on the thread's hub port; the raw outcome is
-// returned encoded.
+// Worker entry (bundled into one CommonJS file): one piscina task runs one child agent. The child's
+// model, tool modules and loop live in this thread; host tools are called back on the main thread;
+// the child's session events stream to the main thread as one-way notices on the thread's hub
+// port; the raw outcome is returned encoded.
 import type { MessagePort } from 'node:worker_threads';
-import { threadId } from 'node:worker_threads';
+import { parentPort, threadId, workerData } from 'node:worker_threads';
 import type { Tool } from '../src/seam/agent-types.js';
 import { decode, encode, parse, type Encoded } from '../src/seam/codec.js';
 import { describeError, isSubagentError } from '../src/seam/errors.js';
 import type { SessionEvent } from '../src/seam/session-types.js';
 import type { SubagentResult } from '../src/seam/types.js';
 import { GuardedRemote, RunRouter, exposeOn, type RunRoute } from '../src/seam/wire-channel.js';
-import type { ChildControlApi, ChildNotice, ChildTaskData, HostApi, HostToolSchema, WorkerTask } from '../src/seam/worker-protocol.js';
+import type { ChildControlApi, ChildNotice, ChildTaskData, HostApi, HostToolSchema, ThreadLoadedNotice, WorkerTask, WorkerThreadData } from '../src/seam/worker-protocol.js';
 import { AgentRegistry, type AgentHandle } from '../src/runtime/agent-registry.js';
 import type { LocalAgent } from '../src/runtime/agent.js';
 import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../src/runtime/child-run.js';
 import type { BudgetStop } from '../src/seam/budget.js';
 import { LiveSessionStore } from '../src/runtime/session-store.js';
 import { ToolRegistry } from '../src/runtime/tool-registry.js';
+import { setImportGate } from '../src/runtime/module-import.js';
+import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
 
 function notify(route: RunRoute, notice: ChildNotice): void {
   route.post('notice', notice);
@@ -154,4 +156,13 @@ export default async function runChild(task: WorkerTask): Promise<Encoded> {
     host.close();
     route.dispose();
   }
+}
+
+// Last top-level steps: tool and model modules are imported through the pool's gate, and the pool
+// learns that this thread has loaded its entry (until now, terminating it was not safe).
+const { importGate } = (workerData ?? {}) as Partial<WorkerThreadData>;
+if (importGate) {
+  const slot = claimSlot(importGate, threadId);
+  setImportGate(threadImportGate(importGate, slot));
+  parentPort?.postMessage({ threadLoaded: threadId, slot } satisfies ThreadLoadedNotice);
 }

@@ -10,6 +10,7 @@ import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent } from './agent.js';
 import { createModel } from './models/create.js';
 import type { ModelAdapter } from './models/types.js';
+import { importModule } from './module-import.js';
 import { SessionLog } from './session.js';
 import type { SessionPersistence } from './session-persistence.js';
 import type { LiveSessionStore, Logger } from './session-store.js';
@@ -59,7 +60,7 @@ export async function loadToolModules(specifiers: readonly string[]): Promise<To
   for (const specifier of specifiers) {
     let mod: { tools?: unknown };
     try {
-      mod = (await import(specifier)) as { tools?: unknown };
+      mod = (await importModule(specifier)) as { tools?: unknown };
     } catch (error) {
       throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}`, { cause: error });
     }

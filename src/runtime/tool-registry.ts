@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
 import type { ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { lazy } from '../seam/once.js';
 import type { ToolSchema } from './models/types.js';
 
 export interface ToolResultContent {
@@ -12,22 +13,28 @@ export interface ToolResultContent {
   isError?: boolean;
 }
 
-const toolShape = z.object({
-  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ or -, at most 64'),
-  description: z.string(),
-  parameters: z.record(z.string(), z.unknown()),
-  execute: z.custom<Tool['execute']>((value) => typeof value === 'function', 'must be a function'),
-});
+const toolShape = lazy(() =>
+  z.object({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ or -, at most 64'),
+    description: z.string(),
+    parameters: z.record(z.string(), z.unknown()),
+    execute: z.custom<Tool['execute']>((value) => typeof value === 'function', 'must be a function'),
+  }),
+);
 
-const restrictionShape = z.strictObject({
-  allow: z.array(z.string()).optional(),
-  deny: z.array(z.string()).optional(),
-});
+const restrictionShape = lazy(() =>
+  z.strictObject({
+    allow: z.array(z.string()).optional(),
+    deny: z.array(z.string()).optional(),
+  }),
+);
 
-const outputShape = z.union([
-  z.string(),
-  z.object({ content: z.array(z.looseObject({ type: z.string() })), isError: z.boolean().optional() }),
-]);
+const outputShape = lazy(() =>
+  z.union([
+    z.string(),
+    z.object({ content: z.array(z.looseObject({ type: z.string() })), isError: z.boolean().optional() }),
+  ]),
+);
 
 // Compiled input validators, shared by every registry (tools are often registered in many scopes).
 const validators = new WeakMap<Tool, z.ZodType>();
@@ -47,7 +54,7 @@ function validatorOf(tool: Tool): z.ZodType {
 
 /** Validates a tool's shape; throws `INVALID_OPTIONS` naming the bad field. */
 export function assertTool(tool: unknown): asserts tool is Tool {
-  const parsed = toolShape.safeParse(tool);
+  const parsed = toolShape().safeParse(tool);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     throw new SubagentError('INVALID_OPTIONS', `invalid tool at ${issue?.path.join('.') || 'tool'}: ${issue?.message ?? ''}`);
@@ -57,7 +64,7 @@ export function assertTool(tool: unknown): asserts tool is Tool {
 
 /** Normalizes what a tool returned into content blocks. */
 export function normalizeToolOutput(name: string, output: ToolOutput): ToolResultContent {
-  const parsed = outputShape.safeParse(output);
+  const parsed = outputShape().safeParse(output);
   if (!parsed.success) {
     throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned neither a string nor { content: ContentBlock[] }`);
   }
@@ -103,7 +110,7 @@ export class ToolRegistry {
    */
   restrict(filter: ToolRestriction): this {
     if (!this.#parent) throw new SubagentError('INVALID_OPTIONS', 'restrict() applies to an agent scope, not the root registry');
-    const parsed = restrictionShape.safeParse(filter);
+    const parsed = restrictionShape().safeParse(filter);
     if (!parsed.success || (filter.allow === undefined && filter.deny === undefined)) {
       throw new SubagentError('INVALID_OPTIONS', 'a tool filter needs allow and/or deny, each an array of tool names');
     }

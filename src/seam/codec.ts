@@ -5,6 +5,7 @@ import { SuperJSON } from 'superjson';
 import type { SuperJSONResult, SuperJSONValue } from 'superjson';
 import { z } from 'zod';
 import { SUBAGENT_ERROR_CODES, SubagentError, describeError } from './errors.js';
+import { lazy } from './once.js';
 
 /** The object form of an encoded value: structured-clone safe, so it can go straight to `postMessage`. */
 export interface Encoded { json: unknown; meta?: unknown }
@@ -13,19 +14,23 @@ type JSONValue = SuperJSONResult['json'];
 
 const instance = new SuperJSON();
 
-const encodedSchema = z.object({
-  json: z.unknown(),
-  meta: z.looseObject({ v: z.number().optional() }).optional(),
-});
+const encodedSchema = lazy(() =>
+  z.object({
+    json: z.unknown(),
+    meta: z.looseObject({ v: z.number().optional() }).optional(),
+  }),
+);
 
-const errorPayloadSchema = z.object({
-  name: z.string(),
-  message: z.string(),
-  code: z.union([z.string(), z.number()]).optional(),
-  stack: z.string().optional(),
-  cause: encodedSchema.optional(),
-});
-const subagentErrorPayloadSchema = errorPayloadSchema.extend({ code: z.enum(SUBAGENT_ERROR_CODES) });
+const errorPayloadSchema = lazy(() =>
+  z.object({
+    name: z.string(),
+    message: z.string(),
+    code: z.union([z.string(), z.number()]).optional(),
+    stack: z.string().optional(),
+    cause: encodedSchema().optional(),
+  }),
+);
+const subagentErrorPayloadSchema = lazy(() => errorPayloadSchema().extend({ code: z.enum(SUBAGENT_ERROR_CODES) }));
 
 /** What the error transformers put on the wire; `cause` is present exactly when the error had one. */
 interface ErrorPayload { name: string; message: string; code?: string | number; stack?: string; cause?: Encoded }
@@ -81,7 +86,7 @@ instance.registerCustom<SubagentError, JSONValue>(
     isApplicable: (value): value is SubagentError => value instanceof SubagentError,
     serialize: errorPayload,
     deserialize: (raw) => {
-      const payload = subagentErrorPayloadSchema.parse(raw);
+      const payload = subagentErrorPayloadSchema().parse(raw);
       const error = new SubagentError(payload.code, payload.message, causeOption(payload));
       if (payload.stack !== undefined) setHidden(error, 'stack', payload.stack);
       return error;
@@ -95,7 +100,7 @@ instance.registerCustom<Error, JSONValue>(
     isApplicable: (value): value is Error => value instanceof Error && !(value instanceof SubagentError),
     serialize: errorPayload,
     deserialize: (raw) => {
-      const payload = errorPayloadSchema.parse(raw);
+      const payload = errorPayloadSchema().parse(raw);
       const Ctor = Object.hasOwn(BUILTIN_ERRORS, payload.name) ? BUILTIN_ERRORS[payload.name] ?? Error : Error;
       const error = new Ctor(payload.message, causeOption(payload));
       if (error.name !== payload.name) setHidden(error, 'name', payload.name);
@@ -133,7 +138,7 @@ instance.registerCustom<Record<string, unknown>, JSONValue>(
       return nested(object, Object.entries(object)) as unknown as JSONValue;
     },
     deserialize: (raw) => {
-      const entries = z.array(z.tuple([z.string(), z.unknown()])).parse(fromEncoded(encodedSchema.parse(raw)));
+      const entries = z.array(z.tuple([z.string(), z.unknown()])).parse(fromEncoded(encodedSchema().parse(raw)));
       return Object.fromEntries(entries);
     },
   },
@@ -155,7 +160,7 @@ export function encode(value: unknown): Encoded {
 /** Decodes what `encode` produced. Malformed input throws `SubagentError` `CORRUPT_DATA`. */
 export function decode<T = unknown>(encoded: Encoded): T {
   try {
-    return fromEncoded(encodedSchema.parse(encoded)) as T;
+    return fromEncoded(encodedSchema().parse(encoded)) as T;
   } catch (error) {
     throw corrupt(error);
   }

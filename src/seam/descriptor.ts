@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { budgetSchema, type SubagentBudget } from './budget.js';
 import { SubagentError } from './errors.js';
+import { lazy } from './once.js';
 import type { SessionEvent } from './session-types.js';
 
 export const SUBAGENT_DESCRIPTOR_VERSION = 2;
@@ -40,35 +41,33 @@ export type SubagentDescriptorInput =
       budget?: SubagentBudget;
     };
 
-const toolFilterSchema = z
-  .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
-  .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, {
-    message: 'needs `allow`, `deny` or both',
+const descriptorSchema = lazy(() => {
+  const toolFilter = z
+    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
+    .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, {
+      message: 'needs `allow`, `deny` or both',
+    });
+  const oneShot = z.strictObject({
+    version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+    mode: z.literal('one-shot'),
+    provider: z.string(),
+    label: z.string().optional(),
+    budget: budgetSchema.optional(),
   });
-
-const oneShotSchema = z.strictObject({
-  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
-  mode: z.literal('one-shot'),
-  provider: z.string(),
-  label: z.string().optional(),
-  budget: budgetSchema.optional(),
+  const continuable = z.strictObject({
+    version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+    mode: z.literal('continuable'),
+    provider: z.string(),
+    label: z.string(),
+    agentModel: z.string().optional(),
+    persona: z.string().optional(),
+    toolFilter: toolFilter.optional(),
+  });
+  return z.discriminatedUnion('mode', [oneShot, continuable]);
 });
-
-const continuableSchema = z.strictObject({
-  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
-  mode: z.literal('continuable'),
-  provider: z.string(),
-  label: z.string(),
-  agentModel: z.string().optional(),
-  persona: z.string().optional(),
-  toolFilter: toolFilterSchema.optional(),
-  budget: budgetSchema.optional(),
-});
-
-const descriptorSchema = z.discriminatedUnion('mode', [oneShotSchema, continuableSchema]);
 
 // Read before the full schema so that an unknown version is recognised however its fields look.
-const versionSchema = z.looseObject({ version: z.number() });
+const versionSchema = lazy(() => z.looseObject({ version: z.number() }));
 
 /** Turns the first zod issue into `field: problem`, e.g. `toolFilter.deny[1]: expected string`. */
 function describeIssue(error: z.ZodError): string {
@@ -134,7 +133,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
     if (value !== undefined) draft[key] = value;
   }
-  const result = descriptorSchema.safeParse(draft);
+  const result = descriptorSchema().safeParse(draft);
   if (!result.success) {
     throw new SubagentError('INVALID_REQUEST', `Invalid subagent descriptor: ${describeIssue(result.error)}.`, {
       cause: result.error,
@@ -158,10 +157,10 @@ export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData |
   if (!isPlainObject(data)) {
     throw new SubagentError('CORRUPT_DATA', 'Stored subagent descriptor is not a plain object.');
   }
-  const version = versionSchema.safeParse(data);
+  const version = versionSchema().safeParse(data);
   if (!version.success) throw corrupt(version.error);
   if (version.data.version !== SUBAGENT_DESCRIPTOR_VERSION) return undefined;
-  const result = descriptorSchema.safeParse(data);
+  const result = descriptorSchema().safeParse(data);
   if (!result.success) throw corrupt(result.error);
   return result.data as SubagentDescriptorData;
 }

@@ -38,9 +38,18 @@ export const SUBAGENT_ERROR_CODES = [
 
 export type SubagentErrorCode = (typeof SUBAGENT_ERROR_CODES)[number];
 
+// A worker thread runs its own (bundled) copy of this class, and a tool module there may import the
+// package's copy: `instanceof` recognises either by this brand.
+const BRAND = Symbol.for('subagent-host.SubagentError');
+
 /** The library's error: a stable `code`, an actionable message and an optional `cause`. */
 export class SubagentError extends Error {
   readonly code: SubagentErrorCode;
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== SubagentError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+  }
 
   constructor(code: SubagentErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -51,6 +60,8 @@ export class SubagentError extends Error {
     return 'SubagentError';
   }
 }
+
+Object.defineProperty(SubagentError.prototype, BRAND, { value: true });
 
 /** True when `value` is a `SubagentError`, optionally with the given code. */
 export function isSubagentError(value: unknown, code?: SubagentErrorCode): value is SubagentError {

@@ -1,5 +1,6 @@
-// Teardown helpers: a memoized async teardown whose every call (concurrent, repeated or re-entrant
-// from inside the teardown itself) gets the same promise, and a wait for settlement either way.
+// Memo helpers: a memoized async teardown whose every call (concurrent, repeated or re-entrant from
+// inside the teardown itself) gets the same promise, a wait for settlement either way, and a value
+// built on first use (schemas: building them at module load would slow every worker thread's start).
 
 /** Wraps `teardown` so it runs once, starting on a microtask after the first call returns. */
 export function once(teardown: () => Promise<void>): () => Promise<void> {
@@ -14,4 +15,10 @@ export function settled(promise: PromiseLike<unknown>): Promise<void> {
     () => undefined,
     () => undefined,
   );
+}
+
+/** Returns a getter that builds the value on its first call and returns the same value after. */
+export function lazy<T>(build: () => T): () => T {
+  let value: { current: T } | undefined;
+  return () => (value ??= { current: build() }).current;
 }

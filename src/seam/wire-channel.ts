@@ -4,7 +4,7 @@
 // main → worker) and one-way `notice`s (the child's events). Errors cross Comlink with their class,
 // code and cause (the codec is installed as Comlink's `throw` handler), and a guard rejects pending
 // calls with `CLOSED` when the run's port closes, since Comlink alone would wait forever.
-import type { MessagePort } from 'node:worker_threads';
+import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { decode, encode, type Encoded } from './codec.js';
 import { SubagentError } from './errors.js';
@@ -116,9 +116,7 @@ export class RunRouter {
   listen(port: MessagePort, options: { unref?: boolean } = {}): void {
     if (this.#ports.has(port)) return;
     this.#ports.add(port);
-    port.on('message', (message: unknown) => {
-      if (isRouted(message)) this.#runs.get(message.run)?.deliver(port, message.lane, message.data);
-    });
+    port.on('message', (message: unknown) => this.#dispatch(port, message));
     port.once('close', () => {
       this.#ports.delete(port);
       for (const route of [...this.#runs.values()]) if (route.port === port) route.portClosed();
@@ -126,9 +124,24 @@ export class RunRouter {
     if (options.unref) port.unref();
   }
 
+  #dispatch(port: MessagePort, message: unknown): void {
+    if (isRouted(message)) this.#runs.get(message.run)?.deliver(port, message.lane, message.data);
+  }
+
+  /**
+   * Delivers now every message already queued on the ports. A thread that died had posted its last
+   * messages before it died, but its death may be reported first (ports and exit are not ordered).
+   */
+  drain(): void {
+    for (const port of this.#ports) {
+      for (let entry = receiveMessageOnPort(port); entry; entry = receiveMessageOnPort(port)) this.#dispatch(port, entry.message);
+    }
+  }
+
   /** Closes every port (the threads are gone or going). */
   close(): void {
     for (const port of [...this.#ports]) port.close();
+    this.#ports.clear();
   }
 
   /** A new route for run `id`. */

@@ -1,6 +1,6 @@
-// What crosses the worker boundary for one child (types only). The task data travels encoded by
-// the codec; the thread's hub port carries the run's Comlink calls each way plus one-way notices
-// (see wire-channel.ts); a SharedArrayBuffer flag carries cancellation into a busy thread.
+// What crosses the worker boundary (types, and one guard). The task data travels encoded by the
+// codec; the thread's hub port carries the run's Comlink calls each way plus one-way notices (see
+// wire-channel.ts); a SharedArrayBuffer flag carries cancellation into a busy thread.
 import type { MessagePort } from 'node:worker_threads';
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
 import type { BudgetStop } from './budget.js';
@@ -74,3 +74,20 @@ export interface ChildControlApi {
 
 /** What the task returns (encoded): the child's raw terminal outcome, or a request for a hub port. */
 export type ChildTaskResult = { result: SubagentResult } | { needPort: true };
+
+/** Each thread's `workerData`: the pool's import gate (see providers/worker/import-gate.ts). */
+export interface WorkerThreadData {
+  importGate: SharedArrayBuffer;
+}
+
+/** Posted on `parentPort` as the worker entry's last top-level step: the thread has loaded it. */
+export interface ThreadLoadedNotice {
+  threadLoaded: number;
+  /** The import-gate slot the thread claimed. */
+  slot: number;
+}
+
+export function isThreadLoadedNotice(value: unknown): value is ThreadLoadedNotice {
+  const notice = value as Partial<ThreadLoadedNotice> | null;
+  return typeof notice === 'object' && notice !== null && typeof notice.threadLoaded === 'number' && typeof notice.slot === 'number';
+}

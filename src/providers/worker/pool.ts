@@ -1,14 +1,19 @@
-// The worker pool behind the spawn and fork providers: piscina 5 over the compiled worker entry.
-// One pool per host, kept warm; `close()` ends every thread.
+// The worker pool behind the spawn and fork providers: piscina 5 over the bundled CommonJS worker
+// entry. One pool per host, kept warm; `close()` ends every thread. No thread is terminated while it
+// loads modules (that aborts the process on Node 20), and work in flight keeps the process alive.
 import { availableParallelism } from 'node:os';
 import type { MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { z } from 'zod';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
-import type { WorkerTask } from '../../seam/worker-protocol.js';
+import type { WorkerTask, WorkerThreadData } from '../../seam/worker-protocol.js';
 import { RunRouter } from '../../seam/wire-channel.js';
 import { Admission } from './admission.js';
+import { leastBusyBalancer } from './balancer.js';
+import { ImportFence, createGateBuffer } from './import-gate.js';
+import { KeepAlive } from './keep-alive.js';
+import { ThreadTracker } from './thread-tracker.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
@@ -44,12 +49,17 @@ export interface WorkerPool {
   readonly channels: RunRouter;
   /** @internal Slots of child starts: a start holds one from before `run` until its task ends. */
   readonly admission: Admission;
+  /** @internal Keeps the process alive until the returned release is called. */
+  hold(): () => void;
   /** Runs one child task that holds a slot of `admission`; rejects if its thread dies. */
   run(task: WorkerTask): Promise<Encoded>;
   /** Resolves once `minThreads` threads have loaded the worker entry. */
   warm(): Promise<void>;
-  /** Terminates the thread with that id (its tasks reject; the pool replaces it). */
-  terminateThread(threadId: number): Promise<void>;
+  /**
+   * Terminates the thread with that id once it is not loading modules, if `stillWanted()` (asked
+   * right before) agrees. Its tasks reject; the pool replaces it.
+   */
+  terminateThread(threadId: number, stillWanted?: () => boolean): Promise<void>;
   /** Idempotent: ends every thread; queued and running tasks reject. */
   close(): Promise<void>;
 }
@@ -67,7 +77,9 @@ const optionsShape = z.strictObject({
   cancelGraceMs: z.number().int().min(0).optional(),
 });
 
-const WORKER_ENTRY = new URL('../../../workers/child.js', import.meta.url).href;
+// One CommonJS file (esbuild, `npm run build`): piscina loads it with `require`, so no ES module
+// graph is instantiated while a thread starts, and start-up is shorter.
+const WORKER_ENTRY = new URL('../../../workers/child.cjs', import.meta.url).href;
 
 /** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
 export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
@@ -88,6 +100,12 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   if (resolved.minThreads > resolved.maxThreads) {
     throw new SubagentError('INVALID_OPTIONS', `options.pool.minThreads (${resolved.minThreads}) must not exceed maxThreads (${resolved.maxThreads})`);
   }
+  const alive = new KeepAlive();
+  // Admission may grow the pool past maxThreads (loans to waiting parents): room for the hard cap.
+  const gateBuffer = createGateBuffer(resolved.maxThreads * (1 + resolved.maxNestingDepth));
+  const fence = new ImportFence(gateBuffer);
+  const tracker = new ThreadTracker((slot) => fence.free(slot));
+  const doomed = new Set<number>();
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
   // piscina may run as many tasks as admission admits (root slots plus loans), so it never queues
@@ -104,20 +122,24 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
       minThreads: resolved.minThreads,
       maxThreads: ceiling(admission.loans),
       concurrentTasksPerWorker: resolved.childrenPerThread,
+      loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed),
       idleTimeout: resolved.idleTimeoutMs,
       // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
       atomics: 'disabled',
       // Workers must not inherit loaders such as tsx: the entry is compiled JavaScript.
       execArgv: [],
+      workerData: { importGate: gateBuffer } satisfies WorkerThreadData,
       ...(resolved.resourceLimits ? { resourceLimits: resolved.resourceLimits } : {}),
     });
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
+    instance.on('message', (message: unknown) => tracker.onMessage(message, instance?.threads ?? []));
     return instance;
   };
   let closing: Promise<void> | undefined;
-  let warming: Promise<void> | undefined;
+  const terminations = new Set<Promise<void>>();
   const channels = new RunRouter();
+  const findThread = (threadId: number) => instance?.threads.find((thread) => thread.threadId === threadId);
   return {
     channels,
     admission,
@@ -125,32 +147,63 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     get threads() {
       return instance?.threads.length ?? 0;
     },
+    hold: () => alive.hold(),
     run(task) {
       if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
       const transferList: MessagePort[] = task.port ? [task.port] : [];
-      return piscina().run(task, { transferList });
+      return alive.during(piscina().run(task, { transferList }));
     },
     warm() {
       if (closing) return Promise.resolve();
       const pool = piscina();
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
-      const warmed = Promise.all(tasks).then(() => undefined);
-      warming = warmed.catch(() => undefined);
-      return warmed;
+      return alive.during(Promise.all(tasks).then(() => undefined));
     },
-    async terminateThread(threadId) {
-      const worker = instance?.threads.find((thread) => thread.threadId === threadId);
-      if (worker) await worker.terminate();
+    terminateThread(threadId, stillWanted = () => true) {
+      if (closing) return closing;
+      const termination = alive.during(
+        (async () => {
+          const thread = findThread(threadId);
+          if (!thread) return;
+          await tracker.settle([thread]);
+          const slot = tracker.slotOf(thread);
+          if (slot === undefined) return;
+          const lower = await fence.fence(slot);
+          try {
+            if (thread.threadId === -1 || !stillWanted()) return;
+            doomed.add(threadId);
+            await thread.terminate();
+          } finally {
+            doomed.delete(threadId);
+            lower();
+          }
+        })(),
+      );
+      terminations.add(termination);
+      const forget = () => void terminations.delete(termination);
+      termination.then(forget, forget);
+      return termination;
     },
     close() {
-      // Terminating a thread while it is still loading its ES modules can abort the whole process
-      // (a V8 fatal error seen on Node 20), so threads being warmed finish loading first.
       admission.close();
-      closing ??= (async () => {
-        await warming;
-        await instance?.destroy();
-        channels.close();
-      })();
+      closing ??= alive.during(
+        (async () => {
+          fence.close();
+          await Promise.allSettled(terminations);
+          if (instance) {
+            const pool = instance;
+            // Threads keep appearing while tasks queue or die; destroy only when none loads and no
+            // import runs, in the same tick as the last check.
+            for (;;) {
+              await tracker.settle(pool.threads);
+              await fence.drain();
+              if (fence.drained && !pool.threads.some((thread) => tracker.loading(thread))) break;
+            }
+            await pool.destroy();
+          }
+          channels.close();
+        })(),
+      );
       return closing;
     },
   };

@@ -18,6 +18,7 @@ import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import type { ProviderHost } from '../provider-host.js';
 import { WorkerChildAgent } from './child-agent.js';
 import type { WorkerPool } from './pool.js';
+import type { Slot } from './admission.js';
 import { closeTurnOfDeadThread, describeThreadFailure } from './thread-failure.js';
 
 export interface WorkerProviderHost extends ProviderHost {
@@ -94,13 +95,23 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
+  // The process stays up until the child has settled (a start waiting for a slot included): its
+  // notices arrive on unref'd ports.
+  const releaseHold = host.pool.hold();
   // Waits for a slot before any channel exists: a start cancelled or refused here leaves nothing.
-  const slot = await host.pool.admission.acquire({
-    child: header.id,
-    parent: request.parent.id,
-    parentOf: (id) => host.sessions.get(id)?.header.parentSession,
-    signal,
-  });
+  let slot: Slot;
+  try {
+    slot = await host.pool.admission.acquire({
+      child: header.id,
+      parent: request.parent.id,
+      parentOf: (id) => host.sessions.get(id)?.header.parentSession,
+      signal,
+    });
+  } catch (error) {
+    releaseHold();
+    throw error;
+  }
+  // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
   const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
   const route = host.pool.channels.route(header.id);
   let mirror: SessionLog | undefined;
@@ -139,7 +150,6 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     control.close();
     route.dispose();
   };
-  // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
   const task = runOnPool(host.pool, { data: encode(data), cancelFlag, run: header.id }).finally(() => slot.release());
 
   // A start waits for a free slot: it resolves once a thread has taken the task.
@@ -161,6 +171,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
           if (!mirror) reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
         }),
         (error: unknown) => {
+          // The thread may have attached the child just before it died.
+          host.pool.channels.drain();
           if (!mirror) reject(new SubagentError('START_FAILED', describeThreadFailure(error, false, 0), { cause: error }));
         },
       );
@@ -168,10 +180,16 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   } catch (error) {
     Atomics.store(cancelFlag, 0, 1);
     release();
+    releaseHold();
     task.catch(() => undefined);
     throw error;
   }
   const session = mirror!;
+  let taskEnded = false;
+  task.then(
+    () => (taskEnded = true),
+    () => (taskEnded = true),
+  );
   let cancelled = false;
   let finished = false;
   let killed = false;
@@ -182,10 +200,10 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
     cancelled = true;
     Atomics.store(cancelFlag, 0, 1);
     control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
-    // A child that ignores cancellation (a synchronous loop) loses its thread after the grace.
+    // A child that ignores cancellation (a synchronous loop) loses its thread after the grace, unless
+    // its task ended meanwhile: by then the thread may run another child.
     killTimer = setTimeout(() => {
-      killed = true;
-      void host.pool.terminateThread(threadId);
+      void host.pool.terminateThread(threadId, () => !taskEnded && (killed = true));
     }, graceMs);
   };
   signal.addEventListener('abort', cancel, { once: true });
@@ -199,6 +217,8 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
         return outcome;
       },
       (error: unknown): SubagentResult => {
+        // The thread may have sent its last notices just before it died: take them first.
+        host.pool.channels.drain();
         const diagnostic = describeThreadFailure(error, killed, graceMs);
         const aborted = killed || cancelled;
         closeTurnOfDeadThread(session, plan.seed.length, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
@@ -211,6 +231,7 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
       clearTimeout(killTimer);
       signal.removeEventListener('abort', cancel);
       release();
+      releaseHold();
     });
   const agent = new WorkerChildAgent(session, data.agentOptions, {
     deliver: (target, id, content, wake) => void control.call((remote) => remote.deliver(target, id, content, wake)).catch(() => undefined),

@@ -3,44 +3,48 @@
 import { z } from 'zod';
 import type { ModelSpec } from '../../seam/agent-types.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
+import { lazy } from '../../seam/once.js';
+import { importModule } from '../module-import.js';
 import { openaiModel } from './openai.js';
 import { scriptedModel } from './scripted.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
 
-const count = z.number().int().nonnegative();
-const stepUsage = z.strictObject({ inputTokens: count, outputTokens: count }).optional();
-const scriptedStep = z.union([
-  z.strictObject({ text: z.string(), usage: stepUsage }),
-  z.strictObject({
-    toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: z.unknown() })).min(1),
-    text: z.string().optional(),
-    usage: stepUsage,
-  }),
-  z.strictObject({ finish: z.enum(['max-tokens', 'refusal', 'error', 'hang']), text: z.string().optional(), usage: stepUsage }),
-]);
+const modelSpecSchema = lazy(() => {
+  const count = z.number().int().nonnegative();
+  const stepUsage = z.strictObject({ inputTokens: count, outputTokens: count }).optional();
+  const scriptedStep = z.union([
+    z.strictObject({ text: z.string(), usage: stepUsage }),
+    z.strictObject({
+      toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: z.unknown() })).min(1),
+      text: z.string().optional(),
+      usage: stepUsage,
+    }),
+    z.strictObject({ finish: z.enum(['max-tokens', 'refusal', 'error', 'hang']), text: z.string().optional(), usage: stepUsage }),
+  ]);
 
-const modelSpecSchema = z.discriminatedUnion('kind', [
-  z.strictObject({ kind: z.literal('scripted'), steps: z.array(scriptedStep).optional() }),
-  z.strictObject({
-    kind: z.literal('openai'),
-    baseURL: z.url({ protocol: /^https?$/ }),
-    model: z.string().min(1),
-    apiKeyEnv: z.string().min(1).optional(),
-    headers: z.record(z.string(), z.string()).optional(),
-    maxRetries: z.number().int().min(0).max(5).optional(),
-    idleTimeoutMs: z.number().int().positive().optional(),
-  }),
-  z.strictObject({
-    kind: z.literal('module'),
-    specifier: z.string().min(1),
-    export: z.string().min(1).optional(),
-    options: z.unknown().optional(),
-  }),
-]);
+  return z.discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('scripted'), steps: z.array(scriptedStep).optional() }),
+    z.strictObject({
+      kind: z.literal('openai'),
+      baseURL: z.url({ protocol: /^https?$/ }),
+      model: z.string().min(1),
+      apiKeyEnv: z.string().min(1).optional(),
+      headers: z.record(z.string(), z.string()).optional(),
+      maxRetries: z.number().int().min(0).max(5).optional(),
+      idleTimeoutMs: z.number().int().positive().optional(),
+    }),
+    z.strictObject({
+      kind: z.literal('module'),
+      specifier: z.string().min(1),
+      export: z.string().min(1).optional(),
+      options: z.unknown().optional(),
+    }),
+  ]);
+});
 
 /** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
 export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
-  const parsed = modelSpecSchema.safeParse(spec);
+  const parsed = modelSpecSchema().safeParse(spec);
   if (parsed.success) return;
   const issue = parsed.error.issues[0];
   const where = issue && issue.path.length > 0 ? issue.path.join('.') : 'spec';
@@ -54,7 +58,7 @@ async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Pr
   const exportName = spec.export ?? 'default';
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(spec.specifier)) as Record<string, unknown>;
+    mod = (await importModule(spec.specifier)) as Record<string, unknown>;
   } catch (error) {
     throw new SubagentError(
       'INVALID_MODEL_SPEC',

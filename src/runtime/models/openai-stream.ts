@@ -4,50 +4,52 @@ import { z } from 'zod';
 import type { FailureInfo, Usage } from '../../seam/session-types.js';
 import type { Scrub } from './openai-errors.js';
 import { streamErrorFailure } from './openai-errors.js';
+import { lazy } from '../../seam/once.js';
 import type { FinishReason, ModelChunk } from './types.js';
-
-const count = z.number().nonnegative().nullish();
 
 // Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
 // which optional parts they send at all.
-const wireChunk = z.object({
-  error: z.unknown().optional(),
-  choices: z
-    .array(
-      z.object({
-        index: z.number().nullish(),
-        delta: z
-          .object({
-            content: z.string().nullish(),
-            reasoning_content: z.string().nullish(),
-            reasoning: z.string().nullish(),
-            tool_calls: z
-              .array(
-                z.object({
-                  index: z.number().int().nonnegative().nullish(),
-                  id: z.string().nullish(),
-                  function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
-                }),
-              )
-              .nullish(),
-          })
-          .nullish(),
-        finish_reason: z.string().nullish(),
-      }),
-    )
-    .nullish(),
-  usage: z
-    .object({
-      prompt_tokens: count,
-      completion_tokens: count,
-      prompt_cache_hit_tokens: count,
-      prompt_tokens_details: z.object({ cached_tokens: count }).nullish(),
-      completion_tokens_details: z.object({ reasoning_tokens: count }).nullish(),
-    })
-    .nullish(),
+const wireChunk = lazy(() => {
+  const count = z.number().nonnegative().nullish();
+  return z.object({
+    error: z.unknown().optional(),
+    choices: z
+      .array(
+        z.object({
+          index: z.number().nullish(),
+          delta: z
+            .object({
+              content: z.string().nullish(),
+              reasoning_content: z.string().nullish(),
+              reasoning: z.string().nullish(),
+              tool_calls: z
+                .array(
+                  z.object({
+                    index: z.number().int().nonnegative().nullish(),
+                    id: z.string().nullish(),
+                    function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+                  }),
+                )
+                .nullish(),
+            })
+            .nullish(),
+          finish_reason: z.string().nullish(),
+        }),
+      )
+      .nullish(),
+    usage: z
+      .object({
+        prompt_tokens: count,
+        completion_tokens: count,
+        prompt_cache_hit_tokens: count,
+        prompt_tokens_details: z.object({ cached_tokens: count }).nullish(),
+        completion_tokens_details: z.object({ reasoning_tokens: count }).nullish(),
+      })
+      .nullish(),
+  });
 });
 
-type WireChunk = z.infer<typeof wireChunk>;
+type WireChunk = z.infer<ReturnType<typeof wireChunk>>;
 type WireUsage = NonNullable<WireChunk['usage']>;
 type WireDelta = NonNullable<NonNullable<WireChunk['choices']>[number]['delta']>;
 type WireToolCallDelta = NonNullable<WireDelta['tool_calls']>[number];
@@ -108,7 +110,7 @@ export class CompletionAssembler {
     } catch {
       return this.#malformed(`an event is not JSON: ${payload.slice(0, 80)}`);
     }
-    const parsed = wireChunk.safeParse(json);
+    const parsed = wireChunk().safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       return this.#malformed(`unexpected chunk shape at ${issue?.path.join('.') ?? '?'}: ${issue?.message ?? ''}`);

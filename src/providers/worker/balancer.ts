@@ -1,0 +1,27 @@
+// Which thread piscina gives a task: its least-busy choice, minus threads being terminated. A
+// thread's last task may end while its termination is under way; piscina, which learns of the
+// termination only when the thread exits, would otherwise give that thread the next task.
+
+interface Candidate {
+  readonly id: number;
+  readonly currentUsage: number;
+  readonly isRunningAbortableTask: boolean;
+}
+
+/** A piscina `loadBalancer` that never picks a thread whose id is in `doomed`. */
+export function leastBusyBalancer(maximumUsage: number, doomed: ReadonlySet<number>) {
+  return <W extends Candidate>(task: { readonly isAbortable: boolean }, workers: W[]): W | null => {
+    let candidate: W | null = null;
+    let checkpoint = maximumUsage;
+    for (const worker of workers) {
+      if (doomed.has(worker.id)) continue;
+      if (worker.currentUsage === 0) return worker;
+      if (worker.isRunningAbortableTask) continue;
+      if (!task.isAbortable && worker.currentUsage < checkpoint) {
+        candidate = worker;
+        checkpoint = worker.currentUsage;
+      }
+    }
+    return candidate;
+  };
+}

@@ -1,0 +1,21 @@
+// The soak (`npm run soak`) at 200 delegations, in its own plain Node process: random cancels,
+// disposes, thread crashes, runaway and out-of-memory children; every run ends once, nothing leaks.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect, it } from 'vitest';
+
+const script = fileURLToPath(new URL('../dist/bench/soak/run.js', import.meta.url));
+
+it('settles 200 mixed delegations exactly once each and leaves nothing behind', { timeout: 180_000 }, async () => {
+  const child = spawn(process.execPath, ['--expose-gc', script, '--delegations', '200'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  // Only catches a hang (the soak never calls process.exit, so a leaked handle hangs it).
+  const hang = setTimeout(() => child.kill('SIGKILL'), 150_000);
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  clearTimeout(hang);
+  expect({ code, err }).toEqual({ code: 0, err: '' });
+  expect(out).toMatch(/^soak: 200 delegations .*failures 0; seed \d+; .*; leaks: none\n$/);
+});

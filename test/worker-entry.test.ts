@@ -1,0 +1,58 @@
+// The worker entry as shipped: one CommonJS bundle that imports tool modules through the pool's
+// import gate, and recognises the package's SubagentError although it carries its own copy.
+import { existsSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHost, text, type Host, type ScriptedStep } from 'subagent-host';
+import { dataOf, deferred } from './helpers.js';
+
+const fixture = (name: string) => new URL(`./fixtures/reliability/${name}.mjs`, import.meta.url).href;
+let host: Host | undefined;
+
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
+
+function request(parent: Parameters<Host['subagents']['start']>[1]['parent'], steps: ScriptedStep[], toolModule: string, signal = new AbortController().signal) {
+  return { prompt: [text('work')], parent, signal, agentOptions: { model: { kind: 'scripted' as const, steps }, toolModules: [toolModule] } };
+}
+
+describe('worker entry', () => {
+  it('is built as one CommonJS file', () => {
+    expect(existsSync(new URL('../dist/workers/child.cjs', import.meta.url))).toBe(true);
+  });
+
+  it('lets a tool module finish loading before a cancelled child’s thread is terminated', async () => {
+    host = await createHost({ pool: { cancelGraceMs: 0 } });
+    const parent = await host.createAgent();
+    const channel = new BroadcastChannel('subagent-host-slow-import');
+    const seen: string[] = [];
+    const loading = deferred();
+    channel.onmessage = (event) => {
+      const stage = (event as { data: string }).data;
+      seen.push(stage);
+      if (stage === 'loading') loading.resolve();
+    };
+    try {
+      const controller = new AbortController();
+      // A fresh URL per run: each import loads the module anew.
+      const run = await host.subagents.start('spawn', request(parent, [{ text: 'never' }], `${fixture('slow-import')}?run=${Date.now()}`, controller.signal));
+      await loading.promise;
+      controller.abort();
+      expect((await run.result).stopReason).toBe('aborted');
+      await expect.poll(() => seen).toEqual(['loading', 'loaded']);
+      await run.dispose();
+    } finally {
+      channel.close();
+    }
+  });
+
+  it('keeps the code of a SubagentError thrown by a tool module that imports the package', async () => {
+    host = await createHost();
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'refuse', input: {} }] }, { text: 'ok' }], fixture('package-error-tool')));
+    expect((await run.result).stopReason).toBe('completed');
+    expect(dataOf<{ code: string; isError: boolean }>(host.sessions.get(run.id)!.events, 'tool/result')[0]).toMatchObject({ code: 'UNAUTHORIZED', isError: true });
+    await run.dispose();
+  });
+});
