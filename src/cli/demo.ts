@@ -6,6 +6,7 @@ import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { DemoProvider } from '../demo/report.js';
 import { reportText } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
+import { CONTINUABLE_PROVIDER_NOTE, runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
 
 const USAGE = `usage: subagent-host demo [options]
@@ -13,6 +14,8 @@ const USAGE = `usage: subagent-host demo [options]
   --provider spawn|fork|in-process   where children run (default: spawn, one worker thread each)
   --children N                       number of chunks, one child each (default: 6)
   --dir PATH                         directory to analyse (default: this package's src/)
+  --continuable                      one continuable in-process child per chunk: each reports a partial
+                                     finding, then the planner sends each a follow-up and waits for it
   --chaos                            add a child that crashes its thread and one that spins forever
   --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos)
   --model scripted|openai            scripted (default) or a real OpenAI-compatible model: set
@@ -32,6 +35,7 @@ export async function run(args: string[]): Promise<number> {
         children: { type: 'string', default: '6' },
         dir: { type: 'string', default: fileURLToPath(new URL('../../../src/', import.meta.url)) },
         chaos: { type: 'boolean', default: false },
+        continuable: { type: 'boolean', default: false },
         deadline: { type: 'string' },
         model: { type: 'string', default: 'scripted' },
         db: { type: 'string' },
@@ -56,6 +60,7 @@ export async function run(args: string[]): Promise<number> {
     : !Number.isSafeInteger(deadline) || deadline < 1 ? '--deadline must be a positive number of milliseconds'
     : !['scripted', 'openai'].includes(values.model) ? '--model must be scripted or openai'
     : values.db === '' ? '--db needs a file path'
+    : values.continuable && (values.chaos || values.model !== 'scripted') ? '--continuable runs the scripted models without --chaos'
     : values.chaos && values.provider === 'in-process' ? '--chaos needs worker children (--provider spawn or fork): a crash in-process would take the host down'
     : undefined;
   // Every input is checked before any work starts: one line on stderr, exit code 2.
@@ -67,6 +72,8 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const { dir, files } = source.value;
+  const db = values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB;
+  if (values.continuable) return continuable({ dir, files, children, db, json: values.json });
   if (!values.json) {
     const who = model ? 'a real model' : 'a scripted planner';
     process.stdout.write(`Asking ${who} to delegate the analysis of ${files.length} files under ${dir} to ${children}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
@@ -81,7 +88,7 @@ export async function run(args: string[]): Promise<number> {
     out: process.stdout,
     tty: process.stdout.isTTY === true,
     quiet: values.json,
-    db: values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB,
+    db,
     ...(model ? { model: model.value } : {}),
   });
   if (values.json) {
@@ -90,5 +97,30 @@ export async function run(args: string[]): Promise<number> {
     process.stdout.write(reportText(report));
   }
   // The report is printed either way; a parent turn that failed is still a failed run.
+  return report.turn === 'error' ? 1 : 0;
+}
+
+/** `demo --continuable`: live progress, then the report (text or JSON). */
+async function continuable(o: { dir: string; files: string[]; children: number; db: string; json: boolean }): Promise<number> {
+  if (!o.json) process.stdout.write(`Asking a scripted planner to analyse ${o.files.length} files under ${o.dir} with ${o.children} continuable children (${CONTINUABLE_PROVIDER_NOTE})…\n`);
+  const report = await runContinuableDemo({ ...o, out: process.stdout, tty: process.stdout.isTTY === true, quiet: o.json });
+  if (o.json) {
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  } else {
+    const lines = report.children.map((c) => `  ${c.label}: ${c.turns} turns, ${c.status}; reported: ${c.reports.join(' | ') || 'nothing'}`);
+    process.stdout.write(
+      [
+        '',
+        ...lines,
+        '',
+        `  The model's answer:\n    ${report.answer}`,
+        `  ${report.children.length} children, ${report.followups} follow-ups, ${report.totalMs} ms.`,
+        '',
+        `Saved to ${report.db}. Parent session: ${report.parentId}`,
+        `  subagent-host ls ${report.parentId} --tree --db ${report.db}`,
+        '',
+      ].join('\n'),
+    );
+  }
   return report.turn === 'error' ? 1 : 0;
 }

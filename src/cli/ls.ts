@@ -6,11 +6,12 @@ import { SubagentError, describeError } from '../seam/errors.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
 import { createSubagentCatalog } from '../service/catalog.js';
+import { follow } from './ls-follow.js';
 
 /** Where `ls` looks without `--db`: `$SUBAGENT_HOST_DB`, else this file in the working directory. */
 export const DEFAULT_DB = 'subagent-host.db';
 
-const USAGE = `usage: subagent-host ls SESSION [--db FILE] [--tree] [--json]
+const USAGE = `usage: subagent-host ls SESSION [--db FILE] [--tree] [--json] [--follow]
 
 Lists the subagent children of SESSION, one per line: id, mode, activity, "+" when the child has
 children of its own ("-" otherwise), tokens spent, label. Unreadable children show as "[corrupt]" or
@@ -18,7 +19,9 @@ children of its own ("-" otherwise), tokens spent, label. Unreadable children sh
 
   --db FILE   the database (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
   --tree      list every descendant, indented by depth; tokens are subtree totals
-  --json      print the entries as a JSON array instead`;
+  --json      print the entries as a JSON array instead
+  --follow    re-print whenever the database changes (another process may be writing it), with
+              activity read from each child's log, until every child is inactive; Ctrl-C stops`;
 
 type Entry = SubagentListEntry | SubagentDescendantListEntry;
 
@@ -76,6 +79,7 @@ export async function run(args: string[]): Promise<number> {
         db: { type: 'string' },
         tree: { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
+        follow: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -104,8 +108,10 @@ export async function run(args: string[]): Promise<number> {
     }
     // No live sessions: this process runs none, so every child is listed from storage.
     const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
-    const entries: Entry[] = values.tree ? await catalog.listDescendants(sessionId) : await catalog.listChildren(sessionId);
-    process.stdout.write(values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
+    const list = async (): Promise<Entry[]> => (values.tree ? catalog.listDescendants(sessionId) : catalog.listChildren(sessionId));
+    const print = (entries: Entry[]): string => (values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
+    if (values.follow) await follow(file, sessionId, list, print);
+    else process.stdout.write(print(await list()));
     return 0;
   } finally {
     await persistence.close();

@@ -13,7 +13,7 @@ function lastMessage(request: ModelRequest): ContentBlock[] {
 }
 
 /** The answer `chunks`, with the scripted model's deterministic usage before its finish. */
-async function* reply(chunks: ModelChunk[], request?: ModelRequest): AsyncGenerator<ModelChunk> {
+export async function* reply(chunks: ModelChunk[], request?: ModelRequest): AsyncGenerator<ModelChunk> {
   const finish = chunks.at(-1);
   if (request && finish?.type === 'finish') {
     const text = chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text : '')).join('');

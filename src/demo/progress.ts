@@ -52,6 +52,12 @@ export class ProgressView {
     this.#changed(child);
   }
 
+  /** Replaces a child's note (e.g. its turns and reports so far) and shows the change. */
+  note(child: ChildProgress, note: string): void {
+    child.note = note;
+    this.#changed(child);
+  }
+
   done(child: ChildProgress, stopReason: string, note?: string, usage?: { tokens: number; turns: number }): void {
     Object.assign(child, { state: 'done', endedAt: this.#now(), stopReason, ...(note ? { note } : {}), ...(usage ? { usage } : {}) });
     this.#changed(child);

@@ -1,0 +1,100 @@
+// `subagent-host ls --follow` as a user runs it: the built CLI in a child process watching a database
+// this test process writes, printing a hanging child as running and exiting once it has settled.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+
+const cliPath = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
+const files = tempFiles('subagent-ls-follow-');
+
+/** A child process's output so far, with a wait for text to appear and for the exit. */
+function watch(args: string[]) {
+  const child = spawn(process.execPath, [cliPath, 'ls', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  const waiters = new Set<() => void>();
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    for (const waiter of [...waiters]) waiter();
+  });
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    exit,
+    output: () => ({ stdout, stderr }),
+    until(pattern: RegExp): Promise<void> {
+      return new Promise((resolve) => {
+        const waiter = () => {
+          if (!pattern.test(stdout)) return;
+          waiters.delete(waiter);
+          resolve();
+        };
+        waiters.add(waiter);
+        waiter();
+      });
+    },
+  };
+}
+
+describe('subagent-host ls --follow', () => {
+  it('prints a running child, then its settlement, and exits 0 once every child is inactive', async () => {
+    const db = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let watcher: ReturnType<typeof watch> | undefined;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', {
+        label: 'waiting',
+        prompt: [text('wait')],
+        parent,
+        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+        signal: new AbortController().signal,
+      });
+      await host.sessions.flush();
+      watcher = watch([parent.id, '--tree', '--follow', '--db', db]);
+      await watcher.until(new RegExp(`${run.id}\\s+one-shot\\s+running\\s+-\\s+\\d+\\s+waiting`));
+      run.cancel();
+      await run.result.catch(() => undefined);
+      await run.dispose();
+      await host.sessions.flush();
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+      const listings = watcher.output().stdout.trimEnd().split('\n\n');
+      expect(listings.at(-1)).toMatch(new RegExp(`^${run.id}\\s+one-shot\\s+inactive\\s+-\\s+\\d+\\s+waiting$`));
+      expect(listings.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      if (watcher !== undefined && watcher.child.exitCode === null) watcher.child.kill();
+      await host.close();
+    }
+  }, 60_000);
+
+  it('stops on SIGINT with exit 0 while a child is still running', async () => {
+    const db = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let watcher: ReturnType<typeof watch> | undefined;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', {
+        prompt: [text('wait')],
+        parent,
+        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+        signal: new AbortController().signal,
+      });
+      await host.sessions.flush();
+      watcher = watch([parent.id, '--follow', '--db', db]);
+      await watcher.until(/running/);
+      watcher.child.kill('SIGINT');
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+      run.cancel();
+      await run.result.catch(() => undefined);
+      await run.dispose();
+    } finally {
+      if (watcher !== undefined && watcher.child.exitCode === null) watcher.child.kill();
+      await host.close();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,76 @@
+// `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, and the
+// tree `ls --tree --json` prints afterwards from the same database, compared as a whole.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
+const run = promisify(execFile);
+const dir = mkdtempSync(join(tmpdir(), 'demo-continuable-'));
+for (let i = 0; i < 5; i++) writeFileSync(join(dir, `file${i}.ts`), `export const value${i} = ${i};\n`.repeat(20 + i));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Report {
+  mode: string;
+  provider: string;
+  note: string;
+  parentId: string;
+  db: string;
+  files: number;
+  children: { id: string; label: string; status: string; turns: number; reports: string[] }[];
+  followups: number;
+  turn: string;
+  answer: string;
+}
+
+describe('subagent-host demo --continuable', () => {
+  it('accounts for every child, report and follow-up, and leaves the tree for ls', async () => {
+    const db = join(dir, 'run.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--continuable', '--json', '--children', '2', '--dir', dir, '--db', db], { timeout: 120_000 });
+    const report = JSON.parse(stdout) as Report;
+    const ids = report.children.map((child) => child.id);
+    expect({ ...report, parentId: 'P', children: report.children.map((child) => ({ ...child, id: 'C' })), totalMs: 0 }).toEqual({
+      mode: 'continuable',
+      provider: 'in-process',
+      model: 'scripted',
+      note: "continuable children run on the 'in-process' provider: 'spawn' and 'fork' do not support continuable children yet",
+      parentId: 'P',
+      db,
+      files: 5,
+      children: [
+        { id: 'C', label: 'chunk 1/2', status: 'completed', turns: 2, reports: ['partial finding: 3 files, 69 lines, 396 tokens'] },
+        { id: 'C', label: 'chunk 2/2', status: 'completed', turns: 2, reports: ['partial finding: 2 files, 46 lines, 264 tokens'] },
+      ],
+      followups: 2,
+      totalMs: 0,
+      turn: 'completed',
+      answer: 'Started 2 continuable children and sent each a follow-up; all are idle. Heard 2 partial findings and 2 lists of largest files so far.',
+    });
+    expect(new Set(ids).size).toBe(2);
+
+    const listed = JSON.parse((await run(process.execPath, [cli, 'ls', report.parentId, '--tree', '--json', '--db', db], { timeout: 60_000 })).stdout) as Record<string, unknown>[];
+    const normalized = listed.map((entry) => {
+      const usage = entry.usage as Record<string, number>;
+      return {
+        ...entry,
+        id: `child ${ids.indexOf(String(entry.id))}`,
+        parentId: entry.parentId === report.parentId ? 'parent' : entry.parentId,
+        createdAt: typeof entry.createdAt,
+        usage: { ...usage, inputTokens: typeof usage.inputTokens, outputTokens: typeof usage.outputTokens, totalTokens: typeof usage.totalTokens, wallMs: typeof usage.wallMs },
+      };
+    });
+    const usage = { inputTokens: 'number', outputTokens: 'number', totalTokens: 'number', requests: 4, turns: 2, toolCalls: 2, wallMs: 'number' };
+    expect(normalized).toEqual([
+      { kind: 'child', id: 'child 0', mode: 'continuable', label: 'chunk 1/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, parentId: 'parent', depth: 1 },
+      { kind: 'child', id: 'child 1', mode: 'continuable', label: 'chunk 2/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, parentId: 'parent', depth: 1 },
+    ]);
+  }, 180_000);
+
+  it('refuses --chaos and real models with exit code 2 before any work', async () => {
+    const failure = await run(process.execPath, [cli, 'demo', '--continuable', '--chaos', '--dir', dir, '--db', join(dir, 'never.db')]).catch((error: { code: number; stderr: string }) => error);
+    expect(failure).toMatchObject({ code: 2, stderr: expect.stringContaining('--continuable runs the scripted models without --chaos') });
+  }, 60_000);
+});
