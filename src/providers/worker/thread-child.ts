@@ -151,10 +151,13 @@ export class ThreadChild {
     this.#control.call((remote) => remote.budgetStop(stop)).catch(() => undefined);
   }
 
-  /** Gives up on a child nobody will wait for: it stops at its start (or next step), unrouted. */
+  /**
+   * Gives up on a child nobody will wait for: it stops at its start or next step. Its route stays
+   * until the task ends, so a call the child makes meanwhile is answered instead of hanging it.
+   */
   abandon(): void {
     Atomics.store(this.#cancelFlag, 0, 1);
-    this.release();
+    void this.outcome.then(() => this.release());
   }
 
   /** Ends the run's routing; pending control calls reject `CLOSED`. */
