@@ -1,6 +1,6 @@
-// Worker entry (bundled into one CommonJS file): the worker-thread transport of the child runner.
-// One piscina task runs one child (runtime/child-runner.ts); its notices and Comlink calls travel
-// on the thread's hub port, its cancellation also on a shared flag; the outcome returns encoded.
+// Worker entry (bundled into one CommonJS file): the worker-thread transport of the child runner
+// (runtime/child-runner.ts), one child per piscina task. Notices and calls travel on the thread's
+// hub port, cancellation and the input gate also in shared memory; the outcome returns encoded.
 import type { MessagePort } from 'node:worker_threads';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { encode, type Encoded } from '../src/seam/codec.js';
@@ -8,7 +8,7 @@ import type { ChildTransport, HostApi } from '../src/seam/child-protocol.js';
 import { runChild } from '../src/runtime/child-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
-import type { ThreadLoadedNotice, ThreadTaskResult, WorkerTask, WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
+import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
 import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire-channel.js';
 
 // The hub: one long-lived port per thread, shared by every child the thread ever runs (a port per
@@ -35,11 +35,35 @@ export default async function runThreadChild(task: WorkerTask): Promise<Encoded>
   route.bind(hub);
   const host = new GuardedRemote<HostApi>(route.endpoint('host'));
   route.onClose(() => host.close('the host closed this thread’s channel'));
-  const { cancelFlag } = task;
+  const { cancelFlag, inputGate } = task;
+  // Deliveries that reached this thread, against the host's count in the input gate.
+  let received = 0;
+  let caughtUp = () => {};
   const transport: ChildTransport = {
     notify: (notice) => route.post('notice', notice),
     callHost: (invoke) => host.call((remote) => invoke(remote as unknown as HostApi)),
-    serve: (control) => exposeOn(control, route.endpoint('control')),
+    serve: (control) =>
+      exposeOn(
+        {
+          ...control,
+          deliver: (...args: Parameters<typeof control.deliver>) => {
+            received++;
+            const accepted = control.deliver(...args);
+            caughtUp();
+            return accepted;
+          },
+        },
+        route.endpoint('control'),
+      ),
+    closeInput() {
+      const sent = closeInput(inputGate);
+      if (received >= sent) return Promise.resolve();
+      // The rest is on the hub port already (the host posts right after counting); a lost port ends the wait.
+      return new Promise((resolve) => {
+        caughtUp = () => received >= sent && resolve();
+        route.onClose(resolve);
+      });
+    },
     cancelRequested: () => Atomics.load(cancelFlag, 0) !== 0,
     cancelFlag,
   };

@@ -146,14 +146,17 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
     agent = handle.agent;
     unsubscribe = agent.subscribe((event) => stream.push(event));
     cancelled ||= transport.cancelRequested();
-    if (!cancelled) agent.followup(data.prompt);
-    // Input that came before the agent existed is accepted now, even after a cancel (like input
-    // sent to a cancelled local agent): it was acknowledged, so it must reach the log.
-    door.open(agent);
+    // Input that came before the agent existed goes in now, after the prompt; a child cancelled
+    // before it started refuses it (its run reports the refusal) instead of starting a turn for it.
+    if (cancelled) door.shut(`child ${id} was cancelled before it started`);
+    else {
+      agent.followup(data.prompt);
+      door.open(agent);
+    }
     await agent.whenIdle();
     // The host stops taking input before the child stops listening: whatever it sent first lands
     // here first and may wake the agent for another turn.
-    await transport.callHost((host) => host.closeInput()).catch(() => undefined);
+    await transport.closeInput();
     await agent.whenIdle();
     door.shut(`child ${id} has finished; it no longer takes input`);
     cancelled ||= transport.cancelRequested();
@@ -161,6 +164,8 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
   } catch (error) {
     return outcome(failed(error));
   } finally {
+    // Input the host sends from now on is refused at its source; input already on its way is refused here.
+    void transport.closeInput();
     door.shut('the child ended before it could take this input');
     unsubscribe();
     await handle?.dispose().catch(() => undefined);

@@ -46,12 +46,6 @@ export interface ChildTaskData {
 export interface HostApi {
   /** Runs a host tool for the child; the host side enforces the tool filter again. */
   callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean }>;
-  /**
-   * The child is idle and about to return: from the answer on, the host takes no more input for
-   * it. Every delivery the host sent before answering reaches the child first (one ordered
-   * channel), so an id the host returned is never left behind.
-   */
-  closeInput(): Promise<void>;
 }
 
 /** Served by the child for one run (`control` lane). */
@@ -84,6 +78,12 @@ export interface ChildTransport {
   callHost<R>(invoke: (host: HostApi) => Promise<R>): Promise<R>;
   /** Serves this child's control calls to the host. */
   serve(control: ChildControlApi): void;
+  /**
+   * The child is idle and about to return: from now on the host refuses input for it (`CLOSED`),
+   * and this resolves once every message the host sent before has reached `deliver`, so an id
+   * the host returned is never left behind.
+   */
+  closeInput(): Promise<void>;
   /** True once the host cancelled out of band (checked before the child starts and when it ends). */
   cancelRequested(): boolean;
   /**

@@ -21,7 +21,6 @@ const noHostTools: HostApi = {
   callTool(name) {
     return Promise.reject(new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child (queue children have no host tools)`));
   },
-  closeInput: () => Promise.resolve(),
 };
 
 interface PoolChild {

@@ -6,10 +6,11 @@ import type { BudgetStop } from '../../seam/budget.js';
 import type { ChildControlApi, ChildNotice, HostApi } from '../../seam/child-protocol.js';
 import { decode, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
+import { SubagentError } from '../../seam/errors.js';
 import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import type { WorkerPool } from './pool.js';
-import type { ThreadTaskResult, WorkerTask } from './thread-protocol.js';
+import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type WorkerTask } from './thread-protocol.js';
 import { describeThreadFailure } from './thread-failure.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
 
@@ -54,7 +55,9 @@ export type ThreadChildState = 'queued' | 'attached' | 'cancelling' | 'terminate
 
 export class ThreadChild {
   /** Set to 1 on cancel; the child's loop polls it (see WorkerTask.cancelFlag). */
-  readonly #cancelFlag = new Int32Array(new SharedArrayBuffer(4));
+  readonly #cancelFlag: Int32Array;
+  /** Counts input sent; the child closes it when it ends (see thread-protocol.ts). */
+  readonly #inputGate: Int32Array;
   readonly #pool: WorkerPool;
   readonly #route: RunRoute;
   readonly #control: GuardedRemote<ChildControlApi>;
@@ -68,6 +71,7 @@ export class ThreadChild {
   /** Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `outcome`. */
   constructor(pool: WorkerPool, run: string, data: Encoded, host: HostApi, sink: ChildSink, onTaskEnd?: () => void) {
     this.#pool = pool;
+    ({ cancelFlag: this.#cancelFlag, inputGate: this.#inputGate } = sharedFlags());
     this.#route = pool.channels.route(run);
     let ended!: () => void;
     // The worker's last notice: once it is in, every event of the child has been delivered.
@@ -84,7 +88,7 @@ export class ThreadChild {
       this.#control.close('the child’s thread closed its channel');
       ended();
     });
-    const task = runOnPool(pool, { data, cancelFlag: this.#cancelFlag, run: this.#route.id });
+    const task = runOnPool(pool, { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id });
     this.outcome = task.then(
       async (result): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
@@ -141,8 +145,18 @@ export class ThreadChild {
     }, this.#pool.options.cancelGraceMs);
   }
 
-  /** Resolves once the child's log holds the message; rejects `CLOSED` if it cannot take it. */
+  /** False once the child has closed its input (it is about to return). */
+  get takesInput(): boolean {
+    return inputOpen(this.#inputGate);
+  }
+
+  /**
+   * Throws `CLOSED` at once when the child has closed its input; otherwise resolves once the
+   * child's log holds the message, or rejects `CLOSED` if its thread is lost first.
+   */
   deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
+    if (!admitInput(this.#inputGate)) throw new SubagentError('CLOSED', `child ${this.#route.id} has finished; its worker no longer takes input`);
+    // Posted in this same step: the child, having counted this message, waits for it.
     return this.#control.call((remote) => remote.deliver(target, id, content, wake, source));
   }
 

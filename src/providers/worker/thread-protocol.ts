@@ -1,6 +1,6 @@
 // The worker-thread transport of the child protocol: what a piscina task carries besides the
-// encoded ChildTaskData (the run id, the shared cancel flag, maybe a hub port), what a thread
-// answers, and the messages a thread posts on `parentPort` while it loads.
+// encoded ChildTaskData (the run id, the shared cancel flag and input gate, maybe a hub port),
+// what a thread answers, and the messages a thread posts on `parentPort` while it loads.
 import type { MessagePort } from 'node:worker_threads';
 import type { Encoded } from '../../seam/codec.js';
 import type { ChildTaskResult } from '../../seam/child-protocol.js';
@@ -14,6 +14,8 @@ export interface WorkerTask {
    * agent's loop polls this flag at every step and tool boundary instead.
    */
   cancelFlag: Int32Array;
+  /** The child's input gate (see `admitInput`), over the same SharedArrayBuffer. */
+  inputGate: Int32Array;
   /** The run's id: every message about this child on the thread's hub port names it. */
   run: string;
   /**
@@ -41,4 +43,34 @@ export interface ThreadLoadedNotice {
 export function isThreadLoadedNotice(value: unknown): value is ThreadLoadedNotice {
   const notice = value as Partial<ThreadLoadedNotice> | null;
   return typeof notice === 'object' && notice !== null && typeof notice.threadLoaded === 'number' && typeof notice.slot === 'number';
+}
+
+/** The cancel flag and input gate of one child, in one SharedArrayBuffer. */
+export function sharedFlags(): { cancelFlag: Int32Array; inputGate: Int32Array } {
+  const buffer = new SharedArrayBuffer(8);
+  return { cancelFlag: new Int32Array(buffer, 0, 1), inputGate: new Int32Array(buffer, 4, 1) };
+}
+
+// The input gate is one word: bit 0 is set once the child has closed its input, the rest counts
+// the messages the host sent. Both change in one atomic step, so the host never counts a message
+// after the child read the count, and a host's input call can refuse `CLOSED` at once, with no
+// round trip: the child learns how many messages are still on their way and waits for them.
+
+/** Host side: counts one message in, or returns false when the child no longer takes input. */
+export function admitInput(gate: Int32Array): boolean {
+  for (;;) {
+    const word = Atomics.load(gate, 0);
+    if ((word & 1) !== 0) return false;
+    if (Atomics.compareExchange(gate, 0, word, word + 2) === word) return true;
+  }
+}
+
+/** Host side: whether the child still takes input. */
+export function inputOpen(gate: Int32Array): boolean {
+  return (Atomics.load(gate, 0) & 1) === 0;
+}
+
+/** Child side: closes the gate; returns how many messages the host sent in all. */
+export function closeInput(gate: Int32Array): number {
+  return Atomics.or(gate, 0, 1) >>> 1;
 }

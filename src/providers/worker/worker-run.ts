@@ -31,10 +31,10 @@ export interface WorkerTaskPlan {
 }
 
 /**
- * starting: waiting for a slot, then for a thread · running: published, takes input ·
- * finishing: the child is done and takes no more input · settled: the result is out.
+ * starting: waiting for a slot, then for a thread · running: published (it takes input until the
+ * child closes its input gate) · settled: the result is out.
  */
-export type WorkerRunState = 'starting' | 'running' | 'finishing' | 'settled';
+export type WorkerRunState = 'starting' | 'running' | 'settled';
 
 function cancelledStart(signal: AbortSignal): SubagentError {
   return new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
@@ -87,10 +87,6 @@ export class WorkerRun implements SubagentRun {
         } finally {
           done();
         }
-      },
-      closeInput: async () => {
-        const run = published.run;
-        if (run) run.#closeInput();
       },
     };
     // Events are mirrored write-behind: the child's own log is the truth, and this copy (which
@@ -147,17 +143,12 @@ export class WorkerRun implements SubagentRun {
       deliver: (target, id, content, wake, source) => this.#deliver(target, id, content, wake, source),
       cancel: this.#cancel,
       settled: this.result,
-      isOpen: () => this.#state === 'running',
+      isOpen: () => this.#state === 'running' && child.takesInput,
     });
   }
 
   get state(): WorkerRunState {
     return this.#state;
-  }
-
-  /** The child asked to stop taking input: deliveries sent until now reach it first. */
-  #closeInput(): void {
-    if (this.#state === 'running') this.#state = 'finishing';
   }
 
   #deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
