@@ -48,8 +48,9 @@ export type ThreadOutcome =
   | { type: 'thread-failed'; error: unknown; diagnostic: string; aborted: boolean };
 
 /**
- * queued: posted, no thread yet · attached: a thread runs it · cancelling: cancel sent, grace
- * running · terminated: the grace passed and its thread was ended · ended: the task settled.
+ * queued: posted, no thread yet · attached: a thread runs it · cancelling: cancel sent (with or
+ * without a thread), grace running · terminated: the grace passed and its thread was ended ·
+ * ended: the task settled.
  */
 export type ThreadChildState = 'queued' | 'attached' | 'cancelling' | 'terminated' | 'ended';
 
@@ -62,7 +63,6 @@ export class ThreadChild {
   readonly #route: RunRoute;
   readonly #control: GuardedRemote<ChildControlApi>;
   #state: ThreadChildState = 'queued';
-  #cancelRequested = false;
   #threadId: number | undefined;
   #killTimer: NodeJS.Timeout | undefined;
   /** Settles once every notice of the child is in: the result never overtakes its events. */
@@ -98,11 +98,12 @@ export class ThreadChild {
       },
       (error: unknown): ThreadOutcome => {
         const killed = this.#state === 'terminated';
+        const aborted = killed || this.#state === 'cancelling';
         this.#end(onTaskEnd);
         // A thread that died had posted its last notices first, but its death may be reported first.
         pool.channels.drain();
         const diagnostic = describeThreadFailure(error, killed, pool.options.cancelGraceMs);
-        return { type: 'thread-failed', error, diagnostic, aborted: killed || this.#cancelRequested };
+        return { type: 'thread-failed', error, diagnostic, aborted };
       },
     );
   }
@@ -129,16 +130,15 @@ export class ThreadChild {
    * pool's grace, unless its task ended meanwhile: by then the thread may run another child.
    */
   cancel(): void {
-    if (this.#cancelRequested || this.#state === 'ended' || this.#state === 'terminated') return;
-    this.#cancelRequested = true;
-    if (this.#state === 'attached') this.#state = 'cancelling';
+    if (this.#state !== 'queued' && this.#state !== 'attached') return;
+    this.#state = 'cancelling';
     Atomics.store(this.#cancelFlag, 0, 1);
     this.#control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
     this.#killTimer = setTimeout(() => {
       const threadId = this.#threadId;
       if (threadId === undefined) return; // never taken by a thread: the flag stops it at its start
       void this.#pool.terminateThread(threadId, () => {
-        if (this.#state !== 'cancelling' && this.#state !== 'attached') return false;
+        if (this.#state !== 'cancelling') return false;
         this.#state = 'terminated';
         return true;
       });
