@@ -12,12 +12,14 @@ afterEach(async () => {
 });
 
 async function setup(options: Parameters<typeof createHost>[0] = {}) {
-  host = await createHost({ ...options, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 600_000 } });
+  host = await createHost({ ...options, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 600_000, ...options.pool } });
   return { host, parent: await host.createAgent() };
 }
 
+const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+
 function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[]): SubagentStartRequest {
-  return { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } } };
+  return { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [toolModule] } };
 }
 
 type Accepted = { id: MessageId; source: MessageSource; target: string };
@@ -85,6 +87,21 @@ describe('input to worker children', () => {
     expect((await run.result).output).toEqual([text('second')]);
     expect(accepted(host.sessions.get(run.id)!.events).find((data) => data.id === id)).toMatchObject({ source: { kind: 'plugin', name: 'test' } });
     await expect(sender.send('next-turn', [text('late')], { wake: true })).rejects.toMatchObject({ code: 'CLOSED' });
+    await run.dispose();
+  });
+
+  it('reports input its thread never took: the delivery rejects CLOSED and the result says so', async () => {
+    const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'spin', input: {} }] }]));
+    // The log reaches the host before each tool body: from here on the child's thread spins and reads no message.
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
+    const delivery = (run.localAgent as unknown as Sender).send('next-step', [text('never read')], { wake: true });
+    run.cancel();
+    await expect(delivery).rejects.toMatchObject({ code: 'CLOSED' });
+    const result = await run.result;
+    expect(result.stopReason).toBe('aborted');
+    expect(result.diagnostic).toMatch(/terminated; 1 message\(s\) sent to the child were not delivered$/);
+    expect(accepted(host.sessions.get(run.id)!.events).map((data) => data.source)).toEqual([{ kind: 'user' }]); // the prompt alone
     await run.dispose();
   });
 });
