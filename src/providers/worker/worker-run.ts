@@ -2,7 +2,7 @@
 // child's mirror once a thread has taken it, relays host tool calls and input, and settles its
 // result only after every event of the child has been mirrored.
 import { once, settled } from '../../seam/once.js';
-import type { HostApi } from '../../seam/child-protocol.js';
+import type { ChildTaskData, HostApi } from '../../seam/child-protocol.js';
 import { encode } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
@@ -17,7 +17,6 @@ import { WorkerChildAgent } from './child-agent.js';
 import type { WorkerPool } from './pool.js';
 import { ThreadChild, type ThreadOutcome } from './thread-child.js';
 import { closeTurnOfDeadThread } from './thread-failure.js';
-import type { ChildTaskData } from '../../seam/child-protocol.js';
 
 export interface WorkerProviderHost extends ProviderHost {
   readonly pool: WorkerPool;
@@ -31,10 +30,10 @@ export interface WorkerTaskPlan {
 }
 
 /**
- * starting: waiting for a slot, then for a thread · running: published (it takes input until the
- * child closes its input gate) · settled: the result is out.
+ * running: published (it takes input until the child closes its input gate) · settled: the result
+ * is out. The start (a slot, then a thread) happens before the run exists, in `WorkerRun.start`.
  */
-export type WorkerRunState = 'starting' | 'running' | 'settled';
+export type WorkerRunState = 'running' | 'settled';
 
 function cancelledStart(signal: AbortSignal): SubagentError {
   return new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
@@ -48,7 +47,7 @@ export class WorkerRun implements SubagentRun {
   readonly #child: ThreadChild;
   readonly #session: SessionLog;
   readonly #seedLength: number;
-  #state: WorkerRunState = 'starting';
+  #state: WorkerRunState = 'running';
   /** Input sent to the child and not yet acknowledged by it; a refusal is kept for the result. */
   readonly #deliveries = new Set<Promise<void>>();
   readonly #refused: unknown[] = [];
@@ -126,7 +125,6 @@ export class WorkerRun implements SubagentRun {
     this.#session = session;
     this.#seedLength = plan.seed.length;
     this.id = plan.data.header.id;
-    this.#state = 'running';
     const { signal } = request;
     signal.addEventListener('abort', this.#cancel, { once: true });
     if (signal.aborted) this.cancel();
