@@ -2,6 +2,7 @@
 // Members report through their (mirrored) logs on this thread, or their final result when they have
 // none; a spent tree refuses new members and tells the running ones to stop.
 import { type BudgetStop, type SubagentBudget, describeBudgetStop, limitsOf, reachedLimit, remaining } from '../seam/budget.js';
+import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../seam/types.js';
@@ -116,21 +117,28 @@ export class TreeAdmission {
    * run without a log on this thread counts its result's usage and is cancelled when a tree is spent.
    */
   join(run: SubagentRun): void {
-    this.#members.set(run.id, this.#trees);
     const agent = run.localAgent;
-    let unsubscribe = () => {};
-    if (agent) {
-      const meter = new UsageMeter();
-      unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
-      this.#count(meter.read(agent.session.events));
-    } else {
-      unsubscribe = this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
-    }
+    const leaveAgent = agent ? this.joinAgent(agent) : undefined;
+    if (!agent) this.#members.set(run.id, this.#trees);
+    const unsubscribe = agent ? () => undefined : this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
     const leave = (result?: SubagentResult) => {
       unsubscribe();
+      leaveAgent?.();
       if (result?.usage) this.#count(result.usage);
       this.#members.delete(run.id);
     };
     run.result.then(leave, () => leave());
+  }
+
+  /** Makes a child with a log on this thread a member until the returned leave is called. */
+  joinAgent(agent: Agent): () => void {
+    this.#members.set(agent.id, this.#trees);
+    const meter = new UsageMeter();
+    const unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
+    this.#count(meter.read(agent.session.events));
+    return () => {
+      unsubscribe();
+      if (this.#members.get(agent.id) === this.#trees) this.#members.delete(agent.id);
+    };
   }
 }

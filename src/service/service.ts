@@ -62,6 +62,7 @@ export class SubagentService {
         ...options.continuation,
         logger: options.logger,
         getProvider: (name) => this.#providers.get(name),
+        admitBudget: (parentId, budget) => this.#budgets.admit(parentId, budget),
         emit: (event, payload, parent) => this.#events.emit(event, payload, parent),
       });
     }
