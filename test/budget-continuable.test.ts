@@ -2,9 +2,10 @@
 // counting what was spent after eviction and after a restart on the same SQLite file, and a cold
 // resume restores everything the child was started with.
 import { afterEach, describe, expect, it } from 'vitest';
-import { BUDGET_EVENT, DESCRIPTOR_EVENT, text, type Agent, type Host, type ModelSpec, type ScriptedStep, type SubagentBudget } from 'subagent-host';
+import { BUDGET_EVENT, DESCRIPTOR_EVENT, subagentTool, text, type Agent, type Host, type ModelSpec, type ScriptedStep, type SubagentBudget } from 'subagent-host';
 import { recordingTool, tempFiles } from './helpers.js';
 import { continuationHost, eventually, type Recorder } from './continuation-helpers.js';
+import { call, lazyScript, startedId } from './tool-helpers.js';
 
 const files = tempFiles('subagent-budget-continuable-');
 const hosts: Host[] = [];
@@ -124,6 +125,25 @@ describe('a continuable child’s budget', () => {
     ).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
     expect(host.sessions.list()).toHaveLength(before);
     expect(host.recorder.starts).toEqual([]);
+  });
+});
+
+describe('the subagent tool in continuable mode', () => {
+  it('starts each child with the configured budget, and refuses a tree scope', async () => {
+    const host = await open(files.file());
+    expect(() => subagentTool(host, { provider: 'in-process', mode: 'continuable', budget: { turns: 1, scope: 'tree' } })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS' }),
+    );
+    subagentTool(host, { provider: 'in-process', mode: 'continuable', budget: { turns: 1 } });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'scout', prompt: 'look' }), { text: 'waiting' }]) });
+    parent.followup([text('go')]);
+    await host.recorder.until(() => host.recorder.ends.length === 1);
+    await parent.whenIdle();
+    const childId = startedId(parent, 0);
+    await host.subagents.followup(parent, childId, [text('more')]);
+    await host.recorder.until(() => host.recorder.ends.length === 2);
+    expect(host.recorder.ends.map((end) => end.stopReason)).toEqual(['completed', 'aborted']);
+    expect(budgetEvents(host, childId)).toEqual([{ limit: 'turns', max: 1, used: 2, scope: 'child' }]);
   });
 });
 
