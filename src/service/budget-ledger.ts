@@ -6,7 +6,7 @@ import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../seam/types.js';
-import { UsageMeter, addUsage, emptyUsage, type SubagentUsage } from '../seam/usage.js';
+import { UsageMeter, addUsage, emptyUsage, subtractUsage, type SubagentUsage } from '../seam/usage.js';
 
 interface Tree {
   budget: SubagentBudget;
@@ -14,10 +14,6 @@ interface Tree {
   total: SubagentUsage;
   stop?: BudgetStop;
   listeners: Set<(stop: BudgetStop) => void>;
-}
-
-function minus(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
-  return addUsage(a, { inputTokens: -b.inputTokens, outputTokens: -b.outputTokens, totalTokens: -b.totalTokens, requests: -b.requests, turns: -b.turns, toolCalls: -b.toolCalls, wallMs: -b.wallMs });
 }
 
 /** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
@@ -104,7 +100,7 @@ export class TreeAdmission {
 
   /** Brings `usage` (the member's figures so far) into every covering tree. */
   #count(usage: SubagentUsage): void {
-    const delta = minus(usage, this.#counted);
+    const delta = subtractUsage(usage, this.#counted);
     this.#counted = usage;
     for (const tree of this.#trees) {
       tree.total = addUsage(tree.total, delta);

@@ -8,6 +8,7 @@ import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { SubagentBudget } from '../../seam/budget.js';
+import type { SubagentUsage } from '../../seam/usage.js';
 import type { ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
@@ -30,7 +31,8 @@ export interface ContinuationDeps {
   getProvider(name: string): SubagentProvider | undefined;
   /** Admits a child under the tree budgets covering its parent; throws when one is spent. */
   admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined): TreeAdmission | undefined;
-  emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId): void;
+  /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
+  emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId, spent?: SubagentUsage): void;
 }
 
 export class ContinuationManager implements ActivationHost {
@@ -73,6 +75,7 @@ export class ContinuationManager implements ActivationHost {
       { runId, provider: activation.provider, id: activation.childId, local: true, stopReason: outcome.stopReason,
         ...(outcome.output.length > 0 ? { lastAssistantMessage: outcome.output } : {}), usage: activation.usage },
       activation.parentSession,
+      activation.takeSpent(),
     );
   }
 
