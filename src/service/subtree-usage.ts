@@ -8,11 +8,6 @@ export class SubtreeUsage {
   /** Per open child: what its descendants reported so far (null: none reported yet). */
   readonly #open = new Map<SessionId, SubagentUsage | null>();
 
-  /** Open entries (for leak checks). */
-  get size(): number {
-    return this.#open.size;
-  }
-
   /** Starts collecting what the descendants of `id` spend (kept when already open). */
   open(id: SessionId): void {
     if (!this.#open.has(id)) this.#open.set(id, null);
