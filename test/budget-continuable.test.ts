@@ -147,6 +147,53 @@ describe('the subagent tool in continuable mode', () => {
   });
 });
 
+describe('a tree budget above a continuable child', () => {
+  it('counts the continuable grandchild, stops it when the tree is spent and refuses a new one', async () => {
+    const host = await open(files.file());
+    const spend: ScriptedStep = { toolCalls: [{ name: 'lookup', input: { value: 'x' } }], usage: { inputTokens: 60, outputTokens: 0 } };
+    // The grandchild spends only once the child waits in `hold`: the child's own boundaries see no race.
+    const waitForHold: ScriptedStep = { toolCalls: [{ name: 'gate', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } };
+    subagentTool(host, { provider: 'in-process', mode: 'continuable', agentOptions: { model: { kind: 'scripted', steps: [waitForHold, spend, spend, spend, { text: 'never' }] } } });
+    let holding!: () => void;
+    const childHolding = new Promise<void>((resolve) => (holding = resolve));
+    host.tools.register({ name: 'gate', description: 'waits for the child to hold', parameters: { type: 'object' }, execute: async () => (await childHolding, 'go') });
+    let settled!: () => void;
+    const grandchildSettled = new Promise<void>((resolve) => (settled = resolve));
+    host.subagents.on('subagent/end', () => settled());
+    let refusal: unknown;
+    host.tools.register({
+      name: 'hold',
+      description: 'waits for the grandchild, then tries another',
+      parameters: { type: 'object' },
+      execute: async (_input, ctx) => {
+        holding();
+        await grandchildSettled;
+        refusal = await host.subagents
+          .startContinuable({ provider: 'in-process', label: 'late', request: { prompt: [text('x')], parent: ctx.agent } })
+          .catch((error: unknown) => error);
+        return 'ok';
+      },
+    });
+    const parent = await host.createAgent();
+    const steps: ScriptedStep[] = [
+      { toolCalls: [{ name: 'subagent', input: { description: 'spend', prompt: 'spend' } }], usage: { inputTokens: 10, outputTokens: 0 } },
+      { toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } },
+      { text: 'never' },
+    ];
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } }, budget: { tokens: 100, scope: 'tree' },
+    });
+    const result = await run.result;
+    // 10 (child) + 60 + 60 (grandchild) = 130 ≥ 100: the grandchild's third request is never made.
+    expect(result).toMatchObject({ stopReason: 'max-tokens', diagnostic: 'budget: tokens limit 100 reached (130 used, tree budget)' });
+    const grandchild = host.recorder.ends.find((end) => end.id !== run.id)!;
+    expect(grandchild).toMatchObject({ stopReason: 'max-tokens', usage: { totalTokens: 120, requests: 3 } });
+    expect(budgetEvents(host, grandchild.id)).toEqual([{ limit: 'tokens', max: 100, used: 130, scope: 'tree' }]);
+    expect(refusal).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining("ancestor's tree budget is spent") });
+    await run.dispose();
+  });
+});
+
 describe('cold resume of a continuable child', () => {
   it('restores its tool modules, maxTokens and maxStepsPerTurn', async () => {
     const host = await open(files.file(), 0);
