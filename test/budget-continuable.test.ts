@@ -31,9 +31,9 @@ const STEPS: ScriptedStep[] = [
 ];
 const MODEL: ModelSpec = { kind: 'scripted', steps: STEPS };
 
-function start(host: Host, parent: Agent, budget: unknown, extra: Record<string, unknown> = {}) {
+function start(host: Host, parent: Agent, budget: unknown, extra: Record<string, unknown> = {}, provider = 'in-process') {
   return host.subagents.startContinuable({
-    provider: 'in-process',
+    provider,
     label: 'spender',
     request: { prompt: [text('first')], parent, agentOptions: { model: MODEL, ...extra }, budget: budget as SubagentBudget },
   });
@@ -70,10 +70,13 @@ describe('a continuable child’s budget', () => {
     expect(notices.at(-1)).toContain('It was stopped by its budget: turns limit 2 reached (3 used, child budget).');
   });
 
-  it('keeps counting what was spent after the child is evicted and cold-resumed', async () => {
+  it.each(['in-process', 'in-process-fork'])('keeps counting what a %s child spent after it is evicted and cold-resumed', async (provider) => {
     const host = await open(files.file(), 0);
-    const parent = await host.createAgent();
-    const { childId } = await start(host, parent, { tokens: 150 });
+    // A fork inherits this turn (1998 tokens): never counted against the child's budget.
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'context', usage: { inputTokens: 999, outputTokens: 999 } }] } } });
+    parent.followup([text('context')]);
+    await parent.whenIdle();
+    const { childId } = await start(host, parent, { tokens: 150 }, {}, provider);
     await host.recorder.until(() => host.recorder.ends.length === 1);
     await eventually(() => host.sessions.get(childId) === undefined);
     await host.subagents.followup(parent, childId, [text('again')]);
