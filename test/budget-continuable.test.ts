@@ -108,13 +108,12 @@ describe('a continuable child’s budget', () => {
     expect(rows).toEqual([expect.objectContaining({ id: childId, usage: second.recorder.ends[0]!.usage })]);
   });
 
-  it('refuses bad limits, a tree scope and a provider without the budget capability before any child', async () => {
+  it('refuses bad limits, bad route overrides and a provider without the budget capability before any child', async () => {
     const host = await open(files.file());
     const parent = await host.createAgent();
     const before = host.sessions.list().length;
     await expect(start(host, parent, { tokens: -1 })).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('spec.request.budget.tokens') });
     await expect(start(host, parent, { turns: 1.5 })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
-    await expect(start(host, parent, { tokens: 5, scope: 'tree' })).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
     await expect(start(host, parent, undefined, { maxTokens: 0 })).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('agentOptions.maxTokens') });
     host.subagents.registerProvider({
       name: 'no-budget',
@@ -132,11 +131,8 @@ describe('a continuable child’s budget', () => {
 });
 
 describe('the subagent tool in continuable mode', () => {
-  it('starts each child with the configured budget, and refuses a tree scope', async () => {
+  it('starts each child with the configured budget', async () => {
     const host = await open(files.file());
-    expect(() => subagentTool(host, { provider: 'in-process', mode: 'continuable', budget: { turns: 1, scope: 'tree' } })).toThrow(
-      expect.objectContaining({ code: 'INVALID_OPTIONS' }),
-    );
     subagentTool(host, { provider: 'in-process', mode: 'continuable', budget: { turns: 1 } });
     const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'scout', prompt: 'look' }), { text: 'waiting' }]) });
     parent.followup([text('go')]);
@@ -194,6 +190,35 @@ describe('a tree budget above a continuable child', () => {
     expect(budgetEvents(host, grandchild.id)).toEqual([{ limit: 'tokens', max: 100, used: 130, scope: 'tree' }]);
     expect(refusal).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining("ancestor's tree budget is spent") });
     await run.dispose();
+  });
+});
+
+describe('a continuable child’s tree budget', () => {
+  it('counts its one-shot descendants, and after a cold resume what its subtree already spent', async () => {
+    const host = await open(files.file(), 0);
+    subagentTool(host, { provider: 'in-process', agentOptions: { model: { kind: 'scripted', steps: [{ text: 'part done', usage: { inputTokens: 60, outputTokens: 0 } }] } } });
+    const parent = await host.createAgent();
+    // Each model instance replays: delegate (10 tokens), then answer (0).
+    const steps: ScriptedStep[] = [
+      { toolCalls: [{ name: 'subagent', input: { description: 'part', prompt: 'part' } }], usage: { inputTokens: 10, outputTokens: 0 } },
+      { text: 'done', usage: { inputTokens: 0, outputTokens: 0 } },
+    ];
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'owner',
+      request: { prompt: [text('first')], parent, agentOptions: { model: { kind: 'scripted', steps } }, budget: { tokens: 130, scope: 'tree' } },
+    });
+    const ends = () => host.recorder.ends.filter((end) => end.id === childId);
+    await host.recorder.until(() => ends().length === 1);
+    expect(ends()[0]).toMatchObject({ stopReason: 'completed', usage: { totalTokens: 10 } });
+    await eventually(() => host.sessions.get(childId) === undefined);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await host.recorder.until(() => ends().length === 2);
+    // 70 spent before the resume (10 own + 60 below), then 10 + 60 more: 140 ≥ 130 stops the answer.
+    expect(ends()[1]).toMatchObject({ stopReason: 'max-tokens', usage: { totalTokens: 20 } });
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(events.filter((event) => event.type === BUDGET_EVENT).map((event) => event.data)).toEqual([{ limit: 'tokens', max: 130, used: 140, scope: 'tree' }]);
   });
 });
 

@@ -28,14 +28,15 @@ export class BudgetLedger {
 
   /**
    * Admits a child of `parentId` with `budget`, or throws `INVALID_REQUEST`. Undefined when no tree
-   * covers the child.
+   * covers the child. A `resumed` child (admitted before) re-opens its own tree from its start with
+   * what its descendants already spent; its own log is counted when it joins.
    */
-  admit(parentId: SessionId, budget: SubagentBudget | undefined): TreeAdmission | undefined {
+  admit(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { startedAt: number; descendants: SubagentUsage }): TreeAdmission | undefined {
     const inherited = this.#members.get(parentId) ?? [];
     for (const tree of inherited) {
       const stop = check(tree);
       if (stop) throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); no new child may start under it`);
-      if (budget === undefined) continue;
+      if (budget === undefined || resumed) continue;
       const left = remaining(tree.budget, tree.total, Date.now() - tree.startedAt);
       for (const limit of limitsOf(budget)) {
         const have = left[limit];
@@ -45,7 +46,9 @@ export class BudgetLedger {
       }
     }
     const own: Tree | undefined =
-      budget?.scope === 'tree' ? { budget, startedAt: Date.now(), total: emptyUsage(), listeners: new Set() } : undefined;
+      budget?.scope === 'tree'
+        ? { budget, startedAt: resumed?.startedAt ?? Date.now(), total: resumed?.descendants ?? emptyUsage(), listeners: new Set() }
+        : undefined;
     const trees = own ? [...inherited, own] : inherited;
     return trees.length === 0 ? undefined : new TreeAdmission(this.#members, trees);
   }

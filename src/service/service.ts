@@ -65,7 +65,13 @@ export class SubagentService {
         ...options.continuation,
         logger: options.logger,
         getProvider: (name) => this.#providers.get(name),
-        admitBudget: (parentId, budget) => this.#budgets.admit(parentId, budget),
+        admitBudget: async (parentId, budget, resumed) => {
+          if (!resumed || budget?.scope !== 'tree') return this.#budgets.admit(parentId, budget);
+          // A resumed tree owner: its stored descendants' spend counts against its tree again.
+          let descendants = emptyUsage();
+          for (const row of await this.listDescendants(resumed.childId)) if (row.kind === 'child') descendants = addUsage(descendants, row.usage);
+          return this.#budgets.admit(parentId, budget, { startedAt: resumed.startedAt, descendants });
+        },
         emit: (event, payload, parent, spent) => {
           // A continuable epoch reports what it spent (its own and its descendants') to its parent's tree.
           if (event === 'subagent/start') this.#subtrees.open(payload.id);

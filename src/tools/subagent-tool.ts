@@ -27,7 +27,7 @@ export interface SubagentToolConfig {
   mode?: 'one-shot' | 'continuable';
   /** One-shot only: answer `started task <id>` at once and notify the parent when the run settles. @default false */
   background?: boolean;
-  /** Sent with every start: limits for each child (or, one-shot `scope: 'tree'`, each child's subtree); a continuable child's counts all its turns. */
+  /** Sent with every start: limits for each child (or, `scope: 'tree'`, each child's subtree); a continuable child's counts all its turns. */
   budget?: SubagentBudget;
 }
 
@@ -78,9 +78,6 @@ function validateConfig(config: SubagentToolConfig): void {
     } catch (error) {
       throw new SubagentError('INVALID_OPTIONS', (error as Error).message, { cause: error });
     }
-  }
-  if (config.mode === 'continuable' && config.budget?.scope === 'tree') {
-    throw new SubagentError('INVALID_OPTIONS', "subagentTool config.budget.scope 'tree' applies to one-shot children; a continuable child's budget covers the child itself");
   }
   if (config.mode === 'continuable' && config.background === true) {
     throw new SubagentError('INVALID_OPTIONS', 'subagentTool config.background applies to one-shot children; continuable children always run in the background');

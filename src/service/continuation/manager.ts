@@ -29,8 +29,11 @@ export interface ContinuationDeps {
   lingerMs: number;
   logger?: Logger | undefined;
   getProvider(name: string): SubagentProvider | undefined;
-  /** Admits a child under the tree budgets covering its parent; throws when one is spent. */
-  admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined): TreeAdmission | undefined;
+  /**
+   * Admits a child under the tree budgets covering its parent (and its own, `scope: 'tree'`);
+   * throws when one is spent. A `resumed` child's own tree counts what its subtree already spent.
+   */
+  admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
   /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
   emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId, spent?: SubagentUsage): void;
 }
@@ -187,7 +190,7 @@ export class ContinuationManager implements ActivationHost {
     }
     const budget = startBudget(spec, provider);
     const descriptor = continuableDescriptor(spec, budget);
-    const budgetTree = this.deps.admitBudget?.(parent.id, budget);
+    const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
     const prepared = await provider.prepareContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal });
     checkAborted(signal);
     this.admission.check(parent);
@@ -247,7 +250,7 @@ export class ContinuationManager implements ActivationHost {
       throw new SubagentError('NOT_RESUMABLE', `session ${childId} is live but is not a continuable child`);
     }
     // Trees covering the parent now cover the resumed child (a spent one refuses it).
-    const budgetTree = this.deps.admitBudget?.(parent.id, undefined);
+    let budgetTree: TreeAdmission | undefined;
     const built = await resumeStored({
       agents,
       setups: this.setups,
@@ -259,7 +262,10 @@ export class ContinuationManager implements ActivationHost {
         checkAborted(signal);
         this.admission.check(parent);
       },
-      treeStop: budgetTree?.link.stop,
+      admit: async (budget, startedAt) => {
+        budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
+        return budgetTree?.link.stop;
+      },
     });
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }

@@ -145,7 +145,8 @@ export async function resumeStored(options: {
   signal: AbortSignal | undefined;
   /** Re-checked after the stored record was read. */
   recheck: () => void;
-  treeStop?: TreeStop | undefined;
+  /** Admits the child under the tree budgets that cover it (its own, re-opened from its start). */
+  admit?: ((budget: SubagentBudget | undefined, startedAt: number) => Promise<TreeStop | undefined>) | undefined;
 }): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
   let stored;
@@ -173,6 +174,8 @@ export async function resumeStored(options: {
   }
   const model = parseModel(descriptor.agentModel);
   const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
+  const treeStop = await options.admit?.(descriptor.budget, startedAt);
+  options.recheck();
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
   let handle: AgentHandle;
   try {
@@ -180,7 +183,7 @@ export async function resumeStored(options: {
       sessionId: childId,
       agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
       setup: setupFor(descriptor, options.setups, out, false),
-      hooks: guard(descriptor, out, startedAt, seedLength, options.treeStop),
+      hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (error) {

@@ -46,9 +46,6 @@ export function startBudget(spec: ContinuableStartSpec, provider: SubagentProvid
   if (!provider.capabilities.budget) {
     throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider.name} does not support budget; drop it or use a provider with the budget capability`);
   }
-  if (parsed.scope === 'tree') {
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', "spec.request.budget.scope 'tree' is for one-shot children; a continuable child's budget covers the child itself");
-  }
   return parsed;
 }
 
