@@ -26,6 +26,8 @@ export type SubagentDescriptorData =
       toolFilter?: SubagentToolFilter;
       /** Durable, so a resumed child keeps counting against what it already spent. */
       budget?: SubagentBudget;
+      /** What the provider needs to bring the child back (e.g. a remote session id); JSON, never secrets. */
+      providerData?: Record<string, unknown>;
     };
 
 /** What `snapshotSubagentDescriptor` takes: the descriptor without its version. */
@@ -39,6 +41,7 @@ export type SubagentDescriptorInput =
       persona?: string;
       toolFilter?: SubagentToolFilter;
       budget?: SubagentBudget;
+      providerData?: Record<string, unknown>;
     };
 
 const descriptorSchema = lazy(() => {
@@ -62,6 +65,7 @@ const descriptorSchema = lazy(() => {
     agentModel: z.string().optional(),
     persona: z.string().optional(),
     toolFilter: toolFilter.optional(),
+    providerData: z.record(z.string(), z.unknown()).optional(),
   });
   return z.discriminatedUnion('mode', [oneShot, continuable]);
 });
@@ -127,7 +131,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
   };
   const optional =
     input.mode === 'continuable'
-      ? (['label', 'agentModel', 'persona', 'toolFilter', 'budget'] as const)
+      ? (['label', 'agentModel', 'persona', 'toolFilter', 'budget', 'providerData'] as const)
       : (['label', 'budget'] as const);
   for (const key of optional) {
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];

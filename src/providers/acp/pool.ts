@@ -56,6 +56,11 @@ export class WarmPool {
     void this.#retire(child);
   }
 
+  /** The ready process `take()` would hand out next (still the pool's), or undefined. */
+  peek(): WarmChild | undefined {
+    return this.#ready.find((child) => !child.proc.exit);
+  }
+
   /** A ready process (now the caller's), or undefined; either way the pool refills. */
   take(): WarmChild | undefined {
     let child: WarmChild | undefined;

@@ -5,9 +5,9 @@ import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
 import type { ContentBlock, MessageId, MessageSource, SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
-import { SubagentError, describeError } from '../../seam/errors.js';
-import { settled } from '../../seam/once.js';
-import type { ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { once, settled } from '../../seam/once.js';
+import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
@@ -168,15 +168,19 @@ export class ContinuationManager implements ActivationHost {
     const taken = () => childId === parent.id || agents.get(childId) !== undefined || sessions.has(childId);
     if (taken()) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
     const depth = resolveChildDepth(parent, request.maxDepth);
-    const descriptor = continuableDescriptor(spec);
+    continuableDescriptor(spec);
     const provider = this.deps.getProvider(spec.provider);
     if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${spec.provider}`);
     if (!provider.prepareContinuable) {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process or in-process-fork)`);
     }
-    const prepared = await provider.prepareContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal });
-    checkAborted(signal);
-    this.admission.check(parent);
+    const created = await provider.prepareContinuable({
+      sessionId: childId,
+      parent,
+      signal: signal ?? new AbortController().signal,
+      ...(request.agentOptions === undefined ? {} : { agentOptions: request.agentOptions }),
+    });
+    const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
     const messageId = await this.#locked(childId, () =>
       this.#track(
         (async () => {
@@ -185,13 +189,18 @@ export class ContinuationManager implements ActivationHost {
           if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) {
             throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
           }
-          const built = await createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], signal });
+          const descriptor = continuableDescriptor(spec, prepared.providerData);
+          const built = await createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal });
           return this.#adopt(built, spec.provider, parent, built.handle.agent.session.seq, (activation) =>
             this.#submit(activation, parent, request.prompt, { kind: 'user' }, signal),
           );
         })(),
       ),
-    );
+    ).catch(async (error: unknown) => {
+      // Whatever the provider holds for a child that never became resident goes (idempotent).
+      await prepared.release?.();
+      throw error;
+    });
     await sessions.flush(childId);
     return { childId, messageId };
   }
@@ -239,7 +248,31 @@ export class ContinuationManager implements ActivationHost {
         checkAborted(signal);
         this.admission.check(parent);
       },
+      prepare: (descriptor) => this.#resumeProvider(descriptor, childId, parent, signal),
     });
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal));
+  }
+
+  /** The provider's part of a cold resume (only children whose descriptor holds provider data need one). */
+  async #resumeProvider(
+    descriptor: { provider: string; providerData?: Record<string, unknown> },
+    childId: SessionId,
+    parent: Agent,
+    signal: AbortSignal | undefined,
+  ): Promise<ContinuableCreateSpec> {
+    const { providerData } = descriptor;
+    if (providerData === undefined) return {};
+    const provider = this.deps.getProvider(descriptor.provider);
+    if (!provider?.resumeContinuable) {
+      throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
+    }
+    try {
+      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal, providerData });
+      return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
+    } catch (error) {
+      this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
+      if (isSubagentError(error)) throw error;
+      throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
+    }
   }
 }

@@ -6,7 +6,7 @@ import type { SessionId } from '../../seam/content.js';
 import { type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
-import type { ContinuableStartSpec } from '../../seam/types.js';
+import type { ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
 import { composeChildTools } from '../../runtime/child-run.js';
 import type { SetupBatch, SetupRegistry } from './setup-registry.js';
@@ -14,7 +14,7 @@ import type { SetupBatch, SetupRegistry } from './setup-registry.js';
 type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;
 
 /** The descriptor of a new continuable child. Its model spec is kept as JSON in `agentModel`. */
-export function continuableDescriptor(spec: ContinuableStartSpec): ContinuableDescriptor {
+export function continuableDescriptor(spec: ContinuableStartSpec, providerData?: Record<string, unknown>): ContinuableDescriptor {
   const { request } = spec;
   const model = request.agentOptions?.model ?? request.parent.options.model;
   return snapshotSubagentDescriptor({
@@ -24,6 +24,7 @@ export function continuableDescriptor(spec: ContinuableStartSpec): ContinuableDe
     ...(model === undefined ? {} : { agentModel: JSON.stringify(model) }),
     ...(request.persona === undefined ? {} : { persona: request.persona }),
     ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
+    ...(providerData === undefined ? {} : { providerData }),
   }) as ContinuableDescriptor;
 }
 
@@ -51,6 +52,23 @@ export interface Built {
   batch: SetupBatch;
 }
 
+/** `handle` whose dispose also frees what the provider holds for the child (once the agent is gone). */
+export function withRelease(handle: AgentHandle, release: ContinuableCreateSpec['release']): AgentHandle {
+  if (!release) return handle;
+  let disposing: Promise<void> | undefined;
+  return {
+    agent: handle.agent,
+    dispose: () =>
+      (disposing ??= (async () => {
+        try {
+          await handle.dispose();
+        } finally {
+          await release();
+        }
+      })()),
+  };
+}
+
 /** Creates a fresh child of `spec.request.parent` under `childId`. */
 export async function createFresh(options: {
   agents: AgentRegistry;
@@ -60,6 +78,8 @@ export async function createFresh(options: {
   depth: number;
   descriptor: ContinuableDescriptor;
   seed: readonly SessionEvent[];
+  /** The provider's part; its `release` must be idempotent (the caller also calls it when creation fails). */
+  prepared: ContinuableCreateSpec;
   signal: AbortSignal | undefined;
 }): Promise<Built> {
   const { spec, descriptor } = options;
@@ -72,7 +92,7 @@ export async function createFresh(options: {
   };
   const model = spec.request.agentOptions?.model ?? parent.options.model;
   const out: { batch?: SetupBatch } = {};
-  const handle = await options.agents.create({
+  const built = await options.agents.create({
     sessionId: options.childId,
     header,
     seed: options.seed,
@@ -83,9 +103,11 @@ export async function createFresh(options: {
       ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
       subagentDepth: options.depth,
     },
+    ...(options.prepared.model ? { model: options.prepared.model } : {}),
     setup: setupFor(descriptor, options.setups, out, true),
     ...(options.signal ? { signal: options.signal } : {}),
   });
+  const handle = withRelease(built, options.prepared.release);
   const batch = out.batch!;
   try {
     batch.commit();
@@ -114,6 +136,8 @@ export async function resumeStored(options: {
   signal: AbortSignal | undefined;
   /** Re-checked after the stored record was read. */
   recheck: () => void;
+  /** The provider's part of bringing the child back (a remote session), before its agent is built. */
+  prepare: (descriptor: ContinuableDescriptor) => Promise<ContinuableCreateSpec>;
 }): Promise<Built & { from: number; provider: string }> {
   const { childId } = options;
   let stored;
@@ -138,6 +162,7 @@ export async function resumeStored(options: {
     throw new SubagentError('NOT_RESUMABLE', `session ${childId} is not a continuable child (one-shot children cannot receive follow-ups)`);
   }
   const model = parseModel(descriptor.agentModel);
+  const prepared = await options.prepare(descriptor);
   const out: { batch?: SetupBatch } = {};
   let handle: AgentHandle;
   try {
@@ -148,13 +173,16 @@ export async function resumeStored(options: {
         ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
         subagentDepth: stored.header.delegationDepth ?? 1,
       },
+      ...(prepared.model ? { model: prepared.model } : {}),
       setup: setupFor(descriptor, options.setups, out, false),
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (error) {
+    await prepared.release?.();
     if (isSubagentError(error)) throw error;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
   }
+  handle = withRelease(handle, prepared.release);
   const batch = out.batch!;
   try {
     batch.commit();
