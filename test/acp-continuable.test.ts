@@ -109,6 +109,21 @@ describe('continuable ACP children', () => {
     expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
   });
 
+  it('starts and cold-resumes on prewarmed processes of the same agent', async () => {
+    const remoteDb = files.file();
+    const { host, provider, parent, recorder } = await setup(agentOptions(remoteDb, { prewarm: 1 }), { continuation: { lingerMs: 0 } });
+    await provider.whenWarm();
+    const [warm] = newChildPids(before);
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    // The warm process served the child and was reaped with it; the pool refilled.
+    await eventually(() => host.sessions.get(childId) === undefined && !isAlive(warm!));
+    await provider.whenWarm();
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
+  });
+
   it('cold-resumes a child after a host restart on the same database', async () => {
     const remoteDb = files.file();
     const first = await setup(agentOptions(remoteDb));

@@ -52,7 +52,8 @@ function checkOpen(signal: AbortSignal, closed: AbortSignal): void {
 export function acpContinuable(deps: AcpContinuableDeps) {
   const { config, graces, pool, closed } = deps;
   const resident = (child: WarmChild, providerData?: Record<string, unknown>): ContinuableCreateSpec => ({
-    model: new RemoteSessionModel(child, graces.graceMs),
+    // A warm process was taken: the pool refills once the first prompt is answered.
+    model: new RemoteSessionModel(child, graces.graceMs, () => pool?.fill()),
     ...(providerData ? { providerData } : {}),
     release: () => deps.retire(child),
   });
@@ -72,6 +73,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new');
       return resident(child, { sessionId, ...launch });
     } catch (error) {
+      pool?.fill();
       if (child) await deps.retire(child);
       throw error instanceof StartAborted ? abortedStart(signal, closed) : error;
     }
@@ -92,6 +94,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       await startupStep(child.client.loadSession(sessionId, launch.cwd), child.proc, runSignal, 'session/load');
       return resident(child);
     } catch (error) {
+      pool?.fill();
       if (child) await deps.retire(child);
       if (error instanceof StartAborted) throw abortedStart(signal, closed);
       if (error instanceof SubagentError && error.code === 'NOT_RESUMABLE') throw error;

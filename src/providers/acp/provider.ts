@@ -85,6 +85,7 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
       child ??= await launch(launchConfig(cwd), runSignal);
       await startupStep(child.client.newSession(cwd, meta), child.proc, runSignal, 'session/new');
     } catch (error) {
+      pool?.fill();
       if (child) await retire(child);
       throw error instanceof StartAborted ? abortedStart(signal, closer.signal) : error;
     }
@@ -96,7 +97,10 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
       await retire(child);
       throw error;
     }
-    return new AcpRun({ child, mirror, sessions: host.sessions, prompt, signal: runSignal, graces });
+    const run = new AcpRun({ child, mirror, sessions: host.sessions, prompt, signal: runSignal, graces });
+    const refill = () => pool?.fill();
+    void run.result.then(refill, refill);
+    return run;
   }
 
   return {

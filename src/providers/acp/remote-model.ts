@@ -45,12 +45,15 @@ type Settled = { kind: 'response'; response: acp.PromptResponse } | { kind: 'fai
 export class RemoteSessionModel implements ModelAdapter {
   readonly #child: WarmChild;
   readonly #graceMs: number;
+  readonly #answered: () => void;
   /** The prompt in flight (a cancelled one may still be running remotely). */
   #inflight: Promise<unknown> = Promise.resolve();
 
-  constructor(child: WarmChild, graceMs: number) {
+  /** `answered` runs after each prompt's answer (or failure) arrived. */
+  constructor(child: WarmChild, graceMs: number, answered: () => void = () => undefined) {
     this.#child = child;
     this.#graceMs = graceMs;
+    this.#answered = answered;
   }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
@@ -87,6 +90,7 @@ export class RemoteSessionModel implements ModelAdapter {
         (response) => settle({ kind: 'response', response }),
         (error: unknown) => settle({ kind: 'failed', error }),
       );
+      void this.#inflight.then(this.#answered);
     }
     try {
       for (;;) {
