@@ -53,7 +53,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
   const { config, graces, pool, closed } = deps;
   const resident = (child: WarmChild, providerData?: Record<string, unknown>): ContinuableCreateSpec => ({
     // A warm process was taken: the pool refills once the first prompt is answered.
-    model: new RemoteSessionModel(child, graces.graceMs, () => pool?.fill()),
+    model: new RemoteSessionModel(child, graces.graceMs, () => pool?.fillSoon()),
     ...(providerData ? { providerData } : {}),
     release: () => deps.retire(child),
   });

@@ -50,6 +50,11 @@ export class WarmPool {
     }
   }
 
+  /** `fill()` on a later turn of the event loop, after whoever is waiting on the current answer ran. */
+  fillSoon(): void {
+    setImmediate(() => this.fill()).unref();
+  }
+
   #drop(child: WarmChild): void {
     const index = this.#ready.indexOf(child);
     if (index === -1) return;

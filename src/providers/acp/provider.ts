@@ -98,7 +98,7 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
       throw error;
     }
     const run = new AcpRun({ child, mirror, sessions: host.sessions, prompt, signal: runSignal, graces });
-    const refill = () => pool?.fill();
+    const refill = () => pool?.fillSoon();
     void run.result.then(refill, refill);
     return run;
   }
