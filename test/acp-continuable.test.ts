@@ -139,6 +139,11 @@ describe('continuable ACP children', () => {
     const { providerData } = second.host.sessions.get(childId)!.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
     await second.host.close();
     expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['before', 'after']);
+    // A host without the ACP provider cannot bring the child back, and says which provider it needs.
+    const bare = await continuationHost(first.file);
+    open.push(bare);
+    const parent = (await bare.agents.resume({ sessionId: 'parent' })).agent;
+    await expect(bare.subagents.followup(parent, childId, [text('again')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('provider acp') });
   });
 
   it('refuses UNSUPPORTED_CAPABILITY for an agent without loadSession and leaves no process', async () => {
