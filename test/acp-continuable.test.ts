@@ -78,7 +78,8 @@ describe('continuable ACP children', () => {
   });
 
   it('interrupts a running remote turn with session/cancel; the next follow-up runs on the same process', async () => {
-    const { host, parent, recorder } = await setup(agentOptions(files.file()));
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
     const { childId } = await start(host, parent, 'work', [{ finish: 'hang', text: 'working' }]);
     const child = host.agents.get(childId)!;
     await untilEvent(child, 'assistant/chunk');
@@ -91,6 +92,10 @@ describe('continuable ACP children', () => {
     expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['aborted', 'completed']);
     expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
     expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
+    // The interrupted prompt is not sent again with the next one.
+    const { providerData } = child.session.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    await host.close();
+    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['work', 'next']);
   });
 
   it('reaps the process when the child lingers out, and a follow-up cold-resumes it through session/load', async () => {

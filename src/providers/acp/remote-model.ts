@@ -8,12 +8,17 @@ import type { WarmChild } from './pool.js';
 import { describeExit, within } from './process.js';
 import { mapStopReason } from './run.js';
 
-/** The text of the user messages after the last assistant message: what the remote has not seen. */
-export function pendingText(messages: readonly ModelMessage[]): string[] {
+/**
+ * The text of the user messages after the last assistant message that were not sent yet: what the
+ * remote has not seen. (A cancelled turn may leave no assistant message behind its prompt.)
+ */
+export function pendingText(messages: readonly ModelMessage[], sent: WeakSet<object>): string[] {
   const texts: string[] = [];
   for (let i = messages.length - 1; i >= 0 && messages[i]!.role === 'user'; i--) {
-    const blocks = messages[i]!.content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
-    texts.unshift(...blocks);
+    const { content } = messages[i]!;
+    if (sent.has(content)) break;
+    sent.add(content);
+    texts.unshift(...content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : [])));
   }
   return texts;
 }
@@ -46,6 +51,8 @@ export class RemoteSessionModel implements ModelAdapter {
   readonly #child: WarmChild;
   readonly #graceMs: number;
   readonly #answered: () => void;
+  /** The user messages already prompted (history hands back the same content arrays each step). */
+  readonly #sent = new WeakSet<object>();
   /** The prompt in flight (a cancelled one may still be running remotely). */
   #inflight: Promise<unknown> = Promise.resolve();
 
@@ -57,7 +64,7 @@ export class RemoteSessionModel implements ModelAdapter {
   }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
-    const text = pendingText(request.messages);
+    const text = pendingText(request.messages, this.#sent);
     if (text.length === 0) {
       yield { type: 'finish', reason: 'error', failure: { code: 'ACP_EMPTY_PROMPT', message: 'an ACP child receives text only; the message had none' } };
       return;
