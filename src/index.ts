@@ -146,7 +146,7 @@ export type {
 export { AgentRegistry } from './runtime/agent-registry.js';
 export type { AgentHandle, AgentSetupScope, CreateAgentOptions, ResumeAgentOptions } from './runtime/agent-registry.js';
 export type { LocalAgent } from './runtime/agent.js';
-export type { AgentHooks } from './runtime/turn.js';
+export type { AgentHooks } from './runtime/turn-context.js';
 export { STRUCTURED_OUTPUT_TOOL } from './runtime/child-run.js';
 export { ToolRegistry } from './runtime/tool-registry.js';
 export { LiveSessionStore } from './runtime/session-store.js';

@@ -15,7 +15,7 @@ import { SessionLog } from './session.js';
 import type { SessionPersistence } from './session-persistence.js';
 import type { LiveSessionStore, Logger } from './session-store.js';
 import { ToolRegistry, assertTool } from './tool-registry.js';
-import type { AgentHooks } from './turn.js';
+import type { AgentHooks } from './turn-context.js';
 
 /** What `setup` may do before the agent is published: register scoped tools, restrict inherited ones. */
 export interface AgentSetupScope {

@@ -10,7 +10,8 @@ import { Inbox, type InboxMessage } from './inbox.js';
 import type { ModelAdapter } from './models/types.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
-import { type AgentHooks, type TurnContext, runTurn } from './turn.js';
+import type { AgentHooks, TurnContext } from './turn-context.js';
+import { runTurn } from './turn.js';
 
 export interface AgentInit {
   session: SessionLog;

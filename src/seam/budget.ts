@@ -2,7 +2,7 @@
 // A reached limit becomes a `subagent/budget` event in the child's log, which its result reads.
 import { z } from 'zod';
 import { SubagentError } from './errors.js';
-import type { SubagentUsage } from './usage.js';
+import type { SubagentUsage } from './usage-figures.js';
 
 /** Limits of a start request; `scope: 'tree'` makes them cover every descendant too. */
 export interface SubagentBudget {
