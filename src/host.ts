@@ -105,12 +105,12 @@ class HostImpl implements Host {
   }
 
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
-    if (this.#closing) throw new SubagentError('CLOSED', 'the host is closed');
+    if (this.#closing) throw SubagentError.closed('the host');
     const handle = await this.agents.create(options);
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.
       await handle.dispose().catch(() => undefined);
-      throw new SubagentError('CLOSED', 'the host closed while the agent was being created');
+      throw SubagentError.closedWhile('the host', 'the agent was being created');
     }
     this.#handles.add(handle);
     return handle.agent;
@@ -118,7 +118,7 @@ class HostImpl implements Host {
 
   /** Internal (ProviderHost): teardown of provider-owned resources, awaited by `close()` after runs. */
   onClose(hook: () => Promise<void>): () => void {
-    if (this.#closing) throw new SubagentError('CLOSED', 'the host is closed');
+    if (this.#closing) throw SubagentError.closed('the host');
     this.#closeHooks.add(hook);
     return () => void this.#closeHooks.delete(hook);
   }

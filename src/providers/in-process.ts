@@ -19,7 +19,7 @@ export interface InProcessProviderOptions {
 
 async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
   const { signal } = request;
-  if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the child was published');
   const plan = localChildPlan(request, fork);
   const startedAt = Date.now();
   let capture: StructuredCapture | undefined;

@@ -76,7 +76,7 @@ export async function loadToolModules(specifiers: readonly string[]): Promise<To
 }
 
 function checkSignal(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new SubagentError('CANCELLED', 'agent creation was cancelled', { cause: signal.reason });
+  if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
 }
 
 export class AgentRegistry {

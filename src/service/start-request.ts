@@ -10,6 +10,8 @@ import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
+import { parseOrThrow } from '../seam/parse.js';
+import { toolFilterSchema } from '../seam/tool-filter.js';
 
 const CAPABILITY_OF = [
   ['outputSchema', 'outputSchema'],
@@ -32,10 +34,7 @@ const requestShape = z.object({
       maxStepsPerTurn: z.number().int().positive().optional(),
     })
     .optional(),
-  toolFilter: z
-    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
-    .refine((f) => f.allow !== undefined || f.deny !== undefined, 'needs allow and/or deny')
-    .optional(),
+  toolFilter: toolFilterSchema().optional(),
   persona: z.string().optional(),
 });
 
@@ -88,14 +87,10 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
   assertSubagentMaxDepth(request.maxDepth);
   const budget = request.budget === undefined ? undefined : parseBudget(request.budget);
   if (request.outputSchema !== undefined) assertObjectSchema(request.outputSchema);
-  const parsed = requestShape.safeParse(request);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw invalid(issue?.path.join('.') ?? '', issue?.message ?? 'is invalid');
-  }
+  parseOrThrow(requestShape, request, 'INVALID_REQUEST', 'request');
   if (request.agentOptions?.model !== undefined) assertModelSpec(request.agentOptions.model);
   if (request.signal.aborted) {
-    throw new SubagentError('CANCELLED', 'the start was cancelled before a child existed', { cause: request.signal.reason });
+    throw SubagentError.cancelled('the start', request.signal.reason, 'before a child existed');
   }
   const data = decode<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>(
     encode({

@@ -106,8 +106,8 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
 
   async function start(request: ResolvedSubagentStartRequest): Promise<SubagentRun> {
     const { signal } = request;
-    if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the ACP child started', { cause: signal.reason });
-    if (closer.signal.aborted) throw new SubagentError('CLOSED', 'the host is closed');
+    if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child started');
+    if (closer.signal.aborted) throw SubagentError.closed('the host');
     const prompt = textPrompt(request.prompt);
     const cwd = resolveChildCwd(config.cwd, request.parent);
     const delegationDepth = resolveChildDepth(request.parent, undefined);
@@ -120,8 +120,8 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
     } catch (error) {
       if (child) await retire(child);
       if (!(error instanceof StartAborted)) throw error;
-      if (closer.signal.aborted && !signal.aborted) throw new SubagentError('CLOSED', 'the host closed while the ACP child was starting');
-      throw new SubagentError('CANCELLED', 'the start was cancelled before the ACP child was ready', { cause: signal.reason });
+      if (closer.signal.aborted && !signal.aborted) throw SubagentError.closedWhile('the host', 'the ACP child was starting');
+      throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child was ready');
     }
     const header = { cwd, parentSession: request.parent.id, origin: 'subagent' as const, delegationDepth };
     let mirror: SessionMirror;

@@ -19,7 +19,7 @@ import { QueueRun } from './run.js';
 export const QUEUE_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: false, persona: true });
 
 function cancelledStart(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the start was cancelled before the child was queued', { cause: signal.reason });
+  return SubagentError.cancelled('the start', signal.reason, 'before the child was queued');
 }
 
 /** A provider whose children run on `subagent-host worker` processes through a BullMQ queue. */
@@ -46,7 +46,7 @@ export function queueProvider(host: ProviderHost, opts: QueueProviderOptions): S
   async function start(request: ResolvedSubagentStartRequest): Promise<SubagentRun> {
     const { signal } = request;
     if (signal.aborted) throw cancelledStart(signal);
-    if (closed) throw new SubagentError('CLOSED', 'the host is closed');
+    if (closed) throw SubagentError.closed('the host');
     const plan = localChildPlan(request, false);
     const header: SessionHeader = { ...plan.header, id: randomUUID(), createdAt: Date.now() };
     const task: ChildTaskData = {

@@ -14,6 +14,7 @@ import { leastBusyBalancer } from './balancer.js';
 import { ImportFence, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
+import { parseOrThrow } from '../../seam/parse.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
@@ -83,11 +84,7 @@ const WORKER_ENTRY = new URL('../../../workers/child.cjs', import.meta.url).href
 
 /** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
 export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
-  const parsed = optionsShape.safeParse(options);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SubagentError('INVALID_OPTIONS', `options.pool.${issue?.path.join('.') || ''} ${issue?.message ?? 'is invalid'}`);
-  }
+  parseOrThrow(optionsShape, options, 'INVALID_OPTIONS', 'options.pool');
   const resolved = {
     minThreads: options.minThreads ?? 1,
     maxThreads: options.maxThreads ?? Math.max(4, 2 * availableParallelism()),
@@ -149,7 +146,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     },
     hold: () => alive.hold(),
     run(task) {
-      if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
+      if (closing) return Promise.reject(SubagentError.closed('the worker pool'));
       const transferList: MessagePort[] = task.port ? [task.port] : [];
       return alive.during(piscina().run(task, { transferList }));
     },

@@ -63,7 +63,7 @@ export async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>
 }
 
 function cancelledStart(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
 }
 
 async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
