@@ -8,7 +8,7 @@ import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
-import type { ToolRegistry } from '../runtime/tool-registry.js';
+import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
 import { backgroundTasks } from './background-tasks.js';
 import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
@@ -36,7 +36,7 @@ export interface SubagentToolConfig {
 /** What the tool needs of a host. */
 export interface SubagentToolHost {
   readonly subagents: SubagentService;
-  readonly tools: ToolRegistry;
+  readonly tools: HostTools;
 }
 
 const DEFAULT_MAX_DEPTH = 3;

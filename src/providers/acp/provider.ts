@@ -6,7 +6,7 @@ import { resolveChildDepth } from '../../seam/depth.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
 import { childEnvironment } from '../child-env.js';
-import type { ProviderHost } from '../provider-host.js';
+import { hostParts, type Host } from '../provider-host.js';
 import { AcpClient, describeAcpFailure, isJsonRpcError } from './client.js';
 import { SessionMirror } from './mirror.js';
 import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './options.js';
@@ -65,7 +65,8 @@ function textPrompt(prompt: ResolvedSubagentStartRequest['prompt']): string[] {
 }
 
 /** A provider whose children are ACP agent processes (`command args…`), one process per child. */
-export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpProvider {
+export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider {
+  const host = hostParts(owner);
   const config = parseAcpOptions(opts);
   const graces: ReapGraces = { eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs };
   const live = new Set<AgentProcess>();

@@ -9,7 +9,7 @@ import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from
 import type { SessionHeader } from '../../seam/session-types.js';
 import type { ChildTaskData } from '../../seam/worker-protocol.js';
 import { localChildPlan } from '../local-child.js';
-import type { ProviderHost } from '../provider-host.js';
+import { hostParts, type Host } from '../provider-host.js';
 import { QueueConnection } from './connection.js';
 import { parseQueueOptions, type QueueProviderOptions } from './options.js';
 import { JOB_NAME, type QueueJobData } from './protocol.js';
@@ -23,7 +23,8 @@ function cancelledStart(signal: AbortSignal): SubagentError {
 }
 
 /** A provider whose children run on `subagent-host worker` processes through a BullMQ queue. */
-export function queueProvider(host: ProviderHost, opts: QueueProviderOptions): SubagentProvider {
+export function queueProvider(owner: Host, opts: QueueProviderOptions): SubagentProvider {
+  const host = hostParts(owner);
   const options = parseQueueOptions(opts);
   let connecting: Promise<QueueConnection> | undefined;
   let closed = false;

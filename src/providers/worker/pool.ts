@@ -42,27 +42,32 @@ export interface WorkerPoolOptions {
   cancelGraceMs?: number;
 }
 
+/** The pool as users see it: its settings, its live threads, warm-up and shutdown. */
 export interface WorkerPool {
   readonly options: Readonly<Required<Omit<WorkerPoolOptions, 'resourceLimits'>>> & Pick<WorkerPoolOptions, 'resourceLimits'>;
   /** Live threads. */
   readonly threads: number;
-  /** @internal The threads' long-lived ports to this thread, shared by every child they run. */
+  /** Resolves once `minThreads` threads have loaded the worker entry. */
+  warm(): Promise<void>;
+  /** Idempotent: ends every thread; queued and running tasks reject. */
+  close(): Promise<void>;
+}
+
+/** What the worker provider drives: ports, slots and tasks of the pool's threads. */
+export interface WorkerPoolEngine extends WorkerPool {
+  /** The threads' long-lived ports to this thread, shared by every child they run. */
   readonly channels: RunRouter;
-  /** @internal Slots of child starts: a start holds one from before `run` until its task ends. */
+  /** Slots of child starts: a start holds one from before `run` until its task ends. */
   readonly admission: Admission;
-  /** @internal Keeps the process alive until the returned release is called. */
+  /** Keeps the process alive until the returned release is called. */
   hold(): () => void;
   /** Runs one child task that holds a slot of `admission`; rejects if its thread dies. */
   run(task: WorkerTask): Promise<Encoded>;
-  /** Resolves once `minThreads` threads have loaded the worker entry. */
-  warm(): Promise<void>;
   /**
    * Terminates the thread with that id once it is not loading modules, if `stillWanted()` (asked
    * right before) agrees. Its tasks reject; the pool replaces it.
    */
   terminateThread(threadId: number, stillWanted?: () => boolean): Promise<void>;
-  /** Idempotent: ends every thread; queued and running tasks reject. */
-  close(): Promise<void>;
 }
 
 const positiveInt = z.number().int().positive();
@@ -84,6 +89,11 @@ const WORKER_ENTRY = new URL('../../../workers/child.cjs', import.meta.url).href
 
 /** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
 export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
+  return openWorkerPool(options);
+}
+
+/** `createWorkerPool` with the engine side the providers drive. */
+export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngine {
   parseOrThrow(optionsShape, options, 'INVALID_OPTIONS', 'options.pool');
   const resolved = {
     minThreads: options.minThreads ?? 1,
