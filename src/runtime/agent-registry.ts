@@ -174,6 +174,7 @@ export class AgentRegistry {
       dispose: once(async () => {
         agent.cancel({ kind: 'disposed' });
         await agent.whenIdle();
+        agent.release();
         this.#agents.delete(agent.id);
         await this.#sessions.remove(agent.id);
       }),

@@ -205,7 +205,8 @@ export class SubagentService {
 
   /** Stops a resident child's current turn (its inbox stays); no-op for absent ids. */
   interrupt(targetId: SessionId, authority: SubagentInterruptAuthority): void {
-    if (this.#continuation) interrupt(this.#continuation, targetId, authority);
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('interrupt');
+    interrupt(this.#continuation, targetId, authority);
   }
 
   reportFrom(child: Agent, content: ContentBlock[], opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal }): Promise<MessageId> {
@@ -215,15 +216,18 @@ export class SubagentService {
   }
 
   registerContinuableSetup(install: (child: Agent) => () => void): () => void {
-    return this.#continuation ? this.#continuation.setups.register(install) : () => undefined;
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('registerContinuableSetup');
+    return this.#continuation.setups.register(install);
   }
 
   async drainContinuableDescendants(parents: Agent[]): Promise<void> {
-    if (this.#continuation) await drainDescendants(this.#continuation, parents);
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('drainContinuableDescendants');
+    await drainDescendants(this.#continuation, parents);
   }
 
   async drainContinuableChildren(parent: Agent, childIds: SessionId[]): Promise<void> {
-    if (this.#continuation) await drainChildren(this.#continuation, parent, childIds);
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('drainContinuableChildren');
+    await drainChildren(this.#continuation, parent, childIds);
   }
 
   /** Resident continuable children (for leak checks). */

@@ -161,7 +161,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       return alive.during(piscina().run(task, { transferList }));
     },
     warm() {
-      if (closing) return Promise.resolve();
+      if (closing) return Promise.reject(SubagentError.closed('the worker pool', 'warm a pool before closing it'));
       const pool = piscina();
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
       return alive.during(Promise.all(tasks).then(() => undefined));
