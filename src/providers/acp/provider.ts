@@ -71,9 +71,6 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
   const graces: ReapGraces = { eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs };
   const live = new Set<AgentProcess>();
   const closer = new AbortController();
-  if (config.prewarm > 0 && !host.onClose) {
-    throw new SubagentError('INVALID_OPTIONS', 'options.prewarm needs a host that reaps owned processes on close (use createHost)');
-  }
 
   const retire = async (child: WarmChild) => {
     await child.proc.reap(graces);
@@ -98,7 +95,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
 
   const pool = config.prewarm > 0 ? new WarmPool(config.prewarm, (signal) => launch(config.cwd!, AbortSignal.any([signal, closer.signal])), retire) : undefined;
 
-  host.onClose?.(async () => {
+  host.onClose(async () => {
     closer.abort();
     await pool?.close();
     await Promise.allSettled([...live].map((proc) => proc.reap(graces)));

@@ -37,7 +37,7 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     return connecting;
   };
 
-  host.onClose?.(async () => {
+  host.onClose(async () => {
     closed = true;
     const open = connecting;
     connecting = undefined;
