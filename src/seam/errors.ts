@@ -82,9 +82,9 @@ export class SubagentError extends Error {
     return new SubagentError('CONTINUATION_UNAVAILABLE', `${what} needs continuable children: ${hint}`);
   }
 
-  /** `UNSUPPORTED_CAPABILITY`: `provider` cannot do `what`; `hint` names the way out. */
-  static unsupported(provider: string, what: string, hint: string): SubagentError {
-    return new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider} does not support ${what}; ${hint}`);
+  /** `UNSUPPORTED_CAPABILITY`: a request carries `field`, which needs a `capability` that `provider` lacks. */
+  static unsupported(provider: string, field: string, capability: string): SubagentError {
+    return new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider} does not support ${field}; drop it or use a provider with the ${capability} capability`);
   }
 }
 

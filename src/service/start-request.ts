@@ -21,19 +21,20 @@ const CAPABILITY_OF = [
   ['budget', 'budget'],
 ] as const;
 
+/** The route overrides a start may carry (continuable starts check the same shape). */
+export const agentOptionsShape = z.strictObject({
+  model: z.unknown().optional(),
+  toolModules: z.array(z.string().min(1)).optional(),
+  maxTokens: z.number().int().positive().optional(),
+  maxStepsPerTurn: z.number().int().positive().optional(),
+});
+
 const requestShape = z.object({
   label: z.string().optional(),
   prompt: z.array(z.looseObject({ type: z.string() })).min(1, 'must be a non-empty array of content blocks'),
   parent: z.looseObject({ id: z.string().min(1), session: z.looseObject({ header: z.looseObject({}) }) }),
   signal: z.instanceof(AbortSignal, { message: 'must be an AbortSignal' }),
-  agentOptions: z
-    .strictObject({
-      model: z.unknown().optional(),
-      toolModules: z.array(z.string().min(1)).optional(),
-      maxTokens: z.number().int().positive().optional(),
-      maxStepsPerTurn: z.number().int().positive().optional(),
-    })
-    .optional(),
+  agentOptions: agentOptionsShape.optional(),
   toolFilter: toolFilterSchema().optional(),
   persona: z.string().optional(),
 });
@@ -78,10 +79,7 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
   if (request === null || typeof request !== 'object') throw invalid('', 'must be an object');
   for (const [field, capability] of CAPABILITY_OF) {
     if (request[field] !== undefined && !provider.capabilities[capability]) {
-      throw new SubagentError(
-        'UNSUPPORTED_CAPABILITY',
-        `provider ${provider.name} does not support ${field}; drop it or use a provider with the ${capability} capability`,
-      );
+      throw SubagentError.unsupported(provider.name, field, capability);
     }
   }
   assertSubagentMaxDepth(request.maxDepth);

@@ -1,0 +1,100 @@
+// Tree totals: a one-shot result's `treeUsage` (and its `subagent/end`) is the child's own usage
+// plus every descendant's, across worker threads, and counts the epochs of continuable descendants.
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  subagentTool,
+  text,
+  type Host,
+  type ScriptedStep,
+  type SubagentRunEndInfo,
+  type SubagentStartRequest,
+} from 'subagent-host';
+import { addUsage } from 'subagent-host/internals';
+import { recordingTool, tempFiles } from './helpers.js';
+import { continuationHost } from './continuation-helpers.js';
+
+const files = tempFiles('subagent-tree-usage-');
+let host: Host | undefined;
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
+
+const delegate = (prompt: string, tokens: number): ScriptedStep => ({
+  toolCalls: [{ name: 'subagent', input: { description: 'part', prompt } }],
+  usage: { inputTokens: tokens, outputTokens: 1 },
+});
+// The grandchild: one tool call, then its answer; 30 + 2 + 40 + 3 tokens.
+const GRANDCHILD: ScriptedStep[] = [
+  { toolCalls: [{ name: 'lookup', input: { value: 'x' } }], usage: { inputTokens: 30, outputTokens: 2 } },
+  { text: 'grandchild done', usage: { inputTokens: 40, outputTokens: 3 } },
+];
+
+function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[]): SubagentStartRequest {
+  return { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } } };
+}
+
+describe.each(['in-process', 'spawn'])('tree usage of a %s child', (provider) => {
+  it('adds every descendant to the child’s own usage, on the result and on subagent/end', async () => {
+    host = await continuationHost(files.file(), { tools: [recordingTool('lookup')], pool: { minThreads: 0, maxThreads: 3 }, providers: true });
+    subagentTool(host, { provider, agentOptions: { model: { kind: 'scripted', steps: GRANDCHILD } } });
+    const parent = await host.createAgent();
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (info) => void ends.push(info));
+    // The child delegates twice (two grandchildren), then answers.
+    const steps: ScriptedStep[] = [delegate('first', 10), delegate('second', 20), { text: 'child done', usage: { inputTokens: 50, outputTokens: 5 } }];
+    const run = await host.subagents.start(provider, request(parent, steps));
+    const result = await run.result;
+    await run.dispose();
+    expect(result.usage).toMatchObject({ totalTokens: 10 + 1 + 20 + 1 + 55, requests: 3, toolCalls: 2 });
+    const grandchildren = ends.filter((end) => end.id !== run.id);
+    expect(grandchildren).toHaveLength(2);
+    for (const end of grandchildren) {
+      expect(end.usage).toMatchObject({ totalTokens: 75, requests: 2, toolCalls: 1 });
+      // A leaf's tree is itself: no treeUsage.
+      expect(end).not.toHaveProperty('treeUsage');
+    }
+    const expected = addUsage(addUsage(result.usage!, grandchildren[0]!.usage!), grandchildren[1]!.usage!);
+    expect(result.treeUsage).toEqual(expected);
+    expect(result.treeUsage).toMatchObject({ totalTokens: 87 + 150, requests: 7, toolCalls: 4, turns: 3 });
+    expect(Object.isFrozen(result.treeUsage)).toBe(true);
+    expect(ends.find((end) => end.id === run.id)).toMatchObject({ usage: result.usage, treeUsage: result.treeUsage });
+  });
+});
+
+describe('tree usage with continuable descendants', () => {
+  it('counts what each epoch of a continuable grandchild spent, once', async () => {
+    host = await continuationHost(files.file(), { tools: [recordingTool('lookup')] });
+    subagentTool(host, { provider: 'in-process', mode: 'continuable', agentOptions: { model: { kind: 'scripted', steps: GRANDCHILD } } });
+    const parent = await host.createAgent();
+    // The child starts a continuable grandchild and waits (in `hold`) until it has settled.
+    let settled!: () => void;
+    const grandchildSettled = new Promise<void>((resolve) => (settled = resolve));
+    host.tools.register({
+      name: 'hold',
+      description: 'waits for the grandchild',
+      parameters: { type: 'object' },
+      execute: async () => {
+        await grandchildSettled;
+        return 'ok';
+      },
+    });
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (info) => {
+      ends.push(info);
+      if (ends.length === 1) settled();
+    });
+    const steps: ScriptedStep[] = [
+      delegate('keep going', 10),
+      { toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } },
+      { text: 'child done', usage: { inputTokens: 5, outputTokens: 0 } },
+    ];
+    const run = await host.subagents.start('in-process', request(parent, steps));
+    const result = await run.result;
+    await run.dispose();
+    const grandchild = ends[0]!;
+    expect(grandchild.usage).toMatchObject({ totalTokens: 75, turns: 1 });
+    expect(result.usage).toMatchObject({ totalTokens: 16 });
+    expect(result.treeUsage).toEqual(addUsage(result.usage!, grandchild.usage!));
+  });
+});
