@@ -57,6 +57,7 @@ export type {
   SubagentDescendantListEntry,
   ContinuableCreateRequest,
   ContinuableCreateSpec,
+  ContinuableResumeRequest,
   ContinuableStartSpec,
   ContinuableStart,
   SubagentFollowupOptions,

@@ -11,6 +11,7 @@ import type { WorkerTask, WorkerThreadData } from '../../seam/worker-protocol.js
 import { RunRouter } from '../../seam/wire-channel.js';
 import { Admission } from './admission.js';
 import { leastBusyBalancer } from './balancer.js';
+import { EntryWatch } from './entry-watch.js';
 import { ImportFence, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
@@ -115,6 +116,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   const doomed = new Set<number>();
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
+  let watch: EntryWatch | undefined;
   // piscina may run as many tasks as admission admits (root slots plus loans), so it never queues
   // one: its thread ceiling follows the loans in use, and without nesting it stays maxThreads.
   // piscina reads `options.maxThreads` at each spawn decision, which is what makes it adjustable.
@@ -141,8 +143,19 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
     instance.on('message', (message: unknown) => tracker.onMessage(message, instance?.threads ?? []));
+    // A piscina that cannot load the entry is dropped (it has no thread left, so this terminates
+    // nothing): its waiting tasks reject through `watch`, and the next task starts a fresh one.
+    const pool = instance;
+    watch = new EntryWatch(pool as Piscina<never, unknown>, () => {
+      if (instance === pool) instance = undefined;
+      const destroyed = pool.destroy().catch(() => undefined);
+      terminations.add(destroyed);
+      void destroyed.then(() => terminations.delete(destroyed));
+    });
     return instance;
   };
+  /** `work` on the current piscina, or its START_FAILED once it cannot load the entry. */
+  const unlessEntryFails = <T>(work: Promise<T>): Promise<T> => alive.during(watch ? watch.guard(work) : work);
   let closing: Promise<void> | undefined;
   const terminations = new Set<Promise<void>>();
   const channels = new RunRouter();
@@ -158,13 +171,13 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     run(task) {
       if (closing) return Promise.reject(SubagentError.closed('the worker pool'));
       const transferList: MessagePort[] = task.port ? [task.port] : [];
-      return alive.during(piscina().run(task, { transferList }));
+      return unlessEntryFails(piscina().run(task, { transferList }));
     },
     warm() {
       if (closing) return Promise.reject(SubagentError.closed('the worker pool', 'warm a pool before closing it'));
       const pool = piscina();
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
-      return alive.during(Promise.all(tasks).then(() => undefined));
+      return unlessEntryFails(Promise.all(tasks).then(() => undefined));
     },
     terminateThread(threadId, stillWanted = () => true) {
       if (closing) return closing;
