@@ -9,7 +9,7 @@ import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.
 import { SubagentError } from '../../seam/errors.js';
 import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
-import type { WorkerPool } from './pool.js';
+import type { WorkerPoolEngine } from './pool.js';
 import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type WorkerTask } from './thread-protocol.js';
 import { describeThreadFailure } from './thread-failure.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
@@ -19,7 +19,7 @@ import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `need-port`, and the task is sent again with one.
  */
-export async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
+export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
   const router = pool.channels;
   for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
     let attempt: WorkerTask = task;
@@ -59,7 +59,7 @@ export class ThreadChild {
   readonly #cancelFlag: Int32Array;
   /** Counts input sent; the child closes it when it ends (see thread-protocol.ts). */
   readonly #inputGate: Int32Array;
-  readonly #pool: WorkerPool;
+  readonly #pool: WorkerPoolEngine;
   readonly #route: RunRoute;
   readonly #control: GuardedRemote<ChildControlApi>;
   #state: ThreadChildState = 'queued';
@@ -69,7 +69,7 @@ export class ThreadChild {
   readonly outcome: Promise<ThreadOutcome>;
 
   /** Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `outcome`. */
-  constructor(pool: WorkerPool, run: string, data: Encoded, host: HostApi, sink: ChildSink, onTaskEnd?: () => void) {
+  constructor(pool: WorkerPoolEngine, run: string, data: Encoded, host: HostApi, sink: ChildSink, onTaskEnd?: () => void) {
     this.#pool = pool;
     ({ cancelFlag: this.#cancelFlag, inputGate: this.#inputGate } = sharedFlags());
     this.#route = pool.channels.route(run);

@@ -9,6 +9,7 @@ import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import { composeChildTools } from '../../runtime/child-run.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
+import { hostParts, type Host } from '../provider-host.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
 export type { WorkerProviderHost } from './worker-run.js';
@@ -65,7 +66,7 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
 
 async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
   const { signal } = request;
-  if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the child was published');
   return WorkerRun.start(host, request, planTask(host, request, fork));
 }
 
@@ -79,11 +80,11 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
 }
 
 /** Fresh children, each in a worker thread of the host's pool. */
-export function spawnProvider(host: WorkerProviderHost, opts: WorkerProviderOptions = {}): SubagentProvider {
-  return workerProvider(host, false, opts.name ?? 'spawn');
+export function spawnProvider(host: Host, opts: WorkerProviderOptions = {}): SubagentProvider {
+  return workerProvider(hostParts(host), false, opts.name ?? 'spawn');
 }
 
 /** Children seeded with the parent's completed turns, each in a worker thread. */
-export function forkProvider(host: WorkerProviderHost, opts: WorkerProviderOptions = {}): SubagentProvider {
-  return workerProvider(host, true, opts.name ?? 'fork');
+export function forkProvider(host: Host, opts: WorkerProviderOptions = {}): SubagentProvider {
+  return workerProvider(hostParts(host), true, opts.name ?? 'fork');
 }

@@ -14,12 +14,12 @@ import type { SessionLog } from '../../runtime/session.js';
 import type { ProviderHost } from '../provider-host.js';
 import type { Slot } from './admission.js';
 import { WorkerChildAgent } from './child-agent.js';
-import type { WorkerPool } from './pool.js';
+import type { WorkerPoolEngine } from './pool.js';
 import { ThreadChild, type ThreadOutcome } from './thread-child.js';
 import { closeTurnOfDeadThread } from './thread-failure.js';
 
 export interface WorkerProviderHost extends ProviderHost {
-  readonly pool: WorkerPool;
+  readonly pool: WorkerPoolEngine;
 }
 
 /** A child's task, ready to post: its data, the host tools it may call, and its fork seed. */
@@ -36,7 +36,7 @@ export interface WorkerTaskPlan {
 export type WorkerRunState = 'running' | 'settled';
 
 function cancelledStart(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
 }
 
 export class WorkerRun implements SubagentRun {
