@@ -10,32 +10,34 @@ import { isSubagentError } from '../seam/errors.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { decodeCatalogHeader, decodeEvent } from './sqlite-schema.js';
-import { LISTED_SELECT, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
+import { LISTED_SELECT, MODE_CODE, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
 import { assertContiguous } from './validate.js';
 
 // Catalog statements run in raw mode: better-sqlite3 then builds an array per row instead of an
 // object with named keys. Each value costs about half a millisecond per 10,000 rows, so they read
-// only what a listing shows: id, created_at, origin, next_seq, then subagent_children (children:
-// their parent is the parameter) or parent_session (descendants), then the listed projections.
+// only what a listing shows: id, created_at, the row's flags, then parent_session (descendants
+// only), then the listed projections.
 type Values = unknown[];
-const COLUMNS = 'id, created_at, origin, next_seq';
-const NEXT_SEQ = 3;
-const LINEAGE = 4;
-const LISTED = 5;
+
+/**
+ * The small facts of a row, packed by SQLite into one integer: bit 0 origin 'subagent', bit 1 has
+ * subagent children (`lineage`), bits 2–3 the identity's {@link MODE_CODE}. NULL when origin or
+ * next_seq is not a value this store writes: the row is read again and the schema names the column.
+ */
+const flags = (lineage: string): string =>
+  `CASE WHEN next_seq >= 0 AND (origin IS NULL OR origin = 'subagent')
+     THEN (origin IS NOT NULL) + 2 * ${lineage} + 4 * (${MODE_CODE}) END`;
+const FLAGS = 2;
+const ORIGIN = 1;
+const HAS_CHILDREN = 2;
 
 const stateRowSchema = z.object({ id: z.string(), next_seq: z.int().nonnegative() });
-
-/** The record of a listed row; `header` is decoded by the caller, which knows where the parent is. */
-function recordOf(header: CatalogHeader, hasSubagentChildren: boolean, row: Values): CatalogRecord {
-  const listed = listedFromRow(row, LISTED);
-  // One literal per shape: no property is added later.
-  return listed === undefined ? { header, hasSubagentChildren } : { header, hasSubagentChildren, listed };
-}
 
 /** The catalog statements of one database connection. */
 export class SqliteCatalog {
   readonly #children: Database.Statement<[string], Values>;
   readonly #descendants: Database.Statement<[{ root: string }], Values>;
+  readonly #header: Database.Statement<[unknown], Values>;
   readonly #states: Database.Statement<[string], Values>;
   readonly #events: Database.Statement<[string]>;
   readonly #writeBack: Database.Statement<unknown[]>;
@@ -44,7 +46,7 @@ export class SqliteCatalog {
     // subagent_children is kept by a trigger (sqlite-migrate.ts): a value, not a probe per row.
     this.#children = db
       .prepare<[string], Values>(
-        `SELECT ${COLUMNS}, subagent_children, ${LISTED_SELECT}
+        `SELECT id, created_at, ${flags('subagent_children')}, ${LISTED_SELECT}
          FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
       )
       .raw(true);
@@ -58,11 +60,12 @@ export class SqliteCatalog {
            UNION ALL
            SELECT c.rowid, c.id FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
          )
-         SELECT s.id, s.created_at, s.origin, s.next_seq, s.parent_session, ${LISTED_SELECT}
+         SELECT s.id, s.created_at, ${flags('0')}, s.parent_session, ${LISTED_SELECT}
          FROM tree CROSS JOIN sessions s ON s.rowid = tree.rid
          ORDER BY s.created_at, s.create_order`,
       )
       .raw(true);
+    this.#header = db.prepare<[unknown], Values>('SELECT id, created_at, parent_session, origin, next_seq FROM sessions WHERE id = ?').raw(true);
     this.#states = db
       .prepare<[string], Values>(`SELECT id, next_seq, ${STATE_COLUMNS.join(', ')} FROM sessions WHERE id IN (SELECT value FROM json_each(?))`)
       .raw(true);
@@ -75,21 +78,19 @@ export class SqliteCatalog {
   // of rows, mostly before it is optimized, and unoptimized for-of allocates per iteration.
 
   childRecords(parentId: SessionId): CatalogRecord[] {
-    return this.#children
-      .all(parentId)
-      .map((row) => recordOf(decodeCatalogHeader(row[0], row[1], parentId, row[2], row[NEXT_SEQ]), row[LINEAGE] === 1, row));
+    return this.#children.all(parentId).map((row) => this.#recordOf(row, parentId, 3, undefined));
   }
 
   descendantRecords(rootId: SessionId): CatalogRecord[] {
-    const rows = this.#descendants.all({ root: rootId });
-    const headers = rows.map((row) => decodeCatalogHeader(row[0], row[1], row[LINEAGE], row[2], row[NEXT_SEQ]));
+    const records = this.#descendants.all({ root: rootId }).map((row) => this.#recordOf(row, row[3], 4, false));
     // Every subagent child of a session below the root is itself below the root (the root's own
     // children included), so the rows alone answer "has subagent children".
     const parents = new Set<SessionId>();
-    headers.forEach((header) => {
+    records.forEach(({ header }) => {
       if (header.origin === 'subagent' && header.parentSession !== undefined) parents.add(header.parentSession);
     });
-    return headers.map((header, index) => recordOf(header, parents.has(header.id), rows[index]!));
+    records.forEach((record) => (record.hasSubagentChildren = parents.has(record.header.id)));
+    return records;
   }
 
   projections(ids: readonly SessionId[]): Map<SessionId, StoredProjections> {
@@ -118,6 +119,26 @@ export class SqliteCatalog {
     const events = this.#events.all(id).map((row) => decodeEvent(id, row));
     assertContiguous(id, events, nextSeq);
     return stepStates(initialStates(), events);
+  }
+
+  /**
+   * The record of a listed row whose listed projections start at `at`; `hasChildren` undefined
+   * takes it from the flags.
+   */
+  #recordOf(row: Values, parentSession: unknown, at: number, hasChildren: boolean | undefined): CatalogRecord {
+    const packed = row[FLAGS];
+    if (typeof packed !== 'number') return { header: this.#refused(row[0]), hasSubagentChildren: false };
+    const header = decodeCatalogHeader(row[0], row[1], parentSession, packed & ORIGIN ? 'subagent' : null);
+    const hasSubagentChildren = hasChildren ?? (packed & HAS_CHILDREN) !== 0;
+    const listed = listedFromRow(row, at, packed >> 2);
+    // One literal per shape: no property is added later.
+    return listed === undefined ? { header, hasSubagentChildren } : { header, hasSubagentChildren, listed };
+  }
+
+  /** The header of a row its flags refused, through the schema: `CORRUPT_DATA` naming the column. */
+  #refused(id: unknown): CatalogHeader {
+    const [rowId, createdAt, parentSession, origin, nextSeq] = this.#header.get(id) ?? [id];
+    return decodeCatalogHeader(rowId, createdAt, parentSession, origin, nextSeq);
   }
 
   /** Adds the projections of one state row to `found`, rebuilding them when they are not stored. */

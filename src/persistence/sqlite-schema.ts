@@ -64,16 +64,16 @@ const catalogRowSchema = sessionRowSchema.pick({ id: true, created_at: true, par
 
 /**
  * The catalog's header of a `sessions` row from the values of its id, created_at, parent_session,
- * origin and next_seq columns; throws `CORRUPT_DATA` like {@link decodeSession}. A row as this store
- * writes it passes a hand check that accepts a subset of what the schema accepts; any other row goes
- * through the schema, which decides.
+ * origin and next_seq columns (next_seq omitted where the query itself checked it); throws
+ * `CORRUPT_DATA` like {@link decodeSession}. A row as this store writes it passes a hand check that
+ * accepts a subset of what the schema accepts; any other row goes through the schema, which decides.
  */
 export function decodeCatalogHeader(
   id: unknown,
   createdAt: unknown,
   parentSession: unknown,
   origin: unknown,
-  nextSeq: unknown,
+  nextSeq: unknown = 0,
 ): CatalogHeader {
   if (
     typeof id === 'string' &&

@@ -29,12 +29,17 @@ export const STATE_COLUMNS = [
 ] as const;
 
 /**
- * What a listing selects of the states, in the order of {@link listedFromRow}: mode, label and the
- * usage figures (wall time computed by SQLite). Each value read costs time on every listed row.
+ * What a listing selects of the states besides the mode (packed into the row's flags by the
+ * catalog's query), in the order of {@link listedFromRow}: label and usage figures, wall time
+ * computed by SQLite. Each value read costs time on every listed row.
  */
 export const LISTED_SELECT =
-  'identity_mode, identity_label, usage_input, usage_output, usage_requests, usage_turns, usage_tools, ' +
+  'identity_label, usage_input, usage_output, usage_requests, usage_turns, usage_tools, ' +
   'coalesce(max(0, usage_through - usage_since), 0)';
+
+/** The identity's mode as a small integer: 0 none, 1 one-shot, 2 continuable. */
+export const MODE_CODE = "CASE identity_mode WHEN 'one-shot' THEN 1 WHEN 'continuable' THEN 2 ELSE 0 END";
+const MODES = [null, 'one-shot', 'continuable'] as const;
 
 export type ColumnValue = string | number | null;
 
@@ -139,26 +144,28 @@ export function statesFromRow(row: readonly unknown[], at: number): ProjectionSt
 }
 
 /**
- * The listed projections of the {@link LISTED_SELECT} values in `row` from index `at` on;
- * undefined when the states are not stored there: the caller reads them through `projections()`.
+ * The listed projections of the {@link LISTED_SELECT} values in `row` from index `at` on, with the
+ * mode of its {@link MODE_CODE}; undefined when the states are not stored there: the caller reads
+ * them through `projections()`.
  */
-export function listedFromRow(row: readonly unknown[], at: number): ListedProjections | undefined {
-  const mode = row[at];
-  const label = row[at + 1];
-  const inputTokens = row[at + 2];
-  const outputTokens = row[at + 3];
-  const requests = row[at + 4];
-  const turns = row[at + 5];
-  const toolCalls = row[at + 6];
-  const wallMs = row[at + 7];
+export function listedFromRow(row: readonly unknown[], at: number, modeCode: number): ListedProjections | undefined {
+  const label = row[at];
+  const inputTokens = row[at + 1];
+  const outputTokens = row[at + 2];
+  const requests = row[at + 3];
+  const turns = row[at + 4];
+  const toolCalls = row[at + 5];
+  const wallMs = row[at + 6];
   if (!isNumber(inputTokens) || !isNumber(outputTokens) || !isNumber(requests) || !isNumber(turns) || !isNumber(toolCalls) || !isNumber(wallMs)) {
     return undefined;
   }
+  const mode = MODES[modeCode];
+  if (mode === undefined) return undefined;
   const usage = { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, requests, turns, toolCalls, wallMs };
-  if (typeof label === 'string' && !label.startsWith(ESCAPED) && (mode === 'one-shot' || mode === 'continuable')) return { mode, label, usage };
+  if (typeof label === 'string' && mode !== null && !label.startsWith(ESCAPED)) return { mode, label, usage };
   // The uncommon shapes (no identity, no label, an escaped label) take the checked path.
   if (mode === null) return label === null ? { mode, label: undefined, usage } : undefined;
   const checked = labelOf(label);
-  if (checked === undefined || (mode !== 'one-shot' && mode !== 'continuable') || (mode === 'continuable' && checked === null)) return undefined;
+  if (checked === undefined || (mode === 'continuable' && checked === null)) return undefined;
   return { mode, label: checked ?? undefined, usage };
 }
