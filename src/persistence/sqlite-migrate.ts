@@ -72,8 +72,11 @@ function columnDefinition(name: (typeof STATE_COLUMNS)[number]): string {
 
 // Version 3: the states in typed columns (all NULL: rebuilt from the log on first read), and
 // "has subagent children" kept in the parent's row by a trigger, so listing reads it as a value.
-// A session created after its subagent children computes its own flag as it is inserted.
+// A session created after its subagent children computes its own flag as it is inserted. The
+// by-parent index also holds the id, so a walk down parent links reads no table row.
 const V3 = `
+DROP INDEX sessions_by_parent;
+CREATE INDEX sessions_by_parent ON sessions(parent_session, created_at, create_order, id);
 ${STATE_COLUMNS.map((name) => `ALTER TABLE sessions ADD COLUMN ${name} ${columnDefinition(name)};`).join('\n')}
 ALTER TABLE sessions ADD COLUMN subagent_children INTEGER NOT NULL DEFAULT 0 CHECK (subagent_children IN (0, 1));
 UPDATE sessions SET subagent_children = EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = sessions.id AND c.origin = 'subagent');
