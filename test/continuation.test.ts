@@ -33,7 +33,8 @@ describe('startContinuable and followup', () => {
     expect(child.events.find((e) => e.type === 'user/message')!.data).toMatchObject({ id: messageId });
     expect(recorder.starts).toStrictEqual([{ runId: expect.any(String), provider: 'in-process', id: childId, local: true }]);
     expect(recorder.ends).toStrictEqual([
-      { runId: recorder.starts[0]!.runId, provider: 'in-process', id: childId, local: true, stopReason: 'completed', lastAssistantMessage: [text('echo: hello')] },
+      { runId: recorder.starts[0]!.runId, provider: 'in-process', id: childId, local: true, stopReason: 'completed', lastAssistantMessage: [text('echo: hello')],
+        usage: expect.objectContaining({ turns: 1, requests: 1 }) },
     ]);
     const notices = parent.session.events.filter((e) => e.type === 'user/message');
     expect(notices.map((e) => e.data)).toStrictEqual([

@@ -41,6 +41,10 @@ const continuableInput: SubagentDescriptorInput = {
   agentModel: 'scripted:echo',
   persona: 'terse',
   toolFilter: { allow: ['read'], deny: ['write'] },
+  maxTokens: 4096,
+  maxStepsPerTurn: 8,
+  toolModules: ['./tools.mjs'],
+  budget: { tokens: 1000, turns: 3 },
 };
 const continuable = { version: 2, ...continuableInput };
 
@@ -92,6 +96,9 @@ describe('descriptor snapshot and fold', () => {
     ['an unknown mode', { mode: 'forked', provider: 'p' }],
     ['a non-string provider', { mode: 'one-shot', provider: 7 }],
     ['an empty toolFilter', { mode: 'continuable', provider: 'p', label: 'l', toolFilter: {} }],
+    ['a fractional maxTokens', { mode: 'continuable', provider: 'p', label: 'l', maxTokens: 1.5 }],
+    ['an empty tool module', { mode: 'continuable', provider: 'p', label: 'l', toolModules: [''] }],
+    ['a negative budget', { mode: 'continuable', provider: 'p', label: 'l', budget: { turns: -1 } }],
   ];
 
   it.each(badInputs)('D3: snapshot of %s throws INVALID_REQUEST', (_name, input) => {

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHost, queueProvider, text, type Agent, type Host, type QueueProviderOptions, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
+import { createHost, queueProvider, text, usageOf, type Agent, type Host, type QueueProviderOptions, type SessionEvent, type SubagentRunEndInfo, type SubagentStartRequest } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
 import { freePort, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
@@ -126,15 +126,22 @@ describe('queue provider failures', () => {
     register({ queue: 'retried', attempts: 2 });
     const first = await worker('retried');
     const gate = join(dir, 'retry-gate');
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (end) => void ends.push(end));
     const run = await start(gated(gate));
     await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
     const second = await worker('retried');
     first.child.kill('SIGKILL');
     await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 2);
     writeFileSync(gate, '');
-    // The worker reports the usage of the attempt that finished: the restarted child's one turn.
-    await expect(run.result).resolves.toEqual({ output: [text('through the gate')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
+    // Usage counts both attempts: the lost one's turn (one request, one tool call) and the finishing one.
+    const result = await run.result;
+    expect(result).toEqual({ output: [text('through the gate')], stopReason: 'completed', usage: expect.objectContaining({ turns: 2, requests: 3, toolCalls: 2 }) });
     const events = host.sessions.get(run.id)!.events;
+    expect(events.filter((e) => e.type === 'subagent/descriptor')).toHaveLength(1);
+    expect(usageOf(events)).toEqual(result.usage);
+    expect(await host.subagents.listChildren(parent.id)).toEqual([expect.objectContaining({ id: run.id, usage: result.usage })]);
+    expect(ends).toEqual([expect.objectContaining({ id: run.id, usage: result.usage })]);
     expect(attempts(events).map((a) => [a.attempt, a.pid])).toEqual([[1, first.pid], [2, second.pid]]);
     const restartAt = events.findIndex((e, i) => i > 0 && e.type === 'queue/attempt');
     expect(events[restartAt - 1]).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });

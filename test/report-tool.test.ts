@@ -2,8 +2,8 @@
 // its parent without ending the child's turn, and validates its input and options.
 import { afterEach, describe, expect, it } from 'vitest';
 import { reportTool, subagentTool, text, type Host, type ModelSpec } from 'subagent-host';
-import { tempFiles } from './helpers.js';
-import { continuationHost, eventually, turnEnds, type Recorder } from './continuation-helpers.js';
+import { deferred, recordingTool, tempFiles } from './helpers.js';
+import { continuationHost, eventually, turnEnds, untilEvent, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultsOf, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-report-tool-');
@@ -13,8 +13,8 @@ afterEach(async () => {
   open = undefined;
 });
 
-async function setup() {
-  const host = await continuationHost(files.file());
+async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
+  const host = await continuationHost(files.file(), options);
   open = host;
   return { host, recorder: host.recorder as Recorder };
 }
@@ -43,6 +43,36 @@ describe('report tool', () => {
       source: { kind: 'subagent-report', senderSessionId: childId },
       content: [text(`Subagent ${childId} reported:`), text('partial: 3 files')],
     });
+  });
+
+  it.each([
+    ['quiet', false],
+    ['next-step', true],
+  ] as const)('with delivery %s, wakes an idle parent: %s', async (delivery, wakes) => {
+    const gate = deferred();
+    const { host, recorder } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    reportTool(host, { delivery });
+    const parent = await host.createAgent();
+    const steps = [call('report', { output: 'partial: 3 files' }), call('hold', {}), { text: 'final: 5 files' }];
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'count',
+      request: { prompt: [text('count files')], parent, agentOptions: { model: { kind: 'scripted', steps } } },
+    });
+    // The report's tool result is logged once the report is accepted (and durable) in the parent.
+    await untilEvent(host.agents.get(childId)!, 'tool/result');
+    const accepted = parent.session.events.find((e) => e.type === 'inbox/accepted');
+    expect(accepted?.data).toMatchObject({ target: 'next-step', source: { kind: 'subagent-report', senderSessionId: childId } });
+    // A wake is synchronous with the acceptance: an idle parent that was woken has a turn to wait for.
+    await parent.whenIdle();
+    expect(parent.session.events.some((e) => e.type === 'turn/start')).toBe(wakes);
+    gate.resolve();
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    // A quiet report is context of the turn the settlement notice opens; it is delivered once.
+    const reports = messages(parent).filter((m) => m.source.kind === 'subagent-report');
+    expect(reports.map((m) => m.text)).toEqual([`Subagent ${childId} reported:\npartial: 3 files`]);
+    expect(turnEnds(parent.session.events)).toHaveLength(wakes ? 2 : 1);
   });
 
   it('is absent from one-shot children', async () => {

@@ -1,102 +1,92 @@
-// Tree totals on listDescendants rows: each child's `treeUsage` is its own usage plus every listed
-// descendant's, through ordinary sessions in between and over live and stored children alike, and
-// the same from a reopened SQLite file.
-import { describe, expect, it } from 'vitest';
-import {
-  DESCRIPTOR_EVENT,
-  createHost,
-  memoryPersistence,
-  sqlitePersistence,
-  type Host,
-  type SessionEvent,
-  type SessionPersistence,
-  type SubagentDescendantListEntry,
-} from 'subagent-host';
-import { closeAfterEach, tempFiles } from './helpers.js';
+// Tree totals: a one-shot result's `treeUsage` (and its `subagent/end`) is the child's own usage
+// plus every descendant's, across worker threads, and counts the epochs of continuable descendants.
+import { afterEach, describe, expect, it } from 'vitest';
+import { addUsage, subagentTool, text, type Host, type ScriptedStep, type SubagentRunEndInfo, type SubagentStartRequest } from 'subagent-host';
+import { recordingTool, tempFiles } from './helpers.js';
+import { continuationHost } from './continuation-helpers.js';
 
-const { file: newFile } = tempFiles('subagent-tree-usage-');
-const track = closeAfterEach();
+const files = tempFiles('subagent-tree-usage-');
+let host: Host | undefined;
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
 
-/** A child's log: descriptor, one turn with one model request that spent `input` + `output` tokens. */
-function spent(label: string, input: number, output: number): SessionEvent[] {
-  return [
-    { seq: 0, time: 100, type: DESCRIPTOR_EVENT, data: { version: 2, mode: 'one-shot', provider: 'in-process', label } },
-    { seq: 1, time: 100, type: 'turn/start', data: { turn: 1 } },
-    { seq: 2, time: 101, type: 'step/start', data: {} },
-    { seq: 3, time: 110, type: 'assistant/message', data: { content: [], usage: { inputTokens: input, outputTokens: output } } },
-    { seq: 4, time: 120, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
-  ];
-}
-
-/**
- * root → a (10+1) → a1 (100+10) → a11 (1000+100); root → b (20+2) → ordinary o → b1 (200+20).
- * Ordinary sessions are walked through: b1's tokens count in b's tree.
- */
-async function seed(persistence: SessionPersistence): Promise<void> {
-  const children: [string, string, number, number][] = [
-    ['a', 'root', 10, 1],
-    ['a1', 'a', 100, 10],
-    ['a11', 'a1', 1000, 100],
-    ['b', 'root', 20, 2],
-    ['b1', 'o', 200, 20],
-  ];
-  await persistence.create({ id: 'root', createdAt: 1 });
-  const appends: Promise<void>[] = [];
-  for (const [index, [id, parent, input, output]] of children.entries()) {
-    if (id === 'b1') await persistence.create({ id: 'o', createdAt: 2 + index, parentSession: 'b' });
-    await persistence.create({ id, createdAt: 3 + index, parentSession: parent, origin: 'subagent' });
-    appends.push(persistence.append(id, spent(id, input, output)));
-  }
-  await persistence.flush();
-  await Promise.all(appends);
-}
-
-const tokens = (rows: SubagentDescendantListEntry[]) =>
-  rows.map((row) => (row.kind === 'child' ? [row.id, row.usage.totalTokens, row.treeUsage.totalTokens] : [row.id, row.reason]));
-
-const EXPECTED = [
-  ['a', 11, 1221],
-  ['a1', 110, 1210],
-  ['a11', 1100, 1100],
-  ['b', 22, 242],
-  ['b1', 220, 220],
+const delegate = (prompt: string, tokens: number): ScriptedStep => ({
+  toolCalls: [{ name: 'subagent', input: { description: 'part', prompt } }],
+  usage: { inputTokens: tokens, outputTokens: 1 },
+});
+// The grandchild: one tool call, then its answer; 30 + 2 + 40 + 3 tokens.
+const GRANDCHILD: ScriptedStep[] = [
+  { toolCalls: [{ name: 'lookup', input: { value: 'x' } }], usage: { inputTokens: 30, outputTokens: 2 } },
+  { text: 'grandchild done', usage: { inputTokens: 40, outputTokens: 3 } },
 ];
 
-const open = async (persistence: SessionPersistence): Promise<Host> =>
-  track(await createHost({ persistence, providers: false, pool: { minThreads: 0 } }));
+function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[]): SubagentStartRequest {
+  return { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } } };
+}
 
-describe.each([
-  { name: 'an SQLite file', store: () => sqlitePersistence(newFile()) },
-  { name: 'memory', store: () => memoryPersistence() },
-])('tree totals over $name', ({ store }) => {
-  it("counts a grandchild's tokens in its grandparent's tree total, through ordinary sessions", async () => {
-    const persistence = track(store());
-    await seed(persistence);
-    const host = await open(persistence);
-    const rows = await host.subagents.listDescendants('root');
-    expect(tokens(rows)).toEqual(EXPECTED);
-    const a = rows[0]!;
-    expect(a.kind === 'child' && a.treeUsage).toStrictEqual({ inputTokens: 1110, outputTokens: 111, totalTokens: 1221, requests: 3, turns: 3, toolCalls: 0, wallMs: 60 });
-    // Rooted lower, a tree counts only what is below that root.
-    expect(tokens(await host.subagents.listDescendants('a1'))).toEqual([['a11', 1100, 1100]]);
-  });
-
-  it("adds a live grandchild's usage so far to its stored ancestors' totals", async () => {
-    const persistence = track(store());
-    await seed(persistence);
-    const host = await open(persistence);
-    const live = host.sessions.create({ id: 'a12', createdAt: 50, parentSession: 'a1', origin: 'subagent' });
-    for (const event of spent('a12', 5000, 500)) live.append(event.type, event.data);
-    const rows = tokens(await host.subagents.listDescendants('root'));
-    expect(rows.slice(0, 4)).toEqual([['a', 11, 6721], ['a1', 110, 6710], ['a11', 1100, 1100], ['a12', 5500, 5500]]);
+describe.each(['in-process', 'spawn'])('tree usage of a %s child', (provider) => {
+  it('adds every descendant to the child’s own usage, on the result and on subagent/end', async () => {
+    host = await continuationHost(files.file(), { tools: [recordingTool('lookup')], pool: { minThreads: 0, maxThreads: 3 }, providers: true });
+    subagentTool(host, { provider, agentOptions: { model: { kind: 'scripted', steps: GRANDCHILD } } });
+    const parent = await host.createAgent();
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (info) => void ends.push(info));
+    // The child delegates twice (two grandchildren), then answers.
+    const steps: ScriptedStep[] = [delegate('first', 10), delegate('second', 20), { text: 'child done', usage: { inputTokens: 50, outputTokens: 5 } }];
+    const run = await host.subagents.start(provider, request(parent, steps));
+    const result = await run.result;
+    await run.dispose();
+    expect(result.usage).toMatchObject({ totalTokens: 10 + 1 + 20 + 1 + 55, requests: 3, toolCalls: 2 });
+    const grandchildren = ends.filter((end) => end.id !== run.id);
+    expect(grandchildren).toHaveLength(2);
+    for (const end of grandchildren) {
+      expect(end.usage).toMatchObject({ totalTokens: 75, requests: 2, toolCalls: 1 });
+      // A leaf's tree is itself: no treeUsage.
+      expect(end).not.toHaveProperty('treeUsage');
+    }
+    const expected = addUsage(addUsage(result.usage!, grandchildren[0]!.usage!), grandchildren[1]!.usage!);
+    expect(result.treeUsage).toEqual(expected);
+    expect(result.treeUsage).toMatchObject({ totalTokens: 87 + 150, requests: 7, toolCalls: 4, turns: 3 });
+    expect(Object.isFrozen(result.treeUsage)).toBe(true);
+    expect(ends.find((end) => end.id === run.id)).toMatchObject({ usage: result.usage, treeUsage: result.treeUsage });
   });
 });
 
-it('gives the same tree totals from a reopened SQLite file', async () => {
-  const file = newFile();
-  const writer = sqlitePersistence(file);
-  await seed(writer);
-  await writer.close();
-  const reopened = await open(track(sqlitePersistence(file)));
-  expect(tokens(await reopened.subagents.listDescendants('root'))).toEqual(EXPECTED);
+describe('tree usage with continuable descendants', () => {
+  it('counts what each epoch of a continuable grandchild spent, once', async () => {
+    host = await continuationHost(files.file(), { tools: [recordingTool('lookup')] });
+    subagentTool(host, { provider: 'in-process', mode: 'continuable', agentOptions: { model: { kind: 'scripted', steps: GRANDCHILD } } });
+    const parent = await host.createAgent();
+    // The child starts a continuable grandchild and waits (in `hold`) until it has settled.
+    let settled!: () => void;
+    const grandchildSettled = new Promise<void>((resolve) => (settled = resolve));
+    host.tools.register({
+      name: 'hold',
+      description: 'waits for the grandchild',
+      parameters: { type: 'object' },
+      execute: async () => {
+        await grandchildSettled;
+        return 'ok';
+      },
+    });
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (info) => {
+      ends.push(info);
+      if (ends.length === 1) settled();
+    });
+    const steps: ScriptedStep[] = [
+      delegate('keep going', 10),
+      { toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } },
+      { text: 'child done', usage: { inputTokens: 5, outputTokens: 0 } },
+    ];
+    const run = await host.subagents.start('in-process', request(parent, steps));
+    const result = await run.result;
+    await run.dispose();
+    const grandchild = ends[0]!;
+    expect(grandchild.usage).toMatchObject({ totalTokens: 75, turns: 1 });
+    expect(result.usage).toMatchObject({ totalTokens: 16 });
+    expect(result.treeUsage).toEqual(addUsage(result.usage!, grandchild.usage!));
+  });
 });

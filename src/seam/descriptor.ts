@@ -24,6 +24,10 @@ export type SubagentDescriptorData =
       agentModel?: string;
       persona?: string;
       toolFilter?: SubagentToolFilter;
+      /** The route overrides it was started with, so a cold resume runs it the same way. */
+      maxTokens?: number;
+      maxStepsPerTurn?: number;
+      toolModules?: string[];
       /** Durable, so a resumed child keeps counting against what it already spent. */
       budget?: SubagentBudget;
     };
@@ -38,6 +42,9 @@ export type SubagentDescriptorInput =
       agentModel?: string;
       persona?: string;
       toolFilter?: SubagentToolFilter;
+      maxTokens?: number;
+      maxStepsPerTurn?: number;
+      toolModules?: string[];
       budget?: SubagentBudget;
     };
 
@@ -62,6 +69,10 @@ const descriptorSchema = lazy(() => {
     agentModel: z.string().optional(),
     persona: z.string().optional(),
     toolFilter: toolFilter.optional(),
+    maxTokens: z.number().int().positive().optional(),
+    maxStepsPerTurn: z.number().int().positive().optional(),
+    toolModules: z.array(z.string().min(1)).optional(),
+    budget: budgetSchema.optional(),
   });
   return z.discriminatedUnion('mode', [oneShot, continuable]);
 });
@@ -127,7 +138,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
   };
   const optional =
     input.mode === 'continuable'
-      ? (['label', 'agentModel', 'persona', 'toolFilter', 'budget'] as const)
+      ? (['label', 'agentModel', 'persona', 'toolFilter', 'maxTokens', 'maxStepsPerTurn', 'toolModules', 'budget'] as const)
       : (['label', 'budget'] as const);
   for (const key of optional) {
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];

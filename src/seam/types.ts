@@ -67,6 +67,12 @@ export interface SubagentResult {
   stopReason: SubagentStopReason;
   /** What the child itself spent (its own log); absent when the transport cannot tell. */
   usage?: SubagentUsage;
+  /**
+   * `usage` plus what every descendant spent (each counted when it settled, before this result;
+   * a continuable descendant per closed epoch). Present when some descendant reported usage;
+   * otherwise the child's tree is the child itself (`treeUsage ?? usage`).
+   */
+  treeUsage?: SubagentUsage;
 }
 
 export interface SubagentRun {
@@ -136,7 +142,10 @@ export interface SubagentRunInfo {
 export interface SubagentRunEndInfo extends SubagentRunInfo {
   stopReason: SubagentStopReason;
   lastAssistantMessage?: ContentBlock[];
+  /** The child's own usage (a continuable child's: all its epochs so far, across cold resumes). */
   usage?: SubagentUsage;
+  /** One-shot children: the result's `treeUsage` (absent: the tree is the child itself). */
+  treeUsage?: SubagentUsage;
 }
 
 export interface SubagentEvents {

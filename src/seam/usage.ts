@@ -52,6 +52,19 @@ export function addUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
   };
 }
 
+/** `a - b`, figure by figure (what was spent between two readings of a growing log). */
+export function subtractUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
+  return {
+    inputTokens: a.inputTokens - b.inputTokens,
+    outputTokens: a.outputTokens - b.outputTokens,
+    totalTokens: a.totalTokens - b.totalTokens,
+    requests: a.requests - b.requests,
+    turns: a.turns - b.turns,
+    toolCalls: a.toolCalls - b.toolCalls,
+    wallMs: a.wallMs - b.wallMs,
+  };
+}
+
 function counted(state: SubagentUsageState, time: number): SubagentUsageState {
   return { ...state, through: Math.max(state.through ?? time, time) };
 }

@@ -2,10 +2,11 @@
 // Members report through their (mirrored) logs on this thread, or their final result when they have
 // none; a spent tree refuses new members and tells the running ones to stop.
 import { type BudgetStop, type SubagentBudget, describeBudgetStop, limitsOf, reachedLimit, remaining } from '../seam/budget.js';
+import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../seam/types.js';
-import { UsageMeter, addUsage, emptyUsage, type SubagentUsage } from '../seam/usage.js';
+import { UsageMeter, addUsage, emptyUsage, subtractUsage, type SubagentUsage } from '../seam/usage.js';
 
 interface Tree {
   budget: SubagentBudget;
@@ -13,10 +14,6 @@ interface Tree {
   total: SubagentUsage;
   stop?: BudgetStop;
   listeners: Set<(stop: BudgetStop) => void>;
-}
-
-function minus(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
-  return addUsage(a, { inputTokens: -b.inputTokens, outputTokens: -b.outputTokens, totalTokens: -b.totalTokens, requests: -b.requests, turns: -b.turns, toolCalls: -b.toolCalls, wallMs: -b.wallMs });
 }
 
 /** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
@@ -31,14 +28,15 @@ export class BudgetLedger {
 
   /**
    * Admits a child of `parentId` with `budget`, or throws `INVALID_REQUEST`. Undefined when no tree
-   * covers the child.
+   * covers the child. A `resumed` child (admitted before) re-opens its own tree from its start with
+   * what its descendants already spent; its own log is counted when it joins.
    */
-  admit(parentId: SessionId, budget: SubagentBudget | undefined): TreeAdmission | undefined {
+  admit(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { startedAt: number; descendants: SubagentUsage }): TreeAdmission | undefined {
     const inherited = this.#members.get(parentId) ?? [];
     for (const tree of inherited) {
       const stop = check(tree);
       if (stop) throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); no new child may start under it`);
-      if (budget === undefined) continue;
+      if (budget === undefined || resumed) continue;
       const left = remaining(tree.budget, tree.total, Date.now() - tree.startedAt);
       for (const limit of limitsOf(budget)) {
         const have = left[limit];
@@ -48,7 +46,9 @@ export class BudgetLedger {
       }
     }
     const own: Tree | undefined =
-      budget?.scope === 'tree' ? { budget, startedAt: Date.now(), total: emptyUsage(), listeners: new Set() } : undefined;
+      budget?.scope === 'tree'
+        ? { budget, startedAt: resumed?.startedAt ?? Date.now(), total: resumed?.descendants ?? emptyUsage(), listeners: new Set() }
+        : undefined;
     const trees = own ? [...inherited, own] : inherited;
     return trees.length === 0 ? undefined : new TreeAdmission(this.#members, trees);
   }
@@ -103,7 +103,7 @@ export class TreeAdmission {
 
   /** Brings `usage` (the member's figures so far) into every covering tree. */
   #count(usage: SubagentUsage): void {
-    const delta = minus(usage, this.#counted);
+    const delta = subtractUsage(usage, this.#counted);
     this.#counted = usage;
     for (const tree of this.#trees) {
       tree.total = addUsage(tree.total, delta);
@@ -116,21 +116,28 @@ export class TreeAdmission {
    * run without a log on this thread counts its result's usage and is cancelled when a tree is spent.
    */
   join(run: SubagentRun): void {
-    this.#members.set(run.id, this.#trees);
     const agent = run.localAgent;
-    let unsubscribe = () => {};
-    if (agent) {
-      const meter = new UsageMeter();
-      unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
-      this.#count(meter.read(agent.session.events));
-    } else {
-      unsubscribe = this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
-    }
+    const leaveAgent = agent ? this.joinAgent(agent) : undefined;
+    if (!agent) this.#members.set(run.id, this.#trees);
+    const unsubscribe = agent ? () => undefined : this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
     const leave = (result?: SubagentResult) => {
       unsubscribe();
+      leaveAgent?.();
       if (result?.usage) this.#count(result.usage);
       this.#members.delete(run.id);
     };
     run.result.then(leave, () => leave());
+  }
+
+  /** Makes a child with a log on this thread a member until the returned leave is called. */
+  joinAgent(agent: Agent): () => void {
+    this.#members.set(agent.id, this.#trees);
+    const meter = new UsageMeter();
+    const unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
+    this.#count(meter.read(agent.session.events));
+    return () => {
+      unsubscribe();
+      if (this.#members.get(agent.id) === this.#trees) this.#members.delete(agent.id);
+    };
   }
 }

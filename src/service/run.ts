@@ -7,6 +7,7 @@ import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
+import { addUsage, type SubagentUsage } from '../seam/usage.js';
 
 const runShape = z.object({
   id: z.string().min(1),
@@ -44,7 +45,7 @@ export function assertRunShape(run: unknown, provider: string): asserts run is S
 }
 
 /** Normalizes a provider's raw result; `undefined` when it is malformed. */
-function normalizeResult(raw: unknown, cancelled: boolean): SubagentResult | undefined {
+function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => SubagentUsage | undefined) | undefined): SubagentResult | undefined {
   const parsed = resultShape.safeParse(raw);
   if (!parsed.success) return undefined;
   let copy: z.infer<typeof resultShape>;
@@ -61,6 +62,8 @@ function normalizeResult(raw: unknown, cancelled: boolean): SubagentResult | und
   if (copy.usage !== undefined) {
     const { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs } = copy.usage;
     result.usage = { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs };
+    const below = descendants?.();
+    if (below) result.treeUsage = addUsage(result.usage, below);
   }
   if (stopReason !== 'completed' && copy.diagnostic !== undefined && copy.diagnostic !== '') result.diagnostic = limitDiagnostic(copy.diagnostic);
   return deepFreeze(result);
@@ -81,7 +84,15 @@ export class ManagedRun implements SubagentRun {
    * `controller` is the run's own cancellation, already combined into the signal the provider
    * got; aborting the caller's signal has the same effect as `cancel()`.
    */
-  constructor(run: SubagentRun, provider: string, controller: AbortController, callerSignal: AbortSignal, onDisposed?: () => void) {
+  /** `descendants` is what the child's descendants spent, read when its result settles (its `treeUsage`). */
+  constructor(
+    run: SubagentRun,
+    provider: string,
+    controller: AbortController,
+    callerSignal: AbortSignal,
+    onDisposed?: () => void,
+    descendants?: () => SubagentUsage | undefined,
+  ) {
     this.#run = run;
     this.#onDisposed = onDisposed;
     this.#controller = controller;
@@ -94,7 +105,7 @@ export class ManagedRun implements SubagentRun {
       async (raw) => {
         this.#settled = true;
         callerSignal.removeEventListener('abort', onAbort);
-        const result = normalizeResult(raw, this.#cancelled);
+        const result = normalizeResult(raw, this.#cancelled, descendants);
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
         await this.dispose().catch(() => undefined);

@@ -17,6 +17,8 @@ import type {
 import type { Logger } from '../runtime/session-store.js';
 import { BudgetLedger, type TreeAdmission } from './budget-ledger.js';
 import { SubagentEventBus } from './events.js';
+import { SubtreeUsage } from './subtree-usage.js';
+import { addUsage, emptyUsage } from '../seam/usage.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
 import { ManagedRun, assertRunShape } from './run.js';
 import { resolveStartRequest } from './start-request.js';
@@ -47,6 +49,7 @@ export class SubagentService {
   readonly #catalog: SubagentCatalog | undefined;
   readonly #runs = new Set<ManagedRun>();
   readonly #budgets = new BudgetLedger();
+  readonly #subtrees = new SubtreeUsage();
   /** Starts whose provider has not settled yet: close() aborts and awaits them. */
   readonly #starting = new Map<Promise<SubagentRun>, AbortController>();
   readonly #continuation: ContinuationManager | undefined;
@@ -62,7 +65,19 @@ export class SubagentService {
         ...options.continuation,
         logger: options.logger,
         getProvider: (name) => this.#providers.get(name),
-        emit: (event, payload, parent) => this.#events.emit(event, payload, parent),
+        admitBudget: async (parentId, budget, resumed) => {
+          if (!resumed || budget?.scope !== 'tree') return this.#budgets.admit(parentId, budget);
+          // A resumed tree owner: its stored descendants' spend counts against its tree again.
+          let descendants = emptyUsage();
+          for (const row of await this.listDescendants(resumed.childId)) if (row.kind === 'child') descendants = addUsage(descendants, row.usage);
+          return this.#budgets.admit(parentId, budget, { startedAt: resumed.startedAt, descendants });
+        },
+        emit: (event, payload, parent, spent) => {
+          // A continuable epoch reports what it spent (its own and its descendants') to its parent's tree.
+          if (event === 'subagent/start') this.#subtrees.open(payload.id);
+          else this.#subtrees.close(payload.id, parent, spent && addUsage(spent, this.#subtrees.descendants(payload.id) ?? emptyUsage()));
+          this.#events.emit(event, payload, parent);
+        },
       });
     }
   }
@@ -166,13 +181,15 @@ export class SubagentService {
       await Promise.resolve(raw.dispose()).catch(() => undefined);
       throw new SubagentError('CLOSED', 'the host closed while the child was starting');
     }
-    const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run));
+    this.#subtrees.open(raw.id);
+    const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
     this.#runs.add(run);
     admission?.join(run);
     const info = { runId: randomUUID(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
     // The end observer is attached before start is emitted, so end always follows start.
     run.result.then(
-      (result) =>
+      (result) => {
+        this.#subtrees.close(run.id, parent.id, result.treeUsage ?? result.usage);
         this.#events.emit(
           'subagent/end',
           {
@@ -180,10 +197,15 @@ export class SubagentService {
             stopReason: result.stopReason,
             ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
             ...(result.usage ? { usage: result.usage } : {}),
+            ...(result.treeUsage ? { treeUsage: result.treeUsage } : {}),
           },
           parent.id,
-        ),
-      () => this.#events.emit('subagent/end', { ...info, stopReason: 'error' }, parent.id),
+        );
+      },
+      () => {
+        this.#subtrees.close(run.id, parent.id, undefined);
+        this.#events.emit('subagent/end', { ...info, stopReason: 'error' }, parent.id);
+      },
     );
     this.#events.emit('subagent/start', info, parent.id);
     return run;

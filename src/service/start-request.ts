@@ -19,19 +19,20 @@ const CAPABILITY_OF = [
   ['budget', 'budget'],
 ] as const;
 
+/** The route overrides a start may carry (continuable starts check the same shape). */
+export const agentOptionsShape = z.strictObject({
+  model: z.unknown().optional(),
+  toolModules: z.array(z.string().min(1)).optional(),
+  maxTokens: z.number().int().positive().optional(),
+  maxStepsPerTurn: z.number().int().positive().optional(),
+});
+
 const requestShape = z.object({
   label: z.string().optional(),
   prompt: z.array(z.looseObject({ type: z.string() })).min(1, 'must be a non-empty array of content blocks'),
   parent: z.looseObject({ id: z.string().min(1), session: z.looseObject({ header: z.looseObject({}) }) }),
   signal: z.instanceof(AbortSignal, { message: 'must be an AbortSignal' }),
-  agentOptions: z
-    .strictObject({
-      model: z.unknown().optional(),
-      toolModules: z.array(z.string().min(1)).optional(),
-      maxTokens: z.number().int().positive().optional(),
-      maxStepsPerTurn: z.number().int().positive().optional(),
-    })
-    .optional(),
+  agentOptions: agentOptionsShape.optional(),
   toolFilter: z
     .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
     .refine((f) => f.allow !== undefined || f.deny !== undefined, 'needs allow and/or deny')

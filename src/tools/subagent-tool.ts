@@ -27,7 +27,7 @@ export interface SubagentToolConfig {
   mode?: 'one-shot' | 'continuable';
   /** One-shot only: answer `started task <id>` at once and notify the parent when the run settles. @default false */
   background?: boolean;
-  /** Sent with every start: limits for each child (or, `scope: 'tree'`, each child's subtree). */
+  /** Sent with every start: limits for each child (or, `scope: 'tree'`, each child's subtree); a continuable child's counts all its turns. */
   budget?: SubagentBudget;
 }
 

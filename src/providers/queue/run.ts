@@ -7,6 +7,7 @@ import { once, settled } from '../../seam/once.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
 import type { SubagentResult, SubagentRun } from '../../seam/types.js';
+import { usageOf } from '../../seam/usage.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
 import type { ConnectedRun, QueueConnection } from './connection.js';
@@ -44,6 +45,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #offset = 0;
   #openTurn: number | undefined;
   #ownEvents = 0;
+  #described = false;
   #strikes = 0;
   #cancelled = false;
   #settled = false;
@@ -75,13 +77,32 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#offset = session.seq - firstChildSeq;
     } else if (entry.kind === 'events') {
       try {
-        session.mirror(entry.events.map((event) => this.#track({ ...event, seq: event.seq + this.#offset })));
+        session.mirror(this.#own(entry.events));
       } catch (error) {
         this.#settle({ output: [], stopReason: 'error', diagnostic: `the child's events arrived out of order (${String(error)})` });
       }
     } else {
       this.#settle(entry.result);
     }
+  }
+
+  /**
+   * The events of this attempt as the host's log numbers them. A restarted attempt repeats the
+   * child's descriptor; the log keeps the first, so its usage counts what every attempt spent.
+   */
+  #own(events: readonly SessionEvent[]): SessionEvent[] {
+    const kept: SessionEvent[] = [];
+    for (const event of events) {
+      if (event.type === DESCRIPTOR_EVENT) {
+        if (this.#described) {
+          this.#offset -= 1;
+          continue;
+        }
+        this.#described = true;
+      }
+      kept.push(this.#track({ ...event, seq: event.seq + this.#offset }));
+    }
+    return kept;
   }
 
   #track(event: SessionEvent): SessionEvent {
@@ -140,6 +161,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       // The child never ran: the log still records the delegation and how it ended.
       session.append('turn/start', { turn: 1 });
       session.append(DESCRIPTOR_EVENT, structuredClone(this.#init.descriptor));
+      this.#described = true;
       this.#openTurn = 1;
       this.#ownEvents = 2;
     }
@@ -153,10 +175,10 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#connection.unregister(this.id);
     this.#closeTurn(result);
     let output: ContentBlock[] = result.output;
-    if (output.length === 0 && result.stopReason !== 'completed' && this.#session) {
-      output = finalAssistantOutput(this.#session.events.slice(this.#init.seedLength));
-    }
-    this.#resolve({ ...result, output });
+    const own = this.#session?.events.slice(this.#init.seedLength);
+    if (output.length === 0 && result.stopReason !== 'completed' && own) output = finalAssistantOutput(own);
+    // Usage is the host's log's: every attempt as far as its events arrived (a worker reports its own attempt).
+    this.#resolve({ ...result, output, ...(own ? { usage: usageOf(own) } : {}) });
   }
 
   /** Tells the workers to stop the child; a child no worker has taken yet is removed at once. */

@@ -6,6 +6,7 @@ import type { Agent } from '../../seam/agent-types.js';
 import type { SessionId } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { SessionEvent } from '../../seam/session-types.js';
+import { UsageMeter, subtractUsage, type SubagentUsage } from '../../seam/usage.js';
 import type { AgentHandle } from '../../runtime/agent-registry.js';
 import type { LocalAgent } from '../../runtime/agent.js';
 import { type EpochOutcome, epochOutcome } from './notices.js';
@@ -39,6 +40,10 @@ export class Activation {
   readonly #handle: AgentHandle;
   readonly #release: () => void;
   readonly #unsubscribe: () => void;
+  /** Counts the child's whole log, every epoch and what it spent before a cold resume. */
+  readonly #meter: UsageMeter;
+  /** What earlier epochs (here or before a cold resume) already reported. */
+  #reported: SubagentUsage;
   #epoch: { runId: string; from: number } | undefined;
   #timer: NodeJS.Timeout | undefined;
   #checking = false;
@@ -59,7 +64,22 @@ export class Activation {
     this.parentSession = this.agent.session.header.parentSession ?? '';
     this.ancestry = new Set([this.agent, ...init.ancestry]);
     this.#release = init.release;
+    this.#meter = new UsageMeter(this.agent.session.header.seedLength ?? 0);
+    this.#reported = this.usage;
     this.#unsubscribe = this.agent.subscribe((event) => this.#observe(event));
+  }
+
+  /** What the child has spent so far, over its whole log. */
+  get usage(): SubagentUsage {
+    return this.#meter.read(this.agent.session.events);
+  }
+
+  /** What the child spent since the last call (each epoch's own spend, for its parent's tree). */
+  takeSpent(): SubagentUsage {
+    const usage = this.usage;
+    const spent = subtractUsage(usage, this.#reported);
+    this.#reported = usage;
+    return spent;
   }
 
   get state(): ActivationState {

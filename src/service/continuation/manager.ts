@@ -7,16 +7,19 @@ import type { ContentBlock, MessageId, MessageSource, SessionId } from '../../se
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
+import type { SubagentBudget } from '../../seam/budget.js';
+import type { SubagentUsage } from '../../seam/usage.js';
 import type { ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
+import type { TreeAdmission } from '../budget-ledger.js';
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, assertMessage, checkAborted, isExactLive, liveLineage } from './authority.js';
 import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
 import { type EpochOutcome, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
-import { assertStartSpec } from './validate.js';
+import { assertStartSpec, startBudget } from './validate.js';
 
 export interface ContinuationDeps {
   agents: AgentRegistry;
@@ -26,7 +29,13 @@ export interface ContinuationDeps {
   lingerMs: number;
   logger?: Logger | undefined;
   getProvider(name: string): SubagentProvider | undefined;
-  emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId): void;
+  /**
+   * Admits a child under the tree budgets covering its parent (and its own, `scope: 'tree'`);
+   * throws when one is spent. A `resumed` child's own tree counts what its subtree already spent.
+   */
+  admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
+  /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
+  emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId, spent?: SubagentUsage): void;
 }
 
 export class ContinuationManager implements ActivationHost {
@@ -67,8 +76,9 @@ export class ContinuationManager implements ActivationHost {
     this.deps.emit(
       'subagent/end',
       { runId, provider: activation.provider, id: activation.childId, local: true, stopReason: outcome.stopReason,
-        ...(outcome.output.length > 0 ? { lastAssistantMessage: outcome.output } : {}) },
+        ...(outcome.output.length > 0 ? { lastAssistantMessage: outcome.output } : {}), usage: activation.usage },
       activation.parentSession,
+      activation.takeSpent(),
     );
   }
 
@@ -134,13 +144,18 @@ export class ContinuationManager implements ActivationHost {
     parent: Agent,
     from: number,
     deliver: (activation: Activation) => MessageId,
+    budgetTree: TreeAdmission | undefined,
   ): Promise<MessageId> {
+    const leaveTree = budgetTree?.joinAgent(built.handle.agent);
     const activation = new Activation({
       host: this,
       handle: built.handle,
       provider,
       ancestry: liveLineage(this.deps.agents, parent),
-      release: () => built.batch.release(),
+      release: () => {
+        leaveTree?.();
+        built.batch.release();
+      },
     });
     this.activations.set(activation.childId, activation);
     try {
@@ -168,12 +183,14 @@ export class ContinuationManager implements ActivationHost {
     const taken = () => childId === parent.id || agents.get(childId) !== undefined || sessions.has(childId);
     if (taken()) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
     const depth = resolveChildDepth(parent, request.maxDepth);
-    const descriptor = continuableDescriptor(spec);
     const provider = this.deps.getProvider(spec.provider);
     if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${spec.provider}`);
     if (!provider.prepareContinuable) {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process or in-process-fork)`);
     }
+    const budget = startBudget(spec, provider);
+    const descriptor = continuableDescriptor(spec, budget);
+    const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
     const prepared = await provider.prepareContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal });
     checkAborted(signal);
     this.admission.check(parent);
@@ -185,9 +202,13 @@ export class ContinuationManager implements ActivationHost {
           if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) {
             throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
           }
-          const built = await createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], signal });
-          return this.#adopt(built, spec.provider, parent, built.handle.agent.session.seq, (activation) =>
-            this.#submit(activation, parent, request.prompt, { kind: 'user' }, signal),
+          const built = await createFresh({
+            agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], signal, treeStop: budgetTree?.link.stop,
+          });
+          return this.#adopt(
+            built, spec.provider, parent, built.handle.agent.session.seq,
+            (activation) => this.#submit(activation, parent, request.prompt, { kind: 'user' }, signal),
+            budgetTree,
           );
         })(),
       ),
@@ -228,6 +249,8 @@ export class ContinuationManager implements ActivationHost {
     if (agents.get(childId) || sessions.has(childId)) {
       throw new SubagentError('NOT_RESUMABLE', `session ${childId} is live but is not a continuable child`);
     }
+    // Trees covering the parent now cover the resumed child (a spent one refuses it).
+    let budgetTree: TreeAdmission | undefined;
     const built = await resumeStored({
       agents,
       setups: this.setups,
@@ -239,7 +262,11 @@ export class ContinuationManager implements ActivationHost {
         checkAborted(signal);
         this.admission.check(parent);
       },
+      admit: async (budget, startedAt) => {
+        budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
+        return budgetTree?.link.stop;
+      },
     });
-    return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal));
+    return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }
 }

@@ -1,22 +1,32 @@
 // Building a continuable child's agent: fresh (header, fork seed, descriptor first in its own log)
 // or cold (restored from persistence, composed again from its descriptor). Setup contributions
 // install before the agent is published; anything failing leaves no agent behind.
-import type { Agent, ModelSpec } from '../../seam/agent-types.js';
+import type { Agent, AgentOptions, ModelSpec } from '../../seam/agent-types.js';
+import type { BudgetStop, SubagentBudget } from '../../seam/budget.js';
 import type { SessionId } from '../../seam/content.js';
-import { type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
+import { DESCRIPTOR_EVENT, type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableStartSpec } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
-import { composeChildTools } from '../../runtime/child-run.js';
+import { budgetHooks, composeChildTools } from '../../runtime/child-run.js';
+import type { SessionLog } from '../../runtime/session.js';
+import type { AgentHooks } from '../../runtime/turn.js';
 import type { SetupBatch, SetupRegistry } from './setup-registry.js';
 
-type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;
+export type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;
+/** The stop a tree budget covering the child calls for, if any. */
+export type TreeStop = () => BudgetStop | undefined;
 
-/** The descriptor of a new continuable child. Its model spec is kept as JSON in `agentModel`. */
-export function continuableDescriptor(spec: ContinuableStartSpec): ContinuableDescriptor {
+/**
+ * The descriptor of a new continuable child: everything it runs with except secrets (the model
+ * spec names its key's environment variable, never the key), kept as JSON (the model in `agentModel`).
+ */
+export function continuableDescriptor(spec: ContinuableStartSpec, budget: SubagentBudget | undefined): ContinuableDescriptor {
   const { request } = spec;
-  const model = request.agentOptions?.model ?? request.parent.options.model;
+  const options = request.agentOptions;
+  const model = options?.model ?? request.parent.options.model;
+  const maxTokens = options?.maxTokens ?? request.parent.options.maxTokens;
   return snapshotSubagentDescriptor({
     mode: 'continuable',
     provider: spec.provider,
@@ -24,11 +34,36 @@ export function continuableDescriptor(spec: ContinuableStartSpec): ContinuableDe
     ...(model === undefined ? {} : { agentModel: JSON.stringify(model) }),
     ...(request.persona === undefined ? {} : { persona: request.persona }),
     ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
+    ...(maxTokens === undefined ? {} : { maxTokens }),
+    ...(options?.maxStepsPerTurn === undefined ? {} : { maxStepsPerTurn: options.maxStepsPerTurn }),
+    ...(options?.toolModules === undefined ? {} : { toolModules: options.toolModules }),
+    ...(budget === undefined ? {} : { budget }),
   }) as ContinuableDescriptor;
 }
 
-function setupFor(descriptor: ContinuableDescriptor, setups: SetupRegistry, out: { batch?: SetupBatch }, append: boolean) {
+/** The agent options a descriptor records (a fresh child and a resumed one get the same). */
+function optionsOf(descriptor: ContinuableDescriptor, model: ModelSpec | undefined, depth: number): AgentOptions {
+  return {
+    ...(model === undefined ? {} : { model }),
+    ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
+    ...(descriptor.maxTokens === undefined ? {} : { maxTokens: descriptor.maxTokens }),
+    ...(descriptor.maxStepsPerTurn === undefined ? {} : { maxStepsPerTurn: descriptor.maxStepsPerTurn }),
+    ...(descriptor.toolModules === undefined ? {} : { toolModules: [...descriptor.toolModules] }),
+    subagentDepth: depth,
+  };
+}
+
+/**
+ * The step-boundary guard of the child's budget, over its whole log (every turn, every epoch,
+ * before and after a cold resume); wall time counts from the descriptor, the child's start.
+ */
+function guard(descriptor: ContinuableDescriptor, out: { session?: SessionLog }, startedAt: number, seedLength: number, treeStop: TreeStop | undefined): AgentHooks {
+  return budgetHooks(() => out.session!, { budget: descriptor.budget, startedAt, seedLength, treeStop });
+}
+
+function setupFor(descriptor: ContinuableDescriptor, setups: SetupRegistry, out: { batch?: SetupBatch; session?: SessionLog }, append: boolean) {
   return ({ agent, tools }: AgentSetupScope) => {
+    out.session = agent.session;
     if (append) agent.session.append('subagent/descriptor', structuredClone(descriptor));
     composeChildTools(tools, { toolFilter: descriptor.toolFilter });
     out.batch = setups.apply(agent);
@@ -61,6 +96,7 @@ export async function createFresh(options: {
   descriptor: ContinuableDescriptor;
   seed: readonly SessionEvent[];
   signal: AbortSignal | undefined;
+  treeStop?: TreeStop | undefined;
 }): Promise<Built> {
   const { spec, descriptor } = options;
   const parent: Agent = spec.request.parent;
@@ -71,19 +107,14 @@ export async function createFresh(options: {
     delegationDepth: options.depth,
   };
   const model = spec.request.agentOptions?.model ?? parent.options.model;
-  const out: { batch?: SetupBatch } = {};
+  const out: { batch?: SetupBatch; session?: SessionLog } = {};
   const handle = await options.agents.create({
     sessionId: options.childId,
     header,
     seed: options.seed,
-    agentOptions: {
-      ...(parent.options.maxTokens === undefined ? {} : { maxTokens: parent.options.maxTokens }),
-      ...spec.request.agentOptions,
-      ...(model === undefined ? {} : { model }),
-      ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
-      subagentDepth: options.depth,
-    },
+    agentOptions: optionsOf(descriptor, model, options.depth),
     setup: setupFor(descriptor, options.setups, out, true),
+    hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
     ...(options.signal ? { signal: options.signal } : {}),
   });
   const batch = out.batch!;
@@ -114,7 +145,9 @@ export async function resumeStored(options: {
   signal: AbortSignal | undefined;
   /** Re-checked after the stored record was read. */
   recheck: () => void;
-}): Promise<Built & { from: number; provider: string }> {
+  /** Admits the child under the tree budgets that cover it (its own, re-opened from its start). */
+  admit?: ((budget: SubagentBudget | undefined, startedAt: number) => Promise<TreeStop | undefined>) | undefined;
+}): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
   let stored;
   try {
@@ -128,9 +161,11 @@ export async function resumeStored(options: {
   if (stored.header.parentSession !== options.parent.id) {
     throw new SubagentError('UNAUTHORIZED', `only the direct parent of ${childId} may send it messages`);
   }
+  const seedLength = stored.header.seedLength ?? 0;
+  const own = stored.events.slice(seedLength);
   let descriptor;
   try {
-    descriptor = foldSubagentDescriptor(stored.events.slice(stored.header.seedLength ?? 0));
+    descriptor = foldSubagentDescriptor(own);
   } catch (error) {
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} has a corrupt descriptor: ${describeError(error)}`, { cause: error });
   }
@@ -138,17 +173,17 @@ export async function resumeStored(options: {
     throw new SubagentError('NOT_RESUMABLE', `session ${childId} is not a continuable child (one-shot children cannot receive follow-ups)`);
   }
   const model = parseModel(descriptor.agentModel);
-  const out: { batch?: SetupBatch } = {};
+  const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
+  const treeStop = await options.admit?.(descriptor.budget, startedAt);
+  options.recheck();
+  const out: { batch?: SetupBatch; session?: SessionLog } = {};
   let handle: AgentHandle;
   try {
     handle = await options.agents.resume({
       sessionId: childId,
-      agentOptions: {
-        ...(model === undefined ? {} : { model }),
-        ...(descriptor.persona === undefined ? {} : { persona: descriptor.persona }),
-        subagentDepth: stored.header.delegationDepth ?? 1,
-      },
+      agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
       setup: setupFor(descriptor, options.setups, out, false),
+      hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (error) {
@@ -161,5 +196,5 @@ export async function resumeStored(options: {
   } catch (error) {
     return rollback(handle, batch, error);
   }
-  return { handle, batch, from: stored.events.length, provider: descriptor.provider };
+  return { handle, batch, from: stored.events.length, provider: descriptor.provider, descriptor };
 }

@@ -1,5 +1,6 @@
 // What an Activation epoch amounts to (its stop reason and closing output) and the messages the
 // manager sends a parent: the settlement notice and the framing of a child's report.
+import { BUDGET_EVENT, budgetStopOf, describeBudgetStop } from '../../seam/budget.js';
 import type { ContentBlock, MessageSource, SessionId } from '../../seam/content.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionEvent, SessionEventMap } from '../../seam/session-types.js';
@@ -8,6 +9,8 @@ import type { SubagentStopReason } from '../../seam/types.js';
 export interface EpochOutcome {
   stopReason: SubagentStopReason;
   output: ContentBlock[];
+  /** The budget limit that stopped the epoch, e.g. `budget: turns limit 2 reached (3 used, child budget)`. */
+  diagnostic?: string;
 }
 
 /**
@@ -35,7 +38,10 @@ export function epochOutcome(events: readonly SessionEvent[]): EpochOutcome {
         stopReason = 'aborted';
     }
   }
-  return { stopReason: stopReason ?? 'aborted', output: finalAssistantOutput(events) };
+  const outcome: EpochOutcome = { stopReason: stopReason ?? 'aborted', output: finalAssistantOutput(events) };
+  const budget = events.findLast((event) => event.type === BUDGET_EVENT);
+  const stop = budget && budgetStopOf(budget.data);
+  return stop ? { ...outcome, diagnostic: describeBudgetStop(stop) } : outcome;
 }
 
 const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
@@ -49,10 +55,12 @@ const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
 /** The parent's settlement notice: one sentence, then the closing message (or its absence). */
 export function settlementNotice(childId: SessionId, outcome: EpochOutcome): { content: ContentBlock[]; source: MessageSource } {
   const sentence = SENTENCES[outcome.stopReason](childId);
+  const head: ContentBlock[] = [{ type: 'text', text: sentence }];
+  if (outcome.diagnostic !== undefined) head.push({ type: 'text', text: `It was stopped by its ${outcome.diagnostic}.` });
   const content: ContentBlock[] =
     outcome.output.length > 0
-      ? [{ type: 'text', text: sentence }, { type: 'text', text: 'Its closing message:' }, ...structuredClone(outcome.output)]
-      : [{ type: 'text', text: sentence }, { type: 'text', text: 'It left no closing message.' }];
+      ? [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(outcome.output)]
+      : [...head, { type: 'text', text: 'It left no closing message.' }];
   return { content, source: { kind: 'subagent-settled', senderSessionId: childId, summary: sentence.slice(0, 200) } };
 }
 

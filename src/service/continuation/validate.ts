@@ -1,7 +1,10 @@
 // Shape checks of the continuable operations' inputs: bad input fails as `INVALID_REQUEST` naming
 // the field, before any child, lock or Activation is touched.
+import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { SubagentError } from '../../seam/errors.js';
-import type { ContinuableStartSpec } from '../../seam/types.js';
+import type { ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
+import { assertModelSpec } from '../../runtime/models/create.js';
+import { agentOptionsShape } from '../start-request.js';
 import { assertMessage } from './authority.js';
 
 function invalid(message: string): SubagentError {
@@ -22,6 +25,28 @@ export function assertStartSpec(spec: unknown): asserts spec is ContinuableStart
     throw invalid('spec.request.parent must be the delegating agent');
   }
   assertMessage(prompt);
+}
+
+/**
+ * Checks a continuable start's route overrides and budget as a one-shot start's are checked;
+ * returns the detached budget. A budget needs a provider with the `budget` capability.
+ */
+export function startBudget(spec: ContinuableStartSpec, provider: SubagentProvider): SubagentBudget | undefined {
+  const { agentOptions, budget } = spec.request;
+  if (agentOptions !== undefined) {
+    const parsed = agentOptionsShape.safeParse(agentOptions);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw invalid(`spec.request.agentOptions.${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`);
+    }
+    if (agentOptions.model !== undefined) assertModelSpec(agentOptions.model);
+  }
+  if (budget === undefined) return undefined;
+  const parsed = parseBudget(budget, 'spec.request.budget');
+  if (!provider.capabilities.budget) {
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider.name} does not support budget; drop it or use a provider with the budget capability`);
+  }
+  return parsed;
 }
 
 /** `delivery` of `reportFrom`. */
