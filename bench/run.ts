@@ -1,5 +1,5 @@
 // `npm run bench [-- SUITE…] [--json FILE]`: runs the suites (startup, overhead, throughput,
-// listing, queue, continuation), each in its own process, prints each table beside its floors, and optionally writes
+// listing, queue, continuation, acp), each in its own process, prints each table beside its floors, and optionally writes
 // the rows as JSON.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -16,6 +16,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   listing: async () => (await import('./listing.bench.js')).listingSuite,
   queue: async () => (await import('./queue.bench.js')).queueSuite,
   continuation: async () => (await import('./continuation.bench.js')).continuationSuite,
+  acp: async () => (await import('./acp.bench.js')).acpSuite,
 };
 
 /**

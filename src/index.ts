@@ -80,6 +80,7 @@ export type {
   SubagentDescendantListEntry,
   ContinuableCreateRequest,
   ContinuableCreateSpec,
+  ContinuableResumeRequest,
   ContinuableStartSpec,
   ContinuableStart,
   SubagentFollowupOptions,

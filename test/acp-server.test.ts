@@ -1,6 +1,6 @@
 // serveAcp: our agent served over ACP, driven by an SDK client over in-memory streams (and, for the
 // stdio rules, through the real `subagent-host acp` command): initialize, session/new, streamed
-// prompts, stop reasons, cancel, session/load from a database, and protocol-level rejections.
+// prompts, stop reasons, cancel, session/load and session/resume from a database, and protocol-level rejections.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -96,7 +96,7 @@ describe('serveAcp', () => {
     const host = await newHost();
     const client = connect(host);
     const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
-    expect(response).toMatchObject({ protocolVersion: 1, agentCapabilities: { loadSession: true } });
+    expect(response).toMatchObject({ protocolVersion: 1, agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {} } } });
   });
 
   it('does not offer loadSession without persistence', async () => {
@@ -104,6 +104,8 @@ describe('serveAcp', () => {
     const client = connect({ agents: host.agents, persistence: undefined, createAgent: (options) => host.createAgent(options) });
     const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
     expect(response.agentCapabilities?.loadSession).toBe(false);
+    expect(response.agentCapabilities?.sessionCapabilities?.resume).toBeUndefined();
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId: 'x', cwd: dir })).rejects.toMatchObject({ code: -32601 });
   });
 
   it('creates a top-level agent per session/new, in the requested cwd', async () => {
@@ -192,6 +194,26 @@ describe('serveAcp', () => {
     expect(texts(client.updates, 'agent_message_chunk')).toEqual(['echo: first']);
     await expect(prompt(client, sessionId, 'second')).resolves.toEqual({ stopReason: 'end_turn', usage: expect.any(Object) });
     expect(texts(client.updates, 'agent_message_chunk').slice(1).join('')).toBe('echo: second');
+  });
+
+  it('resumes a session persisted by an earlier server without replaying it, and continues it', async () => {
+    const db = join(dir, 'resume.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier);
+    await prompt(earlier, sessionId, 'first');
+    await earlier.close();
+    await first.close();
+
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId: 'no-such-session', cwd: dir })).rejects.toMatchObject({ code: -32002 });
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId, cwd: dir })).resolves.toEqual({});
+    expect(client.updates).toEqual([]);
+    await expect(prompt(client, sessionId, 'second')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    expect(texts(client.updates, 'agent_message_chunk').join('')).toBe('echo: second');
+    const users = second.sessions.get(sessionId)!.events.filter((event) => event.type === 'user/message');
+    expect(users.map((event) => (event.data as { content: { text: string }[] }).content[0]!.text)).toEqual(['first', 'second']);
   });
 
   it.each([

@@ -57,6 +57,17 @@ describe('descriptor snapshot and fold', () => {
     expect(foldSubagentDescriptor([descriptorEvent(data)])).toStrictEqual(data);
   });
 
+  it('D1: keeps a continuable child’s provider data as a detached JSON copy', () => {
+    const providerData = { sessionId: 'remote-1', command: '/usr/bin/agent', args: ['acp'], cwd: '/work' };
+    const data = snapshotSubagentDescriptor({ ...continuableInput, providerData } as SubagentDescriptorInput);
+    expect(data).toStrictEqual({ ...continuable, providerData });
+    providerData.args.push('changed');
+    expect(foldSubagentDescriptor([descriptorEvent(data)])).toMatchObject({ providerData: { args: ['acp'] } });
+    expect(() => snapshotSubagentDescriptor({ ...continuableInput, providerData: { at: new Date(0) } } as SubagentDescriptorInput)).toThrow(
+      expect.objectContaining({ code: 'INVALID_REQUEST' }),
+    );
+  });
+
   it('D1: keeps a one-shot label only when one is given', () => {
     expect(snapshotSubagentDescriptor({ mode: 'one-shot', provider: 'spawn', label: 'scan' })).toStrictEqual({
       version: 2, mode: 'one-shot', provider: 'spawn', label: 'scan',
@@ -122,6 +133,8 @@ describe('descriptor snapshot and fold', () => {
     ['a continuable without label', { version: 2, mode: 'continuable', provider: 'p' }],
     ['a continuable non-string label', { ...continuable, label: ['l'] }],
     ['a non-string agentModel', { ...continuable, agentModel: { id: 'm' } }],
+    ['a non-object providerData', { ...continuable, providerData: 'session-1' }],
+    ['a one-shot with providerData', { version: 2, mode: 'one-shot', provider: 'p', providerData: { sessionId: 's' } }],
     ['a non-string persona', { ...continuable, persona: false }],
     ['a toolFilter array', { ...continuable, toolFilter: ['read'] }],
     ['a toolFilter unknown key', { ...continuable, toolFilter: { allow: ['read'], only: [] } }],

@@ -142,6 +142,7 @@ describe('registerProvider validation', () => {
     ['inheritsParentContext missing', (p) => void delete p['inheritsParentContext']],
     ['start not a function', (p) => void (p['start'] = 'start')],
     ['prepareContinuable present but not a function', (p) => void (p['prepareContinuable'] = {})],
+    ['resumeContinuable present but not a function', (p) => void (p['resumeContinuable'] = 'resume')],
   ];
 
   it.each(cases)('rejects %s with INVALID_PROVIDER and registers nothing', (_label, spoil) => {

@@ -6,6 +6,7 @@ import { SubagentError, describeError } from '../seam/errors.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
+import { warmUp } from './acp-warm-up.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]
 
@@ -69,8 +70,11 @@ export async function run(args: string[]): Promise<number> {
     void host.close().finally(() => process.exit(143));
   };
   process.once('SIGTERM', onTerm);
+  // In the background: a client's first requests then find the code paths already run.
+  const warming = warmUp(process.cwd());
   try {
     await serveAcp(host);
+    await warming;
   } finally {
     process.off('SIGTERM', onTerm);
     await host.close();

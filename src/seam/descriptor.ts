@@ -30,6 +30,8 @@ export type SubagentDescriptorData =
       toolModules?: string[];
       /** Durable, so a resumed child keeps counting against what it already spent. */
       budget?: SubagentBudget;
+      /** What the provider needs to bring the child back (e.g. a remote session id); JSON, never secrets. */
+      providerData?: Record<string, unknown>;
     };
 
 /** What `snapshotSubagentDescriptor` takes: the descriptor without its version. */
@@ -46,6 +48,7 @@ export type SubagentDescriptorInput =
       maxStepsPerTurn?: number;
       toolModules?: string[];
       budget?: SubagentBudget;
+      providerData?: Record<string, unknown>;
     };
 
 const descriptorSchema = lazy(() => {
@@ -73,6 +76,7 @@ const descriptorSchema = lazy(() => {
     maxStepsPerTurn: z.number().int().positive().optional(),
     toolModules: z.array(z.string().min(1)).optional(),
     budget: budgetSchema.optional(),
+    providerData: z.record(z.string(), z.unknown()).optional(),
   });
   return z.discriminatedUnion('mode', [oneShot, continuable]);
 });
@@ -138,7 +142,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
   };
   const optional =
     input.mode === 'continuable'
-      ? (['label', 'agentModel', 'persona', 'toolFilter', 'maxTokens', 'maxStepsPerTurn', 'toolModules', 'budget'] as const)
+      ? (['label', 'agentModel', 'persona', 'toolFilter', 'maxTokens', 'maxStepsPerTurn', 'toolModules', 'budget', 'providerData'] as const)
       : (['label', 'budget'] as const);
   for (const key of optional) {
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];

@@ -3,6 +3,7 @@
 import type { Agent, AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
 import type { ContentBlock, MessageId, MessageSource, SessionId } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
+import type { ModelAdapter } from './model-types.js';
 import type { SessionEvent } from './session-types.js';
 import type { BudgetStop, SubagentBudget } from './budget.js';
 import type { SubagentUsage } from './usage.js';
@@ -94,10 +95,23 @@ export interface ContinuableCreateRequest {
   sessionId: SessionId;
   parent: Agent;
   signal: AbortSignal;
+  /** The request's route overrides, for a provider that forwards them to its child. */
+  agentOptions?: AgentOptions;
+}
+
+/** A stored continuable child coming back: what its provider recorded when it was created. */
+export interface ContinuableResumeRequest extends ContinuableCreateRequest {
+  providerData: Record<string, unknown>;
 }
 
 export interface ContinuableCreateSpec {
   seed?: readonly SessionEvent[];
+  /** Drives the child's turns instead of its model spec (e.g. a remote agent's session). */
+  model?: ModelAdapter;
+  /** JSON data kept in the child's descriptor and handed back to `resumeContinuable`. */
+  providerData?: Record<string, unknown>;
+  /** Frees what the provider holds for this child; called once when it leaves residence or its creation failed. */
+  release?(): Promise<void>;
 }
 
 export interface SubagentProvider {
@@ -107,6 +121,8 @@ export interface SubagentProvider {
   readonly inheritsParentContext: boolean;
   start(request: ResolvedSubagentStartRequest): Promise<SubagentRun>;
   prepareContinuable?(request: ContinuableCreateRequest): Promise<ContinuableCreateSpec>;
+  /** Brings back a stored child whose descriptor holds `providerData`; rejects `NOT_RESUMABLE` when it cannot. */
+  resumeContinuable?(request: ContinuableResumeRequest): Promise<ContinuableCreateSpec>;
 }
 
 export interface ContinuableStartSpec {

@@ -18,6 +18,9 @@ const providerShape = z.object({
   prepareContinuable: z
     .custom<NonNullable<SubagentProvider['prepareContinuable']>>((value) => typeof value === 'function', 'must be a function')
     .optional(),
+  resumeContinuable: z
+    .custom<NonNullable<SubagentProvider['resumeContinuable']>>((value) => typeof value === 'function', 'must be a function')
+    .optional(),
 });
 
 /** Reads and validates `provider`'s fields once; `INVALID_PROVIDER` names the first bad one. */
@@ -38,6 +41,7 @@ export function snapshotProvider(provider: unknown): SubagentProvider {
     inheritsParentContext,
     start: source.start.bind(source),
     ...(source.prepareContinuable ? { prepareContinuable: source.prepareContinuable.bind(source) } : {}),
+    ...(source.resumeContinuable ? { resumeContinuable: source.resumeContinuable.bind(source) } : {}),
   };
   return Object.freeze(snapshot);
 }

@@ -31,6 +31,7 @@ export class AcpClient {
   readonly #sdk: AcpSdk;
   readonly #connection: acp.ClientConnection;
   #sessionId: string | undefined;
+  #loadSession = false;
   #listener: SessionUpdateListener | undefined;
 
   private constructor(sdk: AcpSdk, proc: AgentProcess, permission: PermissionPolicy) {
@@ -54,6 +55,11 @@ export class AcpClient {
     return this.#connection.signal;
   }
 
+  /** Whether the agent's `initialize` answer advertised `session/load` (`agentCapabilities.loadSession`). */
+  get canLoadSession(): boolean {
+    return this.#loadSession;
+  }
+
   /** Sends `initialize`; throws `START_FAILED` unless the agent speaks our protocol version. */
   async initialize(): Promise<void> {
     const sdk = this.#sdk;
@@ -66,6 +72,7 @@ export class AcpClient {
       const version = Number.isSafeInteger(response.protocolVersion) ? String(response.protocolVersion) : 'unknown';
       throw new SubagentError('START_FAILED', `the ACP agent speaks protocol version ${version}; this client speaks ${sdk.PROTOCOL_VERSION}`);
     }
+    this.#loadSession = response.agentCapabilities?.loadSession === true;
   }
 
   /** Opens the one session this connection serves; `meta` travels as the request's `_meta`. */
@@ -77,6 +84,12 @@ export class AcpClient {
     }
     this.#sessionId = sessionId;
     return sessionId;
+  }
+
+  /** Restores a session the agent stored (`session/load`); the history it replays is not listened to. */
+  async loadSession(sessionId: string, cwd: string): Promise<void> {
+    await this.#connection.agent.request(this.#sdk.methods.agent.session.load, { sessionId, cwd, mcpServers: [] });
+    this.#sessionId = sessionId;
   }
 
   /** Sends the prompt; `onUpdate` sees this session's updates until the returned promise settles. */

@@ -1,7 +1,8 @@
 // The prewarm pool: keeps `size` agent processes spawned and initialized, so a start costs a
-// session/new instead of a process launch. Each process serves one child and is then retired;
-// taking one refills the pool in the background. Failures are not retried until the next take,
-// so an agent that crashes at startup cannot turn the pool into a spawn loop.
+// session/new instead of a process launch. Each process serves one child and is then retired.
+// Spawning blocks this thread for milliseconds, so the taker refills once its child's first prompt
+// is answered (a take that finds the pool empty refills at once). Failures are not retried until
+// the next refill, so an agent that crashes at startup cannot turn the pool into a spawn loop.
 import type { AcpClient } from './client.js';
 import type { AgentProcess } from './process.js';
 
@@ -49,6 +50,11 @@ export class WarmPool {
     }
   }
 
+  /** `fill()` on a later turn of the event loop, after whoever is waiting on the current answer ran. */
+  fillSoon(): void {
+    setImmediate(() => this.fill()).unref();
+  }
+
   #drop(child: WarmChild): void {
     const index = this.#ready.indexOf(child);
     if (index === -1) return;
@@ -56,11 +62,16 @@ export class WarmPool {
     void this.#retire(child);
   }
 
-  /** A ready process (now the caller's), or undefined; either way the pool refills. */
+  /** The ready process `take()` would hand out next (still the pool's), or undefined. */
+  peek(): WarmChild | undefined {
+    return this.#ready.find((child) => !child.proc.exit);
+  }
+
+  /** A ready process (now the caller's, who calls `fill()` later), or undefined (the pool refills now). */
   take(): WarmChild | undefined {
     let child: WarmChild | undefined;
     while ((child = this.#ready.shift()) && child.proc.exit) void this.#retire(child);
-    this.fill();
+    if (!child) this.fill();
     return child;
   }
 

@@ -7,55 +7,19 @@ import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
 import { childEnvironment } from '../child-env.js';
 import type { ProviderHost } from '../provider-host.js';
-import { AcpClient, describeAcpFailure, isJsonRpcError } from './client.js';
+import { AcpClient } from './client.js';
+import { acpContinuable, type LaunchConfig } from './continuable.js';
 import { SessionMirror } from './mirror.js';
 import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './options.js';
 import { WarmPool, type WarmChild } from './pool.js';
-import { AgentProcess, describeExit, within, type AgentExit, type ReapGraces } from './process.js';
+import { AgentProcess, type ReapGraces } from './process.js';
 import { AcpRun } from './run.js';
-import { AGENT_OPTIONS_META } from './sdk.js';
+import { StartAborted, abortedStart, routeMeta, startupStep } from './startup.js';
 
 /** The ACP provider; `whenWarm` lets callers wait for the prewarm pool. */
 export interface AcpProvider extends SubagentProvider {
   /** Resolves once no prewarm launch is in progress (at once without `prewarm`). */
   whenWarm(): Promise<void>;
-}
-
-/** Thrown inside a startup step when the start's signal aborted. */
-class StartAborted extends Error {}
-
-function exitMessage(exit: AgentExit, phase: string): string {
-  return `the ACP agent process ${describeExit(exit)}${exit.errno === undefined ? ` during ${phase}` : ''}`;
-}
-
-/** Races one startup step against the process ending and the start being aborted. */
-async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signal: AbortSignal, phase: string): Promise<T> {
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(new StartAborted());
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  const ended = proc.ended.then((exit): never => {
-    throw new SubagentError('START_FAILED', exitMessage(exit, phase));
-  });
-  try {
-    return await Promise.race([step, ended, aborted]);
-  } catch (error) {
-    if (error instanceof StartAborted || error instanceof SubagentError) throw error;
-    // A dead connection is usually followed by the process's exit, which says more.
-    if (!isJsonRpcError(error) && (await within(proc.ended, 1000))) throw new SubagentError('START_FAILED', exitMessage(proc.exit!, phase), { cause: error });
-    throw new SubagentError('START_FAILED', `the ACP agent failed during ${phase} (${describeAcpFailure(error)})`, { cause: error });
-  } finally {
-    if (onAbort) signal.removeEventListener('abort', onAbort);
-  }
-}
-
-/** The route overrides our own ACP agent honours, as session/new `_meta` (undefined when none). */
-function routeMeta(options: ResolvedSubagentStartRequest['agentOptions']): Record<string, unknown> | undefined {
-  const { model, maxTokens, maxStepsPerTurn } = options ?? {};
-  const route = { ...(model && { model }), ...(maxTokens && { maxTokens }), ...(maxStepsPerTurn && { maxStepsPerTurn }) };
-  return Object.keys(route).length > 0 ? { [AGENT_OPTIONS_META]: route } : undefined;
 }
 
 function textPrompt(prompt: ResolvedSubagentStartRequest['prompt']): string[] {
@@ -79,8 +43,9 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
     child.client.close();
   };
 
-  const launch = async (cwd: string, signal: AbortSignal): Promise<WarmChild> => {
-    const proc = AgentProcess.spawn({ command: config.command, args: config.args, cwd, env: childEnvironment(process.env, config.inheritEnv, config.env), stderr: config.stderr });
+  // Env values come from the configuration, never from a stored launch config.
+  const launch = async ({ command, args, cwd }: LaunchConfig, signal: AbortSignal): Promise<WarmChild> => {
+    const proc = AgentProcess.spawn({ command, args, cwd, env: childEnvironment(process.env, config.inheritEnv, config.env), stderr: config.stderr });
     live.add(proc);
     void proc.ended.then(() => live.delete(proc));
     let client: AcpClient | undefined;
@@ -95,7 +60,9 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
     }
   };
 
-  const pool = config.prewarm > 0 ? new WarmPool(config.prewarm, (signal) => launch(config.cwd!, AbortSignal.any([signal, closer.signal])), retire) : undefined;
+  const launchConfig = (cwd: string): LaunchConfig => ({ command: config.command, args: config.args, cwd });
+  const pool =
+    config.prewarm > 0 ? new WarmPool(config.prewarm, (signal) => launch(launchConfig(config.cwd!), AbortSignal.any([signal, closer.signal])), retire) : undefined;
 
   host.onClose?.(async () => {
     closer.abort();
@@ -115,13 +82,12 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
     const runSignal = AbortSignal.any([signal, closer.signal]);
     let child = pool?.take();
     try {
-      child ??= await launch(cwd, runSignal);
+      child ??= await launch(launchConfig(cwd), runSignal);
       await startupStep(child.client.newSession(cwd, meta), child.proc, runSignal, 'session/new');
     } catch (error) {
+      pool?.fill();
       if (child) await retire(child);
-      if (!(error instanceof StartAborted)) throw error;
-      if (closer.signal.aborted && !signal.aborted) throw new SubagentError('CLOSED', 'the host closed while the ACP child was starting');
-      throw new SubagentError('CANCELLED', 'the start was cancelled before the ACP child was ready', { cause: signal.reason });
+      throw error instanceof StartAborted ? abortedStart(signal, closer.signal) : error;
     }
     const header = { cwd, parentSession: request.parent.id, origin: 'subagent' as const, delegationDepth };
     let mirror: SessionMirror;
@@ -131,7 +97,10 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
       await retire(child);
       throw error;
     }
-    return new AcpRun({ child, mirror, sessions: host.sessions, prompt, signal: runSignal, graces });
+    const run = new AcpRun({ child, mirror, sessions: host.sessions, prompt, signal: runSignal, graces });
+    const refill = () => pool?.fillSoon();
+    void run.result.then(refill, refill);
+    return run;
   }
 
   return {
@@ -139,6 +108,7 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
     capabilities: NO_START_CAPABILITIES,
     inheritsParentContext: false,
     start,
+    ...acpContinuable({ config, graces, pool, closed: closer.signal, launch, retire }),
     whenWarm: () => pool?.whenWarm() ?? Promise.resolve(),
   };
 }

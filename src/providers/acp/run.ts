@@ -44,6 +44,16 @@ export interface AcpRunInit {
 
 type Outcome = { kind: 'response'; response: acp.PromptResponse } | { kind: 'failed'; error: unknown } | { kind: 'cancelled' };
 
+/**
+ * Where a run is: its prompt in flight, cancelled before the outcome arrived, settled (`cancelled`
+ * says whether the result is `aborted`), or being disposed (its teardown, memoized).
+ */
+type RunState =
+  | { kind: 'prompting' }
+  | { kind: 'cancelled' }
+  | { kind: 'settled'; cancelled: boolean }
+  | { kind: 'disposing'; done: Promise<void> };
+
 /** A published ACP child run (`localAgent` is always undefined: the agent is remote). */
 /** The token usage an agent reported on its PromptResponse (ACP's unstable `usage`), if well-formed. */
 export function reportedUsage(response: acp.PromptResponse): Usage | undefined {
@@ -61,9 +71,7 @@ export class AcpRun implements SubagentRun {
   readonly #init: AcpRunInit;
   readonly #cancelled: Promise<Outcome>;
   #onCancel!: () => void;
-  #isCancelled = false;
-  #settled = false;
-  #disposing: Promise<void> | undefined;
+  #state: RunState = { kind: 'prompting' };
   readonly #abort = () => this.cancel();
 
   /** Publishes nothing new: the mirror exists; this sends the prompt at once. */
@@ -83,7 +91,7 @@ export class AcpRun implements SubagentRun {
 
   async #settle(): Promise<SubagentResult> {
     const { child, mirror } = this.#init;
-    const prompted: Promise<Outcome> = this.#isCancelled
+    const prompted: Promise<Outcome> = this.#state.kind !== 'prompting'
       ? this.#cancelled
       : child.client.prompt(this.#init.prompt, (update) => mirror.update(update)).then(
           (response) => ({ kind: 'response', response }),
@@ -91,17 +99,19 @@ export class AcpRun implements SubagentRun {
         );
     // Cancellation wins the race: an agent that ignores session/cancel cannot wedge the parent.
     const outcome = await Promise.race([prompted, this.#cancelled]);
-    this.#settled = true;
+    // Dispose cancels first, so any state but `prompting` here means the run was cancelled.
+    const cancelled = outcome.kind === 'cancelled' || this.#state.kind !== 'prompting';
+    if (this.#state.kind !== 'disposing') this.#state = { kind: 'settled', cancelled };
     this.#init.signal.removeEventListener('abort', this.#abort);
-    const result = await this.#resultOf(outcome, mirror.output());
+    const result = await this.#resultOf(outcome, cancelled, mirror.output());
     const reported = outcome.kind === 'response' ? reportedUsage(outcome.response) : undefined;
     mirror.end(result, reported);
     // Without the agent's own report the figures would be made up: usage is then absent.
     return reported ? { ...result, usage: usageOf(mirror.session.events) } : result;
   }
 
-  async #resultOf(outcome: Outcome, output: ContentBlock[]): Promise<SubagentResult> {
-    if (outcome.kind === 'cancelled' || this.#isCancelled) return { output, stopReason: 'aborted' };
+  async #resultOf(outcome: Outcome, cancelled: boolean, output: ContentBlock[]): Promise<SubagentResult> {
+    if (outcome.kind === 'cancelled' || cancelled) return { output, stopReason: 'aborted' };
     if (outcome.kind === 'response') {
       const stopReason = mapStopReason(outcome.response.stopReason);
       if (stopReason !== 'error') return { output, stopReason };
@@ -118,23 +128,25 @@ export class AcpRun implements SubagentRun {
 
   /** Sends session/cancel and settles the result `aborted` without waiting for the agent. */
   cancel(): void {
-    if (this.#isCancelled || this.#settled) return;
-    this.#isCancelled = true;
+    if (this.#state.kind !== 'prompting') return;
+    this.#state = { kind: 'cancelled' };
     this.#init.child.client.cancel();
     this.#onCancel();
   }
 
   /** Idempotent: cancel, then EOF → SIGTERM → SIGKILL, then flush and drop the mirror session. */
   dispose(): Promise<void> {
-    this.#disposing ??= (async () => {
-      this.#init.signal.removeEventListener('abort', this.#abort);
-      this.cancel();
+    if (this.#state.kind === 'disposing') return this.#state.done;
+    this.#init.signal.removeEventListener('abort', this.#abort);
+    this.cancel();
+    const done = (async () => {
       await this.result.catch(() => undefined);
       await this.#init.child.proc.reap(this.#init.graces);
       this.#init.child.client.close();
       await this.#init.sessions.remove(this.id);
     })();
-    return this.#disposing;
+    this.#state = { kind: 'disposing', done };
+    return done;
   }
 
   [Symbol.asyncDispose](): Promise<void> {

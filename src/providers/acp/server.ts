@@ -1,6 +1,7 @@
 // serveAcp: our agent as an ACP agent over a pair of streams (stdio by default). session/new creates
 // a top-level agent, session/prompt runs one turn and streams it as updates, session/cancel ends
-// the turn `cancelled`, session/load replays a persisted session. Nothing but protocol on output.
+// the turn `cancelled`, session/load replays a persisted session and session/resume restores one
+// without replay. Nothing but protocol on output.
 import type * as acp from '@agentclientprotocol/sdk';
 import { isAbsolute } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -76,15 +77,18 @@ class AcpServer {
       .onRequest(methods.agent.initialize, () => this.#initialize())
       .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
       .onRequest(methods.agent.session.load, ({ params, client }) => this.#guard(() => this.#load(params, client)))
+      .onRequest(methods.agent.session.resume, ({ params }) => this.#guard(() => this.#resume(params)))
       .onRequest(methods.agent.session.prompt, ({ params, client }) => this.#guard(() => this.#prompt(params, client)))
       .onNotification(methods.agent.session.cancel, ({ params }) => this.#cancel(params.sessionId));
   }
 
   #initialize(): acp.InitializeResponse {
+    const stored = this.#host.persistence !== undefined;
     return {
       protocolVersion: this.#sdk.PROTOCOL_VERSION,
       agentCapabilities: {
-        loadSession: this.#host.persistence !== undefined,
+        loadSession: stored,
+        ...(stored ? { sessionCapabilities: { resume: {} } } : {}),
         promptCapabilities: { image: true, audio: false, embeddedContext: false },
       },
       authMethods: [],
@@ -137,15 +141,26 @@ class AcpServer {
     return { sessionId: agent.id };
   }
 
-  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext): Promise<acp.LoadSessionResponse> {
-    if (!this.#host.persistence) throw this.#sdk.RequestError.methodNotFound(this.#sdk.methods.agent.session.load);
-    this.#checkScope(params);
+  /** The served session `params` names, restored from persistence when it is not live. */
+  async #restore(params: acp.LoadSessionRequest | acp.ResumeSessionRequest, method: string): Promise<Served> {
+    if (!this.#host.persistence) throw this.#sdk.RequestError.methodNotFound(method);
+    this.#checkScope({ ...params, mcpServers: params.mcpServers ?? [] });
     let served = this.#sessions.get(params.sessionId);
     if (!served) {
       const agent = this.#host.agents.get(params.sessionId) ?? (await this.#host.agents.resume({ sessionId: params.sessionId })).agent;
       served = { agent };
       this.#sessions.set(agent.id, served);
     }
+    return served;
+  }
+
+  async #resume(params: acp.ResumeSessionRequest): Promise<acp.ResumeSessionResponse> {
+    await this.#restore(params, this.#sdk.methods.agent.session.resume);
+    return {};
+  }
+
+  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext): Promise<acp.LoadSessionResponse> {
+    const served = await this.#restore(params, this.#sdk.methods.agent.session.load);
     const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
     for (const update of historyUpdates(served.agent.session.events)) updates.send(update);
     await updates.drain();

@@ -5,11 +5,11 @@ import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
 import type { ContentBlock, MessageId, MessageSource, SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
-import { SubagentError, describeError } from '../../seam/errors.js';
-import { settled } from '../../seam/once.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { once, settled } from '../../seam/once.js';
 import type { SubagentBudget } from '../../seam/budget.js';
 import type { SubagentUsage } from '../../seam/usage.js';
-import type { ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
+import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
@@ -189,11 +189,16 @@ export class ContinuationManager implements ActivationHost {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process or in-process-fork)`);
     }
     const budget = startBudget(spec, provider);
-    const descriptor = continuableDescriptor(spec, budget);
+    // Validated before the provider spends anything (an ACP provider spawns a process).
+    continuableDescriptor(spec, budget);
     const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
-    const prepared = await provider.prepareContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal });
-    checkAborted(signal);
-    this.admission.check(parent);
+    const created = await provider.prepareContinuable({
+      sessionId: childId,
+      parent,
+      signal: signal ?? new AbortController().signal,
+      ...(request.agentOptions === undefined ? {} : { agentOptions: request.agentOptions }),
+    });
+    const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
     const messageId = await this.#locked(childId, () =>
       this.#track(
         (async () => {
@@ -202,8 +207,9 @@ export class ContinuationManager implements ActivationHost {
           if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) {
             throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
           }
+          const descriptor = continuableDescriptor(spec, budget, prepared.providerData);
           const built = await createFresh({
-            agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], signal, treeStop: budgetTree?.link.stop,
+            agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal, treeStop: budgetTree?.link.stop,
           });
           return this.#adopt(
             built, spec.provider, parent, built.handle.agent.session.seq,
@@ -212,7 +218,11 @@ export class ContinuationManager implements ActivationHost {
           );
         })(),
       ),
-    );
+    ).catch(async (error: unknown) => {
+      // Whatever the provider holds for a child that never became resident goes (idempotent).
+      await prepared.release?.();
+      throw error;
+    });
     await sessions.flush(childId);
     return { childId, messageId };
   }
@@ -266,7 +276,31 @@ export class ContinuationManager implements ActivationHost {
         budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
         return budgetTree?.link.stop;
       },
+      prepare: (descriptor) => this.#resumeProvider(descriptor, childId, parent, signal),
     });
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
+  }
+
+  /** The provider's part of a cold resume (only children whose descriptor holds provider data need one). */
+  async #resumeProvider(
+    descriptor: { provider: string; providerData?: Record<string, unknown> },
+    childId: SessionId,
+    parent: Agent,
+    signal: AbortSignal | undefined,
+  ): Promise<ContinuableCreateSpec> {
+    const { providerData } = descriptor;
+    if (providerData === undefined) return {};
+    const provider = this.deps.getProvider(descriptor.provider);
+    if (!provider?.resumeContinuable) {
+      throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
+    }
+    try {
+      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal, providerData });
+      return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
+    } catch (error) {
+      this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
+      if (isSubagentError(error)) throw error;
+      throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
+    }
   }
 }

@@ -7,7 +7,7 @@ import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
-import type { ContinuableStartSpec } from '../../seam/types.js';
+import type { ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
 import { budgetHooks, composeChildTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
@@ -20,9 +20,10 @@ export type TreeStop = () => BudgetStop | undefined;
 
 /**
  * The descriptor of a new continuable child: everything it runs with except secrets (the model
- * spec names its key's environment variable, never the key), kept as JSON (the model in `agentModel`).
+ * spec names its key's environment variable, never the key), kept as JSON (the model in
+ * `agentModel`), plus what its provider needs to bring it back (`providerData`).
  */
-export function continuableDescriptor(spec: ContinuableStartSpec, budget: SubagentBudget | undefined): ContinuableDescriptor {
+export function continuableDescriptor(spec: ContinuableStartSpec, budget: SubagentBudget | undefined, providerData?: Record<string, unknown>): ContinuableDescriptor {
   const { request } = spec;
   const options = request.agentOptions;
   const model = options?.model ?? request.parent.options.model;
@@ -38,6 +39,7 @@ export function continuableDescriptor(spec: ContinuableStartSpec, budget: Subage
     ...(options?.maxStepsPerTurn === undefined ? {} : { maxStepsPerTurn: options.maxStepsPerTurn }),
     ...(options?.toolModules === undefined ? {} : { toolModules: options.toolModules }),
     ...(budget === undefined ? {} : { budget }),
+    ...(providerData === undefined ? {} : { providerData }),
   }) as ContinuableDescriptor;
 }
 
@@ -86,6 +88,23 @@ export interface Built {
   batch: SetupBatch;
 }
 
+/** `handle` whose dispose also frees what the provider holds for the child (once the agent is gone). */
+export function withRelease(handle: AgentHandle, release: ContinuableCreateSpec['release']): AgentHandle {
+  if (!release) return handle;
+  let disposing: Promise<void> | undefined;
+  return {
+    agent: handle.agent,
+    dispose: () =>
+      (disposing ??= (async () => {
+        try {
+          await handle.dispose();
+        } finally {
+          await release();
+        }
+      })()),
+  };
+}
+
 /** Creates a fresh child of `spec.request.parent` under `childId`. */
 export async function createFresh(options: {
   agents: AgentRegistry;
@@ -95,6 +114,8 @@ export async function createFresh(options: {
   depth: number;
   descriptor: ContinuableDescriptor;
   seed: readonly SessionEvent[];
+  /** The provider's part; its `release` must be idempotent (the caller also calls it when creation fails). */
+  prepared: ContinuableCreateSpec;
   signal: AbortSignal | undefined;
   treeStop?: TreeStop | undefined;
 }): Promise<Built> {
@@ -108,15 +129,17 @@ export async function createFresh(options: {
   };
   const model = spec.request.agentOptions?.model ?? parent.options.model;
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
-  const handle = await options.agents.create({
+  const built = await options.agents.create({
     sessionId: options.childId,
     header,
     seed: options.seed,
     agentOptions: optionsOf(descriptor, model, options.depth),
+    ...(options.prepared.model ? { model: options.prepared.model } : {}),
     setup: setupFor(descriptor, options.setups, out, true),
     hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
     ...(options.signal ? { signal: options.signal } : {}),
   });
+  const handle = withRelease(built, options.prepared.release);
   const batch = out.batch!;
   try {
     batch.commit();
@@ -147,6 +170,8 @@ export async function resumeStored(options: {
   recheck: () => void;
   /** Admits the child under the tree budgets that cover it (its own, re-opened from its start). */
   admit?: ((budget: SubagentBudget | undefined, startedAt: number) => Promise<TreeStop | undefined>) | undefined;
+  /** The provider's part of bringing the child back (a remote session), before its agent is built. */
+  prepare: (descriptor: ContinuableDescriptor) => Promise<ContinuableCreateSpec>;
 }): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
   let stored;
@@ -176,20 +201,24 @@ export async function resumeStored(options: {
   const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
   const treeStop = await options.admit?.(descriptor.budget, startedAt);
   options.recheck();
+  const prepared = await options.prepare(descriptor);
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
   let handle: AgentHandle;
   try {
     handle = await options.agents.resume({
       sessionId: childId,
       agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
+      ...(prepared.model ? { model: prepared.model } : {}),
       setup: setupFor(descriptor, options.setups, out, false),
       hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (error) {
+    await prepared.release?.();
     if (isSubagentError(error)) throw error;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
   }
+  handle = withRelease(handle, prepared.release);
   const batch = out.batch!;
   try {
     batch.commit();

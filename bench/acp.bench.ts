@@ -1,0 +1,151 @@
+// ACP: a bare SDK client/agent prompt round trip over a child's stdio (the floor), then our
+// provider against `subagent-host acp`: start fresh and prewarmed, a one-shot prompt on a prewarmed
+// child, and a follow-up to a resident continuable child.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import * as acp from '@agentclientprotocol/sdk';
+import { acpProvider, createHost, text, type Agent, type Host } from '../src/index.js';
+import { sampled, type Row, type Suite } from './lib.js';
+
+const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const FLOOR_AGENT = fileURLToPath(new URL('./fixtures/floor-acp-agent.js', import.meta.url));
+const GRACES = { disposeEofGraceMs: 5000, disposeGraceMs: 1000 };
+
+/** Prompt round trips of a bare SDK client to the floor agent in a child process. */
+async function floorRow(cwd: string): Promise<Row> {
+  const child = spawn(process.execPath, [FLOOR_AGENT], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>);
+  let chunks = 0;
+  const connection = acp
+    .client({ name: 'floor-client' })
+    .onNotification(acp.methods.client.session.update, () => void chunks++)
+    .connect(stream);
+  try {
+    await connection.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    const { sessionId } = await connection.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
+    const prompt = { sessionId, prompt: [{ type: 'text' as const, text: 'hi' }] };
+    return await sampled(
+      'acp/floor-sdk-roundtrip',
+      200,
+      async () => {
+        const t0 = performance.now();
+        await connection.agent.request(acp.methods.agent.session.prompt, prompt);
+        return performance.now() - t0;
+      },
+      20,
+    );
+  } finally {
+    connection.close();
+    child.stdin.end();
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
+}
+
+async function acpHost(cwd: string, options: { prewarm?: number; db?: string; lingerMs?: number } = {}): Promise<{ host: Host; parent: Agent; whenWarm(): Promise<void> }> {
+  const host = await createHost({
+    providers: false,
+    pool: { minThreads: 0 },
+    ...(options.db === undefined ? {} : { persistence: { sqlite: options.db }, continuation: { lingerMs: options.lingerMs ?? 60_000 } }),
+  });
+  const args = [CLI, 'acp', ...(options.db === undefined ? [] : ['--db', `${options.db}.remote`])];
+  const provider = acpProvider(host, { command: process.execPath, args, cwd, prewarm: options.prewarm ?? 0, stderr: 'inherit', ...GRACES });
+  host.subagents.registerProvider(provider);
+  const parent = await host.createAgent({ header: { cwd } });
+  return { host, parent, whenWarm: () => provider.whenWarm() };
+}
+
+const request = (parent: Agent) => ({ prompt: [text('hi')], parent, signal: new AbortController().signal });
+
+/** `start()` → published; the run is finished and disposed outside the timed window. */
+async function timedStart(host: Host, parent: Agent, before: () => Promise<void>): Promise<number> {
+  await before();
+  const t0 = performance.now();
+  const run = await host.subagents.start('acp', request(parent));
+  const ms = performance.now() - t0;
+  await run.result;
+  await run.dispose();
+  return ms;
+}
+
+/** Publication (the prompt is sent) → result, on a prewarmed child. */
+async function timedPrompt(host: Host, parent: Agent, whenWarm: () => Promise<void>): Promise<number> {
+  await whenWarm();
+  const run = await host.subagents.start('acp', request(parent));
+  const t0 = performance.now();
+  await run.result;
+  const ms = performance.now() - t0;
+  await run.dispose();
+  return ms;
+}
+
+/** A follow-up to a resident continuable ACP child → the end of the epoch it opened. */
+async function followupRow(cwd: string, db: string): Promise<Row> {
+  const { host, parent } = await acpHost(cwd, { db });
+  try {
+    const ended = (childId?: string) =>
+      new Promise<void>((resolve) => {
+        const off = host.subagents.on('subagent/end', (end) => {
+          if (childId !== undefined && end.id !== childId) return;
+          off();
+          resolve();
+        });
+      });
+    const first = ended();
+    const { childId } = await host.subagents.startContinuable({ provider: 'acp', label: 'bench', request: { prompt: [text('hi')], parent } });
+    await first;
+    await parent.whenIdle();
+    const row = await sampled(
+      'acp/followup-resident',
+      50,
+      async () => {
+        const end = ended(childId);
+        const t0 = performance.now();
+        await host.subagents.followup(parent, childId, [text('again')]);
+        await end;
+        const ms = performance.now() - t0;
+        await parent.whenIdle();
+        return ms;
+      },
+      5,
+    );
+    row.note = 'continuable child, subagent-host acp --db';
+    return row;
+  } finally {
+    await host.close();
+  }
+}
+
+export const acpSuite: Suite = {
+  name: 'acp',
+  async run() {
+    const dir = mkdtempSync(join(tmpdir(), 'subagent-acp-bench-'));
+    try {
+      const rows: Row[] = [await floorRow(dir)];
+      const fresh = await acpHost(dir);
+      try {
+        rows.push(await sampled('acp/start-fresh', 10, () => timedStart(fresh.host, fresh.parent, async () => undefined), 1));
+      } finally {
+        await fresh.host.close();
+      }
+      const warm = await acpHost(dir, { prewarm: 2 });
+      try {
+        const prewarmed = await sampled('acp/start-prewarmed', 20, () => timedStart(warm.host, warm.parent, warm.whenWarm), 2);
+        prewarmed.note = 'prewarm 2';
+        rows.push(prewarmed);
+        const prompt = await sampled('acp/prompt-roundtrip', 20, () => timedPrompt(warm.host, warm.parent, warm.whenWarm), 2);
+        prompt.note = 'prewarmed one-shot child: publication → result';
+        rows.push(prompt);
+      } finally {
+        await warm.host.close();
+      }
+      rows.push(await followupRow(dir, join(dir, 'followup.db')));
+      return rows;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};

@@ -1,0 +1,34 @@
+// Warms a freshly started `subagent-host acp` while it waits: one throwaway session/new and
+// prompt through the same SDK and server code on an in-memory host, so a client's first real
+// request does not pay for the first run of that code (schema compilation, lazy imports).
+import { PassThrough } from 'node:stream';
+import { createHost } from '../host.js';
+import { loadAcpSdk, nodeAcpStream } from '../providers/acp/sdk.js';
+import { serveAcp } from '../providers/acp/server.js';
+
+/** Resolves once the warm-up ran and everything it opened is closed; never rejects. */
+export async function warmUp(cwd: string): Promise<void> {
+  try {
+    const sdk = await loadAcpSdk();
+    const host = await createHost({ persistence: 'memory', providers: false, model: { kind: 'scripted' } });
+    const toServer = new PassThrough();
+    const toClient = new PassThrough();
+    const served = serveAcp(host, { input: toServer, output: toClient });
+    const client = sdk
+      .client({ name: 'warm-up' })
+      .onNotification(sdk.methods.client.session.update, () => undefined)
+      .connect(nodeAcpStream(sdk, toServer, toClient));
+    try {
+      await client.agent.request(sdk.methods.agent.initialize, { protocolVersion: sdk.PROTOCOL_VERSION, clientCapabilities: {} });
+      const { sessionId } = await client.agent.request(sdk.methods.agent.session.new, { cwd, mcpServers: [] });
+      await client.agent.request(sdk.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: 'warm-up' }] });
+    } finally {
+      client.close();
+      toServer.end();
+      await served;
+      await host.close();
+    }
+  } catch {
+    // Only a speed-up: the real server does not depend on it.
+  }
+}

@@ -1,0 +1,109 @@
+// Continuable ACP children. Whether a child can continue is negotiated per child: its agent must
+// advertise `agentCapabilities.loadSession`. The remote session id and the launch configuration
+// (never env values) go into the child's descriptor; a cold resume relaunches and loads the session.
+import { z } from 'zod';
+import { SubagentError } from '../../seam/errors.js';
+import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest } from '../../seam/types.js';
+import { describeAcpFailure } from './client.js';
+import { resolveChildCwd, type AcpProviderConfig } from './options.js';
+import type { WarmChild, WarmPool } from './pool.js';
+import type { ReapGraces } from './process.js';
+import { RemoteSessionModel } from './remote-model.js';
+import { StartAborted, abortedStart, routeMeta, startupStep } from './startup.js';
+
+/** Where an agent process is started from; stored, so a resumed child runs the same agent. */
+export interface LaunchConfig {
+  command: string;
+  args: string[];
+  cwd: string;
+}
+
+/** What the continuable part borrows from its provider. */
+export interface AcpContinuableDeps {
+  config: AcpProviderConfig;
+  graces: ReapGraces;
+  pool: WarmPool | undefined;
+  /** Aborted once the host closes. */
+  closed: AbortSignal;
+  launch(launch: LaunchConfig, signal: AbortSignal): Promise<WarmChild>;
+  retire(child: WarmChild): Promise<void>;
+}
+
+const providerDataSchema = z.strictObject({
+  sessionId: z.string().min(1),
+  command: z.string().min(1),
+  args: z.array(z.string()),
+  cwd: z.string().min(1),
+});
+
+function unsupported(name: string): SubagentError {
+  return new SubagentError(
+    'UNSUPPORTED_CAPABILITY',
+    `the agent of provider ${name} does not advertise session/load (agentCapabilities.loadSession), so its children cannot be continued; start a one-shot child instead`,
+  );
+}
+
+function checkOpen(signal: AbortSignal, closed: AbortSignal): void {
+  if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the ACP child started', { cause: signal.reason });
+  if (closed.aborted) throw new SubagentError('CLOSED', 'the host is closed');
+}
+
+/** `prepareContinuable` and `resumeContinuable` of an ACP provider. */
+export function acpContinuable(deps: AcpContinuableDeps) {
+  const { config, graces, pool, closed } = deps;
+  const resident = (child: WarmChild, providerData?: Record<string, unknown>): ContinuableCreateSpec => ({
+    // A warm process was taken: the pool refills once the first prompt is answered.
+    model: new RemoteSessionModel(child, graces.graceMs, () => pool?.fillSoon()),
+    ...(providerData ? { providerData } : {}),
+    release: () => deps.retire(child),
+  });
+
+  async function prepareContinuable(request: ContinuableCreateRequest): Promise<ContinuableCreateSpec> {
+    const { signal } = request;
+    checkOpen(signal, closed);
+    const launch: LaunchConfig = { command: config.command, args: config.args, cwd: resolveChildCwd(config.cwd, request.parent) };
+    // Every pooled process runs the same agent: a warm one already answered, so nothing is spawned to ask.
+    const warm = pool?.peek();
+    if (warm && !warm.client.canLoadSession) throw unsupported(config.name);
+    const runSignal = AbortSignal.any([signal, closed]);
+    let child = pool?.take();
+    try {
+      child ??= await deps.launch(launch, runSignal);
+      if (!child.client.canLoadSession) throw unsupported(config.name);
+      const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new');
+      return resident(child, { sessionId, ...launch });
+    } catch (error) {
+      pool?.fill();
+      if (child) await deps.retire(child);
+      throw error instanceof StartAborted ? abortedStart(signal, closed) : error;
+    }
+  }
+
+  async function resumeContinuable(request: ContinuableResumeRequest): Promise<ContinuableCreateSpec> {
+    const { signal, sessionId: childId } = request;
+    checkOpen(signal, closed);
+    const parsed = providerDataSchema.safeParse(request.providerData);
+    if (!parsed.success) throw new SubagentError('NOT_RESUMABLE', `the stored ACP session of child ${childId} is malformed; it cannot be continued`);
+    const { sessionId, ...launch } = parsed.data;
+    const runSignal = AbortSignal.any([signal, closed]);
+    const sameAgent = launch.cwd === config.cwd && launch.command === config.command && launch.args.join('\0') === config.args.join('\0');
+    let child = sameAgent ? pool?.take() : undefined;
+    try {
+      child ??= await deps.launch(launch, runSignal);
+      if (!child.client.canLoadSession) throw new SubagentError('NOT_RESUMABLE', `the ACP agent of child ${childId} no longer advertises session/load`);
+      await startupStep(child.client.loadSession(sessionId, launch.cwd), child.proc, runSignal, 'session/load');
+      return resident(child);
+    } catch (error) {
+      pool?.fill();
+      if (child) await deps.retire(child);
+      if (error instanceof StartAborted) throw abortedStart(signal, closed);
+      if (error instanceof SubagentError && error.code === 'NOT_RESUMABLE') throw error;
+      // The agent's own error (a JSON-RPC error, or the process's end) is the cause.
+      const cause: unknown = error instanceof SubagentError && error.cause !== undefined ? error.cause : error;
+      const why = error instanceof SubagentError ? error.message : describeAcpFailure(cause);
+      throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: loading ACP session ${sessionId} failed (${why})`, { cause });
+    }
+  }
+
+  return { prepareContinuable, resumeContinuable };
+}

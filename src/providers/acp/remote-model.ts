@@ -1,0 +1,126 @@
+// The model of a continuable ACP child: each step of its local agent is one `session/prompt` on the
+// remote session, streamed back as chunks. The local agent thus keeps the inbox, the turns and the
+// log (the mirror), while the remote agent keeps its own history: only the new user text is sent.
+import type * as acp from '@agentclientprotocol/sdk';
+import type { ModelAdapter, ModelChunk, ModelMessage, ModelRequest } from '../../seam/model-types.js';
+import { describeAcpFailure, isJsonRpcError } from './client.js';
+import type { WarmChild } from './pool.js';
+import { describeExit, within } from './process.js';
+import { mapStopReason } from './run.js';
+
+/**
+ * The text of the user messages after the last assistant message that were not sent yet: what the
+ * remote has not seen. (A cancelled turn may leave no assistant message behind its prompt.)
+ */
+export function pendingText(messages: readonly ModelMessage[], sent: WeakSet<object>): string[] {
+  const texts: string[] = [];
+  for (let i = messages.length - 1; i >= 0 && messages[i]!.role === 'user'; i--) {
+    const { content } = messages[i]!;
+    if (sent.has(content)) break;
+    sent.add(content);
+    texts.unshift(...content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : [])));
+  }
+  return texts;
+}
+
+function chunkOf(update: acp.SessionUpdate): ModelChunk | undefined {
+  switch (update.sessionUpdate) {
+    case 'agent_message_chunk':
+      return update.content.type === 'text' && update.content.text !== '' ? { type: 'text-delta', text: update.content.text } : undefined;
+    case 'agent_thought_chunk':
+      return update.content.type === 'text' && update.content.text !== '' ? { type: 'reasoning-delta', text: update.content.text } : undefined;
+    case 'tool_call':
+      // The remote agent runs its own tools; the local log notes them without executing anything.
+      return { type: 'reasoning-delta', text: `[remote tool call: ${update.title}]\n` };
+    default:
+      return undefined;
+  }
+}
+
+const FINISH: Record<string, ModelChunk & { type: 'finish' }> = {
+  completed: { type: 'finish', reason: 'stop' },
+  'max-tokens': { type: 'finish', reason: 'max-tokens' },
+  refusal: { type: 'finish', reason: 'refusal' },
+  aborted: { type: 'finish', reason: 'aborted' },
+};
+
+type Settled = { kind: 'response'; response: acp.PromptResponse } | { kind: 'failed'; error: unknown } | { kind: 'aborted' };
+
+/** Drives one remote ACP session; `graceMs` bounds the wait for a cancelled prompt before the next. */
+export class RemoteSessionModel implements ModelAdapter {
+  readonly #child: WarmChild;
+  readonly #graceMs: number;
+  readonly #answered: () => void;
+  /** The user messages already prompted (history hands back the same content arrays each step). */
+  readonly #sent = new WeakSet<object>();
+  /** The prompt in flight (a cancelled one may still be running remotely). */
+  #inflight: Promise<unknown> = Promise.resolve();
+
+  /** `answered` runs after each prompt's answer (or failure) arrived. */
+  constructor(child: WarmChild, graceMs: number, answered: () => void = () => undefined) {
+    this.#child = child;
+    this.#graceMs = graceMs;
+    this.#answered = answered;
+  }
+
+  async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
+    const text = pendingText(request.messages, this.#sent);
+    if (text.length === 0) {
+      yield { type: 'finish', reason: 'error', failure: { code: 'ACP_EMPTY_PROMPT', message: 'an ACP child receives text only; the message had none' } };
+      return;
+    }
+    // The agent refuses a prompt while the previous one runs: let a cancelled one wind down first.
+    await within(this.#inflight, this.#graceMs);
+    const chunks: ModelChunk[] = [];
+    let wake: (() => void) | undefined;
+    const push = (chunk: ModelChunk) => {
+      chunks.push(chunk);
+      wake?.();
+    };
+    let settled: Settled | undefined;
+    const settle = (outcome: Settled) => {
+      settled ??= outcome;
+      wake?.();
+    };
+    const { client } = this.#child;
+    const onAbort = () => {
+      client.cancel();
+      settle({ kind: 'aborted' });
+    };
+    request.signal.addEventListener('abort', onAbort, { once: true });
+    if (request.signal.aborted) onAbort();
+    else {
+      this.#inflight = client.prompt(text, (update) => {
+        const chunk = chunkOf(update);
+        if (chunk) push(chunk);
+      }).then(
+        (response) => settle({ kind: 'response', response }),
+        (error: unknown) => settle({ kind: 'failed', error }),
+      );
+      void this.#inflight.then(this.#answered);
+    }
+    try {
+      for (;;) {
+        while (chunks.length > 0) yield chunks.shift()!;
+        if (settled) break;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+      yield await this.#finish(settled);
+    } finally {
+      request.signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async #finish(outcome: Settled): Promise<ModelChunk> {
+    if (outcome.kind === 'aborted') return FINISH['aborted']!;
+    if (outcome.kind === 'response') {
+      const reason = mapStopReason(outcome.response.stopReason);
+      return FINISH[reason] ?? { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: 'the ACP agent ended the turn with an unexpected stop reason' } };
+    }
+    const { proc } = this.#child;
+    if (!isJsonRpcError(outcome.error)) await within(proc.ended, Math.min(this.#graceMs, 1000));
+    const message = proc.exit ? `the ACP agent process ${describeExit(proc.exit)} before the turn finished` : `the ACP prompt failed (${describeAcpFailure(outcome.error)})`;
+    return { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message } };
+  }
+}

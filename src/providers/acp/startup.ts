@@ -1,0 +1,51 @@
+// The startup of one ACP child: each step (connect, initialize, session/new or session/load) raced
+// against the process ending and the start being aborted, the error a failed step becomes, and the
+// route overrides our own agent honours.
+import { SubagentError } from '../../seam/errors.js';
+import type { AgentOptions } from '../../seam/agent-types.js';
+import { describeAcpFailure, isJsonRpcError } from './client.js';
+import { type AgentProcess, describeExit, within, type AgentExit } from './process.js';
+import { AGENT_OPTIONS_META } from './sdk.js';
+
+/** Thrown inside a startup step when the start's signal aborted. */
+export class StartAborted extends Error {}
+
+function exitMessage(exit: AgentExit, phase: string): string {
+  return `the ACP agent process ${describeExit(exit)}${exit.errno === undefined ? ` during ${phase}` : ''}`;
+}
+
+/** Races one startup step against the process ending and the start being aborted. */
+export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signal: AbortSignal, phase: string): Promise<T> {
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new StartAborted());
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  const ended = proc.ended.then((exit): never => {
+    throw new SubagentError('START_FAILED', exitMessage(exit, phase));
+  });
+  try {
+    return await Promise.race([step, ended, aborted]);
+  } catch (error) {
+    if (error instanceof StartAborted || error instanceof SubagentError) throw error;
+    // A dead connection is usually followed by the process's exit, which says more.
+    if (!isJsonRpcError(error) && (await within(proc.ended, 1000))) throw new SubagentError('START_FAILED', exitMessage(proc.exit!, phase), { cause: error });
+    throw new SubagentError('START_FAILED', `the ACP agent failed during ${phase} (${describeAcpFailure(error)})`, { cause: error });
+  } finally {
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** The route overrides our own ACP agent honours, as session/new `_meta` (undefined when none). */
+export function routeMeta(options: AgentOptions | undefined): Record<string, unknown> | undefined {
+  const { model, maxTokens, maxStepsPerTurn } = options ?? {};
+  const route = { ...(model && { model }), ...(maxTokens && { maxTokens }), ...(maxStepsPerTurn && { maxStepsPerTurn }) };
+  return Object.keys(route).length > 0 ? { [AGENT_OPTIONS_META]: route } : undefined;
+}
+
+/** A step that failed because the start was aborted → `CLOSED` (host shutdown) or `CANCELLED`. */
+export function abortedStart(signal: AbortSignal, closed: AbortSignal): SubagentError {
+  if (closed.aborted && !signal.aborted) return new SubagentError('CLOSED', 'the host closed while the ACP child was starting');
+  return new SubagentError('CANCELLED', 'the start was cancelled before the ACP child was ready', { cause: signal.reason });
+}

@@ -1,0 +1,185 @@
+// Continuable ACP children against real `subagent-host acp --db` processes: follow-ups on the
+// resident process, interrupt as session/cancel, linger-out reaping, cold resume through
+// session/load (also after a host restart), and the refusals (no loadSession, a failing load).
+import { afterEach, describe, expect, it } from 'vitest';
+import { acpProvider, createHost, text, type AcpProviderOptions, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
+import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids } from './acp-helpers.js';
+import { continuationHost, eventually, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+import { tempFiles } from './helpers.js';
+
+const files = tempFiles('acp-continuable-');
+const GRACES = { disposeEofGraceMs: 2000, disposeGraceMs: 200 };
+const open: Host[] = [];
+let before: number[] = [];
+
+afterEach(async () => {
+  for (const host of open.splice(0)) await host.close();
+  expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+});
+
+function agentOptions(remoteDb: string, extra: Partial<AcpProviderOptions> = {}): AcpProviderOptions {
+  return { command: process.execPath, args: [CLI, 'acp', '--db', remoteDb], cwd: files.dir, ...GRACES, ...extra };
+}
+
+async function setup(acp: AcpProviderOptions, options: HostOptions = {}, file = files.file(), restart = false) {
+  if (open.length === 0) before = childPids();
+  const host = await continuationHost(file, options);
+  open.push(host);
+  const provider = acpProvider(host, acp);
+  host.subagents.registerProvider(provider);
+  const parent = restart ? (await host.agents.resume({ sessionId: 'parent' })).agent : await host.createAgent({ sessionId: 'parent' });
+  return { host, provider, parent, recorder: host.recorder as Recorder, file };
+}
+
+const start = (host: Host, parent: Parameters<Host['subagents']['startContinuable']>[0]['request']['parent'], prompt: string, steps?: ScriptedStep[]) =>
+  host.subagents.startContinuable({
+    provider: 'acp',
+    label: 'remote',
+    request: { prompt: [text(prompt)], parent, ...(steps ? { agentOptions: { model: { kind: 'scripted', steps } } } : {}) },
+  });
+
+const assistantTexts = (host: Host, childId: string) =>
+  host.sessions
+    .get(childId)!
+    .events.filter((e) => e.type === 'assistant/message')
+    .map((e) => (e.data as { content: { text: string }[] }).content.map((block) => block.text).join(''));
+
+/** The user texts of a session the remote agent stored in its own database. */
+async function remoteUserTexts(remoteDb: string, sessionId: string): Promise<string[]> {
+  const host = await createHost({ persistence: { sqlite: remoteDb }, providers: false });
+  try {
+    return userTexts((await host.persistence!.load(sessionId))!.events);
+  } finally {
+    await host.close();
+  }
+}
+
+describe('continuable ACP children', () => {
+  it('runs the first turn and three follow-ups in order on one resident process, mirrored turn by turn', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
+    const { childId } = await start(host, parent, 'hello');
+    await recorder.until(() => recorder.ends.length === 1);
+    const pids = newChildPids(before).filter(isAlive);
+    expect(pids).toHaveLength(1);
+    for (const word of ['one', 'two', 'three']) await host.subagents.followup(parent, childId, [text(word)]);
+    // Each follow-up may open its own epoch or join a running one: wait for the fourth turn's end.
+    await recorder.until(() => turnEnds(host.sessions.get(childId)!.events).length === 4 && recorder.ends.length === recorder.starts.length);
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual(pids);
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['hello', 'one', 'two', 'three']);
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed', 'completed', 'completed']);
+    expect(assistantTexts(host, childId)).toStrictEqual(['echo: hello', 'echo: one', 'echo: two', 'echo: three']);
+    const descriptor = events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: Record<string, unknown> };
+    expect(descriptor.providerData).toStrictEqual({ sessionId: expect.any(String), command: process.execPath, args: [CLI, 'acp', '--db', remoteDb], cwd: files.dir });
+    expect(recorder.ends.at(-1)).toMatchObject({ provider: 'acp', id: childId, stopReason: 'completed', lastAssistantMessage: [text('echo: three')] });
+    await host.close();
+    expect(await remoteUserTexts(remoteDb, descriptor.providerData['sessionId'] as string)).toStrictEqual(['hello', 'one', 'two', 'three']);
+  });
+
+  it('interrupts a running remote turn with session/cancel; the next follow-up runs on the same process', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
+    const { childId } = await start(host, parent, 'work', [{ finish: 'hang', text: 'working' }]);
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'assistant/chunk');
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await child.whenIdle();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['aborted', 'completed']);
+    expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
+    expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
+    // The interrupted prompt is not sent again with the next one.
+    const { providerData } = child.session.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    await host.close();
+    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['work', 'next']);
+  });
+
+  it('reaps the process when the child lingers out, and a follow-up cold-resumes it through session/load', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb), { continuation: { lingerMs: 0 } });
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(userTexts(events)).toStrictEqual(['first', 'second']);
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
+    const { providerData } = events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
+  });
+
+  it('starts and cold-resumes on prewarmed processes of the same agent', async () => {
+    const remoteDb = files.file();
+    const { host, provider, parent, recorder } = await setup(agentOptions(remoteDb, { prewarm: 1 }), { continuation: { lingerMs: 0 } });
+    await provider.whenWarm();
+    const [warm] = newChildPids(before);
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    // The warm process served the child and was reaped with it; the pool refilled.
+    await eventually(() => host.sessions.get(childId) === undefined && !isAlive(warm!));
+    await provider.whenWarm();
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
+  });
+
+  it('cold-resumes a child after a host restart on the same database', async () => {
+    const remoteDb = files.file();
+    const first = await setup(agentOptions(remoteDb));
+    const { childId } = await start(first.host, first.parent, 'before');
+    await first.recorder.until(() => first.recorder.ends.length === 1);
+    await first.host.close();
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+    const second = await setup(agentOptions(remoteDb), {}, first.file, true);
+    await second.host.subagents.followup(second.parent, childId, [text('after')]);
+    await second.recorder.until(() => second.recorder.ends.length === 1);
+    expect(second.recorder.ends[0]).toMatchObject({ id: childId, provider: 'acp', lastAssistantMessage: [text('echo: after')] });
+    expect(userTexts(second.host.sessions.get(childId)!.events)).toStrictEqual(['before', 'after']);
+    const { providerData } = second.host.sessions.get(childId)!.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    await second.host.close();
+    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['before', 'after']);
+    // A host without the ACP provider cannot bring the child back, and says which provider it needs.
+    const bare = await continuationHost(first.file);
+    open.push(bare);
+    const parent = (await bare.agents.resume({ sessionId: 'parent' })).agent;
+    await expect(bare.subagents.followup(parent, childId, [text('again')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('provider acp') });
+  });
+
+  it('refuses UNSUPPORTED_CAPABILITY for an agent without loadSession and leaves no process', async () => {
+    const { host, parent } = await setup({ command: process.execPath, args: [FIXTURE_AGENT], cwd: files.dir, ...GRACES });
+    await expect(start(host, parent, 'hello')).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+    expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual(['parent']);
+  });
+
+  it('refuses from what a prewarmed process answered: nothing is spawned and the warm process stays', async () => {
+    const { host, provider, parent } = await setup({ command: process.execPath, args: [FIXTURE_AGENT], cwd: files.dir, prewarm: 1, ...GRACES });
+    await provider.whenWarm();
+    const warm = newChildPids(before).filter(isAlive);
+    await expect(start(host, parent, 'hello')).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
+    expect(warm).toHaveLength(1);
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual(warm);
+  });
+
+  it('rejects the follow-up NOT_RESUMABLE, with the agent’s error as cause, when session/load fails', async () => {
+    const warnings: string[] = [];
+    const { host, parent, recorder } = await setup(
+      { command: process.execPath, args: [FIXTURE_AGENT, '--load-session'], cwd: files.dir, ...GRACES },
+      { continuation: { lingerMs: 0 }, logger: { warn: (message) => warnings.push(message) } },
+    );
+    const { childId } = await start(host, parent, 'hello');
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('hello world')] });
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    const failure = await host.subagents.followup(parent, childId, [text('again')]).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('session/load'), cause: { code: -32002 } });
+    expect(warnings).toStrictEqual([expect.stringContaining(`continuable child ${childId} could not be resumed`)]);
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+  });
+});
