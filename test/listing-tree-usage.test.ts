@@ -12,6 +12,7 @@ import {
   type SessionPersistence,
   type SubagentDescendantListEntry,
 } from 'subagent-host';
+import { hostParts } from 'subagent-host/internals';
 import { closeAfterEach, tempFiles } from './helpers.js';
 
 const { file: newFile } = tempFiles('subagent-listing-tree-usage-');
@@ -85,7 +86,7 @@ describe.each([
     const persistence = track(store());
     await seed(persistence);
     const host = await open(persistence);
-    const live = host.sessions.create({ id: 'a12', createdAt: 50, parentSession: 'a1', origin: 'subagent' });
+    const live = hostParts(host).sessions.create({ id: 'a12', createdAt: 50, parentSession: 'a1', origin: 'subagent' });
     for (const event of spent('a12', 5000, 500)) live.append(event.type, event.data);
     const rows = tokens(await host.subagents.listDescendants('root'));
     expect(rows.slice(0, 4)).toEqual([['a', 11, 6721], ['a1', 110, 6710], ['a11', 1100, 1100], ['a12', 5500, 5500]]);
