@@ -41,7 +41,7 @@ it(`lists ${COUNT} persisted children from a reopened database`, async () => {
       usage: NO_USAGE,
     }));
     expect(await host.subagents.listChildren('parent')).toStrictEqual(expected);
-    expect(await host.subagents.listDescendants('parent')).toStrictEqual(expected.map((row) => ({ ...row, parentId: 'parent', depth: 1 })));
+    expect(await host.subagents.listDescendants('parent')).toStrictEqual(expected.map((row) => ({ ...row, treeUsage: NO_USAGE, parentId: 'parent', depth: 1 })));
   } finally {
     await host.close();
   }

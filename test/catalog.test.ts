@@ -9,6 +9,7 @@ import {
   memoryPersistence,
   sqlitePersistence,
   text,
+  type CatalogRecord,
   type Host,
   type SessionEvent,
   type SessionHeader,
@@ -67,9 +68,17 @@ const child = (id: string, mode: 'one-shot' | 'continuable', label: string | und
   createdAt,
   usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 },
 });
-const at = (entry: SubagentListEntry, parentId: string, depth: number): SubagentDescendantListEntry => ({ ...entry, parentId, depth });
+// Every session here spends nothing, so a child's tree total is its own usage.
+const at = (entry: SubagentListEntry, parentId: string, depth: number): SubagentDescendantListEntry =>
+  entry.kind === 'child' ? { ...entry, treeUsage: entry.usage, parentId, depth } : { ...entry, parentId, depth };
 
-/** A persistence that forwards to `inner`, counts reads and lets a test hold or fail them. */
+/** `records` as a backend that does not read projections with its enumeration returns them. */
+const unlisted = (records: CatalogRecord[]): CatalogRecord[] => records.map(({ header, hasSubagentChildren }) => ({ header, hasSubagentChildren }));
+
+/**
+ * A persistence that forwards to `inner`, counts reads and lets a test hold or fail them. Its
+ * records carry no listed projections (unless `keepListed`), so the catalog reads `projections()`.
+ */
 interface Probe {
   persistence: SessionPersistence;
   recordReads: number;
@@ -80,7 +89,8 @@ interface Probe {
   afterProjections?: (() => void) | undefined;
 }
 
-function instrument(inner: SessionPersistence): Probe {
+function instrument(inner: SessionPersistence, keepListed = false): Probe {
+  const records = (read: CatalogRecord[]): CatalogRecord[] => (keepListed ? read : unlisted(read));
   const probe: Probe = { recordReads: 0, loads: 0, projectionReads: [], persistence: inner };
   probe.persistence = {
     create: (header) => inner.create(header),
@@ -95,12 +105,12 @@ function instrument(inner: SessionPersistence): Probe {
     async childRecords(parentId) {
       probe.recordReads += 1;
       await probe.beforeRecords?.();
-      return inner.childRecords(parentId);
+      return records(await inner.childRecords(parentId));
     },
     async descendantRecords(rootId) {
       probe.recordReads += 1;
       await probe.beforeRecords?.();
-      return inner.descendantRecords(rootId);
+      return records(await inner.descendantRecords(rootId));
     },
     async projections(ids) {
       probe.projectionReads.push([...ids]);
@@ -246,6 +256,28 @@ describe.each(backends)('catalog over $name', ({ open }) => {
     ]);
     expect(probe.projectionReads).toEqual([['a', 'b', 'c']]);
     expect(probe.loads).toBe(0);
+  });
+
+  it('lists cold children from what the store enumerated, with no projection read', async () => {
+    const listedProbe = instrument(inner, true);
+    const listing = await createHost({ persistence: listedProbe.persistence, providers: false, pool: { minThreads: 0 } });
+    try {
+      await persist(store, [
+        { id: 'a', parent: 'p', createdAt: 1, descriptors: [oneShot('a')] },
+        { id: 'a1', parent: 'a', descriptors: [continuable('a1')] },
+        { id: 'k', parent: 'p', createdAt: 2, descriptors: [{ version: 2, mode: 'continuable' }] },
+      ]);
+      const a = child('a', 'one-shot', 'a', 'inactive', true, 1);
+      expect(await listing.subagents.listChildren('p')).toStrictEqual([a, { kind: 'diagnostic', id: 'k', reason: 'corrupt' }]);
+      expect(await listing.subagents.listDescendants('p')).toStrictEqual([
+        at(a, 'p', 1),
+        at(child('a1', 'continuable', 'a1', 'inactive'), 'a', 2),
+        at({ kind: 'diagnostic', id: 'k', reason: 'corrupt' }, 'p', 1),
+      ]);
+      expect(listedProbe.projectionReads).toEqual([]);
+    } finally {
+      await listing.close();
+    }
   });
 
   it('Z8: a failed read lists its children unavailable, and the next listing reads them again', async () => {
@@ -401,7 +433,7 @@ describe('catalog of children started through the service', () => {
     try {
       expect(await reopened.subagents.listChildren(parent.id)).toStrictEqual(rows('inactive'));
       expect(await reopened.subagents.listDescendants(parent.id)).toStrictEqual(
-        rows('inactive').map((row) => ({ ...row, parentId: parent.id, depth: 1 })),
+        rows('inactive').map((row) => ({ ...row, treeUsage: row.usage, parentId: parent.id, depth: 1 })),
       );
     } finally {
       await reopened.close();

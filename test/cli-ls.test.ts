@@ -91,7 +91,7 @@ describe('subagent-host ls', () => {
     ]);
     const tree = await ls(['alpha', '--json', '--tree', '--db', db]);
     expect(JSON.parse(tree.stdout)).toStrictEqual([
-      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, usage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, wallMs: 2 }, parentId: 'alpha', depth: 1 },
+      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, usage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, wallMs: 2 }, treeUsage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, wallMs: 2 }, parentId: 'alpha', depth: 1 },
     ]);
   });
 

@@ -60,12 +60,14 @@ describe('subagent-host demo --continuable', () => {
         parentId: entry.parentId === report.parentId ? 'parent' : entry.parentId,
         createdAt: typeof entry.createdAt,
         usage: { ...usage, inputTokens: typeof usage.inputTokens, outputTokens: typeof usage.outputTokens, totalTokens: typeof usage.totalTokens, wallMs: typeof usage.wallMs },
+        // The children delegate nothing: each tree total is the child's own usage.
+        treeUsage: JSON.stringify(entry.treeUsage) === JSON.stringify(usage) ? 'usage' : entry.treeUsage,
       };
     });
     const usage = { inputTokens: 'number', outputTokens: 'number', totalTokens: 'number', requests: 4, turns: 2, toolCalls: 2, wallMs: 'number' };
     expect(normalized).toEqual([
-      { kind: 'child', id: 'child 0', mode: 'continuable', label: 'chunk 1/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, parentId: 'parent', depth: 1 },
-      { kind: 'child', id: 'child 1', mode: 'continuable', label: 'chunk 2/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, parentId: 'parent', depth: 1 },
+      { kind: 'child', id: 'child 0', mode: 'continuable', label: 'chunk 1/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, treeUsage: 'usage', parentId: 'parent', depth: 1 },
+      { kind: 'child', id: 'child 1', mode: 'continuable', label: 'chunk 2/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, treeUsage: 'usage', parentId: 'parent', depth: 1 },
     ]);
   }, 180_000);
 

@@ -1,6 +1,7 @@
 // Projections stored beside each session's log: seam-spec P2–P4 read back from both backends after
 // incremental appends (and a reopen), damaged rows rebuilt from the log, a corrupt log reported as
-// corrupt by the catalog, and a version-1 SQLite file upgraded in place.
+// corrupt by the catalog, and a version-1 SQLite file upgraded in place (version 2: see
+// sqlite-upgrade.test.ts).
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import {
@@ -114,26 +115,48 @@ describe('stored projections in an SQLite file', () => {
     expect(await listed(file)).toStrictEqual([row]);
   });
 
+  // Every state column; NULL in all of them is a session whose states were never stored.
+  const NO_STATES = [
+    'identity_mode', 'identity_label', 'identity_seq', 'timing_settled', 'timing_since', 'timing_through', 'timing_pending',
+    'timing_seen', 'usage_input', 'usage_output', 'usage_requests', 'usage_turns', 'usage_tools', 'usage_seen', 'usage_since',
+    'usage_through', 'usage_pending',
+  ].map((column) => `${column} = NULL`).join(', ');
+
   it.each([
-    ['unreadable', "'{broken'"],
-    ['missing', 'NULL'],
-    ['of another version', `'{"subagent":{"version":1,"identity":null},"subagentTiming":{"version":1}}'`],
-  ])('are rebuilt from the log, and written back, when the stored row is %s', async (_what, value) => {
+    ['missing', NO_STATES],
+    ['partly missing', 'usage_input = NULL'],
+    ['an escaped label that is not JSON', "identity_label = char(0) || '{broken'"],
+  ])('are rebuilt from the log, and written back, when the stored row is %s', async (_what, damage) => {
     const file = newFile();
     await seeded(file);
     const db = raw(file);
-    db.prepare(`UPDATE sessions SET projections = ${value} WHERE id = 'c'`).run();
+    db.prepare(`UPDATE sessions SET ${damage} WHERE id = 'c'`).run();
     expect(await listed(file)).toStrictEqual([row]);
-    expect(JSON.parse(db.prepare("SELECT projections FROM sessions WHERE id = 'c'").pluck().get() as string)).toMatchObject({
-      subagent: { identity: { label: 'kept' } },
-    });
+    expect(db.prepare("SELECT identity_label, usage_input, usage_turns FROM sessions WHERE id = 'c'").raw().get()).toEqual(['kept', 0, 1]);
+  });
+
+  it('are rebuilt from the log when an open turn has one bound only', async () => {
+    const file = newFile();
+    await seeded(file);
+    raw(file).prepare("UPDATE sessions SET timing_since = 5 WHERE id = 'c'").run();
+    const persistence = track(sqlitePersistence(file));
+    expect((await persistence.projections(['c'])).get('c')).toMatchObject({ ok: true, views: { subagentTiming: { settledMs: 20 } } });
+  });
+
+  it('refuse values no state has (the schema checks them)', async () => {
+    const file = newFile();
+    await seeded(file);
+    const db = raw(file);
+    for (const damage of ["identity_mode = 'bogus'", 'usage_input = -1', 'timing_seen = 2', "usage_turns = 'x'", 'timing_settled = 1e999']) {
+      expect(() => db.prepare(`UPDATE sessions SET ${damage} WHERE id = 'c'`).run(), damage).toThrow(/constraint|cannot store/i);
+    }
   });
 
   it('list a child as corrupt when both its stored row and its log are unreadable', async () => {
     const file = newFile();
     await seeded(file);
     const db = raw(file);
-    db.prepare("UPDATE sessions SET projections = NULL WHERE id = 'c'").run();
+    db.prepare(`UPDATE sessions SET ${NO_STATES} WHERE id = 'c'`).run();
     db.prepare("UPDATE events SET data = '{broken' WHERE session_id = 'c' AND seq = 1").run();
     expect(await listed(file)).toStrictEqual([{ kind: 'diagnostic', id: 'c', reason: 'corrupt' }]);
     const persistence = track(sqlitePersistence(file));
@@ -143,7 +166,7 @@ describe('stored projections in an SQLite file', () => {
   it('keep folding after a damaged row: the next append rebuilds it from the log first', async () => {
     const file = newFile();
     await seeded(file);
-    raw(file).prepare("UPDATE sessions SET projections = NULL WHERE id = 'c'").run();
+    raw(file).prepare(`UPDATE sessions SET ${NO_STATES} WHERE id = 'c'`).run();
     const persistence = track(sqlitePersistence(file));
     await persistence.append('c', [{ seq: 3, time: 40, type: DESCRIPTOR_EVENT, data: label('later') }]);
     expect((await persistence.projections(['c'])).get('c')).toMatchObject({ ok: true, views: { subagent: { label: 'later', seq: 3 } } });
@@ -167,6 +190,6 @@ describe('stored projections in an SQLite file', () => {
     db.pragma('user_version = 1');
     db.close();
     expect(await listed(file)).toStrictEqual([{ ...row, usage: NO_USAGE }]);
-    expect(raw(file).pragma('user_version', { simple: true })).toBe(2);
+    expect(raw(file).pragma('user_version', { simple: true })).toBe(3);
   });
 });

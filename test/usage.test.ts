@@ -110,7 +110,7 @@ describe('usage of a child', () => {
     expect(tree.map((row) => row.kind === 'child' && row.usage.totalTokens)).toEqual([242, 4]);
   });
 
-  it('rebuilds usage once from the log for a stored row written before usage was projected', async () => {
+  it('rebuilds usage once from the log for a stored row whose usage columns are missing', async () => {
     const file = files.file();
     const first = await open({ persistence: { sqlite: file } });
     const parent = await first.createAgent();
@@ -119,9 +119,10 @@ describe('usage of a child', () => {
     await run.dispose();
     await first.close();
     hosts.splice(hosts.indexOf(first), 1);
-    // The layout of the previous release: identity and timing only.
+    // As a version-2 file whose stored row had no usage is carried into version 3: usage NULL.
     const db = new Database(file);
-    db.prepare("UPDATE sessions SET projections = json_remove(projections, '$.subagentUsage') WHERE id = ?").run(run.id);
+    const columns = ['usage_input', 'usage_output', 'usage_requests', 'usage_turns', 'usage_tools', 'usage_seen', 'usage_since', 'usage_through'];
+    db.prepare(`UPDATE sessions SET ${columns.map((column) => `${column} = NULL`).join(', ')} WHERE id = ?`).run(run.id);
     db.close();
 
     const reopened = await open({ persistence: { sqlite: file } });
@@ -129,9 +130,11 @@ describe('usage of a child', () => {
     await reopened.close();
     hosts.splice(hosts.indexOf(reopened), 1);
     const check = new Database(file, { readonly: true });
-    const stored = JSON.parse(check.prepare('SELECT projections FROM sessions WHERE id = ?').pluck().get(run.id) as string) as Record<string, unknown>;
+    const stored = check
+      .prepare('SELECT usage_input, usage_output, usage_requests, usage_turns, usage_tools, usage_seen, usage_since, usage_through, usage_pending FROM sessions WHERE id = ?')
+      .raw()
+      .get(run.id);
     check.close();
-    // [version, inputTokens, outputTokens, requests, turns, toolCalls, descriptorSeen, since, through, pendingTurnStart]
-    expect(stored['subagentUsage']).toEqual([1, 230, 12, 2, 1, 1, true, expect.any(Number), expect.any(Number), null]);
+    expect(stored).toEqual([230, 12, 2, 1, 1, 1, expect.any(Number), expect.any(Number), null]);
   });
 });

@@ -30,33 +30,22 @@ function name(entry: Entry): string {
   return `${'depth' in entry ? '  '.repeat(entry.depth - 1) : ''}${entry.id}`;
 }
 
-/**
- * Tokens per entry: its own, or with `subtree` its own plus every descendant's. Entries of a tree
- * listing come in pre-order, so walking them backwards sees every child before its parent.
- */
-function tokensOf(entries: readonly Entry[], subtree: boolean): Map<string, number> {
-  const tokens = new Map<string, number>();
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const entry = entries[i]!;
-    const own = entry.kind === 'child' ? entry.usage.totalTokens : 0;
-    const total = own + (tokens.get(entry.id) ?? 0);
-    tokens.set(entry.id, total);
-    if (subtree && 'parentId' in entry) tokens.set(entry.parentId, (tokens.get(entry.parentId) ?? 0) + total);
-  }
-  return tokens;
+/** Tokens of a child entry: its own, or with `subtree` its tree total as the listing stored it. */
+function tokensOf(entry: Entry, subtree: boolean): number {
+  if (entry.kind !== 'child') return 0;
+  return subtree && 'treeUsage' in entry ? entry.treeUsage.totalTokens : entry.usage.totalTokens;
 }
 
 /** One aligned line per entry; the label comes last because it may contain spaces. */
 function table(entries: readonly Entry[], subtree: boolean): string {
   const width = entries.reduce((widest, entry) => Math.max(widest, name(entry).length), 0);
-  const tokens = tokensOf(entries, subtree);
-  const digits = [...tokens.values()].reduce((widest, value) => Math.max(widest, String(value).length), 0);
+  const digits = entries.reduce((widest, entry) => Math.max(widest, String(tokensOf(entry, subtree)).length), 0);
   return entries
     .map((entry) => {
       const first = name(entry).padEnd(width);
       if (entry.kind === 'diagnostic') return `${first}  [${entry.reason}]\n`;
       const children = entry.hasChildren ? '+' : '-';
-      const spent = String(tokens.get(entry.id) ?? 0).padStart(digits);
+      const spent = String(tokensOf(entry, subtree)).padStart(digits);
       return `${`${first}  ${entry.mode.padEnd(11)}  ${entry.activity.padEnd(8)}  ${children}  ${spent}  ${entry.label ?? ''}`.trimEnd()}\n`;
     })
     .join('');

@@ -4,8 +4,9 @@
 import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
-import { decodeViews } from '../persistence/projection-states.js';
-import { SCHEMA_VERSION, decodeEvent, decodeSession } from '../persistence/sqlite-schema.js';
+import { SCHEMA_VERSION } from '../persistence/sqlite-migrate.js';
+import { decodeEvent, decodeSession } from '../persistence/sqlite-schema.js';
+import { labelOf } from '../persistence/state-columns.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
 import { transcriptOf, usageOf } from './transcript.js';
 
@@ -21,7 +22,7 @@ WITH RECURSIVE tree(id, depth) AS (
   SELECT c.id, tree.depth + 1 FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
 )
 SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.next_seq AS events,
-  s.projections, tree.depth,
+  s.identity_mode AS mode, s.identity_label AS label, s.timing_settled AS settled, tree.depth,
   (SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1) AS lastTime,
   (SELECT max(seq) FROM events e WHERE e.session_id = s.id AND e.type = 'turn/start') AS startSeq,
   (SELECT seq || ' ' || time || ' ' || data FROM events e WHERE e.session_id = s.id AND e.type = 'turn/end'
@@ -39,7 +40,10 @@ interface TreeRow {
   origin: string | null;
   createdAt: number;
   events: number;
-  projections: string | null;
+  /** Stored projection columns; settled is NULL when the states are not stored. */
+  mode: string | null;
+  label: string | null;
+  settled: number | null;
   depth: number;
   lastTime: number | null;
   startSeq: number | null;
@@ -68,17 +72,18 @@ function usageTotals(text: string | null): UsageTotals | undefined {
 function nodeOf(row: TreeRow): ChildNode {
   const node: ChildNode = { id: row.id, parentId: row.parent, depth: row.depth, createdAt: row.createdAt, activity: 'inactive', events: row.events };
   if (row.lastTime !== null) node.lastEventAt = row.lastTime;
-  const views = decodeViews(row.projections);
-  const identity = views?.subagent ?? undefined;
-  if (identity !== undefined) {
-    node.mode = identity.mode;
-    if (identity.label !== undefined) node.label = identity.label;
+  if (row.settled !== null) {
+    node.busyMs = row.settled;
+    const label = labelOf(row.label);
+    if (row.mode === 'one-shot' || row.mode === 'continuable') {
+      node.mode = row.mode;
+      if (typeof label === 'string') node.label = label;
+    }
   }
-  if (views !== undefined) node.busyMs = views.subagentTiming.settledMs;
   const descriptor = parse(row.descriptor) as { provider?: unknown; mode?: unknown; label?: unknown } | undefined;
   if (typeof descriptor?.provider === 'string') node.provider = descriptor.provider;
   // Stored projections may be absent (rebuilt by the next writer); the last descriptor says the same.
-  if (identity === undefined && (descriptor?.mode === 'one-shot' || descriptor?.mode === 'continuable')) {
+  if (node.mode === undefined && (descriptor?.mode === 'one-shot' || descriptor?.mode === 'continuable')) {
     node.mode = descriptor.mode;
     if (typeof descriptor.label === 'string') node.label = descriptor.label;
   }
@@ -127,7 +132,11 @@ export class InspectReader {
     }
     if (version !== SCHEMA_VERSION) {
       this.#db.close();
-      throw new SubagentError('CORRUPT_DATA', `${path} is not a subagent-host database of schema version ${SCHEMA_VERSION} (found ${String(version)})`);
+      throw new SubagentError(
+        'CORRUPT_DATA',
+        `${path} is not a subagent-host database of schema version ${SCHEMA_VERSION} (found ${String(version)}); ` +
+          'a file of an earlier version is upgraded by opening it once with `subagent-host ls`',
+      );
     }
     const rootColumns = `id, created_at AS createdAt, next_seq AS events,
       (SELECT count(*) FROM sessions c WHERE c.parent_session = s.id) AS children,

@@ -9,7 +9,7 @@ import type {
 import type { SessionId } from '../seam/content.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import type { ProjectionStates } from './projection-states.js';
-import { initialStates, stepStates, viewsOf } from './projection-states.js';
+import { initialStates, listedOf, stepStates, viewsOf } from './projection-states.js';
 import { closersFor } from './repair.js';
 import type { EncodedEvent } from './validate.js';
 import { closedError, duplicateSession, encodeEvents, parseHeader, unknownSession } from './validate.js';
@@ -119,15 +119,15 @@ class MemoryPersistence implements SessionPersistence {
     return this.#closing;
   }
 
-  /** Matching sessions as catalog records, in creation order. */
+  /** Matching sessions as catalog records with their listed projections, in creation order. */
   #records(matches: (header: SessionHeader) => boolean): CatalogRecord[] {
     const parents = new Set<SessionId>();
     for (const { header } of this.#sessions.values()) {
       if (header.origin === 'subagent' && header.parentSession !== undefined) parents.add(header.parentSession);
     }
     const records: CatalogRecord[] = [];
-    for (const { header } of this.#sessions.values()) {
-      if (matches(header)) records.push({ header: { ...header }, hasSubagentChildren: parents.has(header.id) });
+    for (const { header, projections } of this.#sessions.values()) {
+      if (matches(header)) records.push({ header: { ...header }, hasSubagentChildren: parents.has(header.id), listed: listedOf(projections) });
     }
     return records.sort((a, b) => a.header.createdAt - b.header.createdAt);
   }

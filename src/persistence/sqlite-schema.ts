@@ -1,5 +1,5 @@
-// The SQLite file: opening it (mode 0600, WAL, pragmas), the versioned schema, and decoding rows
-// back into headers and events with zod, since stored data is a trust boundary.
+// The SQLite file: opening it (mode 0600, WAL, pragmas, schema upgrades in sqlite-migrate.ts), and
+// decoding rows back into headers and events with zod, since stored data is a trust boundary.
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
@@ -7,42 +7,8 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import type { CatalogHeader } from '../runtime/session-persistence.js';
+import { migrate } from './sqlite-migrate.js';
 import { buildHeader, corrupt, describeIssues, fromJson } from './validate.js';
-
-/** `PRAGMA user_version` of the schema below; any other non-zero version is refused. */
-export const SCHEMA_VERSION = 2;
-
-// Version 2 adds the projection states each append keeps current (NULL: rebuilt from the log on
-// first read) and an index answering "has subagent children" with one probe.
-const V2 = `
-ALTER TABLE sessions ADD COLUMN projections TEXT;
-CREATE INDEX sessions_subagents_by_parent ON sessions(parent_session) WHERE origin = 'subagent';
-`;
-
-// REAL times keep any finite number exactly; create_order breaks created_at ties in creation order.
-const V1 = `
-CREATE TABLE sessions (
-  id TEXT PRIMARY KEY NOT NULL,
-  created_at REAL NOT NULL,
-  create_order INTEGER NOT NULL UNIQUE,
-  cwd TEXT,
-  parent_session TEXT,
-  origin TEXT,
-  delegation_depth INTEGER,
-  seed_length INTEGER,
-  next_seq INTEGER NOT NULL DEFAULT 0
-) STRICT;
-CREATE INDEX sessions_by_parent ON sessions(parent_session, created_at, create_order);
-CREATE INDEX sessions_by_creation ON sessions(created_at, create_order);
-CREATE TABLE events (
-  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-  seq INTEGER NOT NULL,
-  type TEXT NOT NULL,
-  time REAL NOT NULL,
-  data TEXT NOT NULL,
-  PRIMARY KEY (session_id, seq)
-) STRICT;
-`;
 
 /** Columns of `sessions` in the order every header query selects them. */
 export const SESSION_COLUMNS =
@@ -98,16 +64,16 @@ const catalogRowSchema = sessionRowSchema.pick({ id: true, created_at: true, par
 
 /**
  * The catalog's header of a `sessions` row from the values of its id, created_at, parent_session,
- * origin and next_seq columns; throws `CORRUPT_DATA` like {@link decodeSession}. A row as this store
- * writes it passes a hand check that accepts a subset of what the schema accepts; any other row goes
- * through the schema, which decides.
+ * origin and next_seq columns (next_seq omitted where the query itself checked it); throws
+ * `CORRUPT_DATA` like {@link decodeSession}. A row as this store writes it passes a hand check that
+ * accepts a subset of what the schema accepts; any other row goes through the schema, which decides.
  */
 export function decodeCatalogHeader(
   id: unknown,
   createdAt: unknown,
   parentSession: unknown,
   origin: unknown,
-  nextSeq: unknown,
+  nextSeq: unknown = 0,
 ): CatalogHeader {
   if (
     typeof id === 'string' &&
@@ -158,37 +124,6 @@ function createPrivateFile(path: string): void {
     if (isCode(error, 'EEXIST')) return;
     throw new SubagentError('INVALID_OPTIONS', `path "${path}" cannot be created: ${String(error)}`, { cause: error });
   }
-}
-
-/** Creates the schema in an empty database, or checks the version of an existing one. */
-function migrate(db: Database.Database, path: string): void {
-  // IMMEDIATE takes the write lock first, so two processes opening a new file cannot both create.
-  db.transaction(() => {
-    const version = db.pragma('user_version', { simple: true });
-    if (version === SCHEMA_VERSION) return;
-    if (version === 1) {
-      db.exec(V2);
-      db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      return;
-    }
-    if (version !== 0) {
-      throw new SubagentError(
-        'CORRUPT_DATA',
-        `"${path}" has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}. ` +
-          'Open it with the subagent-host release that wrote it, or use a new file.',
-      );
-    }
-    const tables = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get();
-    if (tables !== 0) {
-      throw new SubagentError(
-        'CORRUPT_DATA',
-        `"${path}" is an SQLite database that subagent-host did not create. Use a new file.`,
-      );
-    }
-    db.exec(V1);
-    db.exec(V2);
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  }).immediate();
 }
 
 /**

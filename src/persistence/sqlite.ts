@@ -12,11 +12,12 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
-import { encodeStates, initialStates, lazyEvent, stepStates } from './projection-states.js';
+import { initialStates, lazyEvent, stepStates } from './projection-states.js';
 import { closersFor } from './repair.js';
 import { SeqCache } from './seq-cache.js';
 import { SqliteCatalog } from './sqlite-catalog.js';
 import { SESSION_COLUMNS, decodeEvent, decodeSession, openDatabase } from './sqlite-schema.js';
+import { NO_STATES, STATE_COLUMNS, stateValues } from './state-columns.js';
 import type { EncodedEvent } from './validate.js';
 import {
   assertContiguous,
@@ -60,7 +61,6 @@ interface HeaderParams {
   origin: string | null;
   delegationDepth: number | null;
   seedLength: number | null;
-  projections: string;
 }
 
 type Batches = readonly PendingBatch<EncodedEvent>[];
@@ -78,11 +78,11 @@ class SqlitePersistence implements SessionPersistence {
   readonly #insertSession: Database.Statement<[HeaderParams]>;
   readonly #selectSession: Database.Statement<[string]>;
   readonly #selectNextSeq: Database.Statement<[string], number>;
-  readonly #selectState: Database.Statement<[string], { next_seq: number; projections: string | null }>;
+  readonly #selectState: Database.Statement<[string], unknown[]>;
   readonly #selectEvents: Database.Statement<[string]>;
   readonly #listAll: Database.Statement<[]>;
   readonly #listChildren: Database.Statement<[string]>;
-  readonly #advance: Database.Statement<[number, string | null, string, number]>;
+  readonly #advance: Database.Statement<unknown[]>;
   readonly #catalog: SqliteCatalog;
   readonly #insertEvent: Database.Statement<[string, number, string, number, string]>;
   readonly #writeBatches: Database.Transaction<(batches: Batches) => Map<SessionId, Error>>;
@@ -90,16 +90,20 @@ class SqlitePersistence implements SessionPersistence {
   constructor(db: Database.Database, flushIntervalMs: number) {
     this.#db = db;
     this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs);
+    // A new session has the states of an empty log. Its subagent_children is set here for children
+    // stored before it; the trigger of the schema sets its parent's.
+    const initial = stateValues(initialStates()).map((value) => (value === null ? 'NULL' : String(value)));
     this.#insertSession = db.prepare(
       `INSERT INTO sessions (id, created_at, create_order, cwd, parent_session, origin, delegation_depth, seed_length,
-                             projections)
+                             subagent_children, ${STATE_COLUMNS.join(', ')})
        VALUES (@id, @createdAt, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions),
-               @cwd, @parentSession, @origin, @delegationDepth, @seedLength, @projections)
+               @cwd, @parentSession, @origin, @delegationDepth, @seedLength,
+               EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = @id AND c.origin = 'subagent'), ${initial.join(', ')})
        ON CONFLICT (id) DO NOTHING`,
     );
     this.#selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`);
     this.#selectNextSeq = db.prepare<[string], number>('SELECT next_seq FROM sessions WHERE id = ?').pluck();
-    this.#selectState = db.prepare('SELECT next_seq, projections FROM sessions WHERE id = ?');
+    this.#selectState = db.prepare<[string], unknown[]>(`SELECT next_seq, ${STATE_COLUMNS.join(', ')} FROM sessions WHERE id = ?`).raw(true);
     this.#catalog = new SqliteCatalog(db);
     this.#selectEvents = db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
     this.#listAll = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions ORDER BY created_at, create_order`);
@@ -108,19 +112,18 @@ class SqlitePersistence implements SessionPersistence {
     );
     // The conditional update is the commit-time seq check: it fails if another writer moved on.
     // The projection states move with next_seq, in the same transaction as the events.
-    this.#advance = db.prepare('UPDATE sessions SET next_seq = ?, projections = ? WHERE id = ? AND next_seq = ?');
+    this.#advance = db.prepare(
+      `UPDATE sessions SET next_seq = ?, ${STATE_COLUMNS.map((name) => `${name} = ?`).join(', ')} WHERE id = ? AND next_seq = ?`,
+    );
     this.#insertEvent = db.prepare('INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)');
     this.#writeBatches = db.transaction((batches: Batches) => {
       const refused = new Map<SessionId, Error>();
       for (const { sessionId, firstSeq, items } of batches) {
         const stored = this.#selectState.get(sessionId);
-        const states =
-          stored === undefined || stored.next_seq !== firstSeq
-            ? undefined
-            : this.#catalog.statesOf(sessionId, stored.projections, firstSeq);
+        const states = stored === undefined || stored[0] !== firstSeq ? undefined : this.#catalog.statesOf(sessionId, stored, 1, firstSeq);
         // An unreadable log leaves the states NULL; reading them then reports the log corrupt.
-        const next = states === undefined ? null : encodeStates(stepStates(states, items.map(lazyEvent)));
-        if (this.#advance.run(firstSeq + items.length, next, sessionId, firstSeq).changes !== 1) {
+        const next = states === undefined ? NO_STATES : stateValues(stepStates(states, items.map(lazyEvent)));
+        if (this.#advance.run(firstSeq + items.length, ...next, sessionId, firstSeq).changes !== 1) {
           refused.set(sessionId, this.#staleError(sessionId, firstSeq));
           continue;
         }
@@ -141,7 +144,6 @@ class SqlitePersistence implements SessionPersistence {
       origin: clean.origin ?? null,
       delegationDepth: clean.delegationDepth ?? null,
       seedLength: clean.seedLength ?? null,
-      projections: encodeStates(initialStates()),
     });
     if (result.changes !== 1) throw duplicateSession(clean.id);
     this.#nextSeqs.set(clean.id, 0);
@@ -182,13 +184,17 @@ class SqlitePersistence implements SessionPersistence {
     return rows.map((row) => decodeSession(row).header);
   }
 
+  // Records carry their listed projections, so queued appends are committed first: the listing
+  // then shows what load() would return.
   async childRecords(parentId: SessionId): Promise<CatalogRecord[]> {
     this.#assertOpen('list sessions');
+    this.#queue.commit();
     return this.#catalog.childRecords(parentId);
   }
 
   async descendantRecords(rootId: SessionId): Promise<CatalogRecord[]> {
     this.#assertOpen('list sessions');
+    this.#queue.commit();
     return this.#catalog.descendantRecords(rootId);
   }
 

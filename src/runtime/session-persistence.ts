@@ -17,11 +17,25 @@ export interface StoredSession {
  */
 export type CatalogHeader = Pick<SessionHeader, 'id' | 'createdAt' | 'parentSession' | 'origin'>;
 
+/** What a listing row shows of a session's stored projections: its identity's mode and label, and its usage. */
+export interface ListedProjections {
+  /** null: no valid descriptor (the identity view is null). */
+  mode: 'one-shot' | 'continuable' | null;
+  label: string | undefined;
+  usage: SubagentUsage;
+}
+
 /** A stored session as the catalog enumerates it: its header and one indexed lineage fact. */
 export interface CatalogRecord {
   header: CatalogHeader;
   /** Some stored session with `origin: 'subagent'` names this one as its parent. */
   hasSubagentChildren: boolean;
+  /**
+   * The session's stored projections as a listing shows them, read by the enumeration itself (so
+   * a listing is one read of the store). Optional: the catalog reads {@link
+   * SessionPersistence.projections} for a record without it.
+   */
+  listed?: ListedProjections;
 }
 
 /** The views of the projections stored beside a session's log (`subagentIdentity`, `subagentTiming`, `subagentUsage`). */

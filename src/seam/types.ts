@@ -185,7 +185,14 @@ export type SubagentListEntry =
     }
   | { kind: 'diagnostic'; id: SessionId; reason: 'corrupt' | 'unavailable' };
 
-export type SubagentDescendantListEntry = SubagentListEntry & { parentId: SessionId; depth: number };
+export type SubagentDescendantListEntry =
+  | (Extract<SubagentListEntry, { kind: 'child' }> & {
+      parentId: SessionId;
+      depth: number;
+      /** The child's usage plus every listed descendant's below it (a leaf's is its `usage`). */
+      treeUsage: SubagentUsage;
+    })
+  | (Extract<SubagentListEntry, { kind: 'diagnostic' }> & { parentId: SessionId; depth: number });
 
 /** Capabilities of a provider that supports none of the optional start features. */
 export const NO_START_CAPABILITIES: SubagentCapabilities = Object.freeze({

@@ -5,8 +5,8 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentIdentity } from '../seam/projections.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
-import type { SubagentUsage } from '../seam/usage.js';
-import type { CatalogHeader, CatalogRecord, StoredProjections } from '../runtime/session-persistence.js';
+import { addUsage, emptyUsage, type SubagentUsage } from '../seam/usage.js';
+import type { CatalogHeader, CatalogRecord, ListedProjections, StoredProjections } from '../runtime/session-persistence.js';
 
 /**
  * One session of the corpus: the live session replaces its stored record wholesale. Nodes belong to
@@ -17,10 +17,16 @@ export interface CorpusNode {
   /** From the stored record; the live side is added from {@link LiveIndex}. */
   hasStoredSubagentChildren: boolean;
   live: Session | undefined;
+  /** What the store's enumeration read of its projections, if it read them. */
+  listed: ListedProjections | undefined;
   /** Depth below the root of a walk ({@link preOrder}); 0 until the walk reaches the node. */
   depth: number;
+  /** The node's parent in the walk; undefined for the root's children. */
+  parent: CorpusNode | undefined;
   /** The node's projections read, once read; stays undefined when that read failed. */
   stored: StoredProjections | undefined;
+  /** Usage summed over the listed descendants below the node (see {@link treeTotals}). */
+  below: SubagentUsage | undefined;
 }
 
 /** `CANCELLED`, with the abort reason as cause. */
@@ -82,15 +88,27 @@ export class LiveIndex {
         header: live?.header ?? record.header,
         hasStoredSubagentChildren: record.hasSubagentChildren,
         live,
+        listed: record.listed,
         depth: 0,
+        parent: undefined,
         stored: undefined,
+        below: undefined,
       };
     });
     if (this.byId.size > 0) {
       const storedIds = new Set(stored.map((record) => record.header.id));
       for (const session of this.byId.values()) {
         if (!storedIds.has(session.header.id) && include(session.header)) {
-          nodes.push({ header: session.header, hasStoredSubagentChildren: false, live: session, depth: 0, stored: undefined });
+          nodes.push({
+            header: session.header,
+            hasStoredSubagentChildren: false,
+            live: session,
+            listed: undefined,
+            depth: 0,
+            parent: undefined,
+            stored: undefined,
+            below: undefined,
+          });
         }
       }
     }
@@ -101,7 +119,7 @@ export class LiveIndex {
 
 /**
  * Iterative pre-order walk below `rootId` over the parent links of `nodes` (creation order among
- * siblings), setting each reached node's `depth`. An explicit stack keeps 10,000-deep chains off
+ * siblings), setting each reached node's `depth` and `parent`. An explicit stack keeps 10,000-deep chains off
  * the call stack. A node is pushed once at most, as the child of its one parent; a cycle can only
  * lead back to the root, which is never pushed, so every walk ends.
  */
@@ -116,28 +134,30 @@ export function preOrder(rootId: SessionId, nodes: readonly CorpusNode[]): Corpu
   });
   const order: CorpusNode[] = [];
   const stack: CorpusNode[] = [];
-  const pushChildren = (id: SessionId, depth: number): void => {
+  const pushChildren = (id: SessionId, parent: CorpusNode | undefined, depth: number): void => {
     const children = childrenOf.get(id);
     if (children === undefined) return;
     for (let i = children.length - 1; i >= 0; i--) {
       const child = children[i]!;
       if (child.depth !== 0 || child.header.id === rootId) continue;
       child.depth = depth;
+      child.parent = parent;
       stack.push(child);
     }
   };
-  pushChildren(rootId, 1);
+  pushChildren(rootId, undefined, 1);
   for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
     order.push(node);
-    pushChildren(node.header.id, node.depth + 1);
+    pushChildren(node.header.id, node, node.depth + 1);
   }
   return order;
 }
 
 /**
  * The row of `node`, or undefined for a live child whose descriptor is not (or no longer validly)
- * in its log: a child in its creation window is not listed. `stored` is the node's projections
- * read, undefined when that read failed.
+ * in its log: a child in its creation window is not listed. A cold node is listed from what the
+ * enumeration read (`node.listed`) or else from `stored`, its projections read (undefined when
+ * that read failed).
  */
 export function rowOf(
   node: CorpusNode,
@@ -148,33 +168,78 @@ export function rowOf(
 ): SubagentListEntry | undefined {
   const { id, createdAt } = node.header;
   if (node.live !== undefined) {
-    return liveIdentity === null || liveUsage === undefined ? undefined : childRow(id, createdAt, liveIdentity, 'running', hasChildren, liveUsage);
+    return liveIdentity === null || liveUsage === undefined
+      ? undefined
+      : childRow(id, createdAt, liveIdentity.mode, liveIdentity.label, 'running', hasChildren, liveUsage);
+  }
+  const { listed } = node;
+  // A settled child without a valid descriptor cannot be listed as anything: its log is corrupt.
+  if (listed !== undefined) {
+    return listed.mode === null
+      ? { kind: 'diagnostic', id, reason: 'corrupt' }
+      : childRow(id, createdAt, listed.mode, listed.label, 'inactive', hasChildren, listed.usage);
   }
   if (stored === undefined) return { kind: 'diagnostic', id, reason: 'unavailable' };
-  // A settled child without a valid descriptor cannot be listed as anything: its log is corrupt.
   if (!stored.ok || stored.views.subagent === null) return { kind: 'diagnostic', id, reason: 'corrupt' };
-  return childRow(id, createdAt, stored.views.subagent, 'inactive', hasChildren, stored.views.subagentUsage);
+  const identity = stored.views.subagent;
+  return childRow(id, createdAt, identity.mode, identity.label, 'inactive', hasChildren, stored.views.subagentUsage);
 }
 
 function childRow(
   id: SessionId,
   createdAt: number,
-  identity: SubagentIdentity,
+  mode: 'one-shot' | 'continuable',
+  label: string | undefined,
   activity: 'running' | 'inactive',
   hasChildren: boolean,
   usage: SubagentUsage,
 ): SubagentListEntry {
   // Two literals rather than a conditional spread: listings build tens of thousands of these.
-  return identity.label === undefined
-    ? { kind: 'child', id, mode: identity.mode, activity, hasChildren, createdAt, usage }
-    : { kind: 'child', id, mode: identity.mode, label: identity.label, activity, hasChildren, createdAt, usage };
+  return label === undefined
+    ? { kind: 'child', id, mode, activity, hasChildren, createdAt, usage }
+    : { kind: 'child', id, mode, label, activity, hasChildren, createdAt, usage };
 }
 
-/** `row` with its place in a tree, copied field by field (a spread is several times slower). */
-export function placed(row: SubagentListEntry, parentId: SessionId, depth: number): SubagentDescendantListEntry {
+/**
+ * The tree totals of a walk ({@link preOrder}) whose listed rows are `rows` (aligned with it,
+ * undefined where a node is not listed): for each child row, its own usage plus every listed
+ * descendant's, ordinary sessions in between passed through. Walking the pre-order backwards
+ * completes every subtree before its parent; a leaf's total is its own usage object.
+ */
+export function treeTotals(walk: readonly CorpusNode[], rows: readonly (SubagentListEntry | undefined)[]): (SubagentUsage | undefined)[] {
+  const totals = new Array<SubagentUsage | undefined>(walk.length);
+  for (let i = walk.length - 1; i >= 0; i--) {
+    const node = walk[i]!;
+    const row = rows[i];
+    const own = row?.kind === 'child' ? row.usage : undefined;
+    const below = node.below;
+    const total = below === undefined ? own : own === undefined ? below : addUsage(own, below);
+    totals[i] = own === undefined ? undefined : total;
+    const parent = node.parent;
+    if (total === undefined || parent === undefined) continue;
+    // The parent's accumulator is its own object, added to in place.
+    if (parent.below === undefined) parent.below = addUsage(emptyUsage(), total);
+    else addInto(parent.below, total);
+  }
+  return totals;
+}
+
+function addInto(sum: SubagentUsage, usage: SubagentUsage): void {
+  sum.inputTokens += usage.inputTokens;
+  sum.outputTokens += usage.outputTokens;
+  sum.totalTokens += usage.totalTokens;
+  sum.requests += usage.requests;
+  sum.turns += usage.turns;
+  sum.toolCalls += usage.toolCalls;
+  sum.wallMs += usage.wallMs;
+}
+
+/** `row` with its place in a tree (and, for a child, its tree totals), copied field by field (a spread is several times slower). */
+export function placed(row: SubagentListEntry, parentId: SessionId, depth: number, treeUsage: SubagentUsage | undefined): SubagentDescendantListEntry {
   if (row.kind === 'diagnostic') return { kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth };
   const { id, mode, label, activity, hasChildren, createdAt, usage } = row;
+  const tree = treeUsage ?? usage;
   return label === undefined
-    ? { kind: 'child', id, mode, activity, hasChildren, createdAt, usage, parentId, depth }
-    : { kind: 'child', id, mode, label, activity, hasChildren, createdAt, usage, parentId, depth };
+    ? { kind: 'child', id, mode, activity, hasChildren, createdAt, usage, treeUsage: tree, parentId, depth }
+    : { kind: 'child', id, mode, label, activity, hasChildren, createdAt, usage, treeUsage: tree, parentId, depth };
 }

@@ -1,5 +1,6 @@
 // The catalog: listChildren / listDescendants over stored headers and stored projections, with live
-// sessions overriding stored ones. Cold children cost one batched projection read, never a replay.
+// sessions overriding stored ones. Cold children are listed from what the store's enumeration read,
+// else from one batched projection read; never from a replay.
 import type { Session, SessionStore } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { describeError } from '../seam/errors.js';
@@ -9,7 +10,7 @@ import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/typ
 import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { Logger } from '../runtime/session-store.js';
-import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, type CorpusNode } from './catalog-rows.js';
+import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, treeTotals, type CorpusNode } from './catalog-rows.js';
 import type { SubagentCatalog } from './service.js';
 
 /** Options of {@link createSubagentCatalog}. */
@@ -74,11 +75,12 @@ class StoredCatalog implements SubagentCatalog {
       corpus.filter((node) => node.depth !== 0 && node.header.origin === 'subagent'),
       signal,
     );
+    const rows = walk.map((node) => (node.header.origin === 'subagent' ? this.#rowOf(node, live) : undefined));
+    const totals = treeTotals(walk, rows);
     const entries: SubagentDescendantListEntry[] = [];
-    walk.forEach((node) => {
-      if (node.header.origin !== 'subagent') return;
-      const row = this.#rowOf(node, live);
-      if (row !== undefined) entries.push(placed(row, node.header.parentSession ?? rootId, node.depth));
+    rows.forEach((row, index) => {
+      const node = walk[index]!;
+      if (row !== undefined) entries.push(placed(row, node.header.parentSession ?? rootId, node.depth, totals[index]));
     });
     return entries;
   }
@@ -91,11 +93,12 @@ class StoredCatalog implements SubagentCatalog {
   }
 
   /**
-   * Reads the projections of the cold `candidates` in batches of `batchSize` into their `stored`;
-   * a failed read leaves its batch's `stored` undefined (listed `unavailable`).
+   * Reads the projections of the cold `candidates` the enumeration did not list in batches of
+   * `batchSize` into their `stored`; a failed read leaves its batch's `stored` undefined (listed
+   * `unavailable`).
    */
   async #readProjections(candidates: CorpusNode[], signal: AbortSignal | undefined): Promise<void> {
-    const cold = candidates.filter((node) => node.live === undefined);
+    const cold = candidates.filter((node) => node.live === undefined && node.listed === undefined);
     for (let start = 0; start < cold.length; start += this.#batchSize) {
       checkpoint(signal);
       const batch = cold.slice(start, start + this.#batchSize);
