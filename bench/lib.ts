@@ -8,7 +8,9 @@ export interface Row {
   medianMs: number;
   p99Ms: number;
   opsPerSec?: number;
-  /** Free-form extra (e.g. RSS growth). */
+  /** Peak RSS growth of the process while the row ran, in MB. */
+  rssGrowthMb?: number;
+  /** Free-form extra. */
   note?: string;
 }
 
@@ -66,7 +68,7 @@ const FLOORS: Record<string, { floor: string; kind: 'ratio' | 'delta' | 'ops' }>
   'startup/in-process': { floor: 'startup/floor-piscina-roundtrip', kind: 'ratio' },
   'startup/fork-seed-10': { floor: 'startup/floor-piscina-roundtrip', kind: 'ratio' },
   'startup/fork-seed-1000': { floor: 'startup/floor-piscina-roundtrip', kind: 'ratio' },
-  'startup/spawn-cold': { floor: 'startup/floor-new-worker', kind: 'ratio' },
+  'startup/spawn-cold': { floor: 'startup/floor-bare-worker', kind: 'ratio' },
   'overhead/spawn': { floor: 'overhead/in-process', kind: 'delta' },
   'overhead/fork': { floor: 'overhead/in-process', kind: 'delta' },
   'throughput/spawn-100-inflight': { floor: 'throughput/floor-piscina', kind: 'ops' },

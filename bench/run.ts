@@ -1,5 +1,5 @@
 // `npm run bench [-- SUITE…] [--json FILE]`: runs the suites (startup, overhead, throughput,
-// listing, queue, continuation, acp), each in its own process, prints each table beside its floors, and optionally writes
+// listing, queue, continuation, cancel, acp), each in its own process, prints each table beside its floors, and optionally writes
 // the rows as JSON.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -16,6 +16,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   listing: async () => (await import('./listing.bench.js')).listingSuite,
   queue: async () => (await import('./queue.bench.js')).queueSuite,
   continuation: async () => (await import('./continuation.bench.js')).continuationSuite,
+  cancel: async () => (await import('./cancel.bench.js')).cancelSuite,
   acp: async () => (await import('./acp.bench.js')).acpSuite,
 };
 
@@ -57,7 +58,14 @@ export async function runBench(args: string[]): Promise<number> {
     process.stdout.write(`\n${name} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${table(rows, all)}\n`);
   }
   if (values.json) {
-    const rows = all.map(({ id, medianMs, p99Ms, opsPerSec, note }) => ({ id, medianMs, p99Ms, ...(opsPerSec === undefined ? {} : { opsPerSec }), ...(note ? { note } : {}) }));
+    const rows = all.map(({ id, medianMs, p99Ms, opsPerSec, rssGrowthMb, note }) => ({
+      id,
+      medianMs,
+      p99Ms,
+      ...(opsPerSec === undefined ? {} : { opsPerSec }),
+      ...(rssGrowthMb === undefined ? {} : { rssGrowthMb }),
+      ...(note ? { note } : {}),
+    }));
     writeFileSync(values.json, `${JSON.stringify({ node: process.version, cpus: availableParallelism(), cpu, rows }, null, 2)}\n`);
     process.stdout.write(`\nwrote ${values.json}\n`);
   }

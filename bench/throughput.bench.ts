@@ -27,7 +27,8 @@ export const throughputSuite: Suite = {
     const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20);
     const row = await throughput('throughput/spawn-1000-inflight', 5000, 1000, delegate);
     clearInterval(sampler);
-    row.note = `RSS growth ${Math.round((rssPeak - rssBefore) / 2 ** 20)} MB (peak over ${Math.round(rssBefore / 2 ** 20)} MB)`;
+    row.rssGrowthMb = Math.round((rssPeak - rssBefore) / 2 ** 20);
+    row.note = `RSS growth ${row.rssGrowthMb} MB (peak over ${Math.round(rssBefore / 2 ** 20)} MB)`;
     rows.push(row);
     await host.close();
     return rows;

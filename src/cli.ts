@@ -16,7 +16,7 @@ function command(name: string, summary: string, load: Command['load']): void {
 }
 
 command('demo', 'a parent agent delegates real work to parallel worker-thread children', () => import('./cli/demo.js'));
-command('bench', 'run the benchmark suites (startup, overhead, throughput, listing, queue)', () => import('./cli/bench.js'));
+command('bench', 'run the benchmark suites (startup, overhead, throughput, listing, queue, continuation, cancel, acp)', () => import('./cli/bench.js'));
 command('ls', 'list the children (or --tree descendants) of a persisted session', () => import('./cli/ls.js'));
 command('inspect', 'serve a live web view of the delegation trees in a database', () => import('./cli/inspect.js'));
 command('acp', 'serve an agent over the Agent Client Protocol on stdio', () => import('./cli/acp.js'));

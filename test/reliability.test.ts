@@ -37,8 +37,8 @@ function runNode(args: string[]): Promise<Outcome> {
   });
 }
 
-/** Runs `count` processes, two at a time; returns a one-line account of each failed run. */
-async function repeat(count: number, args: string[], passed: (out: string) => boolean): Promise<string[]> {
+/** Runs `count` processes, `lanes` at a time; returns a one-line account of each failed run. */
+async function repeat(count: number, args: string[], passed: (out: string) => boolean, lanes = 2): Promise<string[]> {
   const failures: string[] = [];
   let next = 0;
   const lane = async () => {
@@ -48,7 +48,7 @@ async function repeat(count: number, args: string[], passed: (out: string) => bo
       if (code !== 0 || !passed(out)) failures.push(`exit ${code ?? signal}; stdout ${JSON.stringify(out.slice(-80))}; stderr ${JSON.stringify(err.slice(0, 200))}`);
     }
   };
-  await Promise.all([lane(), lane()]);
+  await Promise.all(Array.from({ length: lanes }, lane));
   return failures;
 }
 
@@ -87,6 +87,10 @@ describe('under two busy loops, the host process', { timeout: 240_000 }, () => {
 
   it('survives a runaway child terminated 50 ms after cancel, then close (8 processes × 3 rounds)', async () => {
     expect(await repeat(8, [fixture('runaway-close'), packageUrl, '3'], lastLine('aborted'))).toEqual([]);
+  });
+
+  it('settles hanging children cancelled at once, three hosts at a time (6 processes × 10 rounds × 2 children)', async () => {
+    expect(await repeat(6, [fixture('cancel-hang'), packageUrl, '10'], lastLine('aborted'), 3)).toEqual([]);
   });
 
   it('survives a child that calls process.exit, then close (8 processes × 3 rounds)', async () => {

@@ -1,7 +1,9 @@
 // The worker entry as shipped: one CommonJS bundle that imports tool modules through the pool's
 // import gate, and recognises the package's SubagentError although it carries its own copy.
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { createHost, text, type Host, type ScriptedStep } from 'subagent-host';
 import { dataOf, deferred } from './helpers.js';
 
@@ -20,6 +22,22 @@ function request(parent: Parameters<Host['subagents']['start']>[1]['parent'], st
 describe('worker entry', () => {
   it('is built as one CommonJS file', () => {
     expect(existsSync(new URL('../dist/workers/child.cjs', import.meta.url))).toBe(true);
+  });
+
+  it('that no thread can load fails each start with START_FAILED; close resolves and the process exits', async () => {
+    // A plain process: a start left pending would keep it alive, which vitest's own process hides.
+    const args = [fileURLToPath(fixture('entry-fails')), new URL('../dist/src/index.js', import.meta.url).href];
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const [outcomes, ...rest] = out.split('\n');
+    expect({ code, rest }).toEqual({ code: 0, rest: ['closed', ''] });
+    const failure = 'SubagentError START_FAILED: no worker thread could load the worker entry: it ran out of memory (are options.pool.resourceLimits too small?)';
+    expect(JSON.parse(outcomes!)).toEqual([failure, failure]);
   });
 
   it('lets a tool module finish loading before a cancelled child’s thread is terminated', async () => {

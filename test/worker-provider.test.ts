@@ -82,6 +82,19 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it('stops a child that saw its cancel flag before the cancel message, with input still queued', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('spin_polite_then_followup'), { text: 'after' }]));
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    run.cancel();
+    // The grace is 10 minutes: only the child itself can settle this.
+    expect((await run.result).stopReason).toBe('aborted');
+    const events = host.sessions.get(run.id)!.events;
+    expect(dataOf(events, 'turn/start')).toHaveLength(1);
+    expect(dataOf<{ ids: string[] }>(events, 'inbox/discarded')).toHaveLength(1);
+    await run.dispose();
+  });
+
   it('terminates the thread of a child that ignores cancellation; its result is aborted', async () => {
     const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
     const run = await host.subagents.start('spawn', request(parent, [call('spin')]));

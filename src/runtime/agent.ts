@@ -160,6 +160,13 @@ export class LocalAgent implements Agent {
   async #drive(): Promise<void> {
     try {
       while (!this.#parked && this.#inbox.size > 0) {
+        // A set cancel flag is a cancellation whose message may not have arrived yet. A turn the
+        // flag aborts before it claims input leaves that input queued; without this check the
+        // loop would start turn after turn in microtasks alone, and the message never gets in.
+        if (this.#flagged()) {
+          this.cancel({ kind: 'parent' });
+          break;
+        }
         this.#controller = new AbortController();
         await runTurn(this.#turn, ++this.#lastTurn, this.#controller);
       }
@@ -169,6 +176,11 @@ export class LocalAgent implements Agent {
       this.#controller = undefined;
       this.#status = 'idle';
     }
+  }
+
+  #flagged(): boolean {
+    const flag = this.#turn.cancelFlag;
+    return flag !== undefined && Atomics.load(flag, 0) !== 0;
   }
 
   cancel(cause: CancelCause = { kind: 'user' }, opts?: { keepInbox?: boolean }): void {

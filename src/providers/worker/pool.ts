@@ -11,6 +11,7 @@ import type { WorkerTask, WorkerThreadData } from '../../seam/worker-protocol.js
 import { RunRouter } from '../../seam/wire-channel.js';
 import { Admission } from './admission.js';
 import { leastBusyBalancer } from './balancer.js';
+import { EntryWatch } from './entry-watch.js';
 import { ImportFence, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
@@ -108,6 +109,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   const doomed = new Set<number>();
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
+  let watch: EntryWatch | undefined;
   // piscina may run as many tasks as admission admits (root slots plus loans), so it never queues
   // one: its thread ceiling follows the loans in use, and without nesting it stays maxThreads.
   // piscina reads `options.maxThreads` at each spawn decision, which is what makes it adjustable.
@@ -134,8 +136,19 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
     instance.on('message', (message: unknown) => tracker.onMessage(message, instance?.threads ?? []));
+    // A piscina that cannot load the entry is dropped (it has no thread left, so this terminates
+    // nothing): its waiting tasks reject through `watch`, and the next task starts a fresh one.
+    const pool = instance;
+    watch = new EntryWatch(pool as Piscina<never, unknown>, () => {
+      if (instance === pool) instance = undefined;
+      const destroyed = pool.destroy().catch(() => undefined);
+      terminations.add(destroyed);
+      void destroyed.then(() => terminations.delete(destroyed));
+    });
     return instance;
   };
+  /** `work` on the current piscina, or its START_FAILED once it cannot load the entry. */
+  const unlessEntryFails = <T>(work: Promise<T>): Promise<T> => alive.during(watch ? watch.guard(work) : work);
   let closing: Promise<void> | undefined;
   const terminations = new Set<Promise<void>>();
   const channels = new RunRouter();
@@ -151,13 +164,13 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     run(task) {
       if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
       const transferList: MessagePort[] = task.port ? [task.port] : [];
-      return alive.during(piscina().run(task, { transferList }));
+      return unlessEntryFails(piscina().run(task, { transferList }));
     },
     warm() {
       if (closing) return Promise.resolve();
       const pool = piscina();
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
-      return alive.during(Promise.all(tasks).then(() => undefined));
+      return unlessEntryFails(Promise.all(tasks).then(() => undefined));
     },
     terminateThread(threadId, stillWanted = () => true) {
       if (closing) return closing;

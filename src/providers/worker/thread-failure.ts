@@ -3,6 +3,7 @@
 import type { SessionLog } from '../../runtime/session.js';
 import type { TurnEndReason } from '../../seam/session-types.js';
 import { closeInterruptedTurn } from '../../persistence/repair.js';
+import { SubagentError, isSubagentError } from '../../seam/errors.js';
 
 function firstLine(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
@@ -13,12 +14,23 @@ function firstLine(error: unknown): string {
 /** Why a child's thread ended, for `diagnostic`. */
 export function describeThreadFailure(error: unknown, killed: boolean, graceMs: number): string {
   if (killed) return `the child did not stop within ${graceMs} ms of cancellation; its thread was terminated`;
+  if (isSubagentError(error, 'START_FAILED')) return error.message;
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ERR_WORKER_OUT_OF_MEMORY') return 'the child exceeded its worker resource limits (out of memory); its thread was ended';
   const line = firstLine(error);
   if (/terminat/i.test(line)) return 'the child’s worker thread was terminated';
   if (/exit/i.test(line)) return `the child’s worker thread exited (${line})`;
   return `the child’s worker thread failed: ${line}`;
+}
+
+/** The pool's failure when its last thread died before loading the worker entry. */
+export function entryLoadFailure(error: unknown): SubagentError {
+  const code = (error as { code?: unknown } | null)?.code;
+  const why =
+    code === 'ERR_WORKER_OUT_OF_MEMORY'
+      ? 'it ran out of memory (are options.pool.resourceLimits too small?)'
+      : `it failed: ${firstLine(error)}`;
+  return new SubagentError('START_FAILED', `no worker thread could load the worker entry: ${why}`, { cause: error });
 }
 
 /**
