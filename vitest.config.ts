@@ -2,10 +2,15 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // Tests import the package by name and run against the compiled build, so worker entries and
-// the published export list are exercised exactly as users get them.
+// the published export list are exercised exactly as users get them. Engine parts come from the
+// `subagent-host/internals` subpath.
 export default defineConfig({
   resolve: {
-    alias: { 'subagent-host': fileURLToPath(new URL('./dist/src/index.js', import.meta.url)) },
+    // Exact matches: a plain 'subagent-host' key would also capture 'subagent-host/internals'.
+    alias: [
+      { find: /^subagent-host$/, replacement: fileURLToPath(new URL('./dist/src/index.js', import.meta.url)) },
+      { find: /^subagent-host\/internals$/, replacement: fileURLToPath(new URL('./dist/src/internals.js', import.meta.url)) },
+    ],
   },
   test: {
     include: ['test/**/*.test.ts'],

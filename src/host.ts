@@ -10,8 +10,11 @@ import { memoryPersistence } from './persistence/memory.js';
 import { sqlitePersistence } from './persistence/sqlite.js';
 import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService } from './service/service.js';
-import { createWorkerPool, type WorkerPool, type WorkerPoolOptions } from './providers/worker/pool.js';
+import { bindHostParts, type Host } from './providers/provider-host.js';
+import { openWorkerPool, type WorkerPoolEngine, type WorkerPoolOptions } from './providers/worker/pool.js';
 import { forkProvider, spawnProvider } from './providers/worker/worker-provider.js';
+
+export type { Host, HostAgents, HostSessions, HostTools, LiveSession } from './providers/provider-host.js';
 
 export interface HostOptions {
   /** Default model of agents. @default { kind: 'scripted' } */
@@ -38,19 +41,6 @@ function lingerMsOf(option: HostOptions['continuation']): number {
   return value;
 }
 
-export interface Host extends AsyncDisposable {
-  readonly subagents: SubagentService;
-  readonly agents: AgentRegistry;
-  readonly sessions: LiveSessionStore;
-  readonly persistence: SessionPersistence | undefined;
-  readonly tools: ToolRegistry;
-  readonly pool: WorkerPool;
-  /** Creates a top-level agent, owned by the host until `close()`. */
-  createAgent(options?: CreateAgentOptions): Promise<Agent>;
-  /** Idempotent: disposes runs and agents, flushes and closes what the host owns. */
-  close(): Promise<void>;
-}
-
 /** What a caller's SessionPersistence must offer; a partial object fails here, not at first write. */
 const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'flush', 'close'] as const;
 
@@ -71,7 +61,7 @@ class HostImpl implements Host {
   readonly sessions: LiveSessionStore;
   readonly persistence: SessionPersistence;
   readonly tools: ToolRegistry;
-  readonly pool: WorkerPool;
+  readonly pool: WorkerPoolEngine;
   readonly #ownsPersistence: boolean;
   readonly #handles = new Set<AgentHandle>();
   readonly #closeHooks = new Set<() => Promise<void>>();
@@ -95,7 +85,8 @@ class HostImpl implements Host {
       catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger: options.logger }),
       continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: lingerMsOf(options.continuation) },
     });
-    this.pool = createWorkerPool(options.pool);
+    this.pool = openWorkerPool(options.pool);
+    bindHostParts(this, this);
     if (options.providers !== false) {
       this.subagents.registerProvider(spawnProvider(this));
       this.subagents.registerProvider(forkProvider(this));
@@ -105,20 +96,20 @@ class HostImpl implements Host {
   }
 
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
-    if (this.#closing) throw new SubagentError('CLOSED', 'the host is closed');
+    if (this.#closing) throw SubagentError.closed('the host');
     const handle = await this.agents.create(options);
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.
       await handle.dispose().catch(() => undefined);
-      throw new SubagentError('CLOSED', 'the host closed while the agent was being created');
+      throw SubagentError.closedWhile('the host', 'the agent was being created');
     }
     this.#handles.add(handle);
     return handle.agent;
   }
 
-  /** Internal (ProviderHost): teardown of provider-owned resources, awaited by `close()` after runs. */
+  /** For providers (ProviderHost): teardown of provider-owned resources, awaited by `close()` after runs. */
   onClose(hook: () => Promise<void>): () => void {
-    if (this.#closing) throw new SubagentError('CLOSED', 'the host is closed');
+    if (this.#closing) throw SubagentError.closed('the host');
     this.#closeHooks.add(hook);
     return () => void this.#closeHooks.delete(hook);
   }

@@ -1,8 +1,9 @@
-// Public entry of subagent-host: every export is named here explicitly.
+// Public entry of subagent-host: every export is named here explicitly. Engine parts (registries,
+// codec, folds) live behind `subagent-host/internals` (internals.ts), which makes no semver promise.
 
 // composition
 export { createHost } from './host.js';
-export type { Host, HostOptions } from './host.js';
+export type { Host, HostAgents, HostOptions, HostSessions, HostTools, LiveSession } from './host.js';
 
 // service and providers
 export { SubagentService } from './service/service.js';
@@ -33,36 +34,12 @@ export type { AcpServeHost, AcpServeIo } from './providers/acp/server.js';
 export { SubagentError, isSubagentError, SUBAGENT_ERROR_CODES } from './seam/errors.js';
 export type { SubagentErrorCode } from './seam/errors.js';
 export { assertSubagentMaxDepth, delegationDepthOf } from './seam/depth.js';
-export {
-  SUBAGENT_DESCRIPTOR_VERSION,
-  DESCRIPTOR_EVENT,
-  snapshotSubagentDescriptor,
-  foldSubagentDescriptor,
-  parseSubagentDescriptor,
-} from './seam/descriptor.js';
-export type { SubagentDescriptorData, SubagentDescriptorInput, SubagentToolFilter } from './seam/descriptor.js';
-export { subagentIdentity, subagentTiming } from './seam/projections.js';
-export type {
-  SessionProjection,
-  SubagentIdentity,
-  SubagentIdentityState,
-  SubagentTiming,
-  SubagentTimingState,
-} from './seam/projections.js';
-export { subagentUsage, usageOf, addUsage, emptyUsage } from './seam/usage.js';
-export type { SubagentUsage, SubagentUsageState } from './seam/usage.js';
-export { BUDGET_EVENT, parseBudget, describeBudgetStop } from './seam/budget.js';
+export { SUBAGENT_DESCRIPTOR_VERSION, DESCRIPTOR_EVENT, foldSubagentDescriptor, parseSubagentDescriptor } from './seam/descriptor.js';
+export type { SubagentDescriptorData, SubagentToolFilter } from './seam/descriptor.js';
+export type { SubagentIdentity, SubagentTiming } from './seam/projections.js';
+export type { SubagentUsage } from './seam/usage.js';
+export { BUDGET_EVENT } from './seam/budget.js';
 export type { SubagentBudget, BudgetLimit, BudgetStop } from './seam/budget.js';
-export {
-  AssistantOutputFold,
-  finalAssistantOutput,
-  limitDiagnostic,
-  DIAGNOSTIC_LIMIT_BYTES,
-  DIAGNOSTIC_TRUNCATION_MARKER,
-} from './seam/output.js';
-export { encode, decode, stringify, parse } from './seam/codec.js';
-export type { Encoded } from './seam/codec.js';
-export { NO_START_CAPABILITIES } from './seam/types.js';
 export type {
   SubagentCapabilities,
   SubagentProvider,
@@ -124,8 +101,7 @@ export type {
 } from './seam/agent-types.js';
 
 // runtime
-export { createModel } from './runtime/models/create.js';
-export { scriptedModel, scriptedUsage } from './runtime/models/scripted.js';
+export { scriptedModel } from './runtime/models/scripted.js';
 export type { ScriptedModel } from './runtime/models/scripted.js';
 export type {
   ModelAdapter,
@@ -144,15 +120,10 @@ export type {
   ProjectionViews,
   StoredProjections,
 } from './runtime/session-persistence.js';
-export { AgentRegistry } from './runtime/agent-registry.js';
 export type { AgentHandle, AgentSetupScope, CreateAgentOptions, ResumeAgentOptions } from './runtime/agent-registry.js';
 export type { LocalAgent } from './runtime/agent.js';
-export type { AgentHooks } from './runtime/turn.js';
-export { STRUCTURED_OUTPUT_TOOL } from './runtime/child-run.js';
-export { ToolRegistry } from './runtime/tool-registry.js';
-export { LiveSessionStore } from './runtime/session-store.js';
+export type { AgentHooks } from './runtime/turn-context.js';
 export type { Logger } from './runtime/session-store.js';
-export { SessionLog, completedTurnPrefix } from './runtime/session.js';
 
 // persistence
 export { memoryPersistence } from './persistence/memory.js';

@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  NO_START_CAPABILITIES,
   acpProvider,
   createHost,
   text,
@@ -16,6 +15,7 @@ import {
   type ScriptedStep,
   type SubagentStartRequest,
 } from 'subagent-host';
+import { NO_START_CAPABILITIES } from 'subagent-host/internals';
 import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 import { types } from './helpers.js';
 import { providerContract } from './provider-contract.js';

@@ -1,6 +1,7 @@
 // Agent registry: creation, setup rollback, handles, resume with replayed input, fork prefixes.
 import { describe, expect, it } from 'vitest';
-import { completedTurnPrefix, memoryPersistence, scriptedModel, text, type SessionEvent } from 'subagent-host';
+import { memoryPersistence, scriptedModel, text, type SessionEvent } from 'subagent-host';
+import { completedTurnPrefix } from 'subagent-host/internals';
 import { dataOf, makeRuntime, types } from './helpers.js';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;

@@ -5,7 +5,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   BUDGET_EVENT,
   DESCRIPTOR_EVENT,
-  NO_START_CAPABILITIES,
   createHost,
   inProcessProvider,
   subagentTool,
@@ -17,6 +16,7 @@ import {
   type SubagentStartRequest,
   type Tool,
 } from 'subagent-host';
+import { NO_START_CAPABILITIES } from 'subagent-host/internals';
 import { deferred, recordingTool } from './helpers.js';
 
 let host: Host | undefined;

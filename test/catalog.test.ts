@@ -16,6 +16,7 @@ import {
   type SubagentDescendantListEntry,
   type SubagentListEntry,
 } from 'subagent-host';
+import { hostParts } from 'subagent-host/internals';
 import { deferred, tempFiles } from './helpers.js';
 
 const { file: newFile } = tempFiles('subagent-catalog-');
@@ -50,7 +51,7 @@ async function persist(persistence: SessionPersistence, specs: readonly Spec[]):
 
 /** A live session without an agent, with `spec.descriptors` appended. */
 function live(host: Host, spec: Spec) {
-  const session = host.sessions.create(headerOf(spec));
+  const session = hostParts(host).sessions.create(headerOf(spec));
   for (const data of spec.descriptors ?? []) session.append(DESCRIPTOR_EVENT, data);
   return session;
 }
@@ -159,7 +160,7 @@ describe.each(backends)('catalog over $name', ({ open }) => {
 
   it('lists a child that left the live store from the projections its appends stored', async () => {
     live(host, { id: 'c', parent: 'p', descriptors: [oneShot('first'), oneShot('second')] });
-    await host.sessions.remove('c');
+    await hostParts(host).sessions.remove('c');
     expect(await children('p')).toStrictEqual([child('c', 'one-shot', 'second', 'inactive')]);
     expect(probe.loads).toBe(0);
   });
@@ -186,7 +187,7 @@ describe.each(backends)('catalog over $name', ({ open }) => {
     await persist(store, [{ id: 'c', parent: 'p', descriptors: [continuable('old')] }]);
     expect(await children('p')).toStrictEqual([child('c', 'continuable', 'old', 'inactive')]);
     await host.agents.resume({ sessionId: 'c' });
-    host.sessions.get('c')?.append(DESCRIPTOR_EVENT, continuable('new'));
+    hostParts(host).sessions.get('c')?.append(DESCRIPTOR_EVENT, continuable('new'));
     expect(await children('p')).toStrictEqual([child('c', 'continuable', 'new', 'running')]);
   });
 

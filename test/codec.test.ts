@@ -6,8 +6,10 @@ import { MessageChannel } from 'node:worker_threads';
 import type { MessagePort } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { SubagentError, decode, encode, parse, stringify } from 'subagent-host';
-import type { ContentBlock, Encoded } from 'subagent-host';
+import { SubagentError } from 'subagent-host';
+import { decode, encode, parse, stringify } from 'subagent-host/internals';
+import type { ContentBlock } from 'subagent-host';
+import type { Encoded } from 'subagent-host/internals';
 import { thrown } from './helpers.js';
 
 // Every port a test opens is tracked until its 'close' event: an unref'd port that was never

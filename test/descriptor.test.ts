@@ -6,11 +6,10 @@ import {
   SubagentError,
   foldSubagentDescriptor,
   parseSubagentDescriptor,
-  snapshotSubagentDescriptor,
-  subagentIdentity,
-  subagentTiming,
 } from 'subagent-host';
-import type { SessionEvent, SessionProjection, SubagentDescriptorInput } from 'subagent-host';
+import { snapshotSubagentDescriptor, subagentIdentity, subagentTiming } from 'subagent-host/internals';
+import type { SessionEvent } from 'subagent-host';
+import type { SessionProjection, SubagentDescriptorInput } from 'subagent-host/internals';
 
 function event(seq: number, time: number, type: string, data: unknown = {}): SessionEvent {
   return { seq, time, type, data };

@@ -4,16 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach } from 'vitest';
-import {
-  AgentRegistry,
-  LiveSessionStore,
-  ToolRegistry,
-  memoryPersistence,
-  type ModelSpec,
-  type SessionEvent,
-  type SessionPersistence,
-  type Tool,
-} from 'subagent-host';
+import { memoryPersistence, type ModelSpec, type SessionEvent, type SessionPersistence, type Tool } from 'subagent-host';
+import { AgentRegistry, LiveSessionStore, ToolRegistry } from 'subagent-host/internals';
 
 export interface Runtime {
   sessions: LiveSessionStore;

@@ -1,7 +1,8 @@
 // Model specs: validation, the scripted model and user adapters loaded by module specifier.
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { createModel, scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
+import { scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
+import { createModel } from 'subagent-host/internals';
 import { makeRuntime } from './helpers.js';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;

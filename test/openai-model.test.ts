@@ -6,7 +6,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelAdapter, ModelChunk, ModelRequest } from 'subagent-host';
-import { createModel } from 'subagent-host';
+import { createModel } from 'subagent-host/internals';
 
 const KEY = 'sk-secret-test-0123456789abcdef';
 const ENV = { TEST_KEY_VAR: KEY };

@@ -6,7 +6,18 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHost, queueProvider, text, usageOf, type Agent, type Host, type QueueProviderOptions, type SessionEvent, type SubagentRunEndInfo, type SubagentStartRequest } from 'subagent-host';
+import {
+  createHost,
+  queueProvider,
+  text,
+  type Agent,
+  type Host,
+  type QueueProviderOptions,
+  type SessionEvent,
+  type SubagentRunEndInfo,
+  type SubagentStartRequest,
+} from 'subagent-host';
+import { usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
 import { freePort, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';

@@ -1,16 +1,14 @@
 // The run wrapper `start` resolves with: a normalized, deeply frozen result, bounded diagnostics,
 // contract faults, one joined dispose and cancellation (seam-spec §3, T3, O1–O2).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { text, type SessionEvent, type SubagentRun } from 'subagent-host';
 import {
   AssistantOutputFold,
   DIAGNOSTIC_LIMIT_BYTES,
   DIAGNOSTIC_TRUNCATION_MARKER,
   finalAssistantOutput,
   limitDiagnostic,
-  text,
-  type SessionEvent,
-  type SubagentRun,
-} from 'subagent-host';
+} from 'subagent-host/internals';
 import { deferred } from './helpers.js';
 import { fakeProvider, fakeRun, testHost, type FakeRun, type TestHost } from './fake-provider.js';
 

@@ -1,6 +1,7 @@
 // Tool registry scopes: registration, restriction masks and visibility.
 import { describe, expect, it } from 'vitest';
-import { ToolRegistry, scriptedModel, text, type Tool } from 'subagent-host';
+import { scriptedModel, text, type Tool } from 'subagent-host';
+import { ToolRegistry } from 'subagent-host/internals';
 import { dataOf, makeRuntime, recordingTool } from './helpers.js';
 
 function names(registry: ToolRegistry): string[] {

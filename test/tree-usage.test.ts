@@ -1,7 +1,15 @@
 // Tree totals: a one-shot result's `treeUsage` (and its `subagent/end`) is the child's own usage
 // plus every descendant's, across worker threads, and counts the epochs of continuable descendants.
 import { afterEach, describe, expect, it } from 'vitest';
-import { addUsage, subagentTool, text, type Host, type ScriptedStep, type SubagentRunEndInfo, type SubagentStartRequest } from 'subagent-host';
+import {
+  subagentTool,
+  text,
+  type Host,
+  type ScriptedStep,
+  type SubagentRunEndInfo,
+  type SubagentStartRequest,
+} from 'subagent-host';
+import { addUsage } from 'subagent-host/internals';
 import { recordingTool, tempFiles } from './helpers.js';
 import { continuationHost } from './continuation-helpers.js';
 

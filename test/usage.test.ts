@@ -6,14 +6,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   createHost,
   inProcessProvider,
-  scriptedUsage,
   text,
-  usageOf,
   type Host,
   type ScriptedStep,
   type SubagentRunEndInfo,
   type SubagentStartRequest,
 } from 'subagent-host';
+import { scriptedUsage, usageOf } from 'subagent-host/internals';
 import { recordingTool, tempFiles } from './helpers.js';
 
 const files = tempFiles('subagent-usage-');

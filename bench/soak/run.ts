@@ -6,6 +6,7 @@
 // handle shows up as a hang.
 import { parseArgs } from 'node:util';
 import { createHost, inProcessProvider, text, type Agent, type Host } from '../../src/index.js';
+import { hostParts } from '../../src/internals.js';
 import { plan, type Delegation } from './plan.js';
 import { Tally } from './tally.js';
 
@@ -83,7 +84,7 @@ async function soak(jobs: Delegation[], tally: Tally): Promise<string[]> {
   await withinBound(host.close(), 'host.close()');
   return [
     host.pool.threads > 0 ? `${host.pool.threads} threads` : '',
-    host.pool.channels.ports > 0 ? `${host.pool.channels.ports} ports` : '',
+    hostParts(host).pool.channels.ports > 0 ? `${hostParts(host).pool.channels.ports} ports` : '',
     host.subagents.activeRuns > 0 ? `${host.subagents.activeRuns} runs` : '',
   ].filter(Boolean);
 }

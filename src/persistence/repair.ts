@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionEventMap } from '../seam/session-types.js';
 import { corrupt } from './validate.js';
 
@@ -32,13 +33,7 @@ const messageSchema = z.object({
 interface PendingCall { turn: number; step: number; callId: string; name: string }
 
 function dataOf<T>(event: SessionEvent, schema: z.ZodType<T>): T {
-  const result = schema.safeParse(event.data);
-  if (result.success) return result.data;
-  throw new SubagentError(
-    'CORRUPT_DATA',
-    `event ${event.seq} (${event.type}) has malformed data: ${result.error.issues.map((i) => i.message).join('; ')}`,
-    { cause: result.error },
-  );
+  return parseOrThrow(schema, event.data, 'CORRUPT_DATA', `event ${event.seq} (${event.type}) data`);
 }
 
 /**

@@ -10,6 +10,7 @@ import type {
 } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { encodeStates, initialStates, lazyEvent, stepStates } from './projection-states.js';
 import { closersFor } from './repair.js';
@@ -20,7 +21,6 @@ import type { EncodedEvent } from './validate.js';
 import {
   assertContiguous,
   closedError,
-  describeIssues,
   duplicateSession,
   encodeEvents,
   parseHeader,
@@ -259,12 +259,6 @@ export function sqlitePersistence(path: string, options: SqlitePersistenceOption
   if (typeof path !== 'string' || path === '') {
     throw new SubagentError('INVALID_OPTIONS', 'path must be a non-empty file path or ":memory:".');
   }
-  const parsed = optionsSchema.safeParse(options);
-  if (!parsed.success) {
-    throw new SubagentError('INVALID_OPTIONS', `Invalid sqlitePersistence ${describeIssues(parsed.error, 'options')}.`, {
-      cause: parsed.error,
-    });
-  }
-  const { flushIntervalMs = 10, busyTimeoutMs = 5000 } = parsed.data;
+  const { flushIntervalMs = 10, busyTimeoutMs = 5000 } = parseOrThrow(optionsSchema, options, 'INVALID_OPTIONS', 'sqlitePersistence options');
   return new SqlitePersistence(openDatabase(path, busyTimeoutMs), flushIntervalMs);
 }

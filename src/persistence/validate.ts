@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { describeIssue, parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 
 const count = z.int().nonnegative();
@@ -28,11 +29,9 @@ export interface EncodedEvent {
   data: string;
 }
 
-/** `path: message` for each issue, e.g. `header.createdAt: Invalid input: expected number`. */
+/** `path: message` for the first issue, e.g. `header.createdAt: Invalid input: expected number`. */
 export function describeIssues(error: z.ZodError, root: string): string {
-  return error.issues
-    .map((issue) => `${[root, ...issue.path.map(String)].join('.')}: ${issue.message}`)
-    .join('; ');
+  return describeIssue(error, root);
 }
 
 /** A copy of `value` holding only the header fields present; absent ones are omitted, never undefined. */
@@ -56,15 +55,8 @@ export function buildHeader(value: {
 
 /** Validates a header handed to `create`; throws `INVALID_OPTIONS` naming the bad field. */
 export function parseHeader(value: SessionHeader): SessionHeader {
-  const result = headerSchema.safeParse(value);
-  if (!result.success) {
-    throw new SubagentError(
-      'INVALID_OPTIONS',
-      `Invalid session header: ${describeIssues(result.error, 'header')}. Pass a SessionHeader with a non-empty id and a numeric createdAt.`,
-      { cause: result.error },
-    );
-  }
-  return buildHeader(result.data);
+  const header = parseOrThrow(headerSchema, value, 'INVALID_OPTIONS', 'header', 'pass a SessionHeader with a non-empty id and a numeric createdAt');
+  return buildHeader(header);
 }
 
 /**
@@ -87,15 +79,8 @@ export function encodeEvents(
           'Append contiguous seqs starting at the session length (reload the session if it changed).',
       );
     }
-    const envelope = envelopeSchema.safeParse(event);
-    if (!envelope.success) {
-      throw new SubagentError(
-        'CORRUPT_DATA',
-        `Session "${id}": ${describeIssues(envelope.error, `events[${index}]`)}.`,
-        { cause: envelope.error },
-      );
-    }
-    encoded.push({ seq: expected, type: envelope.data.type, time: envelope.data.time, data: toJson(id, index, event.data) });
+    const envelope = parseOrThrow(envelopeSchema, event, 'CORRUPT_DATA', `session "${id}" events[${index}]`);
+    encoded.push({ seq: expected, type: envelope.type, time: envelope.time, data: toJson(id, index, event.data) });
   }
   return encoded;
 }
@@ -158,5 +143,5 @@ export function duplicateSession(id: SessionId): SubagentError {
 
 /** `CLOSED` for any call after `close()`. */
 export function closedError(operation: string): SubagentError {
-  return new SubagentError('CLOSED', `Cannot ${operation}: the session persistence is closed.`);
+  return SubagentError.closed('the session persistence', `${operation} needs an open store`);
 }

@@ -8,7 +8,7 @@ import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type 
 import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
 import { completedTurnPrefix } from '../runtime/session.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
-import type { ProviderHost } from './provider-host.js';
+import { hostParts, type Host, type ProviderHost } from './provider-host.js';
 
 export interface InProcessProviderOptions {
   /** @default 'in-process' (or 'in-process-fork' with `fork`) */
@@ -19,7 +19,7 @@ export interface InProcessProviderOptions {
 
 async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
   const { signal } = request;
-  if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the child was published');
   const plan = localChildPlan(request, fork);
   const startedAt = Date.now();
   let capture: StructuredCapture | undefined;
@@ -75,7 +75,8 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
 }
 
 /** A provider whose children run as agents in this thread. */
-export function inProcessProvider(host: ProviderHost, opts: InProcessProviderOptions = {}): SubagentProvider {
+export function inProcessProvider(owner: Host, opts: InProcessProviderOptions = {}): SubagentProvider {
+  const host = hostParts(owner);
   const fork = opts.fork ?? false;
   return {
     name: opts.name ?? (fork ? 'in-process-fork' : 'in-process'),

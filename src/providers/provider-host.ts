@@ -1,16 +1,85 @@
-// What providers need of a host. `createHost`'s Host satisfies it; providers depend on this
-// shape, not on the host module, so the layers stay one-directional.
-import type { AgentRegistry } from '../runtime/agent-registry.js';
+// The host as users hold it (narrow views of its parts) and as providers drive it (the parts
+// themselves). `createHost` binds the two; providers look the parts up, so the public type names no
+// engine class and providers still depend on this shape, not on the host module.
+import type { Agent, Session, SessionStore, Tool } from '../seam/agent-types.js';
+import type { SessionId } from '../seam/content.js';
+import type { SessionEvent } from '../seam/session-types.js';
+import { SubagentError } from '../seam/errors.js';
+import type { AgentHandle, AgentRegistry, CreateAgentOptions, ResumeAgentOptions } from '../runtime/agent-registry.js';
+import type { LocalAgent } from '../runtime/agent.js';
+import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { LiveSessionStore } from '../runtime/session-store.js';
 import type { ToolRegistry } from '../runtime/tool-registry.js';
+import type { SubagentService } from '../service/service.js';
+import type { WorkerPool, WorkerPoolEngine } from './worker/pool.js';
 
+/** The host's live agents: top-level agents and local children. */
+export interface HostAgents {
+  get(id: SessionId): LocalAgent | undefined;
+  list(): LocalAgent[];
+  /** Loads a stored session as a live agent (`PERSISTENCE_UNAVAILABLE` without persistence). */
+  resume(options: ResumeAgentOptions): Promise<AgentHandle>;
+}
+
+/** A session held live by the host: its log so far, and every later event as it is appended. */
+export interface LiveSession extends Session {
+  /** Calls `listener` after every later append; returns the unsubscriber. */
+  subscribe(listener: (event: SessionEvent) => void): () => void;
+}
+
+/** The host's live sessions; `flush` writes what is pending to persistence (one session or all). */
+export interface HostSessions extends SessionStore {
+  get(id: SessionId): LiveSession | undefined;
+  list(): LiveSession[];
+  flush(id?: SessionId): Promise<void>;
+}
+
+/** The host's tools, callable by every agent of the host (and by worker children). */
+export interface HostTools {
+  /** Adds tools; `DUPLICATE_TOOL` on a taken name. Returns the function that removes them. */
+  register(...tools: Tool[]): () => void;
+  get(name: string): Tool | undefined;
+  list(): Tool[];
+  names(): string[];
+}
+
+export interface Host extends AsyncDisposable {
+  readonly subagents: SubagentService;
+  readonly agents: HostAgents;
+  readonly sessions: HostSessions;
+  readonly persistence: SessionPersistence | undefined;
+  readonly tools: HostTools;
+  readonly pool: WorkerPool;
+  /** Creates a top-level agent, owned by the host until `close()`. */
+  createAgent(options?: CreateAgentOptions): Promise<Agent>;
+  /** Idempotent: disposes runs and agents, flushes and closes what the host owns. */
+  close(): Promise<void>;
+}
+
+/** What providers need of a host: its engine parts. */
 export interface ProviderHost {
   readonly agents: AgentRegistry;
   readonly sessions: LiveSessionStore;
   readonly tools: ToolRegistry;
+  readonly persistence: SessionPersistence | undefined;
+  readonly pool: WorkerPoolEngine;
   /**
    * Registers teardown that `close()` awaits (after runs are disposed), for resources a provider
    * owns beyond its runs, such as prewarmed processes. Returns an unregister function.
    */
-  onClose?(hook: () => Promise<void>): () => void;
+  onClose(hook: () => Promise<void>): () => void;
+}
+
+const partsOfHost = new WeakMap<object, ProviderHost>();
+
+/** Called by `createHost`: `parts` are what providers given `host` will drive. */
+export function bindHostParts(host: Host, parts: ProviderHost): void {
+  partsOfHost.set(host, parts);
+}
+
+/** The engine parts of a host made by `createHost`; `INVALID_OPTIONS` for any other object. */
+export function hostParts(host: Host): ProviderHost {
+  const parts = typeof host === 'object' && host !== null ? partsOfHost.get(host) : undefined;
+  if (parts === undefined) throw new SubagentError('INVALID_OPTIONS', 'expected a host made by createHost()');
+  return parts;
 }

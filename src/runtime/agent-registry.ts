@@ -15,7 +15,7 @@ import { SessionLog } from './session.js';
 import type { SessionPersistence } from './session-persistence.js';
 import type { LiveSessionStore, Logger } from './session-store.js';
 import { ToolRegistry, assertTool } from './tool-registry.js';
-import type { AgentHooks } from './turn.js';
+import type { AgentHooks } from './turn-context.js';
 
 /** What `setup` may do before the agent is published: register scoped tools, restrict inherited ones. */
 export interface AgentSetupScope {
@@ -76,7 +76,7 @@ export async function loadToolModules(specifiers: readonly string[]): Promise<To
 }
 
 function checkSignal(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new SubagentError('CANCELLED', 'agent creation was cancelled', { cause: signal.reason });
+  if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
 }
 
 export class AgentRegistry {
@@ -174,6 +174,7 @@ export class AgentRegistry {
       dispose: once(async () => {
         agent.cancel({ kind: 'disposed' });
         await agent.whenIdle();
+        agent.release();
         this.#agents.delete(agent.id);
         await this.#sessions.remove(agent.id);
       }),

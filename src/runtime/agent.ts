@@ -10,7 +10,8 @@ import { Inbox, type InboxMessage } from './inbox.js';
 import type { ModelAdapter } from './models/types.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
-import { type AgentHooks, type TurnContext, runTurn } from './turn.js';
+import type { AgentHooks, TurnContext } from './turn-context.js';
+import { runTurn } from './turn.js';
 
 export interface AgentInit {
   session: SessionLog;
@@ -75,6 +76,8 @@ export class LocalAgent implements Agent {
   /** Set by a cancel that keeps the inbox: queued input waits for the next waking delivery. */
   #parked = false;
   #lastTurn: number;
+  /** Set when the owner released the agent: its session left the store, so input would vanish. */
+  #released = false;
 
   constructor(init: AgentInit) {
     this.options = Object.freeze({ ...init.options });
@@ -140,7 +143,13 @@ export class LocalAgent implements Agent {
     return this.#accept('next-step', content, opts?.source, false);
   }
 
+  /** Refuses all later input with `CLOSED`; the registry calls it when it disposes the agent. */
+  release(): void {
+    this.#released = true;
+  }
+
   #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = randomUUID()): MessageId {
+    if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
     assertContent(content);
     const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: source ?? { kind: 'user' } });
     const data = event.data as SessionEventMap['inbox/accepted'];

@@ -10,7 +10,7 @@ import type { SubagentResult, SubagentStopReason } from '../seam/types.js';
 import { UsageMeter, usageOf } from '../seam/usage.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
-import type { AgentHooks } from './turn.js';
+import type { AgentHooks } from './turn-context.js';
 
 /** Name of the tool a child with an output schema must finish with. */
 export const STRUCTURED_OUTPUT_TOOL = 'structured_output';

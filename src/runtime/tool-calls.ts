@@ -4,7 +4,7 @@ import type { ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEventMap } from '../seam/session-types.js';
 import type { ToolResultContent } from './tool-registry.js';
-import type { TurnContext } from './turn.js';
+import type { TurnContext } from './turn-context.js';
 
 /**
  * A view of `signal` whose `aborted` also reads a shared flag, so a tool looping in synchronous

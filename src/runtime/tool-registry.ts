@@ -7,6 +7,8 @@ import type { ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import type { ToolSchema } from './models/types.js';
+import { parseOrThrow } from '../seam/parse.js';
+import { toolFilterSchema } from '../seam/tool-filter.js';
 
 export interface ToolResultContent {
   content: ContentBlock[];
@@ -19,13 +21,6 @@ const toolShape = lazy(() =>
     description: z.string(),
     parameters: z.record(z.string(), z.unknown()),
     execute: z.custom<Tool['execute']>((value) => typeof value === 'function', 'must be a function'),
-  }),
-);
-
-const restrictionShape = lazy(() =>
-  z.strictObject({
-    allow: z.array(z.string()).optional(),
-    deny: z.array(z.string()).optional(),
   }),
 );
 
@@ -54,11 +49,7 @@ function validatorOf(tool: Tool): z.ZodType {
 
 /** Validates a tool's shape; throws `INVALID_OPTIONS` naming the bad field. */
 export function assertTool(tool: unknown): asserts tool is Tool {
-  const parsed = toolShape().safeParse(tool);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SubagentError('INVALID_OPTIONS', `invalid tool at ${issue?.path.join('.') || 'tool'}: ${issue?.message ?? ''}`);
-  }
+  parseOrThrow(toolShape(), tool, 'INVALID_OPTIONS', 'tool');
   validatorOf(tool as Tool);
 }
 
@@ -110,10 +101,7 @@ export class ToolRegistry {
    */
   restrict(filter: ToolRestriction): this {
     if (!this.#parent) throw new SubagentError('INVALID_OPTIONS', 'restrict() applies to an agent scope, not the root registry');
-    const parsed = restrictionShape().safeParse(filter);
-    if (!parsed.success || (filter.allow === undefined && filter.deny === undefined)) {
-      throw new SubagentError('INVALID_OPTIONS', 'a tool filter needs allow and/or deny, each an array of tool names');
-    }
+    parseOrThrow(toolFilterSchema(), filter, 'INVALID_OPTIONS', 'tool filter', 'allow and/or deny, each an array of tool names');
     const inherited = new Set(this.#parent.names());
     for (const name of [...(filter.allow ?? []), ...(filter.deny ?? [])]) {
       if (!inherited.has(name)) {
@@ -161,12 +149,7 @@ export class ToolRegistry {
   async execute(name: string, input: unknown, ctx: ToolContext): Promise<ToolResultContent> {
     const tool = this.get(name);
     if (!tool) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this agent`);
-    const parsed = validatorOf(tool).safeParse(input);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue && issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';
-      throw new SubagentError('INVALID_TOOL_INPUT', `input for ${name} does not match its schema${where}: ${issue?.message ?? ''}`);
-    }
+    parseOrThrow(validatorOf(tool), input, 'INVALID_TOOL_INPUT', `${name} input`, `it does not match the input schema of ${name}`);
     return normalizeToolOutput(name, await tool.execute(input, ctx));
   }
 }

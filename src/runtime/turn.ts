@@ -1,50 +1,14 @@
 // One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
 // until the model stops, and always close the turn with `turn/end` and its reason.
-import type { Agent, AgentOptions } from '../seam/agent-types.js';
 import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, TurnEndReason, Usage } from '../seam/session-types.js';
-import type { History } from './history.js';
-import type { Inbox } from './inbox.js';
-import type { FinishReason, ModelAdapter } from './models/types.js';
-import type { SessionLog } from './session.js';
-import type { ToolRegistry } from './tool-registry.js';
+import type { FinishReason } from './models/types.js';
 import { runTools } from './tool-calls.js';
+import type { TurnContext } from './turn-context.js';
 
 /** @default maxStepsPerTurn */
 export const DEFAULT_MAX_STEPS_PER_TURN = 32;
-
-/** Optional callbacks into a turn; each runs synchronously inside the turn. */
-export interface AgentHooks {
-  /** Right after `turn/start` is appended (e.g. to append a descriptor inside the first turn). */
-  turnStart?(turn: number): void;
-  /**
-   * Awaited after a call's `tool/call` is logged and before its body runs: a checkpoint, so what
-   * the log says reaches its observers (or storage) before a tool that may never return.
-   */
-  beforeTool?(callId: string): Promise<void>;
-  /**
-   * Asked at every step boundary, before the step's model call: a verdict ends the turn there with
-   * that reason, and the input still queued is discarded (budgets stop a child this way).
-   */
-  beforeStep?(turn: number, step: number): StepVerdict | undefined;
-}
-
-/** How a step-boundary hook ends a turn. */
-export type StepVerdict = Extract<TurnEndReason, { kind: 'max-tokens' } | { kind: 'aborted' }>;
-
-export interface TurnContext {
-  agent: Agent;
-  session: SessionLog;
-  inbox: Inbox;
-  history: History;
-  model: ModelAdapter;
-  tools: ToolRegistry;
-  options: AgentOptions;
-  hooks: AgentHooks;
-  newId(): string;
-  cancelFlag?: Int32Array;
-}
 
 type StepOutcome =
   | { kind: 'done' }

@@ -105,8 +105,4 @@ export interface Tool {
   concurrencySafe?: boolean;
 }
 
-/** Which inherited tools a scope sees. Unknown names fail loud. */
-export interface ToolRestriction {
-  allow?: string[];
-  deny?: string[];
-}
+export type { ToolRestriction } from './tool-filter.js';

@@ -1,8 +1,8 @@
 // Budgets: limits on what a child (or its whole subtree) may spend, checked at step boundaries.
 // A reached limit becomes a `subagent/budget` event in the child's log, which its result reads.
 import { z } from 'zod';
-import { SubagentError } from './errors.js';
-import type { SubagentUsage } from './usage.js';
+import type { SubagentUsage } from './usage-figures.js';
+import { parseOrThrow } from './parse.js';
 
 /** Limits of a start request; `scope: 'tree'` makes them cover every descendant too. */
 export interface SubagentBudget {
@@ -42,16 +42,10 @@ export const budgetSchema = z.strictObject({
 
 /** A detached copy of `budget`; throws `INVALID_REQUEST` naming the bad field. */
 export function parseBudget(budget: unknown, field = 'request.budget'): SubagentBudget {
-  const parsed = budgetSchema.safeParse(budget);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue?.path.length ? `${field}.${issue.path.join('.')}` : field;
-    const problem = issue?.code === 'unrecognized_keys' ? `has unknown field(s) ${issue.keys.join(', ')}` : (issue?.message ?? 'is invalid');
-    throw new SubagentError('INVALID_REQUEST', `${where} ${problem} (limits are whole numbers ≥ 0: tokens, turns, wallMs, toolCalls)`);
-  }
+  const parsed = parseOrThrow(budgetSchema, budget, 'INVALID_REQUEST', field, 'limits are whole numbers ≥ 0: tokens, turns, wallMs, toolCalls');
   const copy: SubagentBudget = {};
-  for (const key of LIMITS) if (parsed.data[key] !== undefined) copy[key] = parsed.data[key];
-  if (parsed.data.scope !== undefined) copy.scope = parsed.data.scope;
+  for (const key of LIMITS) if (parsed[key] !== undefined) copy[key] = parsed[key];
+  if (parsed.scope !== undefined) copy.scope = parsed.scope;
   return copy;
 }
 

@@ -5,13 +5,15 @@ import { z } from 'zod';
 import { budgetSchema, type SubagentBudget } from './budget.js';
 import { SubagentError } from './errors.js';
 import { lazy } from './once.js';
+import { parseOrThrow } from './parse.js';
 import type { SessionEvent } from './session-types.js';
+import { toolFilterSchema, type ToolRestriction } from './tool-filter.js';
 
 export const SUBAGENT_DESCRIPTOR_VERSION = 2;
 export const DESCRIPTOR_EVENT = 'subagent/descriptor';
 
 /** Which tools a continuable child may use; at least one list is present. */
-export interface SubagentToolFilter { allow?: string[]; deny?: string[] }
+export type SubagentToolFilter = ToolRestriction;
 
 /** The payload of a `subagent/descriptor` event. Composition is explicit fields, never open options. */
 export type SubagentDescriptorData =
@@ -52,11 +54,7 @@ export type SubagentDescriptorInput =
     };
 
 const descriptorSchema = lazy(() => {
-  const toolFilter = z
-    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
-    .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, {
-      message: 'needs `allow`, `deny` or both',
-    });
+  const toolFilter = toolFilterSchema();
   const oneShot = z.strictObject({
     version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
     mode: z.literal('one-shot'),
@@ -83,21 +81,6 @@ const descriptorSchema = lazy(() => {
 
 // Read before the full schema so that an unknown version is recognised however its fields look.
 const versionSchema = lazy(() => z.looseObject({ version: z.number() }));
-
-/** Turns the first zod issue into `field: problem`, e.g. `toolFilter.deny[1]: expected string`. */
-function describeIssue(error: z.ZodError): string {
-  const issue = error.issues[0];
-  if (issue === undefined) return 'invalid descriptor';
-  let field = '';
-  for (const key of issue.path) {
-    field += typeof key === 'number' ? `[${key}]` : `${field === '' ? '' : '.'}${String(key)}`;
-  }
-  if (issue.code === 'unrecognized_keys') {
-    const names = issue.keys.map((key) => (field === '' ? key : `${field}.${key}`));
-    return `unknown field ${names.map((name) => `\`${name}\``).join(', ')}`;
-  }
-  return `${field === '' ? 'payload' : `\`${field}\``}: ${issue.message}`;
-}
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
@@ -148,12 +131,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
     if (value !== undefined) draft[key] = value;
   }
-  const result = descriptorSchema().safeParse(draft);
-  if (!result.success) {
-    throw new SubagentError('INVALID_REQUEST', `Invalid subagent descriptor: ${describeIssue(result.error)}.`, {
-      cause: result.error,
-    });
-  }
+  parseOrThrow(descriptorSchema(), draft, 'INVALID_REQUEST', 'descriptor');
   const copy = jsonCopy(draft);
   if (copy === undefined) {
     throw new SubagentError(
@@ -172,12 +150,9 @@ export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData |
   if (!isPlainObject(data)) {
     throw new SubagentError('CORRUPT_DATA', 'Stored subagent descriptor is not a plain object.');
   }
-  const version = versionSchema().safeParse(data);
-  if (!version.success) throw corrupt(version.error);
-  if (version.data.version !== SUBAGENT_DESCRIPTOR_VERSION) return undefined;
-  const result = descriptorSchema().safeParse(data);
-  if (!result.success) throw corrupt(result.error);
-  return result.data as SubagentDescriptorData;
+  const { version } = parseOrThrow(versionSchema(), data, 'CORRUPT_DATA', 'stored descriptor');
+  if (version !== SUBAGENT_DESCRIPTOR_VERSION) return undefined;
+  return parseOrThrow(descriptorSchema(), data, 'CORRUPT_DATA', 'stored descriptor') as SubagentDescriptorData;
 }
 
 /**
@@ -187,10 +162,4 @@ export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData |
 export function foldSubagentDescriptor(events: readonly SessionEvent[]): SubagentDescriptorData | undefined {
   const event = events.find((candidate) => candidate.type === DESCRIPTOR_EVENT);
   return event === undefined ? undefined : parseSubagentDescriptor(event.data);
-}
-
-function corrupt(error: z.ZodError): SubagentError {
-  return new SubagentError('CORRUPT_DATA', `Stored subagent descriptor is malformed: ${describeIssue(error)}.`, {
-    cause: error,
-  });
 }

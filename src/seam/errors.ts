@@ -59,6 +59,33 @@ export class SubagentError extends Error {
   override get name(): string {
     return 'SubagentError';
   }
+
+  // Factories for the messages several places raise, so each reads the same wherever it comes from.
+
+  /** `CANCELLED`: `what` was stopped by its signal, e.g. `the start was cancelled before …`. */
+  static cancelled(what: string, reason: unknown, when?: string): SubagentError {
+    return new SubagentError('CANCELLED', `${what} was cancelled${when === undefined ? '' : ` ${when}`}`, { cause: reason });
+  }
+
+  /** `CLOSED`: `what` is closed (and `hint` says what to do instead). */
+  static closed(what: string, hint?: string): SubagentError {
+    return new SubagentError('CLOSED', `${what} is closed${hint === undefined ? '' : `; ${hint}`}`);
+  }
+
+  /** `CLOSED`: `what` closed while an operation was under way (`during`). */
+  static closedWhile(what: string, during: string): SubagentError {
+    return new SubagentError('CLOSED', `${what} closed while ${during}`);
+  }
+
+  /** `CONTINUATION_UNAVAILABLE`: `what` needs continuable children, which this object cannot host. */
+  static continuationUnavailable(what: string, hint = 'create the service through createHost'): SubagentError {
+    return new SubagentError('CONTINUATION_UNAVAILABLE', `${what} needs continuable children: ${hint}`);
+  }
+
+  /** `UNSUPPORTED_CAPABILITY`: a request carries `field`, which needs a `capability` that `provider` lacks. */
+  static unsupported(provider: string, field: string, capability: string): SubagentError {
+    return new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider} does not support ${field}; drop it or use a provider with the ${capability} capability`);
+  }
 }
 
 Object.defineProperty(SubagentError.prototype, BRAND, { value: true });

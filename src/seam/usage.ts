@@ -4,20 +4,9 @@
 import { DESCRIPTOR_EVENT } from './descriptor.js';
 import type { SessionProjection } from './projections.js';
 import type { SessionEvent, SessionEventMap } from './session-types.js';
+import type { SubagentUsage } from './usage-figures.js';
 
-/** Usage of one child (its own log), or summed over a tree. */
-export interface SubagentUsage {
-  inputTokens: number;
-  outputTokens: number;
-  /** inputTokens + outputTokens. */
-  totalTokens: number;
-  /** Model requests (steps). */
-  requests: number;
-  turns: number;
-  toolCalls: number;
-  /** From the child's first turn to its latest event. */
-  wallMs: number;
-}
+export type { SubagentUsage } from './usage-figures.js';
 
 export interface SubagentUsageState {
   version: 1;

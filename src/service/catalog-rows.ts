@@ -25,7 +25,7 @@ export interface CorpusNode {
 
 /** `CANCELLED`, with the abort reason as cause. */
 export function cancelled(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the listing was cancelled', { cause: signal.reason });
+  return SubagentError.cancelled('the listing', signal.reason);
 }
 
 /** Throws `CANCELLED` when `signal` has been aborted. */

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentProvider } from '../seam/types.js';
+import { parseOrThrow } from '../seam/parse.js';
 
 const providerShape = z.object({
   name: z.string().min(1, 'must be a non-empty string'),
@@ -25,14 +26,8 @@ const providerShape = z.object({
 
 /** Reads and validates `provider`'s fields once; `INVALID_PROVIDER` names the first bad one. */
 export function snapshotProvider(provider: unknown): SubagentProvider {
-  const parsed = providerShape.safeParse(provider);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field = issue && issue.path.length > 0 ? `provider.${issue.path.join('.')}` : 'provider';
-    throw new SubagentError('INVALID_PROVIDER', `${field} ${issue?.message ?? 'is invalid'}`);
-  }
+  const { name, capabilities, inheritsParentContext } = parseOrThrow(providerShape, provider, 'INVALID_PROVIDER', 'provider');
   const source = provider as SubagentProvider;
-  const { name, capabilities, inheritsParentContext } = parsed.data;
   const { budget, ...required } = capabilities;
   // Methods are bound to the caller's object so providers written as classes keep `this`.
   const snapshot: SubagentProvider = {

@@ -7,6 +7,7 @@ import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
+import { parseOrThrow } from '../seam/parse.js';
 import { addUsage, type SubagentUsage } from '../seam/usage.js';
 
 const runShape = z.object({
@@ -37,11 +38,7 @@ const resultShape = z.object({
 
 /** Throws `CONTRACT_VIOLATION` unless `run` has the SubagentRun shape. */
 export function assertRunShape(run: unknown, provider: string): asserts run is SubagentRun {
-  const parsed = runShape.safeParse(run);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} returned a malformed run (${issue?.path.join('.') || 'run'}: ${issue?.message ?? ''})`);
-  }
+  parseOrThrow(runShape, run, 'CONTRACT_VIOLATION', 'run', `provider ${provider} returned a malformed run`);
 }
 
 /** Normalizes a provider's raw result; `undefined` when it is malformed. */

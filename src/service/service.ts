@@ -39,10 +39,6 @@ export interface SubagentCatalog {
   listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]>;
 }
 
-function unavailable(what: string): SubagentError {
-  return new SubagentError('CONTINUATION_UNAVAILABLE', `${what} needs continuable children: create the service through createHost`);
-}
-
 export class SubagentService {
   readonly #providers = new ProviderRegistry();
   readonly #events: SubagentEventBus;
@@ -125,7 +121,7 @@ export class SubagentService {
     let provider: SubagentProvider | undefined;
     let admission: TreeAdmission | undefined;
     try {
-      if (this.#closed) throw new SubagentError('CLOSED', 'the host is closed; start children on an open host');
+      if (this.#closed) throw SubagentError.closed('the host', 'start children on an open host');
       provider = this.#providers.get(name);
       if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${String(name)} (registered: ${this.list().join(', ') || 'none'})`);
       resolved = resolveStartRequest(provider, request);
@@ -179,7 +175,7 @@ export class SubagentService {
     if (this.#closed) {
       // The host closed while the provider was starting: nobody would ever dispose this child.
       await Promise.resolve(raw.dispose()).catch(() => undefined);
-      throw new SubagentError('CLOSED', 'the host closed while the child was starting');
+      throw SubagentError.closedWhile('the host', 'the child was starting');
     }
     this.#subtrees.open(raw.id);
     const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
@@ -218,38 +214,42 @@ export class SubagentService {
   /** Starts a continuable child; resolves once its prompt is accepted and durable. */
   startContinuable(spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
     const manager = this.#continuation;
-    if (!manager) return Promise.reject(unavailable('startContinuable'));
+    if (!manager) return Promise.reject(SubagentError.continuationUnavailable('startContinuable'));
     return manager.startContinuable(spec);
   }
 
   /** The next FIFO turn of a continuable child, from its exact live parent. */
   followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
     const manager = this.#continuation;
-    if (!manager) return Promise.reject(unavailable('followup'));
+    if (!manager) return Promise.reject(SubagentError.continuationUnavailable('followup'));
     return manager.followup(parent, childId, content, opts);
   }
 
   /** Stops a resident child's current turn (its inbox stays); no-op for absent ids. */
   interrupt(targetId: SessionId, authority: SubagentInterruptAuthority): void {
-    if (this.#continuation) interrupt(this.#continuation, targetId, authority);
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('interrupt');
+    interrupt(this.#continuation, targetId, authority);
   }
 
   reportFrom(child: Agent, content: ContentBlock[], opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal }): Promise<MessageId> {
     const manager = this.#continuation;
-    if (!manager) return Promise.reject(unavailable('reportFrom'));
+    if (!manager) return Promise.reject(SubagentError.continuationUnavailable('reportFrom'));
     return reportFrom(manager, child, content, opts);
   }
 
   registerContinuableSetup(install: (child: Agent) => () => void): () => void {
-    return this.#continuation ? this.#continuation.setups.register(install) : () => undefined;
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('registerContinuableSetup');
+    return this.#continuation.setups.register(install);
   }
 
   async drainContinuableDescendants(parents: Agent[]): Promise<void> {
-    if (this.#continuation) await drainDescendants(this.#continuation, parents);
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('drainContinuableDescendants');
+    await drainDescendants(this.#continuation, parents);
   }
 
   async drainContinuableChildren(parent: Agent, childIds: SessionId[]): Promise<void> {
-    if (this.#continuation) await drainChildren(this.#continuation, parent, childIds);
+    if (!this.#continuation) throw SubagentError.continuationUnavailable('drainContinuableChildren');
+    await drainChildren(this.#continuation, parent, childIds);
   }
 
   /** Resident continuable children (for leak checks). */

@@ -10,6 +10,8 @@ import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
+import { parseOrThrow } from '../seam/parse.js';
+import { toolFilterSchema } from '../seam/tool-filter.js';
 
 const CAPABILITY_OF = [
   ['outputSchema', 'outputSchema'],
@@ -33,10 +35,7 @@ const requestShape = z.object({
   parent: z.looseObject({ id: z.string().min(1), session: z.looseObject({ header: z.looseObject({}) }) }),
   signal: z.instanceof(AbortSignal, { message: 'must be an AbortSignal' }),
   agentOptions: agentOptionsShape.optional(),
-  toolFilter: z
-    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
-    .refine((f) => f.allow !== undefined || f.deny !== undefined, 'needs allow and/or deny')
-    .optional(),
+  toolFilter: toolFilterSchema().optional(),
   persona: z.string().optional(),
 });
 
@@ -80,23 +79,16 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
   if (request === null || typeof request !== 'object') throw invalid('', 'must be an object');
   for (const [field, capability] of CAPABILITY_OF) {
     if (request[field] !== undefined && !provider.capabilities[capability]) {
-      throw new SubagentError(
-        'UNSUPPORTED_CAPABILITY',
-        `provider ${provider.name} does not support ${field}; drop it or use a provider with the ${capability} capability`,
-      );
+      throw SubagentError.unsupported(provider.name, field, capability);
     }
   }
   assertSubagentMaxDepth(request.maxDepth);
   const budget = request.budget === undefined ? undefined : parseBudget(request.budget);
   if (request.outputSchema !== undefined) assertObjectSchema(request.outputSchema);
-  const parsed = requestShape.safeParse(request);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw invalid(issue?.path.join('.') ?? '', issue?.message ?? 'is invalid');
-  }
+  parseOrThrow(requestShape, request, 'INVALID_REQUEST', 'request');
   if (request.agentOptions?.model !== undefined) assertModelSpec(request.agentOptions.model);
   if (request.signal.aborted) {
-    throw new SubagentError('CANCELLED', 'the start was cancelled before a child existed', { cause: request.signal.reason });
+    throw SubagentError.cancelled('the start', request.signal.reason, 'before a child existed');
   }
   const data = decode<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>(
     encode({

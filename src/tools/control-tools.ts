@@ -4,7 +4,7 @@ import type { Agent, Tool, ToolContext } from '../seam/agent-types.js';
 import { textOf, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentListEntry } from '../seam/types.js';
-import type { ToolRegistry } from '../runtime/tool-registry.js';
+import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
 import { AgentStatusTracker, waitUntil, type AgentStatus } from './agent-status.js';
 import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
@@ -12,7 +12,7 @@ import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
 /** What the control tools need of a host. */
 export interface ControlToolsHost {
   readonly subagents: SubagentService;
-  readonly tools: ToolRegistry;
+  readonly tools: HostTools;
   readonly agents: { get(id: SessionId): Agent | undefined };
 }
 

@@ -8,10 +8,12 @@ import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
-import type { ToolRegistry } from '../runtime/tool-registry.js';
+import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
 import { backgroundTasks } from './background-tasks.js';
 import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
+import { parseOrThrow } from '../seam/parse.js';
+import { toolFilterSchema } from '../seam/tool-filter.js';
 
 export interface SubagentToolConfig {
   /** Name of the registered provider the tool delegates to. */
@@ -34,7 +36,7 @@ export interface SubagentToolConfig {
 /** What the tool needs of a host. */
 export interface SubagentToolHost {
   readonly subagents: SubagentService;
-  readonly tools: ToolRegistry;
+  readonly tools: HostTools;
 }
 
 const DEFAULT_MAX_DEPTH = 3;
@@ -48,10 +50,7 @@ const configShape = z.strictObject({
   toolName: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
   agentOptions: z.record(z.string(), z.unknown()).optional(),
   persona: z.string().optional(),
-  toolFilter: z
-    .strictObject({ allow: z.array(z.string()).optional(), deny: z.array(z.string()).optional() })
-    .refine((f) => f.allow !== undefined || f.deny !== undefined, 'names neither allow nor deny')
-    .optional(),
+  toolFilter: toolFilterSchema().optional(),
   maxDepth: z.union([z.number(), z.literal('provider-managed')]).optional(),
   mode: z.enum(['one-shot', 'continuable']).optional(),
   background: z.boolean().optional(),
@@ -59,11 +58,7 @@ const configShape = z.strictObject({
 });
 
 function validateConfig(config: SubagentToolConfig): void {
-  const parsed = configShape.safeParse(config);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SubagentError('INVALID_OPTIONS', `subagentTool config.${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`);
-  }
+  parseOrThrow(configShape, config, 'INVALID_OPTIONS', 'subagentTool config');
   if (typeof config.maxDepth === 'number') {
     try {
       assertSubagentMaxDepth(config.maxDepth);

@@ -44,8 +44,8 @@ function unsupported(name: string): SubagentError {
 }
 
 function checkOpen(signal: AbortSignal, closed: AbortSignal): void {
-  if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the ACP child started', { cause: signal.reason });
-  if (closed.aborted) throw new SubagentError('CLOSED', 'the host is closed');
+  if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child started');
+  if (closed.aborted) throw SubagentError.closed('the host');
 }
 
 /** `prepareContinuable` and `resumeContinuable` of an ACP provider. */

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { Agent } from '../../seam/agent-types.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { InheritEnv } from '../child-env.js';
+import { parseOrThrow } from '../../seam/parse.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -71,13 +72,8 @@ function assertEnterable(dir: string, what: string): void {
 
 /** Validates `opts`; `INVALID_OPTIONS` names the first bad option. */
 export function parseAcpOptions(opts: AcpProviderOptions): AcpProviderConfig {
-  const parsed = optionsSchema.safeParse(opts);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field = issue?.path.length ? `options.${issue.path.join('.')}` : 'options';
-    throw new SubagentError('INVALID_OPTIONS', `${field} ${issue?.message ?? 'is invalid'}`);
-  }
-  const config = { ...parsed.data, cwd: parsed.data.cwd === undefined ? undefined : resolve(parsed.data.cwd) };
+  const parsed = parseOrThrow(optionsSchema, opts, 'INVALID_OPTIONS', 'options');
+  const config = { ...parsed, cwd: parsed.cwd === undefined ? undefined : resolve(parsed.cwd) };
   if (config.cwd !== undefined) {
     try {
       assertEnterable(config.cwd, 'options.cwd');

@@ -6,7 +6,7 @@ import { resolveChildDepth } from '../../seam/depth.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
 import { childEnvironment } from '../child-env.js';
-import type { ProviderHost } from '../provider-host.js';
+import { hostParts, type Host } from '../provider-host.js';
 import { AcpClient } from './client.js';
 import { acpContinuable, type LaunchConfig } from './continuable.js';
 import { SessionMirror } from './mirror.js';
@@ -29,14 +29,12 @@ function textPrompt(prompt: ResolvedSubagentStartRequest['prompt']): string[] {
 }
 
 /** A provider whose children are ACP agent processes (`command args…`), one process per child. */
-export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpProvider {
+export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider {
+  const host = hostParts(owner);
   const config = parseAcpOptions(opts);
   const graces: ReapGraces = { eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs };
   const live = new Set<AgentProcess>();
   const closer = new AbortController();
-  if (config.prewarm > 0 && !host.onClose) {
-    throw new SubagentError('INVALID_OPTIONS', 'options.prewarm needs a host that reaps owned processes on close (use createHost)');
-  }
 
   const retire = async (child: WarmChild) => {
     await child.proc.reap(graces);
@@ -64,7 +62,7 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
   const pool =
     config.prewarm > 0 ? new WarmPool(config.prewarm, (signal) => launch(launchConfig(config.cwd!), AbortSignal.any([signal, closer.signal])), retire) : undefined;
 
-  host.onClose?.(async () => {
+  host.onClose(async () => {
     closer.abort();
     await pool?.close();
     await Promise.allSettled([...live].map((proc) => proc.reap(graces)));
@@ -73,8 +71,8 @@ export function acpProvider(host: ProviderHost, opts: AcpProviderOptions): AcpPr
 
   async function start(request: ResolvedSubagentStartRequest): Promise<SubagentRun> {
     const { signal } = request;
-    if (signal.aborted) throw new SubagentError('CANCELLED', 'the start was cancelled before the ACP child started', { cause: signal.reason });
-    if (closer.signal.aborted) throw new SubagentError('CLOSED', 'the host is closed');
+    if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child started');
+    if (closer.signal.aborted) throw SubagentError.closed('the host');
     const prompt = textPrompt(request.prompt);
     const cwd = resolveChildCwd(config.cwd, request.parent);
     const delegationDepth = resolveChildDepth(request.parent, undefined);

@@ -9,7 +9,8 @@ import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import { describeError, isSubagentError } from '../../seam/errors.js';
 import type { TurnEndReason } from '../../seam/session-types.js';
-import type { AgentRegistry, CreateAgentOptions } from '../../runtime/agent-registry.js';
+import type { CreateAgentOptions } from '../../runtime/agent-registry.js';
+import type { HostAgents } from '../provider-host.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
@@ -18,7 +19,7 @@ import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, pr
 
 /** What `serveAcp` needs of a host (`createHost`'s Host satisfies it). */
 export interface AcpServeHost {
-  readonly agents: AgentRegistry;
+  readonly agents: HostAgents;
   readonly persistence: SessionPersistence | undefined;
   createAgent(options?: CreateAgentOptions): Promise<Agent>;
 }

@@ -46,6 +46,6 @@ export function routeMeta(options: AgentOptions | undefined): Record<string, unk
 
 /** A step that failed because the start was aborted → `CLOSED` (host shutdown) or `CANCELLED`. */
 export function abortedStart(signal: AbortSignal, closed: AbortSignal): SubagentError {
-  if (closed.aborted && !signal.aborted) return new SubagentError('CLOSED', 'the host closed while the ACP child was starting');
-  return new SubagentError('CANCELLED', 'the start was cancelled before the ACP child was ready', { cause: signal.reason });
+  if (closed.aborted && !signal.aborted) return SubagentError.closedWhile('the host', 'the ACP child was starting');
+  return SubagentError.cancelled('the start', signal.reason, 'before the ACP child was ready');
 }

@@ -4,6 +4,7 @@
 import type { RedisOptions } from 'ioredis';
 import { z } from 'zod';
 import { SubagentError } from '../../seam/errors.js';
+import { parseOrThrow } from '../../seam/parse.js';
 
 export interface QueueProviderOptions {
   /** `redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS). */
@@ -63,17 +64,13 @@ export function parseRedisUrl(value: unknown, field: string): string {
 
 /** Validates and fills in the provider's options; `INVALID_OPTIONS` on any bad field. */
 export function parseQueueOptions(options: QueueProviderOptions): ResolvedQueueOptions {
-  const parsed = shape.safeParse(options);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SubagentError('INVALID_OPTIONS', `options.${issue?.path.join('.') || ''} ${issue?.message ?? 'is invalid'}`);
-  }
+  const parsed = parseOrThrow(shape, options, 'INVALID_OPTIONS', 'options');
   return {
-    url: parseRedisUrl(parsed.data.connection, 'options.connection'),
-    queue: parsed.data.queue ?? DEFAULT_QUEUE,
-    name: parsed.data.name ?? 'queue',
-    attempts: parsed.data.attempts ?? 1,
-    lockDurationMs: parsed.data.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS,
+    url: parseRedisUrl(parsed.connection, 'options.connection'),
+    queue: parsed.queue ?? DEFAULT_QUEUE,
+    name: parsed.name ?? 'queue',
+    attempts: parsed.attempts ?? 1,
+    lockDurationMs: parsed.lockDurationMs ?? DEFAULT_LOCK_DURATION_MS,
   };
 }
 

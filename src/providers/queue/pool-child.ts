@@ -7,7 +7,7 @@ import type { SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import { GuardedRemote, exposeOn } from '../../seam/wire-channel.js';
 import type { ChildControlApi, ChildNotice, HostApi } from '../../seam/worker-protocol.js';
-import type { WorkerPool } from '../worker/pool.js';
+import type { WorkerPoolEngine } from '../worker/pool.js';
 import { describeThreadFailure } from '../worker/thread-failure.js';
 import { runOnPool } from '../worker/worker-provider.js';
 
@@ -32,7 +32,7 @@ const noHostTools: HostApi = {
 };
 
 /** Runs one encoded ChildTaskData on `pool`, streaming its notices to `sink`. */
-export function runPoolChild(pool: WorkerPool, run: string, data: Encoded, sink: ChildSink): PoolChild {
+export function runPoolChild(pool: WorkerPoolEngine, run: string, data: Encoded, sink: ChildSink): PoolChild {
   const cancelFlag = new Int32Array(new SharedArrayBuffer(4));
   const route = pool.channels.route(run);
   let threadId: number | undefined;

@@ -9,7 +9,7 @@ import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from
 import type { SessionHeader } from '../../seam/session-types.js';
 import type { ChildTaskData } from '../../seam/worker-protocol.js';
 import { localChildPlan } from '../local-child.js';
-import type { ProviderHost } from '../provider-host.js';
+import { hostParts, type Host } from '../provider-host.js';
 import { QueueConnection } from './connection.js';
 import { parseQueueOptions, type QueueProviderOptions } from './options.js';
 import { JOB_NAME, type QueueJobData } from './protocol.js';
@@ -19,11 +19,12 @@ import { QueueRun } from './run.js';
 export const QUEUE_CAPABILITIES = Object.freeze({ outputSchema: true, depthLimit: true, toolFilter: false, persona: true });
 
 function cancelledStart(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the start was cancelled before the child was queued', { cause: signal.reason });
+  return SubagentError.cancelled('the start', signal.reason, 'before the child was queued');
 }
 
 /** A provider whose children run on `subagent-host worker` processes through a BullMQ queue. */
-export function queueProvider(host: ProviderHost, opts: QueueProviderOptions): SubagentProvider {
+export function queueProvider(owner: Host, opts: QueueProviderOptions): SubagentProvider {
+  const host = hostParts(owner);
   const options = parseQueueOptions(opts);
   let connecting: Promise<QueueConnection> | undefined;
   let closed = false;
@@ -36,7 +37,7 @@ export function queueProvider(host: ProviderHost, opts: QueueProviderOptions): S
     return connecting;
   };
 
-  host.onClose?.(async () => {
+  host.onClose(async () => {
     closed = true;
     const open = connecting;
     connecting = undefined;
@@ -46,7 +47,7 @@ export function queueProvider(host: ProviderHost, opts: QueueProviderOptions): S
   async function start(request: ResolvedSubagentStartRequest): Promise<SubagentRun> {
     const { signal } = request;
     if (signal.aborted) throw cancelledStart(signal);
-    if (closed) throw new SubagentError('CLOSED', 'the host is closed');
+    if (closed) throw SubagentError.closed('the host');
     const plan = localChildPlan(request, false);
     const header: SessionHeader = { ...plan.header, id: randomUUID(), createdAt: Date.now() };
     const task: ChildTaskData = {

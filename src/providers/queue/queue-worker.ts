@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { encode, stringify, type Encoded } from '../../seam/codec.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { SubagentResult } from '../../seam/types.js';
-import { createWorkerPool, type WorkerPool } from '../worker/pool.js';
+import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { redisOptions } from './options.js';
 import { connectRedis } from './connect.js';
 import { JOB_NAME, PREFIX, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
@@ -32,7 +32,7 @@ export class QueueWorker {
   readonly #options: QueueWorkerOptions;
   readonly #client: Redis;
   readonly #subscriber: Redis;
-  readonly #pool: WorkerPool;
+  readonly #pool: WorkerPoolEngine;
   readonly #active = new Map<string, PoolChild>();
   #worker: Worker<QueueJobData, Encoded> | undefined;
   #closing: Promise<void> | undefined;
@@ -41,7 +41,7 @@ export class QueueWorker {
     this.#options = options;
     this.#client = client;
     this.#subscriber = subscriber;
-    this.#pool = createWorkerPool({ minThreads: 1, maxThreads: options.poolThreads, cancelGraceMs: options.cancelGraceMs ?? 2000 });
+    this.#pool = openWorkerPool({ minThreads: 1, maxThreads: options.poolThreads, cancelGraceMs: options.cancelGraceMs ?? 2000 });
   }
 
   /** Connects (rejects `START_FAILED` when Redis is unreachable) and starts taking jobs. */

@@ -81,7 +81,7 @@ export class Admission {
    * `DEPTH_EXCEEDED` past the nesting limit, `CANCELLED` on abort, `CLOSED` once closed.
    */
   acquire(request: AdmissionRequest): Promise<Slot> {
-    if (this.#closed) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
+    if (this.#closed) return Promise.reject(SubagentError.closed('the worker pool'));
     if (request.signal.aborted) return Promise.reject(cancelled(request.signal));
     const lender = this.#nearestHolder(request);
     const level = lender ? lender.level + 1 : 0;
@@ -117,7 +117,7 @@ export class Admission {
     this.#closed = true;
     for (const pending of this.#queue.splice(0)) {
       pending.request.signal.removeEventListener('abort', pending.onAbort);
-      pending.reject(new SubagentError('CLOSED', 'the worker pool closed before a slot was free for this start'));
+      pending.reject(SubagentError.closedWhile('the worker pool', 'this start waited for a slot'));
     }
   }
 
@@ -198,5 +198,5 @@ export class Admission {
 }
 
 function cancelled(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the start was cancelled while it waited for a worker slot', { cause: signal.reason });
+  return SubagentError.cancelled('the start', signal.reason, 'while it waited for a worker slot');
 }

@@ -46,7 +46,7 @@ export function threadImportGate(buffer: SharedArrayBuffer, slot: number): Impor
       const before = Atomics.add(words, count, 1);
       if ((before & FENCE) === 0 && Atomics.load(words, CLOSING) === 0) break;
       Atomics.sub(words, count, 1);
-      if (Atomics.load(words, CLOSING) !== 0) throw new SubagentError('CLOSED', 'the worker pool is closing; no module is loaded any more');
+      if (Atomics.load(words, CLOSING) !== 0) throw SubagentError.closed('the worker pool', 'no module is loaded any more');
       // A termination of this thread is pending (or was just called off): wait for its outcome.
       await pause(POLL_MS);
     }

@@ -15,6 +15,7 @@ import { EntryWatch } from './entry-watch.js';
 import { ImportFence, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
+import { parseOrThrow } from '../../seam/parse.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
@@ -42,27 +43,32 @@ export interface WorkerPoolOptions {
   cancelGraceMs?: number;
 }
 
+/** The pool as users see it: its settings, its live threads, warm-up and shutdown. */
 export interface WorkerPool {
   readonly options: Readonly<Required<Omit<WorkerPoolOptions, 'resourceLimits'>>> & Pick<WorkerPoolOptions, 'resourceLimits'>;
   /** Live threads. */
   readonly threads: number;
-  /** @internal The threads' long-lived ports to this thread, shared by every child they run. */
+  /** Resolves once `minThreads` threads have loaded the worker entry. */
+  warm(): Promise<void>;
+  /** Idempotent: ends every thread; queued and running tasks reject. */
+  close(): Promise<void>;
+}
+
+/** What the worker provider drives: ports, slots and tasks of the pool's threads. */
+export interface WorkerPoolEngine extends WorkerPool {
+  /** The threads' long-lived ports to this thread, shared by every child they run. */
   readonly channels: RunRouter;
-  /** @internal Slots of child starts: a start holds one from before `run` until its task ends. */
+  /** Slots of child starts: a start holds one from before `run` until its task ends. */
   readonly admission: Admission;
-  /** @internal Keeps the process alive until the returned release is called. */
+  /** Keeps the process alive until the returned release is called. */
   hold(): () => void;
   /** Runs one child task that holds a slot of `admission`; rejects if its thread dies. */
   run(task: WorkerTask): Promise<Encoded>;
-  /** Resolves once `minThreads` threads have loaded the worker entry. */
-  warm(): Promise<void>;
   /**
    * Terminates the thread with that id once it is not loading modules, if `stillWanted()` (asked
    * right before) agrees. Its tasks reject; the pool replaces it.
    */
   terminateThread(threadId: number, stillWanted?: () => boolean): Promise<void>;
-  /** Idempotent: ends every thread; queued and running tasks reject. */
-  close(): Promise<void>;
 }
 
 const positiveInt = z.number().int().positive();
@@ -84,11 +90,12 @@ const WORKER_ENTRY = new URL('../../../workers/child.cjs', import.meta.url).href
 
 /** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
 export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
-  const parsed = optionsShape.safeParse(options);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SubagentError('INVALID_OPTIONS', `options.pool.${issue?.path.join('.') || ''} ${issue?.message ?? 'is invalid'}`);
-  }
+  return openWorkerPool(options);
+}
+
+/** `createWorkerPool` with the engine side the providers drive. */
+export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngine {
+  parseOrThrow(optionsShape, options, 'INVALID_OPTIONS', 'options.pool');
   const resolved = {
     minThreads: options.minThreads ?? 1,
     maxThreads: options.maxThreads ?? Math.max(4, 2 * availableParallelism()),
@@ -162,12 +169,12 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
     },
     hold: () => alive.hold(),
     run(task) {
-      if (closing) return Promise.reject(new SubagentError('CLOSED', 'the worker pool is closed'));
+      if (closing) return Promise.reject(SubagentError.closed('the worker pool'));
       const transferList: MessagePort[] = task.port ? [task.port] : [];
       return unlessEntryFails(piscina().run(task, { transferList }));
     },
     warm() {
-      if (closing) return Promise.resolve();
+      if (closing) return Promise.reject(SubagentError.closed('the worker pool', 'warm a pool before closing it'));
       const pool = piscina();
       const tasks = Array.from({ length: Math.max(1, resolved.minThreads) }, () => pool.run(undefined as never, { name: 'warm' }));
       return unlessEntryFails(Promise.all(tasks).then(() => undefined));

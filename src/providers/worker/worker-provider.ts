@@ -15,14 +15,14 @@ import type { ChildControlApi, ChildNotice, ChildTaskData, ChildTaskResult, Host
 import { composeChildTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
-import type { ProviderHost } from '../provider-host.js';
+import { hostParts, type Host, type ProviderHost } from '../provider-host.js';
 import { WorkerChildAgent } from './child-agent.js';
-import type { WorkerPool } from './pool.js';
+import type { WorkerPoolEngine } from './pool.js';
 import type { Slot } from './admission.js';
 import { closeTurnOfDeadThread, describeThreadFailure } from './thread-failure.js';
 
 export interface WorkerProviderHost extends ProviderHost {
-  readonly pool: WorkerPool;
+  readonly pool: WorkerPoolEngine;
 }
 
 export interface WorkerProviderOptions {
@@ -47,7 +47,7 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `needPort`, and the task is sent again with one.
  */
-export async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
+export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
   const router = pool.channels;
   for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
     let attempt: WorkerTask = task;
@@ -63,7 +63,7 @@ export async function runOnPool(pool: WorkerPool, task: Omit<WorkerTask, 'port'>
 }
 
 function cancelledStart(signal: AbortSignal): SubagentError {
-  return new SubagentError('CANCELLED', 'the start was cancelled before the child was published', { cause: signal.reason });
+  return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
 }
 
 async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): Promise<SubagentRun> {
@@ -265,11 +265,11 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
 }
 
 /** Fresh children, each in a worker thread of the host's pool. */
-export function spawnProvider(host: WorkerProviderHost, opts: WorkerProviderOptions = {}): SubagentProvider {
-  return workerProvider(host, false, opts.name ?? 'spawn');
+export function spawnProvider(host: Host, opts: WorkerProviderOptions = {}): SubagentProvider {
+  return workerProvider(hostParts(host), false, opts.name ?? 'spawn');
 }
 
 /** Children seeded with the parent's completed turns, each in a worker thread. */
-export function forkProvider(host: WorkerProviderHost, opts: WorkerProviderOptions = {}): SubagentProvider {
-  return workerProvider(host, true, opts.name ?? 'fork');
+export function forkProvider(host: Host, opts: WorkerProviderOptions = {}): SubagentProvider {
+  return workerProvider(hostParts(host), true, opts.name ?? 'fork');
 }

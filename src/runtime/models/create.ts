@@ -8,6 +8,7 @@ import { importModule } from '../module-import.js';
 import { openaiModel } from './openai.js';
 import { scriptedModel } from './scripted.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
+import { parseOrThrow } from '../../seam/parse.js';
 
 const modelSpecSchema = lazy(() => {
   const count = z.number().int().nonnegative();
@@ -44,14 +45,7 @@ const modelSpecSchema = lazy(() => {
 
 /** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
 export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
-  const parsed = modelSpecSchema().safeParse(spec);
-  if (parsed.success) return;
-  const issue = parsed.error.issues[0];
-  const where = issue && issue.path.length > 0 ? issue.path.join('.') : 'spec';
-  throw new SubagentError(
-    'INVALID_MODEL_SPEC',
-    `invalid model spec at ${where}: ${issue?.message ?? 'unknown problem'} (kinds: scripted, openai, module)`,
-  );
+  parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
 }
 
 async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Promise<ModelAdapter> {

@@ -6,6 +6,7 @@ import type { Scrub } from './openai-errors.js';
 import { streamErrorFailure } from './openai-errors.js';
 import { lazy } from '../../seam/once.js';
 import type { FinishReason, ModelChunk } from './types.js';
+import { describeIssue } from '../../seam/parse.js';
 
 // Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
 // which optional parts they send at all.
@@ -112,8 +113,7 @@ export class CompletionAssembler {
     }
     const parsed = wireChunk().safeParse(json);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return this.#malformed(`unexpected chunk shape at ${issue?.path.join('.') ?? '?'}: ${issue?.message ?? ''}`);
+      return this.#malformed(`unexpected chunk shape at ${describeIssue(parsed.error, 'chunk')}`);
     }
     const chunk = parsed.data;
     if (chunk.error !== undefined && chunk.error !== null) {

@@ -76,7 +76,7 @@ export class Admission {
 
 /** The caller's abort reason when its signal fired. */
 export function checkAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw signal.reason ?? new SubagentError('CANCELLED', 'the operation was cancelled');
+  if (signal?.aborted) throw signal.reason ?? SubagentError.cancelled('the operation', undefined);
 }
 
 /** `INVALID_REQUEST` unless `content` is a non-empty array of content blocks. */

@@ -11,7 +11,7 @@ import type { ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/typ
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
 import { budgetHooks, composeChildTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
-import type { AgentHooks } from '../../runtime/turn.js';
+import type { AgentHooks } from '../../runtime/turn-context.js';
 import type { SetupBatch, SetupRegistry } from './setup-registry.js';
 
 export type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;

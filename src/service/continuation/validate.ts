@@ -2,6 +2,7 @@
 // the field, before any child, lock or Activation is touched.
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { SubagentError } from '../../seam/errors.js';
+import { parseOrThrow } from '../../seam/parse.js';
 import type { ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
@@ -34,17 +35,13 @@ export function assertStartSpec(spec: unknown): asserts spec is ContinuableStart
 export function startBudget(spec: ContinuableStartSpec, provider: SubagentProvider): SubagentBudget | undefined {
   const { agentOptions, budget } = spec.request;
   if (agentOptions !== undefined) {
-    const parsed = agentOptionsShape.safeParse(agentOptions);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw invalid(`spec.request.agentOptions.${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`);
-    }
+    parseOrThrow(agentOptionsShape, agentOptions, 'INVALID_REQUEST', 'spec.request.agentOptions');
     if (agentOptions.model !== undefined) assertModelSpec(agentOptions.model);
   }
   if (budget === undefined) return undefined;
   const parsed = parseBudget(budget, 'spec.request.budget');
   if (!provider.capabilities.budget) {
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider.name} does not support budget; drop it or use a provider with the budget capability`);
+    throw SubagentError.unsupported(provider.name, 'budget', 'budget');
   }
   return parsed;
 }

@@ -1,0 +1,41 @@
+// What one turn works with: the agent's parts and the hooks it calls back. Apart from turn.ts so the
+// tool-call runner can read the context without importing the turn loop that imports it.
+import type { Agent, AgentOptions } from '../seam/agent-types.js';
+import type { TurnEndReason } from '../seam/session-types.js';
+import type { History } from './history.js';
+import type { Inbox } from './inbox.js';
+import type { ModelAdapter } from './models/types.js';
+import type { SessionLog } from './session.js';
+import type { ToolRegistry } from './tool-registry.js';
+
+/** Optional callbacks into a turn; each runs synchronously inside the turn. */
+export interface AgentHooks {
+  /** Right after `turn/start` is appended (e.g. to append a descriptor inside the first turn). */
+  turnStart?(turn: number): void;
+  /**
+   * Awaited after a call's `tool/call` is logged and before its body runs: a checkpoint, so what
+   * the log says reaches its observers (or storage) before a tool that may never return.
+   */
+  beforeTool?(callId: string): Promise<void>;
+  /**
+   * Asked at every step boundary, before the step's model call: a verdict ends the turn there with
+   * that reason, and the input still queued is discarded (budgets stop a child this way).
+   */
+  beforeStep?(turn: number, step: number): StepVerdict | undefined;
+}
+
+/** How a step-boundary hook ends a turn. */
+export type StepVerdict = Extract<TurnEndReason, { kind: 'max-tokens' } | { kind: 'aborted' }>;
+
+export interface TurnContext {
+  agent: Agent;
+  session: SessionLog;
+  inbox: Inbox;
+  history: History;
+  model: ModelAdapter;
+  tools: ToolRegistry;
+  options: AgentOptions;
+  hooks: AgentHooks;
+  newId(): string;
+  cancelFlag?: Int32Array;
+}

@@ -1,0 +1,26 @@
+// One way to turn a schema failure into a SubagentError: the first issue, named by its full field
+// path (`options.pool.maxThreads: …`). Only zod's types are imported, so loading this builds nothing.
+import type { z } from 'zod';
+import { SubagentError, type SubagentErrorCode } from './errors.js';
+
+/** `field: problem` for the first issue of `error`, its field path rooted at `path`. */
+export function describeIssue(error: z.ZodError, path: string): string {
+  const issue = error.issues[0];
+  let field = path;
+  for (const key of issue?.path ?? []) {
+    field += typeof key === 'number' ? `[${key}]` : `${field === '' ? '' : '.'}${String(key)}`;
+  }
+  const problem = issue?.code === 'unrecognized_keys' ? `has unknown field(s) ${issue.keys.join(', ')}` : (issue?.message ?? 'is invalid');
+  return `${field === '' ? 'value' : field}: ${problem}`;
+}
+
+/**
+ * `value` parsed by `schema`, or a `SubagentError` with `code` naming the first bad field under
+ * `path`; `hint` (what valid input looks like) is appended in parentheses. The cause is the ZodError.
+ */
+export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, code: SubagentErrorCode, path: string, hint?: string): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const message = describeIssue(parsed.error, path);
+  throw new SubagentError(code, hint === undefined ? message : `${message} (${hint})`, { cause: parsed.error });
+}

@@ -1,0 +1,113 @@
+// Operations that cannot be honoured reject or throw a typed SubagentError instead of doing nothing,
+// and schema failures name the full path of the bad field whichever boundary they come through.
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  SubagentService,
+  createHost,
+  createWorkerPool,
+  inProcessProvider,
+  spawnProvider,
+  subagentTool,
+  text,
+  type Agent,
+  type Host,
+} from 'subagent-host';
+
+const hosts: Host[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+});
+
+async function openHost(): Promise<Host> {
+  const host = await createHost({ providers: false });
+  hosts.push(host);
+  return host;
+}
+
+const code = (expected: string) => expect.objectContaining({ name: 'SubagentError', code: expected });
+
+describe('a service without continuation', () => {
+  // A bare service has no continuation manager: every continuation operation says so.
+  const service = new SubagentService();
+  const agent = { id: 'p' } as Agent;
+
+  it('throws CONTINUATION_UNAVAILABLE from interrupt and registerContinuableSetup', () => {
+    expect(() => service.interrupt('c', { kind: 'user', parentSessionId: 'p' })).toThrow(code('CONTINUATION_UNAVAILABLE'));
+    expect(() => service.registerContinuableSetup(() => () => undefined)).toThrow(code('CONTINUATION_UNAVAILABLE'));
+  });
+
+  it('rejects the drains, followup, reportFrom and startContinuable with CONTINUATION_UNAVAILABLE', async () => {
+    await expect(service.drainContinuableDescendants([agent])).rejects.toThrow(code('CONTINUATION_UNAVAILABLE'));
+    await expect(service.drainContinuableChildren(agent, ['c'])).rejects.toThrow(code('CONTINUATION_UNAVAILABLE'));
+    await expect(service.followup(agent, 'c', [text('hi')])).rejects.toThrow(code('CONTINUATION_UNAVAILABLE'));
+    await expect(service.reportFrom(agent, [text('hi')], { delivery: 'quiet' })).rejects.toThrow(code('CONTINUATION_UNAVAILABLE'));
+    await expect(service.startContinuable({ provider: 'x', label: 'l', request: { prompt: [text('hi')], parent: agent } })).rejects.toThrow(
+      code('CONTINUATION_UNAVAILABLE'),
+    );
+  });
+});
+
+describe('a disposed agent', () => {
+  it('refuses followup, steer and inject with CLOSED instead of running turns no store keeps', async () => {
+    const host = await openHost();
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', { prompt: [text('hi')], parent, signal: new AbortController().signal });
+    await run.result;
+    await run.dispose();
+    const child = run.localAgent!;
+    const logged = child.session.events.length;
+    expect(() => child.followup([text('again')])).toThrow(code('CLOSED'));
+    expect(() => child.steer([text('again')])).toThrow(code('CLOSED'));
+    expect(() => child.inject([text('again')])).toThrow(code('CLOSED'));
+    expect(child.status).toBe('idle');
+    expect(child.session.events).toHaveLength(logged);
+  });
+
+  it('refuses input to a top-level agent once its host is closed', async () => {
+    const host = await openHost();
+    const agent = await host.createAgent();
+    await host.close();
+    expect(() => agent.followup([text('late')])).toThrow(code('CLOSED'));
+    await expect(host.createAgent()).rejects.toThrow(code('CLOSED'));
+  });
+});
+
+describe('closed and foreign resources', () => {
+  it('rejects warm() on a closed pool with CLOSED', async () => {
+    const pool = createWorkerPool({ minThreads: 0 });
+    await pool.close();
+    await expect(pool.warm()).rejects.toThrow(code('CLOSED'));
+  });
+
+  it('refuses to build a provider on an object that is not a host', () => {
+    const fake = { agents: {}, sessions: {}, tools: {} } as unknown as Host;
+    expect(() => inProcessProvider(fake)).toThrow(code('INVALID_OPTIONS'));
+    expect(() => spawnProvider(fake)).toThrow(code('INVALID_OPTIONS'));
+  });
+});
+
+describe('schema failures', () => {
+  it('name the full path of the bad field, with the stable code', async () => {
+    expect(() => createWorkerPool({ resourceLimits: { stackSizeMb: 0 } })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('options.pool.resourceLimits.stackSizeMb') as string }),
+    );
+    const host = await openHost();
+    expect(() => subagentTool(host, { provider: 'p', toolFilter: {} })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('subagentTool config.toolFilter') as string }),
+    );
+  });
+
+  it('check a tool filter the same way at every boundary that takes one', async () => {
+    const host = await openHost();
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const bad = { allow: ['a', 1] } as unknown as { allow: string[] };
+    await expect(host.subagents.start('in-process', { prompt: [text('hi')], parent, signal: new AbortController().signal, toolFilter: bad })).rejects.toThrow(
+      expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringContaining('request.toolFilter.allow[1]') as string }),
+    );
+    expect(() => subagentTool(host, { provider: 'in-process', toolFilter: bad })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('subagentTool config.toolFilter.allow[1]') as string }),
+    );
+  });
+});
