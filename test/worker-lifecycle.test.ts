@@ -7,7 +7,7 @@ import { SubagentError } from 'subagent-host';
 import { FIXTURE_AGENT } from './acp-helpers.js';
 import { tempFiles } from './helpers.js';
 // The control channel is internal; its protocol is tested over the two ends of a MessageChannel.
-import { GuardedRemote, RunRouter, exposeOn } from '../dist/src/seam/wire-channel.js';
+import { GuardedRemote, RunRouter, exposeOn } from '../dist/src/providers/worker/wire-channel.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const script = new URL('./fixtures/host-exit.mjs', import.meta.url).pathname;

@@ -131,8 +131,8 @@ export class LocalAgent implements Agent {
   }
 
   /** Accepts input under a given id (transports that already returned the id to their caller). */
-  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean): MessageId {
-    return this.#accept(target, content, undefined, wake, id);
+  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source?: MessageSource): MessageId {
+    return this.#accept(target, content, source, wake, id);
   }
 
   steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {

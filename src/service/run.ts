@@ -72,8 +72,11 @@ export class ManagedRun implements SubagentRun {
   readonly result: Promise<SubagentResult>;
   readonly #run: SubagentRun;
   readonly #controller: AbortController;
-  #cancelled = false;
-  #settled = false;
+  /**
+   * running: no outcome yet, not cancelled · settled: the provider's result came in first ·
+   * cancelled: the owner cancelled (before or after the result; cancellation is forwarded once).
+   */
+  #state: 'running' | 'settled' | 'cancelled' = 'running';
   #disposing: Promise<void> | undefined;
   readonly #onDisposed: (() => void) | undefined;
 
@@ -100,16 +103,16 @@ export class ManagedRun implements SubagentRun {
     if (callerSignal.aborted) onAbort();
     this.result = Promise.resolve(run.result).then(
       async (raw) => {
-        this.#settled = true;
+        if (this.#state === 'running') this.#state = 'settled';
         callerSignal.removeEventListener('abort', onAbort);
-        const result = normalizeResult(raw, this.#cancelled, descendants);
+        const result = normalizeResult(raw, this.#state === 'cancelled', descendants);
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
         await this.dispose().catch(() => undefined);
         throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} resolved a malformed result; expected { output: ContentBlock[], stopReason, structured?, diagnostic?, usage? }`);
       },
       (error: unknown) => {
-        this.#settled = true;
+        if (this.#state === 'running') this.#state = 'settled';
         callerSignal.removeEventListener('abort', onAbort);
         throw error;
       },
@@ -117,8 +120,8 @@ export class ManagedRun implements SubagentRun {
   }
 
   cancel(reason?: unknown): void {
-    if (this.#cancelled) return;
-    this.#cancelled = true;
+    if (this.#state === 'cancelled') return;
+    this.#state = 'cancelled';
     this.#controller.abort(reason ?? { kind: 'parent' });
     try {
       this.#run.cancel(reason);
@@ -133,7 +136,7 @@ export class ManagedRun implements SubagentRun {
     // cancel or dispose joins this one instead of starting a second.
     const disposing = (this.#disposing = Promise.resolve().then(() => this.#release()));
     // Disposal stops remaining work: a run still going settles aborted, whatever the provider says.
-    if (!this.#settled) this.cancel();
+    if (this.#state === 'running') this.cancel();
     return disposing;
   }
 

@@ -7,7 +7,7 @@ import { encode } from '../../seam/codec.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import type { SessionHeader } from '../../seam/session-types.js';
-import type { ChildTaskData } from '../../seam/worker-protocol.js';
+import type { ChildTaskData } from '../../seam/child-protocol.js';
 import { localChildPlan } from '../local-child.js';
 import { hostParts, type Host } from '../provider-host.js';
 import { QueueConnection } from './connection.js';

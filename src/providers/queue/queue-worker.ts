@@ -6,12 +6,29 @@ import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { encode, stringify, type Encoded } from '../../seam/codec.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
+import type { HostApi } from '../../seam/child-protocol.js';
 import type { SubagentResult } from '../../seam/types.js';
 import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
+import { ThreadChild } from '../worker/thread-child.js';
 import { redisOptions } from './options.js';
 import { connectRedis } from './connect.js';
 import { JOB_NAME, PREFIX, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
-import { runPoolChild, type PoolChild } from './pool-child.js';
+
+// Each child runs on this process's pool exactly like a spawn child (a ThreadChild: encoded task,
+// hub-port notices, cancel flag plus control call, grace termination), its notices going to the
+// reply stream instead of a local mirror. Queue children have no host tools and take no input.
+const noHostTools: HostApi = {
+  callTool(name) {
+    return Promise.reject(new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child (queue children have no host tools)`));
+  },
+};
+
+interface PoolChild {
+  /** Settles once every event went to the reply stream's queue; never rejects. */
+  readonly result: Promise<SubagentResult>;
+  /** Asks the child to stop; past the pool's grace its thread is terminated. */
+  cancel(): void;
+}
 
 export interface QueueWorkerOptions {
   url: string;
@@ -100,10 +117,16 @@ export class QueueWorker {
     if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) {
       result = { output: [], stopReason: 'aborted' };
     } else {
-      child = runPoolChild(this.#pool, run, task, {
+      const thread = new ThreadChild(this.#pool, run, task, noHostTools, {
         attach: (threadId) => quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } }),
         events: (events) => quiet({ run, kind: 'events', attempt, events }),
       });
+      child = {
+        result: thread.outcome
+          .then((outcome): SubagentResult => (outcome.type === 'result' ? outcome.result : { output: [], diagnostic: outcome.diagnostic, stopReason: outcome.aborted ? 'aborted' : 'error' }))
+          .finally(() => thread.release()),
+        cancel: () => thread.cancel(),
+      };
       this.#active.set(run, child);
       // A cancel published before this child was listed is caught by its key.
       if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) child.cancel();

@@ -9,11 +9,16 @@ import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-
 import type { SessionLog } from '../../runtime/session.js';
 
 export interface ChildAgentLink {
-  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean): void;
+  /**
+   * Sends input under `id`; resolves once the child's log holds it, rejects `CLOSED` if the child
+   * cannot take it (its run then reports the loss in its result).
+   */
+  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void>;
   cancel(cause: CancelCause): void;
   /** Settles when the child's task has ended. */
   readonly settled: Promise<unknown>;
-  readonly open: boolean;
+  /** False once the child takes no more input. */
+  isOpen(): boolean;
 }
 
 export class WorkerChildAgent implements Agent {
@@ -39,26 +44,48 @@ export class WorkerChildAgent implements Agent {
     return this.#status;
   }
 
-  #send(target: InboxTarget, content: ContentBlock[], wake: boolean): MessageId {
-    if (!this.#link.open) throw new SubagentError('CLOSED', `child ${this.id} has finished; its worker no longer takes input`);
+  /**
+   * Sends input to the child and resolves with its id once the child's log holds it; rejects
+   * `CLOSED` when the child has finished or cannot take it. `followup`, `steer` and `inject` send
+   * the same way but return the id at once (the Agent contract is synchronous).
+   */
+  send(target: InboxTarget, content: ContentBlock[], opts: { wake: boolean; source?: MessageSource }): Promise<MessageId> {
+    try {
+      const { id, accepted } = this.#send(target, content, opts.wake, opts.source);
+      return accepted.then(() => id);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  #send(target: InboxTarget, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): { id: MessageId; accepted: Promise<void> } {
+    if (!this.#link.isOpen()) throw new SubagentError('CLOSED', `child ${this.id} has finished; its worker no longer takes input`);
     if (!Array.isArray(content) || content.length === 0) {
       throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
     }
     const id = randomUUID();
-    this.#link.deliver(target, id, structuredClone(content), wake);
+    const accepted = this.#link.deliver(target, id, structuredClone(content), wake, source);
+    return { id, accepted };
+  }
+
+  #sendNow(target: InboxTarget, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): MessageId {
+    const { id, accepted } = this.#send(target, content, wake, source);
+    // Not dropped: the run waits for this acknowledgement before its result, and a refusal is
+    // reported there (the child only refuses once it has ended).
+    accepted.catch(() => undefined);
     return id;
   }
 
-  followup(content: ContentBlock[], _opts?: { source?: MessageSource }): MessageId {
-    return this.#send('next-turn', content, true);
+  followup(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
+    return this.#sendNow('next-turn', content, true, opts?.source);
   }
 
-  steer(content: ContentBlock[], _opts?: { source?: MessageSource }): MessageId {
-    return this.#send('next-step', content, true);
+  steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
+    return this.#sendNow('next-step', content, true, opts?.source);
   }
 
-  inject(content: ContentBlock[], _opts?: { source?: MessageSource }): MessageId {
-    return this.#send('next-step', content, false);
+  inject(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
+    return this.#sendNow('next-step', content, false, opts?.source);
   }
 
   cancel(cause: CancelCause = { kind: 'user' }): void {

@@ -4,7 +4,7 @@
 // loaded the entry and tasks still wait, they reject START_FAILED with the thread's error. A task
 // whose own thread died before any thread loaded the entry rejects START_FAILED the same way.
 import type { Piscina } from 'piscina';
-import { isThreadLoadedNotice } from '../../seam/worker-protocol.js';
+import { isThreadLoadedNotice } from './thread-protocol.js';
 import { entryLoadFailure } from './thread-failure.js';
 
 export class EntryWatch {

@@ -3,7 +3,7 @@
 // a ThreadLoadedNotice, which piscina relays as a 'message' event of the pool; once a thread has
 // exited it no longer counts as loading, and its slot is freed.
 import type { Worker } from 'node:worker_threads';
-import { isThreadLoadedNotice } from '../../seam/worker-protocol.js';
+import { isThreadLoadedNotice } from './thread-protocol.js';
 
 export class ThreadTracker {
   readonly #slots = new Map<number, number>();

@@ -6,8 +6,8 @@
 // calls with `CLOSED` when the run's port closes, since Comlink alone would wait forever.
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
-import { decode, encode, type Encoded } from './codec.js';
-import { SubagentError } from './errors.js';
+import { decode, encode, type Encoded } from '../../seam/codec.js';
+import { SubagentError } from '../../seam/errors.js';
 
 export type Lane = 'host' | 'control' | 'notice';
 

@@ -1,0 +1,183 @@
+// The host side of one child on a pool thread, shared by the spawn/fork providers and the queue
+// worker: it posts the task, routes the child's notices, serves its host calls, and cancels it
+// (shared flag, control call, then the thread itself after the grace).
+import { MessageChannel } from 'node:worker_threads';
+import type { BudgetStop } from '../../seam/budget.js';
+import type { ChildControlApi, ChildNotice, HostApi } from '../../seam/child-protocol.js';
+import { decode, type Encoded } from '../../seam/codec.js';
+import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
+import { SubagentError } from '../../seam/errors.js';
+import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
+import type { SubagentResult } from '../../seam/types.js';
+import type { WorkerPoolEngine } from './pool.js';
+import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type WorkerTask } from './thread-protocol.js';
+import { describeThreadFailure } from './thread-failure.js';
+import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
+
+/**
+ * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
+ * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
+ * yet and got no port answers `need-port`, and the task is sent again with one.
+ */
+export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
+  const router = pool.channels;
+  for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
+    let attempt: WorkerTask = task;
+    if (offer) {
+      const { port1, port2 } = new MessageChannel();
+      router.listen(port1, { unref: true });
+      attempt = { ...task, port: port2 };
+    }
+    // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
+    const outcome = decode<ThreadTaskResult>(await pool.run(attempt));
+    if (outcome.type === 'result') return outcome.result;
+  }
+}
+
+/** Where a thread child's notices go, as they arrive (synchronously, in order). */
+export interface ChildSink {
+  /** A thread took the child. */
+  attach(threadId: number): void;
+  /** The child's new session events, in order. */
+  events(events: SessionEvent[]): void;
+}
+
+/** How a thread child ended: its own outcome, or its thread's death. */
+export type ThreadOutcome =
+  | { type: 'result'; result: SubagentResult }
+  | { type: 'thread-failed'; error: unknown; diagnostic: string; aborted: boolean };
+
+/**
+ * queued: posted, no thread yet · attached: a thread runs it · cancelling: cancel sent (with or
+ * without a thread), grace running · terminated: the grace passed and its thread was ended ·
+ * ended: the task settled.
+ */
+export type ThreadChildState = 'queued' | 'attached' | 'cancelling' | 'terminated' | 'ended';
+
+export class ThreadChild {
+  /** Set to 1 on cancel; the child's loop polls it (see WorkerTask.cancelFlag). */
+  readonly #cancelFlag: Int32Array;
+  /** Counts input sent; the child closes it when it ends (see thread-protocol.ts). */
+  readonly #inputGate: Int32Array;
+  readonly #pool: WorkerPoolEngine;
+  readonly #route: RunRoute;
+  readonly #control: GuardedRemote<ChildControlApi>;
+  #state: ThreadChildState = 'queued';
+  #threadId: number | undefined;
+  #killTimer: NodeJS.Timeout | undefined;
+  /** Settles once every notice of the child is in: the result never overtakes its events. */
+  readonly outcome: Promise<ThreadOutcome>;
+
+  /** Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `outcome`. */
+  constructor(pool: WorkerPoolEngine, run: string, data: Encoded, host: HostApi, sink: ChildSink, onTaskEnd?: () => void) {
+    this.#pool = pool;
+    ({ cancelFlag: this.#cancelFlag, inputGate: this.#inputGate } = sharedFlags());
+    this.#route = pool.channels.route(run);
+    let ended!: () => void;
+    // The worker's last notice: once it is in, every event of the child has been delivered.
+    const endSeen = new Promise<void>((resolve) => (ended = resolve));
+    this.#route.on('notice', (raw) => {
+      const notice = raw as ChildNotice;
+      if (notice.type === 'events') sink.events(notice.events);
+      else if (notice.type === 'attach') this.#attach(notice.threadId, sink);
+      else ended();
+    });
+    exposeOn(host, this.#route.endpoint('host'));
+    this.#control = new GuardedRemote<ChildControlApi>(this.#route.endpoint('control'));
+    this.#route.onClose(() => {
+      this.#control.close('the child’s thread closed its channel');
+      ended();
+    });
+    const task = runOnPool(pool, { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id });
+    this.outcome = task.then(
+      async (result): Promise<ThreadOutcome> => {
+        this.#end(onTaskEnd);
+        // The task's value may overtake the port's notices (piscina answers on its own port).
+        await endSeen;
+        return { type: 'result', result };
+      },
+      (error: unknown): ThreadOutcome => {
+        const killed = this.#state === 'terminated';
+        const aborted = killed || this.#state === 'cancelling';
+        this.#end(onTaskEnd);
+        // A thread that died had posted its last notices first, but its death may be reported first.
+        pool.channels.drain();
+        const diagnostic = describeThreadFailure(error, killed, pool.options.cancelGraceMs);
+        return { type: 'thread-failed', error, diagnostic, aborted };
+      },
+    );
+  }
+
+  get state(): ThreadChildState {
+    return this.#state;
+  }
+
+  #attach(threadId: number, sink: ChildSink): void {
+    this.#threadId = threadId;
+    if (this.#state === 'queued') this.#state = 'attached';
+    sink.attach(threadId);
+  }
+
+  #end(onTaskEnd: (() => void) | undefined): void {
+    if (this.#state !== 'terminated') this.#state = 'ended';
+    clearTimeout(this.#killTimer);
+    onTaskEnd?.();
+  }
+
+  /**
+   * Stops the child: the flag lands at its next step or tool boundary, the control call wakes a
+   * child waiting on I/O. A child that ignores both (a synchronous loop) loses its thread after the
+   * pool's grace, unless its task ended meanwhile: by then the thread may run another child.
+   */
+  cancel(): void {
+    if (this.#state !== 'queued' && this.#state !== 'attached') return;
+    this.#state = 'cancelling';
+    Atomics.store(this.#cancelFlag, 0, 1);
+    this.#control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
+    this.#killTimer = setTimeout(() => {
+      const threadId = this.#threadId;
+      if (threadId === undefined) return; // never taken by a thread: the flag stops it at its start
+      void this.#pool.terminateThread(threadId, () => {
+        if (this.#state !== 'cancelling') return false;
+        this.#state = 'terminated';
+        return true;
+      });
+    }, this.#pool.options.cancelGraceMs);
+  }
+
+  /** False once the child has closed its input (it is about to return). */
+  get takesInput(): boolean {
+    return inputOpen(this.#inputGate);
+  }
+
+  /**
+   * Throws `CLOSED` at once when the child has closed its input; otherwise resolves once the
+   * child's log holds the message, or rejects `CLOSED` if its thread is lost first.
+   */
+  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
+    if (!admitInput(this.#inputGate)) throw new SubagentError('CLOSED', `child ${this.#route.id} has finished; its worker no longer takes input`);
+    // Posted in this same step: the child, having counted this message, waits for it.
+    return this.#control.call((remote) => remote.deliver(target, id, content, wake, source));
+  }
+
+  /** A tree budget covering the child is spent (best effort: a child that ended needs no stop). */
+  budgetStop(stop: BudgetStop): void {
+    this.#control.call((remote) => remote.budgetStop(stop)).catch(() => undefined);
+  }
+
+  /**
+   * Gives up on a child nobody will wait for: it stops at its start or next step. Its route stays
+   * until the task ends, so a call the child makes meanwhile is answered instead of hanging it.
+   */
+  abandon(): void {
+    Atomics.store(this.#cancelFlag, 0, 1);
+    void this.outcome.then(() => this.release());
+  }
+
+  /** Ends the run's routing; pending control calls reject `CLOSED`. */
+  release(): void {
+    clearTimeout(this.#killTimer);
+    this.#control.close();
+    this.#route.dispose();
+  }
+}

@@ -1,0 +1,76 @@
+// The worker-thread transport of the child protocol: what a piscina task carries besides the
+// encoded ChildTaskData (the run id, the shared cancel flag and input gate, maybe a hub port),
+// what a thread answers, and the messages a thread posts on `parentPort` while it loads.
+import type { MessagePort } from 'node:worker_threads';
+import type { Encoded } from '../../seam/codec.js';
+import type { ChildTaskResult } from '../../seam/child-protocol.js';
+
+/** The piscina task: `data` is an encoded `ChildTaskData`. */
+export interface WorkerTask {
+  data: Encoded;
+  /**
+   * Int32Array over a SharedArrayBuffer; index 0 becomes 1 when the child is cancelled. A child
+   * busy in a long step never reads its port, so a cancel message alone could wait forever; the
+   * agent's loop polls this flag at every step and tool boundary instead.
+   */
+  cancelFlag: Int32Array;
+  /** The child's input gate (see `admitInput`), over the same SharedArrayBuffer. */
+  inputGate: Int32Array;
+  /** The run's id: every message about this child on the thread's hub port names it. */
+  run: string;
+  /**
+   * A port the thread adopts as its hub if it has none (a thread with a hub closes it). Sent while
+   * the host knows fewer hubs than threads; a thread without a hub answers `need-port`.
+   */
+  port?: MessagePort;
+}
+
+/** What a thread's task returns (encoded): the child's outcome, or a request for a hub port. */
+export type ThreadTaskResult = ChildTaskResult | { type: 'need-port' };
+
+/** Each thread's `workerData`: the pool's import gate (see import-gate.ts). */
+export interface WorkerThreadData {
+  importGate: SharedArrayBuffer;
+}
+
+/** Posted on `parentPort` as the worker entry's last top-level step: the thread has loaded it. */
+export interface ThreadLoadedNotice {
+  threadLoaded: number;
+  /** The import-gate slot the thread claimed. */
+  slot: number;
+}
+
+export function isThreadLoadedNotice(value: unknown): value is ThreadLoadedNotice {
+  const notice = value as Partial<ThreadLoadedNotice> | null;
+  return typeof notice === 'object' && notice !== null && typeof notice.threadLoaded === 'number' && typeof notice.slot === 'number';
+}
+
+/** The cancel flag and input gate of one child, in one SharedArrayBuffer. */
+export function sharedFlags(): { cancelFlag: Int32Array; inputGate: Int32Array } {
+  const buffer = new SharedArrayBuffer(8);
+  return { cancelFlag: new Int32Array(buffer, 0, 1), inputGate: new Int32Array(buffer, 4, 1) };
+}
+
+// The input gate is one word: bit 0 is set once the child has closed its input, the rest counts
+// the messages the host sent. Both change in one atomic step, so the host never counts a message
+// after the child read the count, and a host's input call can refuse `CLOSED` at once, with no
+// round trip: the child learns how many messages are still on their way and waits for them.
+
+/** Host side: counts one message in, or returns false when the child no longer takes input. */
+export function admitInput(gate: Int32Array): boolean {
+  for (;;) {
+    const word = Atomics.load(gate, 0);
+    if ((word & 1) !== 0) return false;
+    if (Atomics.compareExchange(gate, 0, word, word + 2) === word) return true;
+  }
+}
+
+/** Host side: whether the child still takes input. */
+export function inputOpen(gate: Int32Array): boolean {
+  return (Atomics.load(gate, 0) & 1) === 0;
+}
+
+/** Child side: closes the gate; returns how many messages the host sent in all. */
+export function closeInput(gate: Int32Array): number {
+  return Atomics.or(gate, 0, 1) >>> 1;
+}

@@ -1,0 +1,189 @@
+// One spawn or fork child on the host side: it waits for a slot, posts the task, publishes the
+// child's mirror once a thread has taken it, relays host tool calls and input, and settles its
+// result only after every event of the child has been mirrored.
+import { once, settled } from '../../seam/once.js';
+import type { ChildTaskData, HostApi } from '../../seam/child-protocol.js';
+import { encode } from '../../seam/codec.js';
+import { SubagentError } from '../../seam/errors.js';
+import { finalAssistantOutput } from '../../seam/output.js';
+import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
+import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
+import type { ResolvedSubagentStartRequest, SubagentResult, SubagentRun } from '../../seam/types.js';
+import { usageOf } from '../../seam/usage.js';
+import type { SessionLog } from '../../runtime/session.js';
+import type { ProviderHost } from '../provider-host.js';
+import type { Slot } from './admission.js';
+import { WorkerChildAgent } from './child-agent.js';
+import type { WorkerPoolEngine } from './pool.js';
+import { ThreadChild, type ThreadOutcome } from './thread-child.js';
+import { closeTurnOfDeadThread } from './thread-failure.js';
+
+export interface WorkerProviderHost extends ProviderHost {
+  readonly pool: WorkerPoolEngine;
+}
+
+/** A child's task, ready to post: its data, the host tools it may call, and its fork seed. */
+export interface WorkerTaskPlan {
+  data: ChildTaskData;
+  allowedTools: ReadonlySet<string>;
+  seed: readonly SessionEvent[];
+}
+
+/**
+ * running: published (it takes input until the child closes its input gate) · settled: the result
+ * is out. The start (a slot, then a thread) happens before the run exists, in `WorkerRun.start`.
+ */
+export type WorkerRunState = 'running' | 'settled';
+
+function cancelledStart(signal: AbortSignal): SubagentError {
+  return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
+}
+
+export class WorkerRun implements SubagentRun {
+  readonly id: string;
+  readonly result: Promise<SubagentResult>;
+  readonly localAgent: WorkerChildAgent;
+  readonly #host: WorkerProviderHost;
+  readonly #child: ThreadChild;
+  readonly #session: SessionLog;
+  readonly #seedLength: number;
+  #state: WorkerRunState = 'running';
+  /** Input sent to the child and not yet acknowledged by it; a refusal is kept for the result. */
+  readonly #deliveries = new Set<Promise<void>>();
+  readonly #refused: unknown[] = [];
+  readonly #cancel = () => this.cancel();
+
+  /**
+   * Waits for a slot, posts the task and resolves once a thread has taken it and the child's
+   * session is published; rejects `CANCELLED` or `START_FAILED`, leaving nothing behind.
+   */
+  static async start(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, plan: WorkerTaskPlan): Promise<WorkerRun> {
+    const { signal } = request;
+    const { header } = plan.data;
+    // The process stays up until the child has settled (a start waiting for a slot included): its
+    // notices arrive on unref'd ports.
+    const releaseHold = host.pool.hold();
+    // Waits for a slot before any channel exists: a start cancelled or refused here leaves nothing.
+    let slot: Slot;
+    try {
+      slot = await host.pool.admission.acquire({ child: header.id, parent: request.parent.id, parentOf: (id) => host.sessions.get(id)?.header.parentSession, signal });
+    } catch (error) {
+      releaseHold();
+      throw error;
+    }
+    // Set once published: the child's host calls act on it (none can come before).
+    const published: { run?: WorkerRun } = {};
+    let mirror: SessionLog | undefined;
+    let onAttach: () => void = () => undefined;
+    const hostApi: HostApi = {
+      async callTool(name, input, callId) {
+        const run = published.run;
+        if (!plan.allowedTools.has(name) || !run) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
+        // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
+        const done = slot.wait();
+        try {
+          return await host.tools.execute(name, input, { agent: run.localAgent, callId, signal });
+        } finally {
+          done();
+        }
+      },
+    };
+    // Events are mirrored write-behind: the child's own log is the truth, and this copy (which
+    // persistence and listings read) catches up batch by batch; the result waits for the last batch.
+    const sink = { attach: () => onAttach(), events: (events: SessionEvent[]) => mirror?.mirror(events) };
+    // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
+    const child = new ThreadChild(host.pool, header.id, encode(plan.data), hostApi, sink, () => slot.release());
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const abort = () => reject(cancelledStart(signal));
+        signal.addEventListener('abort', abort, { once: true });
+        // Runs synchronously on the attach notice, so the mirror exists before the first events.
+        onAttach = () => {
+          signal.removeEventListener('abort', abort);
+          if (signal.aborted) return abort();
+          mirror = host.sessions.create(header, plan.seed);
+          resolve();
+        };
+        // Errors are built only when they are the outcome: most tasks end long after their attach.
+        void child.outcome.then((outcome) => {
+          if (mirror) return;
+          if (outcome.type === 'result') reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
+          else reject(new SubagentError('START_FAILED', outcome.diagnostic, { cause: outcome.error }));
+        });
+      });
+    } catch (error) {
+      child.abandon();
+      releaseHold();
+      throw error;
+    }
+    return (published.run = new WorkerRun(host, request, plan, child, mirror!, releaseHold));
+  }
+
+  private constructor(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, plan: WorkerTaskPlan, child: ThreadChild, session: SessionLog, releaseHold: () => void) {
+    this.#host = host;
+    this.#child = child;
+    this.#session = session;
+    this.#seedLength = plan.seed.length;
+    this.id = plan.data.header.id;
+    const { signal } = request;
+    signal.addEventListener('abort', this.#cancel, { once: true });
+    if (signal.aborted) this.cancel();
+    // A tree budget spans threads: the host accounts for the tree and tells the child when it is spent.
+    const unwatch = request.budgetTree?.onStop((stop) => child.budgetStop(stop));
+    this.result = child.outcome.then((outcome) => this.#settle(outcome)).finally(() => {
+      this.#state = 'settled';
+      unwatch?.();
+      signal.removeEventListener('abort', this.#cancel);
+      child.release();
+      releaseHold();
+    });
+    this.localAgent = new WorkerChildAgent(session, plan.data.agentOptions, {
+      deliver: (target, id, content, wake, source) => this.#deliver(target, id, content, wake, source),
+      cancel: this.#cancel,
+      settled: this.result,
+      isOpen: () => this.#state === 'running' && child.takesInput,
+    });
+  }
+
+  get state(): WorkerRunState {
+    return this.#state;
+  }
+
+  #deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
+    const accepted = this.#child.deliver(target, id, content, wake, source);
+    this.#deliveries.add(accepted);
+    const forget = () => this.#deliveries.delete(accepted);
+    accepted.then(forget, (error: unknown) => {
+      forget();
+      this.#refused.push(error);
+    });
+    return accepted;
+  }
+
+  async #settle(outcome: ThreadOutcome): Promise<SubagentResult> {
+    // Input still unanswered now never reaches the child: closing the channel rejects it.
+    this.#child.release();
+    await Promise.all([...this.#deliveries].map(settled));
+    const result = outcome.type === 'result' ? outcome.result : this.#deadThreadResult(outcome);
+    if (this.#refused.length === 0) return result;
+    const note = `${this.#refused.length} message(s) sent to the child were not delivered`;
+    return { ...result, diagnostic: result.diagnostic ? `${result.diagnostic}; ${note}` : note };
+  }
+
+  #deadThreadResult({ diagnostic, aborted }: Extract<ThreadOutcome, { type: 'thread-failed' }>): SubagentResult {
+    const session = this.#session;
+    const own = () => session.events.slice(this.#seedLength);
+    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
+    return { output: finalAssistantOutput(own()), diagnostic, stopReason: aborted ? 'aborted' : 'error', usage: usageOf(own()) };
+  }
+
+  cancel(): void {
+    if (this.#state !== 'settled') this.#child.cancel();
+  }
+
+  readonly dispose = once(async () => {
+    if (this.#state !== 'settled') this.cancel();
+    await settled(this.result);
+    await this.#host.sessions.remove(this.id);
+  });
+}

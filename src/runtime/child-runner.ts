@@ -1,0 +1,175 @@
+// Runs one delegated child wherever it was sent, over any ChildTransport: builds the agent from
+// the task, streams its events as notices, answers control calls (cancel, input, tree-budget
+// stops) and returns the raw outcome. Worker threads are one transport (workers/child.ts).
+import type { Tool } from '../seam/agent-types.js';
+import type { BudgetStop } from '../seam/budget.js';
+import type { ChildControlApi, ChildTaskData, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
+import { decode, parse, type Encoded } from '../seam/codec.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import type { SessionEvent } from '../seam/session-types.js';
+import type { SubagentResult } from '../seam/types.js';
+import { AgentRegistry, type AgentHandle } from './agent-registry.js';
+import type { LocalAgent } from './agent.js';
+import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from './child-run.js';
+import { LiveSessionStore } from './session-store.js';
+import { ToolRegistry } from './tool-registry.js';
+
+function hostTool(schema: HostToolSchema, transport: ChildTransport): Tool {
+  return {
+    ...schema,
+    execute: (input, ctx) => transport.callHost((host) => host.callTool(schema.name, input, ctx.callId)),
+  };
+}
+
+/** Sends a session's new events to the host, one notice per event-loop turn. */
+class EventStream {
+  readonly #transport: ChildTransport;
+  #batch: SessionEvent[] = [];
+  #scheduled = false;
+
+  constructor(transport: ChildTransport) {
+    this.#transport = transport;
+  }
+
+  push(event: SessionEvent): void {
+    this.#batch.push(event);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** Sends what is pending now. Notices keep order, so the host sees events in append order. */
+  flush(): void {
+    this.#scheduled = false;
+    if (this.#batch.length === 0) return;
+    this.#transport.notify({ type: 'events', events: this.#batch });
+    this.#batch = [];
+  }
+}
+
+type Delivery = Parameters<ChildControlApi['deliver']>;
+
+/**
+ * The child's input door. Input that arrives before the agent exists waits here; once the child
+ * has returned its outcome the door is shut and input is refused (`CLOSED`), never dropped.
+ */
+class InputDoor {
+  #agent: LocalAgent | undefined;
+  #shut: string | undefined;
+  readonly #early: { args: Delivery; resolve: () => void; reject: (error: unknown) => void }[] = [];
+
+  deliver(args: Delivery): Promise<void> {
+    if (this.#shut !== undefined) return Promise.reject(new SubagentError('CLOSED', this.#shut));
+    if (this.#agent) {
+      this.#agent.deliver(...args);
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => this.#early.push({ args, resolve, reject }));
+  }
+
+  /** The agent exists: input waiting for it goes in, in arrival order. */
+  open(agent: LocalAgent): void {
+    this.#agent = agent;
+    for (const { args, resolve, reject } of this.#early.splice(0)) {
+      try {
+        agent.deliver(...args);
+        resolve();
+      } catch (error) {
+        reject(error);
+      }
+    }
+  }
+
+  shut(why: string): void {
+    this.#shut ??= why;
+    for (const { reject } of this.#early.splice(0)) reject(new SubagentError('CLOSED', why));
+  }
+}
+
+function failed(error: unknown): SubagentResult {
+  const diagnostic = isSubagentError(error) ? `${error.code}: ${error.message}` : `the child failed: ${describeError(error)}`;
+  return { output: [], diagnostic, stopReason: 'error' };
+}
+
+const outcome = (result: SubagentResult): ChildTaskResult => ({ type: 'result', result });
+
+/** Runs the child of `task` (an encoded ChildTaskData) to its end; never rejects. */
+export async function runChild(task: Encoded, transport: ChildTransport): Promise<ChildTaskResult> {
+  const stream = new EventStream(transport);
+  const door = new InputDoor();
+  let agent: LocalAgent | undefined;
+  let cancelled = false;
+  // Budgets: the child's own is checked here; a tree budget's stop arrives from the host.
+  let treeStop: BudgetStop | undefined;
+  transport.serve({
+    budgetStop(stop) {
+      treeStop ??= stop;
+    },
+    cancel(cause) {
+      cancelled = true;
+      agent?.cancel(cause);
+    },
+    deliver: (...args) => door.deliver(args),
+  });
+  let handle: AgentHandle | undefined;
+  let unsubscribe = () => {};
+  try {
+    if (transport.cancelRequested()) return outcome({ output: [], stopReason: 'aborted' });
+    const data = decode<ChildTaskData>(task);
+    const seed = data.seed === '' ? [] : parse<SessionEvent[]>(data.seed);
+    const root = new ToolRegistry();
+    if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, transport)));
+    const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
+    let capture: StructuredCapture | undefined;
+    const { id, createdAt: _createdAt, seedLength: _seedLength, ...header } = data.header;
+    handle = await agents.create({
+      sessionId: id,
+      header,
+      seed,
+      agentOptions: data.agentOptions,
+      setup: ({ tools }) => {
+        capture = composeChildTools(tools, { outputSchema: data.outputSchema });
+      },
+      // Before each tool body the log so far goes out: a tool that never returns leaves it visible.
+      hooks: {
+        ...descriptorHooks(() => handle!.agent.session, data.descriptor),
+        beforeTool: async () => stream.flush(),
+        ...budgetHooks(() => handle!.agent.session, {
+          budget: data.descriptor.budget,
+          startedAt: data.header.createdAt,
+          seedLength: seed.length,
+          treeStop: () => treeStop,
+        }),
+      },
+      ...(transport.cancelFlag ? { cancelFlag: transport.cancelFlag } : {}),
+    });
+    agent = handle.agent;
+    unsubscribe = agent.subscribe((event) => stream.push(event));
+    cancelled ||= transport.cancelRequested();
+    // Input that came before the agent existed goes in now, after the prompt; a child cancelled
+    // before it started refuses it (its run reports the refusal) instead of starting a turn for it.
+    if (cancelled) door.shut(`child ${id} was cancelled before it started`);
+    else {
+      agent.followup(data.prompt);
+      door.open(agent);
+    }
+    await agent.whenIdle();
+    // The host stops taking input before the child stops listening: whatever it sent first lands
+    // here first and may wake the agent for another turn.
+    await transport.closeInput();
+    await agent.whenIdle();
+    door.shut(`child ${id} has finished; it no longer takes input`);
+    cancelled ||= transport.cancelRequested();
+    return outcome(readChildResult(agent.session.events, { seedLength: seed.length, cancelled, capture }));
+  } catch (error) {
+    return outcome(failed(error));
+  } finally {
+    // Input the host sends from now on is refused at its source; input already on its way is refused here.
+    void transport.closeInput();
+    door.shut('the child ended before it could take this input');
+    unsubscribe();
+    await handle?.dispose().catch(() => undefined);
+    stream.flush();
+    transport.notify({ type: 'end' });
+  }
+}

@@ -1,0 +1,94 @@
+// The child protocol, whatever carries it: the task a host sends, the notices a child streams
+// back, the calls each side serves, the raw outcome, and the transport a child runner speaks
+// through. Worker threads are one transport (providers/worker/thread-protocol.ts); a queue or a
+// process could be another. Nothing here knows ports, flags or threads.
+import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
+import type { BudgetStop } from './budget.js';
+import type { ContentBlock, MessageId, MessageSource } from './content.js';
+import type { SubagentDescriptorData } from './descriptor.js';
+import type { CancelCause, InboxTarget, SessionEvent, SessionHeader } from './session-types.js';
+import type { SubagentResult } from './types.js';
+
+/** One-way messages from the child, in order. */
+export type ChildNotice =
+  /** Sent first: the task has a place to run (for threads, the id a runaway child's thread is terminated by). */
+  | { type: 'attach'; threadId: number }
+  /** The child's new session events, batched. */
+  | { type: 'events'; events: SessionEvent[] }
+  /** Sent last, before the task returns: every event has been sent. */
+  | { type: 'end' };
+
+export interface HostToolSchema {
+  name: string;
+  description: string;
+  parameters: JsonSchema;
+  concurrencySafe?: boolean;
+}
+
+export interface ChildTaskData {
+  header: SessionHeader;
+  /**
+   * A fork's completed-turn prefix as codec text (`stringify`), or '' for spawn. Text is cheap to
+   * send, and a parent forking several children with one prefix encodes it once.
+   */
+  seed: string;
+  prompt: ContentBlock[];
+  agentOptions: AgentOptions;
+  /** Its `budget` (if any) is enforced where the child runs, wall time from `header.createdAt`. */
+  descriptor: SubagentDescriptorData;
+  outputSchema?: JsonSchema;
+  toolFilter?: ToolRestriction;
+  /** Host tools the child may call (already filtered by `toolFilter` on the host side). */
+  hostTools: HostToolSchema[];
+}
+
+/** Served by the host for one child (`host` lane). */
+export interface HostApi {
+  /** Runs a host tool for the child; the host side enforces the tool filter again. */
+  callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean }>;
+}
+
+/** Served by the child for one run (`control` lane). */
+export interface ChildControlApi {
+  cancel(cause: CancelCause): void;
+  /**
+   * Puts input in the child's inbox under the id the host already returned; resolves once its
+   * `inbox/accepted` event is in the child's log, rejects `CLOSED` if the child cannot take it.
+   */
+  deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void>;
+  /** A tree budget covering the child reached a limit: stop at the next step boundary. */
+  budgetStop(stop: BudgetStop): void;
+}
+
+/** What a child task returns (encoded by its transport): the child's raw terminal outcome. */
+export interface ChildTaskResult {
+  type: 'result';
+  result: SubagentResult;
+}
+
+/**
+ * The runner's side of one child's channel to its host. Every transport keeps the same
+ * guarantees: notices in order, host calls rejecting `CLOSED` when the peer is lost, and
+ * cancellation observed even while the child's own code runs.
+ */
+export interface ChildTransport {
+  /** Sends one notice; the host sees notices in the order they were sent. */
+  notify(notice: ChildNotice): void;
+  /** Calls the host; rejects `CLOSED` once the channel is lost. */
+  callHost<R>(invoke: (host: HostApi) => Promise<R>): Promise<R>;
+  /** Serves this child's control calls to the host. */
+  serve(control: ChildControlApi): void;
+  /**
+   * The child is idle and about to return: from now on the host refuses input for it (`CLOSED`),
+   * and this resolves once every message the host sent before has reached `deliver`, so an id
+   * the host returned is never left behind.
+   */
+  closeInput(): Promise<void>;
+  /** True once the host cancelled out of band (checked before the child starts and when it ends). */
+  cancelRequested(): boolean;
+  /**
+   * A flag shared with the host that the agent's loop polls between steps and tool calls, so a
+   * cancel lands even before its control message is read; absent where memory is not shared.
+   */
+  readonly cancelFlag?: Int32Array;
+}

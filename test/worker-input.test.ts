@@ -1,0 +1,107 @@
+// Input to worker children: every message a main-side agent accepted reaches the child's log with
+// its id and source, or is refused (`CLOSED`) at once; none vanishes between the two threads.
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHost, text, type Host, type MessageId, type MessageSource, type ScriptedStep, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
+import { dataOf, deferred, recordingTool } from './helpers.js';
+
+let host: Host | undefined;
+
+afterEach(async () => {
+  await host?.close();
+  host = undefined;
+});
+
+async function setup(options: Parameters<typeof createHost>[0] = {}) {
+  host = await createHost({ ...options, pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 600_000, ...options.pool } });
+  return { host, parent: await host.createAgent() };
+}
+
+const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+
+function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[]): SubagentStartRequest {
+  return { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [toolModule] } };
+}
+
+type Accepted = { id: MessageId; source: MessageSource; target: string };
+const accepted = (events: readonly SessionEvent[]) => dataOf<Accepted>(events, 'inbox/accepted');
+
+/** The awaited delivery of a worker child's main-side agent (beyond the synchronous Agent methods). */
+interface Sender {
+  send(target: 'next-turn' | 'next-step', content: ReturnType<typeof text>[], opts: { wake: boolean; source?: MessageSource }): Promise<MessageId>;
+}
+
+describe('input to worker children', () => {
+  it('carries each message’s id and source into the child’s log', async () => {
+    const gate = deferred();
+    const { host, parent } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'hold', input: { value: 'x' } }] }, { text: 'first' }, { text: 'second' }]));
+    const agent = run.localAgent!;
+    const settledSource: MessageSource = { kind: 'subagent-settled', senderSessionId: parent.id };
+    const steered = agent.steer([text('now')], { source: settledSource });
+    const injected = agent.inject([text('also')], { source: { kind: 'tool', callId: 'c-1' } });
+    const followed = agent.followup([text('later')]);
+    gate.resolve();
+    await run.result;
+    const byId = new Map(accepted(host.sessions.get(run.id)!.events).map((data) => [data.id, data]));
+    expect(byId.get(steered)).toMatchObject({ target: 'next-step', source: settledSource });
+    expect(byId.get(injected)).toMatchObject({ target: 'next-step', source: { kind: 'tool', callId: 'c-1' } });
+    expect(byId.get(followed)).toMatchObject({ target: 'next-turn', source: { kind: 'user' } });
+    await run.dispose();
+  });
+
+  it('refuses at once, or logs, a followup sent as the child ends its last turn', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [{ text: 'only' }]));
+    const agent = run.localAgent!;
+    const attempt = deferred<{ id: MessageId } | { error: unknown }>();
+    // Runs when the mirror learns that the child's turn ended: the child is idle and about to return.
+    const unsubscribe = agent.subscribe((event) => {
+      if (event.type !== 'turn/end') return;
+      unsubscribe();
+      try {
+        attempt.resolve({ id: agent.followup([text('one more')]) });
+      } catch (error) {
+        attempt.resolve({ error });
+      }
+    });
+    const result = await run.result;
+    const outcome = await attempt.promise;
+    if ('error' in outcome) {
+      expect(outcome.error).toMatchObject({ code: 'CLOSED' });
+      expect(result).toMatchObject({ stopReason: 'completed', output: [text('only')] });
+    } else {
+      // Accepted means it reached the child and ran: the result is the answer to it.
+      expect(accepted(host.sessions.get(run.id)!.events).map((data) => data.id)).toContain(outcome.id);
+      expect(dataOf(host.sessions.get(run.id)!.events, 'turn/end')).toHaveLength(2);
+    }
+    await run.dispose();
+  });
+
+  it('resolves an awaited delivery once the child holds it, and rejects it after the child ended', async () => {
+    const gate = deferred();
+    const { host, parent } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'hold', input: { value: 'x' } }] }, { text: 'first' }, { text: 'second' }]));
+    const sender = run.localAgent as unknown as Sender;
+    const id = await sender.send('next-turn', [text('more')], { wake: true, source: { kind: 'plugin', name: 'test' } });
+    gate.resolve();
+    expect((await run.result).output).toEqual([text('second')]);
+    expect(accepted(host.sessions.get(run.id)!.events).find((data) => data.id === id)).toMatchObject({ source: { kind: 'plugin', name: 'test' } });
+    await expect(sender.send('next-turn', [text('late')], { wake: true })).rejects.toMatchObject({ code: 'CLOSED' });
+    await run.dispose();
+  });
+
+  it('reports input its thread never took: the delivery rejects CLOSED and the result says so', async () => {
+    const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'spin', input: {} }] }]));
+    // The log reaches the host before each tool body: from here on the child's thread spins and reads no message.
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
+    const delivery = (run.localAgent as unknown as Sender).send('next-step', [text('never read')], { wake: true });
+    run.cancel();
+    await expect(delivery).rejects.toMatchObject({ code: 'CLOSED' });
+    const result = await run.result;
+    expect(result.stopReason).toBe('aborted');
+    expect(result.diagnostic).toMatch(/terminated; 1 message\(s\) sent to the child were not delivered$/);
+    expect(accepted(host.sessions.get(run.id)!.events).map((data) => data.source)).toEqual([{ kind: 'user' }]); // the prompt alone
+    await run.dispose();
+  });
+});
