@@ -70,11 +70,11 @@ export async function run(args: string[]): Promise<number> {
     void host.close().finally(() => process.exit(143));
   };
   process.once('SIGTERM', onTerm);
-  // In the background: a client's first requests then find the code paths already run.
-  const warming = warmUp(process.cwd());
+  // Before serving (requests wait in the pipe): `initialize` is then answered by a warm process, so
+  // a prewarmed child's first prompt does not share the CPU with the warm-up.
+  await warmUp(process.cwd());
   try {
     await serveAcp(host);
-    await warming;
   } finally {
     process.off('SIGTERM', onTerm);
     await host.close();
