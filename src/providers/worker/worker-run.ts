@@ -145,10 +145,6 @@ export class WorkerRun implements SubagentRun {
     });
   }
 
-  get state(): WorkerRunState {
-    return this.#state;
-  }
-
   #deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
     const accepted = this.#child.deliver(target, id, content, wake, source);
     this.#deliveries.add(accepted);
