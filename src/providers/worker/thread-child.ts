@@ -108,10 +108,6 @@ export class ThreadChild {
     );
   }
 
-  get state(): ThreadChildState {
-    return this.#state;
-  }
-
   #attach(threadId: number, sink: ChildSink): void {
     this.#threadId = threadId;
     if (this.#state === 'queued') this.#state = 'attached';

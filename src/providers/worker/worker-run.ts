@@ -107,6 +107,7 @@ export class WorkerRun implements SubagentRun {
         // Errors are built only when they are the outcome: most tasks end long after their attach.
         void child.outcome.then((outcome) => {
           if (mirror) return;
+          signal.removeEventListener('abort', abort);
           if (outcome.type === 'result') reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
           else reject(new SubagentError('START_FAILED', outcome.diagnostic, { cause: outcome.error }));
         });
@@ -143,10 +144,6 @@ export class WorkerRun implements SubagentRun {
       settled: this.result,
       isOpen: () => this.#state === 'running' && child.takesInput,
     });
-  }
-
-  get state(): WorkerRunState {
-    return this.#state;
   }
 
   #deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
