@@ -50,7 +50,8 @@ export function listedOf(states: ProjectionStates): ListedProjections {
 
 /**
  * An encoded event as the folds see it. Its data is parsed only if a fold reads it: the identity
- * fold reads descriptors only, so committing a batch of large messages parses none of them.
+ * fold reads descriptors and the usage fold assistant messages, so other events (tool results,
+ * user messages) are committed without being parsed.
  */
 export function lazyEvent(event: EncodedEvent): SessionEvent {
   let parsed: { value: unknown } | undefined;

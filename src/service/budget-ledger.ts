@@ -56,7 +56,8 @@ export class BudgetLedger {
 
 function check(tree: Tree): BudgetStop | undefined {
   if (tree.stop) return tree.stop;
-  const stop = reachedLimit({ ...tree.budget, scope: 'tree' }, tree.total, Date.now() - tree.startedAt);
+  // A tree is only opened for a budget of scope 'tree', so its stop already names that scope.
+  const stop = reachedLimit(tree.budget, tree.total, Date.now() - tree.startedAt);
   if (stop) {
     tree.stop = stop;
     for (const listener of [...tree.listeners]) listener(stop);
