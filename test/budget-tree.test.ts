@@ -1,7 +1,7 @@
 // Tree budgets: a `scope: 'tree'` budget covers the child and every descendant it delegates to,
 // across worker threads. A spent tree stops a grandchild at its step boundary, refuses new
 // descendants, and stops the child itself; a descendant asking for more than is left is refused.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createHost,
   inProcessProvider,
@@ -13,13 +13,9 @@ import {
   type SubagentStartRequest,
   type Tool,
 } from 'subagent-host';
-import { deferred, recordingTool } from './helpers.js';
+import { closeAfterEach, deferred, recordingTool } from './helpers.js';
 
-let host: Host | undefined;
-afterEach(async () => {
-  await host?.close();
-  host = undefined;
-});
+const track = closeAfterEach();
 
 /** A tool that reports when it is entered and returns when the test opens its gate. */
 function holdTool() {
@@ -42,7 +38,7 @@ const lookup = (tokens: number): ScriptedStep => ({ toolCalls: [{ name: 'lookup'
 const GRANDCHILD: ScriptedStep[] = [lookup(200), lookup(200), lookup(200), lookup(200), { text: 'grandchild never' }];
 
 async function open(provider: string, hold: Tool): Promise<Host> {
-  host = await createHost({ pool: { minThreads: 0, maxThreads: 3 }, tools: [recordingTool('lookup'), hold] });
+  const host = track(await createHost({ pool: { minThreads: 0, maxThreads: 3 }, tools: [recordingTool('lookup'), hold] }));
   host.subagents.registerProvider(inProcessProvider(host));
   subagentTool(host, { provider, agentOptions: { model: { kind: 'scripted', steps: GRANDCHILD } } });
   return host;

@@ -1,7 +1,7 @@
 // Budgets: each limit stops a child at the step boundary where it is reached, with its stop reason
 // and a diagnostic naming the figures, in this thread and in a worker thread; bad limits are refused
 // before any child exists.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   BUDGET_EVENT,
   DESCRIPTOR_EVENT,
@@ -17,16 +17,12 @@ import {
   type Tool,
 } from 'subagent-host';
 import { NO_START_CAPABILITIES } from 'subagent-host/internals';
-import { deferred, recordingTool } from './helpers.js';
+import { closeAfterEach, deferred, recordingTool } from './helpers.js';
 
-let host: Host | undefined;
-afterEach(async () => {
-  await host?.close();
-  host = undefined;
-});
+const track = closeAfterEach();
 
 async function open(tools: Tool[] = [recordingTool('lookup')]): Promise<Host> {
-  host = await createHost({ pool: { minThreads: 0, maxThreads: 2 }, tools });
+  const host = track(await createHost({ pool: { minThreads: 0, maxThreads: 2 }, tools }));
   host.subagents.registerProvider(inProcessProvider(host));
   return host;
 }

@@ -1,20 +1,16 @@
 // Continuable children: who may talk to them (error codes of bad input and wrong authority),
 // drains that release child-first, and setup contributions installed before publication.
-import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, text, type Agent, type Host } from 'subagent-host';
-import { tempFiles } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { createHost, text, type Agent } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, startChild, untilEvent, type Recorder } from './continuation-helpers.js';
 
 const files = tempFiles('subagent-continuation-auth-');
-let open: Host | undefined;
-afterEach(async () => {
-  await open?.close();
-  open = undefined;
-});
+const track = closeAfterEach();
 
 async function setup() {
   const host = await continuationHost(files.file());
-  open = host;
+  track(host);
   const parent = await host.createAgent();
   return { host, parent, recorder: host.recorder as Recorder };
 }
@@ -56,7 +52,7 @@ describe('authority and validation', () => {
 
   it('rejects continuable starts on providers without prepareContinuable (spawn, fork)', async () => {
     const host = await createHost({ pool: { minThreads: 0 } });
-    open = host;
+    track(host);
     const parent = await host.createAgent();
     for (const provider of ['spawn', 'fork']) {
       await expect(
@@ -134,7 +130,6 @@ describe('drains', () => {
   it('host.close() releases every continuable child child-first', async () => {
     const { host, recorder, childId, grandchildId } = await tree();
     await host.close();
-    open = undefined;
     const order = recorder.ends.map((end) => end.id);
     expect(order.indexOf(grandchildId)).toBeLessThan(order.indexOf(childId));
     expect(host.subagents.residentChildren).toBe(0);

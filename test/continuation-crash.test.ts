@@ -3,19 +3,15 @@
 import { spawn } from 'node:child_process';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { afterEach, expect, it } from 'vitest';
-import { text, type Host } from 'subagent-host';
-import { tempFiles } from './helpers.js';
+import { expect, it } from 'vitest';
+import { text } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
 import { continuationHost, turnEnds, userTexts } from './continuation-helpers.js';
 
 const fixture = fileURLToPath(new URL('./fixtures/continuation-crash.mjs', import.meta.url));
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const files = tempFiles('subagent-continuation-crash-');
-let open: Host | undefined;
-afterEach(async () => {
-  await open?.close();
-  open = undefined;
-});
+const track = closeAfterEach();
 
 it('runs a follow-up accepted before SIGKILL after restart, before a newer one', async () => {
   const file = files.file();
@@ -36,7 +32,7 @@ it('runs a follow-up accepted before SIGKILL after restart, before a newer one',
   expect(accepted, stderr).toBeDefined();
 
   const host = await continuationHost(file);
-  open = host;
+  track(host);
   const { recorder } = host;
   await expect(host.subagents.followup(await host.createAgent(), 'child', [text('x')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
   const parent = (await host.agents.resume({ sessionId: 'parent' })).agent;

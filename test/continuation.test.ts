@@ -1,20 +1,16 @@
 // Continuable children through the public service on a real SQLite file: first turn, FIFO
 // follow-ups, interrupts that keep the inbox, reports, settlement notices, linger and cold resume.
-import { afterEach, describe, expect, it } from 'vitest';
-import { text, type Host } from 'subagent-host';
-import { tempFiles } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { text } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
 const files = tempFiles('subagent-continuation-');
-let open: Host | undefined;
-afterEach(async () => {
-  await open?.close();
-  open = undefined;
-});
+const track = closeAfterEach();
 
 async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
   const host = await continuationHost(files.file(), options);
-  open = host;
+  track(host);
   const parent = await host.createAgent();
   return { host, parent, recorder: host.recorder as Recorder };
 }

@@ -1,22 +1,18 @@
 // The control tools through a scripted parent: send_message, interrupt_agent, list_agents and
 // wait_agent on continuable children; task_output and task_cancel on background tasks; each with
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { controlTools, scriptedModel, subagentTool, text, type Agent, type Host } from 'subagent-host';
-import { tempFiles } from './helpers.js';
+import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultJson, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-control-tools-');
-let open: Host | undefined;
-afterEach(async () => {
-  await open?.close();
-  open = undefined;
-});
+const track = closeAfterEach();
 
 async function setup() {
   const host = await continuationHost(files.file());
-  open = host;
+  track(host);
   controlTools(host);
   return { host, recorder: host.recorder as Recorder };
 }

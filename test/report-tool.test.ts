@@ -1,21 +1,17 @@
 // The report tool: present only in continuable children, delivers the child's interim finding to
 // its parent without ending the child's turn, and validates its input and options.
-import { afterEach, describe, expect, it } from 'vitest';
-import { reportTool, subagentTool, text, type Host, type ModelSpec } from 'subagent-host';
-import { deferred, recordingTool, tempFiles } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { reportTool, subagentTool, text, type ModelSpec } from 'subagent-host';
+import { closeAfterEach, deferred, recordingTool, tempFiles } from './helpers.js';
 import { continuationHost, eventually, turnEnds, untilEvent, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultsOf, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-report-tool-');
-let open: Host | undefined;
-afterEach(async () => {
-  await open?.close();
-  open = undefined;
-});
+const track = closeAfterEach();
 
 async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
   const host = await continuationHost(files.file(), options);
-  open = host;
+  track(host);
   return { host, recorder: host.recorder as Recorder };
 }
 

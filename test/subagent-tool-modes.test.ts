@@ -1,21 +1,17 @@
 // The subagent tool's continuable and background modes through a scripted parent: the start
 // answers, the settled notices, exactly-once disposal of background runs, and host close.
-import { afterEach, describe, expect, it } from 'vitest';
-import { subagentTool, text, type Host, type SubagentProvider, type SubagentResult } from 'subagent-host';
-import { deferred, tempFiles } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { subagentTool, text, type SubagentProvider, type SubagentResult } from 'subagent-host';
+import { closeAfterEach, deferred, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultText, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-tool-modes-');
-let open: Host | undefined;
-afterEach(async () => {
-  await open?.close();
-  open = undefined;
-});
+const track = closeAfterEach();
 
 async function setup() {
   const host = await continuationHost(files.file());
-  open = host;
+  track(host);
   return { host, recorder: host.recorder as Recorder };
 }
 
@@ -111,7 +107,6 @@ describe('subagent tool, background one-shot runs', () => {
     stats.settle.resolve({ output: [text('all done')], stopReason: 'completed' });
     await eventually(() => stats.disposals === 1);
     await host.close();
-    open = undefined;
     expect(stats.disposals).toBe(1);
     expect(messages(parent).at(-1)).toStrictEqual({
       source: { kind: 'subagent-settled', senderSessionId: 'task-1' },
@@ -128,7 +123,6 @@ describe('subagent tool, background one-shot runs', () => {
     parent.followup([text('go')]);
     await parent.whenIdle();
     await host.close();
-    open = undefined;
     expect(await stats.settle.promise).toStrictEqual({ output: [], stopReason: 'aborted' });
     await eventually(() => stats.disposals === 1);
     expect(stats.disposals).toBe(1);
@@ -143,7 +137,6 @@ describe('subagent tool, background one-shot runs', () => {
     await recorder.until(() => recorder.starts.length === 1);
     expect(recorder.ends).toStrictEqual([]);
     await host.close();
-    open = undefined;
     expect(recorder.ends).toStrictEqual([expect.objectContaining({ id: startedId(parent, 0), stopReason: 'aborted' })]);
   });
 });

@@ -1,6 +1,6 @@
 // The model-facing subagent tool: wording per provider kind, lifecycle following its provider,
 // config validation, exactly-once dispose, abort bridging and stop-reason rendering.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createHost,
   inProcessProvider,
@@ -13,16 +13,12 @@ import {
   type SubagentRun,
   type Tool,
 } from 'subagent-host';
-import { dataOf, deferred } from './helpers.js';
+import { closeAfterEach, dataOf, deferred } from './helpers.js';
 
-let host: Host | undefined;
-afterEach(async () => {
-  await host?.close();
-  host = undefined;
-});
+const track = closeAfterEach();
 
 async function newHost(): Promise<Host> {
-  host = await createHost({ providers: false, pool: { minThreads: 0 } });
+  const host = track(await createHost({ providers: false, pool: { minThreads: 0 } }));
   return host;
 }
 

@@ -82,9 +82,9 @@ export class ManagedRun implements SubagentRun {
 
   /**
    * `controller` is the run's own cancellation, already combined into the signal the provider
-   * got; aborting the caller's signal has the same effect as `cancel()`.
+   * got; aborting the caller's signal has the same effect as `cancel()`. `descendants` is what the
+   * child's descendants spent, read when its result settles (its `treeUsage`).
    */
-  /** `descendants` is what the child's descendants spent, read when its result settles (its `treeUsage`). */
   constructor(
     run: SubagentRun,
     provider: string,
