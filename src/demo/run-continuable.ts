@@ -90,7 +90,7 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
     controlTools(host);
     reportTool(host, { delivery: 'next-step' });
     const parent = await host.createAgent({ model: createContinuablePlannerModel(chunks) });
-    host.subagents.on('subagent/start', ({ id }) => {
+    unsubscribe.push(host.subagents.on('subagent/start', ({ id }) => {
       const session = host.sessions.get(id);
       const existing = watched.get(id);
       if (existing !== undefined) return view.running(existing.progress, id);
@@ -101,13 +101,13 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
       view.running(child.progress, id);
       account(view, child, session.events);
       unsubscribe.push(session.subscribe((event) => account(view, child, [event])));
-    });
-    host.subagents.on('subagent/end', ({ id, stopReason }) => {
+    }));
+    unsubscribe.push(host.subagents.on('subagent/end', ({ id, stopReason }) => {
       const child = watched.get(id);
       if (child === undefined) return;
       child.status = stopReason;
       view.done(child.progress, stopReason, child.progress.note);
-    });
+    }));
     const t0 = performance.now();
     parent.followup([text(`Analyse the ${options.files.length} files under ${options.dir} in ${chunks.length} continuable children:\n\n${chunks.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();

@@ -9,7 +9,7 @@ import { resolveChildCwd, type AcpProviderConfig } from './options.js';
 import type { WarmChild, WarmPool } from './pool.js';
 import type { ReapGraces } from './process.js';
 import { RemoteSessionModel } from './remote-model.js';
-import { StartAborted, abortedStart, routeMeta, startupStep } from './startup.js';
+import { StartAborted, abortedStart, checkOpen, routeMeta, startupStep } from './startup.js';
 
 /** Where an agent process is started from; stored, so a resumed child runs the same agent. */
 export interface LaunchConfig {
@@ -41,11 +41,6 @@ function unsupported(name: string): SubagentError {
     'UNSUPPORTED_CAPABILITY',
     `the agent of provider ${name} does not advertise session/load (agentCapabilities.loadSession), so its children cannot be continued; start a one-shot child instead`,
   );
-}
-
-function checkOpen(signal: AbortSignal, closed: AbortSignal): void {
-  if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child started');
-  if (closed.aborted) throw SubagentError.closed('the host');
 }
 
 /** `prepareContinuable` and `resumeContinuable` of an ACP provider. */

@@ -14,7 +14,7 @@ import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './opt
 import { WarmPool, type WarmChild } from './pool.js';
 import { AgentProcess, type ReapGraces } from './process.js';
 import { AcpRun } from './run.js';
-import { StartAborted, abortedStart, routeMeta, startupStep } from './startup.js';
+import { StartAborted, abortedStart, checkOpen, routeMeta, startupStep } from './startup.js';
 
 /** The ACP provider; `whenWarm` lets callers wait for the prewarm pool. */
 export interface AcpProvider extends SubagentProvider {
@@ -71,8 +71,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
 
   async function start(request: ResolvedSubagentStartRequest): Promise<SubagentRun> {
     const { signal } = request;
-    if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child started');
-    if (closer.signal.aborted) throw SubagentError.closed('the host');
+    checkOpen(signal, closer.signal);
     const prompt = textPrompt(request.prompt);
     const cwd = resolveChildCwd(config.cwd, request.parent);
     const delegationDepth = resolveChildDepth(request.parent, undefined);

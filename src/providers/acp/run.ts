@@ -54,7 +54,6 @@ type RunState =
   | { kind: 'settled'; cancelled: boolean }
   | { kind: 'disposing'; done: Promise<void> };
 
-/** A published ACP child run (`localAgent` is always undefined: the agent is remote). */
 /** The token usage an agent reported on its PromptResponse (ACP's unstable `usage`), if well-formed. */
 export function reportedUsage(response: acp.PromptResponse): Usage | undefined {
   const usage = (response as { usage?: unknown }).usage;
@@ -64,6 +63,7 @@ export function reportedUsage(response: acp.PromptResponse): Usage | undefined {
   return count(inputTokens) && count(outputTokens) ? { inputTokens: inputTokens as number, outputTokens: outputTokens as number } : undefined;
 }
 
+/** A published ACP child run (`localAgent` is always undefined: the agent is remote). */
 export class AcpRun implements SubagentRun {
   readonly id: string;
   readonly localAgent = undefined;

@@ -49,3 +49,9 @@ export function abortedStart(signal: AbortSignal, closed: AbortSignal): Subagent
   if (closed.aborted && !signal.aborted) return SubagentError.closedWhile('the host', 'the ACP child was starting');
   return SubagentError.cancelled('the start', signal.reason, 'before the ACP child was ready');
 }
+
+/** Throws `CANCELLED` or `CLOSED` when a start begins after its signal or the host's closed. */
+export function checkOpen(signal: AbortSignal, closed: AbortSignal): void {
+  if (signal.aborted) throw SubagentError.cancelled('the start', signal.reason, 'before the ACP child started');
+  if (closed.aborted) throw SubagentError.closed('the host');
+}

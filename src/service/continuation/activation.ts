@@ -125,13 +125,11 @@ export class Activation {
     const outcome = epochOutcome(this.agent.session.events.slice(epoch.from));
     this.#host.epochEnded(this, epoch.runId, outcome, this.announced);
     if (this.disposal) return;
-    if (this.#host.lingerMs === 0) {
+    const evict = () => {
       this.dispose().catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
-      return;
-    }
-    this.#timer = setTimeout(() => {
-      this.dispose().catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
-    }, this.#host.lingerMs);
+    };
+    if (this.#host.lingerMs === 0) return evict();
+    this.#timer = setTimeout(evict, this.#host.lingerMs);
     this.#timer.unref();
   }
 

@@ -7,7 +7,6 @@ import { SubagentError, describeError } from '../../seam/errors.js';
 export type ContinuableSetupContribution = (child: Agent) => () => void;
 
 interface Installation {
-  childId: SessionId;
   contribution: Contribution;
   release: () => void;
 }
@@ -80,7 +79,7 @@ export class SetupRegistry {
       for (const contribution of [...this.#contributions]) {
         const dispose = contribution.install(child);
         if (typeof dispose !== 'function') throw new SubagentError('INVALID_REQUEST', 'a continuable setup contribution must return its disposer');
-        const installation: Installation = { childId: child.id, contribution, release: onceRelease(dispose) };
+        const installation: Installation = { contribution, release: onceRelease(dispose) };
         batch.push(installation);
         contribution.installations.add(installation);
         owned.add(installation);
