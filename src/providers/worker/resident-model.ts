@@ -1,0 +1,182 @@
+// The model of a continuable spawn/fork child's host-side agent. The child itself lives in a pool
+// thread (a resident stay) and keeps its history and tools there between turns; each host-side step
+// is one turn of it. The host-side agent keeps the inbox, the epochs and the log that is persisted;
+// the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
+import type { HostApi, HostToolSchema, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
+import { encode, stringify } from '../../seam/codec.js';
+import type { SessionId } from '../../seam/content.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-types.js';
+import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
+import type { Tool } from '../../seam/agent-types.js';
+import type { LocalAgent } from '../../runtime/agent.js';
+import { completedTurnPrefix } from '../../runtime/session.js';
+import type { Slot } from './admission.js';
+import { ResidentThread, stayFailure } from './resident-thread.js';
+import { TurnRelay } from './resident-turn.js';
+import type { WorkerProviderHost } from './worker-run.js';
+
+/** The messages of the host-side agent's current step: what the child's turn is for. */
+function stepMessages(events: readonly SessionEvent[]): ResidentMessage[] {
+  const messages: ResidentMessage[] = [];
+  for (let i = events.length - 1; i >= 0 && events[i]!.type !== 'step/start'; i--) {
+    if (events[i]!.type !== 'user/message') continue;
+    const { id, content, source } = events[i]!.data as SessionEventMap['user/message'];
+    messages.unshift({ id, content, source });
+  }
+  return messages;
+}
+
+/** The log a stay starts from: completed turns only, without inbox bookkeeping (its inbox is the host's). */
+function completedTurns(events: readonly SessionEvent[]): SessionEvent[] {
+  return completedTurnPrefix(events)
+    .filter((event) => !event.type.startsWith('inbox/'))
+    .map((event, seq) => ({ ...event, seq }));
+}
+
+function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
+  return tools.map(({ name, description, parameters, concurrencySafe }) => ({ name, description, parameters, ...(concurrencySafe ? { concurrencySafe } : {}) }));
+}
+
+const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
+
+interface Stay {
+  readonly thread: ResidentThread;
+  readonly slot: Slot;
+  /** The host tools the child was last given. */
+  tools: readonly Tool[];
+  /** The running turn. */
+  turn: TurnRelay | undefined;
+  /** Asked to leave while a turn ran: it leaves once that turn is over. */
+  leaveAfterTurn: boolean;
+}
+
+export class ResidentWorkerModel implements ModelAdapter {
+  readonly #host: WorkerProviderHost;
+  readonly #childId: SessionId;
+  readonly #parentId: SessionId;
+  #stay: Stay | undefined;
+  /** The previous turn, until it is over in the thread (a cancelled one may still wind down). */
+  #previous: Promise<void> = Promise.resolve();
+  #released = false;
+
+  constructor(host: WorkerProviderHost, childId: SessionId, parentId: SessionId) {
+    this.#host = host;
+    this.#childId = childId;
+    this.#parentId = parentId;
+  }
+
+  /** The thread the child is resident in, if any (for leak checks and tests). */
+  get resident(): boolean {
+    return this.#stay !== undefined;
+  }
+
+  #agent(): LocalAgent {
+    const agent = this.#host.agents.get(this.#childId);
+    if (!agent) throw new SubagentError('CLOSED', `continuable child ${this.#childId} is not live`);
+    return agent;
+  }
+
+  async *stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
+    const { signal } = request;
+    let agent: LocalAgent;
+    let stay: Stay;
+    try {
+      agent = this.#agent();
+      await this.#previous;
+      if (signal.aborted) return yield aborted;
+      stay = await this.#enter(agent, signal);
+    } catch (error) {
+      if (signal.aborted) return yield aborted;
+      return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
+    }
+    const relay = new TurnRelay(signal);
+    stay.turn = relay;
+    stay.slot.busy();
+    this.#previous = relay.ended;
+    const cancel = () => stay.thread.cancelTurn((signal.reason as CancelCause | undefined) ?? { kind: 'parent' });
+    void relay.ended.then(() => {
+      stay.thread.turnEnded();
+      stay.turn = undefined;
+      signal.removeEventListener('abort', cancel);
+      if (stay.leaveAfterTurn || this.#released) this.#leave(stay);
+      else if (this.#stay === stay) stay.slot.idle(() => this.#leave(stay));
+    });
+    signal.addEventListener('abort', cancel, { once: true });
+    const tools = agent.tools.list();
+    const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
+    stay.tools = tools;
+    try {
+      await stay.thread.prompt(stepMessages(agent.session.events), changed ? schemasOf(tools) : undefined);
+      // A cancel that landed before the prompt found no turn to stop.
+      if (signal.aborted) cancel();
+    } catch (error) {
+      relay.lost(stay.thread.over ? 'the child’s thread ended before the turn started' : describeError(error));
+    }
+    yield* relay.chunks();
+  }
+
+  /** The child's stay, resident already or built now from the host-side log (in any thread). */
+  async #enter(agent: LocalAgent, signal: AbortSignal): Promise<Stay> {
+    if (this.#released) throw new SubagentError('CLOSED', `continuable child ${this.#childId} has left residence`);
+    if (this.#stay && !this.#stay.thread.over) return this.#stay;
+    const { pool, sessions } = this.#host;
+    const slot = await pool.admission.acquire({
+      child: this.#childId,
+      parent: this.#parentId,
+      parentOf: (id) => sessions.get(id)?.header.parentSession,
+      signal,
+    });
+    const tools = agent.tools.list();
+    const data: ResidentTaskData = {
+      header: agent.session.header,
+      events: stringify(completedTurns(agent.session.events)),
+      agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
+      hostTools: schemasOf(tools),
+    };
+    let stay!: Stay;
+    const host: HostApi = {
+      callTool: async (name, input, callId) => {
+        const turn = stay.turn;
+        if (!turn) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child between turns`);
+        // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
+        const done = slot.wait();
+        try {
+          return await agent.tools.execute(name, input, { agent, callId, signal: turn.signal });
+        } finally {
+          done();
+        }
+      },
+    };
+    const thread = new ResidentThread(pool, encode(data), host, (events) => stay.turn?.events(events), () => slot.release());
+    stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false };
+    this.#stay = stay;
+    void thread.ended.then((outcome) => {
+      if (this.#stay === stay) this.#stay = undefined;
+      stay.turn?.lost(stayFailure(outcome));
+    });
+    await thread.ready;
+    return stay;
+  }
+
+  /** Ends a stay (idle, or once its turn is over); the child comes back from its log when needed. */
+  #leave(stay: Stay): void {
+    if (this.#stay === stay) this.#stay = undefined;
+    if (stay.turn) {
+      stay.leaveAfterTurn = true;
+      return;
+    }
+    void stay.thread.leave();
+  }
+
+  /** The child left residence for good (its Activation ended): its stay ends with it. */
+  async release(): Promise<void> {
+    this.#released = true;
+    const stay = this.#stay;
+    await this.#previous;
+    if (stay) {
+      this.#leave(stay);
+      await stay.thread.ended;
+    }
+  }
+}

@@ -1,0 +1,134 @@
+// Continuable spawn and fork children, resident in their worker threads: turns through the
+// service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
+import { describe, expect, it } from 'vitest';
+import { forkProvider, spawnProvider, text, type Host, type ModelSpec } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
+import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+
+const files = tempFiles('subagent-continuation-worker-');
+const track = closeAfterEach();
+const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
+
+async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
+  const host = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 2 }, ...options });
+  host.subagents.registerProvider(spawnProvider(host));
+  host.subagents.registerProvider(forkProvider(host));
+  track(host);
+  const parent = await host.createAgent();
+  return { host, parent, recorder: host.recorder as Recorder };
+}
+
+/** A model that calls `tool` once per turn, then answers `done <n>`. */
+function toolEachTurn(tool: string, turns: number): ModelSpec {
+  return { kind: 'scripted', steps: Array.from({ length: turns }, (_, i) => [{ toolCalls: [{ name: tool, input: {} }] }, { text: `done ${i + 1}` }]).flat() };
+}
+
+/** What the resident child's tool `name` returned, turn by turn (read from its mirrored log). */
+function toolResults(host: Host, childId: string, name: string): string[] {
+  const chunks = host.sessions.get(childId)!.events.filter((e) => e.type === 'assistant/chunk').map((e) => (e.data as { chunk: { text: string } }).chunk.text);
+  return chunks.flatMap((chunk) => [...chunk.matchAll(new RegExp(`\\[${name} → ([^\\]]*)\\]`, 'g'))].map((m) => m[1]!));
+}
+
+describe('continuable spawn children', () => {
+  it('runs the first turn in a worker thread and answers a follow-up from the same thread', async () => {
+    const { host, parent, recorder } = await setup();
+    const model = toolEachTurn('thread_id', 2);
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'resident',
+      request: { prompt: [text('first')], parent, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]).toMatchObject({ provider: 'spawn', id: childId, stopReason: 'completed' });
+    // The child's own tool calls are its thread's business: its host-side log notes them as reasoning.
+    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([{ type: 'reasoning', text: expect.stringContaining('[thread_id → thread ') }, text('done 1')]);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    const threads = toolResults(host, childId, 'thread_id');
+    expect(threads).toHaveLength(2);
+    expect(threads[0]).toMatch(/^thread \d+$/);
+    expect(threads[1]).toBe(threads[0]);
+    expect(threads[0]).not.toBe('thread 0');
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['first', 'second']);
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed']);
+    expect(host.pool.threads).toBeGreaterThan(0);
+  });
+
+  it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'p', { model: HANG, provider: 'spawn' });
+    const ids = await Promise.all(['one', 'two', 'three'].map((word) => host.subagents.followup(parent, childId, [text(word)])));
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await host.subagents.followup(parent, childId, [text('four')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['p', 'one', 'two', 'three', 'four']);
+    expect(events.filter((e) => e.type === 'user/message').slice(1, 4).map((e) => (e.data as { id: string }).id)).toStrictEqual(ids);
+    expect(turnEnds(events)).toStrictEqual(['aborted', 'completed', 'completed', 'completed', 'completed']);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: four')] });
+    expect(recorder.starts).toHaveLength(1);
+  });
+
+  it('refuses a follow-up from anyone but the live direct parent', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'hello', { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.length === 1);
+    const other = await host.createAgent();
+    await expect(host.subagents.followup(other, childId, [text('mine now')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(() => host.subagents.interrupt(childId, { kind: 'user', parentSessionId: other.id })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['hello']);
+  });
+
+  it('interrupts a hanging turn in the thread, keeps the child and its queued input, and the next follow-up runs both', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG, provider: 'spawn' });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    await host.subagents.followup(parent, childId, [text('queued')]);
+    expect(host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id })).toBeUndefined();
+    await child.whenIdle();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)).toBe(child);
+    expect(child.pendingInput).toBe(1);
+    expect(recorder.ends).toHaveLength(0);
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(userTexts(child.session.events)).toStrictEqual(['work', 'queued', 'next']);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed', 'completed']);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
+  });
+
+  it('drains child-first and leaves no thread behind', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG, provider: 'spawn' });
+    await untilEvent(host.agents.get(childId)!, 'step/start');
+    const { childId: idle } = await startChild(host, parent, 'idle', { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.some((end) => end.id === idle));
+    expect(host.pool.threads).toBeGreaterThan(0);
+    await host.subagents.drainContinuableDescendants([parent]);
+    expect(host.agents.get(childId)).toBeUndefined();
+    expect(host.agents.get(idle)).toBeUndefined();
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends.find((end) => end.id === childId)).toMatchObject({ stopReason: 'aborted' });
+    await host.pool.close();
+    expect(host.pool.threads).toBe(0);
+  });
+});
+
+describe('continuable fork children', () => {
+  it('seeds the resident child with the parent’s completed turns', async () => {
+    const { host, parent, recorder } = await setup();
+    parent.followup([text('context')]);
+    await parent.whenIdle();
+    const model: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createHistoryEchoModel' };
+    const { childId } = await startChild(host, parent, 'go', { provider: 'fork', model });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([text('user: context | assistant: echo: context | user: go')]);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([
+      text('user: context | assistant: echo: context | user: go | assistant: user: context | assistant: echo: context | user: go | user: again'),
+    ]);
+  });
+});
