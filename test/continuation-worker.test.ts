@@ -1,13 +1,15 @@
 // Continuable spawn and fork children, resident in their worker threads: turns through the
 // service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
 import { describe, expect, it } from 'vitest';
-import { forkProvider, spawnProvider, text, type Host, type ModelSpec } from 'subagent-host';
-import { closeAfterEach, tempFiles } from './helpers.js';
+import { forkProvider, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
+import { closeAfterEach, recordingTool, tempFiles } from './helpers.js';
+import { call } from './tool-helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
 const files = tempFiles('subagent-continuation-worker-');
 const track = closeAfterEach();
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
+const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
 
 async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
   const host = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 2 }, ...options });
@@ -100,7 +102,8 @@ describe('continuable spawn children', () => {
   });
 
   it('drains child-first and leaves no thread behind', async () => {
-    const { host, parent, recorder } = await setup();
+    // Threads end as soon as they are idle: any left would still hold a resident stay.
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, idleTimeoutMs: 0 } });
     const { childId } = await startChild(host, parent, 'work', { model: HANG, provider: 'spawn' });
     await untilEvent(host.agents.get(childId)!, 'step/start');
     const { childId: idle } = await startChild(host, parent, 'idle', { provider: 'spawn' });
@@ -111,8 +114,77 @@ describe('continuable spawn children', () => {
     expect(host.agents.get(idle)).toBeUndefined();
     await recorder.until(() => recorder.ends.length === 2);
     expect(recorder.ends.find((end) => end.id === childId)).toMatchObject({ stopReason: 'aborted' });
-    await host.pool.close();
-    expect(host.pool.threads).toBe(0);
+    await eventually(() => host.pool.threads === 0);
+  });
+
+  it('ends the open turn with error when its thread dies, and a follow-up brings the child back in a fresh thread', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'fragile',
+      request: { prompt: [text('die')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]).toMatchObject({ id: childId, stopReason: 'error' });
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
+      { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('exited') } } },
+    ]);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
+    await host.sessions.flush(childId);
+    const stored = await host.persistence!.load(childId);
+    expect(turnEnds(stored!.events)).toStrictEqual(['error', 'completed']);
+  });
+
+  it('installs setup contributions before the first turn and revokes them from a resident child on removal', async () => {
+    const { host, parent, recorder } = await setup();
+    const probe = recordingTool('probe', { output: 'probed' });
+    const remove = host.subagents.registerContinuableSetup((child) => (child as LocalAgent).tools.register(probe));
+    const model: ModelSpec = { kind: 'scripted', steps: [call('probe', { value: 'a' }), { text: 'one' }, call('probe', { value: 'b' }), { text: 'two' }] };
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn', model });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(probe.calls).toStrictEqual([{ value: 'a' }]);
+    remove();
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(probe.calls).toHaveLength(1);
+    const notes = recorder.ends.map((end) => (end.lastAssistantMessage ?? []).map((block) => (block.type === 'reasoning' ? block.text : '')).join(''));
+    expect(notes[0]).toContain('[probe → probed]');
+    expect(notes[1]).toMatch(/\[probe failed .*no tool named probe/);
+  });
+});
+
+describe('residency under pressure', () => {
+  it('lets 6 lingering continuable children on a 2-thread pool yield to 4 one-shot starts', async () => {
+    const { host, parent, recorder } = await setup();
+    const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => startChild(host, parent, `child ${i}`, { provider: 'spawn' })));
+    await recorder.until(() => recorder.ends.length === 6);
+    const runs = await Promise.all(Array.from({ length: 4 }, (_, i) => host.subagents.start('spawn', { prompt: [text(`task ${i}`)], parent, signal: new AbortController().signal })));
+    const results = await Promise.all(runs.map((run) => run.result));
+    expect(results.map((result) => result.output)).toStrictEqual([0, 1, 2, 3].map((i) => [text(`echo: task ${i}`)]));
+    await Promise.all(runs.map((run) => run.dispose()));
+    // Every child is still addressable: the ones that left their threads come back from their logs.
+    await Promise.all(ids.map(({ childId }, i) => host.subagents.followup(parent, childId, [text(`again ${i}`)])));
+    await recorder.until(() => recorder.ends.length === 12);
+    expect(recorder.ends.slice(6).map((end) => end.stopReason)).toStrictEqual(Array(6).fill('completed'));
+    expect(host.pool.threads).toBeLessThanOrEqual(2);
+  });
+
+  it('completes a tree of continuable children 4 deep on a 2-thread pool', async () => {
+    const { host, parent, recorder } = await setup();
+    subagentTool(host, { provider: 'spawn', mode: 'continuable', maxDepth: 5, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'root',
+      request: { prompt: [text('level 1')], parent, maxDepth: 5, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length === 4);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(Array(4).fill('completed'));
+    expect(recorder.ends.at(-1)!.id).toBe(childId);
+    const depths = recorder.ends.map((end) => host.sessions.get(end.id)!.header.delegationDepth);
+    expect(depths).toStrictEqual([4, 3, 2, 1]);
   });
 });
 

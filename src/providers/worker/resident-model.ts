@@ -134,10 +134,11 @@ export class ResidentWorkerModel implements ModelAdapter {
       agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
       hostTools: schemasOf(tools),
     };
-    let stay!: Stay;
+    // The stay's turn, as the thread's calls and notices find it (the stay is built below).
+    const current: { stay?: Stay } = {};
     const host: HostApi = {
       callTool: async (name, input, callId) => {
-        const turn = stay.turn;
+        const turn = current.stay?.turn;
         if (!turn) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child between turns`);
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
@@ -148,8 +149,9 @@ export class ResidentWorkerModel implements ModelAdapter {
         }
       },
     };
-    const thread = new ResidentThread(pool, encode(data), host, (events) => stay.turn?.events(events), () => slot.release());
-    stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false };
+    const thread = new ResidentThread(pool, encode(data), host, (events) => current.stay?.turn?.events(events), () => slot.release());
+    const stay: Stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false };
+    current.stay = stay;
     this.#stay = stay;
     void thread.ended.then((outcome) => {
       if (this.#stay === stay) this.#stay = undefined;

@@ -53,12 +53,16 @@ export class ResidentThread {
     this.ended = task.then(
       async (result): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
+        // The task's value may overtake the port's notices (piscina answers on its own port).
         await seen;
+        this.#close();
         return { type: 'result', result };
       },
       (error: unknown): ThreadOutcome => {
         this.#end(onTaskEnd);
+        // A thread that died had posted its last notices first, but its death may be reported first.
         pool.channels.drain();
+        this.#close();
         return { type: 'thread-failed', error, diagnostic: describeThreadFailure(error, this.#killed, pool.options.cancelGraceMs), aborted: this.#killed };
       },
     );
@@ -81,8 +85,11 @@ export class ResidentThread {
     this.#over = true;
     clearTimeout(this.#killTimer);
     this.#control.close('the child left its thread');
-    this.#route.dispose();
     onTaskEnd();
+  }
+
+  #close(): void {
+    this.#route.dispose();
   }
 
   /** Starts one turn; rejects `CLOSED` if the stay is over. */
