@@ -1,8 +1,8 @@
 // Continuable spawn and fork children, resident in their worker threads: turns through the
 // service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
 import { describe, expect, it } from 'vitest';
-import { forkProvider, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
-import { closeAfterEach, recordingTool, tempFiles } from './helpers.js';
+import { forkProvider, reportTool, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
+import { closeAfterEach, deferred, recordingTool, tempFiles } from './helpers.js';
 import { call } from './tool-helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
@@ -202,5 +202,34 @@ describe('continuable fork children', () => {
     expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([
       text('user: context | assistant: echo: context | user: go | assistant: user: context | assistant: echo: context | user: go | user: again'),
     ]);
+  });
+});
+
+describe('report from a resident worker child', () => {
+  it.each([
+    ['quiet', false],
+    ['next-step', true],
+  ] as const)('runs on the main thread without ending the child’s turn; with delivery %s, wakes an idle parent: %s', async (delivery, wakes) => {
+    const gate = deferred();
+    const { host, parent, recorder } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    reportTool(host, { delivery });
+    const steps = [call('report', { output: 'partial: 3 files' }), call('hold', { value: 'x' }), { text: 'final: 5 files' }];
+    const { childId } = await startChild(host, parent, 'count files', { provider: 'spawn', model: { kind: 'scripted', steps } });
+    await untilEvent(parent, 'inbox/accepted');
+    const accepted = parent.session.events.find((e) => e.type === 'inbox/accepted');
+    expect(accepted?.data).toMatchObject({
+      target: 'next-step',
+      content: [text(`Subagent ${childId} reported:`), text('partial: 3 files')],
+      source: { kind: 'subagent-report', senderSessionId: childId },
+    });
+    // A wake is synchronous with the acceptance: an idle parent that was woken has a turn to wait for.
+    await parent.whenIdle();
+    expect(parent.session.events.some((e) => e.type === 'turn/start')).toBe(wakes);
+    expect(host.agents.get(childId)!.status).toBe('running');
+    gate.resolve();
+    await recorder.until(() => recorder.ends.length === 1);
+    const [notes, answer] = recorder.ends[0]!.lastAssistantMessage!;
+    expect(answer).toStrictEqual(text('final: 5 files'));
+    expect(notes).toMatchObject({ type: 'reasoning', text: expect.stringMatching(/\[report → \{"messageId":"[^"]+"\}\]/) });
   });
 });
