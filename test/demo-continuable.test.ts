@@ -36,7 +36,7 @@ describe('subagent-host demo --continuable', () => {
       mode: 'continuable',
       provider: 'in-process',
       model: 'scripted',
-      note: "continuable children run on the 'in-process' provider: 'spawn' and 'fork' do not support continuable children yet",
+      note: "the continuable demo runs its children on the 'in-process' provider",
       parentId: 'P',
       db,
       files: 5,

@@ -14,7 +14,7 @@ import { createContinuablePlannerModel } from './continuable-models.js';
 import { ProgressView, type ChildProgress } from './progress.js';
 
 /** Why the continuable demo runs in-process whatever `--provider` says. */
-export const CONTINUABLE_PROVIDER_NOTE = "continuable children run on the 'in-process' provider: 'spawn' and 'fork' do not support continuable children yet";
+export const CONTINUABLE_PROVIDER_NOTE = "the continuable demo runs its children on the 'in-process' provider";
 
 export interface ContinuableOptions {
   dir: string;
