@@ -138,6 +138,26 @@ describe('continuable spawn children', () => {
     expect(turnEnds(stored!.events)).toStrictEqual(['error', 'completed']);
   });
 
+  it('terminates the thread of a turn that ignores an interrupt; the child stays and its next follow-up runs in a fresh thread', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, cancelGraceMs: 100 } });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'runaway',
+      request: { prompt: [text('spin')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'assistant/chunk');
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await child.whenIdle();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)).toBe(child);
+    await host.subagents.followup(parent, childId, [text('calm')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['aborted', 'completed']);
+    expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([text('echo: calm')]);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
+  });
+
   it('installs setup contributions before the first turn and revokes them from a resident child on removal', async () => {
     const { host, parent, recorder } = await setup();
     const probe = recordingTool('probe', { output: 'probed' });

@@ -66,11 +66,6 @@ export class ResidentWorkerModel implements ModelAdapter {
     this.#parentId = parentId;
   }
 
-  /** The thread the child is resident in, if any (for leak checks and tests). */
-  get resident(): boolean {
-    return this.#stay !== undefined;
-  }
-
   #agent(): LocalAgent {
     const agent = this.#host.agents.get(this.#childId);
     if (!agent) throw new SubagentError('CLOSED', `continuable child ${this.#childId} is not live`);
@@ -94,7 +89,10 @@ export class ResidentWorkerModel implements ModelAdapter {
     stay.turn = relay;
     stay.slot.busy();
     this.#previous = relay.ended;
-    const cancel = () => stay.thread.cancelTurn((signal.reason as CancelCause | undefined) ?? { kind: 'parent' });
+    // Only a turn still running is cancelled: a cancel's grace must not end an idle stay's thread.
+    const cancel = () => {
+      if (stay.turn === relay) stay.thread.cancelTurn((signal.reason as CancelCause | undefined) ?? { kind: 'parent' });
+    };
     void relay.ended.then(() => {
       stay.thread.turnEnded();
       stay.turn = undefined;
