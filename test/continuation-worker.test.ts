@@ -25,10 +25,15 @@ function toolEachTurn(tool: string, turns: number): ModelSpec {
   return { kind: 'scripted', steps: Array.from({ length: turns }, (_, i) => [{ toolCalls: [{ name: tool, input: {} }] }, { text: `done ${i + 1}` }]).flat() };
 }
 
-/** What the resident child's tool `name` returned, turn by turn (read from its mirrored log). */
-function toolResults(host: Host, childId: string, name: string): string[] {
-  const chunks = host.sessions.get(childId)!.events.filter((e) => e.type === 'assistant/chunk').map((e) => (e.data as { chunk: { text: string } }).chunk.text);
-  return chunks.flatMap((chunk) => [...chunk.matchAll(new RegExp(`\\[${name} → ([^\\]]*)\\]`, 'g'))].map((m) => m[1]!));
+/** What the resident child's tool `name` returned, call by call (read from its host-side log). */
+function toolResults(host: Host, childId: string, name: string): { text: string; isError?: boolean }[] {
+  return host.sessions
+    .get(childId)!
+    .events.filter((e) => e.type === 'tool/result' && (e.data as { name: string }).name === name)
+    .map((e) => {
+      const { content, isError } = e.data as { content: { text: string }[]; isError?: boolean };
+      return { text: content.map((block) => block.text).join(''), ...(isError ? { isError } : {}) };
+    });
 }
 
 describe('continuable spawn children', () => {
@@ -41,19 +46,23 @@ describe('continuable spawn children', () => {
       request: { prompt: [text('first')], parent, agentOptions: { model, toolModules: [TOOLS] } },
     });
     await recorder.until(() => recorder.ends.length >= 1);
-    expect(recorder.ends[0]).toMatchObject({ provider: 'spawn', id: childId, stopReason: 'completed' });
-    // The child's own tool calls are its thread's business: its host-side log notes them as reasoning.
-    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([{ type: 'reasoning', text: expect.stringContaining('[thread_id → thread ') }, text('done 1')]);
+    expect(recorder.ends[0]).toMatchObject({ provider: 'spawn', id: childId, stopReason: 'completed', lastAssistantMessage: [text('done 1')] });
     await host.subagents.followup(parent, childId, [text('second')]);
     await recorder.until(() => recorder.ends.length >= 2);
-    const threads = toolResults(host, childId, 'thread_id');
+    const threads = toolResults(host, childId, 'thread_id').map((result) => result.text);
     expect(threads).toHaveLength(2);
     expect(threads[0]).toMatch(/^thread \d+$/);
     expect(threads[1]).toBe(threads[0]);
     expect(threads[0]).not.toBe('thread 0');
+    // The host-side log holds the child's turns as they ran in the thread: steps, calls, results, usage.
     const events = host.sessions.get(childId)!.events;
     expect(userTexts(events)).toStrictEqual(['first', 'second']);
     expect(turnEnds(events)).toStrictEqual(['completed', 'completed']);
+    const turn = events.slice(events.findIndex((e) => e.type === 'turn/start'), events.findIndex((e) => e.type === 'turn/end') + 1);
+    expect(turn.map((e) => e.type).filter((type) => type !== 'assistant/chunk')).toStrictEqual([
+      'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'step/start', 'assistant/message', 'step/end', 'turn/end',
+    ]);
+    expect((await host.subagents.listChildren(parent.id))[0]).toMatchObject({ id: childId, mode: 'continuable', activity: 'running', usage: { turns: 2, requests: 4, toolCalls: 2 } });
     expect(host.pool.threads).toBeGreaterThan(0);
   });
 
@@ -91,7 +100,7 @@ describe('continuable spawn children', () => {
     const events = (await host.persistence!.load(childId))!.events;
     expect(userTexts(events)).toStrictEqual(['first', 'second']);
     // Rebuilt from its log: its model is created afresh, so the script starts again.
-    expect(recorder.ends.map((end) => end.lastAssistantMessage!.at(-1))).toStrictEqual([text('done 1'), text('done 1')]);
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('done 1')], [text('done 1')]]);
   });
 
   it('refuses a follow-up from anyone but the live direct parent', async () => {
@@ -152,6 +161,8 @@ describe('continuable spawn children', () => {
     expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
       { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('exited') } } },
     ]);
+    // The call the thread died in is answered in the log, so the history the child comes back with is whole.
+    expect(toolResults(host, childId, 'exit_thread')).toStrictEqual([{ text: expect.any(String), isError: true }]);
     await host.subagents.followup(parent, childId, [text('again')]);
     await recorder.until(() => recorder.ends.length >= 2);
     expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
@@ -168,7 +179,8 @@ describe('continuable spawn children', () => {
       request: { prompt: [text('spin')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
     });
     const child = host.agents.get(childId)!;
-    await untilEvent(child, 'assistant/chunk');
+    // The call is in the log before its body runs: the thread is spinning from now on.
+    await untilEvent(child, 'tool/call');
     host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
     await child.whenIdle();
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
@@ -192,9 +204,7 @@ describe('continuable spawn children', () => {
     await host.subagents.followup(parent, childId, [text('second')]);
     await recorder.until(() => recorder.ends.length >= 2);
     expect(probe.calls).toHaveLength(1);
-    const notes = recorder.ends.map((end) => (end.lastAssistantMessage ?? []).map((block) => (block.type === 'reasoning' ? block.text : '')).join(''));
-    expect(notes[0]).toContain('[probe → probed]');
-    expect(notes[1]).toMatch(/\[probe failed .*no tool named probe/);
+    expect(toolResults(host, childId, 'probe')).toStrictEqual([{ text: 'probed' }, { text: expect.stringContaining('no tool named probe'), isError: true }]);
   });
 });
 
@@ -271,8 +281,8 @@ describe('report from a resident worker child', () => {
     expect(host.agents.get(childId)!.status).toBe('running');
     gate.resolve();
     await recorder.until(() => recorder.ends.length >= 1);
-    const [notes, answer] = recorder.ends[0]!.lastAssistantMessage!;
-    expect(answer).toStrictEqual(text('final: 5 files'));
-    expect(notes).toMatchObject({ type: 'reasoning', text: expect.stringMatching(/\[report → \{"messageId":"[^"]+"\}\]/) });
+    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([text('final: 5 files')]);
+    const [reported] = toolResults(host, childId, 'report');
+    expect(JSON.parse(reported!.text)).toStrictEqual({ messageId: (accepted!.data as { id: string }).id });
   });
 });

@@ -27,6 +27,12 @@ function stepMessages(events: readonly SessionEvent[]): ResidentMessage[] {
   return messages;
 }
 
+/** The number of the host-side turn now running. */
+function currentTurn(events: readonly SessionEvent[]): number {
+  const start = events.findLast((event) => event.type === 'turn/start');
+  return (start?.data as SessionEventMap['turn/start'] | undefined)?.turn ?? 0;
+}
+
 /** The log a stay starts from: completed turns only, without inbox bookkeeping (its inbox is the host's). */
 function completedTurns(events: readonly SessionEvent[]): SessionEvent[] {
   return completedTurnPrefix(events)
@@ -85,7 +91,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (signal.aborted) return yield aborted;
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
     }
-    const relay = new TurnRelay(signal);
+    const relay = new TurnRelay(signal, agent.session, currentTurn(agent.session.events));
     stay.turn = relay;
     stay.slot.busy();
     this.#previous = relay.ended;

@@ -1,24 +1,14 @@
-// One turn of a resident worker child as its host-side agent sees it: the child's events (several
-// steps, its own tool calls) become one model answer. Text of the last step is the answer; earlier
-// steps' text, tool calls and their results become reasoning, so the host-side log shows the work.
-import type { ContentBlock } from '../../seam/content.js';
-import { textOf } from '../../seam/content.js';
+// One turn of a resident worker child as its host-side agent runs it: the child's own events (its
+// steps, tool calls and results, usage) are written into the host-side log as they arrive, inside
+// the host-side turn, so that log reads like an in-process child's. The host-side step only frames
+// them: it yields no content, just the finish the child's turn ended with.
 import type { ModelChunk } from '../../seam/model-types.js';
-import type { SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../../seam/session-types.js';
+import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
+import { closeInterruptedTurn } from '../../persistence/repair.js';
+import type { SessionLog } from '../../runtime/session.js';
 
-const NOTE_LIMIT = 400;
-
-function note(text: string): string {
-  return text.length > NOTE_LIMIT ? `${text.slice(0, NOTE_LIMIT)}…` : text;
-}
-
-function sum(a: Usage | undefined, b: Usage): Usage {
-  if (!a) return { ...b };
-  const total: Usage = { inputTokens: a.inputTokens + b.inputTokens, outputTokens: a.outputTokens + b.outputTokens };
-  if (a.cacheReadTokens !== undefined || b.cacheReadTokens !== undefined) total.cacheReadTokens = (a.cacheReadTokens ?? 0) + (b.cacheReadTokens ?? 0);
-  if (a.reasoningTokens !== undefined || b.reasoningTokens !== undefined) total.reasoningTokens = (a.reasoningTokens ?? 0) + (b.reasoningTokens ?? 0);
-  return total;
-}
+/** The child's events the host-side turn writes itself: its frame, its input and its inbox. */
+const FRAMED = new Set(['turn/start', 'user/message', 'inbox/accepted', 'inbox/discarded']);
 
 function finishOf(reason: TurnEndReason, aborted: boolean): ModelChunk {
   switch (reason.kind) {
@@ -38,21 +28,26 @@ function finishOf(reason: TurnEndReason, aborted: boolean): ModelChunk {
   }
 }
 
-/** Collects a turn's chunks as the child's events arrive; `chunks()` yields them until the finish. */
+/** Copies a turn's events into the host-side log as they arrive; `chunks()` yields its finish. */
 export class TurnRelay {
   readonly #signal: AbortSignal;
-  readonly #queue: ModelChunk[] = [];
+  readonly #session: SessionLog;
+  /** The host-side turn's number (the child's copy may count its turns differently). */
+  readonly #turn: number;
+  #finish: ModelChunk | undefined;
   #wake: (() => void) | undefined;
-  #done = false;
-  /** Text of the child's current step: the answer if the step calls no tool. */
-  #text = '';
-  #usage: Usage | undefined;
+  /** The child's first `step/start` is the host-side step's own. */
+  #stepsSeen = 0;
+  /** A `step/end` held back: the host-side step writes the last one. */
+  #stepEnd: SessionEvent | undefined;
   #ended!: () => void;
   /** Resolves once the child's turn is over in its thread (or the thread is gone). */
   readonly ended = new Promise<void>((resolve) => (this.#ended = resolve));
 
-  constructor(signal: AbortSignal) {
+  constructor(signal: AbortSignal, session: SessionLog, turn: number) {
     this.#signal = signal;
+    this.#session = session;
+    this.#turn = turn;
   }
 
   /** Aborted when the host-side turn is cancelled. */
@@ -60,86 +55,56 @@ export class TurnRelay {
     return this.#signal;
   }
 
-  #push(chunk: ModelChunk): void {
-    this.#queue.push(chunk);
-    this.#wake?.();
-  }
-
   /** The child's new events (its turn's, in order). */
   events(events: readonly SessionEvent[]): void {
     for (const event of events) {
-      if (this.#done) return;
+      if (this.#finish) return;
       this.#event(event);
     }
   }
 
   #event(event: SessionEvent): void {
-    switch (event.type) {
-      case 'assistant/chunk': {
-        const { chunk } = event.data as SessionEventMap['assistant/chunk'];
-        if (chunk.type === 'text-delta') this.#text += chunk.text;
-        else this.#push(chunk);
-        return;
-      }
-      case 'assistant/message': {
-        const data = event.data as SessionEventMap['assistant/message'];
-        if (data.usage) this.#usage = sum(this.#usage, data.usage);
-        this.#answer(data.content);
-        return;
-      }
-      case 'tool/result': {
-        const data = event.data as SessionEventMap['tool/result'];
-        this.#push({ type: 'reasoning-delta', text: `[${data.name} ${data.isError ? 'failed' : '→'} ${note(textOf(data.content))}]\n` });
-        return;
-      }
-      case 'turn/end': {
-        this.#flushText();
-        if (this.#usage) this.#push({ type: 'usage', usage: this.#usage });
-        this.#finish(finishOf((event.data as SessionEventMap['turn/end']).reason, this.#signal.aborted));
-        return;
-      }
-      default:
-        return;
+    if (event.type === 'turn/end') {
+      this.#stepEnd = undefined;
+      return this.#settle(finishOf((event.data as SessionEventMap['turn/end']).reason, this.#signal.aborted));
     }
+    if (FRAMED.has(event.type)) return;
+    if (event.type === 'step/start' && this.#stepsSeen++ === 0) return;
+    if (this.#stepEnd) this.#append(this.#stepEnd);
+    this.#stepEnd = undefined;
+    if (event.type === 'step/end') this.#stepEnd = event;
+    else this.#append(event);
   }
 
-  /** A step's answer: its text is the turn's answer unless the step went on to call tools. */
-  #answer(content: readonly ContentBlock[]): void {
-    const calls = content.filter((block) => block.type === 'tool_call');
-    if (calls.length === 0) return this.#flushText();
-    if (this.#text !== '') this.#push({ type: 'reasoning-delta', text: `${this.#text}\n` });
-    this.#text = '';
-    for (const call of calls) this.#push({ type: 'reasoning-delta', text: `[tool ${call.name} ${note(JSON.stringify(call.input) ?? '')}]\n` });
+  #append(event: SessionEvent): void {
+    const data = event.data as { turn?: unknown } | null;
+    this.#session.append(event.type, data !== null && typeof data === 'object' && 'turn' in data ? { ...data, turn: this.#turn } : data);
   }
 
-  #flushText(): void {
-    if (this.#text !== '') this.#push({ type: 'text-delta', text: this.#text });
-    this.#text = '';
-  }
-
-  #finish(chunk: ModelChunk): void {
-    this.#done = true;
-    this.#push(chunk);
+  #settle(finish: ModelChunk): void {
+    this.#finish = finish;
+    this.#wake?.();
     this.#ended();
   }
 
-  /** The child's thread is gone: the turn ends `error` (or `aborted` when the host was cancelling it). */
+  /**
+   * The child's thread is gone: tool calls it left unanswered get their error results, and the
+   * turn ends `error` (or `aborted` when the host was cancelling it).
+   */
   lost(why: string): void {
-    if (this.#done) return;
-    this.#flushText();
-    if (this.#usage) this.#push({ type: 'usage', usage: this.#usage });
-    this.#finish(this.#signal.aborted ? { type: 'finish', reason: 'aborted' } : { type: 'finish', reason: 'error', failure: { code: 'THREAD_FAILED', message: why } });
+    if (this.#finish) return;
+    this.#stepEnd = undefined;
+    for (const closer of closeInterruptedTurn(this.#session.events)) {
+      if (closer.type === 'tool/result') this.#session.append(closer.type, closer.data);
+    }
+    this.#settle(this.#signal.aborted ? { type: 'finish', reason: 'aborted' } : { type: 'finish', reason: 'error', failure: { code: 'THREAD_FAILED', message: why } });
   }
 
   async *chunks(): AsyncGenerator<ModelChunk> {
-    for (;;) {
-      while (this.#queue.length > 0) {
-        const chunk = this.#queue.shift()!;
-        yield chunk;
-        if (chunk.type === 'finish') return;
-      }
+    while (!this.#finish) {
       await new Promise<void>((resolve) => (this.#wake = resolve));
       this.#wake = undefined;
     }
+    yield this.#finish;
   }
 }
