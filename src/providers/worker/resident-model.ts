@@ -82,8 +82,12 @@ export class ResidentWorkerModel implements ModelAdapter {
     const { signal } = request;
     let agent: LocalAgent;
     let stay: Stay;
+    let messages: ResidentMessage[];
     try {
       agent = this.#agent();
+      messages = stepMessages(agent.session.events);
+      // A step with no input gives the child nothing to take a turn for.
+      if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
       await this.#previous;
       if (signal.aborted) return yield aborted;
       stay = await this.#enter(agent, signal);
@@ -111,7 +115,7 @@ export class ResidentWorkerModel implements ModelAdapter {
     const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
     stay.tools = tools;
     try {
-      await stay.thread.prompt(stepMessages(agent.session.events), changed ? schemasOf(tools) : undefined);
+      await stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
       // A cancel that landed before the prompt found no turn to stop.
       if (signal.aborted) cancel();
     } catch (error) {
