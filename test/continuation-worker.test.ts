@@ -192,6 +192,41 @@ describe('continuable spawn children', () => {
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
   });
 
+  it('stops a turn at the step where the child’s budget runs out, in its thread, as in-process', async () => {
+    const { host, parent, recorder } = await setup();
+    const usage = { inputTokens: 60, outputTokens: 40 };
+    const model: ModelSpec = { kind: 'scripted', steps: [{ ...call('count', {}), usage }, { ...call('count', {}), usage }, { text: 'never', usage }] };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'budgeted',
+      request: { prompt: [text('go')], parent, budget: { tokens: 150 }, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'max-tokens', usage: { inputTokens: 120, outputTokens: 80, requests: 2, toolCalls: 2 } });
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'subagent/budget').map((e) => e.data)).toStrictEqual([{ limit: 'tokens', max: 150, used: 200, scope: 'child' }]);
+    expect(turnEnds(events)).toStrictEqual(['max-tokens']);
+  });
+
+  it('ends the host-side turn aborted, input discarded, when another limit of its budget stops the child’s turn', async () => {
+    const { host, parent, recorder } = await setup();
+    const model: ModelSpec = { kind: 'scripted', steps: [call('count', {}), call('count', {}), { text: 'never' }] };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'budgeted',
+      request: { prompt: [text('go')], parent, budget: { toolCalls: 2 }, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await host.subagents.followup(parent, childId, [text('queued')]);
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'aborted', usage: { requests: 2, toolCalls: 2 } });
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
+      { turn: 1, reason: { kind: 'aborted', cause: { kind: 'hook', reason: 'budget: toolCalls limit 2 reached (2 used, child budget)' } } },
+    ]);
+    expect(userTexts(events)).toStrictEqual(['go']);
+    expect(events.some((e) => e.type === 'inbox/discarded')).toBe(true);
+  });
+
   it('installs setup contributions before the first turn and revokes them from a resident child on removal', async () => {
     const { host, parent, recorder } = await setup();
     const probe = recordingTool('probe', { output: 'probed' });

@@ -8,6 +8,7 @@ import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent } from './agent.js';
 import { EventStream, hostTool } from './child-runner.js';
+import { budgetHooks } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry } from './tool-registry.js';
 
@@ -52,7 +53,11 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       header,
       seed: events,
       agentOptions: data.agentOptions,
-      hooks: { beforeTool: async () => stream.flush() },
+      hooks: {
+        beforeTool: async () => stream.flush(),
+        // The child's own budget stops it at a step boundary, as in-process; its host sees why in the log.
+        ...(data.budget ? budgetHooks(() => handle!.agent.session, data.budget) : {}),
+      },
       ...(flag ? { cancelFlag: flag } : {}),
     });
     agent = handle.agent;

@@ -3,7 +3,7 @@
 // through. Worker threads are one transport (providers/worker/thread-protocol.ts); a queue or a
 // process could be another. Nothing here knows ports, flags or threads.
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
-import type { BudgetStop } from './budget.js';
+import type { BudgetStop, SubagentBudget } from './budget.js';
 import type { ContentBlock, MessageId, MessageSource } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionHeader } from './session-types.js';
@@ -71,6 +71,8 @@ export interface ResidentTaskData {
   events: string;
   agentOptions: AgentOptions;
   hostTools: HostToolSchema[];
+  /** The child's own budget, checked at each step where it runs (`seedLength`: its inherited prefix in `events`). */
+  budget?: { budget: SubagentBudget; startedAt: number; seedLength: number };
 }
 
 /** One message of a resident child's turn, under the id its host already returned. */

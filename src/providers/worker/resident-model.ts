@@ -5,12 +5,12 @@
 import type { HostApi, HostToolSchema, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
 import { encode, stringify } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
+import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-types.js';
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
 import type { LocalAgent } from '../../runtime/agent.js';
-import { completedTurnPrefix } from '../../runtime/session.js';
 import type { Slot } from './admission.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
@@ -33,11 +33,26 @@ function currentTurn(events: readonly SessionEvent[]): number {
   return (start?.data as SessionEventMap['turn/start'] | undefined)?.turn ?? 0;
 }
 
-/** The log a stay starts from: completed turns only, without inbox bookkeeping (its inbox is the host's). */
-function completedTurns(events: readonly SessionEvent[]): SessionEvent[] {
-  return completedTurnPrefix(events)
-    .filter((event) => !event.type.startsWith('inbox/'))
-    .map((event, seq) => ({ ...event, seq }));
+/**
+ * The log a stay starts from: everything before the running turn, without inbox bookkeeping (its
+ * inbox is the host's), and where the inherited prefix ends in it.
+ */
+function priorLog(events: readonly SessionEvent[], seedLength: number): { events: SessionEvent[]; seedLength: number } {
+  const open = events.findLastIndex((event) => event.type === 'turn/start');
+  const kept = (open < 0 ? events : events.slice(0, open)).map((event, index) => ({ event, index })).filter(({ event }) => !event.type.startsWith('inbox/'));
+  return {
+    events: kept.map(({ event }, seq) => ({ ...event, seq })),
+    seedLength: kept.filter(({ index }) => index < seedLength).length,
+  };
+}
+
+/** The child's own budget as its stay checks it: counted from its descriptor, over its whole log. */
+function budgetOf(events: readonly SessionEvent[], seedLength: number, prior: { seedLength: number }): ResidentTaskData['budget'] {
+  const own = events.slice(seedLength);
+  const descriptor = foldSubagentDescriptor(own);
+  if (descriptor?.budget === undefined) return undefined;
+  const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
+  return { budget: descriptor.budget, startedAt, seedLength: prior.seedLength };
 }
 
 function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
@@ -95,7 +110,8 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (signal.aborted) return yield aborted;
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
     }
-    const relay = new TurnRelay(signal, agent.session, currentTurn(agent.session.events));
+    // A budget stop inside the child's turn stops the host-side turn the same way (its input is discarded).
+    const relay = new TurnRelay(signal, agent.session, currentTurn(agent.session.events), (cause) => agent.cancel(cause));
     stay.turn = relay;
     stay.slot.busy();
     this.#previous = relay.ended;
@@ -136,11 +152,15 @@ export class ResidentWorkerModel implements ModelAdapter {
       signal,
     });
     const tools = agent.tools.list();
+    const { events, header } = agent.session;
+    const prior = priorLog(events, header.seedLength ?? 0);
+    const budget = budgetOf(events, header.seedLength ?? 0, prior);
     const data: ResidentTaskData = {
-      header: agent.session.header,
-      events: stringify(completedTurns(agent.session.events)),
+      header,
+      events: stringify(prior.events),
       agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
       hostTools: schemasOf(tools),
+      ...(budget ? { budget } : {}),
     };
     // The stay's turn, as the thread's calls and notices find it (the stay is built below).
     const current: { stay?: Stay } = {};

@@ -3,7 +3,7 @@
 // the host-side turn, so that log reads like an in-process child's. The host-side step only frames
 // them: it yields no content, just the finish the child's turn ended with.
 import type { ModelChunk } from '../../seam/model-types.js';
-import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
+import type { CancelCause, SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
 import { closeInterruptedTurn } from '../../persistence/repair.js';
 import type { SessionLog } from '../../runtime/session.js';
 
@@ -44,10 +44,14 @@ export class TurnRelay {
   /** Resolves once the child's turn is over in its thread (or the thread is gone). */
   readonly ended = new Promise<void>((resolve) => (this.#ended = resolve));
 
-  constructor(signal: AbortSignal, session: SessionLog, turn: number) {
+  readonly #hookStop: (cause: CancelCause) => void;
+
+  /** `hookStop` cancels the host-side turn with the cause a hook (the child's budget) stopped the child's turn with. */
+  constructor(signal: AbortSignal, session: SessionLog, turn: number, hookStop: (cause: CancelCause) => void) {
     this.#signal = signal;
     this.#session = session;
     this.#turn = turn;
+    this.#hookStop = hookStop;
   }
 
   /** Aborted when the host-side turn is cancelled. */
@@ -66,7 +70,9 @@ export class TurnRelay {
   #event(event: SessionEvent): void {
     if (event.type === 'turn/end') {
       this.#stepEnd = undefined;
-      return this.#settle(finishOf((event.data as SessionEventMap['turn/end']).reason, this.#signal.aborted));
+      const { reason } = event.data as SessionEventMap['turn/end'];
+      if (reason.kind === 'aborted' && reason.cause.kind === 'hook' && !this.#signal.aborted) this.#hookStop(reason.cause);
+      return this.#settle(finishOf(reason, this.#signal.aborted));
     }
     if (FRAMED.has(event.type)) return;
     if (event.type === 'step/start' && this.#stepsSeen++ === 0) return;
