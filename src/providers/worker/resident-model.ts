@@ -7,6 +7,7 @@ import { encode, stringify } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { settled } from '../../seam/once.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-types.js';
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
@@ -76,7 +77,12 @@ export class ResidentWorkerModel implements ModelAdapter {
   readonly #host: WorkerProviderHost;
   readonly #childId: SessionId;
   readonly #parentId: SessionId;
+  /** The stay turns go to (a leaving one is no longer it). */
   #stay: Stay | undefined;
+  /** Every stay whose task has not ended yet, leaving ones included. */
+  readonly #live = new Set<Stay>();
+  /** A stay being built. */
+  #entering: Promise<unknown> = Promise.resolve();
   /** The previous turn, until it is over in the thread (a cancelled one may still wind down). */
   #previous: Promise<void> = Promise.resolve();
   #released = false;
@@ -105,7 +111,10 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
       await this.#previous;
       if (signal.aborted) return yield aborted;
-      stay = await this.#enter(agent, signal);
+      const entering = this.#enter(agent, signal);
+      this.#entering = settled(entering);
+      // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
+      stay = await entering;
     } catch (error) {
       if (signal.aborted) return yield aborted;
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
@@ -123,8 +132,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       stay.thread.turnEnded();
       stay.turn = undefined;
       signal.removeEventListener('abort', cancel);
-      if (stay.leaveAfterTurn || this.#released) this.#leave(stay);
-      else if (this.#stay === stay) stay.slot.idle(() => this.#leave(stay));
+      this.#rest(stay);
     });
     signal.addEventListener('abort', cancel, { once: true });
     const tools = agent.tools.list();
@@ -145,12 +153,6 @@ export class ResidentWorkerModel implements ModelAdapter {
     if (this.#released) throw new SubagentError('CLOSED', `continuable child ${this.#childId} has left residence`);
     if (this.#stay && !this.#stay.thread.over) return this.#stay;
     const { pool, sessions } = this.#host;
-    const slot = await pool.admission.acquire({
-      child: this.#childId,
-      parent: this.#parentId,
-      parentOf: (id) => sessions.get(id)?.header.parentSession,
-      signal,
-    });
     const tools = agent.tools.list();
     const { events, header } = agent.session;
     const prior = priorLog(events, header.seedLength ?? 0);
@@ -162,6 +164,13 @@ export class ResidentWorkerModel implements ModelAdapter {
       hostTools: schemasOf(tools),
       ...(budget ? { budget } : {}),
     };
+    const task = encode(data);
+    const slot = await pool.admission.acquire({
+      child: this.#childId,
+      parent: this.#parentId,
+      parentOf: (id) => sessions.get(id)?.header.parentSession,
+      signal,
+    });
     // The stay's turn, as the thread's calls and notices find it (the stay is built below).
     const current: { stay?: Stay } = {};
     const host: HostApi = {
@@ -177,16 +186,30 @@ export class ResidentWorkerModel implements ModelAdapter {
         }
       },
     };
-    const thread = new ResidentThread(pool, encode(data), host, (events) => current.stay?.turn?.events(events), () => slot.release());
+    let thread: ResidentThread;
+    try {
+      thread = new ResidentThread(pool, task, host, (events) => current.stay?.turn?.events(events), () => slot.release());
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
     const stay: Stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false };
     current.stay = stay;
     this.#stay = stay;
+    this.#live.add(stay);
     void thread.ended.then((outcome) => {
+      this.#live.delete(stay);
       if (this.#stay === stay) this.#stay = undefined;
       stay.turn?.lost(stayFailure(outcome));
     });
     await thread.ready;
     return stay;
+  }
+
+  /** A stay between turns: it leaves if asked to (or released), else it may yield its slot. */
+  #rest(stay: Stay): void {
+    if (stay.leaveAfterTurn || this.#released) this.#leave(stay);
+    else if (this.#stay === stay) stay.slot.idle(() => this.#leave(stay));
   }
 
   /** Ends a stay (idle, or once its turn is over); the child comes back from its log when needed. */
@@ -202,11 +225,10 @@ export class ResidentWorkerModel implements ModelAdapter {
   /** The child left residence for good (its Activation ended): its stay ends with it. */
   async release(): Promise<void> {
     this.#released = true;
-    const stay = this.#stay;
+    await this.#entering;
     await this.#previous;
-    if (stay) {
-      this.#leave(stay);
-      await stay.thread.ended;
-    }
+    const live = [...this.#live];
+    for (const stay of live) this.#leave(stay);
+    await Promise.all(live.map((stay) => stay.thread.ended));
   }
 }
