@@ -1,6 +1,7 @@
-// Worker entry (bundled into one CommonJS file): the worker-thread transport of the child runner
-// (runtime/child-runner.ts), one child per piscina task. Notices and calls travel on the thread's
-// hub port, cancellation and the input gate also in shared memory; the outcome returns encoded.
+// Worker entry (bundled into one CommonJS file, see scripts/bundle-worker.mjs): the worker-thread
+// transport of the child runner (runtime/child-runner.ts), one child per piscina task. Notices and
+// calls travel on the thread's hub port, cancellation and the input gate also in shared memory; the
+// outcome returns encoded.
 import type { MessagePort } from 'node:worker_threads';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { encode, type Encoded } from '../src/seam/codec.js';
@@ -16,6 +17,9 @@ import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire
 // while the thread has none gives it its hub; later offers are closed at once.
 const router = new RunRouter();
 let hub: MessagePort | undefined;
+
+// The loader that runs this bundle from V8's code cache supplies `import()` (see module-import.ts).
+export { setModuleImporter } from '../src/runtime/module-import.js';
 
 /** A no-op task: resolves once this thread has loaded its modules (see WorkerPool.warm). */
 export function warm(): number {
