@@ -80,7 +80,10 @@ export class ThreadChild {
       const notice = raw as ChildNotice;
       if (notice.type === 'events') sink.events(notice.events);
       else if (notice.type === 'attach') this.#attach(notice.threadId, sink);
-      else ended();
+      else {
+        if (notice.events.length > 0) sink.events(notice.events);
+        ended();
+      }
     });
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ChildControlApi>(this.#route.endpoint('control'));
