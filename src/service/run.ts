@@ -41,6 +41,12 @@ const USAGE_FIELDS = ['inputTokens', 'outputTokens', 'totalTokens', 'requests', 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isThenable = (value: unknown) => value instanceof Promise || (isObject(value) && typeof value['then'] === 'function');
 
+/** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
+function all(values: unknown[], check: (value: unknown) => boolean): boolean {
+  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
+  return true;
+}
+
 // Hand-written checks for the shapes every provider returns: each accepts only what its zod
 // schema accepts, so a well-formed run or result skips zod; anything else goes through zod.
 
@@ -55,7 +61,7 @@ function plainRun(run: unknown): boolean {
 function plainResult(raw: unknown): RawResult | undefined {
   if (!isObject(raw)) return undefined;
   const { output, structured, diagnostic, stopReason, usage } = raw;
-  if (!Array.isArray(output) || !output.every((block) => isObject(block) && typeof block['type'] === 'string')) return undefined;
+  if (!Array.isArray(output) || !all(output, (block) => isObject(block) && typeof block['type'] === 'string')) return undefined;
   if (typeof stopReason !== 'string' || stopReason === '' || (diagnostic !== undefined && typeof diagnostic !== 'string')) return undefined;
   const fields: RawResult = { output: output as RawResult['output'], stopReason };
   if ('structured' in raw) fields.structured = structured;

@@ -41,6 +41,11 @@ const requestShape = z.object({
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) > 0);
+/** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
+function all(values: unknown[], check: (value: unknown) => boolean): boolean {
+  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
+  return true;
+}
 const AGENT_OPTION_KEYS = new Set(['model', 'toolModules', 'maxTokens', 'maxStepsPerTurn']);
 
 /**
@@ -52,7 +57,7 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   const { label, prompt, parent, signal, agentOptions, persona } = request as Partial<Record<keyof SubagentStartRequest, unknown>>;
   if ((label !== undefined && typeof label !== 'string') || (persona !== undefined && typeof persona !== 'string')) return false;
   if (request.toolFilter !== undefined || !(signal instanceof AbortSignal)) return false;
-  if (!Array.isArray(prompt) || prompt.length === 0 || !prompt.every((block) => isObject(block) && typeof block['type'] === 'string')) return false;
+  if (!Array.isArray(prompt) || prompt.length === 0 || !all(prompt, (block) => isObject(block) && typeof block['type'] === 'string')) return false;
   if (!isObject(parent) || typeof parent['id'] !== 'string' || parent['id'] === '') return false;
   const session = parent['session'];
   if (!isObject(session) || !isObject(session['header'])) return false;
@@ -61,7 +66,7 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   if (!isObject(agentOptions) || Object.getPrototypeOf(agentOptions) !== Object.prototype) return false;
   if (!Object.keys(agentOptions).every((key) => AGENT_OPTION_KEYS.has(key))) return false;
   const { toolModules } = agentOptions;
-  if (toolModules !== undefined && !(Array.isArray(toolModules) && toolModules.every((specifier) => typeof specifier === 'string' && specifier !== ''))) return false;
+  if (toolModules !== undefined && !(Array.isArray(toolModules) && all(toolModules, (specifier) => typeof specifier === 'string' && specifier !== ''))) return false;
   return isCount(agentOptions['maxTokens']) && isCount(agentOptions['maxStepsPerTurn']);
 }
 
