@@ -4,12 +4,12 @@
 // outcome returns encoded.
 import type { MessagePort } from 'node:worker_threads';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
-import { encode, type Encoded } from '../src/seam/codec.js';
+import { encode } from '../src/seam/codec.js';
 import type { ChildTransport, HostApi } from '../src/seam/child-protocol.js';
 import { runChild } from '../src/runtime/child-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
-import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
+import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
 import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire-channel.js';
 
 // The hub: one long-lived port per thread, shared by every child the thread ever runs (a port per
@@ -26,7 +26,7 @@ export function warm(): number {
   return threadId;
 }
 
-export default async function runThreadChild(task: WorkerTask): Promise<Encoded> {
+export default async function runThreadChild(task: WorkerTask): Promise<ThreadTaskReturn> {
   if (task.port) {
     if (hub) task.port.close();
     // unref: an idle thread's hub must not keep the worker (and so the host process) alive.
@@ -43,8 +43,17 @@ export default async function runThreadChild(task: WorkerTask): Promise<Encoded>
   // Deliveries that reached this thread, against the host's count in the input gate.
   let received = 0;
   let caughtUp = () => {};
+  // The end notice returns with the task (see ThreadTaskReturn); the others go out on the hub, counted.
+  let end: ThreadTaskReturn['end'];
+  let notices = 0;
   const transport: ChildTransport = {
-    notify: (notice) => route.post('notice', notice),
+    notify: (notice) => {
+      if (notice.type === 'end') end = notice;
+      else {
+        notices++;
+        route.post('notice', notice);
+      }
+    },
     callHost: (invoke) => host.call((remote) => invoke(remote as unknown as HostApi)),
     serve: (control) =>
       exposeOn(
@@ -74,7 +83,8 @@ export default async function runThreadChild(task: WorkerTask): Promise<Encoded>
   // Sent before anything can fail: the host needs the thread id to terminate a runaway child.
   transport.notify({ type: 'attach', threadId });
   try {
-    return encode((await runChild(task.data, transport)) satisfies ThreadTaskResult);
+    const outcome = encode((await runChild(task.data, transport)) satisfies ThreadTaskResult);
+    return end ? { ...outcome, end, notices } : outcome;
   } finally {
     host.close();
     route.dispose();
