@@ -38,7 +38,7 @@ const resultShape = z.object({
 });
 
 type RawResult = z.infer<typeof resultShape>;
-const USAGE_FIELDS = ['inputTokens', 'outputTokens', 'totalTokens', 'requests', 'turns', 'toolCalls', 'wallMs'] as const;
+const USAGE_FIELDS = Object.keys(usageShape.shape) as (keyof SubagentUsage)[];
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isThenable = (value: unknown) => value instanceof Promise || (isObject(value) && typeof value['then'] === 'function');
 
