@@ -1,5 +1,6 @@
 // The ndjson wire under serveAcp, driven with raw bytes: lines split anywhere (inside a UTF-8
-// character too), CRLF endings, and the answers to lines that are not JSON-RPC messages.
+// character too), CRLF endings, the answers to lines that are not JSON-RPC messages, and the bound
+// on one line's length.
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, serveAcp, type Host } from 'subagent-host';
@@ -7,6 +8,8 @@ import { createHost, serveAcp, type Host } from 'subagent-host';
 interface Wire {
   /** Writes raw bytes to the server. */
   send(bytes: string | Buffer): void;
+  /** Resolves once serveAcp returned. */
+  served: Promise<void>;
   /** The next `n` lines the server wrote, parsed. */
   lines(n: number): Promise<unknown[]>;
   close(): Promise<void>;
@@ -44,6 +47,7 @@ describe('the ACP wire of serveAcp', () => {
     });
     const wire: Wire = {
       send: (bytes) => void input.write(bytes),
+      served,
       async lines(n) {
         while (parsed.length < n) await new Promise<void>((resolve) => (wake = resolve));
         return parsed.splice(0, n);
@@ -83,5 +87,14 @@ describe('the ACP wire of serveAcp', () => {
       [null, -32600],
     ]);
     expect(answer).toMatchObject({ id: 3, result: { protocolVersion: 1 } });
+  });
+
+  it('closes the connection on a line over 32 MiB instead of buffering it', async () => {
+    const wire = await open();
+    const piece = Buffer.alloc(1024 * 1024, 0x61);
+    wire.send('{"jsonrpc":"2.0","id":1,"method":"');
+    for (let i = 0; i < 33; i++) wire.send(piece);
+    // serveAcp returns once the connection closed, though its input never ended.
+    await wire.served;
   });
 });
