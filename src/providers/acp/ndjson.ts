@@ -5,18 +5,12 @@ import type * as acp from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
 
 type AnyMessage = acp.AnyMessage;
-type RequestErrors = Pick<typeof acp.RequestError, 'parseError' | 'invalidRequest'>;
+/** What the wire takes from the (lazily loaded) SDK: its error vocabulary. */
+type WireSdk = Pick<typeof acp, 'RequestError' | 'MessageTooLargeError'>;
 
 /** The SDK's default bound on one incoming line. */
 const MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
 const NEWLINE = 0x0a;
-
-/** Thrown into the connection when the peer sends a line longer than `MAX_MESSAGE_BYTES`. */
-export class AcpMessageTooLarge extends Error {
-  constructor() {
-    super(`incoming ACP data exceeds the ${MAX_MESSAGE_BYTES} byte limit`);
-  }
-}
 
 /**
  * Writes a message at once when the line is quiet; messages that follow it in the same run of
@@ -68,7 +62,10 @@ class LineWriter {
 }
 
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
-function lineReader(input: Readable, errors: RequestErrors, reply: (message: AnyMessage) => void): ReadableStream<AnyMessage> {
+function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void): ReadableStream<AnyMessage> {
+  const errors = sdk.RequestError;
+  // Thrown into the connection (which then closes), as the SDK's own stream does.
+  const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let detach = () => undefined as void;
@@ -93,7 +90,7 @@ function lineReader(input: Readable, errors: RequestErrors, reply: (message: Any
           let start = 0;
           let end = chunk.indexOf(NEWLINE);
           while (end !== -1) {
-            if (pendingBytes + end - start > MAX_MESSAGE_BYTES) return fail(new AcpMessageTooLarge());
+            if (pendingBytes + end - start > MAX_MESSAGE_BYTES) return fail(tooLarge());
             // Line ends are single bytes, so a line's UTF-8 is never split by cutting here.
             const text = pending.length === 0 ? chunk.toString('utf8', start, end) : Buffer.concat([...pending, chunk.subarray(start, end)]).toString('utf8');
             pending = [];
@@ -104,7 +101,7 @@ function lineReader(input: Readable, errors: RequestErrors, reply: (message: Any
           }
           if (start < chunk.length) {
             pendingBytes += chunk.length - start;
-            if (pendingBytes > MAX_MESSAGE_BYTES) return fail(new AcpMessageTooLarge());
+            if (pendingBytes > MAX_MESSAGE_BYTES) return fail(tooLarge());
             pending.push(chunk.subarray(start));
           }
           if ((controller.desiredSize ?? 1) <= 0) input.pause();
@@ -140,11 +137,11 @@ function lineReader(input: Readable, errors: RequestErrors, reply: (message: Any
 }
 
 /** An ACP stream over `input` (what the peer writes) and `output` (where this side writes). */
-export function ndJsonNodeStream(sdk: { RequestError: RequestErrors }, output: Writable, input: Readable): acp.Stream {
+export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable): acp.Stream {
   const writer = new LineWriter(output);
   const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
   return {
-    readable: lineReader(input, sdk.RequestError, reply),
+    readable: lineReader(input, sdk, reply),
     writable: new WritableStream<AnyMessage>({ write: (message) => writer.write(message) }),
   };
 }
