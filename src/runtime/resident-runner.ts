@@ -75,7 +75,6 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   } finally {
     unsubscribe();
     await handle?.dispose().catch(() => undefined);
-    stream.flush();
-    transport.notify({ type: 'end' });
+    transport.notify({ type: 'end', events: stream.take() });
   }
 }

@@ -17,8 +17,8 @@ export type ChildNotice =
   | { type: 'events'; events: SessionEvent[] }
   /** A resident child's agent is built: it takes prompts. */
   | { type: 'ready' }
-  /** Sent last, before the task returns: every event has been sent. */
-  | { type: 'end' };
+  /** Sent last, before the task returns, with the events not sent yet: every event has been sent. */
+  | { type: 'end'; events: SessionEvent[] };
 
 export interface HostToolSchema {
   name: string;

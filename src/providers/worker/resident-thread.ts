@@ -33,28 +33,40 @@ export class ResidentThread {
     this.#cancelFlag = cancelFlag;
     this.#route = pool.channels.route(randomUUID());
     let built!: () => void;
-    let endSeen!: () => void;
-    const seen = new Promise<void>((resolve) => (endSeen = resolve));
     const ready = new Promise<void>((resolve) => (built = resolve));
+    // Notices in from the hub; `caughtUp` checks them against the count the task's value reports.
+    let received = 0;
+    let caughtUp = () => {};
+    let portClosed = false;
     this.#route.on('notice', (raw) => {
+      received++;
       const notice = raw as ChildNotice;
       if (notice.type === 'events') onEvents(notice.events);
       else if (notice.type === 'attach') this.#threadId = notice.threadId;
       else if (notice.type === 'ready') built();
-      else endSeen();
+      caughtUp();
     });
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
     this.#route.onClose(() => {
+      portClosed = true;
       this.#control.close('the child’s thread closed its channel');
-      endSeen();
+      caughtUp();
     });
+    /** Resolves once `count` notices are in (or the port closed: no more will come). */
+    const noticesIn = (count: number) =>
+      new Promise<void>((resolve) => {
+        caughtUp = () => (received >= count || portClosed) && resolve();
+        caughtUp();
+      });
     const task = runOnPool(pool, { data, cancelFlag, inputGate, run: this.#route.id, resident: true });
     this.ended = task.then(
-      async (result): Promise<ThreadOutcome> => {
+      async ({ result, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
-        // The task's value may overtake the port's notices (piscina answers on its own port).
-        await seen;
+        // The task's value may overtake the hub's notices (piscina answers on its own port); its
+        // end notice, the child's last events, applies after them.
+        await noticesIn(notices);
+        if (end && end.events.length > 0) onEvents(end.events);
         this.#close();
         return { type: 'result', result };
       },
