@@ -67,13 +67,53 @@ export class LiveIndex {
   readonly byId = new Map<SessionId, Session>();
   /** Ids that some live `origin: 'subagent'` session names as its parent. */
   readonly subagentParents = new Set<SessionId>();
+  /** How many live sessions have a parent. */
+  readonly #withParent: number = 0;
 
   constructor(store: SessionStore) {
     for (const session of store.list()) {
       this.byId.set(session.header.id, session);
       const { parentSession, origin } = session.header;
+      if (parentSession !== undefined) this.#withParent++;
       if (origin === 'subagent' && parentSession !== undefined) this.subagentParents.add(parentSession);
     }
+  }
+
+  /**
+   * The walk below `rootId` of `stored` records that came in pre-order with their depths, live
+   * sessions overriding stored ones, each node's `depth` and `parent` set as {@link preOrder} sets
+   * them. Undefined when the records are not in that form, or when a live session not among them
+   * has a parent (it could belong in the walk): the caller then builds the corpus and walks it.
+   */
+  preOrdered(rootId: SessionId, stored: readonly CatalogRecord[]): CorpusNode[] | undefined {
+    const walk: CorpusNode[] = [];
+    const path: CorpusNode[] = [];
+    let matched = 0;
+    let depthAbove = 0;
+    const ordered = stored.every((record) => {
+      const { depth } = record;
+      // Pre-order goes at most one level down from one record to the next.
+      if (depth === undefined || !Number.isInteger(depth) || depth < 1 || depth > depthAbove + 1) return false;
+      depthAbove = depth;
+      const live = this.byId.size === 0 ? undefined : this.byId.get(record.header.id);
+      if (live !== undefined && live.header.parentSession !== undefined) matched++;
+      // The root sits on a cycle: it is never walked, and nothing below it was enumerated.
+      if (record.header.id === rootId) return true;
+      const node: CorpusNode = {
+        header: live?.header ?? record.header,
+        hasStoredSubagentChildren: record.hasSubagentChildren,
+        live,
+        listed: record.listed,
+        depth,
+        parent: depth === 1 ? undefined : path[depth - 2],
+        stored: undefined,
+        below: undefined,
+      };
+      path[depth - 1] = node;
+      walk.push(node);
+      return true;
+    });
+    return ordered && matched === this.#withParent ? walk : undefined;
   }
 
   /**
@@ -183,6 +223,31 @@ export function rowOf(
   if (!stored.ok || stored.views.subagent === null) return { kind: 'diagnostic', id, reason: 'corrupt' };
   const identity = stored.views.subagent;
   return childRow(id, createdAt, identity.mode, identity.label, 'inactive', hasChildren, stored.views.subagentUsage);
+}
+
+/**
+ * The rows of cold `stored` children when the enumeration listed every one of them (no live session
+ * to overlay, no projections to read) in creation order; undefined otherwise. The same rows
+ * {@link rowOf} gives.
+ */
+export function listedRows(stored: readonly CatalogRecord[]): SubagentListEntry[] | undefined {
+  const entries: SubagentListEntry[] = [];
+  let createdAbove = -Infinity;
+  const complete = stored.every(({ header, hasSubagentChildren, listed }) => {
+    // Out of order: the corpus sorts them.
+    if (!(header.createdAt >= createdAbove)) return false;
+    createdAbove = header.createdAt;
+    if (header.origin !== 'subagent') return true;
+    if (listed === undefined) return false;
+    const { id, createdAt } = header;
+    entries.push(
+      listed.mode === null
+        ? { kind: 'diagnostic', id, reason: 'corrupt' }
+        : childRow(id, createdAt, listed.mode, listed.label, 'inactive', hasSubagentChildren, listed.usage),
+    );
+    return true;
+  });
+  return complete ? entries : undefined;
 }
 
 function childRow(
