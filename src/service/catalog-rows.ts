@@ -225,31 +225,6 @@ export function rowOf(
   return childRow(id, createdAt, identity.mode, identity.label, 'inactive', hasChildren, stored.views.subagentUsage);
 }
 
-/**
- * The rows of cold `stored` children when the enumeration listed every one of them (no live session
- * to overlay, no projections to read) in creation order; undefined otherwise. The same rows
- * {@link rowOf} gives.
- */
-export function listedRows(stored: readonly CatalogRecord[]): SubagentListEntry[] | undefined {
-  const entries: SubagentListEntry[] = [];
-  let createdAbove = -Infinity;
-  const complete = stored.every(({ header, hasSubagentChildren, listed }) => {
-    // Out of order: the corpus sorts them.
-    if (!(header.createdAt >= createdAbove)) return false;
-    createdAbove = header.createdAt;
-    if (header.origin !== 'subagent') return true;
-    if (listed === undefined) return false;
-    const { id, createdAt } = header;
-    entries.push(
-      listed.mode === null
-        ? { kind: 'diagnostic', id, reason: 'corrupt' }
-        : childRow(id, createdAt, listed.mode, listed.label, 'inactive', hasSubagentChildren, listed.usage),
-    );
-    return true;
-  });
-  return complete ? entries : undefined;
-}
-
 function childRow(
   id: SessionId,
   createdAt: number,

@@ -10,7 +10,8 @@ import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/typ
 import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { Logger } from '../runtime/session-store.js';
-import { LiveIndex, checkpoint, guarded, listedRows, placed, preOrder, rowOf, treeTotals, type CorpusNode } from './catalog-rows.js';
+import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, treeTotals, type CorpusNode } from './catalog-rows.js';
+import { listedRows, listedTree } from './listed-rows.js';
 import type { SubagentCatalog } from './service.js';
 
 /** Options of {@link createSubagentCatalog}. */
@@ -69,6 +70,8 @@ class StoredCatalog implements SubagentCatalog {
     const stored = await guarded(this.#persistence.descendantRecords(rootId), signal);
     checkpoint(signal);
     const live = new LiveIndex(this.#sessions);
+    const listed = live.byId.size === 0 ? listedTree(rootId, stored) : undefined;
+    if (listed !== undefined) return listed;
     let walk = live.preOrdered(rootId, stored);
     if (walk !== undefined) {
       await this.#readProjections(walk.filter((node) => node.header.origin === 'subagent'), signal);
