@@ -47,6 +47,15 @@ describe('result', () => {
     await run.dispose();
   });
 
+  it('keeps the seven usage figures and drops keys a provider put beside them', async () => {
+    const raw = fakeRun();
+    const run = await startWith(raw);
+    const usage = { inputTokens: 3, outputTokens: 4, totalTokens: 7, requests: 2, turns: 1, toolCalls: 1, wallMs: 5 };
+    raw.settle.resolve({ output: [], stopReason: 'completed', usage: { ...usage, costUsd: 0.5 } });
+    await expect(run.result).resolves.toEqual({ output: [], stopReason: 'completed', usage });
+    await run.dispose();
+  });
+
   it('drops a diagnostic from a completed result', async () => {
     const raw = fakeRun();
     const run = await startWith(raw);

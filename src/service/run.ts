@@ -18,22 +18,23 @@ const runShape = z.object({
   cancel: z.custom<(reason?: unknown) => void>((value) => typeof value === 'function').optional(),
 });
 
+// The figures of SubagentUsage, once: `z.object` drops keys a provider put beside them.
+const usageShape = z.object({
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  totalTokens: z.number(),
+  requests: z.number(),
+  turns: z.number(),
+  toolCalls: z.number(),
+  wallMs: z.number(),
+}) satisfies z.ZodType<SubagentUsage>;
+
 const resultShape = z.object({
   output: z.array(z.looseObject({ type: z.string() })),
   structured: z.unknown().optional(),
   diagnostic: z.string().optional(),
   stopReason: z.string().min(1),
-  usage: z
-    .object({
-      inputTokens: z.number(),
-      outputTokens: z.number(),
-      totalTokens: z.number(),
-      requests: z.number(),
-      turns: z.number(),
-      toolCalls: z.number(),
-      wallMs: z.number(),
-    })
-    .optional(),
+  usage: usageShape.optional(),
 });
 
 /** Throws `CONTRACT_VIOLATION` unless `run` has the SubagentRun shape. */
@@ -55,10 +56,8 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
   const stopReason = (cancelled && copy.stopReason !== 'completed' ? 'aborted' : copy.stopReason) as SubagentStopReason;
   const result: SubagentResult = { output: copy.output as unknown as SubagentResult['output'], stopReason };
   if ('structured' in copy && copy.structured !== undefined) result.structured = copy.structured;
-  // Extra keys a provider put beside the figures are dropped: the usage shape is ours.
   if (copy.usage !== undefined) {
-    const { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs } = copy.usage;
-    result.usage = { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs };
+    result.usage = copy.usage;
     const below = descendants?.();
     if (below) result.treeUsage = addUsage(result.usage, below);
   }
