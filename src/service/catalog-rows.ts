@@ -82,8 +82,9 @@ export class LiveIndex {
   /**
    * The walk below `rootId` of `stored` records that came in pre-order with their depths, live
    * sessions overriding stored ones, each node's `depth` and `parent` set as {@link preOrder} sets
-   * them. Undefined when the records are not in that form, or when a live session not among them
-   * has a parent (it could belong in the walk): the caller then builds the corpus and walks it.
+   * them. Undefined when the records are not in that form, or when a live session other than the
+   * root and not among them has a parent (it could belong in the walk): the caller then builds the
+   * corpus and walks it.
    */
   preOrdered(rootId: SessionId, stored: readonly CatalogRecord[]): CorpusNode[] | undefined {
     const walk: CorpusNode[] = [];
@@ -95,10 +96,10 @@ export class LiveIndex {
       // Pre-order goes at most one level down from one record to the next.
       if (depth === undefined || !Number.isInteger(depth) || depth < 1 || depth > depthAbove + 1) return false;
       depthAbove = depth;
-      const live = this.byId.size === 0 ? undefined : this.byId.get(record.header.id);
-      if (live !== undefined && live.header.parentSession !== undefined) matched++;
       // The root sits on a cycle: it is never walked, and nothing below it was enumerated.
       if (record.header.id === rootId) return true;
+      const live = this.byId.size === 0 ? undefined : this.byId.get(record.header.id);
+      if (live !== undefined && live.header.parentSession !== undefined) matched++;
       const node: CorpusNode = {
         header: live?.header ?? record.header,
         hasStoredSubagentChildren: record.hasSubagentChildren,
@@ -113,7 +114,9 @@ export class LiveIndex {
       walk.push(node);
       return true;
     });
-    return ordered && matched === this.#withParent ? walk : undefined;
+    // Every live session with a parent, the root aside, is among the records.
+    const liveRoot = this.byId.get(rootId)?.header.parentSession === undefined ? 0 : 1;
+    return ordered && matched === this.#withParent - liveRoot ? walk : undefined;
   }
 
   /**
