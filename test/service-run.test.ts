@@ -9,7 +9,7 @@ import {
   finalAssistantOutput,
   limitDiagnostic,
 } from 'subagent-host/internals';
-import { deferred } from './helpers.js';
+import { deferred, holed } from './helpers.js';
 import { fakeProvider, fakeRun, testHost, type FakeRun, type TestHost } from './fake-provider.js';
 
 let t: TestHost;
@@ -93,6 +93,8 @@ describe('result', () => {
     ['no stopReason', { output: [] }],
     ['a non-string diagnostic', { output: [], diagnostic: 5, stopReason: 'error' }],
     ['a block without type', { output: [{ text: 'x' }], stopReason: 'completed' }],
+    ['a hole in its output', { output: holed({ type: 'text', text: 'x' }), stopReason: 'completed' }],
+    ['an infinite token count', { output: [], stopReason: 'completed', usage: { inputTokens: Infinity, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 } }],
     ['an uncloneable structured value', { output: [], structured: () => 1, stopReason: 'completed' }],
     ['undefined', undefined],
   ])('rejects CONTRACT_VIOLATION for %s, after the provider run was disposed', async (_label, bad) => {
