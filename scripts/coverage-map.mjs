@@ -1,8 +1,11 @@
 // Builds one istanbul coverage map of src/ and workers/ from raw V8 coverage of two compilations of
-// the same sources: tsc's dist/src/*.js (host side) and esbuild's worker bundle dist/workers/child.cjs.
+// the same sources: tsc's dist/src/*.js (host side) and esbuild's worker bundle
+// dist/workers/child-bundle.cjs (which the loader dist/workers/child.cjs runs in every worker thread).
 import fs from 'node:fs';
 import path from 'node:path';
 import { Report } from 'c8';
+
+const BUNDLE_WRAPPER = '(function (exports, require, module, __filename, __dirname) {';
 
 /**
  * The coverage map of our sources: the host-side map with the worker bundle's counts folded in.
@@ -10,19 +13,31 @@ import { Report } from 'c8';
  */
 export async function coverageReport({ root, tempDirectory, reportsDirectory, reporter }) {
   const ours = [path.join(root, 'src') + path.sep, path.join(root, 'workers') + path.sep];
+  // The loader runs the bundle inside this function wrapper (scripts/bundle-worker.mjs), so V8's
+  // offsets in the bundle are shifted by its length.
+  const loader = fs.readFileSync(path.join(root, 'dist/workers/child.cjs'), 'utf8');
+  if (!loader.includes(`'${BUNDLE_WRAPPER}'`)) {
+    throw new Error('dist/workers/child.cjs no longer wraps the bundle in BUNDLE_WRAPPER: update scripts/coverage-map.mjs');
+  }
   const common = { extension: ['.js', '.cjs'], excludeAfterRemap: false, tempDirectory, resolve: root, mergeAsync: true };
   // `all` adds the files no isolate loaded, at 0%. The inspector page is a browser bundle: it runs
   // in Chromium, where no Node coverage is collected.
   const host = new Report({
     ...common,
     include: ['dist/src/**', 'dist/workers/**'],
-    exclude: ['dist/src/inspect/page.js', 'dist/workers/child.cjs'],
+    exclude: ['dist/src/inspect/page.js', 'dist/workers/*.cjs'],
     all: true,
     src: [path.join(root, 'dist')],
     reporter,
     reportsDirectory,
   });
-  const worker = new Report({ ...common, include: ['dist/workers/child.cjs'], reporter: [], reportsDirectory });
+  const worker = new Report({
+    ...common,
+    include: ['dist/workers/child-bundle.cjs'],
+    wrapperLength: BUNDLE_WRAPPER.length,
+    reporter: [],
+    reportsDirectory,
+  });
   const map = await host.getCoverageMapFromAllCoverageFiles();
   const bundled = await worker.getCoverageMapFromAllCoverageFiles();
   // The bundle also maps to the node_modules it inlines: only our sources are reported, and of those

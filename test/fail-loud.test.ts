@@ -98,6 +98,17 @@ describe('schema failures', () => {
     );
   });
 
+  it('refuse a worker heap so small that starting a thread would abort the process', async () => {
+    const tooSmall = { pool: { resourceLimits: { maxOldGenerationSizeMb: 2 } } };
+    expect(() => createWorkerPool(tooSmall.pool)).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('options.pool.resourceLimits.maxOldGenerationSizeMb') as string }),
+    );
+    await expect(createHost(tooSmall)).rejects.toThrow(code('INVALID_OPTIONS'));
+    const smallest = createWorkerPool({ resourceLimits: { maxOldGenerationSizeMb: 3 } });
+    expect(smallest.options.resourceLimits).toEqual({ maxOldGenerationSizeMb: 3 });
+    await smallest.close();
+  });
+
   it('check a tool filter the same way at every boundary that takes one', async () => {
     const host = await openHost();
     host.subagents.registerProvider(inProcessProvider(host));

@@ -86,6 +86,13 @@ export function closeAfterEach(): <T extends { close(): unknown }>(resource: T) 
   };
 }
 
+/** `[value, <hole>]`: a sparse array, which validation must read as holding `undefined`. */
+export function holed<T>(value: T): T[] {
+  const values = [value];
+  values.length = 2;
+  return values;
+}
+
 /** What `fn` throws (fails the test if it does not throw). */
 export function thrown(fn: () => unknown): unknown {
   try {

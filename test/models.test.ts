@@ -3,7 +3,7 @@ import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
 import { createModel } from 'subagent-host/internals';
-import { makeRuntime } from './helpers.js';
+import { holed, makeRuntime } from './helpers.js';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;
 
@@ -22,6 +22,11 @@ describe('createModel', () => {
     ['openai without a model', { kind: 'openai', baseURL: 'http://127.0.0.1:1' }],
     ['openai with a non-URL baseURL', { kind: 'openai', baseURL: 'localhost', model: 'm' }],
     ['module without a specifier', { kind: 'module' }],
+    ['a hole in the scripted steps', { kind: 'scripted', steps: holed({ text: 'x' }) }],
+    ['a tool call without input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't' }] }] }],
+    ['a negative token count', { kind: 'scripted', steps: [{ text: 'x', usage: { inputTokens: -1, outputTokens: 0 } }] }],
+    ['a scripted spec with an inherited key', Object.assign(Object.create({ extra: 1 }) as object, { kind: 'scripted' })],
+    ['a module spec with an empty export', { kind: 'module', specifier: 'x', export: '' }],
     ['not an object', 'scripted'],
   ])('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
     await expect(createModel(spec as ModelSpec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });

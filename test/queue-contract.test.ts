@@ -5,12 +5,14 @@ import { createHost, queueProvider } from 'subagent-host';
 import { providerContract } from './provider-contract.js';
 import { startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
+// Long enough that a worker starved of CPU is not failed as stalled: no test here loses a worker.
+const LOCK_MS = 30_000;
 let redis: RedisServer;
 let worker: WorkerProcess;
 
 beforeAll(async () => {
   redis = await startRedis();
-  worker = await startWorker(redis.url, ['--queue', 'contract', '--concurrency', '4', '--pool-threads', '2', '--lock-duration-ms', '2000']);
+  worker = await startWorker(redis.url, ['--queue', 'contract', '--concurrency', '4', '--pool-threads', '2', '--lock-duration-ms', String(LOCK_MS)]);
 }, 30_000);
 
 afterAll(async () => {
@@ -23,7 +25,7 @@ providerContract('queue', {
   local: false,
   async setup() {
     const host = await createHost({ providers: false });
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'contract', lockDurationMs: 2000 }));
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'contract', lockDurationMs: LOCK_MS }));
     return { host, provider: 'queue' };
   },
 });

@@ -13,6 +13,10 @@ import { startRedis, startWorker, type RedisServer, type WorkerProcess } from '.
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
 const QUEUE = 'fleet';
+// No test here loses a worker, so a lapsed job lock could only mean a worker starved of CPU for that
+// long, which BullMQ would fail as stalled (maxStalledCount 0): the lock outlasts any such stall.
+// Lost workers and lapsed locks are tested in queue-failures.test.ts.
+const LOCK_MS = 30_000;
 
 let redis: RedisServer;
 let workers: WorkerProcess[] = [];
@@ -20,7 +24,7 @@ const dir = mkdtempSync(join(tmpdir(), 'queue-fleet-'));
 
 beforeAll(async () => {
   redis = await startRedis();
-  const args = ['--queue', QUEUE, '--concurrency', '10', '--pool-threads', '2', '--lock-duration-ms', '2000'];
+  const args = ['--queue', QUEUE, '--concurrency', '10', '--pool-threads', '2', '--lock-duration-ms', String(LOCK_MS)];
   workers = await Promise.all([startWorker(redis.url, args), startWorker(redis.url, args)]);
 }, 30_000);
 
@@ -76,7 +80,7 @@ describe('queue provider on two worker processes', () => {
   it('spreads 20 children over both workers; each log is complete, in order, and names its worker', async () => {
     const before = await clients();
     host = await createHost();
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: 2000 }));
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: LOCK_MS }));
     parent = await host.createAgent();
     const gate = join(dir, 'open-20');
     const runs = await Promise.all(Array.from({ length: 20 }, (_, i) => start(gated(gate, `child ${i}`))));
@@ -118,7 +122,7 @@ describe('queue provider on two worker processes', () => {
 
   it('cancels a running remote child and a child no worker has taken yet', async () => {
     host = await createHost({ providers: false });
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: 2000 }));
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: LOCK_MS }));
     parent = await host.createAgent();
     const running = await start({ label: 'hang', agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } });
     await waitFor(() => attempts(host.sessions.get(running.id)!.events).length === 1);
@@ -129,7 +133,7 @@ describe('queue provider on two worker processes', () => {
     await running.dispose();
 
     // A queue nobody serves: the job is removed before any worker sees it.
-    const idle = queueProvider(host, { connection: redis.url, queue: 'nobody', name: 'idle', lockDurationMs: 2000 });
+    const idle = queueProvider(host, { connection: redis.url, queue: 'nobody', name: 'idle', lockDurationMs: LOCK_MS });
     host.subagents.registerProvider(idle);
     const waiting = await host.subagents.start('idle', { label: 'never taken', prompt: [text('work')], parent, signal: new AbortController().signal });
     waiting.cancel();
@@ -144,7 +148,7 @@ describe('queue provider on two worker processes', () => {
   it('persists remote children so `subagent-host ls` lists them after the host is gone', async () => {
     const db = join(dir, 'remote.db');
     host = await createHost({ providers: false, persistence: { sqlite: db } });
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: 2000 }));
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: LOCK_MS }));
     parent = await host.createAgent();
     const run = await start({ label: 'remote one', agentOptions: { model: { kind: 'scripted', steps: [{ text: 'stored' }] } } });
     await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });

@@ -56,16 +56,19 @@ const lastLine = (expected: string) => (out: string) => out.trimEnd().split('\n'
 
 let hogs: ChildProcess[] = [];
 let demoDir = '';
+let demoDbDir = '';
 
 beforeAll(() => {
   hogs = [0, 1].map(() => spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' }));
   demoDir = mkdtempSync(join(tmpdir(), 'reliability-demo-'));
+  demoDbDir = mkdtempSync(join(tmpdir(), 'reliability-demo-db-'));
   for (let i = 1; i <= 7; i++) writeFileSync(join(demoDir, `note-${i}.md`), `# Note ${i}\n${'some words about the topic\n'.repeat(i * 5)}`);
 });
 
 afterAll(() => {
   for (const hog of hogs) hog.kill('SIGKILL');
   rmSync(demoDir, { recursive: true, force: true });
+  rmSync(demoDbDir, { recursive: true, force: true });
 });
 
 // Scripts that loop run several rounds per process: each round is one more chance to abort.
@@ -82,7 +85,7 @@ describe('under two busy loops, the host process', { timeout: 240_000 }, () => {
         return false;
       }
     };
-    expect(await repeat(20, [cli, 'demo', '--json', '--children', '3', '--dir', demoDir], report)).toEqual([]);
+    expect(await repeat(20, [cli, 'demo', '--json', '--children', '3', '--dir', demoDir, '--db', join(demoDbDir, 'runs.db')], report)).toEqual([]);
   });
 
   it('survives a runaway child terminated 50 ms after cancel, then close (8 processes × 3 rounds)', async () => {

@@ -9,7 +9,7 @@ import {
   finalAssistantOutput,
   limitDiagnostic,
 } from 'subagent-host/internals';
-import { deferred } from './helpers.js';
+import { deferred, holed } from './helpers.js';
 import { fakeProvider, fakeRun, testHost, type FakeRun, type TestHost } from './fake-provider.js';
 
 let t: TestHost;
@@ -44,6 +44,15 @@ describe('result', () => {
     }
     provided.output.push(text('later'));
     expect(result.output).toEqual([text('a')]);
+    await run.dispose();
+  });
+
+  it('keeps the seven usage figures and drops keys a provider put beside them', async () => {
+    const raw = fakeRun();
+    const run = await startWith(raw);
+    const usage = { inputTokens: 3, outputTokens: 4, totalTokens: 7, requests: 2, turns: 1, toolCalls: 1, wallMs: 5 };
+    raw.settle.resolve({ output: [], stopReason: 'completed', usage: { ...usage, costUsd: 0.5 } });
+    await expect(run.result).resolves.toEqual({ output: [], stopReason: 'completed', usage });
     await run.dispose();
   });
 
@@ -84,6 +93,8 @@ describe('result', () => {
     ['no stopReason', { output: [] }],
     ['a non-string diagnostic', { output: [], diagnostic: 5, stopReason: 'error' }],
     ['a block without type', { output: [{ text: 'x' }], stopReason: 'completed' }],
+    ['a hole in its output', { output: holed({ type: 'text', text: 'x' }), stopReason: 'completed' }],
+    ['an infinite token count', { output: [], stopReason: 'completed', usage: { inputTokens: Infinity, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 } }],
     ['an uncloneable structured value', { output: [], structured: () => 1, stopReason: 'completed' }],
     ['undefined', undefined],
   ])('rejects CONTRACT_VIOLATION for %s, after the provider run was disposed', async (_label, bad) => {

@@ -2,7 +2,7 @@
 // receives, cancellation before start, and rejected or malformed starts (seam-spec S1–S5).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SUBAGENT_DESCRIPTOR_VERSION, text, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
-import { deferred } from './helpers.js';
+import { deferred, holed } from './helpers.js';
 import { NO_CAPABILITIES, fakeProvider, fakeRun, testHost, type TestHost } from './fake-provider.js';
 
 let t: TestHost;
@@ -55,6 +55,9 @@ describe('start validation', () => {
     ['an empty prompt', { prompt: [] }],
     ['a missing signal', { signal: undefined }],
     ['an empty toolFilter', { toolFilter: {} }],
+    ['a hole in the prompt', { prompt: holed(text('x')) }],
+    ['agentOptions with an inherited key', { agentOptions: Object.assign(Object.create({ inherited: 1 }) as object, { maxTokens: 5 }) }],
+    ['a hole in agentOptions.toolModules', { agentOptions: { toolModules: holed('file:///tools.js') } }],
   ] as [string, Partial<SubagentStartRequest>][])('S3: rejects %s with INVALID_REQUEST, never calling the provider', async (_label, extra) => {
     const provider = fakeProvider('full');
     t.host.subagents.registerProvider(provider);

@@ -1,14 +1,15 @@
-// Worker entry (bundled into one CommonJS file): the worker-thread transport of the child runner
-// (runtime/child-runner.ts), one child per piscina task. Notices and calls travel on the thread's
-// hub port, cancellation and the input gate also in shared memory; the outcome returns encoded.
+// Worker entry (bundled into one CommonJS file, see scripts/bundle-worker.mjs): the worker-thread
+// transport of the child runner (runtime/child-runner.ts), one child per piscina task. Notices and
+// calls travel on the thread's hub port, cancellation and the input gate also in shared memory; the
+// outcome returns encoded.
 import type { MessagePort } from 'node:worker_threads';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
-import { encode, type Encoded } from '../src/seam/codec.js';
+import { encode } from '../src/seam/codec.js';
 import type { ChildTransport, HostApi } from '../src/seam/child-protocol.js';
 import { runChild } from '../src/runtime/child-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
-import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
+import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
 import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire-channel.js';
 
 // The hub: one long-lived port per thread, shared by every child the thread ever runs (a port per
@@ -17,12 +18,15 @@ import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire
 const router = new RunRouter();
 let hub: MessagePort | undefined;
 
+// The loader that runs this bundle from V8's code cache supplies `import()` (see module-import.ts).
+export { setModuleImporter } from '../src/runtime/module-import.js';
+
 /** A no-op task: resolves once this thread has loaded its modules (see WorkerPool.warm). */
 export function warm(): number {
   return threadId;
 }
 
-export default async function runThreadChild(task: WorkerTask): Promise<Encoded> {
+export default async function runThreadChild(task: WorkerTask): Promise<ThreadTaskReturn> {
   if (task.port) {
     if (hub) task.port.close();
     // unref: an idle thread's hub must not keep the worker (and so the host process) alive.
@@ -39,8 +43,17 @@ export default async function runThreadChild(task: WorkerTask): Promise<Encoded>
   // Deliveries that reached this thread, against the host's count in the input gate.
   let received = 0;
   let caughtUp = () => {};
+  // The end notice returns with the task (see ThreadTaskReturn); the others go out on the hub, counted.
+  let end: ThreadTaskReturn['end'];
+  let notices = 0;
   const transport: ChildTransport = {
-    notify: (notice) => route.post('notice', notice),
+    notify: (notice) => {
+      if (notice.type === 'end') end = notice;
+      else {
+        notices++;
+        route.post('notice', notice);
+      }
+    },
     callHost: (invoke) => host.call((remote) => invoke(remote as unknown as HostApi)),
     serve: (control) =>
       exposeOn(
@@ -70,7 +83,8 @@ export default async function runThreadChild(task: WorkerTask): Promise<Encoded>
   // Sent before anything can fail: the host needs the thread id to terminate a runaway child.
   transport.notify({ type: 'attach', threadId });
   try {
-    return encode((await runChild(task.data, transport)) satisfies ThreadTaskResult);
+    const outcome = encode((await runChild(task.data, transport)) satisfies ThreadTaskResult);
+    return end ? { ...outcome, end, notices } : outcome;
   } finally {
     host.close();
     route.dispose();

@@ -3,11 +3,11 @@
 import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
 import type { Writable } from 'node:stream';
-import type { ModelSpec } from '../seam/agent-types.js';
+import type { Agent, ModelSpec } from '../seam/agent-types.js';
 import { text, textOf, type ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { TurnEndReason } from '../seam/session-types.js';
-import type { SubagentProvider, SubagentStartRequest } from '../seam/types.js';
+import type { SubagentProvider, SubagentRun, SubagentStartRequest } from '../seam/types.js';
 import { createHost, type Host } from '../host.js';
 import { inProcessProvider } from '../providers/in-process.js';
 import { forkProvider, spawnProvider } from '../providers/worker/worker-provider.js';
@@ -101,23 +101,46 @@ async function warmUpChild(host: Host, inner: SubagentProvider, file: string, mo
   await run.dispose();
 }
 
+// The one-by-one run is short, so it is made three times and the fastest counts: a disk stall or a
+// busy neighbour during one of them (SQLite syncs each commit) does not inflate the speed-up.
+const BASELINE_RUNS = 3;
+
 /** Runs the very children the model delegated again, one by one in the main thread. */
 async function sequentialBaseline(host: Host, delegated: readonly Delegated[], file: string): Promise<Baseline> {
   const baseline = inProcessProvider(host, { name: 'baseline' });
   const off = host.subagents.registerProvider(baseline);
-  await warmUpChild(host, baseline, file, analystModel());
-  const parent = await host.createAgent();
+  try {
+    await warmUpChild(host, baseline, file, analystModel());
+    const parent = await host.createAgent();
+    let fastest: Baseline | undefined;
+    for (let i = 0; i < BASELINE_RUNS; i++) {
+      const measured = await oneByOne(host, parent, delegated);
+      if (measured.stopReasons.some((reason) => reason !== 'completed')) return measured;
+      if (fastest === undefined || measured.ms < fastest.ms) fastest = measured;
+    }
+    return fastest!;
+  } finally {
+    off();
+  }
+}
+
+/**
+ * One pass over the children, timed like the parallel run: from the first start to the last result.
+ * Disposing (which waits for each session to be on disk) comes after the clock, as it does there.
+ */
+async function oneByOne(host: Host, parent: Agent, delegated: readonly Delegated[]): Promise<Baseline> {
+  const runs: SubagentRun[] = [];
   const stopReasons: string[] = [];
   const t0 = performance.now();
   try {
     for (const { request } of delegated) {
       const run = await host.subagents.start('baseline', { ...request, parent, signal: new AbortController().signal });
+      runs.push(run);
       stopReasons.push((await run.result).stopReason);
-      await run.dispose();
     }
     return { ms: performance.now() - t0, stopReasons };
   } finally {
-    off();
+    await Promise.all(runs.map((run) => run.dispose()));
   }
 }
 

@@ -8,7 +8,7 @@ import { SCHEMA_VERSION } from '../persistence/sqlite-migrate.js';
 import { decodeEvent, decodeSession } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
-import { transcriptOf, usageOf } from './transcript.js';
+import { tokenTotalsOf, transcriptOf } from './transcript.js';
 
 const ROOTS_SHOWN = 200;
 const TITLE_CHARS = 120;
@@ -192,7 +192,7 @@ export class InspectReader {
     const events: SessionEvent[] = this.#events.all(id).map((event) => decodeEvent(id, event));
     const response: TranscriptResponse = { id, createdAt: header.createdAt, entries: transcriptOf(events, header.seedLength ?? 0) };
     if (header.parentSession !== undefined) response.parentId = header.parentSession;
-    const usage = usageOf(events);
+    const usage = tokenTotalsOf(events);
     if (usage !== undefined) response.usage = usage;
     return response;
   }

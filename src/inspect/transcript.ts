@@ -136,8 +136,11 @@ export function transcriptOf(events: readonly SessionEvent[], seedLength: number
   return entries;
 }
 
-/** Token totals of the assistant messages that report usage; undefined when none does. */
-export function usageOf(events: readonly SessionEvent[]): UsageTotals | undefined {
+/**
+ * Token totals of every assistant message of the log that reports usage (a fork's seed included, as
+ * the tree's query sums them; not the child's own usage, which `usageOf` counts); undefined when none does.
+ */
+export function tokenTotalsOf(events: readonly SessionEvent[]): UsageTotals | undefined {
   let totals: UsageTotals | undefined;
   for (const event of events) {
     if (event.type !== 'assistant/message') continue;

@@ -21,6 +21,26 @@ const headerSchema = z.strictObject({
 
 const envelopeSchema = z.object({ type: z.string().min(1), time: z.number() });
 
+// Hand-written checks of the common case, run before the schemas: each passes only values its
+// schema accepts, so a well-formed header or event skips zod, and anything else still meets it.
+const HEADER_KEYS = new Set(Object.keys(headerSchema.shape));
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const optionalCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) >= 0);
+const optionalText = (value: unknown, min: number) => value === undefined || (typeof value === 'string' && value.length >= min);
+
+function plainHeader(value: unknown): boolean {
+  // A plain object: the strict schema also refuses inherited enumerable keys.
+  if (!isRecord(value) || Object.getPrototypeOf(value) !== Object.prototype) return false;
+  if (!Object.keys(value).every((key) => HEADER_KEYS.has(key))) return false;
+  const { id, createdAt, cwd, parentSession, origin, delegationDepth, seedLength } = value;
+  if (typeof id !== 'string' || id === '' || !Number.isFinite(createdAt)) return false;
+  if (!optionalText(cwd, 0) || !optionalText(parentSession, 1) || (origin !== undefined && origin !== 'subagent')) return false;
+  return optionalCount(delegationDepth) && optionalCount(seedLength);
+}
+
+const plainEnvelope = (event: unknown) =>
+  isRecord(event) && typeof event['type'] === 'string' && event['type'] !== '' && Number.isFinite(event['time']);
+
 /** One event in storage form: `data` is JSON text. */
 export interface EncodedEvent {
   seq: number;
@@ -55,6 +75,7 @@ export function buildHeader(value: {
 
 /** Validates a header handed to `create`; throws `INVALID_OPTIONS` naming the bad field. */
 export function parseHeader(value: SessionHeader): SessionHeader {
+  if (plainHeader(value)) return buildHeader(value);
   const header = parseOrThrow(headerSchema, value, 'INVALID_OPTIONS', 'header', 'pass a SessionHeader with a non-empty id and a numeric createdAt');
   return buildHeader(header);
 }
@@ -79,7 +100,7 @@ export function encodeEvents(
           'Append contiguous seqs starting at the session length (reload the session if it changed).',
       );
     }
-    const envelope = parseOrThrow(envelopeSchema, event, 'CORRUPT_DATA', `session "${id}" events[${index}]`);
+    const envelope = plainEnvelope(event) ? event : parseOrThrow(envelopeSchema, event, 'CORRUPT_DATA', `session "${id}" events[${index}]`);
     encoded.push({ seq: expected, type: envelope.type, time: envelope.time, data: toJson(id, index, event.data) });
   }
   return encoded;

@@ -40,10 +40,16 @@ class EventStream {
 
   /** Sends what is pending now. Notices keep order, so the host sees events in append order. */
   flush(): void {
-    this.#scheduled = false;
     if (this.#batch.length === 0) return;
-    this.#transport.notify({ type: 'events', events: this.#batch });
+    this.#transport.notify({ type: 'events', events: this.take() });
+  }
+
+  /** What is pending now, for the last notice to carry (one message fewer per child). */
+  take(): SessionEvent[] {
+    this.#scheduled = false;
+    const batch = this.#batch;
     this.#batch = [];
+    return batch;
   }
 }
 
@@ -169,7 +175,6 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
     door.shut('the child ended before it could take this input');
     unsubscribe();
     await handle?.dispose().catch(() => undefined);
-    stream.flush();
-    transport.notify({ type: 'end' });
+    transport.notify({ type: 'end', events: stream.take() });
   }
 }

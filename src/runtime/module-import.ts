@@ -2,14 +2,26 @@
 // worker thread can fence its imports against termination (see providers/worker/import-gate.ts).
 export type ImportGate = <T>(load: () => Promise<T>) => Promise<T>;
 
+/** Loads one module by specifier. */
+export type ModuleImporter = (specifier: string) => Promise<unknown>;
+
 let gate: ImportGate = (load) => load();
+let importer: ModuleImporter = (specifier) => import(specifier);
 
 /** Routes later imports through `next` (the worker entry installs one per thread). */
 export function setImportGate(next: ImportGate): void {
   gate = next;
 }
 
+/**
+ * Replaces the `import()` behind `importModule`. The worker bundle runs from V8's code cache as a
+ * `vm.Script`, whose own `import()` Node 20 refuses; its loader hands in one of its own.
+ */
+export function setModuleImporter(next: ModuleImporter): void {
+  importer = next;
+}
+
 /** `import(specifier)`, through the thread's gate. */
 export function importModule(specifier: string): Promise<unknown> {
-  return gate(() => import(specifier));
+  return gate(() => importer(specifier));
 }

@@ -15,8 +15,8 @@ export type ChildNotice =
   | { type: 'attach'; threadId: number }
   /** The child's new session events, batched. */
   | { type: 'events'; events: SessionEvent[] }
-  /** Sent last, before the task returns: every event has been sent. */
-  | { type: 'end' };
+  /** Sent last, before the task returns, with the events not sent yet: every event has been sent. */
+  | { type: 'end'; events: SessionEvent[] };
 
 export interface HostToolSchema {
   name: string;

@@ -88,6 +88,18 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return proto === null || proto === Object.prototype;
 }
 
+const ONE_SHOT_KEYS = new Set(['version', 'mode', 'provider', 'label']);
+
+/**
+ * A one-shot descriptor without a budget, checked by hand: true only for payloads the schema
+ * accepts, so the common case skips its union (a budget, or any other shape, still meets zod).
+ */
+function plainOneShot(value: Record<string, unknown>): boolean {
+  if (Object.getPrototypeOf(value) !== Object.prototype || !Object.keys(value).every((key) => ONE_SHOT_KEYS.has(key))) return false;
+  const { version, mode, provider, label } = value;
+  return version === SUBAGENT_DESCRIPTOR_VERSION && mode === 'one-shot' && typeof provider === 'string' && (label === undefined || typeof label === 'string');
+}
+
 /** A copy of `value` through JSON, or undefined when that copy differs (the value is not plain JSON). */
 function jsonCopy<T>(value: T): T | undefined {
   let copy: unknown;
@@ -131,7 +143,7 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
     if (value !== undefined) draft[key] = value;
   }
-  parseOrThrow(descriptorSchema(), draft, 'INVALID_REQUEST', 'descriptor');
+  if (!plainOneShot(draft)) parseOrThrow(descriptorSchema(), draft, 'INVALID_REQUEST', 'descriptor');
   const copy = jsonCopy(draft);
   if (copy === undefined) {
     throw new SubagentError(
@@ -150,6 +162,8 @@ export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData |
   if (!isPlainObject(data)) {
     throw new SubagentError('CORRUPT_DATA', 'Stored subagent descriptor is not a plain object.');
   }
+  // Fresh like the schema's output: a plain one-shot payload holds primitives only.
+  if (plainOneShot(data)) return { ...data } as SubagentDescriptorData;
   const { version } = parseOrThrow(versionSchema(), data, 'CORRUPT_DATA', 'stored descriptor');
   if (version !== SUBAGENT_DESCRIPTOR_VERSION) return undefined;
   return parseOrThrow(descriptorSchema(), data, 'CORRUPT_DATA', 'stored descriptor') as SubagentDescriptorData;

@@ -18,36 +18,77 @@ const runShape = z.object({
   cancel: z.custom<(reason?: unknown) => void>((value) => typeof value === 'function').optional(),
 });
 
+// The figures of SubagentUsage, once: `z.object` drops keys a provider put beside them.
+const usageShape = z.object({
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  totalTokens: z.number(),
+  requests: z.number(),
+  turns: z.number(),
+  toolCalls: z.number(),
+  wallMs: z.number(),
+}) satisfies z.ZodType<SubagentUsage>;
+
 const resultShape = z.object({
   output: z.array(z.looseObject({ type: z.string() })),
   structured: z.unknown().optional(),
   diagnostic: z.string().optional(),
   stopReason: z.string().min(1),
-  usage: z
-    .object({
-      inputTokens: z.number(),
-      outputTokens: z.number(),
-      totalTokens: z.number(),
-      requests: z.number(),
-      turns: z.number(),
-      toolCalls: z.number(),
-      wallMs: z.number(),
-    })
-    .optional(),
+  usage: usageShape.optional(),
 });
+
+type RawResult = z.infer<typeof resultShape>;
+const USAGE_FIELDS = Object.keys(usageShape.shape) as (keyof SubagentUsage)[];
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isThenable = (value: unknown) => value instanceof Promise || (isObject(value) && typeof value['then'] === 'function');
+
+/** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
+function all(values: unknown[], check: (value: unknown) => boolean): boolean {
+  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
+  return true;
+}
+
+// Hand-written checks for the shapes every provider returns: each accepts only what its zod
+// schema accepts, so a well-formed run or result skips zod; anything else goes through zod.
+
+function plainRun(run: unknown): boolean {
+  if (!isObject(run) || typeof run['id'] !== 'string' || run['id'] === '') return false;
+  const { localAgent, cancel } = run;
+  if (localAgent !== undefined && !(isObject(localAgent) && typeof localAgent['id'] === 'string')) return false;
+  return isThenable(run['result']) && typeof run['dispose'] === 'function' && (cancel === undefined || typeof cancel === 'function');
+}
+
+/** The fields of a well-formed result, as zod would return them (usage reduced to its figures). */
+function plainResult(raw: unknown): RawResult | undefined {
+  if (!isObject(raw)) return undefined;
+  const { output, structured, diagnostic, stopReason, usage } = raw;
+  if (!Array.isArray(output) || !all(output, (block) => isObject(block) && typeof block['type'] === 'string')) return undefined;
+  if (typeof stopReason !== 'string' || stopReason === '' || (diagnostic !== undefined && typeof diagnostic !== 'string')) return undefined;
+  const fields: RawResult = { output: output as RawResult['output'], stopReason };
+  if ('structured' in raw) fields.structured = structured;
+  if (diagnostic !== undefined) fields.diagnostic = diagnostic;
+  if (usage === undefined) return fields;
+  if (!isObject(usage) || !USAGE_FIELDS.every((key) => Number.isFinite(usage[key]))) return undefined;
+  fields.usage = Object.fromEntries(USAGE_FIELDS.map((key) => [key, usage[key]])) as RawResult['usage'];
+  return fields;
+}
 
 /** Throws `CONTRACT_VIOLATION` unless `run` has the SubagentRun shape. */
 export function assertRunShape(run: unknown, provider: string): asserts run is SubagentRun {
-  parseOrThrow(runShape, run, 'CONTRACT_VIOLATION', 'run', `provider ${provider} returned a malformed run`);
+  if (!plainRun(run)) parseOrThrow(runShape, run, 'CONTRACT_VIOLATION', 'run', `provider ${provider} returned a malformed run`);
 }
 
 /** Normalizes a provider's raw result; `undefined` when it is malformed. */
 function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => SubagentUsage | undefined) | undefined): SubagentResult | undefined {
-  const parsed = resultShape.safeParse(raw);
-  if (!parsed.success) return undefined;
-  let copy: z.infer<typeof resultShape>;
+  let fields = plainResult(raw);
+  if (!fields) {
+    const parsed = resultShape.safeParse(raw);
+    if (!parsed.success) return undefined;
+    fields = parsed.data;
+  }
+  let copy: RawResult;
   try {
-    copy = structuredClone(parsed.data);
+    copy = structuredClone(fields);
   } catch {
     return undefined;
   }
@@ -55,10 +96,8 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
   const stopReason = (cancelled && copy.stopReason !== 'completed' ? 'aborted' : copy.stopReason) as SubagentStopReason;
   const result: SubagentResult = { output: copy.output as unknown as SubagentResult['output'], stopReason };
   if ('structured' in copy && copy.structured !== undefined) result.structured = copy.structured;
-  // Extra keys a provider put beside the figures are dropped: the usage shape is ours.
   if (copy.usage !== undefined) {
-    const { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs } = copy.usage;
-    result.usage = { inputTokens, outputTokens, totalTokens, requests, turns, toolCalls, wallMs };
+    result.usage = copy.usage;
     const below = descendants?.();
     if (below) result.treeUsage = addUsage(result.usage, below);
   }

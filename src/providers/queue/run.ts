@@ -42,7 +42,10 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #session: SessionLog | undefined;
   readonly #pending: ReplyEntry[] = [];
   #attempt = 1;
-  #offset = 0;
+  /** What turns a seq of this attempt's log into the host log's: set when a thread takes the attempt. */
+  #attemptShift = 0;
+  /** Events of this attempt left out of the host log so far (a repeated descriptor). */
+  #skipped = 0;
   #openTurn: number | undefined;
   #ownEvents = 0;
   #described = false;
@@ -74,7 +77,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     if (entry.kind === 'attach') {
       session.append(ATTEMPT_EVENT, entry.placement);
       const firstChildSeq = this.#init.seedLength > 0 ? this.#init.seedLength + 1 : 0;
-      this.#offset = session.seq - firstChildSeq;
+      this.#attemptShift = session.seq - firstChildSeq;
+      this.#skipped = 0;
     } else if (entry.kind === 'events') {
       try {
         session.mirror(this.#own(entry.events));
@@ -95,12 +99,12 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     for (const event of events) {
       if (event.type === DESCRIPTOR_EVENT) {
         if (this.#described) {
-          this.#offset -= 1;
+          this.#skipped += 1;
           continue;
         }
         this.#described = true;
       }
-      kept.push(this.#track({ ...event, seq: event.seq + this.#offset }));
+      kept.push(this.#track({ ...event, seq: event.seq + this.#attemptShift - this.#skipped }));
     }
     return kept;
   }

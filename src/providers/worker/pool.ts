@@ -72,6 +72,9 @@ export interface WorkerPoolEngine extends WorkerPool {
 }
 
 const positiveInt = z.number().int().positive();
+// Node 24 aborts the whole process (V8 "GC during deserialization") when a thread starts with an
+// old generation of 2 MB or less; 3 MB fails that thread alone, on Node 20 and 24 alike.
+const MIN_OLD_GENERATION_MB = 3;
 const optionsShape = z.strictObject({
   minThreads: z.number().int().min(0).optional(),
   maxThreads: positiveInt.optional(),
@@ -79,7 +82,15 @@ const optionsShape = z.strictObject({
   maxNestingDepth: z.number().int().min(0).optional(),
   idleTimeoutMs: z.number().int().min(0).optional(),
   resourceLimits: z
-    .strictObject({ maxOldGenerationSizeMb: positiveInt.optional(), maxYoungGenerationSizeMb: positiveInt.optional(), stackSizeMb: positiveInt.optional() })
+    .strictObject({
+      maxOldGenerationSizeMb: z
+        .number()
+        .int()
+        .min(MIN_OLD_GENERATION_MB, `must be at least ${MIN_OLD_GENERATION_MB} (less aborts the whole process on Node 24); a thread needs about 16 to run a child`)
+        .optional(),
+      maxYoungGenerationSizeMb: positiveInt.optional(),
+      stackSizeMb: positiveInt.optional(),
+    })
     .optional(),
   cancelGraceMs: z.number().int().min(0).optional(),
 });

@@ -10,16 +10,23 @@ import { SubagentError } from '../../seam/errors.js';
 import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import type { WorkerPoolEngine } from './pool.js';
-import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type WorkerTask } from './thread-protocol.js';
+import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask } from './thread-protocol.js';
 import { describeThreadFailure } from './thread-failure.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
+
+/** A task's outcome with its end notice and the count of hub notices before it (see ThreadTaskReturn). */
+interface PoolOutcome {
+  result: SubagentResult;
+  end: ThreadTaskReturn['end'];
+  notices: number;
+}
 
 /**
  * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `need-port`, and the task is sent again with one.
  */
-export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, 'port'>): Promise<SubagentResult> {
+export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, 'port'>): Promise<PoolOutcome> {
   const router = pool.channels;
   for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
     let attempt: WorkerTask = task;
@@ -29,8 +36,9 @@ export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, '
       attempt = { ...task, port: port2 };
     }
     // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
-    const outcome = decode<ThreadTaskResult>(await pool.run(attempt));
-    if (outcome.type === 'result') return outcome.result;
+    const value: ThreadTaskReturn = await pool.run(attempt);
+    const outcome = decode<ThreadTaskResult>(value);
+    if (outcome.type === 'result') return { result: outcome.result, end: value.end, notices: value.notices ?? 0 };
   }
 }
 
@@ -73,27 +81,38 @@ export class ThreadChild {
     this.#pool = pool;
     ({ cancelFlag: this.#cancelFlag, inputGate: this.#inputGate } = sharedFlags());
     this.#route = pool.channels.route(run);
-    let ended!: () => void;
-    // The worker's last notice: once it is in, every event of the child has been delivered.
-    const endSeen = new Promise<void>((resolve) => (ended = resolve));
+    // Notices in from the hub; `caughtUp` checks them against the count the task's value reports.
+    let received = 0;
+    let caughtUp = () => {};
+    let portClosed = false;
     this.#route.on('notice', (raw) => {
+      received++;
       const notice = raw as ChildNotice;
       if (notice.type === 'events') sink.events(notice.events);
       else if (notice.type === 'attach') this.#attach(notice.threadId, sink);
-      else ended();
+      caughtUp();
     });
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ChildControlApi>(this.#route.endpoint('control'));
     this.#route.onClose(() => {
+      portClosed = true;
       this.#control.close('the child’s thread closed its channel');
-      ended();
+      caughtUp();
     });
+    /** Resolves once `count` notices are in (or the port closed: no more will come). */
+    const noticesIn = (count: number) =>
+      new Promise<void>((resolve) => {
+        caughtUp = () => (received >= count || portClosed) && resolve();
+        caughtUp();
+      });
     const task = runOnPool(pool, { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id });
     this.outcome = task.then(
-      async (result): Promise<ThreadOutcome> => {
+      async ({ result, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
-        // The task's value may overtake the port's notices (piscina answers on its own port).
-        await endSeen;
+        // The task's value may overtake the hub's notices (piscina answers on its own port); its
+        // end notice, the child's last events, applies after them.
+        await noticesIn(notices);
+        if (end && end.events.length > 0) sink.events(end.events);
         return { type: 'result', result };
       },
       (error: unknown): ThreadOutcome => {

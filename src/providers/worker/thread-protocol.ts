@@ -3,7 +3,7 @@
 // what a thread answers, and the messages a thread posts on `parentPort` while it loads.
 import type { MessagePort } from 'node:worker_threads';
 import type { Encoded } from '../../seam/codec.js';
-import type { ChildTaskResult } from '../../seam/child-protocol.js';
+import type { ChildNotice, ChildTaskResult } from '../../seam/child-protocol.js';
 
 /** The piscina task: `data` is an encoded `ChildTaskData`. */
 export interface WorkerTask {
@@ -27,6 +27,14 @@ export interface WorkerTask {
 
 /** What a thread's task returns (encoded): the child's outcome, or a request for a hub port. */
 export type ThreadTaskResult = ChildTaskResult | { type: 'need-port' };
+
+/**
+ * The value a thread's task returns: the encoded ThreadTaskResult and, for a child that ran, its
+ * `end` notice, which rides here instead of on the hub port (one message fewer per child), with
+ * the count of notices the child posted on the hub before it: the host applies `end` once that
+ * many have arrived, since this value and the hub's messages travel on different ports.
+ */
+export type ThreadTaskReturn = Encoded & { end?: Extract<ChildNotice, { type: 'end' }>; notices?: number };
 
 /** Each thread's `workerData`: the pool's import gate (see import-gate.ts). */
 export interface WorkerThreadData {

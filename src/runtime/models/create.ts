@@ -7,6 +7,7 @@ import { lazy } from '../../seam/once.js';
 import { importModule } from '../module-import.js';
 import { openaiModel } from './openai.js';
 import { scriptedModel } from './scripted.js';
+import { plainModelSpec } from './spec-check.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
 import { parseOrThrow } from '../../seam/parse.js';
 
@@ -45,7 +46,7 @@ const modelSpecSchema = lazy(() => {
 
 /** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
 export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
-  parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
+  if (!plainModelSpec(spec)) parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
 }
 
 async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Promise<ModelAdapter> {
