@@ -1,6 +1,6 @@
-// ACP: a bare SDK client/agent prompt round trip over a child's stdio (the floor), then our
-// provider against `subagent-host acp`: start fresh and prewarmed, a one-shot prompt on a prewarmed
-// child, and a follow-up to a resident continuable child.
+// ACP: a bare SDK client/agent prompt round trip over a child's stdio (the floor, back to back and
+// after idling), then our provider against `subagent-host acp`: start fresh and prewarmed, a
+// one-shot prompt on a prewarmed child, and a follow-up to a resident continuable child.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,8 +15,15 @@ const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const FLOOR_AGENT = fileURLToPath(new URL('./fixtures/floor-acp-agent.js', import.meta.url));
 const GRACES = { disposeEofGraceMs: 5000, disposeGraceMs: 1000 };
 
-/** Prompt round trips of a bare SDK client to the floor agent in a child process. */
-async function floorRow(cwd: string): Promise<Row> {
+/** How long the floor agent sits idle before each sample of `acp/floor-sdk-after-idle`. */
+const IDLE_MS = 20;
+
+/**
+ * Prompt round trips of a bare SDK client to the floor agent in a child process: back to back on
+ * one session (the floor), and each on a new session after the agent sat idle, as a prewarmed
+ * child's agent does before its one prompt (a process that slept runs its first request slower).
+ */
+async function floorRows(cwd: string): Promise<Row[]> {
   const child = spawn(process.execPath, [FLOOR_AGENT], { stdio: ['pipe', 'pipe', 'inherit'] });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>);
   let chunks = 0;
@@ -27,17 +34,24 @@ async function floorRow(cwd: string): Promise<Row> {
   try {
     await connection.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
     const { sessionId } = await connection.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
-    const prompt = { sessionId, prompt: [{ type: 'text' as const, text: 'hi' }] };
-    return await sampled(
-      'acp/floor-sdk-roundtrip',
-      200,
+    const roundTrip = async (id: string) => {
+      const t0 = performance.now();
+      await connection.agent.request(acp.methods.agent.session.prompt, { sessionId: id, prompt: [{ type: 'text', text: 'hi' }] });
+      return performance.now() - t0;
+    };
+    const floor = await sampled('acp/floor-sdk-roundtrip', 200, () => roundTrip(sessionId), 20);
+    const afterIdle = await sampled(
+      'acp/floor-sdk-after-idle',
+      40,
       async () => {
-        const t0 = performance.now();
-        await connection.agent.request(acp.methods.agent.session.prompt, prompt);
-        return performance.now() - t0;
+        await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+        const fresh = await connection.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
+        return roundTrip(fresh.sessionId);
       },
-      20,
+      4,
     );
+    afterIdle.note = `new session after ${IDLE_MS} ms idle`;
+    return [floor, afterIdle];
   } finally {
     connection.close();
     child.stdin.end();
@@ -124,7 +138,7 @@ export const acpSuite: Suite = {
   async run() {
     const dir = mkdtempSync(join(tmpdir(), 'subagent-acp-bench-'));
     try {
-      const rows: Row[] = [await floorRow(dir)];
+      const rows: Row[] = await floorRows(dir);
       const fresh = await acpHost(dir);
       try {
         rows.push(await sampled('acp/start-fresh', 10, () => timedStart(fresh.host, fresh.parent, async () => undefined), 1));
@@ -137,7 +151,8 @@ export const acpSuite: Suite = {
         prewarmed.note = 'prewarm 2';
         rows.push(prewarmed);
         const prompt = await sampled('acp/prompt-roundtrip', 20, () => timedPrompt(warm.host, warm.parent, warm.whenWarm), 2);
-        prompt.note = 'prewarmed one-shot child: publication → result';
+        const idleFloor = rows.find((row) => row.id === 'acp/floor-sdk-after-idle')!;
+        prompt.note = `prewarmed one-shot child: publication → result; ×${(prompt.medianMs / idleFloor.medianMs).toFixed(2)} of acp/floor-sdk-after-idle`;
         rows.push(prompt);
       } finally {
         await warm.host.close();

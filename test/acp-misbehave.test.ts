@@ -165,6 +165,15 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  it('drops session/updates that break the ACP schema: neither the output nor the log sees them', async () => {
+    use(['--bad-update']);
+    const run = await start();
+    await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+    const types = host.sessions.get(run.id)!.events.map((event) => event.type);
+    expect(types.filter((type) => type.startsWith('assistant/') || type.startsWith('tool/'))).toEqual(['assistant/chunk', 'assistant/chunk', 'assistant/message']);
+    await run.dispose();
+  });
+
   describe('before the session is ready', () => {
     it('rejects CANCELLED and reaps a stubborn agent that never answers initialize when the start is aborted', async () => {
       use(['--hang-init', '--ignore-eof', '--trap-sigterm']);

@@ -26,6 +26,13 @@ export function describeAcpFailure(error: unknown): string {
   return isJsonRpcError(error) ? `JSON-RPC error ${error.code}` : 'the connection closed';
 }
 
+/**
+ * The params of a `session/update` as they arrive. The SDK's client app routes every such
+ * notification through its session router first, which parses it with the ACP schema and drops it
+ * when that fails; parsing it again for this handler would only double the cost of each update.
+ */
+const VALIDATED_BY_ROUTER: acp.ParamsParser<acp.SessionNotification> = { parse: (params) => params as acp.SessionNotification };
+
 /** One client connection to one agent process, serving one session. */
 export class AcpClient {
   readonly #sdk: AcpSdk;
@@ -38,7 +45,7 @@ export class AcpClient {
     this.#sdk = sdk;
     this.#connection = sdk
       .client({ name: 'subagent-host' })
-      .onNotification(sdk.methods.client.session.update, ({ params }) => {
+      .onNotification(sdk.methods.client.session.update, VALIDATED_BY_ROUTER, ({ params }) => {
         if (params.sessionId === this.#sessionId) this.#listener?.(params.update);
       })
       .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => permissionOutcome(permission, params.options))

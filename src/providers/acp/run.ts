@@ -84,8 +84,9 @@ export class AcpRun implements SubagentRun {
     init.signal.addEventListener('abort', this.#abort, { once: true });
     if (init.signal.aborted) this.cancel();
     this.result = this.#settle();
-    // A finished child's process is retired at once; dispose waits for the same teardown.
-    const retire = () => init.child.proc.reap(init.graces);
+    // A finished child's process is retired at once (dispose waits for the same teardown), on the
+    // next turn of the event loop: closing its stdin is no part of handing the result over.
+    const retire = () => void setImmediate(() => void init.child.proc.reap(init.graces));
     void this.result.then(retire, retire);
   }
 

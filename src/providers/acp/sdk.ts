@@ -1,7 +1,8 @@
 // Lazy access to @agentclientprotocol/sdk. Importing it costs ~100 ms (its zod schemas), so only
 // code that actually speaks ACP pays, once, at first use; `import 'subagent-host'` stays cheap.
 import type * as AcpSdkModule from '@agentclientprotocol/sdk';
-import { Readable, Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
+import { ndJsonNodeStream } from './ndjson.js';
 
 export type AcpSdk = typeof AcpSdkModule;
 export type AcpStream = AcpSdkModule.Stream;
@@ -21,6 +22,5 @@ export function loadAcpSdk(): Promise<AcpSdk> {
 
 /** An ndjson ACP stream over a pair of Node streams (`output` is where this side writes). */
 export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable): AcpStream {
-  // The casts bridge @types/node's web-stream types and the DOM ones the SDK is typed against.
-  return sdk.ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>);
+  return ndJsonNodeStream(sdk, output, input);
 }

@@ -1,0 +1,147 @@
+// The ACP wire over a pair of Node streams: newline-delimited JSON, one message per line. It does
+// what the SDK's ndJsonStream does, without its byte-level web-stream adapters, and gathers the
+// messages that follow one another in a burst (a turn's last update and its answer) into one write.
+import type * as acp from '@agentclientprotocol/sdk';
+import type { Readable, Writable } from 'node:stream';
+
+type AnyMessage = acp.AnyMessage;
+/** What the wire takes from the (lazily loaded) SDK: its error vocabulary. */
+type WireSdk = Pick<typeof acp, 'RequestError' | 'MessageTooLargeError'>;
+
+/** The SDK's default bound on one incoming line. */
+const MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
+const NEWLINE = 0x0a;
+
+/**
+ * Writes a message at once when the line is quiet; messages that follow it in the same run of
+ * promise callbacks are held and written together once that run is over. The first message of a
+ * burst thus leaves without delay (the peer starts on it), and the rest cost one pipe write.
+ */
+class LineWriter {
+  readonly #output: Writable;
+  #held: string[] | undefined;
+  #failed = false;
+
+  constructor(output: Writable) {
+    this.#output = output;
+    // A peer that went away (EPIPE) closes the connection through the next write, not a crash.
+    output.once('error', () => (this.#failed = true));
+  }
+
+  get #closed(): boolean {
+    return this.#failed || this.#output.destroyed || this.#output.writableEnded;
+  }
+
+  write(message: unknown): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('the ACP output stream is closed'));
+    const line = `${JSON.stringify(message)}\n`;
+    if (this.#held) this.#held.push(line);
+    else {
+      this.#held = [];
+      this.#output.write(line);
+      // nextTick runs once the microtask queue drained: everything sent in this burst is held till then.
+      process.nextTick(() => this.#flush());
+    }
+    // Backpressure: a peer that stopped reading holds the writer until it drains (or goes away).
+    if (!this.#output.writableNeedDrain) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        this.#output.off('drain', done).off('close', done);
+        if (this.#closed) reject(new Error('the ACP output stream is closed'));
+        else resolve();
+      };
+      this.#output.on('drain', done).on('close', done);
+    });
+  }
+
+  #flush(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    if (held.length > 0 && !this.#closed) this.#output.write(held.length === 1 ? held[0]! : held.join(''));
+  }
+}
+
+/** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
+function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void): ReadableStream<AnyMessage> {
+  const errors = sdk.RequestError;
+  // Thrown into the connection (which then closes), as the SDK's own stream does.
+  const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let detach = () => undefined as void;
+  const parse = (controller: ReadableStreamDefaultController<AnyMessage>, text: string) => {
+    const line = text.trim();
+    if (line === '') return;
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      reply({ jsonrpc: '2.0', id: null, error: errors.parseError().toErrorResponse() });
+      return;
+    }
+    if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
+    else if (message !== null && typeof message === 'object') controller.enqueue(message as AnyMessage);
+    else reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
+  };
+  return new ReadableStream<AnyMessage>(
+    {
+      start(controller) {
+        const onData = (chunk: Buffer) => {
+          let start = 0;
+          let end = chunk.indexOf(NEWLINE);
+          while (end !== -1) {
+            if (pendingBytes + end - start > MAX_MESSAGE_BYTES) return fail(tooLarge());
+            // Line ends are single bytes, so a line's UTF-8 is never split by cutting here.
+            const text = pending.length === 0 ? chunk.toString('utf8', start, end) : Buffer.concat([...pending, chunk.subarray(start, end)]).toString('utf8');
+            pending = [];
+            pendingBytes = 0;
+            parse(controller, text);
+            start = end + 1;
+            end = chunk.indexOf(NEWLINE, start);
+          }
+          if (start < chunk.length) {
+            pendingBytes += chunk.length - start;
+            if (pendingBytes > MAX_MESSAGE_BYTES) return fail(tooLarge());
+            pending.push(chunk.subarray(start));
+          }
+          if ((controller.desiredSize ?? 1) <= 0) input.pause();
+        };
+        const onEnd = () => {
+          detach();
+          if (pendingBytes > 0) parse(controller, Buffer.concat(pending).toString('utf8'));
+          pending = [];
+          controller.close();
+        };
+        const fail = (error: unknown) => {
+          detach();
+          pending = [];
+          controller.error(error);
+          input.destroy();
+        };
+        detach = () => {
+          input.off('data', onData).off('end', onEnd).off('error', fail);
+        };
+        input.on('data', onData).once('end', onEnd).once('error', fail);
+      },
+      pull() {
+        if (input.isPaused()) input.resume();
+      },
+      cancel() {
+        detach();
+        pending = [];
+        input.destroy();
+      },
+    },
+    { highWaterMark: 64 },
+  );
+}
+
+/** An ACP stream over `input` (what the peer writes) and `output` (where this side writes). */
+export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable): acp.Stream {
+  const writer = new LineWriter(output);
+  const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
+  return {
+    readable: lineReader(input, sdk, reply),
+    writable: new WritableStream<AnyMessage>({ write: (message) => writer.write(message) }),
+  };
+}
