@@ -10,24 +10,17 @@ import { isSubagentError } from '../seam/errors.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { decodeCatalogHeader, decodeEvent } from './sqlite-schema.js';
-import { LISTED_SELECT, MODE_CODE, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
+import { PACKED_TOKENS, WALL_TIME, flagsOf, packedFacts, unpackListed } from './listing-columns.js';
+import { LISTED_SELECT, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
 import { assertContiguous } from './validate.js';
 
 // Catalog statements run in raw mode: better-sqlite3 then builds an array per row instead of an
 // object with named keys. Each value costs about half a millisecond per 10,000 rows, so they read
-// only what a listing shows: id, created_at, the row's flags, then parent_session (descendants
-// only), then the listed projections.
+// only what a listing shows, packed (listing-columns.ts): id, created_at, the packed facts, then
+// the depth (descendants only), then the packed tokens, wall time and label.
 type Values = unknown[];
 
-/**
- * The small facts of a row, packed by SQLite into one integer: bit 0 origin 'subagent', bit 1 has
- * subagent children (`lineage`), bits 2–3 the identity's {@link MODE_CODE}. NULL when origin or
- * next_seq is not a value this store writes: the row is read again and the schema names the column.
- */
-const flags = (lineage: string): string =>
-  `CASE WHEN next_seq >= 0 AND (origin IS NULL OR origin = 'subagent')
-     THEN (origin IS NOT NULL) + 2 * ${lineage} + 4 * (${MODE_CODE}) END`;
-const FLAGS = 2;
+const FACTS = 2;
 const ORIGIN = 1;
 const HAS_CHILDREN = 2;
 
@@ -38,6 +31,9 @@ export class SqliteCatalog {
   readonly #children: Database.Statement<[string], Values>;
   readonly #descendants: Database.Statement<[{ root: string }], Values>;
   readonly #header: Database.Statement<[unknown], Values>;
+  readonly #unpacked: Database.Statement<[unknown], Values>;
+  /** Runs a read in one transaction: the enumeration and any row read again are one snapshot. */
+  readonly #snapshot: Database.Transaction<(read: () => CatalogRecord[]) => CatalogRecord[]>;
   readonly #states: Database.Statement<[string], Values>;
   readonly #events: Database.Statement<[string]>;
   readonly #writeBack: Database.Statement<unknown[]>;
@@ -46,25 +42,30 @@ export class SqliteCatalog {
     // subagent_children is kept by a trigger (sqlite-migrate.ts): a value, not a probe per row.
     this.#children = db
       .prepare<[string], Values>(
-        `SELECT id, created_at, ${flags('subagent_children')}, ${LISTED_SELECT}
+        `SELECT id, created_at, ${packedFacts('subagent_children')}, ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
          FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
       )
       .raw(true);
     // A session has one parent, so a walk down parent links meets each session once, except that a
     // cycle leads back to the root: UNION ALL (no dedupe) is exact when the root is not expanded
-    // again. The walk carries rowids only; each row is read once, in creation order, at the end.
+    // again. The queue is ordered deepest first, then by creation: each session's subtree is taken
+    // out whole before its next sibling, so rows come in pre-order and no result row is sorted. The
+    // walk reads the by-parent index only; each row is read once, at the end.
     this.#descendants = db
       .prepare<[{ root: string }], Values>(
-        `WITH RECURSIVE tree(rid, id) AS (
-           SELECT rowid, id FROM sessions WHERE parent_session = @root
+        `WITH RECURSIVE tree(depth, created_at, create_order, rid, id) AS (
+           SELECT 1, created_at, create_order, rowid, id FROM sessions WHERE parent_session = @root
            UNION ALL
-           SELECT c.rowid, c.id FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
+           SELECT tree.depth + 1, c.created_at, c.create_order, c.rowid, c.id
+           FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
+           ORDER BY 1 DESC, 2, 3
          )
-         SELECT s.id, s.created_at, ${flags('0')}, s.parent_session, ${LISTED_SELECT}
-         FROM tree CROSS JOIN sessions s ON s.rowid = tree.rid
-         ORDER BY s.created_at, s.create_order`,
+         SELECT tree.id, tree.created_at, ${packedFacts('0')}, tree.depth, ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
+         FROM tree CROSS JOIN sessions s ON s.rowid = tree.rid`,
       )
       .raw(true);
+    this.#unpacked = db.prepare<[unknown], Values>(`SELECT ${LISTED_SELECT} FROM sessions WHERE id = ?`).raw(true);
+    this.#snapshot = db.transaction((read: () => CatalogRecord[]) => read());
     this.#header = db.prepare<[unknown], Values>('SELECT id, created_at, parent_session, origin, next_seq FROM sessions WHERE id = ?').raw(true);
     this.#states = db
       .prepare<[string], Values>(`SELECT id, next_seq, ${STATE_COLUMNS.join(', ')} FROM sessions WHERE id IN (SELECT value FROM json_each(?))`)
@@ -78,19 +79,25 @@ export class SqliteCatalog {
   // of rows, mostly before it is optimized, and unoptimized for-of allocates per iteration.
 
   childRecords(parentId: SessionId): CatalogRecord[] {
-    return this.#children.all(parentId).map((row) => this.#recordOf(row, parentId, 3, undefined));
+    return this.#snapshot(() => this.#children.all(parentId).map((row) => this.#recordOf(row, parentId, row[5], undefined, undefined)));
   }
 
+  /** In pre-order (depth first, siblings in creation order), each record with its depth. */
   descendantRecords(rootId: SessionId): CatalogRecord[] {
-    const records = this.#descendants.all({ root: rootId }).map((row) => this.#recordOf(row, row[3], 4, false));
-    // Every subagent child of a session below the root is itself below the root (the root's own
-    // children included), so the rows alone answer "has subagent children".
-    const parents = new Set<SessionId>();
-    records.forEach(({ header }) => {
-      if (header.origin === 'subagent' && header.parentSession !== undefined) parents.add(header.parentSession);
-    });
-    records.forEach((record) => (record.hasSubagentChildren = parents.has(record.header.id)));
-    return records;
+    // The rows come in pre-order, so a row's parent is the last row one level up, and whether a
+    // session has subagent children is known once its subtree has been read. Every subagent child
+    // of a session below the root is itself below the root, so the rows alone answer it.
+    const path: CatalogRecord[] = [];
+    return this.#snapshot(() =>
+      this.#descendants.all({ root: rootId }).map((row) => {
+        const depth = row[3] as number;
+        const parent = depth === 1 ? undefined : path[depth - 2];
+        const record = this.#recordOf(row, parent === undefined ? rootId : parent.header.id, row[6], false, depth);
+        path[depth - 1] = record;
+        if (parent !== undefined && record.header.origin === 'subagent') parent.hasSubagentChildren = true;
+        return record;
+      }),
+    );
   }
 
   projections(ids: readonly SessionId[]): Map<SessionId, StoredProjections> {
@@ -122,17 +129,22 @@ export class SqliteCatalog {
   }
 
   /**
-   * The record of a listed row whose listed projections start at `at`; `hasChildren` undefined
-   * takes it from the flags.
+   * The record of a listed row (id, created_at, {@link packedFacts}, then from index 3 or 4 on the
+   * packed tokens and wall time) with its stored `label`; `hasChildren` undefined takes it from the
+   * facts; `depth` is set on descendants.
    */
-  #recordOf(row: Values, parentSession: unknown, at: number, hasChildren: boolean | undefined): CatalogRecord {
-    const packed = row[FLAGS];
-    if (typeof packed !== 'number') return { header: this.#refused(row[0]), hasSubagentChildren: false };
-    const header = decodeCatalogHeader(row[0], row[1], parentSession, packed & ORIGIN ? 'subagent' : null);
-    const hasSubagentChildren = hasChildren ?? (packed & HAS_CHILDREN) !== 0;
-    const listed = listedFromRow(row, at, packed >> 2);
+  #recordOf(row: Values, parentSession: unknown, label: unknown, hasChildren: boolean | undefined, depth: number | undefined): CatalogRecord {
+    const facts = row[FACTS];
+    if (typeof facts !== 'number') return { header: this.#refused(row[0]), hasSubagentChildren: false };
+    const flags = flagsOf(facts);
+    const header = decodeCatalogHeader(row[0], row[1], parentSession, flags & ORIGIN ? 'subagent' : null);
+    const hasSubagentChildren = hasChildren ?? (flags & HAS_CHILDREN) !== 0;
+    const at = hasChildren === undefined ? 3 : 4;
+    // A figure too large to pack: this row's listed values are read again, unpacked.
+    const listed = unpackListed(facts, row[at], row[at + 1], label) ?? listedFromRow(this.#unpacked.get(row[0]) ?? [], 0, flags >> 2);
     // One literal per shape: no property is added later.
-    return listed === undefined ? { header, hasSubagentChildren } : { header, hasSubagentChildren, listed };
+    if (depth === undefined) return listed === undefined ? { header, hasSubagentChildren } : { header, hasSubagentChildren, listed };
+    return listed === undefined ? { header, hasSubagentChildren, depth } : { header, hasSubagentChildren, listed, depth };
   }
 
   /** The header of a row its flags refused, through the schema: `CORRUPT_DATA` naming the column. */

@@ -36,6 +36,12 @@ export interface CatalogRecord {
    * SessionPersistence.projections} for a record without it.
    */
   listed?: ListedProjections;
+  /**
+   * The session's depth below the root (1: a child of the root). A store that returns its
+   * `descendantRecords` in pre-order (depth first, siblings in creation order) sets it on every
+   * record, and the catalog then takes the walk as it comes.
+   */
+  depth?: number;
 }
 
 /** The views of the projections stored beside a session's log (`subagentIdentity`, `subagentTiming`, `subagentUsage`). */
@@ -64,8 +70,9 @@ export interface SessionPersistence {
   /** The stored children of `parentId` (any origin) in creation order: one indexed query. */
   childRecords(parentId: SessionId): Promise<CatalogRecord[]>;
   /**
-   * Every stored session below `rootId` by parent links, in creation order. A parent cycle ends
-   * (each session appears once; the root itself appears when it sits on a cycle).
+   * Every stored session below `rootId` by parent links, in creation order or in pre-order with
+   * each record's `depth`. A parent cycle ends (each session appears once; the root itself appears
+   * when it sits on a cycle).
    */
   descendantRecords(rootId: SessionId): Promise<CatalogRecord[]>;
   /**

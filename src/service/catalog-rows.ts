@@ -67,13 +67,56 @@ export class LiveIndex {
   readonly byId = new Map<SessionId, Session>();
   /** Ids that some live `origin: 'subagent'` session names as its parent. */
   readonly subagentParents = new Set<SessionId>();
+  /** How many live sessions have a parent. */
+  readonly #withParent: number = 0;
 
   constructor(store: SessionStore) {
     for (const session of store.list()) {
       this.byId.set(session.header.id, session);
       const { parentSession, origin } = session.header;
+      if (parentSession !== undefined) this.#withParent++;
       if (origin === 'subagent' && parentSession !== undefined) this.subagentParents.add(parentSession);
     }
+  }
+
+  /**
+   * The walk below `rootId` of `stored` records that came in pre-order with their depths, live
+   * sessions overriding stored ones, each node's `depth` and `parent` set as {@link preOrder} sets
+   * them. Undefined when the records are not in that form, or when a live session other than the
+   * root and not among them has a parent (it could belong in the walk): the caller then builds the
+   * corpus and walks it.
+   */
+  preOrdered(rootId: SessionId, stored: readonly CatalogRecord[]): CorpusNode[] | undefined {
+    const walk: CorpusNode[] = [];
+    const path: CorpusNode[] = [];
+    let matched = 0;
+    let depthAbove = 0;
+    const ordered = stored.every((record) => {
+      const { depth } = record;
+      // Pre-order goes at most one level down from one record to the next.
+      if (depth === undefined || !Number.isInteger(depth) || depth < 1 || depth > depthAbove + 1) return false;
+      depthAbove = depth;
+      // The root sits on a cycle: it is never walked, and nothing below it was enumerated.
+      if (record.header.id === rootId) return true;
+      const live = this.byId.size === 0 ? undefined : this.byId.get(record.header.id);
+      if (live !== undefined && live.header.parentSession !== undefined) matched++;
+      const node: CorpusNode = {
+        header: live?.header ?? record.header,
+        hasStoredSubagentChildren: record.hasSubagentChildren,
+        live,
+        listed: record.listed,
+        depth,
+        parent: depth === 1 ? undefined : path[depth - 2],
+        stored: undefined,
+        below: undefined,
+      };
+      path[depth - 1] = node;
+      walk.push(node);
+      return true;
+    });
+    // Every live session with a parent, the root aside, is among the records.
+    const liveRoot = this.byId.get(rootId)?.header.parentSession === undefined ? 0 : 1;
+    return ordered && matched === this.#withParent - liveRoot ? walk : undefined;
   }
 
   /**

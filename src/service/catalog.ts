@@ -11,6 +11,7 @@ import { subagentUsage, type SubagentUsageState } from '../seam/usage.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { Logger } from '../runtime/session-store.js';
 import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, treeTotals, type CorpusNode } from './catalog-rows.js';
+import { listedRows, listedTree } from './listed-rows.js';
 import type { SubagentCatalog } from './service.js';
 
 /** Options of {@link createSubagentCatalog}. */
@@ -50,6 +51,8 @@ class StoredCatalog implements SubagentCatalog {
     const stored = await guarded(this.#persistence.childRecords(parentId), signal);
     checkpoint(signal);
     const live = new LiveIndex(this.#sessions);
+    const listed = live.byId.size === 0 ? listedRows(stored) : undefined;
+    if (listed !== undefined) return listed;
     const candidates = live
       .corpus(stored, (header) => header.parentSession === parentId)
       .filter((node) => node.header.origin === 'subagent');
@@ -67,14 +70,21 @@ class StoredCatalog implements SubagentCatalog {
     const stored = await guarded(this.#persistence.descendantRecords(rootId), signal);
     checkpoint(signal);
     const live = new LiveIndex(this.#sessions);
-    const corpus = live.corpus(stored, (header) => header.parentSession !== undefined);
-    // Ordinary sessions are walked through (their subagent descendants are listed) but not listed.
-    const walk = preOrder(rootId, corpus);
-    // Read in creation order (the order the store enumerated them in), listed in walk order.
-    await this.#readProjections(
-      corpus.filter((node) => node.depth !== 0 && node.header.origin === 'subagent'),
-      signal,
-    );
+    const listed = live.byId.size === 0 ? listedTree(rootId, stored) : undefined;
+    if (listed !== undefined) return listed;
+    let walk = live.preOrdered(rootId, stored);
+    if (walk !== undefined) {
+      await this.#readProjections(walk.filter((node) => node.header.origin === 'subagent'), signal);
+    } else {
+      const corpus = live.corpus(stored, (header) => header.parentSession !== undefined);
+      // Ordinary sessions are walked through (their subagent descendants are listed) but not listed.
+      walk = preOrder(rootId, corpus);
+      // Read in creation order (the order the store enumerated them in), listed in walk order.
+      await this.#readProjections(
+        corpus.filter((node) => node.depth !== 0 && node.header.origin === 'subagent'),
+        signal,
+      );
+    }
     const rows = walk.map((node) => (node.header.origin === 'subagent' ? this.#rowOf(node, live) : undefined));
     const totals = treeTotals(walk, rows);
     const entries: SubagentDescendantListEntry[] = [];
