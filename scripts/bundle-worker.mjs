@@ -65,6 +65,9 @@ await esbuild.build({
   format: 'cjs',
   target: 'node20.19',
   logLevel: 'warning',
+  // Maps the bundle back to src/ and workers/ through tsc's maps (`npm run coverage` reads it).
+  sourcemap: true,
+  sourcesContent: false,
   outfile: resolve(dir, BUNDLE),
   plugins: [englishOnly],
 });

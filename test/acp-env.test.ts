@@ -62,7 +62,10 @@ describe('ACP child environment', () => {
     const result = await run.result;
     await run.dispose();
     expect(result.stopReason).toBe('completed');
-    return JSON.parse((result.output[0] as { text: string }).text) as Record<string, string>;
+    const env = JSON.parse((result.output[0] as { text: string }).text) as Record<string, string>;
+    // Node's child_process adds NODE_V8_COVERAGE to any env it is given (under `npm run coverage`).
+    if (env['NODE_V8_COVERAGE'] === process.env['NODE_V8_COVERAGE']) delete env['NODE_V8_COVERAGE'];
+    return env;
   }
 
   it('passes only the allow-list by default: PATH, HOME, locale and proxies without userinfo', async () => {

@@ -202,6 +202,15 @@ describe('codec on malformed input', () => {
     expect((error as SubagentError).cause).toBeInstanceOf(Error);
   });
 
+  it('encode of a cycle through an object with a `constructor` key throws INVALID_REQUEST, not a stack overflow', () => {
+    const input: Record<string, unknown> = JSON.parse('{"constructor":"x"}') as Record<string, unknown>;
+    input['self'] = { back: input };
+    const error = thrown(() => encode(input));
+    expect(error).toBeInstanceOf(SubagentError);
+    expect((error as SubagentError).code).toBe('INVALID_REQUEST');
+    expect((error as SubagentError).message).toMatch(/cycle .*break the cycle/);
+  });
+
   it('parse of text that is not JSON throws CORRUPT_DATA with the SyntaxError as cause', () => {
     const error = thrown(() => parse('{"json":'));
     expect(error).toBeInstanceOf(SubagentError);

@@ -122,4 +122,17 @@ describe('subagent-host inspect server', () => {
     const failure = await promisify(execFile)(process.execPath, [cli, 'inspect', '--db', db, '--port', 'eighty']).catch((error: unknown) => error as { code: number });
     expect(failure).toMatchObject({ code: 2 });
   });
+
+  it('rejects an unknown option with exit code 2, naming it, and shows the usage', async () => {
+    const failure = await promisify(execFile)(process.execPath, [cli, 'inspect', '--db', db, '--colour']).catch((error: unknown) => error as { code: number; stderr: string });
+    expect(failure).toMatchObject({ code: 2 });
+    expect(failure?.stderr).toMatch(/^subagent-host inspect: .*'--colour'/);
+    expect(failure?.stderr).toContain('--db FILE');
+  });
+
+  it('prints the usage on --help and exits 0 without serving', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [cli, 'inspect', '--help']);
+    expect(stdout).toContain('--port N');
+    expect(stdout).not.toContain('http://');
+  });
 });

@@ -88,11 +88,3 @@ export interface SessionEventMap {
 }
 
 export type KnownEventType = keyof SessionEventMap;
-
-/** Narrows an event to a built-in type. */
-export function isEvent<K extends KnownEventType>(
-  event: SessionEvent,
-  type: K,
-): event is SessionEvent<SessionEventMap[K]> {
-  return event.type === type;
-}

@@ -14,6 +14,8 @@ export function leastBusyBalancer(maximumUsage: number, doomed: ReadonlySet<numb
     let candidate: W | null = null;
     let checkpoint = maximumUsage;
     for (const worker of workers) {
+      // Reached only when a task is dispatched while this thread's termination is under way: a race
+      // the suite cannot order on demand (the file is in the coverage floor's exclusion list).
       if (doomed.has(worker.id)) continue;
       if (worker.currentUsage === 0) return worker;
       if (worker.isRunningAbortableTask) continue;

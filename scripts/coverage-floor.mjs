@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+// The coverage floor over coverage/coverage-summary.json (written by `npm run coverage`): every file
+// under src/ and workers/ has ≥ 95% of its lines and ≥ 90% of its branches covered, except the files
+// in EXCLUDED, each with the reason. Exits 1 naming each file below the floor and by how much.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const FLOOR = { lines: 95, branches: 90 };
+// V8 counts a branch only once its function has run, and a path that depends on thread or process
+// timing may run in one suite run and not the next: a file short of the floor by this many lines or
+// branches passes, with a warning, so the check does not flip between runs of the same code.
+const JITTER = 1;
+
+// Why a file is below the floor (the figures are in the table `npm run coverage` prints).
+const BENCH = 'starts the benchmark runner (`npm run bench`); no test runs benchmarks';
+const CLI = 'CLI argv glue and terminal output: some flag combinations and usage errors have no test';
+const CHAOS = 'its chaos tools kill their own thread: whether that thread writes its coverage varies between runs';
+const DEMO = 'demo program: some model, progress and report variants have no test';
+const INSPECT = 'inspector: rarely seen event shapes and request errors have no test';
+const SQLITE = 'SQLite failure paths (corrupt, locked or foreign files) not all provoked';
+const ACP = 'ACP agents misbehaving at specific protocol moments: not all provoked';
+const QUEUE = 'Redis/BullMQ failure paths (connection loss mid-job) not all provoked';
+const RACE = 'skipping a thread under termination happens only when a task is dispatched during that termination: a race no test can order';
+const THREAD = 'worker threads failing at specific moments: not all provoked';
+const MODELS = 'model adapters: some HTTP error, stream and script shapes have no test';
+const CONTINUATION = 'continuation: some validation and failure paths have no test';
+const TOOLS = 'control tools: some argument and state edge cases have no test';
+const WORKER_ENTRY = 'worker entry: waiting for a lost hub port is not provoked';
+const EDGES = 'some edge cases have no test';
+
+/** Files held to no floor, and why. A file leaves the list once it meets the floor (the check says so). */
+const EXCLUDED = {
+  'src/cli/acp-warm-up.ts': CLI,
+  'src/cli/acp.ts': CLI,
+  'src/cli/bench.ts': BENCH,
+  'src/cli/demo.ts': CLI,
+  'src/cli/inspect.ts': CLI,
+  'src/cli/worker.ts': CLI,
+  'src/demo/child-tools.ts': CHAOS,
+  'src/demo/demo-inputs.ts': DEMO,
+  'src/demo/models.ts': DEMO,
+  'src/demo/progress.ts': DEMO,
+  'src/demo/report-text.ts': DEMO,
+  'src/demo/report.ts': DEMO,
+  'src/demo/run-continuable.ts': DEMO,
+  'src/demo/run-demo.ts': DEMO,
+  'src/inspect/reader.ts': INSPECT,
+  'src/inspect/server.ts': INSPECT,
+  'src/inspect/transcript.ts': INSPECT,
+  'src/persistence/sqlite-catalog.ts': SQLITE,
+  'src/persistence/sqlite-schema.ts': SQLITE,
+  'src/providers/local-child.ts': EDGES,
+  'src/providers/provider-host.ts': EDGES,
+  'src/providers/acp/client.ts': ACP,
+  'src/providers/acp/continuable.ts': ACP,
+  'src/providers/acp/mirror.ts': ACP,
+  'src/providers/acp/ndjson.ts': 'the wait for a full pipe to drain (a client that stops reading) is not provoked by a test',
+  'src/providers/acp/pool.ts': ACP,
+  'src/providers/acp/process.ts': ACP,
+  'src/providers/acp/provider.ts': ACP,
+  'src/providers/acp/remote-model.ts': ACP,
+  'src/providers/acp/server-updates.ts': ACP,
+  'src/providers/acp/startup.ts': ACP,
+  'src/providers/queue/connect.ts': QUEUE,
+  'src/providers/queue/connection.ts': QUEUE,
+  'src/providers/queue/provider.ts': QUEUE,
+  'src/providers/queue/queue-worker.ts': QUEUE,
+  'src/providers/queue/run.ts': QUEUE,
+  'src/providers/worker/admission.ts': THREAD,
+  'src/providers/worker/balancer.ts': RACE,
+  'src/providers/worker/child-agent.ts': THREAD,
+  'src/providers/worker/import-gate.ts': THREAD,
+  'src/providers/worker/keep-alive.ts': THREAD,
+  'src/providers/worker/pool.ts': THREAD,
+  'src/providers/worker/thread-failure.ts': THREAD,
+  'src/providers/worker/thread-protocol.ts': THREAD,
+  'src/providers/worker/thread-tracker.ts': THREAD,
+  'src/runtime/session.ts': EDGES,
+  'src/runtime/tool-calls.ts': EDGES,
+  'src/runtime/models/create.ts': MODELS,
+  'src/runtime/models/openai-errors.ts': MODELS,
+  'src/runtime/models/openai-stream.ts': MODELS,
+  'src/runtime/models/openai.ts': MODELS,
+  'src/runtime/models/scripted.ts': MODELS,
+  'src/runtime/models/sse.ts': MODELS,
+  'src/seam/parse.ts': EDGES,
+  'src/service/continuation/authority.ts': CONTINUATION,
+  'src/service/continuation/controls.ts': CONTINUATION,
+  'src/service/continuation/manager.ts': CONTINUATION,
+  'src/service/continuation/materialize.ts': CONTINUATION,
+  'src/service/continuation/notices.ts': CONTINUATION,
+  'src/service/continuation/setup-registry.ts': CONTINUATION,
+  'src/service/continuation/validate.ts': CONTINUATION,
+  'src/tools/agent-status.ts': TOOLS,
+  'src/tools/background-tasks.ts': TOOLS,
+  'src/tools/control-tools.ts': TOOLS,
+  'src/tools/report-tool.ts': TOOLS,
+  'workers/child.ts': WORKER_ENTRY,
+};
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const summaryFile = path.join(root, 'coverage', 'coverage-summary.json');
+if (!fs.existsSync(summaryFile)) {
+  console.error(`coverage floor: ${path.relative(root, summaryFile)} is missing; run \`npm run coverage\`.`);
+  process.exit(1);
+}
+const summary = JSON.parse(fs.readFileSync(summaryFile, 'utf8'));
+const files = Object.entries(summary)
+  .filter(([file]) => file !== 'total')
+  .map(([file, figures]) => [path.relative(root, file).split(path.sep).join('/'), figures]);
+
+const below = [];
+const near = [];
+const nowMeets = [];
+for (const [file, figures] of files) {
+  const shortfalls = Object.keys(FLOOR).map((metric) => shortfall(metric, figures[metric])).filter((short) => short !== undefined);
+  const line = `  ${file}: ${shortfalls.map((short) => short.text).join('; ')}`;
+  if (file in EXCLUDED) {
+    if (shortfalls.length === 0) nowMeets.push(file);
+  } else if (shortfalls.some((short) => short.missing > JITTER)) below.push(line);
+  else if (shortfalls.length > 0) near.push(line);
+}
+const stale = Object.keys(EXCLUDED).filter((file) => !files.some(([reported]) => reported === file));
+
+console.log(`\ncoverage floor: ≥ ${FLOOR.lines}% lines and ≥ ${FLOOR.branches}% branches per file; ${Object.keys(EXCLUDED).length} files excluded (scripts/coverage-floor.mjs).`);
+for (const file of nowMeets) console.log(`  ${file} meets the floor now: remove it from EXCLUDED.`);
+if (near.length > 0) console.log(`  within ${JITTER} of the floor (passes; timing-dependent paths vary between runs):\n${near.join('\n')}`);
+if (stale.length > 0) {
+  console.error(`coverage floor: EXCLUDED names files the report does not have (renamed or removed?): ${stale.join(', ')}`);
+}
+if (below.length > 0) {
+  console.error(`coverage floor: ${below.length} files below the floor (cover them, remove code no behaviour needs, or add them to EXCLUDED with the reason):`);
+  console.error(below.join('\n'));
+}
+if (below.length > 0 || stale.length > 0) process.exit(1);
+console.log('coverage floor: met.');
+
+/** How many more to cover and "lines 91.2% < 95% (4 more of 57 to cover)", or undefined when the figure meets the floor. */
+function shortfall(metric, { total, covered, pct }) {
+  const missing = Math.ceil((FLOOR[metric] / 100) * total - covered - 1e-9);
+  if (total === 0 || missing <= 0) return undefined;
+  return { missing, text: `${metric} ${pct}% < ${FLOOR[metric]}% (${missing} more of ${total} to cover)` };
+}

@@ -1,0 +1,83 @@
+// What the inspector's transcript tells a reader about runs that went wrong or were forked: failed
+// tool calls with their code, a turn that ended in error, and a fork's inherited prefix folded into one entry.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text, type Agent, type Host, type ScriptedStep } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+import { rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
+
+interface Entry {
+  kind: string;
+  title: string;
+  text?: string;
+  isError?: boolean;
+}
+
+const files = tempFiles('inspect-transcript-');
+const db = files.file();
+let server: InspectProcess;
+let failingId: string;
+let forkId: string;
+
+async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[]): Promise<string> {
+  const run = await host.subagents.start(provider, {
+    label: provider,
+    prompt: [text('work')],
+    parent,
+    signal: new AbortController().signal,
+    agentOptions: { model: { kind: 'scripted', steps } },
+  });
+  await run.result;
+  await run.dispose();
+  return run.id;
+}
+
+beforeAll(async () => {
+  const host = await createHost({ providers: false, persistence: { sqlite: db } });
+  try {
+    host.subagents.registerProvider(inProcessProvider(host));
+    host.subagents.registerProvider(inProcessProvider(host, { fork: true }));
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'the parent context' }] } } });
+    parent.followup([text('what the fork inherits')]);
+    await parent.whenIdle();
+    failingId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: { a: 1 } }] }, { finish: 'error' }]);
+    forkId = await delegate(host, 'in-process-fork', parent, [{ text: 'forked answer' }]);
+  } finally {
+    await host.close();
+  }
+  server = await startInspect(db);
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+async function entriesOf(id: string): Promise<Entry[]> {
+  const answer = await rawGet(server.url, `/api/sessions/${encodeURIComponent(id)}`);
+  expect(answer.status).toBe(200);
+  return (JSON.parse(answer.body) as { entries: Entry[] }).entries;
+}
+
+describe('inspector transcript', () => {
+  it('shows a failed tool call as an error result with its code, and the turn that ended in error', async () => {
+    const entries = await entriesOf(failingId);
+    const call = entries.find((entry) => entry.kind === 'tool-call');
+    expect(call?.title).toMatch(/^tool call no_such_tool \(/);
+    expect(JSON.parse(call?.text ?? 'null')).toEqual({ a: 1 });
+    const result = entries.find((entry) => entry.kind === 'tool-result');
+    expect(result).toMatchObject({ isError: true });
+    expect(result?.title).toMatch(/^tool result no_such_tool \(.+\) error [A-Z_]+$/);
+    const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
+    expect(end).toMatchObject({ isError: true });
+    expect(end?.title).toMatch(/^turn \d+ ended: error: [A-Z_]+ \S/);
+  });
+
+  it("folds a fork's inherited prefix into one seed entry, then shows the fork's own turn", async () => {
+    const entries = await entriesOf(forkId);
+    expect(entries[0]).toMatchObject({ kind: 'seed' });
+    expect(entries[0]?.title).toMatch(/^\d+ events inherited from the parent \(fork seed\)$/);
+    expect(entries[0]?.text).toContain('what the fork inherits');
+    expect(entries.filter((entry) => entry.kind === 'seed')).toHaveLength(1);
+    expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).toContain('forked answer');
+    expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).not.toContain('what the fork inherits');
+  });
+});
