@@ -1,16 +1,19 @@
-// Continuation: a follow-up to a resident continuable child, and to an evicted one whose log has
-// about 1,000 events (cold resume from SQLite), each timed from the call to the epoch's end.
+// Continuation: a follow-up to a resident continuable child (a spawn child resident in its worker
+// thread, and an in-process one), and to an evicted one whose log has about 1,000 events (cold
+// resume from SQLite), each timed from the call to the epoch's end.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createHost, inProcessProvider, text, type Agent, type Host } from '../src/index.js';
+import { createHost, inProcessProvider, spawnProvider, text, type Agent, type Host } from '../src/index.js';
 import { sampled, type Row, type Suite } from './lib.js';
 
 const LOG_EVENTS = 1000;
 
 async function open(path: string, lingerMs: number): Promise<Host> {
-  const host = await createHost({ persistence: { sqlite: path }, providers: false, pool: { minThreads: 0 }, continuation: { lingerMs } });
+  const host = await createHost({ persistence: { sqlite: path }, providers: false, pool: { minThreads: 1 }, continuation: { lingerMs } });
   host.subagents.registerProvider(inProcessProvider(host));
+  host.subagents.registerProvider(spawnProvider(host));
+  await host.pool.warm();
   return host;
 }
 
@@ -48,11 +51,17 @@ export const continuationSuite: Suite = {
     try {
       const resident = await open(path, 60_000);
       const parent = await resident.createAgent({ sessionId: 'parent' });
-      const started = nextEnd(resident, 'child');
-      await resident.subagents.startContinuable({ provider: 'in-process', label: 'bench', childId: 'child', request: { prompt: [text('hi')], parent } });
-      await started;
-      const rows: Row[] = [await sampled('continuation/followup-resident', 50, () => timedFollowup(resident, parent, 'child'), 5)];
-      rows[0]!.note = 'in-process child';
+      const start = async (provider: string, childId: string) => {
+        const started = nextEnd(resident, childId);
+        await resident.subagents.startContinuable({ provider, label: 'bench', childId, request: { prompt: [text('hi')], parent } });
+        await started;
+      };
+      await start('spawn', 'worker-child');
+      const rows: Row[] = [await sampled('continuation/followup-resident', 50, () => timedFollowup(resident, parent, 'worker-child'), 5)];
+      rows[0]!.note = 'spawn child resident in its thread';
+      await start('in-process', 'child');
+      rows.push(await sampled('continuation/followup-resident-in-process', 50, () => timedFollowup(resident, parent, 'child'), 5));
+      rows[1]!.note = 'in-process child';
       while (resident.sessions.get('child')!.events.length < LOG_EVENTS) await timedFollowup(resident, parent, 'child');
       await resident.close();
 

@@ -95,9 +95,9 @@ export function table(rows: Row[], all: Row[]): string {
       else if (row.opsPerSec && floor.opsPerSec) versus = `${((row.opsPerSec / floor.opsPerSec) * 100).toFixed(1)}% of ${link.floor}`;
     }
     const ops = row.opsPerSec === undefined ? '' : `${Math.round(row.opsPerSec)}/s`;
-    return `  ${row.id.padEnd(34)} ${fmt(row.medianMs).padStart(9)} ms ${fmt(row.p99Ms).padStart(9)} ms ${ops.padStart(9)}  ${versus}${row.note ? `  ${row.note}` : ''}`;
+    return `  ${row.id.padEnd(42)} ${fmt(row.medianMs).padStart(9)} ms ${fmt(row.p99Ms).padStart(9)} ms ${ops.padStart(9)}  ${versus}${row.note ? `  ${row.note}` : ''}`;
   });
-  return [`  ${'id'.padEnd(34)} ${'median'.padStart(12)} ${'p99'.padStart(12)} ${'ops'.padStart(9)}  vs floor`, ...lines].join('\n');
+  return [`  ${'id'.padEnd(42)} ${'median'.padStart(12)} ${'p99'.padStart(12)} ${'ops'.padStart(9)}  vs floor`, ...lines].join('\n');
 }
 
 /** A row from `n` samples that each time only their own window (setup and teardown excluded). */

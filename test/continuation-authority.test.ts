@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { createHost, text, type Agent } from 'subagent-host';
 import { closeAfterEach, tempFiles } from './helpers.js';
+import { fakeProvider } from './fake-provider.js';
 import { HANG, continuationHost, startChild, untilEvent, type Recorder } from './continuation-helpers.js';
 
 const files = tempFiles('subagent-continuation-auth-');
@@ -50,15 +51,14 @@ describe('authority and validation', () => {
     expect(host.agents.list().map((agent) => agent.id).sort()).toStrictEqual([parent.id, 'reserved'].sort());
   });
 
-  it('rejects continuable starts on providers without prepareContinuable (spawn, fork)', async () => {
+  it('rejects continuable starts on providers without prepareContinuable', async () => {
     const host = await createHost({ pool: { minThreads: 0 } });
     track(host);
+    host.subagents.registerProvider(fakeProvider('one-shot-only'));
     const parent = await host.createAgent();
-    for (const provider of ['spawn', 'fork']) {
-      await expect(
-        host.subagents.startContinuable({ provider, label: 'w', request: { prompt: [text('p')], parent } }),
-      ).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining(provider) });
-    }
+    await expect(
+      host.subagents.startContinuable({ provider: 'one-shot-only', label: 'w', request: { prompt: [text('p')], parent } }),
+    ).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining('one-shot-only') });
     expect(host.agents.list()).toStrictEqual([parent]);
   });
 

@@ -16,7 +16,6 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 interface Report {
   mode: string;
   provider: string;
-  note: string;
   parentId: string;
   db: string;
   files: number;
@@ -34,9 +33,8 @@ describe('subagent-host demo --continuable', () => {
     const ids = report.children.map((child) => child.id);
     expect({ ...report, parentId: 'P', children: report.children.map((child) => ({ ...child, id: 'C' })), totalMs: 0 }).toEqual({
       mode: 'continuable',
-      provider: 'in-process',
+      provider: 'spawn',
       model: 'scripted',
-      note: "continuable children run on the 'in-process' provider: 'spawn' and 'fork' do not support continuable children yet",
       parentId: 'P',
       db,
       files: 5,

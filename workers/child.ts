@@ -1,12 +1,13 @@
 // Worker entry (bundled into one CommonJS file, see scripts/bundle-worker.mjs): the worker-thread
-// transport of the child runner (runtime/child-runner.ts), one child per piscina task. Notices and
-// calls travel on the thread's hub port, cancellation and the input gate also in shared memory; the
-// outcome returns encoded.
+// transport of the child runners (runtime/child-runner.ts; resident-runner.ts for a continuable
+// child's stay), one child per piscina task. Notices and calls travel on the thread's hub port,
+// cancellation and the input gate also in shared memory; the outcome returns encoded.
 import type { MessagePort } from 'node:worker_threads';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { encode } from '../src/seam/codec.js';
 import type { ChildTransport, HostApi } from '../src/seam/child-protocol.js';
 import { runChild } from '../src/runtime/child-runner.js';
+import { runResident } from '../src/runtime/resident-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
 import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
@@ -56,7 +57,8 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
     },
     callHost: (invoke) => host.call((remote) => invoke(remote as unknown as HostApi)),
     serve: (control) =>
-      exposeOn(
+      // A resident child takes its input in prompts; only a one-shot child counts deliveries.
+      'prompt' in control ? exposeOn(control, route.endpoint('control')) : exposeOn(
         {
           ...control,
           deliver: (...args: Parameters<typeof control.deliver>) => {
@@ -83,7 +85,8 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   // Sent before anything can fail: the host needs the thread id to terminate a runaway child.
   transport.notify({ type: 'attach', threadId });
   try {
-    const outcome = encode((await runChild(task.data, transport)) satisfies ThreadTaskResult);
+    const run = task.resident ? runResident : runChild;
+    const outcome = encode((await run(task.data, transport)) satisfies ThreadTaskResult);
     return end ? { ...outcome, end, notices } : outcome;
   } finally {
     host.close();

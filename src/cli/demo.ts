@@ -6,7 +6,7 @@ import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { DemoProvider } from '../demo/report.js';
 import { reportText } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
-import { CONTINUABLE_PROVIDER_NOTE, runContinuableDemo } from '../demo/run-continuable.js';
+import { runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
 
 const USAGE = `usage: subagent-host demo [options]
@@ -73,7 +73,7 @@ export async function run(args: string[]): Promise<number> {
   }
   const { dir, files } = source.value;
   const db = values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB;
-  if (values.continuable) return continuable({ dir, files, children, db, json: values.json });
+  if (values.continuable) return continuable({ provider: values.provider as DemoProvider, dir, files, children, db, json: values.json });
   if (!values.json) {
     const who = model ? 'a real model' : 'a scripted planner';
     process.stdout.write(`Asking ${who} to delegate the analysis of ${files.length} files under ${dir} to ${children}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
@@ -101,8 +101,8 @@ export async function run(args: string[]): Promise<number> {
 }
 
 /** `demo --continuable`: live progress, then the report (text or JSON). */
-async function continuable(o: { dir: string; files: string[]; children: number; db: string; json: boolean }): Promise<number> {
-  if (!o.json) process.stdout.write(`Asking a scripted planner to analyse ${o.files.length} files under ${o.dir} with ${o.children} continuable children (${CONTINUABLE_PROVIDER_NOTE})…\n`);
+async function continuable(o: { provider: DemoProvider; dir: string; files: string[]; children: number; db: string; json: boolean }): Promise<number> {
+  if (!o.json) process.stdout.write(`Asking a scripted planner to analyse ${o.files.length} files under ${o.dir} with ${o.children} continuable '${o.provider}' children…\n`);
   const report = await runContinuableDemo({ ...o, out: process.stdout, tty: process.stdout.isTTY === true, quiet: o.json });
   if (o.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -1,5 +1,6 @@
-// `demo --continuable`: the planner starts one continuable in-process child per chunk, each child
-// reports a partial finding before its answer, and the planner sends each a follow-up and waits.
+// `demo --continuable`: the planner starts one continuable child per chunk (on the chosen provider;
+// spawn and fork children stay resident in their worker threads), each child reports a partial
+// finding before its answer, and the planner sends each a follow-up and waits.
 import { relative } from 'node:path';
 import type { Writable } from 'node:stream';
 import type { ModelSpec } from '../seam/agent-types.js';
@@ -7,16 +8,16 @@ import { text, textOf, type ContentBlock } from '../seam/content.js';
 import type { SessionEvent, TurnEndReason } from '../seam/session-types.js';
 import { createHost } from '../host.js';
 import { inProcessProvider } from '../providers/in-process.js';
+import { forkProvider, spawnProvider } from '../providers/worker/worker-provider.js';
 import { controlTools } from '../tools/control-tools.js';
 import { reportTool } from '../tools/report-tool.js';
 import { subagentTool } from '../tools/subagent-tool.js';
 import { createContinuablePlannerModel } from './continuable-models.js';
 import { ProgressView, type ChildProgress } from './progress.js';
-
-/** Why the continuable demo runs in-process whatever `--provider` says. */
-export const CONTINUABLE_PROVIDER_NOTE = "continuable children run on the 'in-process' provider: 'spawn' and 'fork' do not support continuable children yet";
+import type { DemoProvider } from './report.js';
 
 export interface ContinuableOptions {
+  provider: DemoProvider;
   dir: string;
   files: string[];
   children: number;
@@ -29,9 +30,8 @@ export interface ContinuableOptions {
 /** The report of `demo --continuable` (also its `--json` output). */
 export interface ContinuableReport {
   mode: 'continuable';
-  provider: 'in-process';
+  provider: DemoProvider;
   model: 'scripted';
-  note: string;
   parentId: string;
   db: string;
   files: number;
@@ -85,8 +85,9 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
   const watched = new Map<string, Watched>();
   const unsubscribe: (() => void)[] = [];
   try {
-    host.subagents.registerProvider(inProcessProvider(host));
-    subagentTool(host, { provider: 'in-process', mode: 'continuable', agentOptions: { model: analystModel(), toolModules: [childTools] } });
+    const { provider } = options;
+    host.subagents.registerProvider(provider === 'in-process' ? inProcessProvider(host) : provider === 'fork' ? forkProvider(host) : spawnProvider(host));
+    subagentTool(host, { provider, mode: 'continuable', agentOptions: { model: analystModel(), toolModules: [childTools] } });
     controlTools(host);
     reportTool(host, { delivery: 'next-step' });
     const parent = await host.createAgent({ model: createContinuablePlannerModel(chunks) });
@@ -123,9 +124,8 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
     const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason.kind ?? 'error';
     return {
       mode: 'continuable',
-      provider: 'in-process',
+      provider: options.provider,
       model: 'scripted',
-      note: CONTINUABLE_PROVIDER_NOTE,
       parentId: parent.id,
       db: options.db,
       files: options.files.length,

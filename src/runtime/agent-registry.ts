@@ -35,6 +35,8 @@ interface CommonAgentOptions {
   signal?: AbortSignal;
   /** A shared cancel flag set by another thread (see AgentInit.cancelFlag). */
   cancelFlag?: Int32Array;
+  /** False: `agentOptions.toolModules` are loaded elsewhere (where a resident child runs). @default true */
+  loadToolModules?: boolean;
 }
 
 export interface CreateAgentOptions extends CommonAgentOptions {
@@ -152,7 +154,7 @@ export class AgentRegistry {
     checkSignal(options.signal);
     const model = options.model ?? (await createModel(agentOptions.model ?? this.#model));
     const tools = (options.tools ?? this.#tools).scope();
-    if (agentOptions.toolModules?.length) tools.register(...(await loadToolModules(agentOptions.toolModules)));
+    if (agentOptions.toolModules?.length && options.loadToolModules !== false) tools.register(...(await loadToolModules(agentOptions.toolModules)));
     checkSignal(options.signal);
     const agent = new LocalAgent({
       options: agentOptions,

@@ -14,7 +14,8 @@ import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type 
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry } from './tool-registry.js';
 
-function hostTool(schema: HostToolSchema, transport: ChildTransport): Tool {
+/** A host tool as the child sees it: each call runs on the host. */
+export function hostTool(schema: HostToolSchema, transport: ChildTransport): Tool {
   return {
     ...schema,
     execute: (input, ctx) => transport.callHost((host) => host.callTool(schema.name, input, ctx.callId)),
@@ -22,7 +23,7 @@ function hostTool(schema: HostToolSchema, transport: ChildTransport): Tool {
 }
 
 /** Sends a session's new events to the host, one notice per event-loop turn. */
-class EventStream {
+export class EventStream {
   readonly #transport: ChildTransport;
   #batch: SessionEvent[] = [];
   #scheduled = false;

@@ -3,7 +3,7 @@
 // through. Worker threads are one transport (providers/worker/thread-protocol.ts); a queue or a
 // process could be another. Nothing here knows ports, flags or threads.
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
-import type { BudgetStop } from './budget.js';
+import type { BudgetStop, SubagentBudget } from './budget.js';
 import type { ContentBlock, MessageId, MessageSource } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionHeader } from './session-types.js';
@@ -15,6 +15,8 @@ export type ChildNotice =
   | { type: 'attach'; threadId: number }
   /** The child's new session events, batched. */
   | { type: 'events'; events: SessionEvent[] }
+  /** A resident child's agent is built: it takes prompts. */
+  | { type: 'ready' }
   /** Sent last, before the task returns, with the events not sent yet: every event has been sent. */
   | { type: 'end'; events: SessionEvent[] };
 
@@ -60,6 +62,39 @@ export interface ChildControlApi {
   budgetStop(stop: BudgetStop): void;
 }
 
+/**
+ * A continuable child's stay where it runs: its agent is rebuilt from `events` (its completed turns,
+ * codec text) and then takes one turn per `prompt` until the host tells it to leave.
+ */
+export interface ResidentTaskData {
+  header: SessionHeader;
+  events: string;
+  agentOptions: AgentOptions;
+  hostTools: HostToolSchema[];
+  /** The child's own budget, checked at each step where it runs (`seedLength`: its inherited prefix in `events`). */
+  budget?: { budget: SubagentBudget; startedAt: number; seedLength: number };
+}
+
+/** One message of a resident child's turn, under the id its host already returned. */
+export interface ResidentMessage {
+  id: MessageId;
+  content: ContentBlock[];
+  source: MessageSource;
+}
+
+/** Served by a resident child for its stay (`control` lane). */
+export interface ResidentControlApi {
+  /**
+   * Starts one turn: the first message opens it, the others join its first step. `hostTools`, when
+   * given, replaces the host tools the child sees (setup contributions come and go).
+   */
+  prompt(messages: ResidentMessage[], hostTools?: HostToolSchema[]): void;
+  /** Cancels the running turn; the child stays. */
+  cancel(cause: CancelCause): void;
+  /** Ends the stay: the agent is disposed and the task returns. */
+  leave(): void;
+}
+
 /** What a child task returns (encoded by its transport): the child's raw terminal outcome. */
 export interface ChildTaskResult {
   type: 'result';
@@ -77,7 +112,7 @@ export interface ChildTransport {
   /** Calls the host; rejects `CLOSED` once the channel is lost. */
   callHost<R>(invoke: (host: HostApi) => Promise<R>): Promise<R>;
   /** Serves this child's control calls to the host. */
-  serve(control: ChildControlApi): void;
+  serve(control: ChildControlApi | ResidentControlApi): void;
   /**
    * The child is idle and about to return: from now on the host refuses input for it (`CLOSED`),
    * and this resolves once every message the host sent before has reached `deliver`, so an id

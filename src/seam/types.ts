@@ -110,6 +110,8 @@ export interface ContinuableCreateSpec {
   model?: ModelAdapter;
   /** JSON data kept in the child's descriptor and handed back to `resumeContinuable`. */
   providerData?: Record<string, unknown>;
+  /** False when the child loads its tool modules where it runs, not on this thread. @default true */
+  toolModulesHere?: boolean;
   /** Frees what the provider holds for this child; called once when it leaves residence or its creation failed. */
   release?(): Promise<void>;
 }

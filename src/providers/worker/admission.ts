@@ -12,6 +12,12 @@ export interface Slot {
   wait(): () => void;
   /** Idempotent: the child's task has left its thread. */
   release(): void;
+  /**
+   * Marks a resident child as idle: when a start finds no free slot, `yieldSlot` is called (once)
+   * and the child must leave its thread, which releases the slot. `busy()` withdraws the offer.
+   */
+  idle(yieldSlot: () => void): void;
+  busy(): void;
 }
 
 export interface AdmissionRequest {
@@ -27,9 +33,9 @@ export interface AdmissionRequest {
 /**
  * A lineage node of the admission: an admitted child, on a root slot (`on` undefined) or on the
  * loan of the holder `on`. Each holder lends at most one slot at a time (`borrower`), which keeps
- * every chain of loans within one root slot and at most 1 + maxNestingDepth long. Resident
- * children plug in as further holder states: an idle one yields its slot when `#pump` finds none
- * free, and one that only waits for its own children keeps its lineage place without a thread.
+ * every chain of loans within one root slot and at most 1 + maxNestingDepth long. A resident
+ * (continuable) child between turns is `idle`: it yields its slot when `#pump` finds none free, so
+ * lingering children never block a start, and one that only waits for its children holds none.
  */
 interface Holder {
   readonly id: string;
@@ -40,6 +46,10 @@ interface Holder {
   /** Host tool calls in flight; above 0 the child only waits, so its loan is open. */
   waits: number;
   released: boolean;
+  /** Set while a resident child is idle: asks it to leave its thread. */
+  onYield: (() => void) | undefined;
+  /** Asked to leave; its release is on its way. */
+  yielding: boolean;
 }
 
 interface Pending {
@@ -60,6 +70,8 @@ export class Admission {
   readonly #holders = new Map<string, Holder>();
   #free: number;
   #loans = 0;
+  /** Holders asked to yield whose slots are not released yet. */
+  #yielding = 0;
   #queue: Pending[] = [];
   #closed = false;
 
@@ -143,10 +155,28 @@ export class Admission {
       else waiting.push(pending);
     }
     this.#queue = waiting;
+    this.#askYields(waiting.length);
+  }
+
+  /** Asks idle resident children to leave their threads, one per start still waiting. */
+  #askYields(waiting: number): void {
+    let need = waiting - this.#yielding;
+    for (const holder of this.#holders.values()) {
+      if (need <= 0) return;
+      const onYield = holder.onYield;
+      if (!onYield || holder.yielding) continue;
+      holder.onYield = undefined;
+      holder.yielding = true;
+      this.#yielding++;
+      need--;
+      queueMicrotask(onYield);
+    }
   }
 
   #grant(pending: Pending, lender: Holder | undefined): void {
-    const holder: Holder = { id: pending.request.child, level: pending.level, on: lender, borrower: undefined, waits: 0, released: false };
+    const holder: Holder = {
+      id: pending.request.child, level: pending.level, on: lender, borrower: undefined, waits: 0, released: false, onYield: undefined, yielding: false,
+    };
     if (lender) {
       lender.borrower = holder;
       this.#setLoans(this.#loans + 1);
@@ -158,6 +188,14 @@ export class Admission {
     pending.resolve({
       wait: () => this.#wait(holder),
       release: () => this.#release(holder),
+      idle: (yieldSlot) => {
+        if (holder.released || holder.yielding) return;
+        holder.onYield = yieldSlot;
+        if (this.#queue.length > 0) this.#askYields(this.#queue.length);
+      },
+      busy: () => {
+        holder.onYield = undefined;
+      },
     });
   }
 
@@ -175,6 +213,8 @@ export class Admission {
   #release(holder: Holder): void {
     if (holder.released) return;
     holder.released = true;
+    holder.onYield = undefined;
+    if (holder.yielding) this.#yielding--;
     if (this.#holders.get(holder.id) === holder) this.#holders.delete(holder.id);
     const { on, borrower } = holder;
     if (borrower) {

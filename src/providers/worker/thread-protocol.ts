@@ -5,9 +5,11 @@ import type { MessagePort } from 'node:worker_threads';
 import type { Encoded } from '../../seam/codec.js';
 import type { ChildNotice, ChildTaskResult } from '../../seam/child-protocol.js';
 
-/** The piscina task: `data` is an encoded `ChildTaskData`. */
+/** The piscina task: `data` is an encoded `ChildTaskData` (a `ResidentTaskData` when `resident`). */
 export interface WorkerTask {
   data: Encoded;
+  /** A continuable child's stay: it takes turns until the host tells it to leave. */
+  resident?: true;
   /**
    * Int32Array over a SharedArrayBuffer; index 0 becomes 1 when the child is cancelled. A child
    * busy in a long step never reads its port, so a cancel message alone could wait forever; the

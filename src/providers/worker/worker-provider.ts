@@ -6,10 +6,12 @@ import type { ChildTaskData } from '../../seam/child-protocol.js';
 import { stringify } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
-import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
+import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import { composeChildTools } from '../../runtime/child-run.js';
+import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { hostParts, type Host } from '../provider-host.js';
+import { ResidentWorkerModel } from './resident-model.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
 export type { WorkerProviderHost } from './worker-run.js';
@@ -70,12 +72,35 @@ async function startWorkerChild(host: WorkerProviderHost, request: ResolvedSubag
   return WorkerRun.start(host, request, planTask(host, request, fork));
 }
 
+/** Recorded in a continuable child's descriptor: it comes back as a resident of a worker thread. */
+const RESIDENT_DATA = Object.freeze({ residence: 'worker-thread' });
+
+/**
+ * A continuable child's host-side agent takes its turns through a resident stay in a pool thread
+ * (see resident-model.ts), which also loads its tool modules; its log, inbox and epochs stay here.
+ */
+function residentSpec(host: WorkerProviderHost, request: ContinuableCreateRequest): ContinuableCreateSpec {
+  const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id);
+  return { model, providerData: { ...RESIDENT_DATA }, toolModulesHere: false, release: () => model.release() };
+}
+
+function resumeResident(host: WorkerProviderHost, name: string, request: ContinuableResumeRequest): Promise<ContinuableCreateSpec> {
+  if (request.providerData.residence !== RESIDENT_DATA.residence) {
+    return Promise.reject(new SubagentError('NOT_RESUMABLE', `child ${request.sessionId} was not created by a worker provider; ${name} cannot bring it back`));
+  }
+  return Promise.resolve(residentSpec(host, request));
+}
+
 function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): SubagentProvider {
   return {
     name,
     capabilities: ALL_CAPABILITIES,
     inheritsParentContext: fork,
     start: (request) => startWorkerChild(host, request, fork),
+    // A continuable fork child starts from the parent's completed turns, like a one-shot fork.
+    prepareContinuable: (request) =>
+      Promise.resolve({ ...residentSpec(host, request), ...(fork ? { seed: completedTurnPrefix(request.parent.session.events) } : {}) }),
+    resumeContinuable: (request) => resumeResident(host, name, request),
   };
 }
 

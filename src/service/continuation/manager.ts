@@ -186,7 +186,7 @@ export class ContinuationManager implements ActivationHost {
     const provider = this.deps.getProvider(spec.provider);
     if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${spec.provider}`);
     if (!provider.prepareContinuable) {
-      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process or in-process-fork)`);
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process, spawn or fork)`);
     }
     const budget = startBudget(spec, provider);
     // Validated before the provider spends anything (an ACP provider spawns a process).

@@ -1,0 +1,234 @@
+// The model of a continuable spawn/fork child's host-side agent. The child itself lives in a pool
+// thread (a resident stay) and keeps its history and tools there between turns; each host-side step
+// is one turn of it. The host-side agent keeps the inbox, the epochs and the log that is persisted;
+// the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
+import type { HostApi, HostToolSchema, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
+import { encode, stringify } from '../../seam/codec.js';
+import type { SessionId } from '../../seam/content.js';
+import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { settled } from '../../seam/once.js';
+import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-types.js';
+import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
+import type { Tool } from '../../seam/agent-types.js';
+import type { LocalAgent } from '../../runtime/agent.js';
+import type { Slot } from './admission.js';
+import { ResidentThread, stayFailure } from './resident-thread.js';
+import { TurnRelay } from './resident-turn.js';
+import type { WorkerProviderHost } from './worker-run.js';
+
+/** The messages of the host-side agent's current step: what the child's turn is for. */
+function stepMessages(events: readonly SessionEvent[]): ResidentMessage[] {
+  const messages: ResidentMessage[] = [];
+  for (let i = events.length - 1; i >= 0 && events[i]!.type !== 'step/start'; i--) {
+    if (events[i]!.type !== 'user/message') continue;
+    const { id, content, source } = events[i]!.data as SessionEventMap['user/message'];
+    messages.unshift({ id, content, source });
+  }
+  return messages;
+}
+
+/** The number of the host-side turn now running. */
+function currentTurn(events: readonly SessionEvent[]): number {
+  const start = events.findLast((event) => event.type === 'turn/start');
+  return (start?.data as SessionEventMap['turn/start'] | undefined)?.turn ?? 0;
+}
+
+/**
+ * The log a stay starts from: everything before the running turn, without inbox bookkeeping (its
+ * inbox is the host's), and where the inherited prefix ends in it.
+ */
+function priorLog(events: readonly SessionEvent[], seedLength: number): { events: SessionEvent[]; seedLength: number } {
+  const open = events.findLastIndex((event) => event.type === 'turn/start');
+  const kept = (open < 0 ? events : events.slice(0, open)).map((event, index) => ({ event, index })).filter(({ event }) => !event.type.startsWith('inbox/'));
+  return {
+    events: kept.map(({ event }, seq) => ({ ...event, seq })),
+    seedLength: kept.filter(({ index }) => index < seedLength).length,
+  };
+}
+
+/** The child's own budget as its stay checks it: counted from its descriptor, over its whole log. */
+function budgetOf(events: readonly SessionEvent[], seedLength: number, prior: { seedLength: number }): ResidentTaskData['budget'] {
+  const own = events.slice(seedLength);
+  const descriptor = foldSubagentDescriptor(own);
+  if (descriptor?.budget === undefined) return undefined;
+  const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
+  return { budget: descriptor.budget, startedAt, seedLength: prior.seedLength };
+}
+
+function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
+  return tools.map(({ name, description, parameters, concurrencySafe }) => ({ name, description, parameters, ...(concurrencySafe ? { concurrencySafe } : {}) }));
+}
+
+const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
+
+interface Stay {
+  readonly thread: ResidentThread;
+  readonly slot: Slot;
+  /** The host tools the child was last given. */
+  tools: readonly Tool[];
+  /** The running turn. */
+  turn: TurnRelay | undefined;
+  /** Asked to leave while a turn ran: it leaves once that turn is over. */
+  leaveAfterTurn: boolean;
+}
+
+export class ResidentWorkerModel implements ModelAdapter {
+  readonly #host: WorkerProviderHost;
+  readonly #childId: SessionId;
+  readonly #parentId: SessionId;
+  /** The stay turns go to (a leaving one is no longer it). */
+  #stay: Stay | undefined;
+  /** Every stay whose task has not ended yet, leaving ones included. */
+  readonly #live = new Set<Stay>();
+  /** A stay being built. */
+  #entering: Promise<unknown> = Promise.resolve();
+  /** The previous turn, until it is over in the thread (a cancelled one may still wind down). */
+  #previous: Promise<void> = Promise.resolve();
+  #released = false;
+
+  constructor(host: WorkerProviderHost, childId: SessionId, parentId: SessionId) {
+    this.#host = host;
+    this.#childId = childId;
+    this.#parentId = parentId;
+  }
+
+  #agent(): LocalAgent {
+    const agent = this.#host.agents.get(this.#childId);
+    if (!agent) throw new SubagentError('CLOSED', `continuable child ${this.#childId} is not live`);
+    return agent;
+  }
+
+  async *stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
+    const { signal } = request;
+    let agent: LocalAgent;
+    let stay: Stay;
+    let messages: ResidentMessage[];
+    try {
+      agent = this.#agent();
+      messages = stepMessages(agent.session.events);
+      // A step with no input gives the child nothing to take a turn for.
+      if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
+      await this.#previous;
+      if (signal.aborted) return yield aborted;
+      const entering = this.#enter(agent, signal);
+      this.#entering = settled(entering);
+      // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
+      stay = await entering;
+    } catch (error) {
+      if (signal.aborted) return yield aborted;
+      return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
+    }
+    // A budget stop inside the child's turn stops the host-side turn the same way (its input is discarded).
+    const relay = new TurnRelay(signal, agent.session, currentTurn(agent.session.events), (cause) => agent.cancel(cause));
+    stay.turn = relay;
+    stay.slot.busy();
+    this.#previous = relay.ended;
+    // Only a turn still running is cancelled: a cancel's grace must not end an idle stay's thread.
+    const cancel = () => {
+      if (stay.turn === relay) stay.thread.cancelTurn((signal.reason as CancelCause | undefined) ?? { kind: 'parent' });
+    };
+    void relay.ended.then(() => {
+      stay.thread.turnEnded();
+      stay.turn = undefined;
+      signal.removeEventListener('abort', cancel);
+      this.#rest(stay);
+    });
+    signal.addEventListener('abort', cancel, { once: true });
+    const tools = agent.tools.list();
+    const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
+    stay.tools = tools;
+    try {
+      await stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
+      // A cancel that landed before the prompt found no turn to stop.
+      if (signal.aborted) cancel();
+    } catch (error) {
+      relay.lost(stay.thread.over ? 'the child’s thread ended before the turn started' : describeError(error));
+    }
+    yield* relay.chunks();
+  }
+
+  /** The child's stay, resident already or built now from the host-side log (in any thread). */
+  async #enter(agent: LocalAgent, signal: AbortSignal): Promise<Stay> {
+    if (this.#released) throw new SubagentError('CLOSED', `continuable child ${this.#childId} has left residence`);
+    if (this.#stay && !this.#stay.thread.over) return this.#stay;
+    const { pool, sessions } = this.#host;
+    const tools = agent.tools.list();
+    const { events, header } = agent.session;
+    const prior = priorLog(events, header.seedLength ?? 0);
+    const budget = budgetOf(events, header.seedLength ?? 0, prior);
+    const data: ResidentTaskData = {
+      header,
+      events: stringify(prior.events),
+      agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
+      hostTools: schemasOf(tools),
+      ...(budget ? { budget } : {}),
+    };
+    const task = encode(data);
+    const slot = await pool.admission.acquire({
+      child: this.#childId,
+      parent: this.#parentId,
+      parentOf: (id) => sessions.get(id)?.header.parentSession,
+      signal,
+    });
+    // The stay's turn, as the thread's calls and notices find it (the stay is built below).
+    const current: { stay?: Stay } = {};
+    const host: HostApi = {
+      callTool: async (name, input, callId) => {
+        const turn = current.stay?.turn;
+        if (!turn) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child between turns`);
+        // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
+        const done = slot.wait();
+        try {
+          return await agent.tools.execute(name, input, { agent, callId, signal: turn.signal });
+        } finally {
+          done();
+        }
+      },
+    };
+    let thread: ResidentThread;
+    try {
+      thread = new ResidentThread(pool, task, host, (events) => current.stay?.turn?.events(events), () => slot.release());
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+    const stay: Stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false };
+    current.stay = stay;
+    this.#stay = stay;
+    this.#live.add(stay);
+    void thread.ended.then((outcome) => {
+      this.#live.delete(stay);
+      if (this.#stay === stay) this.#stay = undefined;
+      stay.turn?.lost(stayFailure(outcome));
+    });
+    await thread.ready;
+    return stay;
+  }
+
+  /** A stay between turns: it leaves if asked to (or released), else it may yield its slot. */
+  #rest(stay: Stay): void {
+    if (stay.leaveAfterTurn || this.#released) this.#leave(stay);
+    else if (this.#stay === stay) stay.slot.idle(() => this.#leave(stay));
+  }
+
+  /** Ends a stay (idle, or once its turn is over); the child comes back from its log when needed. */
+  #leave(stay: Stay): void {
+    if (this.#stay === stay) this.#stay = undefined;
+    if (stay.turn) {
+      stay.leaveAfterTurn = true;
+      return;
+    }
+    void stay.thread.leave();
+  }
+
+  /** The child left residence for good (its Activation ended): its stay ends with it. */
+  async release(): Promise<void> {
+    this.#released = true;
+    await this.#entering;
+    await this.#previous;
+    const live = [...this.#live];
+    for (const stay of live) this.#leave(stay);
+    await Promise.all(live.map((stay) => stay.thread.ended));
+  }
+}

@@ -1,0 +1,157 @@
+// One stay of a continuable child on a pool thread, host side: it posts the resident task, routes
+// its notices, serves its host calls and ends it with `leave`, or by terminating the thread when the
+// child does not stop within the pool's grace (a runaway turn, a stay that ignores `leave`).
+import { randomUUID } from 'node:crypto';
+import type { ChildNotice, HostApi, HostToolSchema, ResidentControlApi, ResidentMessage } from '../../seam/child-protocol.js';
+import type { Encoded } from '../../seam/codec.js';
+import { SubagentError } from '../../seam/errors.js';
+import type { CancelCause, SessionEvent } from '../../seam/session-types.js';
+import type { WorkerPoolEngine } from './pool.js';
+import { runOnPool, type ThreadOutcome } from './thread-child.js';
+import { describeThreadFailure } from './thread-failure.js';
+import { sharedFlags } from './thread-protocol.js';
+import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
+
+export class ResidentThread {
+  readonly #pool: WorkerPoolEngine;
+  readonly #route: RunRoute;
+  readonly #control: GuardedRemote<ResidentControlApi>;
+  readonly #cancelFlag: Int32Array;
+  #threadId: number | undefined;
+  #killTimer: NodeJS.Timeout | undefined;
+  #killed = false;
+  #over = false;
+  /** Resolves once the child's agent is built; rejects if the stay ends first. */
+  readonly ready: Promise<void>;
+  /** Settles once the task has ended and every notice of it is in. */
+  readonly ended: Promise<ThreadOutcome>;
+
+  /** Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `ended`. */
+  constructor(pool: WorkerPoolEngine, data: Encoded, host: HostApi, onEvents: (events: SessionEvent[]) => void, onTaskEnd: () => void) {
+    this.#pool = pool;
+    const { cancelFlag, inputGate } = sharedFlags();
+    this.#cancelFlag = cancelFlag;
+    this.#route = pool.channels.route(randomUUID());
+    let built!: () => void;
+    const ready = new Promise<void>((resolve) => (built = resolve));
+    // Notices in from the hub; `caughtUp` checks them against the count the task's value reports.
+    let received = 0;
+    let caughtUp = () => {};
+    let portClosed = false;
+    this.#route.on('notice', (raw) => {
+      received++;
+      const notice = raw as ChildNotice;
+      if (notice.type === 'events') onEvents(notice.events);
+      else if (notice.type === 'attach') this.#threadId = notice.threadId;
+      else if (notice.type === 'ready') built();
+      caughtUp();
+    });
+    exposeOn(host, this.#route.endpoint('host'));
+    this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
+    this.#route.onClose(() => {
+      portClosed = true;
+      this.#control.close('the child’s thread closed its channel');
+      caughtUp();
+    });
+    /** Resolves once `count` notices are in (or the port closed: no more will come). */
+    const noticesIn = (count: number) =>
+      new Promise<void>((resolve) => {
+        caughtUp = () => (received >= count || portClosed) && resolve();
+        caughtUp();
+      });
+    const task = runOnPool(pool, { data, cancelFlag, inputGate, run: this.#route.id, resident: true });
+    this.ended = task.then(
+      async ({ result, end, notices }): Promise<ThreadOutcome> => {
+        this.#end(onTaskEnd);
+        // The task's value may overtake the hub's notices (piscina answers on its own port); its
+        // end notice, the child's last events, applies after them.
+        await noticesIn(notices);
+        if (end && end.events.length > 0) onEvents(end.events);
+        this.#close();
+        return { type: 'result', result };
+      },
+      (error: unknown): ThreadOutcome => {
+        this.#end(onTaskEnd);
+        // A thread that died had posted its last notices first, but its death may be reported first.
+        pool.channels.drain();
+        this.#close();
+        return { type: 'thread-failed', error, diagnostic: describeThreadFailure(error, this.#killed, pool.options.cancelGraceMs), aborted: this.#killed };
+      },
+    );
+    this.ready = Promise.race([
+      ready,
+      this.ended.then((outcome) => {
+        const why = outcome.type === 'result' ? (outcome.result.diagnostic ?? 'the child left its thread before it was built') : outcome.diagnostic;
+        throw new SubagentError('START_FAILED', why, outcome.type === 'thread-failed' ? { cause: outcome.error } : undefined);
+      }),
+    ]);
+    this.ready.catch(() => undefined);
+  }
+
+  /** Whether the stay is over (its task ended). */
+  get over(): boolean {
+    return this.#over;
+  }
+
+  #end(onTaskEnd: () => void): void {
+    this.#over = true;
+    clearTimeout(this.#killTimer);
+    this.#control.close('the child left its thread');
+    onTaskEnd();
+  }
+
+  #close(): void {
+    this.#route.dispose();
+  }
+
+  /** Starts one turn; rejects `CLOSED` if the stay is over. */
+  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined): Promise<void> {
+    return this.#control.call((remote) => remote.prompt(messages, hostTools));
+  }
+
+  /**
+   * Cancels the running turn: the flag lands at its next step or tool boundary, the call wakes a
+   * child waiting on I/O, and a child that ignores both loses its thread after the grace, unless
+   * `turnEnded` came first.
+   */
+  cancelTurn(cause: CancelCause): void {
+    if (this.#over) return;
+    Atomics.store(this.#cancelFlag, 0, 1);
+    this.#control.call((remote) => remote.cancel(cause)).catch(() => undefined);
+    this.#armKill();
+  }
+
+  /** The running turn ended: the grace of a cancel stops counting. */
+  turnEnded(): void {
+    clearTimeout(this.#killTimer);
+    this.#killTimer = undefined;
+  }
+
+  /** Ends the stay; resolves once its task has ended (the thread is terminated if it does not leave in time). */
+  async leave(): Promise<void> {
+    if (!this.#over) {
+      this.#control.call((remote) => remote.leave()).catch(() => undefined);
+      this.#armKill();
+    }
+    await this.ended;
+  }
+
+  #armKill(): void {
+    if (this.#killTimer) return;
+    this.#killTimer = setTimeout(() => {
+      const threadId = this.#threadId;
+      if (threadId === undefined) return;
+      void this.#pool.terminateThread(threadId, () => {
+        if (this.#over) return false;
+        this.#killed = true;
+        return true;
+      });
+    }, this.#pool.options.cancelGraceMs);
+  }
+}
+
+/** A decoded stay outcome's one-line account, for a turn that ended with its thread. */
+export function stayFailure(outcome: ThreadOutcome): string {
+  if (outcome.type === 'thread-failed') return outcome.diagnostic;
+  return outcome.result.diagnostic ?? 'the child left its thread during the turn';
+}

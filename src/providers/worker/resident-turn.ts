@@ -1,0 +1,116 @@
+// One turn of a resident worker child as its host-side agent runs it: the child's own events (its
+// steps, tool calls and results, usage) are written into the host-side log as they arrive, inside
+// the host-side turn, so that log reads like an in-process child's. The host-side step only frames
+// them: it yields no content, just the finish the child's turn ended with.
+import type { ModelChunk } from '../../seam/model-types.js';
+import type { CancelCause, SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
+import { closeInterruptedTurn } from '../../persistence/repair.js';
+import type { SessionLog } from '../../runtime/session.js';
+
+/** The child's events the host-side turn writes itself: its frame, its input and its inbox. */
+const FRAMED = new Set(['turn/start', 'user/message', 'inbox/accepted', 'inbox/discarded']);
+
+function finishOf(reason: TurnEndReason, aborted: boolean): ModelChunk {
+  switch (reason.kind) {
+    case 'completed':
+      return { type: 'finish', reason: 'stop' };
+    case 'max-tokens':
+      return { type: 'finish', reason: 'max-tokens' };
+    case 'refusal':
+      return { type: 'finish', reason: 'refusal' };
+    case 'error':
+      return { type: 'finish', reason: 'error', failure: reason.error };
+    default:
+      // Only the host cancels a resident child's turn; anything else stopping it is a failure.
+      return aborted
+        ? { type: 'finish', reason: 'aborted' }
+        : { type: 'finish', reason: 'error', failure: { code: 'TURN_STOPPED', message: 'the child’s turn was stopped in its thread' } };
+  }
+}
+
+/** Copies a turn's events into the host-side log as they arrive; `chunks()` yields its finish. */
+export class TurnRelay {
+  readonly #signal: AbortSignal;
+  readonly #session: SessionLog;
+  /** The host-side turn's number (the child's copy may count its turns differently). */
+  readonly #turn: number;
+  #finish: ModelChunk | undefined;
+  #wake: (() => void) | undefined;
+  /** The child's first `step/start` is the host-side step's own. */
+  #stepsSeen = 0;
+  /** A `step/end` held back: the host-side step writes the last one. */
+  #stepEnd: SessionEvent | undefined;
+  #ended!: () => void;
+  /** Resolves once the child's turn is over in its thread (or the thread is gone). */
+  readonly ended = new Promise<void>((resolve) => (this.#ended = resolve));
+
+  readonly #hookStop: (cause: CancelCause) => void;
+
+  /** `hookStop` cancels the host-side turn with the cause a hook (the child's budget) stopped the child's turn with. */
+  constructor(signal: AbortSignal, session: SessionLog, turn: number, hookStop: (cause: CancelCause) => void) {
+    this.#signal = signal;
+    this.#session = session;
+    this.#turn = turn;
+    this.#hookStop = hookStop;
+  }
+
+  /** Aborted when the host-side turn is cancelled. */
+  get signal(): AbortSignal {
+    return this.#signal;
+  }
+
+  /** The child's new events (its turn's, in order). */
+  events(events: readonly SessionEvent[]): void {
+    for (const event of events) {
+      if (this.#finish) return;
+      this.#event(event);
+    }
+  }
+
+  #event(event: SessionEvent): void {
+    if (event.type === 'turn/end') {
+      this.#stepEnd = undefined;
+      const { reason } = event.data as SessionEventMap['turn/end'];
+      if (reason.kind === 'aborted' && reason.cause.kind === 'hook' && !this.#signal.aborted) this.#hookStop(reason.cause);
+      return this.#settle(finishOf(reason, this.#signal.aborted));
+    }
+    if (FRAMED.has(event.type)) return;
+    if (event.type === 'step/start' && this.#stepsSeen++ === 0) return;
+    if (this.#stepEnd) this.#append(this.#stepEnd);
+    this.#stepEnd = undefined;
+    if (event.type === 'step/end') this.#stepEnd = event;
+    else this.#append(event);
+  }
+
+  #append(event: SessionEvent): void {
+    const data = event.data as { turn?: unknown } | null;
+    this.#session.append(event.type, data !== null && typeof data === 'object' && 'turn' in data ? { ...data, turn: this.#turn } : data);
+  }
+
+  #settle(finish: ModelChunk): void {
+    this.#finish = finish;
+    this.#wake?.();
+    this.#ended();
+  }
+
+  /**
+   * The child's thread is gone: tool calls it left unanswered get their error results, and the
+   * turn ends `error` (or `aborted` when the host was cancelling it).
+   */
+  lost(why: string): void {
+    if (this.#finish) return;
+    this.#stepEnd = undefined;
+    for (const closer of closeInterruptedTurn(this.#session.events)) {
+      if (closer.type === 'tool/result') this.#session.append(closer.type, closer.data);
+    }
+    this.#settle(this.#signal.aborted ? { type: 'finish', reason: 'aborted' } : { type: 'finish', reason: 'error', failure: { code: 'THREAD_FAILED', message: why } });
+  }
+
+  async *chunks(): AsyncGenerator<ModelChunk> {
+    while (!this.#finish) {
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+    yield this.#finish;
+  }
+}

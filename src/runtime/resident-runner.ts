@@ -1,0 +1,80 @@
+// Runs a continuable child's stay where it was sent (a worker thread): rebuilds its agent from the
+// log its host holds, takes one turn per `prompt`, streams the events back as notices and keeps the
+// agent (its history, its tools' state) between turns until the host tells it to leave.
+import type { HostToolSchema, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
+import { decode, parse, type Encoded } from '../seam/codec.js';
+import { describeError, isSubagentError } from '../seam/errors.js';
+import type { SessionEvent } from '../seam/session-types.js';
+import { AgentRegistry, type AgentHandle } from './agent-registry.js';
+import type { LocalAgent } from './agent.js';
+import { EventStream, hostTool } from './child-runner.js';
+import { budgetHooks } from './child-run.js';
+import { LiveSessionStore } from './session-store.js';
+import { ToolRegistry } from './tool-registry.js';
+
+/** Runs one stay to its end (the host's `leave`, or a failure to build the agent); never rejects. */
+export async function runResident(task: Encoded, transport: ChildTransport): Promise<ChildTaskResult> {
+  const stream = new EventStream(transport);
+  const root = new ToolRegistry();
+  let unregister: (() => void) | undefined;
+  const setHostTools = (schemas: HostToolSchema[]) => {
+    unregister?.();
+    unregister = schemas.length > 0 ? root.register(...schemas.map((schema) => hostTool(schema, transport))) : undefined;
+  };
+  let agent: LocalAgent | undefined;
+  let leave!: () => void;
+  const left = new Promise<void>((resolve) => (leave = resolve));
+  const flag = transport.cancelFlag;
+  transport.serve({
+    prompt(messages, hostTools) {
+      if (!agent) throw new Error('the resident child is not built yet');
+      if (hostTools) setHostTools(hostTools);
+      // The previous turn's cancellation is spent: this turn starts afresh.
+      if (flag) Atomics.store(flag, 0, 0);
+      messages.forEach(({ id, content, source }, index) => agent!.deliver(index === 0 ? 'next-turn' : 'next-step', id, content, false, source));
+      agent.wake();
+    },
+    cancel(cause) {
+      agent?.cancel(cause);
+    },
+    leave: () => leave(),
+  });
+  let handle: AgentHandle | undefined;
+  let unsubscribe = () => {};
+  try {
+    const data = decode<ResidentTaskData>(task);
+    setHostTools(data.hostTools);
+    const events = parse<SessionEvent[]>(data.events);
+    const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
+    const { id, createdAt: _createdAt, seedLength: _seedLength, ...header } = data.header;
+    // The completed turns come in as this copy's prefix; only the turns it runs here go back.
+    handle = await agents.create({
+      sessionId: id,
+      header,
+      seed: events,
+      agentOptions: data.agentOptions,
+      hooks: {
+        beforeTool: async () => stream.flush(),
+        // The child's own budget stops it at a step boundary, as in-process; its host sees why in the log.
+        ...(data.budget ? budgetHooks(() => handle!.agent.session, data.budget) : {}),
+      },
+      ...(flag ? { cancelFlag: flag } : {}),
+    });
+    agent = handle.agent;
+    unsubscribe = agent.subscribe((event) => {
+      stream.push(event);
+      // A turn's end goes out at once: the host's turn waits for it.
+      if (event.type === 'turn/end') stream.flush();
+    });
+    transport.notify({ type: 'ready' });
+    await left;
+    return { type: 'result', result: { output: [], stopReason: 'completed' } };
+  } catch (error) {
+    const diagnostic = isSubagentError(error) ? `${error.code}: ${error.message}` : `the child failed: ${describeError(error)}`;
+    return { type: 'result', result: { output: [], diagnostic, stopReason: 'error' } };
+  } finally {
+    unsubscribe();
+    await handle?.dispose().catch(() => undefined);
+    transport.notify({ type: 'end', events: stream.take() });
+  }
+}

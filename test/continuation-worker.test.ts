@@ -1,0 +1,323 @@
+// Continuable spawn and fork children, resident in their worker threads: turns through the
+// service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
+import { describe, expect, it } from 'vitest';
+import { forkProvider, reportTool, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
+import { closeAfterEach, deferred, recordingTool, tempFiles } from './helpers.js';
+import { call } from './tool-helpers.js';
+import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+
+const files = tempFiles('subagent-continuation-worker-');
+const track = closeAfterEach();
+const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
+const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
+
+async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
+  const host = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 2 }, ...options });
+  host.subagents.registerProvider(spawnProvider(host));
+  host.subagents.registerProvider(forkProvider(host));
+  track(host);
+  const parent = await host.createAgent();
+  return { host, parent, recorder: host.recorder as Recorder };
+}
+
+/** A model that calls `tool` once per turn, then answers `done <n>`. */
+function toolEachTurn(tool: string, turns: number): ModelSpec {
+  return { kind: 'scripted', steps: Array.from({ length: turns }, (_, i) => [{ toolCalls: [{ name: tool, input: {} }] }, { text: `done ${i + 1}` }]).flat() };
+}
+
+/** What the resident child's tool `name` returned, call by call (read from its host-side log). */
+function toolResults(host: Host, childId: string, name: string): { text: string; isError?: boolean }[] {
+  return host.sessions
+    .get(childId)!
+    .events.filter((e) => e.type === 'tool/result' && (e.data as { name: string }).name === name)
+    .map((e) => {
+      const { content, isError } = e.data as { content: { text: string }[]; isError?: boolean };
+      return { text: content.map((block) => block.text).join(''), ...(isError ? { isError } : {}) };
+    });
+}
+
+describe('continuable spawn children', () => {
+  it('runs the first turn in a worker thread and answers a follow-up from the same thread', async () => {
+    const { host, parent, recorder } = await setup();
+    const model = toolEachTurn('thread_id', 2);
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'resident',
+      request: { prompt: [text('first')], parent, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ provider: 'spawn', id: childId, stopReason: 'completed', lastAssistantMessage: [text('done 1')] });
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    const threads = toolResults(host, childId, 'thread_id').map((result) => result.text);
+    expect(threads).toHaveLength(2);
+    expect(threads[0]).toMatch(/^thread \d+$/);
+    expect(threads[1]).toBe(threads[0]);
+    expect(threads[0]).not.toBe('thread 0');
+    // The host-side log holds the child's turns as they ran in the thread: steps, calls, results, usage.
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['first', 'second']);
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed']);
+    const turn = events.slice(events.findIndex((e) => e.type === 'turn/start'), events.findIndex((e) => e.type === 'turn/end') + 1);
+    expect(turn.map((e) => e.type).filter((type) => type !== 'assistant/chunk')).toStrictEqual([
+      'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'step/start', 'assistant/message', 'step/end', 'turn/end',
+    ]);
+    expect((await host.subagents.listChildren(parent.id))[0]).toMatchObject({ id: childId, mode: 'continuable', activity: 'running', usage: { turns: 2, requests: 4, toolCalls: 2 } });
+    expect(host.pool.threads).toBeGreaterThan(0);
+  });
+
+  it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'p', { model: HANG, provider: 'spawn' });
+    const ids = await Promise.all(['one', 'two', 'three'].map((word) => host.subagents.followup(parent, childId, [text(word)])));
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await host.subagents.followup(parent, childId, [text('four')]);
+    await recorder.until(() => recorder.ends.length >= 1);
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['p', 'one', 'two', 'three', 'four']);
+    expect(events.filter((e) => e.type === 'user/message').slice(1, 4).map((e) => (e.data as { id: string }).id)).toStrictEqual(ids);
+    expect(turnEnds(events)).toStrictEqual(['aborted', 'completed', 'completed', 'completed', 'completed']);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: four')] });
+    expect(recorder.starts).toHaveLength(1);
+  });
+
+  it('leaves its thread at settlement with lingerMs 0 and comes back from the database on the next follow-up', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 0 } });
+    const model = toolEachTurn('count', 2);
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'evicted',
+      request: { prompt: [text('first')], parent, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const descriptor = (await host.persistence!.load(childId))!.events.find((e) => e.type === 'subagent/descriptor')!.data;
+    expect(descriptor).toMatchObject({ mode: 'continuable', provider: 'spawn', providerData: { residence: 'worker-thread' } });
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['completed', 'completed']);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(userTexts(events)).toStrictEqual(['first', 'second']);
+    // Rebuilt from its log: its model is created afresh, so the script starts again.
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('done 1')], [text('done 1')]]);
+  });
+
+  it('refuses a follow-up from anyone but the live direct parent', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'hello', { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.length >= 1);
+    const other = await host.createAgent();
+    await expect(host.subagents.followup(other, childId, [text('mine now')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(() => host.subagents.interrupt(childId, { kind: 'user', parentSessionId: other.id })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['hello']);
+  });
+
+  it('interrupts a hanging turn in the thread, keeps the child and its queued input, and the next follow-up runs both', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG, provider: 'spawn' });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    await host.subagents.followup(parent, childId, [text('queued')]);
+    expect(host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id })).toBeUndefined();
+    await child.whenIdle();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)).toBe(child);
+    expect(child.pendingInput).toBe(1);
+    expect(recorder.ends).toHaveLength(0);
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(userTexts(child.session.events)).toStrictEqual(['work', 'queued', 'next']);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed', 'completed']);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
+  });
+
+  it('drains child-first and leaves no thread behind', async () => {
+    // Threads end as soon as they are idle: any left would still hold a resident stay.
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, idleTimeoutMs: 0 } });
+    const { childId } = await startChild(host, parent, 'work', { model: HANG, provider: 'spawn' });
+    await untilEvent(host.agents.get(childId)!, 'step/start');
+    const { childId: idle } = await startChild(host, parent, 'idle', { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.some((end) => end.id === idle));
+    expect(host.pool.threads).toBeGreaterThan(0);
+    await host.subagents.drainContinuableDescendants([parent]);
+    expect(host.agents.get(childId)).toBeUndefined();
+    expect(host.agents.get(idle)).toBeUndefined();
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends.find((end) => end.id === childId)).toMatchObject({ stopReason: 'aborted' });
+    await eventually(() => host.pool.threads === 0);
+  });
+
+  it('ends the open turn with error when its thread dies, and a follow-up brings the child back in a fresh thread', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'fragile',
+      request: { prompt: [text('die')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ id: childId, stopReason: 'error' });
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
+      { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('exited') } } },
+    ]);
+    // The call the thread died in is answered in the log, so the history the child comes back with is whole.
+    expect(toolResults(host, childId, 'exit_thread')).toStrictEqual([{ text: expect.any(String), isError: true }]);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
+    await host.sessions.flush(childId);
+    const stored = await host.persistence!.load(childId);
+    expect(turnEnds(stored!.events)).toStrictEqual(['error', 'completed']);
+  });
+
+  it('terminates the thread of a turn that ignores an interrupt; the child stays and its next follow-up runs in a fresh thread', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, cancelGraceMs: 100 } });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'runaway',
+      request: { prompt: [text('spin')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    const child = host.agents.get(childId)!;
+    // The call is in the log before its body runs: the thread is spinning from now on.
+    await untilEvent(child, 'tool/call');
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await child.whenIdle();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)).toBe(child);
+    await host.subagents.followup(parent, childId, [text('calm')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['aborted', 'completed']);
+    expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([text('echo: calm')]);
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
+  });
+
+  it('stops a turn at the step where the child’s budget runs out, in its thread, as in-process', async () => {
+    const { host, parent, recorder } = await setup();
+    const usage = { inputTokens: 60, outputTokens: 40 };
+    const model: ModelSpec = { kind: 'scripted', steps: [{ ...call('count', {}), usage }, { ...call('count', {}), usage }, { text: 'never', usage }] };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'budgeted',
+      request: { prompt: [text('go')], parent, budget: { tokens: 150 }, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'max-tokens', usage: { inputTokens: 120, outputTokens: 80, requests: 2, toolCalls: 2 } });
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'subagent/budget').map((e) => e.data)).toStrictEqual([{ limit: 'tokens', max: 150, used: 200, scope: 'child' }]);
+    expect(turnEnds(events)).toStrictEqual(['max-tokens']);
+  });
+
+  it('ends the host-side turn aborted, input discarded, when another limit of its budget stops the child’s turn', async () => {
+    const { host, parent, recorder } = await setup();
+    const model: ModelSpec = { kind: 'scripted', steps: [call('count', {}), call('count', {}), { text: 'never' }] };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'budgeted',
+      request: { prompt: [text('go')], parent, budget: { toolCalls: 2 }, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await host.subagents.followup(parent, childId, [text('queued')]);
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'aborted', usage: { requests: 2, toolCalls: 2 } });
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
+      { turn: 1, reason: { kind: 'aborted', cause: { kind: 'hook', reason: 'budget: toolCalls limit 2 reached (2 used, child budget)' } } },
+    ]);
+    expect(userTexts(events)).toStrictEqual(['go']);
+    expect(events.some((e) => e.type === 'inbox/discarded')).toBe(true);
+  });
+
+  it('installs setup contributions before the first turn and revokes them from a resident child on removal', async () => {
+    const { host, parent, recorder } = await setup();
+    const probe = recordingTool('probe', { output: 'probed' });
+    const remove = host.subagents.registerContinuableSetup((child) => (child as LocalAgent).tools.register(probe));
+    const model: ModelSpec = { kind: 'scripted', steps: [call('probe', { value: 'a' }), { text: 'one' }, call('probe', { value: 'b' }), { text: 'two' }] };
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn', model });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(probe.calls).toStrictEqual([{ value: 'a' }]);
+    remove();
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(probe.calls).toHaveLength(1);
+    expect(toolResults(host, childId, 'probe')).toStrictEqual([{ text: 'probed' }, { text: expect.stringContaining('no tool named probe'), isError: true }]);
+  });
+});
+
+describe('residency under pressure', () => {
+  it('lets 6 lingering continuable children on a 2-thread pool yield to 4 one-shot starts', async () => {
+    const { host, parent, recorder } = await setup();
+    const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => startChild(host, parent, `child ${i}`, { provider: 'spawn' })));
+    await recorder.until(() => recorder.ends.length >= 6);
+    const runs = await Promise.all(Array.from({ length: 4 }, (_, i) => host.subagents.start('spawn', { prompt: [text(`task ${i}`)], parent, signal: new AbortController().signal })));
+    const results = await Promise.all(runs.map((run) => run.result));
+    expect(results.map((result) => result.output)).toStrictEqual([0, 1, 2, 3].map((i) => [text(`echo: task ${i}`)]));
+    await Promise.all(runs.map((run) => run.dispose()));
+    // Every child is still addressable: the ones that left their threads come back from their logs.
+    await Promise.all(ids.map(({ childId }, i) => host.subagents.followup(parent, childId, [text(`again ${i}`)])));
+    const childEnds = () => recorder.ends.filter((end) => ids.some(({ childId }) => childId === end.id));
+    await recorder.until(() => childEnds().length >= 12);
+    expect(childEnds().map((end) => end.stopReason)).toStrictEqual(Array(12).fill('completed'));
+    expect(host.pool.threads).toBeLessThanOrEqual(2);
+  });
+
+  it('completes a tree of continuable children 4 deep on a 2-thread pool', async () => {
+    const { host, parent, recorder } = await setup();
+    subagentTool(host, { provider: 'spawn', mode: 'continuable', maxDepth: 5, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'root',
+      request: { prompt: [text('level 1')], parent, maxDepth: 5, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 4);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(Array(4).fill('completed'));
+    expect(recorder.ends.at(-1)!.id).toBe(childId);
+    const depths = recorder.ends.map((end) => host.sessions.get(end.id)!.header.delegationDepth);
+    expect(depths).toStrictEqual([4, 3, 2, 1]);
+  });
+});
+
+describe('continuable fork children', () => {
+  it('seeds the resident child with the parent’s completed turns', async () => {
+    const { host, parent, recorder } = await setup();
+    parent.followup([text('context')]);
+    await parent.whenIdle();
+    const model: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createHistoryEchoModel' };
+    const { childId } = await startChild(host, parent, 'go', { provider: 'fork', model });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([text('user: context | assistant: echo: context | user: go')]);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([
+      text('user: context | assistant: echo: context | user: go | assistant: user: context | assistant: echo: context | user: go | user: again'),
+    ]);
+  });
+});
+
+describe('report from a resident worker child', () => {
+  it.each([
+    ['quiet', false],
+    ['next-step', true],
+  ] as const)('runs on the main thread without ending the child’s turn; with delivery %s, wakes an idle parent: %s', async (delivery, wakes) => {
+    const gate = deferred();
+    const { host, parent, recorder } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    reportTool(host, { delivery });
+    const steps = [call('report', { output: 'partial: 3 files' }), call('hold', { value: 'x' }), { text: 'final: 5 files' }];
+    const { childId } = await startChild(host, parent, 'count files', { provider: 'spawn', model: { kind: 'scripted', steps } });
+    await untilEvent(parent, 'inbox/accepted');
+    const accepted = parent.session.events.find((e) => e.type === 'inbox/accepted');
+    expect(accepted?.data).toMatchObject({
+      target: 'next-step',
+      content: [text(`Subagent ${childId} reported:`), text('partial: 3 files')],
+      source: { kind: 'subagent-report', senderSessionId: childId },
+    });
+    // A wake is synchronous with the acceptance: an idle parent that was woken has a turn to wait for.
+    await parent.whenIdle();
+    expect(parent.session.events.some((e) => e.type === 'turn/start')).toBe(wakes);
+    expect(host.agents.get(childId)!.status).toBe('running');
+    gate.resolve();
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([text('final: 5 files')]);
+    const [reported] = toolResults(host, childId, 'report');
+    expect(JSON.parse(reported!.text)).toStrictEqual({ messageId: (accepted!.data as { id: string }).id });
+  });
+});
