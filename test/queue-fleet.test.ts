@@ -125,7 +125,9 @@ describe('queue provider on two worker processes', () => {
     host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: LOCK_MS }));
     parent = await host.createAgent();
     const running = await start({ label: 'hang', agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } });
-    await waitFor(() => attempts(host.sessions.get(running.id)!.events).length === 1);
+    // Running means inside its hanging step, its prompt taken: a cancel that lands between the
+    // attempt's start and the first step discards the untaken prompt after the aborted turn's end.
+    await waitFor(() => attempts(host.sessions.get(running.id)!.events).length === 1 && types(host.sessions.get(running.id)!.events).includes('step/start'));
     running.cancel();
     await expect(running.result).resolves.toMatchObject({ stopReason: 'aborted' });
     expect(types(host.sessions.get(running.id)!.events).at(-1)).toBe('turn/end');
