@@ -51,6 +51,18 @@ describe('startContinuable and followup', () => {
     expect(stored!.events.some((e) => e.type === 'inbox/accepted' && (e.data as { id: string }).id === messageId)).toBe(true);
   });
 
+  it('tells the parent when a child declined its task or ran out of room', async () => {
+    const { host, parent, recorder } = await setup();
+    const refusing = await startChild(host, parent, 'do it', { model: { kind: 'scripted', steps: [{ finish: 'refusal' }] } });
+    const cut = await startChild(host, parent, 'write a lot', { model: { kind: 'scripted', steps: [{ text: 'partial', finish: 'max-tokens' }] } });
+    await recorder.until(() => recorder.ends.length === 2);
+    await eventually(() => userTexts(parent.session.events).length === 2);
+    await parent.whenIdle();
+    const notices = userTexts(parent.session.events);
+    expect(notices).toContain(`Background subagent ${refusing.childId} declined the task. | It left no closing message.`);
+    expect(notices).toContain(`Background subagent ${cut.childId} ran out of room before finishing. | Its closing message: | partial`);
+  });
+
   it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
     const { host, parent, recorder } = await setup();
     const { childId } = await startChild(host, parent, 'p', { model: HANG });

@@ -137,6 +137,8 @@ describe('worker children', () => {
   it.each([
     ['an exception escaping to its thread', 'escape'],
     ['process.exit in the child', 'exit_thread'],
+    ['a long multi-line exception escaping to its thread', 'escape_long'],
+    ['a thrown non-Error value escaping to its thread', 'escape_value'],
   ])('contains %s: error result, host and pool go on', async (_name, tool) => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call(tool)]));
@@ -144,6 +146,10 @@ describe('worker children', () => {
     expect(result.stopReason).toBe('error');
     expect(result.diagnostic).toMatch(/thread/);
     expect(result.diagnostic).not.toContain('\n');
+    // One bounded line: the first line of the failure, cut at 200 characters.
+    expect(result.diagnostic!.length).toBeLessThan(300);
+    if (tool === 'escape_long') expect(result.diagnostic).toMatch(/^the child’s worker thread failed: (overflowing detail )+overflowin…$/);
+    if (tool === 'escape_value') expect(result.diagnostic).toContain('a bare string');
     expect(result.diagnostic).not.toMatch(/\bat .+:\d+:\d+/);
     await run.dispose();
     const next = await host.subagents.start('spawn', request(parent, [{ text: 'fine' }]));

@@ -7,7 +7,7 @@ import { SubagentError, isSubagentError } from '../../seam/errors.js';
 
 function firstLine(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  const line = message.split('\n', 1)[0] ?? '';
+  const [line] = message.split('\n', 1) as [string];
   return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
