@@ -1,7 +1,7 @@
 // Continuable children given bad input or failing setup: every refusal is a typed SubagentError
 // naming the field or rule, and no child, installation or resident Activation is left behind.
 import { describe, expect, it } from 'vitest';
-import { SubagentService, text, type Agent, type ContinuableStartSpec } from 'subagent-host';
+import { SubagentService, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
 import { closeAfterEach, makeRuntime, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
@@ -141,6 +141,77 @@ describe('continuable children whose parent or own Activation is going away', ()
     await recorder.until(() => recorder.starts.filter((start) => start.id === childId).length === 2);
     const resumed = host.agents.get(childId)!;
     await expect(startChild(host, resumed, 'below again')).resolves.toMatchObject({ childId: expect.any(String) });
+  });
+});
+
+describe('cold resumes that cannot complete', () => {
+  /** A memory store whose reads the test can break or rewrite, as a failing or damaged store would. */
+  function tamperable() {
+    const inner = memoryPersistence();
+    const state: { load?: (stored: StoredSession | undefined) => StoredSession | undefined } = {};
+    const store = new Proxy(inner, {
+      get(target, property) {
+        if (property === 'load' && state.load) {
+          const rewrite = state.load;
+          return async (id: string) => rewrite(await target.load(id));
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+    return { store, state };
+  }
+
+  async function storedChild(options: Parameters<typeof continuationHost>[1] = {}) {
+    const host = await continuationHost(files.file(), options);
+    track(host);
+    const parent = await host.createAgent();
+    const recorder = host.recorder as Recorder;
+    const { childId } = await startChild(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    return { host, parent, childId, recorder };
+  }
+
+  it('refuses NOT_RESUMABLE, naming the cause, when the store fails or holds a damaged descriptor', async () => {
+    const { store, state } = tamperable();
+    const { host, parent, childId } = await storedChild({ persistence: store });
+    const follow = () => host.subagents.followup(parent, childId, [text('again')]);
+    state.load = () => {
+      throw new Error('store offline');
+    };
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('cannot be read from persistence: Error: store offline') });
+    const rewriteDescriptor = (data: Record<string, unknown>) => (stored: StoredSession | undefined) =>
+      stored && { ...stored, events: stored.events.map((e) => (e.type === 'subagent/descriptor' ? { ...e, data: { ...(e.data as object), ...data } } : e)) };
+    state.load = rewriteDescriptor({ label: 42 });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('corrupt descriptor') });
+    state.load = rewriteDescriptor({ agentModel: '{not json' });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('stored model of this child is not readable') });
+    delete state.load;
+    await follow();
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'again']);
+  });
+
+  it('refuses a resume whose setup contribution fails or is removed meanwhile; the child stays stored', async () => {
+    const { host, parent, childId, recorder } = await storedChild();
+    const follow = () => host.subagents.followup(parent, childId, [text('again')]);
+    const broken = host.subagents.registerContinuableSetup(() => {
+      throw new Error('setup broke');
+    });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('setup broke') });
+    broken();
+    let released = 0;
+    const revoking = host.subagents.registerContinuableSetup(() => {
+      queueMicrotask(() => revoking());
+      return () => void released++;
+    });
+    await expect(follow()).rejects.toMatchObject({ code: 'ACTIVATION_SETUP_REVOKED' });
+    expect(released).toBe(1);
+    expect(host.agents.get(childId)).toBeUndefined();
+    await follow();
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'again']);
   });
 });
 
