@@ -148,6 +148,21 @@ describe('wait_agent', () => {
     expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'running' }, timed_out: true });
   });
 
+  it('stops waiting when the waiting agent is cancelled', async () => {
+    const { host } = await setup();
+    const holder: { childId?: string } = {};
+    const parent = await host.createAgent({ model: lazyScript([() => call('wait_agent', { agent_ids: [holder.childId], timeout_ms: 600_000 }), { text: 'done' }]) });
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    holder.childId = childId;
+    await untilEvent(host.agents.get(childId)!, 'turn/start');
+    parent.followup([text('wait')]);
+    await untilEvent(parent, 'tool/call');
+    parent.cancel();
+    await parent.whenIdle();
+    expect(turnEnds(parent.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)!.status).toBe('running');
+  });
+
   it('returns once a target settles, and refuses ids that are not the caller\'s children', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', mode: 'continuable' });
