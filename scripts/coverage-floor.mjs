@@ -78,7 +78,6 @@ const EXCLUDED = {
   'src/runtime/models/openai.ts': MODELS,
   'src/runtime/models/scripted.ts': MODELS,
   'src/runtime/models/sse.ts': MODELS,
-  'src/service/continuation/materialize.ts': 'a setup disposer that throws during a rollback, and an abort landing while the store is being read, are not provoked',
   'src/service/continuation/notices.ts': 'an epoch whose queued input is discarded before its turn opens (a drain racing the wake) depends on timing',
   'src/tools/report-tool.ts': 'a continuable child whose tools live in another process (ACP) gets no report tool: no ACP test registers reportTool',
   'workers/child.ts': 'closing a child’s input while a host message is still on the hub port (or that port is lost) is a cross-thread race no test orders',
