@@ -68,14 +68,20 @@ export class RunRoute {
   /** Calls `listener` with each message of `lane`; returns the unsubscriber. */
   on(lane: Lane, listener: (data: unknown) => void): () => void {
     const wrapped: Listener = ({ data }) => listener(data);
-    this.#add(lane, wrapped);
-    return () => this.#listeners.get(lane)?.delete(wrapped);
+    this.addListener(lane, wrapped);
+    return () => this.removeListener(lane, wrapped);
   }
 
-  #add(lane: Lane, listener: Listener): void {
+  /** @internal For a lane's endpoint. */
+  addListener(lane: Lane, listener: Listener): void {
     let set = this.#listeners.get(lane);
     if (!set) this.#listeners.set(lane, (set = new Set()));
     set.add(listener);
+  }
+
+  /** @internal For a lane's endpoint. */
+  removeListener(lane: Lane, listener: Listener): void {
+    this.#listeners.get(lane)?.delete(listener);
   }
 
   /** Calls `listener` once when this run's port closes (the other thread died or shut down). */
@@ -86,12 +92,7 @@ export class RunRoute {
 
   /** A Comlink endpoint for one lane of this run. */
   endpoint(lane: Lane): Comlink.Endpoint {
-    const endpoint = {
-      postMessage: (data: unknown, transfer?: readonly unknown[]) => this.post(lane, data, transfer),
-      addEventListener: (_type: string, listener: Listener) => this.#add(lane, listener),
-      removeEventListener: (_type: string, listener: Listener) => void this.#listeners.get(lane)?.delete(listener),
-    };
-    return endpoint as unknown as Comlink.Endpoint;
+    return new LaneEndpoint(this, lane) as unknown as Comlink.Endpoint;
   }
 
   /** Stops routing to this run (its port stays open for other runs). */
@@ -99,6 +100,29 @@ export class RunRoute {
     this.#listeners.clear();
     this.#onClose.clear();
     this.#dispose();
+  }
+}
+
+/** A Comlink endpoint over one lane of a route: methods on a prototype, no closures per run. */
+class LaneEndpoint {
+  readonly #route: RunRoute;
+  readonly #lane: Lane;
+
+  constructor(route: RunRoute, lane: Lane) {
+    this.#route = route;
+    this.#lane = lane;
+  }
+
+  postMessage(data: unknown, transfer?: readonly unknown[]): void {
+    this.#route.post(this.#lane, data, transfer);
+  }
+
+  addEventListener(_type: string, listener: Listener): void {
+    this.#route.addListener(this.#lane, listener);
+  }
+
+  removeEventListener(_type: string, listener: Listener): void {
+    this.#route.removeListener(this.#lane, listener);
   }
 }
 
