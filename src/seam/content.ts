@@ -61,7 +61,13 @@ export function textOf(content: readonly ContentBlock[]): string {
 export function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
-    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+    // Every event and result passes here: loops that allocate no key array (`for…in` reads the
+    // shape's cached keys), over own properties only, as `Object.keys`.
+    if (Array.isArray(value)) {
+      for (let index = 0; index < value.length; index++) deepFreeze(value[index]);
+    } else {
+      for (const key in value) if (Object.hasOwn(value, key)) deepFreeze((value as Record<string, unknown>)[key]);
+    }
   }
   return value;
 }
