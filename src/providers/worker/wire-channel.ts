@@ -27,8 +27,10 @@ function isRouted(value: unknown): value is RoutedMessage {
 export class RunRoute {
   readonly id: string;
   #port: MessagePort | undefined;
-  readonly #listeners = new Map<Lane, Set<Listener>>();
-  readonly #onClose = new Set<() => void>();
+  // Plain arrays, replaced on change (a dispatch goes on over the array it started with): a lane
+  // has one listener or none, and a route lives as long as its child, so no hash table per lane.
+  #listeners: { [lane in Lane]?: readonly Listener[] } = {};
+  #onClose: (() => void)[] = [];
   readonly #dispose: () => void;
   #closed = false;
 
@@ -49,7 +51,8 @@ export class RunRoute {
   /** @internal Called by the router for each message of this run. */
   deliver(port: MessagePort, lane: Lane, data: unknown): void {
     this.#port ??= port;
-    for (const listener of this.#listeners.get(lane) ?? []) listener({ data });
+    const listeners = this.#listeners[lane];
+    if (listeners) for (const listener of listeners) listener({ data });
   }
 
   /** @internal Called by the router when this run's port closed. */
@@ -74,20 +77,20 @@ export class RunRoute {
 
   /** @internal For a lane's endpoint. */
   addListener(lane: Lane, listener: Listener): void {
-    let set = this.#listeners.get(lane);
-    if (!set) this.#listeners.set(lane, (set = new Set()));
-    set.add(listener);
+    const listeners = this.#listeners[lane] ?? [];
+    if (!listeners.includes(listener)) this.#listeners[lane] = [...listeners, listener];
   }
 
   /** @internal For a lane's endpoint. */
   removeListener(lane: Lane, listener: Listener): void {
-    this.#listeners.get(lane)?.delete(listener);
+    const listeners = this.#listeners[lane];
+    if (listeners?.includes(listener)) this.#listeners[lane] = listeners.filter((other) => other !== listener);
   }
 
   /** Calls `listener` once when this run's port closes (the other thread died or shut down). */
   onClose(listener: () => void): void {
     if (this.#closed) listener();
-    else this.#onClose.add(listener);
+    else this.#onClose.push(listener);
   }
 
   /** A Comlink endpoint for one lane of this run. */
@@ -97,8 +100,8 @@ export class RunRoute {
 
   /** Stops routing to this run (its port stays open for other runs). */
   dispose(): void {
-    this.#listeners.clear();
-    this.#onClose.clear();
+    this.#listeners = {};
+    this.#onClose = [];
     this.#dispose();
   }
 }
