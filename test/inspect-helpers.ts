@@ -16,7 +16,12 @@ export interface InspectProcess {
 
 /** Starts `inspect --db db --port 0`; resolves once it prints the URL it serves. */
 export function startInspect(db: string, ...args: string[]): Promise<InspectProcess> {
-  const child = spawn(process.execPath, [cli, 'inspect', '--db', db, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return startInspectWith(process.env, db, ...args);
+}
+
+/** `startInspect` with the environment `env`. */
+export function startInspectWith(env: NodeJS.ProcessEnv, db: string, ...args: string[]): Promise<InspectProcess> {
+  const child = spawn(process.execPath, [cli, 'inspect', '--db', db, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let output = '';
   return new Promise((resolve, reject) => {
