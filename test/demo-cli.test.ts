@@ -1,6 +1,7 @@
-// The demo command, run as a user runs it: every child is accounted for, chaos is contained.
+// The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
+// text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -13,7 +14,12 @@ for (let i = 0; i < 7; i++) writeFileSync(join(dir, `file${i}.ts`), `export cons
 const empty = mkdtempSync(join(tmpdir(), 'demo-empty-'));
 writeFileSync(join(empty, 'notes.bin'), 'not source');
 
+// Where the text runs save: a folder whose name a shell must quote.
+const saved = mkdtempSync(join(tmpdir(), 'demo-text-'));
+mkdirSync(join(saved, "it's saved"));
+
 afterAll(() => {
+  rmSync(saved, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
   rmSync(empty, { recursive: true, force: true });
 });
@@ -77,5 +83,43 @@ describe('subagent-host demo', () => {
     const failed = await run(process.execPath, [cli, 'demo', ...args], { env: { ...process.env, ...env } }).catch((error: unknown) => error);
     expect(failed).toMatchObject({ code: 2, stdout: '' });
     expect((failed as { stderr: string }).stderr).toMatch(/^subagent-host demo: [^\n]+\n$/);
+  });
+});
+
+describe('subagent-host demo without --json', () => {
+  it('prints each child queued, running and done, then the table, the speed-up and commands that work when pasted into a shell', async () => {
+    const db = join(saved, "it's saved", 'run.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--provider', 'in-process', '--children', '2', '--dir', dir, '--db', db], { timeout: 60_000 });
+    const lines = stdout.split('\n');
+    expect(lines[0]).toBe(`Asking a scripted planner to delegate the analysis of 7 files under ${dir} to 2 'in-process' children…`);
+    for (const label of ['chunk 1/2', 'chunk 2/2']) {
+      const progress = lines.filter((line) => line.startsWith(`  ${label.padEnd(14)} `)).map((line) => line.slice(17).replace(/\d+ ms/, 'N ms'));
+      // Three progress lines, then the child's row in the table.
+      expect(progress.slice(0, 3)).toEqual(['queued', 'running since N ms', 'done in N ms']);
+      expect(progress[3]).toMatch(/^completed +N ms +\d+ +1 {2}[0-9a-f-]{36}$/);
+    }
+    expect(stdout).toMatch(/^ {2}child +result +time +tokens +turns {2}session$/m);
+    expect(stdout).toMatch(/^ {2}The model delegated 2 children covering all 2 chunks \(up to [12] running at once\)\.$/m);
+    expect(stdout).toMatch(/the same children one by one in-process: \d+ ms \(speed-up ×\d+\.\d\d\)\.$/m);
+
+    const quoted = `'${join(saved, "it'\\''s saved", 'run.db')}'`;
+    expect(stdout).toContain(`\n    subagent-host inspect --db ${quoted}\n`);
+    const ls = /^ {4}(subagent-host ls \S+ --tree --db .+)$/m.exec(stdout)?.[1] ?? '';
+    expect(ls.endsWith(`--db ${quoted}`)).toBe(true);
+    const pasted = await run('/bin/sh', ['-c', `${ls.replace(/^subagent-host /, `'${process.execPath}' '${cli}' `)} --json`]);
+    const listed = JSON.parse(pasted.stdout) as { label: string }[];
+    expect(listed.map((entry) => entry.label)).toEqual(['chunk 1/2', 'chunk 2/2']);
+  });
+
+  // `script` (util-linux) runs the demo on a pseudo-terminal, as a user's shell does.
+  it('redraws the children and a progress bar in place on a terminal', async () => {
+    const db = join(saved, 'tty.db');
+    const command = [process.execPath, cli, 'demo', '--provider', 'in-process', '--children', '2', '--dir', dir, '--db', db].map((word) => `'${word}'`).join(' ');
+    const { stdout } = await run('script', ['-qec', command, '/dev/null'], { timeout: 60_000 });
+    // Each redraw moves up over the previous one and clears every line it rewrites.
+    expect(stdout).toMatch(/\x1b\[3A\x1b\[2K {2}chunk 1\/2 +\S/);
+    expect(stdout).toMatch(/\x1b\[2K {2}\[#{24}\] 2\/2 children, \d+\.\d s\r?\n/);
+    expect(stdout).not.toMatch(/^ {2}chunk 1\/2 +queued\r?$/m);
+    expect(stdout).toContain('The model delegated 2 children covering all 2 chunks');
   });
 });
