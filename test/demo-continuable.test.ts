@@ -1,11 +1,12 @@
-// `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, and the
-// tree `ls --tree --json` prints afterwards from the same database, compared as a whole.
+// `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, the tree
+// `ls --tree --json` prints afterwards from the same database, compared as a whole, and what the inspector shows of it.
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { rawGet, startInspect } from './inspect-helpers.js';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const run = promisify(execFile);
@@ -67,6 +68,21 @@ describe('subagent-host demo --continuable', () => {
       { kind: 'child', id: 'child 0', mode: 'continuable', label: 'chunk 1/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, treeUsage: 'usage', parentId: 'parent', depth: 1 },
       { kind: 'child', id: 'child 1', mode: 'continuable', label: 'chunk 2/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, treeUsage: 'usage', parentId: 'parent', depth: 1 },
     ]);
+
+    // The inspector shows the parent hearing each child: its report, then its settled notice.
+    const inspector = await startInspect(db);
+    try {
+      const answer = await rawGet(inspector.url, `/api/sessions/${encodeURIComponent(report.parentId)}`);
+      const entries = (JSON.parse(answer.body) as { entries: { kind: string; title: string; text?: string }[] }).entries;
+      const heard = entries.filter((entry) => entry.kind === 'report' || entry.kind === 'notice');
+      for (const id of ids) {
+        expect(heard.map((entry) => entry.title)).toContain(`report from ${id}`);
+        expect(heard.map((entry) => entry.title)).toContain(`notice: ${id} settled`);
+      }
+      expect(heard.find((entry) => entry.title === `report from ${ids[0]}`)?.text).toContain('partial finding: 3 files, 69 lines, 396 tokens');
+    } finally {
+      expect(await inspector.stop()).toBe(0);
+    }
   }, 180_000);
 
   it('prints each child with its turns and reports, the answer, and an ls command that works when pasted into a shell', async () => {

@@ -1,7 +1,7 @@
 // What the inspector's transcript tells a reader about runs that went wrong or were forked: failed
 // tool calls with their code, a turn that ended in error, and a fork's inherited prefix folded into one entry.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text, type Agent, type Host, type ScriptedStep } from 'subagent-host';
+import { createHost, inProcessProvider, text, type Agent, type ContentBlock, type Host, type ScriptedStep } from 'subagent-host';
 import { tempFiles } from './helpers.js';
 import { rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
 
@@ -17,15 +17,22 @@ const db = files.file();
 let server: InspectProcess;
 let failingId: string;
 let forkId: string;
+let cancelledId: string;
 
-async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[]): Promise<string> {
+async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[], prompt: ContentBlock[] = [text('work')]): Promise<string> {
+  const cancel = new AbortController();
   const run = await host.subagents.start(provider, {
     label: provider,
-    prompt: [text('work')],
+    prompt,
     parent,
-    signal: new AbortController().signal,
+    signal: cancel.signal,
     agentOptions: { model: { kind: 'scripted', steps } },
   });
+  // A hanging model waits for its cancel, which comes once the child has started its turn.
+  if (steps.some((step) => 'finish' in step && step.finish === 'hang')) {
+    while (!(host.sessions.get(run.id)?.events ?? []).some((event) => event.type === 'turn/start')) await new Promise((resolve) => setTimeout(resolve, 10));
+    cancel.abort();
+  }
   await run.result;
   await run.dispose();
   return run.id;
@@ -41,6 +48,7 @@ beforeAll(async () => {
     await parent.whenIdle();
     failingId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: { a: 1 } }] }, { finish: 'error' }]);
     forkId = await delegate(host, 'in-process-fork', parent, [{ text: 'forked answer' }]);
+    cancelledId = await delegate(host, 'in-process', parent, [{ finish: 'hang' }], [text('look at this'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }]);
   } finally {
     await host.close();
   }
@@ -79,5 +87,13 @@ describe('inspector transcript', () => {
     expect(entries.filter((entry) => entry.kind === 'seed')).toHaveLength(1);
     expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).toContain('forked answer');
     expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).not.toContain('what the fork inherits');
+  });
+
+  it('shows an image of the prompt as a note of its type and size, and a cancelled turn as aborted with its cause', async () => {
+    const entries = await entriesOf(cancelledId);
+    expect(entries.find((entry) => entry.kind === 'message')).toMatchObject({ title: 'user', text: 'look at this\n[image image/png, 12 base64 characters]' });
+    const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
+    expect(end).toMatchObject({ isError: true });
+    expect(end?.title).toMatch(/^turn \d+ ended: aborted \(parent\)$/);
   });
 });
