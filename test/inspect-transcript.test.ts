@@ -1,7 +1,8 @@
 // What the inspector's transcript tells a reader about runs that went wrong or were forked: failed
-// tool calls with their code, a turn that ended in error, and a fork's inherited prefix folded into one entry.
+// tool calls with their code, turns that ended in error, cancelled or stopped by a budget (with the
+// interrupted answer and the reached limit), images of a prompt, and a fork's inherited prefix folded into one entry.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text, type Agent, type ContentBlock, type Host, type ScriptedStep } from 'subagent-host';
+import { createHost, inProcessProvider, text, type Agent, type ContentBlock, type Host, type ScriptedStep, type SubagentBudget } from 'subagent-host';
 import { tempFiles } from './helpers.js';
 import { rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
 
@@ -18,19 +19,21 @@ let server: InspectProcess;
 let failingId: string;
 let forkId: string;
 let cancelledId: string;
+let budgetedId: string;
 
-async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[], prompt: ContentBlock[] = [text('work')]): Promise<string> {
+async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[], more: { prompt?: ContentBlock[]; budget?: SubagentBudget } = {}): Promise<string> {
   const cancel = new AbortController();
   const run = await host.subagents.start(provider, {
     label: provider,
-    prompt,
+    prompt: more.prompt ?? [text('work')],
+    ...(more.budget ? { budget: more.budget } : {}),
     parent,
     signal: cancel.signal,
     agentOptions: { model: { kind: 'scripted', steps } },
   });
-  // A hanging model waits for its cancel, which comes once the child has started its turn.
+  // A hanging model waits for its cancel, which comes once the child has streamed its text.
   if (steps.some((step) => 'finish' in step && step.finish === 'hang')) {
-    while (!(host.sessions.get(run.id)?.events ?? []).some((event) => event.type === 'turn/start')) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (!(host.sessions.get(run.id)?.events ?? []).some((event) => event.type === 'assistant/chunk')) await new Promise((resolve) => setTimeout(resolve, 10));
     cancel.abort();
   }
   await run.result;
@@ -48,7 +51,10 @@ beforeAll(async () => {
     await parent.whenIdle();
     failingId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: { a: 1 } }] }, { finish: 'error' }]);
     forkId = await delegate(host, 'in-process-fork', parent, [{ text: 'forked answer' }]);
-    cancelledId = await delegate(host, 'in-process', parent, [{ finish: 'hang' }], [text('look at this'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }]);
+    cancelledId = await delegate(host, 'in-process', parent, [{ finish: 'hang', text: 'partial' }], {
+      prompt: [text('look at this'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }],
+    });
+    budgetedId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: {} }] }, { text: 'never' }], { budget: { toolCalls: 1 } });
   } finally {
     await host.close();
   }
@@ -95,5 +101,15 @@ describe('inspector transcript', () => {
     const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
     expect(end).toMatchObject({ isError: true });
     expect(end?.title).toMatch(/^turn \d+ ended: aborted \(parent\)$/);
+    expect(entries.find((entry) => entry.kind === 'assistant')).toMatchObject({ title: expect.stringMatching(/^assistant \(interrupted\)/), text: 'partial' });
+  });
+
+  it('shows a child stopped by its budget: the limit it reached, and the turn aborted with that reason', async () => {
+    const entries = await entriesOf(budgetedId);
+    const budget = entries.find((entry) => entry.title === 'subagent/budget');
+    expect(budget?.kind).toBe('event');
+    expect(JSON.parse(budget?.text ?? 'null')).toMatchObject({ limit: 'toolCalls' });
+    const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
+    expect(end?.title).toMatch(/^turn 1 ended: aborted \(hook: budget: toolCalls limit 1 reached \(1 used, child budget\)\)$/);
   });
 });
