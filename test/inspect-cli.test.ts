@@ -1,13 +1,15 @@
 // `subagent-host inspect` options and databases as a user meets them: which file it reads without
 // --db, files it cannot read (each a typed message and exit 1, never a server), empty and
-// out-of-range values (exit 2), and --open with and without a browser opener on the PATH.
+// out-of-range values (exit 2), a port in use, IPv6 loopback, --open with and without a browser
+// opener on the PATH, and a damaged database shown as far as it can be read.
 import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createHost, text } from 'subagent-host';
+import { createHost, inProcessProvider, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
 import { cli, rawGet, startInspectWith } from './inspect-helpers.js';
 
@@ -140,6 +142,74 @@ describe('subagent-host inspect roots', () => {
     try {
       const roots = JSON.parse((await rawGet(server.url, '/api/roots')).body) as { title?: string }[];
       expect(roots.map((root) => root.title)).toEqual([`${LONG.trim().slice(0, 120)}…`]);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});
+
+describe('subagent-host inspect listening', () => {
+  it('refuses a port another server holds with INVALID_OPTIONS and exits 1', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = holder.address() as AddressInfo;
+      const { code, stdout, stderr } = await inspect(['--db', db, '--port', String(port)]);
+      expect([code, stdout]).toEqual([1, '']);
+      expect(stderr).toMatch(new RegExp(`^subagent-host: INVALID_OPTIONS: cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`));
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
+  });
+
+  it('serves on the IPv6 loopback with a bracketed URL', async () => {
+    const server = await startInspectWith(process.env, db, '--host', '::1');
+    try {
+      expect(server.url).toMatch(/^http:\/\/\[::1\]:\d+\/$/);
+      expect(server.output()).not.toContain('warning');
+      expect((await rawGet(server.url, '/api/roots')).status).toBe(200);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});
+
+describe('subagent-host inspect on a damaged database', () => {
+  it('lists what it can read, takes a child\'s mode and label from its log, and answers a damaged log with 500 CORRUPT_DATA', async () => {
+    const damaged = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: damaged } });
+    let parentId: string;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      parent.followup([text('the first message')]);
+      await parent.whenIdle();
+      const run = await host.subagents.start('in-process', { label: 'one', prompt: [text('hello')], parent, signal: new AbortController().signal });
+      await run.result;
+      await run.dispose();
+      parentId = parent.id;
+    } finally {
+      await host.close();
+    }
+    // Stored states (typed columns) are rebuilt by the next writer (NULL until then, as after an upgrade);
+    // the parent's first event is damaged.
+    const file = new Database(damaged);
+    const states = (file.prepare('PRAGMA table_info(sessions)').all() as { name: string }[]).map((column) => column.name).filter((name) => /^(identity|timing|usage)_/.test(name));
+    expect(states).toContain('identity_mode');
+    file.prepare(`UPDATE sessions SET ${states.map((name) => `${name} = NULL`).join(', ')}`).run();
+    file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = @id AND seq = (SELECT min(seq) FROM events WHERE session_id = @id AND type = 'user/message')").run({ id: parentId });
+    file.close();
+
+    const server = await startInspectWith(process.env, damaged);
+    try {
+      const roots = JSON.parse((await rawGet(server.url, '/api/roots')).body) as { id: string; title?: string }[];
+      expect(roots).toEqual([expect.objectContaining({ id: parentId })]);
+      expect(roots[0]!.title).toBeUndefined();
+      const tree = JSON.parse((await rawGet(server.url, `/api/roots/${parentId}/tree`)).body) as { nodes: { mode?: string; label?: string; problem?: string }[] };
+      expect(tree.nodes.map(({ mode, label, problem }) => ({ mode, label, problem }))).toEqual([{ mode: 'one-shot', label: 'one', problem: undefined }]);
+      const log = await rawGet(server.url, `/api/sessions/${parentId}`);
+      expect([log.status, log.type.split(';')[0]]).toEqual([500, 'application/json']);
+      expect((JSON.parse(log.body) as { error: { code: string } }).error.code).toBe('CORRUPT_DATA');
     } finally {
       expect(await server.stop()).toBe(0);
     }
