@@ -1,7 +1,7 @@
 // The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
 // text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -66,6 +66,16 @@ describe('subagent-host demo', () => {
     expect(report.children.map((c) => c.stopReason)).toEqual(['completed', 'completed', 'error', 'aborted']);
     // Children that did not complete cannot be compared with a one-by-one run: no speed-up, and why.
     expect([report.sequentialMs, report.speedup, typeof report.noSpeedup]).toEqual([null, null, 'string']);
+  });
+
+  it('saves to $SUBAGENT_HOST_DB when no --db is given', async () => {
+    const db = join(saved, 'from-env.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--json', '--provider', 'in-process', '--children', '1', '--dir', dir], {
+      timeout: 60_000,
+      env: { ...process.env, SUBAGENT_HOST_DB: db },
+    });
+    expect((JSON.parse(stdout) as { db: string }).db).toBe(db);
+    expect(existsSync(db)).toBe(true);
   });
 
   it('rejects bad options with exit code 2', async () => {
