@@ -80,6 +80,11 @@ describe('subagent-host demo --continuable', () => {
         expect(heard.map((entry) => entry.title)).toContain(`notice: ${id} settled`);
       }
       expect(heard.find((entry) => entry.title === `report from ${ids[0]}`)?.text).toContain('partial finding: 3 files, 69 lines, 396 tokens');
+      const tree = JSON.parse((await rawGet(inspector.url, `/api/roots/${encodeURIComponent(report.parentId)}/tree`)).body) as { nodes: { id: string; mode: string; label: string }[] };
+      expect(tree.nodes.map(({ id, mode, label }) => ({ id, mode, label }))).toEqual([
+        { id: ids[0], mode: 'continuable', label: 'chunk 1/2' },
+        { id: ids[1], mode: 'continuable', label: 'chunk 2/2' },
+      ]);
     } finally {
       expect(await inspector.stop()).toBe(0);
     }

@@ -38,6 +38,9 @@ beforeAll(async () => {
     const root = await host.createAgent();
     root.followup([text(LONG)]);
     await root.whenIdle();
+    const short = await host.createAgent();
+    short.followup([text('A short title'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }]);
+    await short.whenIdle();
   } finally {
     await host.close();
   }
@@ -137,11 +140,13 @@ describe('subagent-host inspect --open', () => {
 });
 
 describe('subagent-host inspect roots', () => {
-  it('titles a root with its first message, cut at 120 characters', async () => {
+  it('titles each root, newest first, with the text of its first message, cut at 120 characters; a root without children has an empty tree', async () => {
     const server = await startInspectWith(process.env, db);
     try {
-      const roots = JSON.parse((await rawGet(server.url, '/api/roots')).body) as { title?: string }[];
-      expect(roots.map((root) => root.title)).toEqual([`${LONG.trim().slice(0, 120)}…`]);
+      const roots = JSON.parse((await rawGet(server.url, '/api/roots')).body) as { id: string; title?: string }[];
+      expect(roots.map((root) => root.title)).toEqual(['A short title', `${LONG.trim().slice(0, 120)}…`]);
+      const tree = JSON.parse((await rawGet(server.url, `/api/roots/${roots[0]!.id}/tree`)).body) as { root: { id: string }; nodes: unknown[] };
+      expect([tree.root.id, tree.nodes]).toEqual([roots[0]!.id, []]);
     } finally {
       expect(await server.stop()).toBe(0);
     }
@@ -175,7 +180,7 @@ describe('subagent-host inspect listening', () => {
 });
 
 describe('subagent-host inspect on a damaged database', () => {
-  it('lists what it can read, takes a child\'s mode and label from its log, and answers a damaged log with 500 CORRUPT_DATA', async () => {
+  it('lists what it can read, takes a child\'s mode and label from its log, notes a child whose descriptor is damaged, and answers a damaged log with 500 CORRUPT_DATA', async () => {
     const damaged = files.file();
     const host = await createHost({ providers: false, persistence: { sqlite: damaged } });
     let parentId: string;
@@ -184,9 +189,11 @@ describe('subagent-host inspect on a damaged database', () => {
       const parent = await host.createAgent();
       parent.followup([text('the first message')]);
       await parent.whenIdle();
-      const run = await host.subagents.start('in-process', { label: 'one', prompt: [text('hello')], parent, signal: new AbortController().signal });
-      await run.result;
-      await run.dispose();
+      for (const label of ['one', 'two']) {
+        const run = await host.subagents.start('in-process', { label, prompt: [text('hello')], parent, signal: new AbortController().signal });
+        await run.result;
+        await run.dispose();
+      }
       parentId = parent.id;
     } finally {
       await host.close();
@@ -197,6 +204,8 @@ describe('subagent-host inspect on a damaged database', () => {
     const states = (file.prepare('PRAGMA table_info(sessions)').all() as { name: string }[]).map((column) => column.name).filter((name) => /^(identity|timing|usage)_/.test(name));
     expect(states).toContain('identity_mode');
     file.prepare(`UPDATE sessions SET ${states.map((name) => `${name} = NULL`).join(', ')}`).run();
+    const [, second] = (file.prepare('SELECT id FROM sessions WHERE parent_session = ? ORDER BY create_order').all(parentId) as { id: string }[]).map((row) => row.id);
+    file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = ? AND type = 'subagent/descriptor'").run(second);
     file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = @id AND seq = (SELECT min(seq) FROM events WHERE session_id = @id AND type = 'user/message')").run({ id: parentId });
     file.close();
 
@@ -206,7 +215,10 @@ describe('subagent-host inspect on a damaged database', () => {
       expect(roots).toEqual([expect.objectContaining({ id: parentId })]);
       expect(roots[0]!.title).toBeUndefined();
       const tree = JSON.parse((await rawGet(server.url, `/api/roots/${parentId}/tree`)).body) as { nodes: { mode?: string; label?: string; problem?: string }[] };
-      expect(tree.nodes.map(({ mode, label, problem }) => ({ mode, label, problem }))).toEqual([{ mode: 'one-shot', label: 'one', problem: undefined }]);
+      expect(tree.nodes.map(({ mode, label, problem }) => ({ mode, label, problem }))).toEqual([
+        { mode: 'one-shot', label: 'one', problem: undefined },
+        { mode: undefined, label: undefined, problem: 'no readable descriptor' },
+      ]);
       const log = await rawGet(server.url, `/api/sessions/${parentId}`);
       expect([log.status, log.type.split(';')[0]]).toEqual([500, 'application/json']);
       expect((JSON.parse(log.body) as { error: { code: string } }).error.code).toBe('CORRUPT_DATA');

@@ -1,6 +1,9 @@
 // What the inspector's transcript tells a reader about runs that went wrong or were forked: failed
 // tool calls with their code, turns that ended in error, cancelled or stopped by a budget (with the
-// interrupted answer and the reached limit), images of a prompt, and a fork's inherited prefix folded into one entry.
+// interrupted answer and the reached limit), messages a cancel discarded, a model's reasoning, images of a
+// prompt, and a fork's inherited prefix folded into one entry.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Agent, type ContentBlock, type Host, type ScriptedStep, type SubagentBudget } from 'subagent-host';
 import { tempFiles } from './helpers.js';
@@ -20,6 +23,8 @@ let failingId: string;
 let forkId: string;
 let cancelledId: string;
 let budgetedId: string;
+let discardedId: string;
+let reasoningId: string;
 
 async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[], more: { prompt?: ContentBlock[]; budget?: SubagentBudget } = {}): Promise<string> {
   const cancel = new AbortController();
@@ -41,6 +46,23 @@ async function delegate(host: Host, provider: string, parent: Agent, steps: Scri
   return run.id;
 }
 
+/** An OpenAI-compatible server on loopback whose every answer streams reasoning, then text. */
+async function reasoningModel(): Promise<{ baseURL: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const chunk = (delta: object, finish: string | null) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`${chunk({ role: 'assistant', reasoning_content: 'weighing the options' }, null)}${chunk({ content: 'the answer' }, null)}${chunk({}, 'stop')}data: [DONE]\n\n`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
 beforeAll(async () => {
   const host = await createHost({ providers: false, persistence: { sqlite: db } });
   try {
@@ -55,6 +77,28 @@ beforeAll(async () => {
       prompt: [text('look at this'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }],
     });
     budgetedId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: {} }] }, { text: 'never' }], { budget: { toolCalls: 1 } });
+
+    // A root cancelled with a message still waiting in its inbox.
+    const busy = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang', text: 'partial' }] } } });
+    busy.followup([text('first')]);
+    while (!busy.session.events.some((event) => event.type === 'assistant/chunk')) await new Promise((resolve) => setTimeout(resolve, 10));
+    busy.followup([text('second')]);
+    busy.cancel();
+    await busy.whenIdle();
+    discardedId = busy.id;
+
+    // A root whose (OpenAI-compatible) model reasons before it answers.
+    const model = await reasoningModel();
+    try {
+      process.env['INSPECT_TRANSCRIPT_KEY'] = 'sk-test';
+      const thinker = await host.createAgent({ agentOptions: { model: { kind: 'openai', baseURL: model.baseURL, model: 'm', apiKeyEnv: 'INSPECT_TRANSCRIPT_KEY' } } });
+      thinker.followup([text('think first')]);
+      await thinker.whenIdle();
+      reasoningId = thinker.id;
+    } finally {
+      delete process.env['INSPECT_TRANSCRIPT_KEY'];
+      await model.close();
+    }
   } finally {
     await host.close();
   }
@@ -111,5 +155,15 @@ describe('inspector transcript', () => {
     expect(JSON.parse(budget?.text ?? 'null')).toMatchObject({ limit: 'toolCalls' });
     const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
     expect(end?.title).toMatch(/^turn 1 ended: aborted \(hook: budget: toolCalls limit 1 reached \(1 used, child budget\)\)$/);
+  });
+
+  it('shows the messages a cancel discarded from the inbox', async () => {
+    const entries = await entriesOf(discardedId);
+    expect(entries.filter((entry) => entry.kind === 'inbox').map((entry) => entry.title)).toContain('discarded 1 queued message(s)');
+  });
+
+  it("shows a model's reasoning before its answer", async () => {
+    const entries = await entriesOf(reasoningId);
+    expect(entries.find((entry) => entry.kind === 'assistant')?.text).toBe('[reasoning]\nweighing the options\nthe answer');
   });
 });
