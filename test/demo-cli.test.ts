@@ -1,7 +1,7 @@
 // The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
 // text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,6 +11,10 @@ const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'demo-'));
 for (let i = 0; i < 7; i++) writeFileSync(join(dir, `file${i}.ts`), `export const value${i} = ${i};\n`.repeat(20 + i));
+// Not analysed: dependencies, and a link whose target is gone (every run below counts 7 files).
+mkdirSync(join(dir, 'node_modules'));
+writeFileSync(join(dir, 'node_modules', 'dependency.ts'), 'export const dependency = 1;\n');
+symlinkSync(join(dir, 'deleted.ts'), join(dir, 'dangling.ts'));
 const empty = mkdtempSync(join(tmpdir(), 'demo-empty-'));
 writeFileSync(join(empty, 'notes.bin'), 'not source');
 
@@ -93,6 +97,14 @@ describe('subagent-host demo', () => {
     const failed = await run(process.execPath, [cli, 'demo', ...args], { env: { ...process.env, ...env } }).catch((error: unknown) => error);
     expect(failed).toMatchObject({ code: 2, stdout: '' });
     expect((failed as { stderr: string }).stderr).toMatch(/^subagent-host demo: [^\n]+\n$/);
+  });
+
+  it('names the variables that are set and those missing for --model openai', async () => {
+    const env = { ...process.env, OPENAI_BASE_URL: '', OPENAI_MODEL: 'm', OPENAI_API_KEY: '', DEEPSEEK_API_KEY: '' };
+    const failed = await run(process.execPath, [cli, 'demo', '--dir', dir, '--model', 'openai'], { env }).catch((error: { stderr: string }) => error);
+    expect((failed as { stderr: string }).stderr).toBe(
+      'subagent-host demo: --model openai needs OPENAI_BASE_URL, OPENAI_MODEL, OPENAI_API_KEY: OPENAI_MODEL is set, OPENAI_BASE_URL and OPENAI_API_KEY not\n',
+    );
   });
 });
 
