@@ -37,10 +37,10 @@ const HEADERS = {
 
 function loadBundle(): string {
   const url = new URL('./page.js', import.meta.url);
+  // Only an incomplete build fails here; no test deletes a built file.
   try {
     return readFileSync(url, 'utf8');
   } catch (error) {
-    // Only an incomplete build gets here; no test deletes a built file.
     throw new SubagentError('INVALID_OPTIONS', `the inspector page is missing at ${url.pathname}; run \`npm run build\``, { cause: error });
   }
 }
@@ -91,10 +91,10 @@ export async function startInspectServer(options: InspectServerOptions): Promise
 
   const poll = (): void => {
     let next: number;
+    // Busy or closing: the next tick tries again (not provoked by a test: it needs a lock held at a poll).
     try {
       next = reader.version();
     } catch {
-      // Busy or closing: the next tick tries again. Not provoked by a test (needs a lock held at a poll).
       return;
     }
     if (next === version) return;
