@@ -71,6 +71,11 @@ export class ResidentThread {
     this.ready.catch(() => undefined);
   }
 
+  /** Whether its channel is closed: the stay is over or its thread is gone, and `ended` is near. */
+  get closed(): boolean {
+    return this.#control.closed;
+  }
+
   /** Whether the stay is over (its task ended). */
   get over(): boolean {
     return this.#over;
@@ -87,8 +92,11 @@ export class ResidentThread {
     this.#route.dispose();
   }
 
-  /** Starts one turn; rejects `CLOSED` if the stay is over. */
-  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined): Promise<void> {
+  /**
+   * Runs one turn; resolves at its end with its last events (those not sent as notices), rejects
+   * `CLOSED` if the stay ends first.
+   */
+  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined): Promise<SessionEvent[]> {
     return this.#control.call((remote) => remote.prompt(messages, hostTools));
   }
 
