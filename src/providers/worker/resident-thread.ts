@@ -42,7 +42,7 @@ export class ResidentThread {
       else if (notice.type === 'attach') this.#threadId = notice.threadId;
       else if (notice.type === 'ready') built();
     });
-    const task = runOnPool(pool, { data, cancelFlag, inputGate, run: this.#route.id, resident: true });
+    const task = runOnPool(pool, { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true } });
     this.ended = task.then(
       async ({ result, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
