@@ -94,6 +94,43 @@ describe('createHost persistence', () => {
     await persistence.close();
   });
 
+  it('hands a caller SessionPersistence one append at a time, in seq order, and each follow-up durable', async () => {
+    const inner = memoryPersistence();
+    let inFlight = 0;
+    let overlapped = false;
+    const seqs: number[] = [];
+    // A store that takes its time with every append and declares nothing about queuing them.
+    const persistence: SessionPersistence = {
+      create: (header) => inner.create(header),
+      append: async (id, events) => {
+        if (inFlight++ > 0) overlapped = true;
+        seqs.push(...events.map((event) => event.seq));
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        await inner.append(id, events);
+        inFlight--;
+      },
+      load: (id) => inner.load(id),
+      list: (filter) => inner.list(filter),
+      childRecords: (id) => inner.childRecords(id),
+      descendantRecords: (id) => inner.descendantRecords(id),
+      projections: (ids) => inner.projections(ids),
+      flush: () => inner.flush(),
+      close: () => inner.close(),
+    };
+    const host = await open({ persistence });
+    const agent = await host.createAgent();
+    for (const word of ['one', 'two', 'three']) {
+      agent.followup([text(word)]);
+      await host.sessions.flush(agent.id);
+      expect((await inner.load(agent.id))?.events.length).toBeGreaterThanOrEqual(agent.session.events.findLastIndex((event) => event.type === 'inbox/accepted') + 1);
+    }
+    await agent.whenIdle();
+    await host.sessions.flush(agent.id);
+    expect(overlapped).toBe(false);
+    expect(seqs).toEqual(agent.session.events.map((event) => event.seq));
+    expect((await inner.load(agent.id))?.events).toEqual(agent.session.events);
+  });
+
   it.each([
     ['an unknown string', 'disk'],
     ['null', null],

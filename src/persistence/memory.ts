@@ -6,6 +6,7 @@ import type {
   StoredProjections,
   StoredSession,
 } from '../runtime/session-persistence.js';
+import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import type { ProjectionStates } from './projection-states.js';
@@ -26,6 +27,7 @@ function decode(event: EncodedEvent): SessionEvent {
 }
 
 class MemoryPersistence implements SessionPersistence {
+  readonly [QUEUED_APPENDS] = true;
   /** Map order is creation order, which breaks `createdAt` ties as SQLite's `create_order` does. */
   readonly #sessions = new Map<SessionId, StoredLog>();
   #closing: Promise<void> | undefined;

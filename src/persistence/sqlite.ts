@@ -8,6 +8,7 @@ import type {
   StoredProjections,
   StoredSession,
 } from '../runtime/session-persistence.js';
+import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { parseOrThrow } from '../seam/parse.js';
@@ -66,6 +67,7 @@ interface HeaderParams {
 type Batches = readonly PendingBatch<EncodedEvent>[];
 
 class SqlitePersistence implements SessionPersistence {
+  readonly [QUEUED_APPENDS] = true;
   readonly #db: Database.Database;
   readonly #queue: WriteQueue<EncodedEvent>;
   /**

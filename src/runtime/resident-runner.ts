@@ -25,14 +25,18 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   let leave!: () => void;
   const left = new Promise<void>((resolve) => (leave = resolve));
   const flag = transport.cancelFlag;
+  // The running turn's prompt, answered at the turn's end with the events still pending.
+  let answer: ((events: SessionEvent[]) => void) | undefined;
   transport.serve({
     prompt(messages, hostTools) {
       if (!agent) throw new Error('the resident child is not built yet');
       if (hostTools) setHostTools(hostTools);
       // The previous turn's cancellation is spent: this turn starts afresh.
       if (flag) Atomics.store(flag, 0, 0);
+      const ended = new Promise<SessionEvent[]>((resolve) => (answer = resolve));
       messages.forEach(({ id, content, source }, index) => agent!.deliver(index === 0 ? 'next-turn' : 'next-step', id, content, false, source));
       agent.wake();
+      return ended;
     },
     cancel(cause) {
       agent?.cancel(cause);
@@ -63,8 +67,12 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
     agent = handle.agent;
     unsubscribe = agent.subscribe((event) => {
       stream.push(event);
-      // A turn's end goes out at once: the host's turn waits for it.
-      if (event.type === 'turn/end') stream.flush();
+      if (event.type !== 'turn/end') return;
+      // A turn's end goes out at once, as its prompt's answer: the host's turn waits for it.
+      const reply = answer;
+      answer = undefined;
+      if (reply) reply(stream.take());
+      else stream.flush();
     });
     transport.notify({ type: 'ready' });
     await left;

@@ -83,3 +83,16 @@ export interface SessionPersistence {
   flush(): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * Marks a store whose `create` and `append` take effect in call order as they are called (applied
+ * or queued before the promise is returned) and whose `append` resolves only once its events are
+ * durable: the live store then hands it a session's appends as they come, and one `flush()` commits
+ * all of them, instead of waiting for each append to commit before the next.
+ */
+export const QUEUED_APPENDS: unique symbol = Symbol('subagent-host.queuedAppends');
+
+/** Whether `persistence` declares {@link QUEUED_APPENDS}. */
+export function takesQueuedAppends(persistence: SessionPersistence): boolean {
+  return (persistence as { [QUEUED_APPENDS]?: unknown })[QUEUED_APPENDS] === true;
+}

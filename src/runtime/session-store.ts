@@ -5,7 +5,7 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { SessionLog } from './session.js';
-import type { SessionPersistence } from './session-persistence.js';
+import { takesQueuedAppends, type SessionPersistence } from './session-persistence.js';
 
 export interface Logger {
   warn(message: string, data?: unknown): void;
@@ -18,17 +18,26 @@ interface Entry {
   pending: SessionEvent[];
   /** The chain of writes for this session, in append order. */
   writes: Promise<void>;
+  /** The events of the last link, while it waits for the commit before it. */
+  waiting: SessionEvent[] | undefined;
+  /** Appends go to the store as they come (it queues them; see QUEUED_APPENDS). */
+  direct: boolean;
 }
+
+const noop = () => undefined;
 
 export class LiveSessionStore implements SessionStore {
   readonly #entries = new Map<SessionId, Entry>();
   readonly #persistence: SessionPersistence | undefined;
   readonly #logger: Logger | undefined;
+  /** The store takes a session's appends while earlier ones are queued (see QUEUED_APPENDS). */
+  readonly #queued: boolean;
   #failure: unknown;
 
   constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
     this.#persistence = options.persistence;
     this.#logger = options.logger;
+    this.#queued = options.persistence !== undefined && takesQueuedAppends(options.persistence);
   }
 
   get(id: SessionId): SessionLog | undefined {
@@ -63,19 +72,21 @@ export class LiveSessionStore implements SessionStore {
       persistence && !options.stored
         ? persistence.create(session.header).then(() => (initial.length > 0 ? persistence.append(session.id, initial) : undefined))
         : Promise.resolve();
-    this.#track(session, writes);
+    this.#track(session, writes, !!options.stored);
   }
 
   #assertFree(id: SessionId): void {
     if (this.#entries.has(id)) throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live`);
   }
 
-  #track(session: SessionLog, writes: Promise<void>): void {
-    const entry: Entry = { session, pending: [], writes: this.#guard(writes), unsubscribe: () => undefined };
+  #track(session: SessionLog, writes: Promise<void>, stored: boolean): void {
+    const entry: Entry = { session, pending: [], writes: this.#guard(writes), unsubscribe: () => undefined, waiting: undefined, direct: false };
     if (this.#persistence) {
       entry.unsubscribe = session.subscribe((event) => {
         if (entry.pending.push(event) === 1) queueMicrotask(() => this.#drain(entry));
       });
+      // A new session's appends wait for its creation; a stored one's go straight to a queuing store.
+      entry.direct = stored && this.#queued;
     }
     this.#entries.set(session.id, entry);
   }
@@ -84,7 +95,27 @@ export class LiveSessionStore implements SessionStore {
     const batch = entry.pending.splice(0);
     if (batch.length === 0 || !this.#persistence) return;
     const persistence = this.#persistence;
-    entry.writes = this.#guard(entry.writes.then(() => persistence.append(entry.session.id, batch)));
+    const id = entry.session.id;
+    if (entry.direct) {
+      // The store queues it behind the earlier appends: the next flush commits them together.
+      entry.writes = Promise.all([entry.writes, this.#guard(persistence.append(id, batch))]).then(noop);
+      return;
+    }
+    // Events that come while a link waits for the commit before it join that link: one append each commit.
+    if (entry.waiting) {
+      for (const event of batch) entry.waiting.push(event);
+      return;
+    }
+    entry.waiting = batch;
+    entry.writes = this.#guard(
+      entry.writes.then(() => {
+        entry.waiting = undefined;
+        const write = persistence.append(id, batch);
+        // Nothing waits behind this link: a queuing store keeps later appends behind it.
+        entry.direct = this.#queued;
+        return write;
+      }),
+    );
   }
 
   #guard(write: Promise<void>): Promise<void> {
@@ -110,7 +141,8 @@ export class LiveSessionStore implements SessionStore {
       await this.#persistence?.flush();
       await Promise.race([chains, new Promise((resolve) => setImmediate(resolve))]);
     }
-    await this.#persistence?.flush();
+    // A queuing store resolved each append once durable; any other may resolve one on queueing it.
+    if (!this.#queued) await this.#persistence?.flush();
     const failure = this.#failure;
     if (failure !== undefined) {
       this.#failure = undefined;

@@ -85,10 +85,12 @@ export interface ResidentMessage {
 /** Served by a resident child for its stay (`control` lane). */
 export interface ResidentControlApi {
   /**
-   * Starts one turn: the first message opens it, the others join its first step. `hostTools`, when
-   * given, replaces the host tools the child sees (setup contributions come and go).
+   * Runs one turn: the first message opens it, the others join its first step. `hostTools`, when
+   * given, replaces the host tools the child sees (setup contributions come and go). Resolves at
+   * the turn's end with its events not sent as notices yet (its `turn/end` last), so a turn that
+   * ends within one event-loop turn costs one message each way.
    */
-  prompt(messages: ResidentMessage[], hostTools?: HostToolSchema[]): void;
+  prompt(messages: ResidentMessage[], hostTools?: HostToolSchema[]): Promise<SessionEvent[]>;
   /** Cancels the running turn; the child stays. */
   cancel(cause: CancelCause): void;
   /** Ends the stay: the agent is disposed and the task returns. */

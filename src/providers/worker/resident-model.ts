@@ -138,12 +138,15 @@ export class ResidentWorkerModel implements ModelAdapter {
     const tools = agent.tools.list();
     const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
     stay.tools = tools;
+    const tail = stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
+    // A cancel that landed before the listener was added still reaches the turn: it follows the prompt.
+    if (signal.aborted) cancel();
     try {
-      await stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
-      // A cancel that landed before the prompt found no turn to stop.
-      if (signal.aborted) cancel();
+      relay.events(await tail);
     } catch (error) {
-      relay.lost(stay.thread.over ? 'the child’s thread ended before the turn started' : describeError(error));
+      // A stay that ended says why through its outcome (see #enter), which ends the turn first.
+      if (stay.thread.closed) await stay.thread.ended;
+      relay.lost(describeError(error));
     }
     yield* relay.chunks();
   }

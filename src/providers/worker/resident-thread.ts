@@ -2,13 +2,14 @@
 // its notices, serves its host calls and ends it with `leave`, or by terminating the thread when the
 // child does not stop within the pool's grace (a runaway turn, a stay that ignores `leave`).
 import { randomUUID } from 'node:crypto';
-import type { ChildNotice, HostApi, HostToolSchema, ResidentControlApi, ResidentMessage } from '../../seam/child-protocol.js';
+import type { HostApi, HostToolSchema, ResidentControlApi, ResidentMessage } from '../../seam/child-protocol.js';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { CancelCause, SessionEvent } from '../../seam/session-types.js';
 import type { WorkerPoolEngine } from './pool.js';
 import { runOnPool, type ThreadOutcome } from './thread-child.js';
 import { describeThreadFailure } from './thread-failure.js';
+import { routeNotices } from './notice-route.js';
 import { sharedFlags } from './thread-protocol.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
 
@@ -34,31 +35,13 @@ export class ResidentThread {
     this.#route = pool.channels.route(randomUUID());
     let built!: () => void;
     const ready = new Promise<void>((resolve) => (built = resolve));
-    // Notices in from the hub; `caughtUp` checks them against the count the task's value reports.
-    let received = 0;
-    let caughtUp = () => {};
-    let portClosed = false;
-    this.#route.on('notice', (raw) => {
-      received++;
-      const notice = raw as ChildNotice;
+    exposeOn(host, this.#route.endpoint('host'));
+    this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
+    const noticesIn = routeNotices(this.#route, this.#control, (notice) => {
       if (notice.type === 'events') onEvents(notice.events);
       else if (notice.type === 'attach') this.#threadId = notice.threadId;
       else if (notice.type === 'ready') built();
-      caughtUp();
     });
-    exposeOn(host, this.#route.endpoint('host'));
-    this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
-    this.#route.onClose(() => {
-      portClosed = true;
-      this.#control.close('the child’s thread closed its channel');
-      caughtUp();
-    });
-    /** Resolves once `count` notices are in (or the port closed: no more will come). */
-    const noticesIn = (count: number) =>
-      new Promise<void>((resolve) => {
-        caughtUp = () => (received >= count || portClosed) && resolve();
-        caughtUp();
-      });
     const task = runOnPool(pool, { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true } });
     this.ended = task.then(
       async ({ result, end, notices }): Promise<ThreadOutcome> => {
@@ -88,6 +71,11 @@ export class ResidentThread {
     this.ready.catch(() => undefined);
   }
 
+  /** Whether its channel is closed: the stay is over or its thread is gone, and `ended` is near. */
+  get closed(): boolean {
+    return this.#control.closed;
+  }
+
   /** Whether the stay is over (its task ended). */
   get over(): boolean {
     return this.#over;
@@ -104,8 +92,11 @@ export class ResidentThread {
     this.#route.dispose();
   }
 
-  /** Starts one turn; rejects `CLOSED` if the stay is over. */
-  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined): Promise<void> {
+  /**
+   * Runs one turn; resolves at its end with its last events (those not sent as notices), rejects
+   * `CLOSED` if the stay ends first.
+   */
+  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined): Promise<SessionEvent[]> {
     return this.#control.call((remote) => remote.prompt(messages, hostTools));
   }
 

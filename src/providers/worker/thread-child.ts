@@ -3,7 +3,7 @@
 // (shared flag, control call, then the thread itself after the grace).
 import { MessageChannel } from 'node:worker_threads';
 import type { BudgetStop } from '../../seam/budget.js';
-import type { ChildControlApi, ChildNotice, HostApi } from '../../seam/child-protocol.js';
+import type { ChildControlApi, HostApi } from '../../seam/child-protocol.js';
 import { decodeOwned, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
@@ -12,6 +12,7 @@ import type { SubagentResult } from '../../seam/types.js';
 import type { WorkerPoolEngine } from './pool.js';
 import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask } from './thread-protocol.js';
 import { describeThreadFailure } from './thread-failure.js';
+import { routeNotices } from './notice-route.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
 
 /** A task's outcome with its end notice and the count of hub notices before it (see ThreadTaskReturn). */
@@ -94,30 +95,12 @@ export class ThreadChild {
     this.#pool = pool;
     ({ cancelFlag: this.#cancelFlag, inputGate: this.#inputGate } = sharedFlags());
     this.#route = pool.channels.route(run);
-    // Notices in from the hub; `caughtUp` checks them against the count the task's value reports.
-    let received = 0;
-    let caughtUp = () => {};
-    let portClosed = false;
-    this.#route.on('notice', (raw) => {
-      received++;
-      const notice = raw as ChildNotice;
-      if (notice.type === 'events') sink.events(notice.events);
-      else if (notice.type === 'attach') this.#attach(notice.threadId, sink);
-      caughtUp();
-    });
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ChildControlApi>(this.#route.endpoint('control'));
-    this.#route.onClose(() => {
-      portClosed = true;
-      this.#control.close('the child’s thread closed its channel');
-      caughtUp();
+    const noticesIn = routeNotices(this.#route, this.#control, (notice) => {
+      if (notice.type === 'events') sink.events(notice.events);
+      else if (notice.type === 'attach') this.#attach(notice.threadId, sink);
     });
-    /** Resolves once `count` notices are in (or the port closed: no more will come). */
-    const noticesIn = (count: number) =>
-      new Promise<void>((resolve) => {
-        caughtUp = () => (received >= count || portClosed) && resolve();
-        caughtUp();
-      });
     this.#held = { task: { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id } };
     const task = runOnPool(pool, this.#held);
     this.outcome = task.then(
