@@ -23,7 +23,6 @@ const ACP = 'ACP agents misbehaving at specific protocol moments: not all provok
 const QUEUE = 'Redis/BullMQ failure paths (connection loss mid-job) not all provoked';
 const RACE = 'skipping a thread under termination happens only when a task is dispatched during that termination: a race no test can order';
 const THREAD = 'worker threads failing at specific moments: not all provoked';
-const MODELS = 'model adapters: some HTTP error, stream and script shapes have no test';
 const CONTINUATION = 'continuation: some validation and failure paths have no test';
 const TOOLS = 'control tools: some argument and state edge cases have no test';
 const WORKER_ENTRY = 'worker entry: waiting for a lost hub port is not provoked';
@@ -83,12 +82,6 @@ const EXCLUDED = {
   'src/runtime/resident-runner.ts': RESIDENT,
   'src/runtime/session.ts': EDGES,
   'src/runtime/tool-calls.ts': EDGES,
-  'src/runtime/models/create.ts': MODELS,
-  'src/runtime/models/openai-errors.ts': MODELS,
-  'src/runtime/models/openai-stream.ts': MODELS,
-  'src/runtime/models/openai.ts': MODELS,
-  'src/runtime/models/scripted.ts': MODELS,
-  'src/runtime/models/sse.ts': MODELS,
   'src/seam/parse.ts': EDGES,
   'src/service/continuation/authority.ts': CONTINUATION,
   'src/service/continuation/controls.ts': CONTINUATION,
