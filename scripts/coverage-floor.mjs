@@ -18,7 +18,6 @@ const CLI = 'CLI argv glue and terminal output: some flag combinations and usage
 const CHAOS = 'its chaos tools kill their own thread: whether that thread writes its coverage varies between runs';
 const DEMO = 'demo program: some model, progress and report variants have no test';
 const INSPECT = 'inspector: rarely seen event shapes and request errors have no test';
-const SQLITE = 'SQLite failure paths (corrupt, locked or foreign files) not all provoked';
 const ACP = 'ACP agents misbehaving at specific protocol moments: not all provoked';
 const QUEUE = 'Redis/BullMQ failure paths (connection loss mid-job) not all provoked';
 const RACE = 'skipping a thread under termination happens only when a task is dispatched during that termination: a race no test can order';
@@ -48,8 +47,6 @@ const EXCLUDED = {
   'src/inspect/reader.ts': INSPECT,
   'src/inspect/server.ts': INSPECT,
   'src/inspect/transcript.ts': INSPECT,
-  'src/persistence/sqlite-catalog.ts': SQLITE,
-  'src/persistence/sqlite-schema.ts': SQLITE,
   'src/providers/local-child.ts': EDGES,
   'src/providers/provider-host.ts': EDGES,
   'src/providers/acp/client.ts': ACP,
