@@ -167,6 +167,25 @@ describe('continuable ACP children', () => {
     expect(newChildPids(before).filter(isAlive)).toStrictEqual(warm);
   });
 
+  it('notes the remote agent’s thoughts and tool calls as reasoning, and nothing else it reports', async () => {
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--rich'], cwd: files.dir, ...GRACES });
+    const { childId } = await start(host, parent, 'hello');
+    await recorder.until(() => recorder.ends.length === 1);
+    const chunks = host.sessions
+      .get(childId)!
+      .events.filter((e) => e.type === 'assistant/chunk')
+      .map((e) => (e.data as { chunk: unknown }).chunk);
+    expect(chunks).toStrictEqual([
+      { type: 'reasoning-delta', text: 'pondering' },
+      { type: 'reasoning-delta', text: '[remote tool call: edit]\n' },
+      { type: 'reasoning-delta', text: '[remote tool call: rm]\n' },
+      { type: 'text-delta', text: 'hello ' },
+      { type: 'text-delta', text: 'world' },
+    ]);
+    const reasoning = { type: 'reasoning', text: 'pondering[remote tool call: edit]\n[remote tool call: rm]\n' };
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [reasoning, text('hello world')] });
+  });
+
   it('rejects the follow-up NOT_RESUMABLE, with the agent’s error as cause, when session/load fails', async () => {
     const warnings: string[] = [];
     const { host, parent, recorder } = await setup(
@@ -175,7 +194,8 @@ describe('continuable ACP children', () => {
     );
     const { childId } = await start(host, parent, 'hello');
     await recorder.until(() => recorder.ends.length === 1);
-    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('hello world')] });
+    const reasoning = { type: 'reasoning', text: 'pondering[remote tool call: edit]\n[remote tool call: rm]\n' };
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [reasoning, text('hello world')] });
     await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
     const failure = await host.subagents.followup(parent, childId, [text('again')]).catch((error: unknown) => error);
     expect(failure).toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('session/load'), cause: { code: -32002 } });

@@ -219,6 +219,24 @@ describe('acpProvider', () => {
       await run.dispose();
     });
 
+    it('mirrors thoughts, diffs and failed tool calls; leaves out images, plans and updates of unknown calls', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--rich'])));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+      const events = host.sessions.get(run.id)!.events;
+      const kept = events.filter((e) => ['assistant/chunk', 'tool/call', 'tool/result'].includes(e.type)).map((e) => e.data);
+      expect(kept).toEqual([
+        { turn: 1, step: 1, chunk: { type: 'reasoning-delta', text: 'pondering' } },
+        { turn: 1, step: 1, callId: 'c2', name: 'edit', input: null },
+        { turn: 1, step: 1, callId: 'c2', name: 'edit', content: [text('[diff of /tmp/a.txt]')] },
+        { turn: 1, step: 1, callId: 'c3', name: 'rm', input: null },
+        { turn: 1, step: 1, callId: 'c3', name: 'rm', content: [], isError: true },
+        { turn: 1, step: 1, chunk: { type: 'text-delta', text: 'hello ' } },
+        { turn: 1, step: 1, chunk: { type: 'text-delta', text: 'world' } },
+      ]);
+      await run.dispose();
+    });
+
     it('rejects UNSUPPORTED_CAPABILITY before spawning anything', async () => {
       host.subagents.registerProvider(acpProvider(host, fixture([])));
       const before = childPids();

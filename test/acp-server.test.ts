@@ -216,6 +216,31 @@ describe('serveAcp', () => {
     expect(users.map((event) => (event.data as { content: { text: string }[] }).content[0]!.text)).toEqual(['first', 'second']);
   });
 
+  it('takes image and resource-link blocks, answers max_tokens and refusal, and replays the image on session/load', async () => {
+    const db = join(dir, 'blocks.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier, scripted({ text: 'cut off', finish: 'max-tokens' }, { finish: 'refusal' }));
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const link = { type: 'resource_link' as const, name: 'notes', uri: 'file:///tmp/notes.md' };
+    const blocks = { sessionId, prompt: [{ type: 'text' as const, text: 'look' }, image, link] };
+    await expect(earlier.agent.request(acp.methods.agent.session.prompt, blocks)).resolves.toMatchObject({ stopReason: 'max_tokens' });
+    await expect(prompt(earlier, sessionId, 'again')).resolves.toMatchObject({ stopReason: 'refusal' });
+    await earlier.close();
+    await first.close();
+
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    await client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+    expect(client.updates.map((notification) => notification.update)).toEqual([
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'look' } },
+      { sessionUpdate: 'user_message_chunk', content: image },
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: '[resource notes: file:///tmp/notes.md]' } },
+      { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'cut off' } },
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'again' } },
+    ]);
+  });
+
   it.each([
     ['a relative cwd', { cwd: 'relative', mcpServers: [] }],
     ['MCP servers', { cwd: dir, mcpServers: [{ name: 'x', command: 'x', args: [], env: [] }] }],

@@ -116,7 +116,5 @@ export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason
       return undefined;
     case undefined:
       return 'cancelled'; // no turn ran: the input was discarded by a cancel
-    default:
-      return undefined;
   }
 }
