@@ -37,11 +37,12 @@ function toolResult(data: SessionEventMap['tool/result']): acp.SessionUpdate {
 
 /**
  * Turns the events of running turns into updates: text and reasoning deltas as chunks, tool calls
- * and results. A step whose model did not stream still has its message's text sent once.
+ * and results. A step whose model did not stream its text or reasoning still has it sent once, from its message.
  */
 export class TurnStreamer {
   readonly #send: (update: acp.SessionUpdate) => void;
-  #streamed = false;
+  #streamedText = false;
+  #streamedThought = false;
 
   constructor(send: (update: acp.SessionUpdate) => void) {
     this.#send = send;
@@ -50,17 +51,22 @@ export class TurnStreamer {
   push(event: SessionEvent): void {
     switch (event.type) {
       case 'step/start':
-        this.#streamed = false;
+        this.#streamedText = false;
+        this.#streamedThought = false;
         break;
       case 'assistant/chunk': {
         const { chunk } = event.data as SessionEventMap['assistant/chunk'];
         if (chunk.text === '') break;
-        if (chunk.type === 'text-delta') this.#streamed = true;
+        if (chunk.type === 'text-delta') this.#streamedText = true;
+        else this.#streamedThought = true;
         this.#send({ sessionUpdate: chunk.type === 'text-delta' ? 'agent_message_chunk' : 'agent_thought_chunk', content: text(chunk.text) });
         break;
       }
       case 'assistant/message':
-        if (!this.#streamed) for (const update of messageUpdates(event.data as SessionEventMap['assistant/message'])) this.#send(update);
+        for (const update of messageUpdates(event.data as SessionEventMap['assistant/message'])) {
+          // What streamed as chunks is not sent again.
+          if (!(update.sessionUpdate === 'agent_thought_chunk' ? this.#streamedThought : this.#streamedText)) this.#send(update);
+        }
         break;
       case 'tool/call':
         this.#send(toolCall(event.data as SessionEventMap['tool/call']));
