@@ -86,6 +86,16 @@ describe('acpProvider', () => {
       await expect(host.persistence!.load(run.id)).resolves.toMatchObject({ header: { id: run.id, origin: 'subagent' } });
     });
 
+    it('passes the route overrides to the child agent, which ends a turn at its maxStepsPerTurn', async () => {
+      const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'missing', input: {} }] }, { text: 'second step' }];
+      const limited = await start('acp', { agentOptions: { model: { kind: 'scripted', steps }, maxStepsPerTurn: 1, maxTokens: 64 } });
+      await expect(limited.result).resolves.toMatchObject({ stopReason: 'error' });
+      await limited.dispose();
+      const free = await start('acp', scripted(...steps));
+      await expect(free.result).resolves.toMatchObject({ output: [text('second step')], stopReason: 'completed' });
+      await free.dispose();
+    });
+
     it('lists the ACP child among the children of its parent', async () => {
       const run = await start('acp');
       await run.result;
