@@ -158,6 +158,12 @@ describe('continuable ACP children', () => {
     expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual(['parent']);
   });
 
+  it('rejects START_FAILED when the agent cannot be spawned, and leaves no child session', async () => {
+    const { host, parent } = await setup({ command: `${files.dir}/no-such-agent`, cwd: files.dir, ...GRACES });
+    await expect(start(host, parent, 'hello')).rejects.toMatchObject({ code: 'START_FAILED' });
+    expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual(['parent']);
+  });
+
   it('refuses from what a prewarmed process answered: nothing is spawned and the warm process stays', async () => {
     const { host, provider, parent } = await setup({ command: process.execPath, args: [FIXTURE_AGENT], cwd: files.dir, prewarm: 1, ...GRACES });
     await provider.whenWarm();
