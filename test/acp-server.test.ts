@@ -241,7 +241,7 @@ describe('serveAcp', () => {
     ]);
   });
 
-  it('streams reasoning and tool traffic as thought and tool updates, each once, and replays them on session/load', async () => {
+  it('streams reasoning and tool traffic as thought and tool updates, each once and none empty, and replays them on session/load', async () => {
     const db = join(dir, 'thinking.db');
     const first = await newHost({ persistence: { sqlite: db } });
     const earlier = await initialized(first);

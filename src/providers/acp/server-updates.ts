@@ -106,7 +106,10 @@ export function historyUpdates(events: readonly SessionEvent[]): acp.SessionUpda
   return updates;
 }
 
-/** Our turn end → an ACP stop reason; `undefined` for a failed turn (the prompt request fails). */
+/**
+ * Our turn end → an ACP stop reason; `undefined` for a failed turn (the prompt request fails). A
+ * turn the host aborted or interrupted, or none at all (a cancel discarded the input), is `cancelled`.
+ */
 export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason | undefined {
   switch (reason?.kind) {
     case 'completed':
@@ -115,12 +118,9 @@ export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason
       return 'max_tokens';
     case 'refusal':
       return 'refusal';
-    case 'aborted':
-    case 'interrupted':
-      return 'cancelled';
     case 'error':
       return undefined;
-    case undefined:
-      return 'cancelled'; // no turn ran: the input was discarded by a cancel
+    default:
+      return 'cancelled';
   }
 }
