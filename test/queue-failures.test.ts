@@ -120,6 +120,25 @@ describe('queue provider failures', () => {
     await expect(host.subagents.listChildren(parent.id)).resolves.toEqual([]);
   });
 
+  it('rejects START_FAILED with the reason of a Redis that refuses writes, before and after connecting', async () => {
+    register({ queue: 'full' });
+    const queued = await start();
+    const admin = redis.client();
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('OOM') as string });
+      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, name: 'fresh', queue: 'full' }));
+      const fresh = host.subagents.start('fresh', { label: 'fresh', prompt: [text('work')], parent, signal: new AbortController().signal });
+      await expect(fresh).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('OOM') as string });
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+      admin.disconnect();
+    }
+    queued.cancel();
+    await expect(queued.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    await queued.dispose();
+  });
+
   it('settles error when the worker running the child is killed', async () => {
     register({ queue: 'killed' });
     const doomed = await worker('killed');
