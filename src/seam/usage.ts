@@ -41,6 +41,17 @@ export function addUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
   };
 }
 
+/** Adds `usage` to `sum` in place (tree totals summed over many rows, without an object per row). */
+export function addUsageInto(sum: SubagentUsage, usage: SubagentUsage): void {
+  sum.inputTokens += usage.inputTokens;
+  sum.outputTokens += usage.outputTokens;
+  sum.totalTokens += usage.totalTokens;
+  sum.requests += usage.requests;
+  sum.turns += usage.turns;
+  sum.toolCalls += usage.toolCalls;
+  sum.wallMs += usage.wallMs;
+}
+
 /** `a - b`, figure by figure (what was spent between two readings of a growing log). */
 export function subtractUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
   return {
