@@ -18,8 +18,6 @@ const CLI = 'CLI argv glue and terminal output: some flag combinations and usage
 const CHAOS = 'its chaos tools kill their own thread: whether that thread writes its coverage varies between runs';
 const DEMO = 'demo program: some model, progress and report variants have no test';
 const INSPECT = 'inspector: rarely seen event shapes and request errors have no test';
-const ACP = 'ACP agents misbehaving at specific protocol moments: not all provoked';
-const QUEUE = 'Redis/BullMQ failure paths (connection loss mid-job) not all provoked';
 const RACE = 'skipping a thread under termination happens only when a task is dispatched during that termination: a race no test can order';
 const THREAD = 'worker threads failing at specific moments: not all provoked';
 const CONTINUATION = 'continuation: some validation and failure paths have no test';
@@ -49,21 +47,31 @@ const EXCLUDED = {
   'src/inspect/transcript.ts': INSPECT,
   'src/providers/local-child.ts': EDGES,
   'src/providers/provider-host.ts': EDGES,
-  'src/providers/acp/client.ts': ACP,
-  'src/providers/acp/continuable.ts': ACP,
-  'src/providers/acp/mirror.ts': ACP,
+  'src/providers/acp/client.ts':
+    'an agent answering initialize with a non-integer protocolVersion or session/new without a session id, and an update arriving after its session closed, are not provoked',
+  'src/providers/acp/continuable.ts':
+    'a continuable start or resume aborted while its agent launches, a resume on a warm process, and a resumed agent that stops advertising session/load are not provoked',
   'src/providers/acp/ndjson.ts': 'the wait for a full pipe to drain (a client that stops reading) is not provoked by a test',
-  'src/providers/acp/pool.ts': ACP,
-  'src/providers/acp/process.ts': ACP,
-  'src/providers/acp/provider.ts': ACP,
-  'src/providers/acp/remote-model.ts': ACP,
-  'src/providers/acp/server-updates.ts': ACP,
-  'src/providers/acp/startup.ts': ACP,
-  'src/providers/queue/connect.ts': QUEUE,
-  'src/providers/queue/connection.ts': QUEUE,
-  'src/providers/queue/provider.ts': QUEUE,
-  'src/providers/queue/queue-worker.ts': QUEUE,
-  'src/providers/queue/run.ts': QUEUE,
+  'src/providers/acp/pool.ts':
+    'a warm process that exits while it waits in the pool, and a refill racing the pool’s close, are not provoked',
+  'src/providers/acp/process.ts':
+    'signalling a process group that is already gone (ESRCH) and a spawn without a pid are not provoked',
+  'src/providers/acp/provider.ts':
+    'the local mirror session failing to be created after session/new (a closing store) is not provoked',
+  'src/providers/acp/remote-model.ts':
+    'a continuable ACP follow-up without text, a prompt aborted before it is sent, and an unexpected stop reason of a continuable turn are not provoked',
+  'src/providers/acp/startup.ts':
+    'a start signal already aborted when a startup step begins, and the host closing before the start signal aborts (CLOSED rather than CANCELLED), are not provoked',
+  'src/providers/queue/connect.ts':
+    'a Redis that accepts the connection and never answers (the connect timeout) is not provoked',
+  'src/providers/queue/connection.ts':
+    'a reply-stream read failing while Redis blips, a foreign entry in the reply stream, and closing while Redis is down are not provoked',
+  'src/providers/queue/provider.ts':
+    'a start aborted between connecting and queueing, and a job add that fails after the connection opened, are not provoked',
+  'src/providers/queue/queue-worker.ts':
+    'a queued child calling a host tool, and the worker’s second Redis connection failing after its first succeeded, are not provoked',
+  'src/providers/queue/run.ts':
+    'a worker sending events out of order, BullMQ failing a job on its own, a restart whose Redis calls fail, and a cancel that cannot reach Redis are not provoked',
   'src/providers/worker/admission.ts': THREAD,
   'src/providers/worker/balancer.ts': RACE,
   'src/providers/worker/child-agent.ts': THREAD,
