@@ -67,7 +67,7 @@ const EXCLUDED = {
   'src/providers/queue/connection.ts':
     'a reply-stream read failing while Redis blips, a foreign entry in the reply stream, and closing while Redis is down are not provoked',
   'src/providers/queue/provider.ts':
-    'a start aborted between connecting and queueing, and a job add that fails after the connection opened, are not provoked',
+    'a start aborted while its job is being queued (the job removed again), and a start racing the host’s close past the host’s own checks, are not provoked',
   'src/providers/queue/queue-worker.ts':
     'a queued child calling a host tool, and the worker’s second Redis connection failing after its first succeeded, are not provoked',
   'src/providers/queue/run.ts':
