@@ -65,6 +65,11 @@ export function subtractUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage
   };
 }
 
+/** Whether a step over an event of `type` changes a figure besides `through`. */
+function counts(type: string): boolean {
+  return type === 'turn/start' || type === 'step/start' || type === 'tool/call' || type === 'assistant/message';
+}
+
 function counted(state: SubagentUsageState, time: number): SubagentUsageState {
   return { ...state, through: Math.max(state.through ?? time, time) };
 }
@@ -92,6 +97,9 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
       }
       return state;
     }
+    // Most events change nothing but `through`, often not even that (the same millisecond): the
+    // state is then returned as it is, which spares an object per event and fold.
+    if (!counts(event.type) && state.through !== undefined && state.through >= event.time) return state;
     const next = counted(state, event.time);
     switch (event.type) {
       case 'turn/start':
