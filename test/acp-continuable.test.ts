@@ -158,6 +158,12 @@ describe('continuable ACP children', () => {
     expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual(['parent']);
   });
 
+  it('rejects START_FAILED when the agent cannot be spawned, and leaves no child session', async () => {
+    const { host, parent } = await setup({ command: `${files.dir}/no-such-agent`, cwd: files.dir, ...GRACES });
+    await expect(start(host, parent, 'hello')).rejects.toMatchObject({ code: 'START_FAILED' });
+    expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual(['parent']);
+  });
+
   it('refuses from what a prewarmed process answered: nothing is spawned and the warm process stays', async () => {
     const { host, provider, parent } = await setup({ command: process.execPath, args: [FIXTURE_AGENT], cwd: files.dir, prewarm: 1, ...GRACES });
     await provider.whenWarm();
@@ -165,6 +171,25 @@ describe('continuable ACP children', () => {
     await expect(start(host, parent, 'hello')).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });
     expect(warm).toHaveLength(1);
     expect(newChildPids(before).filter(isAlive)).toStrictEqual(warm);
+  });
+
+  it('notes the remote agent’s thoughts and tool calls as reasoning, and nothing else it reports', async () => {
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--rich'], cwd: files.dir, ...GRACES });
+    const { childId } = await start(host, parent, 'hello');
+    await recorder.until(() => recorder.ends.length === 1);
+    const chunks = host.sessions
+      .get(childId)!
+      .events.filter((e) => e.type === 'assistant/chunk')
+      .map((e) => (e.data as { chunk: unknown }).chunk);
+    expect(chunks).toStrictEqual([
+      { type: 'reasoning-delta', text: 'pondering' },
+      { type: 'reasoning-delta', text: '[remote tool call: edit]\n' },
+      { type: 'reasoning-delta', text: '[remote tool call: rm]\n' },
+      { type: 'text-delta', text: 'hello ' },
+      { type: 'text-delta', text: 'world' },
+    ]);
+    const reasoning = { type: 'reasoning', text: 'pondering[remote tool call: edit]\n[remote tool call: rm]\n' };
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [reasoning, text('hello world')] });
   });
 
   it('rejects the follow-up NOT_RESUMABLE, with the agent’s error as cause, when session/load fails', async () => {

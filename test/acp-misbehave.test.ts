@@ -188,6 +188,14 @@ describe('acpProvider with misbehaving agents', () => {
       expect(host.sessions.list().map((session) => session.header.id)).toEqual([parent.id]);
     });
 
+    it('rejects START_FAILED and reaps an agent that closes its output but keeps running', async () => {
+      host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: ['-e', 'process.stdout.end(); setInterval(() => {}, 1000)'], ...GRACES }));
+      const before = childPids();
+      const error = await start().catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('the ACP agent failed during') });
+      expect(newChildPids(before).filter(isAlive)).toEqual([]);
+    });
+
     it('rejects START_FAILED and reaps the agent when it speaks another protocol version', async () => {
       use(['--protocol=2']);
       const before = childPids();

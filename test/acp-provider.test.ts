@@ -86,6 +86,16 @@ describe('acpProvider', () => {
       await expect(host.persistence!.load(run.id)).resolves.toMatchObject({ header: { id: run.id, origin: 'subagent' } });
     });
 
+    it('passes the route overrides to the child agent, which ends a turn at its maxStepsPerTurn', async () => {
+      const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'missing', input: {} }] }, { text: 'second step' }];
+      const limited = await start('acp', { agentOptions: { model: { kind: 'scripted', steps }, maxStepsPerTurn: 1, maxTokens: 64 } });
+      await expect(limited.result).resolves.toMatchObject({ stopReason: 'error' });
+      await limited.dispose();
+      const free = await start('acp', scripted(...steps));
+      await expect(free.result).resolves.toMatchObject({ output: [text('second step')], stopReason: 'completed' });
+      await free.dispose();
+    });
+
     it('lists the ACP child among the children of its parent', async () => {
       const run = await start('acp');
       await run.result;
@@ -215,6 +225,24 @@ describe('acpProvider', () => {
       expect(events.filter((e) => e.type === 'tool/call' || e.type === 'tool/result').map((e) => e.data)).toEqual([
         { turn: 1, step: 1, callId: 'c1', name: 'grep', input: { q: 'x' } },
         { turn: 1, step: 1, callId: 'c1', name: 'grep', content: [text('found')] },
+      ]);
+      await run.dispose();
+    });
+
+    it('mirrors thoughts, diffs and failed tool calls; leaves out images, plans and updates of unknown calls', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--rich'])));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+      const events = host.sessions.get(run.id)!.events;
+      const kept = events.filter((e) => ['assistant/chunk', 'tool/call', 'tool/result'].includes(e.type)).map((e) => e.data);
+      expect(kept).toEqual([
+        { turn: 1, step: 1, chunk: { type: 'reasoning-delta', text: 'pondering' } },
+        { turn: 1, step: 1, callId: 'c2', name: 'edit', input: null },
+        { turn: 1, step: 1, callId: 'c2', name: 'edit', content: [text('[diff of /tmp/a.txt]')] },
+        { turn: 1, step: 1, callId: 'c3', name: 'rm', input: null },
+        { turn: 1, step: 1, callId: 'c3', name: 'rm', content: [], isError: true },
+        { turn: 1, step: 1, chunk: { type: 'text-delta', text: 'hello ' } },
+        { turn: 1, step: 1, chunk: { type: 'text-delta', text: 'world' } },
       ]);
       await run.dispose();
     });

@@ -216,6 +216,58 @@ describe('serveAcp', () => {
     expect(users.map((event) => (event.data as { content: { text: string }[] }).content[0]!.text)).toEqual(['first', 'second']);
   });
 
+  it('takes image and resource-link blocks, answers max_tokens and refusal, and replays the image on session/load', async () => {
+    const db = join(dir, 'blocks.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier, scripted({ text: 'cut off', finish: 'max-tokens' }, { finish: 'refusal' }));
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const link = { type: 'resource_link' as const, name: 'notes', uri: 'file:///tmp/notes.md' };
+    const blocks = { sessionId, prompt: [{ type: 'text' as const, text: 'look' }, image, link] };
+    await expect(earlier.agent.request(acp.methods.agent.session.prompt, blocks)).resolves.toMatchObject({ stopReason: 'max_tokens' });
+    await expect(prompt(earlier, sessionId, 'again')).resolves.toMatchObject({ stopReason: 'refusal' });
+    await earlier.close();
+    await first.close();
+
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    await client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+    expect(client.updates.map((notification) => notification.update)).toEqual([
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'look' } },
+      { sessionUpdate: 'user_message_chunk', content: image },
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: '[resource notes: file:///tmp/notes.md]' } },
+      { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'cut off' } },
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'again' } },
+    ]);
+  });
+
+  it('streams reasoning and tool traffic as thought and tool updates, each once and none empty, and replays them on session/load', async () => {
+    const db = join(dir, 'thinking.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const model = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createThinkingModel' };
+    const sessionId = await session(earlier, { _meta: { [META]: { model } } });
+    await expect(prompt(earlier, sessionId, 'go')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    const live = earlier.updates.map((notification) => notification.update);
+    await earlier.close();
+    await first.close();
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    await client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+    const call = { sessionUpdate: 'tool_call', toolCallId: 'call_1', title: 'clock', kind: 'other', status: 'in_progress', rawInput: {} };
+    const result = { sessionUpdate: 'tool_call_update', toolCallId: 'call_1', status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'Error: no tool named clock is available to this agent' } }] };
+    const thought = { sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'thinking' } };
+    const answer = { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'done' } };
+    expect(live).toEqual([thought, call, result, answer]);
+    expect(client.updates.map((notification) => notification.update)).toEqual([
+      { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'go' } },
+      thought,
+      call,
+      result,
+      answer,
+    ]);
+  });
+
   it.each([
     ['a relative cwd', { cwd: 'relative', mcpServers: [] }],
     ['MCP servers', { cwd: dir, mcpServers: [{ name: 'x', command: 'x', args: [], env: [] }] }],

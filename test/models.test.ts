@@ -40,6 +40,7 @@ describe('createModel', () => {
   it.each([
     ['a missing module', { kind: 'module', specifier: fixture('missing.mjs') }],
     ['an export that is not a function', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'notAFactory' }],
+    ['a factory that returns no adapter', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createNothing' }],
   ] as const)('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
     await expect(createModel(spec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
   });
@@ -69,6 +70,30 @@ describe('scripted model', () => {
       { type: 'finish', reason: 'stop' },
     ]);
     expect(model.requests).toHaveLength(2);
+  });
+
+  it('echoes the latest user text, past user messages without text, and nothing when there is none', async () => {
+    const model = scriptedModel();
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const messages = [
+      { role: 'user' as const, content: [text('first')] },
+      { role: 'assistant' as const, content: [text('ok')] },
+      { role: 'user' as const, content: [image] },
+    ];
+    const echoed = async (history: typeof messages) => {
+      const chunks = await collect(model.stream({ messages: history, tools: [], signal: new AbortController().signal }));
+      return chunks.flatMap((chunk) => (chunk.type === 'text-delta' ? [chunk.text] : [])).join('');
+    };
+    expect(await echoed(messages)).toBe('echo: first');
+    expect(await echoed(messages.slice(2))).toBe('echo: ');
+  });
+
+  it('reports the usage a step states, and none for a step told to fail', async () => {
+    const model = scriptedModel([{ text: 'x', usage: { inputTokens: 100, outputTokens: 5 } }, { finish: 'error' }]);
+    expect(await collect(model.stream(request('a')))).toContainEqual({ type: 'usage', usage: { inputTokens: 100, outputTokens: 5 } });
+    expect(await collect(model.stream(request('a')))).toEqual([
+      { type: 'finish', reason: 'error', failure: { code: 'SCRIPTED_ERROR', message: 'the scripted model was told to fail' } },
+    ]);
   });
 
   it('numbers tool calls with a counter across requests', async () => {

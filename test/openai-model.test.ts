@@ -1,108 +1,11 @@
 // The OpenAI-compatible adapter against a real local HTTP server replaying recorded-style SSE
 // streams: delta mapping, finish/usage mapping, error codes, retries, abort and the wire request.
-import { readFileSync } from 'node:fs';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelAdapter, ModelChunk, ModelRequest } from 'subagent-host';
+import { describe, expect, it } from 'vitest';
+import type { ModelChunk, ModelRequest } from 'subagent-host';
 import { createModel } from 'subagent-host/internals';
+import { ENV, KEY, cleanups, collect, finishOf, fixture, model, request, serve, sse, status, useServers } from './openai-helpers.js';
 
-const KEY = 'sk-secret-test-0123456789abcdef';
-const ENV = { TEST_KEY_VAR: KEY };
-
-function fixture(name: string): string {
-  return readFileSync(new URL(`./fixtures/openai/${name}.sse`, import.meta.url), 'utf8');
-}
-
-interface Received {
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-type Reply = (res: ServerResponse, req: IncomingMessage) => void;
-
-interface TestServer {
-  baseURL: string;
-  received: Received[];
-}
-
-const cleanups: (() => Promise<void>)[] = [];
-
-const timers = (): number => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
-/** Timers vitest itself may hold while a hook runs (it varies between 0 and 1). */
-let baselineTimers = 0;
-
-beforeAll(() => {
-  baselineTimers = timers();
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-  // Leak check: the adapter leaves no timer of its own behind (idle timer, retry backoff).
-  expect(timers()).toBeLessThanOrEqual(baselineTimers);
-});
-
-/** Starts a server that answers the n-th request with `replies[n]` (the last one repeats). */
-async function serve(...replies: Reply[]): Promise<TestServer> {
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    const parts: Buffer[] = [];
-    req.on('data', (part: Buffer) => parts.push(part));
-    req.on('end', () => {
-      received.push({ url: req.url ?? '', headers: req.headers, body: Buffer.concat(parts).toString('utf8') });
-      const reply = replies[Math.min(received.length, replies.length) - 1]!;
-      reply(res, req);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  const { port } = server.address() as AddressInfo;
-  return { baseURL: `http://127.0.0.1:${port}/v1`, received };
-}
-
-/** Replays an SSE text in small writes, so events and characters straddle reads. */
-function sse(text: string): Reply {
-  return (res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const bytes = Buffer.from(text, 'utf8');
-    for (let at = 0; at < bytes.length; at += 97) res.write(bytes.subarray(at, at + 97));
-    res.end();
-  };
-}
-
-function status(code: number, body: string, headers: Record<string, string> = {}): Reply {
-  return (res) => {
-    res.writeHead(code, { 'content-type': 'application/json', ...headers });
-    res.end(body);
-  };
-}
-
-async function model(server: TestServer, extra: Record<string, unknown> = {}, env = ENV): Promise<ModelAdapter> {
-  return createModel(
-    { kind: 'openai', baseURL: server.baseURL, model: 'gpt-test', apiKeyEnv: 'TEST_KEY_VAR', ...extra },
-    env,
-  );
-}
-
-function request(signal = new AbortController().signal): ModelRequest {
-  return { messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }], tools: [], signal };
-}
-
-async function collect(adapter: ModelAdapter, req: ModelRequest = request()): Promise<ModelChunk[]> {
-  const chunks: ModelChunk[] = [];
-  for await (const chunk of adapter.stream(req)) chunks.push(chunk);
-  return chunks;
-}
-
-function finishOf(chunks: ModelChunk[]): ModelChunk {
-  expect(chunks.filter((chunk) => chunk.type === 'finish')).toHaveLength(1);
-  return chunks.at(-1)!;
-}
+useServers();
 
 describe('openai model: streams', () => {
   it('streams text deltas, then usage from the trailing chunk, then stop', async () => {

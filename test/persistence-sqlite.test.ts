@@ -175,3 +175,78 @@ describe('sqlitePersistence', () => {
     expect(raw(file).prepare('SELECT count(*) FROM events').pluck().get()).toBe(1);
   });
 });
+
+describe('sqlitePersistence with damaged rows and unusable paths', () => {
+  it.each([
+    ['a session column', "UPDATE sessions SET delegation_depth = -1 WHERE id = 's'", 'sessions.delegation_depth'],
+    ['an event column', "UPDATE events SET type = '' WHERE session_id = 's' AND seq = 1", 'event 1 is invalid'],
+  ])('rejects a load as CORRUPT_DATA naming %s this store never writes', async (_name, damage, named) => {
+    const file = newFile();
+    const p = open(file);
+    await p.create(header('s'));
+    await p.append('s', [ev(0), ev(1)]);
+    await p.flush();
+    raw(file).prepare(damage).run();
+    const error = await p.load('s').catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'CORRUPT_DATA' });
+    expect(String(error)).toContain(named);
+  });
+
+  it('rejects a child listing as CORRUPT_DATA naming the origin this store never writes', async () => {
+    const file = newFile();
+    const p = open(file);
+    await p.create(header('parent'));
+    await p.create(header('child', { parentSession: 'parent', origin: 'subagent' }));
+    raw(file).prepare("UPDATE sessions SET origin = 'robot' WHERE id = 'child'").run();
+    const error = await p.childRecords('parent').catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'CORRUPT_DATA' });
+    expect(String(error)).toContain('sessions.origin');
+  });
+
+  it('reports the projections of a row with a next_seq it never writes as unreadable', async () => {
+    const file = newFile();
+    const p = open(file);
+    await p.create(header('s'));
+    raw(file).prepare("UPDATE sessions SET next_seq = -1 WHERE id = 's'").run();
+    expect((await p.projections(['s'])).get('s')).toMatchObject({ ok: false, error: { code: 'CORRUPT_DATA' } });
+  });
+
+  it('rebuilds lost projection states from the log on the next append, or keeps appending to a damaged log', async () => {
+    const file = newFile();
+    const p = open(file);
+    for (const id of ['reference', 'intact', 'damaged']) {
+      await p.create(header(id));
+      await p.append(id, [ev(0), ev(1)]);
+    }
+    await p.append('reference', [ev(2)]);
+    await p.flush();
+    const db = raw(file);
+    const states = (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('sessions') as string[]).filter((name) => /^(identity|timing|usage)_/.test(name));
+    db.prepare(`UPDATE sessions SET ${states.map((name) => `${name} = NULL`).join(', ')} WHERE id <> 'reference'`).run();
+    db.prepare("UPDATE events SET data = '{broken' WHERE session_id = 'damaged' AND seq = 1").run();
+    await p.append('intact', [ev(2)]);
+    await p.append('damaged', [ev(2)]);
+    await p.flush();
+    const found = await p.projections(['reference', 'intact', 'damaged']);
+    expect(found.get('intact')).toEqual(found.get('reference'));
+    expect(found.get('damaged')).toMatchObject({ ok: false, error: { code: 'CORRUPT_DATA' } });
+    expect(db.prepare("SELECT count(*) FROM events WHERE session_id = 'damaged'").pluck().get()).toBe(3);
+  });
+
+  it.each([
+    ['in a directory that does not exist', () => path.join(tmp, 'missing', 'store.db'), 'cannot be created'],
+    ['that is a directory', () => fs.mkdtempSync(path.join(tmp, 'dir-')), 'cannot be opened'],
+  ])('rejects a path %s as INVALID_OPTIONS', (_name, file, why) => {
+    const error = thrown(() => open(file()));
+    expect(error).toMatchObject({ code: 'INVALID_OPTIONS' });
+    expect(String(error)).toContain(why);
+  });
+
+  it('rejects a store another connection holds locked as PERSISTENCE_UNAVAILABLE once busyTimeoutMs passes', () => {
+    const file = newFile();
+    raw(file).exec('BEGIN EXCLUSIVE');
+    const error = thrown(() => open(file, { busyTimeoutMs: 0 }));
+    expect(error).toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+    expect(String(error)).toContain('database is locked');
+  });
+});

@@ -115,12 +115,31 @@ describe('queue provider failures', () => {
     return host.subagents.start('queue', { label: 'failing', prompt: [text('work')], parent, signal: new AbortController().signal, ...request });
   }
 
-  it('rejects START_FAILED when Redis is not there, and leaves no child', async () => {
+  it('rejects START_FAILED naming the server and database when Redis is not there, and leaves no child', async () => {
     const port = await freePort();
-    host.subagents.registerProvider(queueProvider(host, { connection: `redis://127.0.0.1:${port}` }));
-    await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`127.0.0.1:${port}`) as string });
+    host.subagents.registerProvider(queueProvider(host, { connection: `redis://127.0.0.1:${port}/3` }));
+    await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`Redis at 127.0.0.1:${port}/3:`) as string });
     expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
     await expect(host.subagents.listChildren(parent.id)).resolves.toEqual([]);
+  });
+
+  it('rejects START_FAILED with the reason of a Redis that refuses writes, before and after connecting', async () => {
+    register({ queue: 'full' });
+    const queued = await start();
+    const admin = redis.client();
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('OOM') as string });
+      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, name: 'fresh', queue: 'full' }));
+      const fresh = host.subagents.start('fresh', { label: 'fresh', prompt: [text('work')], parent, signal: new AbortController().signal });
+      await expect(fresh).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('OOM') as string });
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+      admin.disconnect();
+    }
+    queued.cancel();
+    await expect(queued.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    await queued.dispose();
   });
 
   it('settles error when the worker running the child is killed', async () => {

@@ -3,7 +3,6 @@
 // replays no log). A session whose states are not stored is rebuilt from its log once, when
 // `projections()` reads it, and written back.
 import type Database from 'better-sqlite3';
-import { z } from 'zod';
 import type { CatalogHeader, CatalogRecord, StoredProjections } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import { isSubagentError } from '../seam/errors.js';
@@ -12,7 +11,7 @@ import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { decodeCatalogHeader, decodeEvent } from './sqlite-schema.js';
 import { PACKED_TOKENS, WALL_TIME, flagsOf, packedFacts, unpackListed } from './listing-columns.js';
 import { LISTED_SELECT, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
-import { assertContiguous } from './validate.js';
+import { assertContiguous, corrupt } from './validate.js';
 
 // Catalog statements run in raw mode: better-sqlite3 then builds an array per row instead of an
 // object with named keys. Each value costs about half a millisecond per 10,000 rows, so they read
@@ -23,8 +22,6 @@ type Values = unknown[];
 const FACTS = 2;
 const ORIGIN = 1;
 const HAS_CHILDREN = 2;
-
-const stateRowSchema = z.object({ id: z.string(), next_seq: z.int().nonnegative() });
 
 /** The catalog statements of one database connection. */
 export class SqliteCatalog {
@@ -156,11 +153,12 @@ export class SqliteCatalog {
   /** Adds the projections of one state row to `found`, rebuilding them when they are not stored. */
   #read(found: Map<SessionId, StoredProjections>, row: Values): void {
     const [id, nextSeq] = row;
-    if (typeof id !== 'string' || !Number.isSafeInteger(nextSeq) || (nextSeq as number) < 0) {
-      // Not a row this store writes: the schema decides (and names the column).
-      stateRowSchema.parse({ id, next_seq: nextSeq });
-    }
+    // The STRICT table keeps id a string; a next_seq this store never writes makes the row unreadable.
     const session = id as SessionId;
+    if (!Number.isSafeInteger(nextSeq) || (nextSeq as number) < 0) {
+      found.set(session, { ok: false, error: corrupt(session, `its header row is invalid (next_seq ${String(nextSeq)} is not a count)`) });
+      return;
+    }
     const stored = statesFromRow(row, 2);
     if (stored !== undefined) {
       found.set(session, { ok: true, views: viewsOf(stored) });

@@ -66,7 +66,7 @@ const catalogRowSchema = sessionRowSchema.pick({ id: true, created_at: true, par
  * The catalog's header of a `sessions` row from the values of its id, created_at, parent_session,
  * origin and next_seq columns (next_seq omitted where the query itself checked it); throws
  * `CORRUPT_DATA` like {@link decodeSession}. A row as this store writes it passes a hand check that
- * accepts a subset of what the schema accepts; any other row goes through the schema, which decides.
+ * accepts what the schema accepts, without the schema's cost; the schema describes any other row.
  */
 export function decodeCatalogHeader(
   id: unknown,
@@ -86,12 +86,9 @@ export function decodeCatalogHeader(
   ) {
     return catalogHeader(id, createdAt, parentSession, origin);
   }
-  const row = { id, created_at: createdAt, parent_session: parentSession, origin, next_seq: nextSeq };
-  const result = catalogRowSchema.safeParse(row);
-  if (!result.success) {
-    throw corrupt(String(id), `its header row is invalid (${describeIssues(result.error, 'sessions')})`, result.error);
-  }
-  return catalogHeader(result.data.id, result.data.created_at, result.data.parent_session, result.data.origin);
+  // The schema refuses every row the hand check refuses (zod's numbers are finite, its ints safe): it names the column.
+  const { error } = catalogRowSchema.safeParse({ id, created_at: createdAt, parent_session: parentSession, origin, next_seq: nextSeq });
+  throw corrupt(String(id), `its header row is invalid (${describeIssues(error!, 'sessions')})`, error);
 }
 
 function catalogHeader(id: string, createdAt: number, parentSession: string | null, origin: 'subagent' | null): CatalogHeader {
@@ -129,7 +126,8 @@ function createPrivateFile(path: string): void {
 /**
  * Opens (creating if needed) the store at `path`, or an in-memory one for `':memory:'`.
  * @throws SubagentError `CORRUPT_DATA` for a file that is not a store of this schema version,
- * `INVALID_OPTIONS` for a path that cannot be opened.
+ * `INVALID_OPTIONS` for a path that cannot be opened, `PERSISTENCE_UNAVAILABLE` for a store that is
+ * locked or that SQLite cannot set up.
  */
 export function openDatabase(path: string, busyTimeoutMs: number): Database.Database {
   if (path !== ':memory:') createPrivateFile(path);
@@ -154,6 +152,11 @@ export function openDatabase(path: string, busyTimeoutMs: number): Database.Data
         cause: error,
       });
     }
-    throw error;
+    // Locked by another connection beyond the busy timeout, or refused by the disk (full, I/O, read-only).
+    throw new SubagentError(
+      'PERSISTENCE_UNAVAILABLE',
+      `"${path}" cannot be opened as a store (${String(error)}); if another process holds it locked, close that or raise busyTimeoutMs`,
+      { cause: error },
+    );
   }
 }

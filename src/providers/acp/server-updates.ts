@@ -37,11 +37,12 @@ function toolResult(data: SessionEventMap['tool/result']): acp.SessionUpdate {
 
 /**
  * Turns the events of running turns into updates: text and reasoning deltas as chunks, tool calls
- * and results. A step whose model did not stream still has its message's text sent once.
+ * and results. A step whose model did not stream its text or reasoning still has it sent once, from its message.
  */
 export class TurnStreamer {
   readonly #send: (update: acp.SessionUpdate) => void;
-  #streamed = false;
+  #streamedText = false;
+  #streamedThought = false;
 
   constructor(send: (update: acp.SessionUpdate) => void) {
     this.#send = send;
@@ -50,17 +51,22 @@ export class TurnStreamer {
   push(event: SessionEvent): void {
     switch (event.type) {
       case 'step/start':
-        this.#streamed = false;
+        this.#streamedText = false;
+        this.#streamedThought = false;
         break;
       case 'assistant/chunk': {
         const { chunk } = event.data as SessionEventMap['assistant/chunk'];
         if (chunk.text === '') break;
-        if (chunk.type === 'text-delta') this.#streamed = true;
+        if (chunk.type === 'text-delta') this.#streamedText = true;
+        else this.#streamedThought = true;
         this.#send({ sessionUpdate: chunk.type === 'text-delta' ? 'agent_message_chunk' : 'agent_thought_chunk', content: text(chunk.text) });
         break;
       }
       case 'assistant/message':
-        if (!this.#streamed) for (const update of messageUpdates(event.data as SessionEventMap['assistant/message'])) this.#send(update);
+        for (const update of messageUpdates(event.data as SessionEventMap['assistant/message'])) {
+          // What streamed as chunks is not sent again.
+          if (!(update.sessionUpdate === 'agent_thought_chunk' ? this.#streamedThought : this.#streamedText)) this.#send(update);
+        }
         break;
       case 'tool/call':
         this.#send(toolCall(event.data as SessionEventMap['tool/call']));
@@ -100,7 +106,10 @@ export function historyUpdates(events: readonly SessionEvent[]): acp.SessionUpda
   return updates;
 }
 
-/** Our turn end → an ACP stop reason; `undefined` for a failed turn (the prompt request fails). */
+/**
+ * Our turn end → an ACP stop reason; `undefined` for a failed turn (the prompt request fails). A
+ * turn the host aborted or interrupted, or none at all (a cancel discarded the input), is `cancelled`.
+ */
 export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason | undefined {
   switch (reason?.kind) {
     case 'completed':
@@ -109,14 +118,9 @@ export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason
       return 'max_tokens';
     case 'refusal':
       return 'refusal';
-    case 'aborted':
-    case 'interrupted':
-      return 'cancelled';
     case 'error':
       return undefined;
-    case undefined:
-      return 'cancelled'; // no turn ran: the input was discarded by a cancel
     default:
-      return undefined;
+      return 'cancelled';
   }
 }

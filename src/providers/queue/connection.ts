@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { parse } from '../../seam/codec.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { Encoded } from '../../seam/codec.js';
 import { connectRedis } from './connect.js';
 import { redisOptions, type ResolvedQueueOptions } from './options.js';
@@ -67,7 +68,9 @@ export class QueueConnection {
     } catch (error) {
       reader?.disconnect();
       client.disconnect();
-      throw error;
+      if (isSubagentError(error)) throw error;
+      // Reachable, but refusing the reply stream (out of memory, a read-only replica, an ACL).
+      throw new SubagentError('START_FAILED', `the queue provider could not create its reply stream in Redis: ${describeError(error)}`, { cause: error });
     }
   }
 

@@ -200,8 +200,6 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       const decoder = new SseDecoder();
       const assembler = new CompletionAssembler(scrub);
       for (;;) {
-        // The caller may abort while we are suspended at a yield, with no read pending to reject.
-        if (signal.aborted) return yield* assembler.abort();
         let read: Awaited<ReturnType<typeof reader.read>>;
         try {
           read = await exchange.wait(() => reader.read());
@@ -213,6 +211,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
           if (payload.trim() === '[DONE]') return yield* assembler.complete();
           yield* assembler.accept(payload);
           if (assembler.failure) return yield* assembler.fail(assembler.failure);
+          // The caller may abort while we are suspended at a yield, with no read pending to reject.
           if (signal.aborted) return yield* assembler.abort();
         }
         if (read.done) return yield* assembler.fail(streamClosedFailure(undefined, scrub));
@@ -222,18 +221,12 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
     }
   }
 
-  /** Guards the one invariant callers rely on: no throw, exactly one `finish`, last. */
+  /** Guards the one invariant callers rely on: no throw, exactly one `finish`, last (`run` ends at its finish). */
   async function* stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
-    let finished = false;
     try {
-      for await (const chunk of run(request)) {
-        if (finished) break;
-        finished = chunk.type === 'finish';
-        yield chunk;
-      }
+      yield* run(request);
     } catch (error) {
-      if (finished) return;
-      if (request.signal.aborted) return yield* aborted();
+      // Only synchronous steps can throw (a header value fetch refuses, an input JSON cannot encode).
       const message = scrubberFor(env[apiKeyEnv])(error instanceof Error ? error.message : String(error));
       return yield { type: 'finish', reason: 'error', failure: { code: 'INTERNAL', message } };
     }
