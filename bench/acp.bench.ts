@@ -111,25 +111,22 @@ async function timedPrompt(host: Host, parent: Agent): Promise<number> {
 }
 
 /**
- * `acp/prompt-roundtrip` and, in the same iterations, the floor under the same conditions: after
- * the same wait for the pool's refill, a new session on the floor agent and one round trip. The
- * order alternates, so neither side is always the first to run after the wait.
+ * `acp/prompt-roundtrip` and, in the same iterations, the floor under the same conditions: once
+ * the pool's refill is done (as before each of our samples), a new session on the floor agent and
+ * one round trip. No refill spawn runs during either sample.
  */
 async function promptRows(warm: Awaited<ReturnType<typeof acpHost>>, floor: Floor): Promise<Row[]> {
   const ours: number[] = [];
   const paired: number[] = [];
-  const floorSample = async () => floor.roundTrip(await floor.newSession());
-  for (let i = 0; i < 24; i++) {
-    // Each sample starts once the pool is full again: no refill spawn runs during either.
-    const [first, second] = i % 2 === 0 ? [paired, ours] : [ours, paired];
-    for (const samples of [first, second]) {
-      await warm.whenWarm();
-      samples.push(await (samples === ours ? timedPrompt(warm.host, warm.parent) : floorSample()));
-    }
+  for (let i = 0; i < 22; i++) {
+    await warm.whenWarm();
+    ours.push(await timedPrompt(warm.host, warm.parent));
+    await warm.whenWarm();
+    paired.push(await floor.roundTrip(await floor.newSession()));
   }
-  // The first four of each are warm-up.
-  const prompt = rowOf('acp/prompt-roundtrip', ours.slice(4));
-  const pairedFloor = rowOf('acp/floor-sdk-paired', paired.slice(4));
+  // The first two of each are warm-up.
+  const prompt = rowOf('acp/prompt-roundtrip', ours.slice(2));
+  const pairedFloor = rowOf('acp/floor-sdk-paired', paired.slice(2));
   pairedFloor.note = 'the floor on a new session, sampled in the prompt-roundtrip loop';
   prompt.note = `prewarmed one-shot child answering one chunk like the floor: publication → result; ×${(prompt.medianMs / pairedFloor.medianMs).toFixed(2)} of acp/floor-sdk-paired`;
   return [pairedFloor, prompt];
