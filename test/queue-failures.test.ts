@@ -98,8 +98,11 @@ describe('queue provider failures', () => {
     await Promise.all(workers.splice(0).map((worker) => worker.stop('SIGKILL')));
   });
 
+  // A short lock lets a killed worker's job be found lost quickly; tests that do not kill a worker pass a
+  // long one, so a worker starved of CPU on a loaded machine is not mistaken for a lost one.
   async function worker(queue: string, ...args: string[]): Promise<WorkerProcess> {
-    const started = await startWorker(redis.url, ['--queue', queue, '--lock-duration-ms', '500', '--concurrency', '2', '--pool-threads', '2', ...args]);
+    const lock = args.includes('--lock-duration-ms') ? [] : ['--lock-duration-ms', '500'];
+    const started = await startWorker(redis.url, ['--queue', queue, ...lock, '--concurrency', '2', '--pool-threads', '2', ...args]);
     workers.push(started);
     return started;
   }
@@ -161,8 +164,8 @@ describe('queue provider failures', () => {
   });
 
   it('a worker drains on SIGTERM: it takes no new job, lets its child finish, and exits 0', async () => {
-    register({ queue: 'drain' });
-    const draining = await worker('drain');
+    register({ queue: 'drain', lockDurationMs: 30_000 });
+    const draining = await worker('drain', '--lock-duration-ms', '30000');
     const gate = join(dir, 'drain-gate');
     const first = await start(gated(gate));
     await waitFor(() => attempts(host.sessions.get(first.id)!.events).length === 1);
@@ -179,8 +182,8 @@ describe('queue provider failures', () => {
   });
 
   it('a worker cancels children still running after its drain grace, then exits 0', async () => {
-    register({ queue: 'grace' });
-    const draining = await worker('grace', '--drain-grace-ms', '200');
+    register({ queue: 'grace', lockDurationMs: 30_000 });
+    const draining = await worker('grace', '--lock-duration-ms', '30000', '--drain-grace-ms', '200');
     const run = await start(hang);
     await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
     draining.child.kill('SIGTERM');

@@ -2,9 +2,8 @@
 // scope, setup) and publishes last, so a failed create leaves nothing behind. The handle is the
 // owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
 import { once } from '../seam/once.js';
-import { randomUUID } from 'node:crypto';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
-import type { SessionId } from '../seam/content.js';
+import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent } from './agent.js';
@@ -118,7 +117,7 @@ export class AgentRegistry {
 
   /** Creates and publishes a new agent with a new session. */
   async create(options: CreateAgentOptions = {}): Promise<AgentHandle> {
-    const id = options.sessionId ?? randomUUID();
+    const id = options.sessionId ?? newId();
     if (this.#agents.has(id) || this.#sessions.has(id)) {
       throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live; choose another id`);
     }

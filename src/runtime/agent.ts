@@ -1,8 +1,7 @@
 // The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
-import { randomUUID } from 'node:crypto';
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
-import type { ContentBlock, MessageId, MessageSource } from '../seam/content.js';
+import { newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
 import { History } from './history.js';
@@ -93,7 +92,7 @@ export class LocalAgent implements Agent {
       tools: init.tools,
       options: this.options,
       hooks: init.hooks ?? {},
-      newId: randomUUID,
+      newId,
       ...(init.cancelFlag ? { cancelFlag: init.cancelFlag } : {}),
     };
     for (const { target, message } of pendingInbox(init.session.events)) this.#inbox.add(target, message);
@@ -148,7 +147,7 @@ export class LocalAgent implements Agent {
     this.#released = true;
   }
 
-  #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = randomUUID()): MessageId {
+  #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = newId()): MessageId {
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
     assertContent(content);
     const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: source ?? { kind: 'user' } });

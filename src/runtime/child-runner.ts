@@ -4,7 +4,7 @@
 import type { Tool } from '../seam/agent-types.js';
 import type { BudgetStop } from '../seam/budget.js';
 import type { ChildControlApi, ChildTaskData, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
-import { decode, parse, type Encoded } from '../seam/codec.js';
+import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import type { SubagentResult } from '../seam/types.js';
@@ -122,7 +122,7 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
   let unsubscribe = () => {};
   try {
     if (transport.cancelRequested()) return outcome({ output: [], stopReason: 'aborted' });
-    const data = decode<ChildTaskData>(task);
+    const data = decodeOwned<ChildTaskData>(task);
     const seed = data.seed === '' ? [] : parse<SessionEvent[]>(data.seed);
     const root = new ToolRegistry();
     if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, transport)));

@@ -2,7 +2,7 @@
 // log its host holds, takes one turn per `prompt`, streams the events back as notices and keeps the
 // agent (its history, its tools' state) between turns until the host tells it to leave.
 import type { HostToolSchema, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
-import { decode, parse, type Encoded } from '../seam/codec.js';
+import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
@@ -42,7 +42,7 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   let handle: AgentHandle | undefined;
   let unsubscribe = () => {};
   try {
-    const data = decode<ResidentTaskData>(task);
+    const data = decodeOwned<ResidentTaskData>(task);
     setHostTools(data.hostTools);
     const events = parse<SessionEvent[]>(data.events);
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });

@@ -97,8 +97,9 @@ export const subagentTiming: SessionProjection<SubagentTimingState, SubagentTimi
           settledMs: state.settledMs + Math.max(0, time - state.active.since),
         };
       default:
-        // Every other event, built-in or not, extends an open turn.
-        if (state.active === undefined) return state;
+        // Every other event, built-in or not, extends an open turn (one in the same millisecond
+        // changes nothing, and the state is kept as it is).
+        if (state.active === undefined || state.active.through === time) return state;
         return { ...state, active: { since: state.active.since, through: time } };
     }
   },

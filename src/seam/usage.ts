@@ -41,6 +41,17 @@ export function addUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
   };
 }
 
+/** Adds `usage` to `sum` in place (tree totals summed over many rows, without an object per row). */
+export function addUsageInto(sum: SubagentUsage, usage: SubagentUsage): void {
+  sum.inputTokens += usage.inputTokens;
+  sum.outputTokens += usage.outputTokens;
+  sum.totalTokens += usage.totalTokens;
+  sum.requests += usage.requests;
+  sum.turns += usage.turns;
+  sum.toolCalls += usage.toolCalls;
+  sum.wallMs += usage.wallMs;
+}
+
 /** `a - b`, figure by figure (what was spent between two readings of a growing log). */
 export function subtractUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
   return {
@@ -52,6 +63,11 @@ export function subtractUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage
     toolCalls: a.toolCalls - b.toolCalls,
     wallMs: a.wallMs - b.wallMs,
   };
+}
+
+/** Whether a step over an event of `type` changes a figure besides `through`. */
+function counts(type: string): boolean {
+  return type === 'turn/start' || type === 'step/start' || type === 'tool/call' || type === 'assistant/message';
 }
 
 function counted(state: SubagentUsageState, time: number): SubagentUsageState {
@@ -81,6 +97,9 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
       }
       return state;
     }
+    // Most events change nothing but `through`, often not even that (the same millisecond): the
+    // state is then returned as it is, which spares an object per event and fold.
+    if (!counts(event.type) && state.through !== undefined && state.through >= event.time) return state;
     const next = counted(state, event.time);
     switch (event.type) {
       case 'turn/start':

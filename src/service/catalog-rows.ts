@@ -5,7 +5,7 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentIdentity } from '../seam/projections.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
-import { addUsage, emptyUsage, type SubagentUsage } from '../seam/usage.js';
+import { addUsage, addUsageInto, emptyUsage, type SubagentUsage } from '../seam/usage.js';
 import type { CatalogHeader, CatalogRecord, ListedProjections, StoredProjections } from '../runtime/session-persistence.js';
 
 /**
@@ -262,19 +262,9 @@ export function treeTotals(walk: readonly CorpusNode[], rows: readonly (Subagent
     if (total === undefined || parent === undefined) continue;
     // The parent's accumulator is its own object, added to in place.
     if (parent.below === undefined) parent.below = addUsage(emptyUsage(), total);
-    else addInto(parent.below, total);
+    else addUsageInto(parent.below, total);
   }
   return totals;
-}
-
-function addInto(sum: SubagentUsage, usage: SubagentUsage): void {
-  sum.inputTokens += usage.inputTokens;
-  sum.outputTokens += usage.outputTokens;
-  sum.totalTokens += usage.totalTokens;
-  sum.requests += usage.requests;
-  sum.turns += usage.turns;
-  sum.toolCalls += usage.toolCalls;
-  sum.wallMs += usage.wallMs;
 }
 
 /** `row` with its place in a tree (and, for a child, its tree totals), copied field by field (a spread is several times slower). */

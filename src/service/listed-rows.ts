@@ -4,7 +4,7 @@
 // rows the general path (catalog.ts) builds from the same records.
 import type { SessionId } from '../seam/content.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
-import { addUsage, emptyUsage, type SubagentUsage } from '../seam/usage.js';
+import { addUsage, addUsageInto, emptyUsage, type SubagentUsage } from '../seam/usage.js';
 import type { CatalogRecord } from '../runtime/session-persistence.js';
 
 /**
@@ -66,7 +66,7 @@ export function listedTree(rootId: SessionId, stored: readonly CatalogRecord[]):
     if (total === undefined || parent < 0) continue;
     const into = below[parent];
     if (into === undefined) below[parent] = addUsage(emptyUsage(), total);
-    else addInto(into, total);
+    else addUsageInto(into, total);
   }
   const entries: SubagentDescendantListEntry[] = [];
   for (let i = 0; i < count; i++) {
@@ -81,14 +81,4 @@ export function listedTree(rootId: SessionId, stored: readonly CatalogRecord[]):
     else entries.push({ kind: 'child', id, mode, label, activity: 'inactive', hasChildren, createdAt, usage, treeUsage, parentId, depth: depth! });
   }
   return entries;
-}
-
-function addInto(sum: SubagentUsage, usage: SubagentUsage): void {
-  sum.inputTokens += usage.inputTokens;
-  sum.outputTokens += usage.outputTokens;
-  sum.totalTokens += usage.totalTokens;
-  sum.requests += usage.requests;
-  sum.turns += usage.turns;
-  sum.toolCalls += usage.toolCalls;
-  sum.wallMs += usage.wallMs;
 }

@@ -1,8 +1,7 @@
 // SubagentService: the provider registry, one-shot `start` with its run wrapper and lifecycle
 // events, and the catalog. It never knows how a child runs; providers do.
-import { randomUUID } from 'node:crypto';
 import type { Agent } from '../seam/agent-types.js';
-import type { ContentBlock, MessageId, MessageSource, SessionId } from '../seam/content.js';
+import { newId, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type {
   ContinuableStartSpec,
@@ -181,7 +180,7 @@ export class SubagentService {
     const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
     this.#runs.add(run);
     admission?.join(run);
-    const info = { runId: randomUUID(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
+    const info = { runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
     // The end observer is attached before start is emitted, so end always follows start.
     run.result.then(
       (result) => {

@@ -3,7 +3,7 @@
 // a detached copy that later mutation of the caller's objects cannot reach.
 import { z } from 'zod';
 import type { JsonSchema } from '../seam/agent-types.js';
-import { decode, encode } from '../seam/codec.js';
+import { decodeOwned, encode } from '../seam/codec.js';
 import { parseBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
@@ -121,7 +121,8 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
   if (request.signal.aborted) {
     throw SubagentError.cancelled('the start', request.signal.reason, 'before a child existed');
   }
-  const data = decode<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>(
+  // The encoding is a fresh tree of its own, so it is decoded in place: one copy, not two.
+  const data = decodeOwned<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>(
     encode({
       prompt: request.prompt,
       ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),

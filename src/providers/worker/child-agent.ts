@@ -1,8 +1,7 @@
 // The main-thread face of a worker child: an Agent whose session mirrors the child's log (events
 // arrive in batches) and whose input and cancel act on the real child across the port.
-import { randomUUID } from 'node:crypto';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
-import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
+import { newId, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
@@ -63,7 +62,7 @@ export class WorkerChildAgent implements Agent {
     if (!Array.isArray(content) || content.length === 0) {
       throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
     }
-    const id = randomUUID();
+    const id = newId();
     const accepted = this.#link.deliver(target, id, structuredClone(content), wake, source);
     return { id, accepted };
   }

@@ -59,7 +59,7 @@ export class ResidentThread {
         caughtUp = () => (received >= count || portClosed) && resolve();
         caughtUp();
       });
-    const task = runOnPool(pool, { data, cancelFlag, inputGate, run: this.#route.id, resident: true });
+    const task = runOnPool(pool, { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true } });
     this.ended = task.then(
       async ({ result, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);

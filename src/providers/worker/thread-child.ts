@@ -4,7 +4,7 @@
 import { MessageChannel } from 'node:worker_threads';
 import type { BudgetStop } from '../../seam/budget.js';
 import type { ChildControlApi, ChildNotice, HostApi } from '../../seam/child-protocol.js';
-import { decode, type Encoded } from '../../seam/codec.js';
+import { decodeOwned, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
@@ -22,24 +22,35 @@ interface PoolOutcome {
 }
 
 /**
+ * A task to post, held only while it may have to be sent again: a thread answers `need-port`
+ * before its child attaches, so the caller may drop it (and its data) once the child has attached.
+ */
+export interface HeldTask {
+  task: Omit<WorkerTask, 'port'> | undefined;
+}
+
+/**
  * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `need-port`, and the task is sent again with one.
  */
-export async function runOnPool(pool: WorkerPoolEngine, task: Omit<WorkerTask, 'port'>): Promise<PoolOutcome> {
-  const router = pool.channels;
-  for (let offer = router.ports < Math.max(1, pool.threads); ; offer = true) {
-    let attempt: WorkerTask = task;
-    if (offer) {
-      const { port1, port2 } = new MessageChannel();
-      router.listen(port1, { unref: true });
-      attempt = { ...task, port: port2 };
-    }
-    // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
-    const value: ThreadTaskReturn = await pool.run(attempt);
-    const outcome = decode<ThreadTaskResult>(value);
+export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise<PoolOutcome> {
+  for (let offer = pool.channels.ports < Math.max(1, pool.threads); ; offer = true) {
+    const value = await post(pool, held, offer);
+    const outcome = decodeOwned<ThreadTaskResult>(value);
     if (outcome.type === 'result') return { result: outcome.result, end: value.end, notices: value.notices ?? 0 };
   }
+}
+
+/** Posts the held task, with a new hub port when `offer`; nothing of the task stays in the caller's frame. */
+function post(pool: WorkerPoolEngine, held: HeldTask, offer: boolean): Promise<ThreadTaskReturn> {
+  const task = held.task;
+  if (!task) throw new SubagentError('START_FAILED', 'a thread asked for its task again after the child had attached');
+  if (!offer) return pool.run(task);
+  const { port1, port2 } = new MessageChannel();
+  // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
+  pool.channels.listen(port1, { unref: true });
+  return pool.run({ ...task, port: port2 });
 }
 
 /** Where a thread child's notices go, as they arrive (synchronously, in order). */
@@ -70,6 +81,8 @@ export class ThreadChild {
   readonly #pool: WorkerPoolEngine;
   readonly #route: RunRoute;
   readonly #control: GuardedRemote<ChildControlApi>;
+  /** The task until the child attaches (see HeldTask): a run in flight does not keep its request's copy. */
+  readonly #held: HeldTask;
   #state: ThreadChildState = 'queued';
   #threadId: number | undefined;
   #killTimer: NodeJS.Timeout | undefined;
@@ -105,7 +118,8 @@ export class ThreadChild {
         caughtUp = () => (received >= count || portClosed) && resolve();
         caughtUp();
       });
-    const task = runOnPool(pool, { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id });
+    this.#held = { task: { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id } };
+    const task = runOnPool(pool, this.#held);
     this.outcome = task.then(
       async ({ result, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
@@ -129,6 +143,7 @@ export class ThreadChild {
 
   #attach(threadId: number, sink: ChildSink): void {
     this.#threadId = threadId;
+    this.#held.task = undefined;
     if (this.#state === 'queued') this.#state = 'attached';
     sink.attach(threadId);
   }

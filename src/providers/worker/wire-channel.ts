@@ -27,8 +27,10 @@ function isRouted(value: unknown): value is RoutedMessage {
 export class RunRoute {
   readonly id: string;
   #port: MessagePort | undefined;
-  readonly #listeners = new Map<Lane, Set<Listener>>();
-  readonly #onClose = new Set<() => void>();
+  // Plain arrays, replaced on change (a dispatch goes on over the array it started with): a lane
+  // has one listener or none, and a route lives as long as its child, so no hash table per lane.
+  #listeners: { [lane in Lane]?: readonly Listener[] } = {};
+  #onClose: (() => void)[] = [];
   readonly #dispose: () => void;
   #closed = false;
 
@@ -49,7 +51,8 @@ export class RunRoute {
   /** @internal Called by the router for each message of this run. */
   deliver(port: MessagePort, lane: Lane, data: unknown): void {
     this.#port ??= port;
-    for (const listener of this.#listeners.get(lane) ?? []) listener({ data });
+    const listeners = this.#listeners[lane];
+    if (listeners) for (const listener of listeners) listener({ data });
   }
 
   /** @internal Called by the router when this run's port closed. */
@@ -68,37 +71,61 @@ export class RunRoute {
   /** Calls `listener` with each message of `lane`; returns the unsubscriber. */
   on(lane: Lane, listener: (data: unknown) => void): () => void {
     const wrapped: Listener = ({ data }) => listener(data);
-    this.#add(lane, wrapped);
-    return () => this.#listeners.get(lane)?.delete(wrapped);
+    this.addListener(lane, wrapped);
+    return () => this.removeListener(lane, wrapped);
   }
 
-  #add(lane: Lane, listener: Listener): void {
-    let set = this.#listeners.get(lane);
-    if (!set) this.#listeners.set(lane, (set = new Set()));
-    set.add(listener);
+  /** @internal For a lane's endpoint. */
+  addListener(lane: Lane, listener: Listener): void {
+    const listeners = this.#listeners[lane] ?? [];
+    if (!listeners.includes(listener)) this.#listeners[lane] = [...listeners, listener];
+  }
+
+  /** @internal For a lane's endpoint. */
+  removeListener(lane: Lane, listener: Listener): void {
+    const listeners = this.#listeners[lane];
+    if (listeners?.includes(listener)) this.#listeners[lane] = listeners.filter((other) => other !== listener);
   }
 
   /** Calls `listener` once when this run's port closes (the other thread died or shut down). */
   onClose(listener: () => void): void {
     if (this.#closed) listener();
-    else this.#onClose.add(listener);
+    else this.#onClose.push(listener);
   }
 
   /** A Comlink endpoint for one lane of this run. */
   endpoint(lane: Lane): Comlink.Endpoint {
-    const endpoint = {
-      postMessage: (data: unknown, transfer?: readonly unknown[]) => this.post(lane, data, transfer),
-      addEventListener: (_type: string, listener: Listener) => this.#add(lane, listener),
-      removeEventListener: (_type: string, listener: Listener) => void this.#listeners.get(lane)?.delete(listener),
-    };
-    return endpoint as unknown as Comlink.Endpoint;
+    return new LaneEndpoint(this, lane) as unknown as Comlink.Endpoint;
   }
 
   /** Stops routing to this run (its port stays open for other runs). */
   dispose(): void {
-    this.#listeners.clear();
-    this.#onClose.clear();
+    this.#listeners = {};
+    this.#onClose = [];
     this.#dispose();
+  }
+}
+
+/** A Comlink endpoint over one lane of a route: methods on a prototype, no closures per run. */
+class LaneEndpoint {
+  readonly #route: RunRoute;
+  readonly #lane: Lane;
+
+  constructor(route: RunRoute, lane: Lane) {
+    this.#route = route;
+    this.#lane = lane;
+  }
+
+  postMessage(data: unknown, transfer?: readonly unknown[]): void {
+    this.#route.post(this.#lane, data, transfer);
+  }
+
+  addEventListener(_type: string, listener: Listener): void {
+    this.#route.addListener(this.#lane, listener);
+  }
+
+  removeEventListener(_type: string, listener: Listener): void {
+    this.#route.removeListener(this.#lane, listener);
   }
 }
 

@@ -1,9 +1,9 @@
 // The spawn and fork providers: each child runs inside a worker thread of the host's pool (see
 // worker-run.ts). Start builds the child's task here, on the main thread, before any thread is
 // involved: its header, its host tools (filtered once now, again per call) and its fork seed.
-import { randomUUID } from 'node:crypto';
 import type { ChildTaskData } from '../../seam/child-protocol.js';
 import { stringify } from '../../seam/codec.js';
+import { newId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
@@ -45,7 +45,7 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
   const allowed = scope.list();
   const header: SessionHeader = {
     ...plan.header,
-    id: randomUUID(),
+    id: newId(),
     createdAt: Date.now(),
     ...(plan.seed.length > 0 ? { seedLength: plan.seed.length } : {}),
   };

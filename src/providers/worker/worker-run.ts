@@ -35,6 +35,12 @@ export interface WorkerTaskPlan {
  */
 export type WorkerRunState = 'running' | 'settled';
 
+/** The run's one abort listener and what it does now (see `WorkerRun.start`). */
+interface AbortRelay {
+  onAbort: () => void;
+  readonly listener: () => void;
+}
+
 function cancelledStart(signal: AbortSignal): SubagentError {
   return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
 }
@@ -71,14 +77,16 @@ export class WorkerRun implements SubagentRun {
       releaseHold();
       throw error;
     }
-    // Set once published: the child's host calls act on it (none can come before).
+    // Set once published: the child's host calls act on it (none can come before). The closures
+    // below live as long as the run, so they hold only these parts of the plan, not its data.
     const published: { run?: WorkerRun } = {};
+    const { allowedTools, seed } = plan;
     let mirror: SessionLog | undefined;
     let onAttach: () => void = () => undefined;
     const hostApi: HostApi = {
       async callTool(name, input, callId) {
         const run = published.run;
-        if (!plan.allowedTools.has(name) || !run) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
+        if (!allowedTools.has(name) || !run) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
@@ -93,48 +101,51 @@ export class WorkerRun implements SubagentRun {
     const sink = { attach: () => onAttach(), events: (events: SessionEvent[]) => mirror?.mirror(events) };
     // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
     const child = new ThreadChild(host.pool, header.id, encode(plan.data), hostApi, sink, () => slot.release());
+    // One abort listener for the child's whole life: it fails the start until the run exists, then
+    // cancels the run (one listener per run fewer to add and remove).
+    const relay: AbortRelay = { onAbort: () => undefined, listener: () => relay.onAbort() };
+    signal.addEventListener('abort', relay.listener, { once: true });
     try {
       await new Promise<void>((resolve, reject) => {
-        const abort = () => reject(cancelledStart(signal));
-        signal.addEventListener('abort', abort, { once: true });
+        relay.onAbort = () => reject(cancelledStart(signal));
         // Runs synchronously on the attach notice, so the mirror exists before the first events.
         onAttach = () => {
-          signal.removeEventListener('abort', abort);
-          if (signal.aborted) return abort();
-          mirror = host.sessions.create(header, plan.seed);
+          if (signal.aborted) return relay.onAbort();
+          mirror = host.sessions.create(header, seed);
           resolve();
         };
         // Errors are built only when they are the outcome: most tasks end long after their attach.
         void child.outcome.then((outcome) => {
           if (mirror) return;
-          signal.removeEventListener('abort', abort);
           if (outcome.type === 'result') reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
           else reject(new SubagentError('START_FAILED', outcome.diagnostic, { cause: outcome.error }));
         });
       });
     } catch (error) {
+      signal.removeEventListener('abort', relay.listener);
       child.abandon();
       releaseHold();
       throw error;
     }
-    return (published.run = new WorkerRun(host, request, plan, child, mirror!, releaseHold));
+    return (published.run = new WorkerRun(host, request, plan, child, mirror!, releaseHold, relay));
   }
 
-  private constructor(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, plan: WorkerTaskPlan, child: ThreadChild, session: SessionLog, releaseHold: () => void) {
+  private constructor(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, plan: WorkerTaskPlan, child: ThreadChild, session: SessionLog, releaseHold: () => void, relay: AbortRelay) {
     this.#host = host;
     this.#child = child;
     this.#session = session;
     this.#seedLength = plan.seed.length;
     this.id = plan.data.header.id;
     const { signal } = request;
-    signal.addEventListener('abort', this.#cancel, { once: true });
+    relay.onAbort = this.#cancel;
+    // An abort between the attach and now found the start already resolved.
     if (signal.aborted) this.cancel();
     // A tree budget spans threads: the host accounts for the tree and tells the child when it is spent.
     const unwatch = request.budgetTree?.onStop((stop) => child.budgetStop(stop));
     this.result = child.outcome.then((outcome) => this.#settle(outcome)).finally(() => {
       this.#state = 'settled';
       unwatch?.();
-      signal.removeEventListener('abort', this.#cancel);
+      signal.removeEventListener('abort', relay.listener);
       child.release();
       releaseHold();
     });
