@@ -1,6 +1,6 @@
 // The agent loop: inbox, turns, steps, tool calls, stop reasons and cancellation.
 import { describe, expect, it } from 'vitest';
-import { scriptedModel, text, type ScriptedStep, type TurnEndReason } from 'subagent-host';
+import { scriptedModel, text, type ScriptedStep, type ToolContext, type TurnEndReason } from 'subagent-host';
 import { dataOf, deferred, makeRuntime, recordingTool, types } from './helpers.js';
 
 async function agentWith(steps: ScriptedStep[], options: { tools?: ReturnType<typeof recordingTool>[]; maxStepsPerTurn?: number } = {}) {
@@ -88,6 +88,39 @@ describe('agent turns', () => {
     await agent.whenIdle();
     expect(tool.calls).toEqual([]);
     expect(dataOf<{ isError: boolean; code: string }>(agent.session.events, 'tool/result')[0]).toMatchObject({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    await handle.dispose();
+  });
+
+  it('ends the turn after a tool that concludes it; later calls of that answer are answered TURN_CONCLUDED, unrun', async () => {
+    const finish = { ...recordingTool('finish'), execute: async (_input: unknown, ctx: ToolContext) => (ctx.concludeTurn?.(), 'finished') };
+    const later = recordingTool('later');
+    const { agent, handle, model } = await agentWith(
+      [{ toolCalls: [{ name: 'finish', input: { value: 'a' } }, { name: 'later', input: { value: 'b' } }] }, { text: 'never asked' }],
+      { tools: [finish, later] },
+    );
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(later.calls).toStrictEqual([]);
+    expect(dataOf<{ name: string; isError?: boolean; code?: string }>(agent.session.events, 'tool/result').map((r) => [r.name, r.isError ?? false, r.code])).toStrictEqual([
+      ['finish', false, undefined],
+      ['later', true, 'TURN_CONCLUDED'],
+    ]);
+    expect(model.requests).toHaveLength(1);
+    expect(reasons(agent.session.events)).toStrictEqual(['completed']);
+    await handle.dispose();
+  });
+
+  it('shows the model a tool’s thrown non-Error value as a TOOL_FAILED result', async () => {
+    const odd = {
+      ...recordingTool('odd'),
+      execute: () => {
+        throw 'disk full' as unknown as Error;
+      },
+    };
+    const { agent, handle } = await agentWith([{ toolCalls: [{ name: 'odd', input: { value: 'a' } }] }, { text: 'ok' }], { tools: [odd] });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(dataOf<{ content: unknown; code: string }>(agent.session.events, 'tool/result')[0]).toMatchObject({ code: 'TOOL_FAILED', content: [text('Error: disk full')] });
     await handle.dispose();
   });
 
@@ -218,6 +251,28 @@ describe('agent input and cancellation', () => {
     expect(() => agent.followup([])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
     expect(() => agent.followup([null as never])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
     await handle.dispose();
+  });
+
+  it('reports a throwing subscriber to the logger; the turn and the other subscribers go on', async () => {
+    const { agent, handle, runtime } = await agentWith([{ text: 'fine' }]);
+    const seen: string[] = [];
+    agent.subscribe(() => {
+      throw new Error('subscriber broke');
+    });
+    agent.subscribe((event) => void seen.push(event.type));
+    agent.followup([text('hi')]);
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toStrictEqual(['completed']);
+    expect(seen).toStrictEqual(types(agent.session.events));
+    expect(runtime.warnings).toContain(`session ${agent.id} listener failed`);
+    await handle.dispose();
+  });
+
+  it('refuses a seed whose seqs do not count up from 0 with SEQ_MISMATCH and creates no agent', async () => {
+    const runtime = makeRuntime();
+    const event = (seq: number) => ({ seq, time: 0, type: 'user/message', data: { id: `m${seq}`, content: [text('x')] } });
+    await expect(runtime.agents.create({ seed: [event(0), event(2)] })).rejects.toMatchObject({ code: 'SEQ_MISMATCH', message: expect.stringContaining('event 1 has seq 2') });
+    expect(runtime.agents.list()).toStrictEqual([]);
   });
 
   it('gives a running tool the turn signal and aborts it on cancel', async () => {

@@ -41,4 +41,20 @@ describe('background tasks', () => {
     expect(() => tasks.ownedBy(parent, 't0')).toThrow(expect.objectContaining({ code: 'UNKNOWN_SESSION' }));
     expect(tasks.ownedBy(parent, 't4').result?.stopReason).toBe('completed');
   });
+
+  it('settles a task whose notice cannot reach its parent, or whose run rejects, disposing it once and warning', async () => {
+    const tasks = new BackgroundTasks();
+    const warnings: string[] = [];
+    const warn = (message: string) => void warnings.push(message);
+    const unreachable = { id: 'parent', status: 'idle', followup: () => { throw new Error('parent closed'); } } as unknown as Agent;
+    const delivered = fakeRun('t-notice');
+    const broken = { ...fakeRun('t-broken'), result: Promise.reject(new Error('provider broke the contract')) };
+    const noticeTask = tasks.adopt(delivered, unreachable, warn);
+    const brokenTask = tasks.adopt(broken, fakeParent([]), warn);
+    await Promise.all([noticeTask.settled, brokenTask.settled]);
+    expect(noticeTask.result?.stopReason).toBe('completed');
+    expect(brokenTask.result).toStrictEqual({ stopReason: 'error', output: [], diagnostic: 'Error: provider broke the contract' });
+    expect(delivered.disposals).toBe(1);
+    expect(warnings).toStrictEqual(['the settlement notice of background task t-notice could not reach its parent', 'background task t-broken failed']);
+  });
 });

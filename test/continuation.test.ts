@@ -2,7 +2,7 @@
 // follow-ups, interrupts that keep the inbox, reports, settlement notices, linger and cold resume.
 import { describe, expect, it } from 'vitest';
 import { text } from 'subagent-host';
-import { closeAfterEach, tempFiles } from './helpers.js';
+import { closeAfterEach, recordingTool, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
 const files = tempFiles('subagent-continuation-');
@@ -49,6 +49,38 @@ describe('startContinuable and followup', () => {
     ]);
     const stored = await host.persistence!.load(childId);
     expect(stored!.events.some((e) => e.type === 'inbox/accepted' && (e.data as { id: string }).id === messageId)).toBe(true);
+  });
+
+  it('tells the parent when a child declined its task or ran out of room', async () => {
+    const { host, parent, recorder } = await setup();
+    const refusing = await startChild(host, parent, 'do it', { model: { kind: 'scripted', steps: [{ finish: 'refusal' }] } });
+    const cut = await startChild(host, parent, 'write a lot', { model: { kind: 'scripted', steps: [{ text: 'partial', finish: 'max-tokens' }] } });
+    await recorder.until(() => recorder.ends.length === 2);
+    await eventually(() => userTexts(parent.session.events).length === 2);
+    await parent.whenIdle();
+    const notices = userTexts(parent.session.events);
+    expect(notices).toContain(`Background subagent ${refusing.childId} declined the task. | It left no closing message.`);
+    expect(notices).toContain(`Background subagent ${cut.childId} ran out of room before finishing. | Its closing message: | partial`);
+  });
+
+  it('records a given persona and tool filter verbatim, keeps the parent’s folder, and resumes with them', async () => {
+    const { host, recorder } = await setup({ tools: [recordingTool('noop')] });
+    const parent = await host.createAgent({ header: { cwd: '/srv/project' } });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'styled',
+      request: { prompt: [text('hi')], parent, persona: 'You answer tersely.', toolFilter: { deny: ['noop'] } },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    const child = host.sessions.get(childId)!;
+    expect(child.header.cwd).toBe('/srv/project');
+    expect(child.events.find((e) => e.type === 'subagent/descriptor')!.data).toMatchObject({ persona: 'You answer tersely.', toolFilter: { deny: ['noop'] } });
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    const resumed = host.agents.get(childId)!;
+    expect(resumed.options.persona).toBe('You answer tersely.');
+    expect(resumed.tools.names()).not.toContain('noop');
   });
 
   it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {

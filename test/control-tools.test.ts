@@ -102,6 +102,10 @@ describe('list_agents', () => {
     await recorder.until(() => recorder.ends.some((end) => end.id === quick.childId));
     const failing = await startChild(host, parent, 'fail', { label: 'failing', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
     await recorder.until(() => recorder.ends.some((end) => end.id === failing.childId));
+    // A one-shot child is no agent to talk to: list_agents leaves it out.
+    const oneShot = await host.subagents.start('in-process', { prompt: [text('once')], parent, signal: new AbortController().signal });
+    await oneShot.result;
+    await oneShot.dispose();
     await parent.whenIdle();
     const before = toolResults(parent).length;
     cued = true;
@@ -144,6 +148,21 @@ describe('wait_agent', () => {
     expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'running' }, timed_out: true });
   });
 
+  it('stops waiting when the waiting agent is cancelled', async () => {
+    const { host } = await setup();
+    const holder: { childId?: string } = {};
+    const parent = await host.createAgent({ model: lazyScript([() => call('wait_agent', { agent_ids: [holder.childId], timeout_ms: 600_000 }), { text: 'done' }]) });
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    holder.childId = childId;
+    await untilEvent(host.agents.get(childId)!, 'turn/start');
+    parent.followup([text('wait')]);
+    await untilEvent(parent, 'tool/call');
+    parent.cancel();
+    await parent.whenIdle();
+    expect(turnEnds(parent.session.events)).toStrictEqual(['aborted']);
+    expect(host.agents.get(childId)!.status).toBe('running');
+  });
+
   it('returns once a target settles, and refuses ids that are not the caller\'s children', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', mode: 'continuable' });
@@ -153,15 +172,18 @@ describe('wait_agent', () => {
         () => call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 }),
         call('wait_agent', { agent_ids: ['someone-else'] }),
         call('wait_agent', { timeout_ms: 600_001 }),
+        call('wait_agent', { timeout_ms: 600_000 }),
         { text: 'done' },
       ]),
     });
     parent.followup([text('go')]);
-    await eventually(() => toolResults(parent).length === 4);
+    await eventually(() => toolResults(parent).length === 5);
     const childId = startedId(parent, 0);
     expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'idle' }, timed_out: false });
     expect(errorOf(parent, 2)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
     expect(errorOf(parent, 3)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    // Nothing of the caller's is running: the default wait answers at once instead of waiting out its timeout.
+    expect(resultJson(parent, 4)).toStrictEqual({ status: {}, timed_out: false });
     await eventually(() => parent.status === 'idle');
   });
 });
@@ -174,12 +196,14 @@ describe('task_output and task_cancel', () => {
       model: lazyScript([
         call('subagent', { description: 'count', prompt: 'count files' }),
         () => call('task_output', { task_id: startedId(parent, 0), wait: true }),
+        () => call('task_cancel', { task_id: startedId(parent, 0) }),
         { text: 'done' },
       ]),
     });
     parent.followup([text('go')]);
-    await eventually(() => toolResults(parent).length === 2);
+    await eventually(() => toolResults(parent).length === 3);
     expect(resultJson(parent, 1)).toStrictEqual({ status: 'settled', stopReason: 'completed', output: 'echo: count files' });
+    expect(resultJson(parent, 2)).toStrictEqual({ cancelled: false });
     await eventually(() => parent.status === 'idle');
   });
 
@@ -213,5 +237,40 @@ describe('task_output and task_cancel', () => {
     expect(errorOf(stranger, 1)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
     const again = await callAs(host, []);
     expect(again.status).toBe('idle');
+  });
+});
+
+describe('controlTools registration', () => {
+  const NAMES = ['send_message', 'interrupt_agent', 'list_agents', 'wait_agent', 'task_output', 'task_cancel'];
+
+  it('refuses a second set on one host, removes its tools once on dispose, and reads children started before it', async () => {
+    const host = await continuationHost(files.file());
+    track(host);
+    const recorder = host.recorder as Recorder;
+    let cued = false;
+    const listing = lazyScript([call('list_agents', {}), { text: 'done' }]);
+    const parent = await host.createAgent({ model: { stream: (request) => (cued ? listing : scriptedModel()).stream(request) } });
+    const busy = await startChild(host, parent, 'work', { model: HANG, label: 'busy' });
+    const quick = await startChild(host, parent, 'hello', { label: 'quick' });
+    await untilEvent(host.agents.get(busy.childId)!, 'turn/start');
+    await recorder.until(() => recorder.ends.some((end) => end.id === quick.childId));
+    await parent.whenIdle();
+    const off = controlTools(host);
+    expect(() => controlTools(host)).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL' }));
+    cued = true;
+    parent.followup([text('list')]);
+    await parent.whenIdle();
+    expect(resultJson(parent, 0)).toStrictEqual({
+      agents: [
+        { id: busy.childId, label: 'busy', status: 'running' },
+        { id: quick.childId, label: 'quick', status: 'idle' },
+      ],
+      diagnostics: [],
+    });
+    off();
+    off();
+    expect(host.tools.names().filter((name) => NAMES.includes(name))).toStrictEqual([]);
+    controlTools(host);
+    expect(host.tools.names().filter((name) => NAMES.includes(name)).sort()).toStrictEqual([...NAMES].sort());
   });
 });

@@ -84,6 +84,13 @@ describe('closed and foreign resources', () => {
     const fake = { agents: {}, sessions: {}, tools: {} } as unknown as Host;
     expect(() => inProcessProvider(fake)).toThrow(code('INVALID_OPTIONS'));
     expect(() => spawnProvider(fake)).toThrow(code('INVALID_OPTIONS'));
+    expect(() => inProcessProvider(null as unknown as Host)).toThrow(code('INVALID_OPTIONS'));
+  });
+
+  it('refuses a pool whose minThreads exceeds its maxThreads, naming both', () => {
+    expect(() => createWorkerPool({ minThreads: 3, maxThreads: 2 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('minThreads (3) must not exceed maxThreads (2)') as string }),
+    );
   });
 });
 

@@ -84,6 +84,19 @@ describe('in-process provider', () => {
     await run.dispose();
   });
 
+  it('gives a child its parent’s working folder and token limit unless the request overrides the limit', async () => {
+    const rooted = await host.createAgent({ header: { cwd: '/srv/project' }, agentOptions: { maxTokens: 321 } });
+    const start = (agentOptions?: { maxTokens: number }) =>
+      host.subagents.start('in-process', { prompt: [text('hi')], parent: rooted, signal: new AbortController().signal, ...(agentOptions ? { agentOptions } : {}) });
+    const inherited = await start();
+    const overridden = await start({ maxTokens: 99 });
+    expect(inherited.localAgent?.session.header.cwd).toBe('/srv/project');
+    expect(inherited.localAgent?.options.maxTokens).toBe(321);
+    expect(overridden.localAgent?.options.maxTokens).toBe(99);
+    await Promise.all([inherited.result, overridden.result]);
+    await Promise.all([inherited.dispose(), overridden.dispose()]);
+  });
+
   it('after dispose() and host.close() holds no child agent and no listener', async () => {
     const controller = new AbortController();
     const heard: string[] = [];

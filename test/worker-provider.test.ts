@@ -82,6 +82,31 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it('stops a synchronous tool that calls signal.throwIfAborted() through the cancel flag; the model reads ABORTED', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('spin_throw_if_aborted'), { text: 'after' }]));
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    run.cancel();
+    expect((await run.result).stopReason).toBe('aborted');
+    expect(dataOf(host.sessions.get(run.id)!.events, 'tool/result')).toMatchObject([{ name: 'spin_throw_if_aborted', isError: true, code: 'ABORTED' }]);
+    await run.dispose();
+  });
+
+  it('stops a child through its main-side agent: running while it works, empty input refused, cancel() and whenIdle()', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('await_abort'), { text: 'after' }]));
+    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    const agent = run.localAgent!;
+    expect(agent.status).toBe('running');
+    expect(() => agent.followup([])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    agent.cancel();
+    await agent.whenIdle();
+    expect(agent.status).toBe('idle');
+    expect((await run.result).stopReason).toBe('aborted');
+    expect(dataOf<{ content: unknown }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.content).toStrictEqual([text('saw the abort event')]);
+    await run.dispose();
+  });
+
   it('stops a child that saw its cancel flag before the cancel message, with input still queued', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call('spin_polite_then_followup'), { text: 'after' }]));
@@ -112,6 +137,8 @@ describe('worker children', () => {
   it.each([
     ['an exception escaping to its thread', 'escape'],
     ['process.exit in the child', 'exit_thread'],
+    ['a long multi-line exception escaping to its thread', 'escape_long'],
+    ['a thrown non-Error value escaping to its thread', 'escape_value'],
   ])('contains %s: error result, host and pool go on', async (_name, tool) => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call(tool)]));
@@ -119,6 +146,10 @@ describe('worker children', () => {
     expect(result.stopReason).toBe('error');
     expect(result.diagnostic).toMatch(/thread/);
     expect(result.diagnostic).not.toContain('\n');
+    // One bounded line: the first line of the failure, cut at 200 characters.
+    expect(result.diagnostic!.length).toBeLessThan(300);
+    if (tool === 'escape_long') expect(result.diagnostic).toMatch(/^the child’s worker thread failed: (overflowing detail )+overflowin…$/);
+    if (tool === 'escape_value') expect(result.diagnostic).toContain('a bare string');
     expect(result.diagnostic).not.toMatch(/\bat .+:\d+:\d+/);
     await run.dispose();
     const next = await host.subagents.start('spawn', request(parent, [{ text: 'fine' }]));

@@ -74,6 +74,7 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
       const sent = closeInput(inputGate);
       if (received >= sent) return Promise.resolve();
       // The rest is on the hub port already (the host posts right after counting); a lost port ends the wait.
+      // Reached only when input closes while a host message is in flight: a cross-thread race.
       return new Promise((resolve) => {
         caughtUp = () => received >= sent && resolve();
         route.onClose(resolve);

@@ -5,13 +5,12 @@ import { SubagentError, type SubagentErrorCode } from './errors.js';
 
 /** `field: problem` for the first issue of `error`, its field path rooted at `path`. */
 export function describeIssue(error: z.ZodError, path: string): string {
-  const issue = error.issues[0];
+  // A failed parse has at least one issue; every caller roots the path at a named value.
+  const issue = error.issues[0]!;
   let field = path;
-  for (const key of issue?.path ?? []) {
-    field += typeof key === 'number' ? `[${key}]` : `${field === '' ? '' : '.'}${String(key)}`;
-  }
-  const problem = issue?.code === 'unrecognized_keys' ? `has unknown field(s) ${issue.keys.join(', ')}` : (issue?.message ?? 'is invalid');
-  return `${field === '' ? 'value' : field}: ${problem}`;
+  for (const key of issue.path) field += typeof key === 'number' ? `[${key}]` : `.${String(key)}`;
+  const problem = issue.code === 'unrecognized_keys' ? `has unknown field(s) ${issue.keys.join(', ')}` : issue.message;
+  return `${field}: ${problem}`;
 }
 
 /**

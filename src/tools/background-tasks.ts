@@ -3,7 +3,7 @@
 import type { Agent } from '../seam/agent-types.js';
 import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
-import type { SubagentResult, SubagentRun } from '../seam/types.js';
+import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { SubagentService } from '../service/service.js';
 
 export interface BackgroundTask {
@@ -15,7 +15,7 @@ export interface BackgroundTask {
   readonly settled: Promise<void>;
 }
 
-const SENTENCES: Record<string, string> = {
+const SENTENCES: Record<SubagentStopReason, string> = {
   completed: 'finished',
   aborted: 'was cancelled before finishing',
   error: 'failed before finishing',
@@ -25,7 +25,7 @@ const SENTENCES: Record<string, string> = {
 
 /** The parent's notice of a settled background task: task id, stop reason, output. */
 export function taskNotice(task: BackgroundTask, result: SubagentResult): ContentBlock[] {
-  const sentence = `Background task ${task.id} ${SENTENCES[result.stopReason] ?? 'ended'} (stop reason: ${result.stopReason}).`;
+  const sentence = `Background task ${task.id} ${SENTENCES[result.stopReason]} (stop reason: ${result.stopReason}).`;
   const output = textOf(result.output);
   const lines = [sentence];
   if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);

@@ -32,7 +32,8 @@ export function claimSlot(buffer: SharedArrayBuffer, threadId: number): number {
     for (let slot = 0; slot < slots; slot++) {
       if (Atomics.compareExchange(words, ownerWord(slot), 0, threadId) === 0) return slot;
     }
-    // Every slot is taken by threads that exited but are not yet reaped: wait a moment.
+    // Every slot is taken by threads that exited but are not yet reaped: wait a moment. (Needs more
+    // unreaped exits than live threads at once, which no test arranges.)
     Atomics.wait(words, CLOSING, Atomics.load(words, CLOSING), 10);
   }
 }
@@ -47,7 +48,8 @@ export function threadImportGate(buffer: SharedArrayBuffer, slot: number): Impor
       if ((before & FENCE) === 0 && Atomics.load(words, CLOSING) === 0) break;
       Atomics.sub(words, count, 1);
       if (Atomics.load(words, CLOSING) !== 0) throw SubagentError.closed('the worker pool', 'no module is loaded any more');
-      // A termination of this thread is pending (or was just called off): wait for its outcome.
+      // A termination of this thread is pending (or was just called off): wait for its outcome. An
+      // import racing a fence or a close is thread timing no test can order.
       await pause(POLL_MS);
     }
     try {

@@ -12,6 +12,7 @@ export class KeepAlive {
     if (this.#holds++ === 0) this.#timer = setInterval(() => undefined, FOREVER);
     let released = false;
     return () => {
+      // A run releases its hold on whichever exit path comes first; no test makes two of them run.
       if (released) return;
       released = true;
       if (--this.#holds === 0) {

@@ -194,6 +194,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       if (closing) return closing;
       const termination = alive.during(
         (async () => {
+          // The thread may have exited, or not yet reported its slot, meanwhile: thread timing.
           const thread = findThread(threadId);
           if (!thread) return;
           await tracker.settle([thread]);

@@ -7,7 +7,7 @@ import { SubagentError, isSubagentError } from '../../seam/errors.js';
 
 function firstLine(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  const line = message.split('\n', 1)[0] ?? '';
+  const [line] = message.split('\n', 1) as [string];
   return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
@@ -47,6 +47,7 @@ export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, r
   }
   if (closers.length === 0 && !session.events.slice(seedLength).some((event) => event.type === 'turn/start')) {
     // The thread died before any of its events reached this side: the turn it had begun is recorded.
+    // (How far a dying thread got before its death is timing; no test pins it.)
     const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
     const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
     session.append('turn/start', { turn });

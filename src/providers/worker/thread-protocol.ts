@@ -70,6 +70,8 @@ export function sharedFlags(): { cancelFlag: Int32Array; inputGate: Int32Array }
 export function admitInput(gate: Int32Array): boolean {
   for (;;) {
     const word = Atomics.load(gate, 0);
+    // Reached only when the child closes its input between the host's isOpen check and this count: a
+    // cross-thread race the suite cannot order (a closed child is refused earlier, by isOpen).
     if ((word & 1) !== 0) return false;
     if (Atomics.compareExchange(gate, 0, word, word + 2) === word) return true;
   }

@@ -19,6 +19,7 @@ export class ThreadTracker {
     if (!isThreadLoadedNotice(message)) return;
     const { threadLoaded: id, slot } = message;
     const thread = threads.find((candidate) => candidate.threadId === id);
+    // A thread that exited before piscina relayed its notice: its exit timing is not under test control.
     if (!thread) return this.#freeSlot(slot);
     this.#slots.set(id, slot);
     thread.once('exit', () => {

@@ -36,10 +36,6 @@ export class Admission {
 
   constructor(private readonly agents: LiveAgents) {}
 
-  get draining(): boolean {
-    return this.#draining;
-  }
-
   closeAll(): void {
     this.#draining = true;
   }
@@ -76,7 +72,8 @@ export class Admission {
 
 /** The caller's abort reason when its signal fired. */
 export function checkAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw signal.reason ?? SubagentError.cancelled('the operation', undefined);
+  // An aborted AbortSignal always has a reason (abort() without one gives an AbortError).
+  if (signal?.aborted) throw signal.reason;
 }
 
 /** `INVALID_REQUEST` unless `content` is a non-empty array of content blocks. */

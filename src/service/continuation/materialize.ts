@@ -77,7 +77,8 @@ async function rollback(handle: AgentHandle, batch: SetupBatch | undefined, erro
   try {
     batch?.release();
   } catch {
-    // The failure that stopped the child is the one to report.
+    // The failure that stopped the child is the one to report. (A disposer throwing here needs a setup
+    // revoked mid-creation whose disposer also throws; no test combines them.)
   }
   await handle.dispose().catch(() => undefined);
   throw error;
@@ -179,6 +180,7 @@ export async function resumeStored(options: {
   try {
     stored = await options.load(childId);
   } catch (error) {
+    // A store read failing because the caller aborted meanwhile: no test times an abort into a read.
     if (options.signal?.aborted) throw options.signal.reason;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} cannot be read from persistence: ${describeError(error)}`, { cause: error });
   }

@@ -22,6 +22,8 @@ export function epochOutcome(events: readonly SessionEvent[]): EpochOutcome {
   let dropped = false;
   for (let i = events.length - 1; i >= 0 && stopReason === undefined; i--) {
     const event = events[i]!;
+    // Input discarded after the last completed turn (a drain catching a wake before its turn opens:
+    // timing no test orders) makes the epoch a stop, not a completion.
     if (event.type === 'inbox/discarded' && (event.data as SessionEventMap['inbox/discarded']).ids.length > 0) dropped = true;
     if (event.type !== 'turn/end') continue;
     const reason = (event.data as SessionEventMap['turn/end']).reason;

@@ -1,0 +1,299 @@
+// Continuable children given bad input or failing setup: every refusal is a typed SubagentError
+// naming the field or rule, and no child, installation or resident Activation is left behind.
+import { describe, expect, it } from 'vitest';
+import { SubagentService, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
+import { closeAfterEach, makeRuntime, tempFiles } from './helpers.js';
+import { HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+
+const files = tempFiles('subagent-continuation-err-');
+const track = closeAfterEach();
+
+async function setup() {
+  const host = await continuationHost(files.file());
+  track(host);
+  const parent = await host.createAgent();
+  return { host, parent, recorder: host.recorder as Recorder };
+}
+
+/** Calls `fn` with a deliberately mistyped argument (the runtime checks are what is tested). */
+const loose = <T>(value: unknown) => value as T;
+
+describe('continuable operations refuse malformed input', () => {
+  it('names the bad field of a start spec and creates no child', async () => {
+    const { host, parent } = await setup();
+    const prompt = [text('p')];
+    const start = (spec: unknown) => host.subagents.startContinuable(loose<ContinuableStartSpec>(spec));
+    const cases: [unknown, string][] = [
+      [null, 'spec object'],
+      [{ provider: '', label: 'c', request: { prompt, parent } }, 'spec.provider'],
+      [{ provider: 'in-process', label: 'c', childId: '', request: { prompt, parent } }, 'spec.childId'],
+      [{ provider: 'in-process', label: 'c', childId: 7, request: { prompt, parent } }, 'spec.childId'],
+      [{ provider: 'in-process', label: 'c', signal: 'abort', request: { prompt, parent } }, 'spec.signal'],
+      [{ provider: 'in-process', label: 'c', request: null }, 'spec.request must'],
+      [{ provider: 'in-process', label: 'c', request: { prompt, parent: { name: 'p' } } }, 'spec.request.parent'],
+    ];
+    for (const [spec, field] of cases) {
+      await expect(start(spec)).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining(field) });
+    }
+    const copy = { ...parent, id: parent.id, session: parent.session } as Agent;
+    await expect(start({ provider: 'in-process', label: 'c', request: { prompt, parent: copy } })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(host.agents.list()).toStrictEqual([parent]);
+  });
+
+  it('needs session persistence for continuable children and their resumption', async () => {
+    // A service wired without persistence (createHost always has one).
+    const runtime = makeRuntime();
+    track({ close: () => runtime.agents.close() });
+    const service = new SubagentService({ continuation: { agents: runtime.agents, sessions: runtime.sessions, persistence: undefined, lingerMs: 0 } });
+    const parent = (await runtime.agents.create()).agent;
+    const start = service.startContinuable({ provider: 'in-process', label: 'c', request: { prompt: [text('p')], parent } });
+    await expect(start).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+    await expect(service.followup(parent, 'stored-child', [text('p')])).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+    expect(runtime.agents.list()).toStrictEqual([parent]);
+  });
+
+  it('refuses a reserved id that a drained child still holds in persistence', async () => {
+    const { host, parent, recorder } = await setup();
+    await startChild(host, parent, 'first', { childId: 'kept' });
+    await recorder.until(() => recorder.ends.length === 1);
+    await host.subagents.drainContinuableChildren(parent, ['kept']);
+    await eventually(() => host.sessions.get('kept') === undefined);
+    await expect(startChild(host, parent, 'second', { childId: 'kept' })).rejects.toMatchObject({ code: 'DUPLICATE_CHILD' });
+    expect(host.agents.list()).toStrictEqual([parent]);
+    expect((await host.persistence!.load('kept'))!.events.filter((e) => e.type === 'user/message')).toHaveLength(1);
+  });
+
+  it('refuses a follow-up to a non-string id or to a live agent that is no continuable child', async () => {
+    const { host, parent } = await setup();
+    const stranger = await host.createAgent();
+    await expect(host.subagents.followup(parent, loose<string>(42), [text('x')])).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(host.subagents.followup(parent, stranger.id, [text('x')])).rejects.toMatchObject({
+      code: 'NOT_RESUMABLE',
+      message: expect.stringContaining('live but is not a continuable child'),
+    });
+    expect(stranger.session.events.filter((e) => e.type === 'user/message')).toHaveLength(0);
+  });
+
+  it('refuses malformed interrupt authority and drain arguments', async () => {
+    const { host, parent } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    const interrupt = (authority: unknown) => () => host.subagents.interrupt(childId, loose<{ kind: 'user'; parentSessionId: string }>(authority));
+    expect(interrupt(null)).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    expect(interrupt({ kind: 'root', parentSessionId: parent.id })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    const copy = { ...parent, id: parent.id, session: parent.session } as Agent;
+    expect(interrupt({ kind: 'ancestor', agent: copy })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
+    await expect(host.subagents.drainContinuableChildren(parent, loose<string[]>(childId))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(host.subagents.drainContinuableDescendants(loose<Agent[]>(parent))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    // A stale copy of the parent is no drain root: nothing below the real parent stops.
+    await host.subagents.drainContinuableDescendants([copy]);
+    expect(child.status).toBe('running');
+    await expect(host.subagents.followup(parent, childId, [text('still open')])).resolves.toEqual(expect.any(String));
+  });
+
+  it('refuses a report with a bad delivery, empty content or an aborted signal', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'hi');
+    await recorder.until(() => recorder.ends.length === 1);
+    const child = host.agents.get(childId)!;
+    await expect(host.subagents.reportFrom(child, [text('x')], loose<{ delivery: 'quiet' }>({ delivery: 'loud' }))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    const aborted = new AbortController();
+    const reason = new Error('caller gave up');
+    aborted.abort(reason);
+    await expect(host.subagents.reportFrom(child, [text('x')], { delivery: 'quiet', signal: aborted.signal })).rejects.toBe(reason);
+    await expect(host.subagents.reportFrom(child, [], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(host.subagents.reportFrom(loose<Agent>(null), [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(parent.session.events.filter((e) => e.type === 'inbox/accepted' && (e.data as { source: { kind: string } }).source.kind === 'subagent-report')).toHaveLength(0);
+  });
+});
+
+describe('continuable children whose parent or own Activation is going away', () => {
+  it('refuses a report and ignores an interrupt once the child’s drain began; a follow-up waits and resumes it', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    const drained = host.subagents.drainContinuableChildren(parent, [childId]);
+    const report = host.subagents.reportFrom(child, [text('late news')], { delivery: 'quiet' });
+    expect(host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id })).toBeUndefined();
+    const next = host.subagents.followup(parent, childId, [text('after the drain')]);
+    await expect(report).rejects.toMatchObject({ code: 'ACTIVATION_CLOSING' });
+    await drained;
+    await next;
+    await recorder.until(() => recorder.starts.filter((start) => start.id === childId).length === 2);
+    expect(host.agents.get(childId)).not.toBe(child);
+    expect(userTexts(host.sessions.get(childId)!.events)).toContain('after the drain');
+    expect(userTexts(parent.session.events).some((t) => t.includes('late news'))).toBe(false);
+  });
+
+  it('keeps a scoped drain to its root: other parents stay open, and the root’s resumed agent may start children again', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'c', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    await host.subagents.drainContinuableDescendants([child]);
+    await expect(startChild(host, child, 'below')).rejects.toMatchObject({ code: 'DRAINING' });
+    const other = await host.createAgent();
+    await expect(startChild(host, other, 'elsewhere')).resolves.toMatchObject({ childId: expect.any(String) });
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await host.subagents.followup(parent, childId, [text('back')]);
+    await recorder.until(() => recorder.starts.filter((start) => start.id === childId).length === 2);
+    const resumed = host.agents.get(childId)!;
+    await expect(startChild(host, resumed, 'below again')).resolves.toMatchObject({ childId: expect.any(String) });
+  });
+});
+
+describe('cold resumes that cannot complete', () => {
+  /** A memory store whose reads the test can break or rewrite, as a failing or damaged store would. */
+  function tamperable() {
+    const inner = memoryPersistence();
+    const state: { load?: (stored: StoredSession | undefined) => StoredSession | undefined } = {};
+    const store = new Proxy(inner, {
+      get(target, property) {
+        if (property === 'load' && state.load) {
+          const rewrite = state.load;
+          return async (id: string) => rewrite(await target.load(id));
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+    return { store, state };
+  }
+
+  async function storedChild(options: Parameters<typeof continuationHost>[1] = {}) {
+    const host = await continuationHost(files.file(), options);
+    track(host);
+    const parent = await host.createAgent();
+    const recorder = host.recorder as Recorder;
+    const { childId } = await startChild(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    return { host, parent, childId, recorder };
+  }
+
+  it('refuses NOT_RESUMABLE, naming the cause, when the store fails or holds a damaged descriptor', async () => {
+    const { store, state } = tamperable();
+    const { host, parent, childId } = await storedChild({ persistence: store });
+    const follow = () => host.subagents.followup(parent, childId, [text('again')]);
+    state.load = () => {
+      throw new Error('store offline');
+    };
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('cannot be read from persistence: Error: store offline') });
+    const rewriteDescriptor = (data: Record<string, unknown>) => (stored: StoredSession | undefined) =>
+      stored && { ...stored, events: stored.events.map((e) => (e.type === 'subagent/descriptor' ? { ...e, data: { ...(e.data as object), ...data } } : e)) };
+    state.load = rewriteDescriptor({ label: 42 });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('corrupt descriptor') });
+    state.load = rewriteDescriptor({ agentModel: '{not json' });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('stored model of this child is not readable') });
+    delete state.load;
+    await follow();
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'again']);
+  });
+
+  it('refuses a resume whose setup contribution fails or is removed meanwhile; the child stays stored', async () => {
+    const { host, parent, childId, recorder } = await storedChild();
+    const follow = () => host.subagents.followup(parent, childId, [text('again')]);
+    const broken = host.subagents.registerContinuableSetup(() => {
+      throw new Error('setup broke');
+    });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('setup broke') });
+    broken();
+    let released = 0;
+    const revoking = host.subagents.registerContinuableSetup(() => {
+      queueMicrotask(() => revoking());
+      return () => void released++;
+    });
+    await expect(follow()).rejects.toMatchObject({ code: 'ACTIVATION_SETUP_REVOKED' });
+    expect(released).toBe(1);
+    expect(host.agents.get(childId)).toBeUndefined();
+    await follow();
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'again']);
+  });
+});
+
+describe('registerContinuableSetup failures', () => {
+  it('refuses a contribution that is not a function, or one that returns no disposer, and creates no child', async () => {
+    const { host, parent } = await setup();
+    expect(() => host.subagents.registerContinuableSetup(loose<() => () => void>('install'))).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    let released = 0;
+    host.subagents.registerContinuableSetup(() => () => void released++);
+    const remove = host.subagents.registerContinuableSetup(loose<() => () => void>(() => undefined));
+    await expect(startChild(host, parent, 'p')).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('disposer') });
+    expect(released).toBe(1);
+    expect(host.agents.list()).toStrictEqual([parent]);
+    remove();
+    await startChild(host, parent, 'p', { childId: 'after' });
+    expect(host.agents.get('after')).toBeDefined();
+  });
+
+  it('rolls back earlier installations when an installer throws, and surfaces that installer’s error', async () => {
+    const { host, parent } = await setup();
+    const log: string[] = [];
+    host.subagents.registerContinuableSetup(() => {
+      log.push('install 1');
+      return () => {
+        log.push('release 1');
+        throw new Error('release 1 failed too');
+      };
+    });
+    const failure = new Error('installer 2 failed');
+    const second = host.subagents.registerContinuableSetup(() => {
+      throw failure;
+    });
+    host.subagents.registerContinuableSetup(() => {
+      log.push('install 3');
+      return () => undefined;
+    });
+    await expect(startChild(host, parent, 'p')).rejects.toBe(failure);
+    expect(log).toStrictEqual(['install 1', 'release 1']);
+    expect(host.agents.list()).toStrictEqual([parent]);
+    second();
+  });
+
+  it('fails a start with ACTIVATION_SETUP_REVOKED when a contribution is removed while the child is set up', async () => {
+    const { host, parent } = await setup();
+    let released = 0;
+    const remove = host.subagents.registerContinuableSetup(() => {
+      queueMicrotask(() => remove());
+      return () => void released++;
+    });
+    let revokeSelf: () => void = () => undefined;
+    revokeSelf = host.subagents.registerContinuableSetup(() => {
+      revokeSelf();
+      return () => void released++;
+    });
+    await expect(startChild(host, parent, 'p')).rejects.toMatchObject({ code: 'ACTIVATION_SETUP_REVOKED' });
+    expect(released).toBe(2);
+    expect(host.agents.list()).toStrictEqual([parent]);
+  });
+
+  it('attempts every disposer on removal and on drain, then reports the failures', async () => {
+    const { host, parent } = await setup();
+    const released: string[] = [];
+    const remove = host.subagents.registerContinuableSetup((child) => () => {
+      released.push(child.id);
+      throw new Error(`disposer of ${child.id} failed`);
+    });
+    await startChild(host, parent, 'a', { childId: 'a', model: HANG });
+    await startChild(host, parent, 'b', { childId: 'b', model: HANG });
+    expect(() => remove()).toThrow(expect.objectContaining({ code: 'ACTIVATION_SETUP_RELEASE_FAILED', message: expect.stringContaining('2 continuable setup disposer(s) threw') }));
+    expect(released.sort()).toStrictEqual(['a', 'b']);
+    remove();
+    expect(released).toHaveLength(2);
+    host.subagents.registerContinuableSetup((child) => () => {
+      throw new Error(`second disposer of ${child.id} failed`);
+    });
+    await startChild(host, parent, 'c', { childId: 'c', model: HANG });
+    await startChild(host, parent, 'd', { childId: 'd', model: HANG });
+    await expect(host.subagents.drainContinuableChildren(parent, ['c', 'd'])).rejects.toMatchObject({
+      code: 'ACTIVATION_TEARDOWN_FAILED',
+      message: expect.stringContaining('2 continuable children failed to tear down'),
+    });
+    expect(host.agents.get('c')).toBeUndefined();
+    expect(host.agents.get('d')).toBeUndefined();
+  });
+});
