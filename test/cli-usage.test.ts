@@ -1,5 +1,5 @@
 // The command line as a user first meets it, run as a real process: the command list, help, unknown
-// commands and options, and a bad `acp --model` — each with its exit code and where its text goes.
+// commands and options, and bad values of `acp`, `demo` and `worker`, each with its exit code and where its text goes.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -66,5 +66,50 @@ describe('subagent-host acp', () => {
     expect(code).toBe(1);
     expect(stdout).toBe('');
     expect(stderr).toMatch(/^subagent-host: INVALID_MODEL_SPEC: /);
+  });
+});
+
+describe('subagent-host demo', () => {
+  it('prints its usage on --help and exits 0 without running anything', async () => {
+    const { code, stdout, stderr } = await runCli('demo', '--help');
+    expect([code, stderr]).toEqual([0, '']);
+    expect(stdout).toMatch(/^usage: subagent-host demo \[options\]/);
+    expect(stdout).toContain('--json');
+  });
+
+  it('names an unknown option with the usage on stderr and exits 2', async () => {
+    const { code, stdout, stderr } = await runCli('demo', '--colour');
+    expect([code, stdout]).toEqual([2, '']);
+    expect(stderr).toMatch(/^subagent-host demo: .*'--colour'/);
+    expect(stderr).toContain('usage: subagent-host demo ');
+  });
+
+  it.each([
+    [['--provider', 'thread'], '--provider must be spawn, fork or in-process'],
+    [['--children', '65'], '--children must be an integer from 1 to 64'],
+    [['--deadline', '0'], '--deadline must be a positive number of milliseconds'],
+    [['--model', 'gpt'], '--model must be scripted or openai'],
+    [['--db', ''], '--db needs a file path'],
+  ])('refuses %j with one line naming the flag and exits 2 before any work', async (args, message) => {
+    const { code, stdout, stderr } = await runCli('demo', ...args);
+    expect({ code, stdout, stderr }).toEqual({ code: 2, stdout: '', stderr: `subagent-host demo: ${message} (see --help)\n` });
+  });
+});
+
+describe('subagent-host worker', () => {
+  it('prints its usage on --help and exits 0 without connecting', async () => {
+    const { code, stdout } = await runCli('worker', '--help');
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^usage: subagent-host worker --redis URL/);
+  });
+
+  // The values are checked before Redis is contacted: nothing listens on port 1.
+  it.each([
+    [['--queue', 'my queue'], '--queue must be 1–100 letters, digits, _ . or -'],
+    [['--concurrency', '0'], '--concurrency must be a positive integer, got "0"'],
+    [['--drain-grace-ms', '1.5'], '--drain-grace-ms must be a positive integer, got "1.5"'],
+  ])('refuses %j with INVALID_OPTIONS and exits 1', async (args, message) => {
+    const { code, stdout, stderr } = await runCli('worker', '--redis', 'redis://127.0.0.1:1', ...args);
+    expect({ code, stdout, stderr }).toEqual({ code: 1, stdout: '', stderr: `subagent-host: INVALID_OPTIONS: ${message}\n` });
   });
 });

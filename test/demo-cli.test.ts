@@ -1,6 +1,7 @@
-// The demo command, run as a user runs it: every child is accounted for, chaos is contained.
+// The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
+// text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -10,10 +11,19 @@ const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'demo-'));
 for (let i = 0; i < 7; i++) writeFileSync(join(dir, `file${i}.ts`), `export const value${i} = ${i};\n`.repeat(20 + i));
+// Not analysed: dependencies, and a link whose target is gone (every run below counts 7 files).
+mkdirSync(join(dir, 'node_modules'));
+writeFileSync(join(dir, 'node_modules', 'dependency.ts'), 'export const dependency = 1;\n');
+symlinkSync(join(dir, 'deleted.ts'), join(dir, 'dangling.ts'));
 const empty = mkdtempSync(join(tmpdir(), 'demo-empty-'));
 writeFileSync(join(empty, 'notes.bin'), 'not source');
 
+// Where the text runs save: a folder whose name a shell must quote.
+const saved = mkdtempSync(join(tmpdir(), 'demo-text-'));
+mkdirSync(join(saved, "it's saved"));
+
 afterAll(() => {
+  rmSync(saved, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
   rmSync(empty, { recursive: true, force: true });
 });
@@ -62,6 +72,16 @@ describe('subagent-host demo', () => {
     expect([report.sequentialMs, report.speedup, typeof report.noSpeedup]).toEqual([null, null, 'string']);
   });
 
+  it('saves to $SUBAGENT_HOST_DB when no --db is given', async () => {
+    const db = join(saved, 'from-env.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--json', '--provider', 'in-process', '--children', '1', '--dir', dir], {
+      timeout: 60_000,
+      env: { ...process.env, SUBAGENT_HOST_DB: db },
+    });
+    expect((JSON.parse(stdout) as { db: string }).db).toBe(db);
+    expect(existsSync(db)).toBe(true);
+  });
+
   it('rejects bad options with exit code 2', async () => {
     await expect(run(process.execPath, [cli, 'demo', '--children', 'zero'])).rejects.toMatchObject({ code: 2 });
     await expect(run(process.execPath, [cli, 'demo', '--provider', 'in-process', '--chaos'])).rejects.toMatchObject({ code: 2 });
@@ -77,5 +97,51 @@ describe('subagent-host demo', () => {
     const failed = await run(process.execPath, [cli, 'demo', ...args], { env: { ...process.env, ...env } }).catch((error: unknown) => error);
     expect(failed).toMatchObject({ code: 2, stdout: '' });
     expect((failed as { stderr: string }).stderr).toMatch(/^subagent-host demo: [^\n]+\n$/);
+  });
+
+  it('names the variables that are set and those missing for --model openai', async () => {
+    const env = { ...process.env, OPENAI_BASE_URL: '', OPENAI_MODEL: 'm', OPENAI_API_KEY: '', DEEPSEEK_API_KEY: '' };
+    const failed = await run(process.execPath, [cli, 'demo', '--dir', dir, '--model', 'openai'], { env }).catch((error: { stderr: string }) => error);
+    expect((failed as { stderr: string }).stderr).toBe(
+      'subagent-host demo: --model openai needs OPENAI_BASE_URL, OPENAI_MODEL, OPENAI_API_KEY: OPENAI_MODEL is set, OPENAI_BASE_URL and OPENAI_API_KEY not\n',
+    );
+  });
+});
+
+describe('subagent-host demo without --json', () => {
+  it('prints each child queued, running and done, then the table, the speed-up and commands that work when pasted into a shell', async () => {
+    const db = join(saved, "it's saved", 'run.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--provider', 'in-process', '--children', '2', '--dir', dir, '--db', db], { timeout: 60_000 });
+    const lines = stdout.split('\n');
+    expect(lines[0]).toBe(`Asking a scripted planner to delegate the analysis of 7 files under ${dir} to 2 'in-process' children…`);
+    for (const label of ['chunk 1/2', 'chunk 2/2']) {
+      const progress = lines.filter((line) => line.startsWith(`  ${label.padEnd(14)} `)).map((line) => line.slice(17).replace(/\d+ ms/, 'N ms'));
+      // Three progress lines, then the child's row in the table.
+      expect(progress.slice(0, 3)).toEqual(['queued', 'running since N ms', 'done in N ms']);
+      expect(progress[3]).toMatch(/^completed +N ms +\d+ +1 {2}[0-9a-f-]{36}$/);
+    }
+    expect(stdout).toMatch(/^ {2}child +result +time +tokens +turns {2}session$/m);
+    expect(stdout).toMatch(/^ {2}The model delegated 2 children covering all 2 chunks \(up to [12] running at once\)\.$/m);
+    expect(stdout).toMatch(/the same children one by one in-process: \d+ ms \(speed-up ×\d+\.\d\d\)\.$/m);
+
+    const quoted = `'${join(saved, "it'\\''s saved", 'run.db')}'`;
+    expect(stdout).toContain(`\n    subagent-host inspect --db ${quoted}\n`);
+    const ls = /^ {4}(subagent-host ls \S+ --tree --db .+)$/m.exec(stdout)?.[1] ?? '';
+    expect(ls.endsWith(`--db ${quoted}`)).toBe(true);
+    const pasted = await run('/bin/sh', ['-c', `${ls.replace(/^subagent-host /, `'${process.execPath}' '${cli}' `)} --json`]);
+    const listed = JSON.parse(pasted.stdout) as { label: string }[];
+    expect(listed.map((entry) => entry.label)).toEqual(['chunk 1/2', 'chunk 2/2']);
+  });
+
+  // `script` (util-linux) runs the demo on a pseudo-terminal, as a user's shell does.
+  it('redraws the children and a progress bar in place on a terminal', async () => {
+    const db = join(saved, 'tty.db');
+    const command = [process.execPath, cli, 'demo', '--provider', 'in-process', '--children', '2', '--dir', dir, '--db', db].map((word) => `'${word}'`).join(' ');
+    const { stdout } = await run('script', ['-qec', command, '/dev/null'], { timeout: 60_000 });
+    // Each redraw moves up over the previous one and clears every line it rewrites.
+    expect(stdout).toMatch(/\x1b\[3A\x1b\[2K {2}chunk 1\/2 +\S/);
+    expect(stdout).toMatch(/\x1b\[2K {2}\[#{24}\] 2\/2 children, \d+\.\d s\r?\n/);
+    expect(stdout).not.toMatch(/^ {2}chunk 1\/2 +queued\r?$/m);
+    expect(stdout).toContain('The model delegated 2 children covering all 2 chunks');
   });
 });

@@ -1,11 +1,12 @@
-// `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, and the
-// tree `ls --tree --json` prints afterwards from the same database, compared as a whole.
+// `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, the tree
+// `ls --tree --json` prints afterwards from the same database, compared as a whole, and what the inspector shows of it.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { rawGet, startInspect } from './inspect-helpers.js';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const run = promisify(execFile);
@@ -67,6 +68,54 @@ describe('subagent-host demo --continuable', () => {
       { kind: 'child', id: 'child 0', mode: 'continuable', label: 'chunk 1/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, treeUsage: 'usage', parentId: 'parent', depth: 1 },
       { kind: 'child', id: 'child 1', mode: 'continuable', label: 'chunk 2/2', activity: 'inactive', hasChildren: false, createdAt: 'number', usage, treeUsage: 'usage', parentId: 'parent', depth: 1 },
     ]);
+
+    // The inspector shows the parent hearing each child: its report, then its settled notice.
+    const inspector = await startInspect(db);
+    try {
+      const answer = await rawGet(inspector.url, `/api/sessions/${encodeURIComponent(report.parentId)}`);
+      const entries = (JSON.parse(answer.body) as { entries: { kind: string; title: string; text?: string }[] }).entries;
+      const heard = entries.filter((entry) => entry.kind === 'report' || entry.kind === 'notice');
+      for (const id of ids) {
+        expect(heard.map((entry) => entry.title)).toContain(`report from ${id}`);
+        expect(heard.map((entry) => entry.title)).toContain(`notice: ${id} settled`);
+      }
+      expect(heard.find((entry) => entry.title === `report from ${ids[0]}`)?.text).toContain('partial finding: 3 files, 69 lines, 396 tokens');
+      const tree = JSON.parse((await rawGet(inspector.url, `/api/roots/${encodeURIComponent(report.parentId)}/tree`)).body) as { nodes: { id: string; mode: string; label: string }[] };
+      expect(tree.nodes.map(({ id, mode, label }) => ({ id, mode, label }))).toEqual([
+        { id: ids[0], mode: 'continuable', label: 'chunk 1/2' },
+        { id: ids[1], mode: 'continuable', label: 'chunk 2/2' },
+      ]);
+    } finally {
+      expect(await inspector.stop()).toBe(0);
+    }
+  }, 180_000);
+
+  it('prints each child with its turns and reports, the answer, and an ls command that works when pasted into a shell', async () => {
+    mkdirSync(join(dir, 'saved runs'), { recursive: true });
+    const db = join(dir, 'saved runs', 'text.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--continuable', '--provider', 'in-process', '--children', '2', '--dir', dir, '--db', db], { timeout: 120_000 });
+    expect(stdout.split('\n')[0]).toBe(`Asking a scripted planner to analyse 5 files under ${dir} with 2 continuable 'in-process' children…`);
+    expect(stdout).toMatch(/^ {2}chunk 1\/2 +done in \d+ ms — 2 turns, 1 report: partial finding: 3 files, 69 lines, 396 tokens$/m);
+    const summary = stdout.slice(stdout.indexOf('\n\n'));
+    expect(summary.replace(/[0-9a-f-]{36}/g, 'ID').replace(/\d+ ms\./, 'N ms.')).toBe(
+      [
+        '',
+        '',
+        '  chunk 1/2: 2 turns, completed; reported: partial finding: 3 files, 69 lines, 396 tokens',
+        '  chunk 2/2: 2 turns, completed; reported: partial finding: 2 files, 46 lines, 264 tokens',
+        '',
+        "  The model's answer:",
+        '    Started 2 continuable children and sent each a follow-up; all are idle. Heard 2 partial findings and 2 lists of largest files so far.',
+        '  2 children, 2 follow-ups, N ms.',
+        '',
+        `Saved to ${db}. Parent session: ID`,
+        `  subagent-host ls ID --tree --db '${db}'`,
+        '',
+      ].join('\n'),
+    );
+    const ls = /^ {2}(subagent-host ls .+)$/m.exec(stdout)?.[1] ?? '';
+    const pasted = await run('/bin/sh', ['-c', `${ls.replace(/^subagent-host /, `'${process.execPath}' '${cli}' `)} --json`], { timeout: 60_000 });
+    expect((JSON.parse(pasted.stdout) as { label: string }[]).map((entry) => entry.label)).toEqual(['chunk 1/2', 'chunk 2/2']);
   }, 180_000);
 
   it('refuses --chaos and real models with exit code 2 before any work', async () => {

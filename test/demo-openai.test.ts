@@ -151,6 +151,12 @@ describe('demo --model openai against a local OpenAI-compatible server', () => {
     expect(code).toBe(0);
     expect(report.children.map((c) => c.stopReason)).toEqual(['completed']);
     expect(report.chunks).toEqual({ planned: 3, delegated: 1, missing: ['chunk 2/3', 'chunk 3/3'] });
+
+    const text = await demo(server.baseURL);
+    expect(text.code).toBe(0);
+    expect(text.stdout.split('\n')[0]).toBe(`Asking a real model to delegate the analysis of 6 files under ${dir} to 3 'spawn' children…`);
+    expect(text.stdout).toContain('  The model delegated 1 child covering 1 of 3 chunks (up to 1 running at once); not delegated: chunk 2/3, chunk 3/3.\n');
+    expect(text.stdout).toMatch(/, the children \d+ ms of it on 'spawn'\. No speed-up: the children asked a real model: /);
   });
 
   it('reports that nothing was delegated, with the answer, when the model answers in plain text', { timeout: 90_000 }, async () => {
@@ -175,5 +181,10 @@ describe('demo --model openai against a local OpenAI-compatible server', () => {
     const { code, report } = await json(server.baseURL);
     expect(code).toBe(1);
     expect([report.turn, report.failure?.split(':')[0], report.children]).toEqual(['error', 'AUTH', []]);
+
+    const text = await demo(server.baseURL);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toContain(`  The model's turn failed (${report.failure}). The model delegated nothing: it did not call the subagent tool, so no child ran.\n`);
+    expect(text.stdout).toContain('  The model gave no answer.\n');
   });
 });

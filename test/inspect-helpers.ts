@@ -16,7 +16,12 @@ export interface InspectProcess {
 
 /** Starts `inspect --db db --port 0`; resolves once it prints the URL it serves. */
 export function startInspect(db: string, ...args: string[]): Promise<InspectProcess> {
-  const child = spawn(process.execPath, [cli, 'inspect', '--db', db, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return startInspectWith(process.env, db, ...args);
+}
+
+/** `startInspect` with the environment `env`. */
+export function startInspectWith(env: NodeJS.ProcessEnv, db: string, ...args: string[]): Promise<InspectProcess> {
+  const child = spawn(process.execPath, [cli, 'inspect', '--db', db, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let output = '';
   return new Promise((resolve, reject) => {
@@ -44,6 +49,8 @@ export function startInspect(db: string, ...args: string[]): Promise<InspectProc
 export interface RawResponse {
   status: number;
   type: string;
+  /** The content-length header. */
+  length: string;
   body: string;
 }
 
@@ -51,11 +58,11 @@ export interface RawResponse {
 export function rawGet(base: string, path: string, options: { method?: string; headers?: Record<string, string> } = {}): Promise<RawResponse> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: hostname, port, path, method: options.method ?? 'GET', headers: options.headers ?? {} }, (res) => {
+    const req = http.request({ host: hostname.replace(/^\[(.*)\]$/, '$1'), port, path, method: options.method ?? 'GET', headers: options.headers ?? {} }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), length: String(res.headers['content-length']), body }));
     });
     req.on('error', reject);
     req.end();

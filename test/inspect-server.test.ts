@@ -2,6 +2,8 @@
 // nothing served but its own assets and JSON, and a clear failure for a missing database.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -93,15 +95,51 @@ describe('subagent-host inspect server', () => {
     expect(answer.status).toBe(405);
   });
 
-  it('refuses a request naming another host (DNS rebinding)', async () => {
+  it('answers HEAD with the headers of GET and no body', async () => {
+    const [head, get] = await Promise.all([rawGet(server.url, '/api/roots', { method: 'HEAD' }), rawGet(server.url, '/api/roots')]);
+    expect([head.status, head.type, head.body]).toEqual([200, get.type, '']);
+    expect(head.length).toBe(String(Buffer.byteLength(get.body)));
+  });
+
+  it('refuses a request naming another host (DNS rebinding), or naming none', async () => {
     const answer = await rawGet(server.url, '/api/roots', { headers: { host: 'attacker.example:80' } });
     expect(answer.status).toBe(403);
+    // HTTP/1.0 lets a client leave Host out.
+    const { hostname, port } = new URL(server.url);
+    const socket = connect(Number(port), hostname);
+    socket.end('GET /api/roots HTTP/1.0\r\n\r\n');
+    let raw = '';
+    for await (const chunk of socket) raw += String(chunk);
+    expect(raw).toMatch(/^HTTP\/1\.1 403 /);
+  });
+
+  it('ends an open change stream when it is stopped, and exits 0', async () => {
+    const other = await startInspect(db);
+    const { hostname, port } = new URL(other.url);
+    let stopped: Promise<number | null> | undefined;
+    const ended = new Promise<string>((resolve, reject) => {
+      http.get({ host: hostname, port, path: '/api/changes' }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          body += chunk;
+          // Stopped once the stream said hello, so it is open when the server closes.
+          if (body.includes('event: hello')) stopped ??= other.stop();
+        });
+        res.on('end', () => resolve(body));
+      }).on('error', reject);
+    });
+    expect(await ended).toMatch(/^retry: 1000\nevent: hello\ndata: \d+\n\n$/);
+    expect(await stopped).toBe(0);
   });
 
   it('warns when told to listen on an interface other than loopback', async () => {
     const other = await startInspect(db, '--host', '127.0.0.2');
     try {
       expect(other.output()).toMatch(/warning: listening on 127\.0\.0\.2/);
+      // Exposed on purpose: a request naming any host is answered.
+      const answer = await rawGet(other.url, '/api/roots', { headers: { host: 'inspector.lan:80' } });
+      expect(answer.status).toBe(200);
     } finally {
       expect(await other.stop()).toBe(0);
     }

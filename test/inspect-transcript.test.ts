@@ -1,7 +1,11 @@
 // What the inspector's transcript tells a reader about runs that went wrong or were forked: failed
-// tool calls with their code, a turn that ended in error, and a fork's inherited prefix folded into one entry.
+// tool calls with their code, turns that ended in error, cancelled or stopped by a budget (with the
+// interrupted answer and the reached limit), messages a cancel discarded, a model's reasoning, images of a
+// prompt, and a fork's inherited prefix folded into one entry.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text, type Agent, type Host, type ScriptedStep } from 'subagent-host';
+import { createHost, inProcessProvider, text, type Agent, type ContentBlock, type Host, type ScriptedStep, type SubagentBudget } from 'subagent-host';
 import { tempFiles } from './helpers.js';
 import { rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
 
@@ -17,18 +21,46 @@ const db = files.file();
 let server: InspectProcess;
 let failingId: string;
 let forkId: string;
+let cancelledId: string;
+let budgetedId: string;
+let discardedId: string;
+let reasoningId: string;
 
-async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[]): Promise<string> {
+async function delegate(host: Host, provider: string, parent: Agent, steps: ScriptedStep[], more: { prompt?: ContentBlock[]; budget?: SubagentBudget } = {}): Promise<string> {
+  const cancel = new AbortController();
   const run = await host.subagents.start(provider, {
     label: provider,
-    prompt: [text('work')],
+    prompt: more.prompt ?? [text('work')],
+    ...(more.budget ? { budget: more.budget } : {}),
     parent,
-    signal: new AbortController().signal,
+    signal: cancel.signal,
     agentOptions: { model: { kind: 'scripted', steps } },
   });
+  // A hanging model waits for its cancel, which comes once the child has streamed its text.
+  if (steps.some((step) => 'finish' in step && step.finish === 'hang')) {
+    while (!(host.sessions.get(run.id)?.events ?? []).some((event) => event.type === 'assistant/chunk')) await new Promise((resolve) => setTimeout(resolve, 10));
+    cancel.abort();
+  }
   await run.result;
   await run.dispose();
   return run.id;
+}
+
+/** An OpenAI-compatible server on loopback whose every answer streams reasoning, then text. */
+async function reasoningModel(): Promise<{ baseURL: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const chunk = (delta: object, finish: string | null) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`${chunk({ role: 'assistant', reasoning_content: 'weighing the options' }, null)}${chunk({ content: 'the answer' }, null)}${chunk({}, 'stop')}data: [DONE]\n\n`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 beforeAll(async () => {
@@ -41,6 +73,32 @@ beforeAll(async () => {
     await parent.whenIdle();
     failingId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: { a: 1 } }] }, { finish: 'error' }]);
     forkId = await delegate(host, 'in-process-fork', parent, [{ text: 'forked answer' }]);
+    cancelledId = await delegate(host, 'in-process', parent, [{ finish: 'hang', text: 'partial' }], {
+      prompt: [text('look at this'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }],
+    });
+    budgetedId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: {} }] }, { text: 'never' }], { budget: { toolCalls: 1 } });
+
+    // A root cancelled with a message still waiting in its inbox.
+    const busy = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang', text: 'partial' }] } } });
+    busy.followup([text('first')]);
+    while (!busy.session.events.some((event) => event.type === 'assistant/chunk')) await new Promise((resolve) => setTimeout(resolve, 10));
+    busy.followup([text('second')]);
+    busy.cancel();
+    await busy.whenIdle();
+    discardedId = busy.id;
+
+    // A root whose (OpenAI-compatible) model reasons before it answers.
+    const model = await reasoningModel();
+    try {
+      process.env['INSPECT_TRANSCRIPT_KEY'] = 'sk-test';
+      const thinker = await host.createAgent({ agentOptions: { model: { kind: 'openai', baseURL: model.baseURL, model: 'm', apiKeyEnv: 'INSPECT_TRANSCRIPT_KEY' } } });
+      thinker.followup([text('think first')]);
+      await thinker.whenIdle();
+      reasoningId = thinker.id;
+    } finally {
+      delete process.env['INSPECT_TRANSCRIPT_KEY'];
+      await model.close();
+    }
   } finally {
     await host.close();
   }
@@ -79,5 +137,33 @@ describe('inspector transcript', () => {
     expect(entries.filter((entry) => entry.kind === 'seed')).toHaveLength(1);
     expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).toContain('forked answer');
     expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).not.toContain('what the fork inherits');
+  });
+
+  it('shows an image of the prompt as a note of its type and size, and a cancelled turn as aborted with its cause', async () => {
+    const entries = await entriesOf(cancelledId);
+    expect(entries.find((entry) => entry.kind === 'message')).toMatchObject({ title: 'user', text: 'look at this\n[image image/png, 12 base64 characters]' });
+    const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
+    expect(end).toMatchObject({ isError: true });
+    expect(end?.title).toMatch(/^turn \d+ ended: aborted \(parent\)$/);
+    expect(entries.find((entry) => entry.kind === 'assistant')).toMatchObject({ title: expect.stringMatching(/^assistant \(interrupted\)/), text: 'partial' });
+  });
+
+  it('shows a child stopped by its budget: the limit it reached, and the turn aborted with that reason', async () => {
+    const entries = await entriesOf(budgetedId);
+    const budget = entries.find((entry) => entry.title === 'subagent/budget');
+    expect(budget?.kind).toBe('event');
+    expect(JSON.parse(budget?.text ?? 'null')).toMatchObject({ limit: 'toolCalls' });
+    const end = entries.filter((entry) => entry.kind === 'turn-end').at(-1);
+    expect(end?.title).toMatch(/^turn 1 ended: aborted \(hook: budget: toolCalls limit 1 reached \(1 used, child budget\)\)$/);
+  });
+
+  it('shows the messages a cancel discarded from the inbox', async () => {
+    const entries = await entriesOf(discardedId);
+    expect(entries.filter((entry) => entry.kind === 'inbox').map((entry) => entry.title)).toContain('discarded 1 queued message(s)');
+  });
+
+  it("shows a model's reasoning before its answer", async () => {
+    const entries = await entriesOf(reasoningId);
+    expect(entries.find((entry) => entry.kind === 'assistant')?.text).toBe('[reasoning]\nweighing the options\nthe answer');
   });
 });

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { DemoProvider } from '../demo/report.js';
-import { reportText } from '../demo/report-text.js';
+import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
@@ -117,7 +117,7 @@ async function continuable(o: { provider: DemoProvider; dir: string; files: stri
         `  ${report.children.length} children, ${report.followups} follow-ups, ${report.totalMs} ms.`,
         '',
         `Saved to ${report.db}. Parent session: ${report.parentId}`,
-        `  subagent-host ls ${report.parentId} --tree --db ${report.db}`,
+        `  subagent-host ls ${report.parentId} --tree --db ${shellWord(report.db)}`,
         '',
       ].join('\n'),
     );

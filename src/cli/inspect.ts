@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { SubagentError, describeError } from '../seam/errors.js';
+import { SubagentError } from '../seam/errors.js';
 import { startInspectServer } from '../inspect/server.js';
 import { DEFAULT_DB } from './ls.js';
 
@@ -49,7 +49,8 @@ export async function run(args: string[]): Promise<number> {
       },
     }));
   } catch (error) {
-    return usageError(error instanceof Error ? error.message : describeError(error));
+    // parseArgs throws only Errors (ERR_PARSE_ARGS_*), each naming the option.
+    return usageError((error as Error).message);
   }
   if (values.help) {
     process.stdout.write(`${USAGE}\n`);

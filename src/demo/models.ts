@@ -12,17 +12,13 @@ function lastMessage(request: ModelRequest): ContentBlock[] {
   return request.messages.at(-1)?.content ?? [];
 }
 
-/** The answer `chunks`, with the scripted model's deterministic usage before its finish. */
-export async function* reply(chunks: ModelChunk[], request?: ModelRequest): AsyncGenerator<ModelChunk> {
-  const finish = chunks.at(-1);
-  if (request && finish?.type === 'finish') {
-    const text = chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text : '')).join('');
-    const calls = chunks.filter((chunk) => chunk.type === 'tool-call').length;
-    yield* chunks.slice(0, -1);
-    yield { type: 'usage', usage: estimatedUsage(request, text, calls) };
-    return yield finish;
-  }
-  yield* chunks;
+/** The answer `chunks` (the last one its finish), with the scripted model's deterministic usage before the finish. */
+export async function* reply(chunks: [...ModelChunk[], ModelChunk & { type: 'finish' }], request: ModelRequest): AsyncGenerator<ModelChunk> {
+  const text = chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text : '')).join('');
+  const calls = chunks.filter((chunk) => chunk.type === 'tool-call').length;
+  yield* chunks.slice(0, -1);
+  yield { type: 'usage', usage: estimatedUsage(request, text, calls) };
+  return yield chunks[chunks.length - 1]!;
 }
 
 /** The analyst: asks its tool to analyse the files listed in its prompt, then returns the JSON. */

@@ -64,13 +64,15 @@ export class ProgressView {
   }
 
   #line(child: ChildProgress): string {
-    const ms = (value: number | undefined) => (value === undefined ? '' : `${Math.round(value)} ms`);
+    const ms = (value: number) => `${Math.round(value)} ms`;
+    // A child that ended without starting (its start failed) counts from when it was queued.
+    const since = child.startedAt ?? child.queuedAt;
     const status =
       child.state === 'queued'
         ? 'queued'
         : child.state === 'running'
-          ? `running since ${ms(child.startedAt)}`
-          : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? 0) - (child.startedAt ?? child.queuedAt))}`;
+          ? `running since ${ms(since)}`
+          : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? since) - since)}`;
     const note = child.note ? ` — ${child.note}` : '';
     return `  ${child.label.padEnd(14)} ${status}${note}`;
   }
@@ -85,7 +87,7 @@ export class ProgressView {
     const finished = this.children.filter((c) => c.state === 'done').length;
     const total = this.children.length;
     const width = 24;
-    const filled = total === 0 ? 0 : Math.round((finished / total) * width);
+    const filled = Math.round((finished / Math.max(total, 1)) * width);
     const bar = `  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${finished}/${total} children, ${(this.#now() / 1000).toFixed(1)} s`;
     const lines = [...this.children.map((c) => this.#line(c)), bar];
     this.#out.write(up(this.#drawn) + lines.map((l) => `${CLEAR_LINE}${l}\n`).join(''));

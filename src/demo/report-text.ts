@@ -53,6 +53,6 @@ export function reportText(report: DemoReport): string {
 }
 
 /** `word` quoted for a POSIX shell when it holds anything but plain path characters. */
-function shellWord(word: string): string {
+export function shellWord(word: string): string {
   return /^[\w./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

@@ -19,7 +19,7 @@ import { buildReport, noBaselineReason, type Baseline, type DemoProvider, type D
 export interface DemoOptions {
   provider: DemoProvider;
   children: number;
-  /** The checked directory (absolute) and its source files (see `sourceFiles`). */
+  /** The checked directory (absolute) and its source files, at least one (see `sourceFiles`). */
   dir: string;
   files: string[];
   chaos: boolean;
@@ -160,7 +160,6 @@ function ran({ progress, request }: Delegated): RanChild {
 /** Runs the demo job and reports what ran. */
 export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const { dir, files } = options;
-  if (files.length === 0) throw new SubagentError('INVALID_OPTIONS', `no source files under ${dir}; pass --dir with a folder of code`);
   const children = plan(files, options.children, relative(process.cwd(), dir) || '.', options.chaos);
   // CPU-bound children: one thread per core, warmed before the clock starts.
   const threads = Math.max(2, availableParallelism());

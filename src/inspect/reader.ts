@@ -64,8 +64,9 @@ function parse(text: string | null): unknown {
 
 function usageTotals(text: string | null): UsageTotals | undefined {
   const value = parse(text) as { in?: unknown; out?: unknown } | undefined;
-  if (typeof value?.in !== 'number' && typeof value?.out !== 'number') return undefined;
-  return { inputTokens: Number(value.in ?? 0), outputTokens: Number(value.out ?? 0) };
+  // Both sums are null when no assistant message reports usage; a usage always has both counts.
+  if (typeof value?.in !== 'number' || typeof value.out !== 'number') return undefined;
+  return { inputTokens: value.in, outputTokens: value.out };
 }
 
 /** The tree node of one row; the log facts come from the row's sub-queries. */
@@ -153,7 +154,8 @@ export class InspectReader {
 
   /** Changes whenever another connection commits (SQLite's `data_version`). */
   version(): number {
-    return this.#version.get() ?? 0;
+    // `PRAGMA data_version` always answers one row.
+    return this.#version.get() as number;
   }
 
   roots(): RootSummary[] {

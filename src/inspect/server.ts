@@ -12,13 +12,13 @@ import { InspectReader } from './reader.js';
 /** Options of {@link startInspectServer}. */
 export interface InspectServerOptions {
   db: string;
-  /** @default 0 (any free port) */
-  port?: number;
-  /** @default '127.0.0.1' */
-  host?: string;
-  /** How often the database's change counter is read while a page listens. @default 250 */
-  pollMs?: number;
+  /** 0 for any free port. */
+  port: number;
+  host: string;
 }
+
+/** How often the database's change counter is read while a page listens. */
+const POLL_MS = 250;
 
 export interface InspectServer {
   readonly url: string;
@@ -37,6 +37,7 @@ const HEADERS = {
 
 function loadBundle(): string {
   const url = new URL('./page.js', import.meta.url);
+  // Only an incomplete build fails here; no test deletes a built file.
   try {
     return readFileSync(url, 'utf8');
   } catch (error) {
@@ -58,11 +59,10 @@ function sendError(res: http.ServerResponse, status: number, code: string, messa
   sendJson(res, status, body);
 }
 
-/** The decoded id of one path segment, or undefined when the segment is not valid percent-encoding. */
+/** The decoded id of one (non-empty) path segment, or undefined when it is not valid percent-encoding. */
 function segment(raw: string): string | undefined {
   try {
-    const id = decodeURIComponent(raw);
-    return id === '' ? undefined : id;
+    return decodeURIComponent(raw);
   } catch {
     return undefined;
   }
@@ -84,17 +84,18 @@ function hostAllowed(req: http.IncomingMessage, listening: string): boolean {
 export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
   const bundle = loadBundle();
   const reader = new InspectReader(options.db);
-  const host = options.host ?? '127.0.0.1';
+  const { host, port } = options;
   const streams = new Set<http.ServerResponse>();
   let poller: NodeJS.Timeout | undefined;
   let version = reader.version();
 
   const poll = (): void => {
     let next: number;
+    // Busy or closing: the next tick tries again (not provoked by a test: it needs a lock held at a poll).
     try {
       next = reader.version();
     } catch {
-      return; // busy or closing: the next tick tries again
+      return;
     }
     if (next === version) return;
     version = next;
@@ -105,7 +106,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream', connection: 'keep-alive' });
     res.write(`retry: 1000\nevent: hello\ndata: ${version}\n\n`);
     streams.add(res);
-    poller ??= setInterval(poll, options.pollMs ?? 250);
+    poller ??= setInterval(poll, POLL_MS);
     req.on('close', () => {
       streams.delete(res);
       if (streams.size === 0 && poller !== undefined) {
@@ -116,7 +117,8 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   };
 
   const route = (req: http.IncomingMessage, res: http.ServerResponse): void => {
-    const path = (req.url ?? '/').split('?')[0]!;
+    // A server's requests always carry their url (only client-side messages lack one).
+    const path = (req.url as string).split('?')[0]!;
     if (path === '/' || path === '/index.html') return send(res, 200, 'text/html; charset=utf-8', INDEX_HTML);
     if (path === '/page.js') return send(res, 200, 'text/javascript; charset=utf-8', bundle);
     if (path === '/page.css') return send(res, 200, 'text/css; charset=utf-8', PAGE_CSS);
@@ -157,13 +159,13 @@ export async function startInspectServer(options: InspectServerOptions): Promise
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
   }).catch((error: unknown) => {
     reader.close();
-    throw new SubagentError('INVALID_OPTIONS', `cannot listen on ${host}:${String(options.port ?? 0)}: ${describeError(error)}`, { cause: error });
+    throw new SubagentError('INVALID_OPTIONS', `cannot listen on ${host}:${port}: ${describeError(error)}`, { cause: error });
   });
   const address = server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;

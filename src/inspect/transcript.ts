@@ -12,12 +12,9 @@ function asData(value: unknown): Data {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Data) : {};
 }
 
+/** `value` (parsed from the stored JSON, so always serializable) as indented JSON; `undefined` as such. */
 function json(value: unknown): string {
-  try {
-    return JSON.stringify(value, null, 2) ?? String(value);
-  } catch {
-    return String(value);
-  }
+  return JSON.stringify(value, null, 2) ?? String(value);
 }
 
 /** The text of content blocks; a non-text block becomes a short bracketed note. */

@@ -1,0 +1,107 @@
+// `subagent-host acp` as an ACP client runs it, over raw JSON-RPC lines: `--model openai` asks the
+// OpenAI-compatible server of its environment, and SIGTERM (a client's dispose ladder) saves the
+// sessions to `--db` before it exits 143.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CLI } from './acp-helpers.js';
+import { tempFiles } from './helpers.js';
+
+const files = tempFiles('acp-cli-');
+
+interface Agent {
+  child: ChildProcessWithoutNullStreams;
+  exited: Promise<number | null>;
+  stderr(): string;
+  /** Sends a request; resolves with its response (notifications in between are skipped). */
+  request(method: string, params: object): Promise<{ result?: Record<string, unknown>; error?: unknown }>;
+}
+
+function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env): Agent {
+  const child = spawn(process.execPath, [CLI, 'acp', ...args], { stdio: ['pipe', 'pipe', 'pipe'], cwd: files.dir, env });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const waiting = new Map<number, (response: { result?: Record<string, unknown>; error?: unknown }) => void>();
+  let buffered = '';
+  let stderr = '';
+  let nextId = 1;
+  child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString();
+    for (let end = buffered.indexOf('\n'); end !== -1; end = buffered.indexOf('\n')) {
+      const message = JSON.parse(buffered.slice(0, end)) as { id?: number; result?: Record<string, unknown>; error?: unknown };
+      buffered = buffered.slice(end + 1);
+      if (message.id !== undefined) waiting.get(message.id)?.(message);
+    }
+  });
+  return {
+    child,
+    exited,
+    stderr: () => stderr,
+    request(method, params) {
+      const id = nextId++;
+      return new Promise((resolve) => {
+        waiting.set(id, resolve);
+        child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
+      });
+    },
+  };
+}
+
+async function prompt(agent: Agent, text: string): Promise<string> {
+  const init = await agent.request('initialize', { protocolVersion: 1, clientCapabilities: {} });
+  expect(init.result).toMatchObject({ protocolVersion: 1 });
+  const created = await agent.request('session/new', { cwd: files.dir, mcpServers: [] });
+  const sessionId = String(created.result?.['sessionId']);
+  const answered = await agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text }] });
+  expect(answered.result).toMatchObject({ stopReason: 'end_turn' });
+  return sessionId;
+}
+
+const closers: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const close of closers) await close();
+});
+
+describe('subagent-host acp', () => {
+  it('asks the OpenAI-compatible server of OPENAI_BASE_URL with --model openai, model gpt-4o-mini unless OPENAI_MODEL says otherwise', async () => {
+    const asked: { model: string; authorization: string | undefined }[] = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => void (body += chunk.toString()));
+      req.on('end', () => {
+        asked.push({ model: (JSON.parse(body) as { model: string }).model, authorization: req.headers.authorization });
+        const chunk = (delta: object, finish: string | null) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`${chunk({ role: 'assistant', content: 'served answer' }, null)}${chunk({}, 'stop')}data: [DONE]\n\n`);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    closers.push(() => new Promise((resolve) => server.close(() => resolve())));
+    const env: NodeJS.ProcessEnv = { ...process.env, OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, OPENAI_API_KEY: 'sk-acp-test' };
+    delete env['OPENAI_MODEL'];
+    const agent = startAgent(['--model', 'openai'], env);
+    await prompt(agent, 'hello');
+    expect(asked).toEqual([{ model: 'gpt-4o-mini', authorization: 'Bearer sk-acp-test' }]);
+    agent.child.stdin.end();
+    expect(await agent.exited).toBe(0);
+  });
+
+  it('saves the sessions to --db and exits 143 on SIGTERM while serving', async () => {
+    const db = files.file();
+    const agent = startAgent(['--db', db]);
+    const sessionId = await prompt(agent, 'remember me');
+    // stdin stays open: only the signal ends it.
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).toBe(143);
+    const saved = new Database(db, { readonly: true });
+    try {
+      const types = (saved.prepare('SELECT type FROM events WHERE session_id = ? ORDER BY seq').all(sessionId) as { type: string }[]).map((row) => row.type);
+      expect(types).toContain('user/message');
+      expect(types.at(-1)).toBe('turn/end');
+    } finally {
+      saved.close();
+    }
+  });
+});

@@ -1,0 +1,229 @@
+// `subagent-host inspect` options and databases as a user meets them: which file it reads without
+// --db, files it cannot read (each a typed message and exit 1, never a server), empty and
+// out-of-range values (exit 2), a port in use, IPv6 loopback, --open with and without a browser
+// opener on the PATH, and a damaged database shown as far as it can be read.
+import { execFile } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text } from 'subagent-host';
+import { tempFiles } from './helpers.js';
+import { cli, rawGet, startInspectWith } from './inspect-helpers.js';
+
+const files = tempFiles('inspect-cli-');
+const db = files.file();
+const LONG = `Please look at ${'every file of this rather large repository '.repeat(5)}`;
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `inspect` to its end (only failures end by themselves); never rejects. */
+function inspect(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Outcome> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cli, 'inspect', ...args], { timeout: 30_000, ...options }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: unknown }).code) : 0, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(async () => {
+  const host = await createHost({ providers: false, persistence: { sqlite: db } });
+  try {
+    const root = await host.createAgent();
+    root.followup([text(LONG)]);
+    await root.whenIdle();
+    const short = await host.createAgent();
+    short.followup([text('A short title'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }]);
+    await short.whenIdle();
+  } finally {
+    await host.close();
+  }
+});
+
+describe('subagent-host inspect options', () => {
+  it.each([
+    [['--db', ''], '--db needs a file path'],
+    [['--host', ''], '--host needs an interface address'],
+    [['--port', '65536'], '--port must be an integer from 0 to 65535'],
+    [['--port=-1'], '--port must be an integer from 0 to 65535'],
+  ])('refuses %j with the usage on stderr and exits 2', async (args, message) => {
+    const { code, stdout, stderr } = await inspect(['--db', db, ...args]);
+    expect([code, stdout]).toEqual([2, '']);
+    expect(stderr).toMatch(new RegExp(`^subagent-host inspect: ${message.replace(/[-[\]]/g, '\\$&')}\n\nusage: subagent-host inspect `));
+  });
+
+  it('reads $SUBAGENT_HOST_DB without --db, and ./subagent-host.db without either', async () => {
+    const cwd = join(files.dir, 'empty-cwd');
+    mkdirSync(cwd);
+    const missing = join(files.dir, 'from-env.db');
+    const fromEnv = await inspect(['--port', '0'], { cwd, env: { ...process.env, SUBAGENT_HOST_DB: missing } });
+    expect([fromEnv.code, fromEnv.stderr]).toEqual([1, `subagent-host: PERSISTENCE_UNAVAILABLE: no database at ${missing}; pass --db FILE\n`]);
+    const env = { ...process.env };
+    delete env['SUBAGENT_HOST_DB'];
+    const fromCwd = await inspect(['--port', '0'], { cwd, env });
+    expect([fromCwd.code, fromCwd.stderr]).toEqual([1, 'subagent-host: PERSISTENCE_UNAVAILABLE: no database at subagent-host.db; pass --db FILE\n']);
+    expect([existsSync(missing), existsSync(join(cwd, 'subagent-host.db'))]).toEqual([false, false]);
+  });
+});
+
+describe('subagent-host inspect on a file it cannot read', () => {
+  it('refuses a directory with PERSISTENCE_UNAVAILABLE and exits 1', async () => {
+    const dir = join(files.dir, 'a-directory');
+    mkdirSync(dir);
+    const { code, stdout, stderr } = await inspect(['--db', dir, '--port', '0']);
+    expect([code, stdout]).toEqual([1, '']);
+    expect(stderr).toMatch(new RegExp(`^subagent-host: PERSISTENCE_UNAVAILABLE: cannot open ${dir} \\(.+\\); pass --db FILE\n$`));
+  });
+
+  it('refuses a file that is not SQLite with CORRUPT_DATA and exits 1', async () => {
+    const notes = join(files.dir, 'notes.txt');
+    writeFileSync(notes, 'these are notes, not a database\n'.repeat(100));
+    const { code, stderr } = await inspect(['--db', notes, '--port', '0']);
+    expect([code, stderr]).toEqual([1, `subagent-host: CORRUPT_DATA: ${notes} is not a readable SQLite database\n`]);
+  });
+
+  it("refuses another program's SQLite database with CORRUPT_DATA naming the schema version, and leaves it as it was", async () => {
+    const foreign = join(files.dir, 'foreign.db');
+    const other = new Database(foreign);
+    other.exec('CREATE TABLE notes (body TEXT)');
+    other.close();
+    const before = readFileSync(foreign);
+    const { code, stderr } = await inspect(['--db', foreign, '--port', '0']);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(new RegExp(`^subagent-host: CORRUPT_DATA: ${foreign} is not a subagent-host database of schema version \\d+ \\(found 0\\); `));
+    expect(readFileSync(foreign).equals(before)).toBe(true);
+  });
+});
+
+describe('subagent-host inspect --open', () => {
+  const OPENER = process.platform === 'darwin' ? 'open' : 'xdg-open';
+  /** Waits (bounded) until `file` exists. */
+  async function appears(file: string): Promise<boolean> {
+    for (let i = 0; i < 300 && !existsSync(file); i++) await sleep(100);
+    return existsSync(file);
+  }
+
+  it('hands the URL it serves to the platform opener', async () => {
+    const bin = join(files.dir, 'opener-bin');
+    mkdirSync(bin);
+    // A stand-in for the opener that records what it was asked to open (shell built-ins only: PATH is just `bin`).
+    writeFileSync(join(bin, OPENER), '#!/bin/sh\nprintf \'%s\\n\' "$1" > "${0%/*}/opened"\n');
+    chmodSync(join(bin, OPENER), 0o755);
+    const server = await startInspectWith({ ...process.env, PATH: bin }, db, '--open');
+    try {
+      expect(await appears(join(bin, 'opened'))).toBe(true);
+      expect(readFileSync(join(bin, 'opened'), 'utf8').trim()).toBe(server.url);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+
+  it('says how to open the page itself when no opener can run, and keeps serving', async () => {
+    const bin = join(files.dir, 'empty-bin');
+    mkdirSync(bin);
+    const server = await startInspectWith({ ...process.env, PATH: bin }, db, '--open');
+    try {
+      for (let i = 0; i < 300 && !server.output().includes('could not run'); i++) await sleep(100);
+      expect(server.output()).toContain(`subagent-host inspect: could not run ${OPENER} (spawn ${OPENER} ENOENT); open ${server.url} yourself\n`);
+      const roots = await rawGet(server.url, '/api/roots');
+      expect(roots.status).toBe(200);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});
+
+describe('subagent-host inspect roots', () => {
+  it('titles each root, newest first, with the text of its first message, cut at 120 characters; a root without children has an empty tree', async () => {
+    const server = await startInspectWith(process.env, db);
+    try {
+      const roots = JSON.parse((await rawGet(server.url, '/api/roots')).body) as { id: string; title?: string }[];
+      expect(roots.map((root) => root.title)).toEqual(['A short title', `${LONG.trim().slice(0, 120)}…`]);
+      const tree = JSON.parse((await rawGet(server.url, `/api/roots/${roots[0]!.id}/tree`)).body) as { root: { id: string }; nodes: unknown[] };
+      expect([tree.root.id, tree.nodes]).toEqual([roots[0]!.id, []]);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});
+
+describe('subagent-host inspect listening', () => {
+  it('refuses a port another server holds with INVALID_OPTIONS and exits 1', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = holder.address() as AddressInfo;
+      const { code, stdout, stderr } = await inspect(['--db', db, '--port', String(port)]);
+      expect([code, stdout]).toEqual([1, '']);
+      expect(stderr).toMatch(new RegExp(`^subagent-host: INVALID_OPTIONS: cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`));
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
+  });
+
+  it('serves on the IPv6 loopback with a bracketed URL', async () => {
+    const server = await startInspectWith(process.env, db, '--host', '::1');
+    try {
+      expect(server.url).toMatch(/^http:\/\/\[::1\]:\d+\/$/);
+      expect(server.output()).not.toContain('warning');
+      expect((await rawGet(server.url, '/api/roots')).status).toBe(200);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});
+
+describe('subagent-host inspect on a damaged database', () => {
+  it('lists what it can read, takes a child\'s mode and label from its log, notes a child whose descriptor is damaged, and answers a damaged log with 500 CORRUPT_DATA', async () => {
+    const damaged = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: damaged } });
+    let parentId: string;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      parent.followup([text('the first message')]);
+      await parent.whenIdle();
+      for (const label of ['one', 'two']) {
+        const run = await host.subagents.start('in-process', { label, prompt: [text('hello')], parent, signal: new AbortController().signal });
+        await run.result;
+        await run.dispose();
+      }
+      parentId = parent.id;
+    } finally {
+      await host.close();
+    }
+    // Stored states (typed columns) are rebuilt by the next writer (NULL until then, as after an upgrade);
+    // the parent's first event is damaged.
+    const file = new Database(damaged);
+    const states = (file.prepare('PRAGMA table_info(sessions)').all() as { name: string }[]).map((column) => column.name).filter((name) => /^(identity|timing|usage)_/.test(name));
+    expect(states).toContain('identity_mode');
+    file.prepare(`UPDATE sessions SET ${states.map((name) => `${name} = NULL`).join(', ')}`).run();
+    const [, second] = (file.prepare('SELECT id FROM sessions WHERE parent_session = ? ORDER BY create_order').all(parentId) as { id: string }[]).map((row) => row.id);
+    file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = ? AND type = 'subagent/descriptor'").run(second);
+    file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = @id AND seq = (SELECT min(seq) FROM events WHERE session_id = @id AND type = 'user/message')").run({ id: parentId });
+    file.close();
+
+    const server = await startInspectWith(process.env, damaged);
+    try {
+      const roots = JSON.parse((await rawGet(server.url, '/api/roots')).body) as { id: string; title?: string }[];
+      expect(roots).toEqual([expect.objectContaining({ id: parentId })]);
+      expect(roots[0]!.title).toBeUndefined();
+      const tree = JSON.parse((await rawGet(server.url, `/api/roots/${parentId}/tree`)).body) as { nodes: { mode?: string; label?: string; problem?: string }[] };
+      expect(tree.nodes.map(({ mode, label, problem }) => ({ mode, label, problem }))).toEqual([
+        { mode: 'one-shot', label: 'one', problem: undefined },
+        { mode: undefined, label: undefined, problem: 'no readable descriptor' },
+      ]);
+      const log = await rawGet(server.url, `/api/sessions/${parentId}`);
+      expect([log.status, log.type.split(';')[0]]).toEqual([500, 'application/json']);
+      expect((JSON.parse(log.body) as { error: { code: string } }).error.code).toBe('CORRUPT_DATA');
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});
