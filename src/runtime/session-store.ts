@@ -1,5 +1,5 @@
 // The host's live sessions, and the writer that streams each session's appends to persistence in
-// batches, one per turn of the event loop. `flush` is the durability barrier the rest of the library awaits.
+// per-tick batches. `flush` is the durability barrier the rest of the library awaits.
 import type { SessionStore } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
@@ -73,10 +73,8 @@ export class LiveSessionStore implements SessionStore {
   #track(session: SessionLog, writes: Promise<void>): void {
     const entry: Entry = { session, pending: [], writes: this.#guard(writes), unsubscribe: () => undefined };
     if (this.#persistence) {
-      // The batch is written on the next turn of the event loop, not in a microtask: whoever waits
-      // on what was just appended (a run's result, a prompt's answer) gets it before the write runs.
       entry.unsubscribe = session.subscribe((event) => {
-        if (entry.pending.push(event) === 1) setImmediate(() => this.#drain(entry));
+        if (entry.pending.push(event) === 1) queueMicrotask(() => this.#drain(entry));
       });
     }
     this.#entries.set(session.id, entry);
