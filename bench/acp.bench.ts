@@ -1,6 +1,6 @@
-// ACP: a bare SDK client/agent prompt round trip over a child's stdio (the floor, back to back and
-// after idling), then our provider against `subagent-host acp`: start fresh and prewarmed, a
-// one-shot prompt on a prewarmed child, and a follow-up to a resident continuable child.
+// ACP: a bare SDK client/agent prompt round trip over a child's stdio (the floor: back to back,
+// after idling, and paired with our prompt row), then our provider against `subagent-host acp`:
+// start fresh and prewarmed, a one-shot prompt on a prewarmed child, a resident follow-up.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import * as acp from '@agentclientprotocol/sdk';
 import { acpProvider, createHost, text, type Agent, type Host } from '../src/index.js';
-import { sampled, type Row, type Suite } from './lib.js';
+import { rowOf, sampled, type Row, type Suite } from './lib.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const FLOOR_AGENT = fileURLToPath(new URL('./fixtures/floor-acp-agent.js', import.meta.url));
@@ -18,12 +18,15 @@ const GRACES = { disposeEofGraceMs: 5000, disposeGraceMs: 1000 };
 /** How long the floor agent sits idle before each sample of `acp/floor-sdk-after-idle`. */
 const IDLE_MS = 20;
 
-/**
- * Prompt round trips of a bare SDK client to the floor agent in a child process: back to back on
- * one session (the floor), and each on a new session after the agent sat idle, as a prewarmed
- * child's agent does before its one prompt (a process that slept runs its first request slower).
- */
-async function floorRows(cwd: string): Promise<Row[]> {
+/** A bare SDK client connected to the floor agent in a child process. */
+interface Floor {
+  newSession(): Promise<string>;
+  /** One prompt round trip on `sessionId`, in ms. */
+  roundTrip(sessionId: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+async function openFloor(cwd: string): Promise<Floor> {
   const child = spawn(process.execPath, [FLOOR_AGENT], { stdio: ['pipe', 'pipe', 'inherit'] });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>);
   let chunks = 0;
@@ -31,32 +34,41 @@ async function floorRows(cwd: string): Promise<Row[]> {
     .client({ name: 'floor-client' })
     .onNotification(acp.methods.client.session.update, () => void chunks++)
     .connect(stream);
-  try {
-    await connection.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
-    const { sessionId } = await connection.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
-    const roundTrip = async (id: string) => {
+  await connection.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  return {
+    newSession: async () => (await connection.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] })).sessionId,
+    async roundTrip(sessionId) {
       const t0 = performance.now();
-      await connection.agent.request(acp.methods.agent.session.prompt, { sessionId: id, prompt: [{ type: 'text', text: 'hi' }] });
+      await connection.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: 'hi' }] });
       return performance.now() - t0;
-    };
-    const floor = await sampled('acp/floor-sdk-roundtrip', 200, () => roundTrip(sessionId), 20);
-    const afterIdle = await sampled(
-      'acp/floor-sdk-after-idle',
-      40,
-      async () => {
-        await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-        const fresh = await connection.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
-        return roundTrip(fresh.sessionId);
-      },
-      4,
-    );
-    afterIdle.note = `new session after ${IDLE_MS} ms idle`;
-    return [floor, afterIdle];
-  } finally {
-    connection.close();
-    child.stdin.end();
-    await new Promise((resolve) => child.once('exit', resolve));
-  }
+    },
+    async close() {
+      connection.close();
+      child.stdin.end();
+      if (child.exitCode === null) await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+}
+
+/**
+ * Prompt round trips of a bare SDK client to the floor agent: back to back on one session (the
+ * floor), and each on a new session after the agent sat idle (a process that slept runs its first
+ * request slower).
+ */
+async function floorRows(floor: Floor): Promise<Row[]> {
+  const sessionId = await floor.newSession();
+  const rows = [await sampled('acp/floor-sdk-roundtrip', 200, () => floor.roundTrip(sessionId), 20)];
+  const afterIdle = await sampled(
+    'acp/floor-sdk-after-idle',
+    40,
+    async () => {
+      await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+      return floor.roundTrip(await floor.newSession());
+    },
+    4,
+  );
+  afterIdle.note = `new session after ${IDLE_MS} ms idle`;
+  return [...rows, afterIdle];
 }
 
 async function acpHost(cwd: string, options: { prewarm?: number; db?: string; lingerMs?: number } = {}): Promise<{ host: Host; parent: Agent; whenWarm(): Promise<void> }> {
@@ -74,6 +86,9 @@ async function acpHost(cwd: string, options: { prewarm?: number; db?: string; li
 
 const request = (parent: Agent) => ({ prompt: [text('hi')], parent, signal: new AbortController().signal });
 
+/** The floor agent's answer: one text chunk, then `end_turn` (our scripted model streams its text word by word). */
+const LIKE_THE_FLOOR = { model: { kind: 'scripted' as const, steps: [{ text: 'ok' }] } };
+
 /** `start()` → published; the run is finished and disposed outside the timed window. */
 async function timedStart(host: Host, parent: Agent, before: () => Promise<void>): Promise<number> {
   await before();
@@ -85,15 +100,36 @@ async function timedStart(host: Host, parent: Agent, before: () => Promise<void>
   return ms;
 }
 
-/** Publication (the prompt is sent) → result, on a prewarmed child. */
-async function timedPrompt(host: Host, parent: Agent, whenWarm: () => Promise<void>): Promise<number> {
-  await whenWarm();
-  const run = await host.subagents.start('acp', request(parent));
+/** Publication (the prompt is sent) → result, on a prewarmed child answering like the floor agent. */
+async function timedPrompt(host: Host, parent: Agent): Promise<number> {
+  const run = await host.subagents.start('acp', { ...request(parent), agentOptions: LIKE_THE_FLOOR });
   const t0 = performance.now();
   await run.result;
   const ms = performance.now() - t0;
   await run.dispose();
   return ms;
+}
+
+/**
+ * `acp/prompt-roundtrip` and, in the same iterations, the floor under the same conditions: once
+ * the pool's refill is done (as before each of our samples), a new session on the floor agent and
+ * one round trip. No refill spawn runs during either sample.
+ */
+async function promptRows(warm: Awaited<ReturnType<typeof acpHost>>, floor: Floor): Promise<Row[]> {
+  const ours: number[] = [];
+  const paired: number[] = [];
+  for (let i = 0; i < 22; i++) {
+    await warm.whenWarm();
+    ours.push(await timedPrompt(warm.host, warm.parent));
+    await warm.whenWarm();
+    paired.push(await floor.roundTrip(await floor.newSession()));
+  }
+  // The first two of each are warm-up.
+  const prompt = rowOf('acp/prompt-roundtrip', ours.slice(2));
+  const pairedFloor = rowOf('acp/floor-sdk-paired', paired.slice(2));
+  pairedFloor.note = 'the floor on a new session, sampled in the prompt-roundtrip loop';
+  prompt.note = `prewarmed one-shot child answering one chunk like the floor: publication → result; ×${(prompt.medianMs / pairedFloor.medianMs).toFixed(2)} of acp/floor-sdk-paired`;
+  return [pairedFloor, prompt];
 }
 
 /** A follow-up to a resident continuable ACP child → the end of the epoch it opened. */
@@ -137,8 +173,9 @@ export const acpSuite: Suite = {
   name: 'acp',
   async run() {
     const dir = mkdtempSync(join(tmpdir(), 'subagent-acp-bench-'));
+    const floor = await openFloor(dir);
     try {
-      const rows: Row[] = await floorRows(dir);
+      const rows: Row[] = await floorRows(floor);
       const fresh = await acpHost(dir);
       try {
         rows.push(await sampled('acp/start-fresh', 10, () => timedStart(fresh.host, fresh.parent, async () => undefined), 1));
@@ -149,17 +186,14 @@ export const acpSuite: Suite = {
       try {
         const prewarmed = await sampled('acp/start-prewarmed', 20, () => timedStart(warm.host, warm.parent, warm.whenWarm), 2);
         prewarmed.note = 'prewarm 2';
-        rows.push(prewarmed);
-        const prompt = await sampled('acp/prompt-roundtrip', 20, () => timedPrompt(warm.host, warm.parent, warm.whenWarm), 2);
-        const idleFloor = rows.find((row) => row.id === 'acp/floor-sdk-after-idle')!;
-        prompt.note = `prewarmed one-shot child: publication → result; ×${(prompt.medianMs / idleFloor.medianMs).toFixed(2)} of acp/floor-sdk-after-idle`;
-        rows.push(prompt);
+        rows.push(prewarmed, ...(await promptRows(warm, floor)));
       } finally {
         await warm.host.close();
       }
       rows.push(await followupRow(dir, join(dir, 'followup.db')));
       return rows;
     } finally {
+      await floor.close();
       rmSync(dir, { recursive: true, force: true });
     }
   },

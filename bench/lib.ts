@@ -105,8 +105,14 @@ export async function sampled(id: string, n: number, sample: () => Promise<numbe
   for (let i = 0; i < warmup; i++) await sample();
   const samples: number[] = [];
   for (let i = 0; i < n; i++) samples.push(await sample());
-  samples.sort((a, b) => a - b);
-  return { id, medianMs: samples[n >> 1] ?? 0, p99Ms: samples[Math.min(n - 1, Math.floor(n * 0.99))] ?? 0 };
+  return rowOf(id, samples);
+}
+
+/** A row's median and p99 of `samples` (ms). */
+export function rowOf(id: string, samples: number[]): Row {
+  const n = samples.length;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { id, medianMs: sorted[n >> 1] ?? 0, p99Ms: sorted[Math.min(n - 1, Math.floor(n * 0.99))] ?? 0 };
 }
 
 /** One whole delegation (start → result → dispose) of a zero-latency scripted child. */

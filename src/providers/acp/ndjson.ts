@@ -1,6 +1,6 @@
-// The ACP wire over a pair of Node streams: newline-delimited JSON, one message per line. It does
-// what the SDK's ndJsonStream does, without its byte-level web-stream adapters, and gathers the
-// messages that follow one another in a burst (a turn's last update and its answer) into one write.
+// The ACP wire over a pair of Node streams: newline-delimited JSON, one message per line, as the
+// SDK's ndJsonStream, without its web-stream adapters and per-message writers; the messages of a
+// burst (a turn's last update and its answer) leave in one write.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
 
@@ -136,12 +136,37 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
   );
 }
 
+/**
+ * The writable side the SDK sees. The SDK takes a writer for each message and releases it after
+ * the write; a web stream's writer builds an Error and a rejected promise on every release, so this
+ * side hands out light writers instead, with the same outcomes: writes in order through the line
+ * writer, one writer at a time, and no writes once closed or aborted (the Node stream is left as is).
+ */
+function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
+  let holder: object | undefined;
+  let closed = false;
+  const refuse = () => Promise.reject(new TypeError('the ACP message stream is closed'));
+  return {
+    get locked() {
+      return holder !== undefined;
+    },
+    getWriter() {
+      if (holder !== undefined) throw new TypeError('the ACP message stream is locked to a writer');
+      const lease = {
+        write: (message: AnyMessage) => (closed ? refuse() : writer.write(message)),
+        close: () => (closed ? refuse() : ((closed = true), Promise.resolve())),
+        abort: () => ((closed = true), Promise.resolve()),
+        releaseLock: () => void (holder === lease && (holder = undefined)),
+      };
+      holder = lease;
+      return lease;
+    },
+  } as unknown as WritableStream<AnyMessage>;
+}
+
 /** An ACP stream over `input` (what the peer writes) and `output` (where this side writes). */
 export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable): acp.Stream {
   const writer = new LineWriter(output);
   const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
-  return {
-    readable: lineReader(input, sdk, reply),
-    writable: new WritableStream<AnyMessage>({ write: (message) => writer.write(message) }),
-  };
+  return { readable: lineReader(input, sdk, reply), writable: messageWritable(writer) };
 }
