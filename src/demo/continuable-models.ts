@@ -45,6 +45,8 @@ export function createContinuablePlannerModel(children: PlannedChild[]): ModelAd
   const ids: string[] = [];
   let settled = new Set<string>();
   let waits = 0;
+  // The last wait of the previous phase: its answer says nothing about the follow-up turns.
+  let phaseWaits = 0;
   return {
     stream(request) {
       const calls = (list: { id: string; name: string; input: unknown }[]): AsyncGenerator<ModelChunk> =>
@@ -62,7 +64,7 @@ export function createContinuablePlannerModel(children: PlannedChild[]): ModelAd
         }
       }
       const last = results.findLast((r) => r.callId === `wait_${waits}`);
-      if (last !== undefined && !last.isError) {
+      if (last !== undefined && !last.isError && waits > phaseWaits) {
         const status = (JSON.parse(textOf(last.content)) as { status: Record<string, string> }).status;
         for (const [id, value] of Object.entries(status)) if (value !== 'running') settled.add(id);
       }
@@ -71,6 +73,7 @@ export function createContinuablePlannerModel(children: PlannedChild[]): ModelAd
       if (phase === 'first') {
         phase = 'second';
         settled = new Set();
+        phaseWaits = waits;
         return calls(ids.map((id, i) => ({ id: `followup_${i + 1}`, name: 'send_message', input: { agent_id: id, message: FOLLOW_UP } })));
       }
       phase = 'done';
