@@ -29,8 +29,6 @@ const EXCLUDED = {
   'src/demo/run-continuable.ts': '`--continuable --provider fork`, sessions of other parents in the same database and a parent turn that never ends are not provoked',
   'src/demo/run-demo.ts': 'a child whose start fails, a one-by-one run whose child fails and a parent turn that never ends are not provoked',
   'src/inspect/transcript.ts': 'fallbacks for event data of shapes this version never writes (missing fields, unknown block kinds, tool results inside messages): no test writes such logs',
-  'src/providers/acp/client.ts':
-    'an agent answering initialize with a non-integer protocolVersion or session/new without a session id, and an update arriving after its session closed, are not provoked',
   'src/providers/acp/continuable.ts':
     'a continuable start or resume aborted while its agent launches, a resume on a warm process, and a resumed agent that stops advertising session/load are not provoked',
   'src/providers/acp/ndjson.ts': 'the wait for a full pipe to drain (a client that stops reading) is not provoked by a test',
@@ -58,6 +56,8 @@ const EXCLUDED = {
   'src/providers/worker/import-gate.ts': 'an import meeting a raised termination fence or a closing gate, a drain waiting on an import in flight, and every slot held by unreaped threads: thread timing no test orders',
   'src/providers/worker/keep-alive.ts': 'a hold released twice (a run has several exit paths; the release is idempotent) is not reached by a test',
   'src/providers/worker/pool.ts': 'terminating a thread that already exited, has not reported its import slot, or meets a pool close: thread timing no test orders',
+  'src/providers/worker/thread-child.ts':
+    'a cancel grace that ends before any thread took the child, a cancelled child that ends on its own while its thread is being terminated, input closing between the caller’s check and the post, and a thread asking again for a task already handed over (cross-thread races) are not provoked',
   'src/providers/worker/thread-failure.ts': 'a mirrored log that repair cannot read, and a thread that dies before any event of its turn reaches the host, are not provoked',
   'src/providers/worker/thread-protocol.ts': 'a child closing its input between the host’s open check and its count (a cross-thread race) is not provoked',
   'src/providers/worker/thread-tracker.ts': 'a thread that exits before piscina relays its loaded notice is not provoked',
