@@ -106,6 +106,8 @@ export interface DemoFacts {
   turn: TurnEndReason;
   answer: string;
   baseline: Baseline | undefined;
+  /** Cores the parallel run could use: a one-by-one run slower than this many times waited on something else. */
+  cores: number;
 }
 
 /** The report of what ran. */
@@ -120,6 +122,12 @@ export function buildReport(facts: DemoFacts): DemoReport {
   if (noSpeedup === undefined && baseline) {
     const failed = baseline.stopReasons.flatMap((reason, i) => (reason === 'completed' ? [] : [`${children[i]?.label ?? `child ${i + 1}`} ended ${reason}`]));
     if (failed.length > 0) noSpeedup = `in the one-by-one run ${failed.join(', ')}, so the two runs did not do the same work`;
+    // The same work spread over N cores cannot finish more than N times sooner: a larger ratio measures
+    // a stall of the one-by-one run (each of its SQLite commits blocks the main thread), not parallelism.
+    const ratio = parallelMs ? baseline.ms / parallelMs : 0;
+    if (noSpeedup === undefined && ratio > facts.cores) {
+      noSpeedup = `the one-by-one run took ×${ratio.toFixed(2)} the parallel run's time, more than ${facts.cores} cores can explain: it waited on something other than its work (a slow disk or a busy machine), so the runs are not compared`;
+    }
   }
   const sequentialMs = baseline ? Math.round(baseline.ms) : null;
   const speedup = noSpeedup === undefined && sequentialMs !== null && parallelMs ? Math.round((sequentialMs / parallelMs) * 100) / 100 : null;

@@ -193,7 +193,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const ranChildren = delegated.map(ran);
     const model = options.model ? 'openai' : 'scripted';
     const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(host, delegated, files[0]!) : undefined;
-    return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline });
+    return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
   } finally {
     view.close();
     await host.close();
