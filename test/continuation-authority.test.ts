@@ -2,19 +2,10 @@
 // drains that release child-first, and setup contributions installed before publication.
 import { describe, expect, it } from 'vitest';
 import { createHost, text, type Agent } from 'subagent-host';
-import { closeAfterEach, tempFiles } from './helpers.js';
 import { fakeProvider } from './fake-provider.js';
-import { HANG, continuationHost, startChild, untilEvent, type Recorder } from './continuation-helpers.js';
+import { continuationSuite, HANG, startChild, untilEvent } from './continuation-helpers.js';
 
-const files = tempFiles('subagent-continuation-auth-');
-const track = closeAfterEach();
-
-async function setup() {
-  const host = await continuationHost(files.file());
-  track(host);
-  const parent = await host.createAgent();
-  return { host, parent, recorder: host.recorder as Recorder };
-}
+const { track, setup } = continuationSuite('subagent-continuation-auth-');
 
 describe('authority and validation', () => {
   it('refuses follow-ups from anyone but the exact live direct parent, and bad ids and content', async () => {

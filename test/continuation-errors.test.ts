@@ -2,18 +2,10 @@
 // naming the field or rule, and no child, installation or resident Activation is left behind.
 import { describe, expect, it } from 'vitest';
 import { SubagentService, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
-import { closeAfterEach, makeRuntime, tempFiles } from './helpers.js';
-import { HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+import { makeRuntime } from './helpers.js';
+import { continuationSuite, HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
-const files = tempFiles('subagent-continuation-err-');
-const track = closeAfterEach();
-
-async function setup() {
-  const host = await continuationHost(files.file());
-  track(host);
-  const parent = await host.createAgent();
-  return { host, parent, recorder: host.recorder as Recorder };
-}
+const { files, track, setup } = continuationSuite('subagent-continuation-err-');
 
 /** Calls `fn` with a deliberately mistyped argument (the runtime checks are what is tested). */
 const loose = <T>(value: unknown) => value as T;

@@ -13,12 +13,29 @@ import {
   type SubagentRunEndInfo,
   type SubagentRunInfo,
 } from 'subagent-host';
+import { closeAfterEach, tempFiles } from './helpers.js';
 
 export interface Recorder {
   starts: SubagentRunInfo[];
   ends: SubagentRunEndInfo[];
   /** Resolves once `predicate` holds, checked now and after every lifecycle event. */
   until(predicate: () => boolean): Promise<void>;
+}
+
+/**
+ * A test file's set-up: a temp folder of SQLite files, hosts closed after each test, and `setup()`
+ * giving a continuation host (with `prepare` applied before the parent exists), a parent and the recorder.
+ */
+export function continuationSuite(prefix: string) {
+  const files = tempFiles(prefix);
+  const track = closeAfterEach();
+  async function setup(options: HostOptions = {}, prepare: (host: Host) => void = () => undefined) {
+    const host = track(await continuationHost(files.file(), options));
+    prepare(host);
+    const parent = await host.createAgent();
+    return { host, parent, recorder: host.recorder };
+  }
+  return { files, track, setup };
 }
 
 export async function continuationHost(file: string, options: HostOptions = {}): Promise<Host & { recorder: Recorder }> {

@@ -2,22 +2,20 @@
 // service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
 import { describe, expect, it } from 'vitest';
 import { forkProvider, reportTool, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
-import { closeAfterEach, deferred, recordingTool, tempFiles } from './helpers.js';
+import { deferred, recordingTool } from './helpers.js';
 import { call } from './tool-helpers.js';
-import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+import type { continuationHost} from './continuation-helpers.js';
+import { continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
 
-const files = tempFiles('subagent-continuation-worker-');
-const track = closeAfterEach();
+const suite = continuationSuite('subagent-continuation-worker-');
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
 const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
 
-async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
-  const host = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 2 }, ...options });
-  host.subagents.registerProvider(spawnProvider(host));
-  host.subagents.registerProvider(forkProvider(host));
-  track(host);
-  const parent = await host.createAgent();
-  return { host, parent, recorder: host.recorder as Recorder };
+function setup(options: Parameters<typeof continuationHost>[1] = {}) {
+  return suite.setup({ pool: { minThreads: 0, maxThreads: 2 }, ...options }, (host) => {
+    host.subagents.registerProvider(spawnProvider(host));
+    host.subagents.registerProvider(forkProvider(host));
+  });
 }
 
 /** A model that calls `tool` once per turn, then answers `done <n>`. */

@@ -2,18 +2,11 @@
 // follow-ups, interrupts that keep the inbox, reports, settlement notices, linger and cold resume.
 import { describe, expect, it } from 'vitest';
 import { text } from 'subagent-host';
-import { closeAfterEach, recordingTool, tempFiles } from './helpers.js';
-import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
+import { recordingTool } from './helpers.js';
+import { continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
 
-const files = tempFiles('subagent-continuation-');
-const track = closeAfterEach();
+const { setup } = continuationSuite('subagent-continuation-');
 
-async function setup(options: Parameters<typeof continuationHost>[1] = {}) {
-  const host = await continuationHost(files.file(), options);
-  track(host);
-  const parent = await host.createAgent();
-  return { host, parent, recorder: host.recorder as Recorder };
-}
 
 describe('startContinuable and followup', () => {
   it('runs the first turn, notifies the parent once and lists the lingering child as running', async () => {
