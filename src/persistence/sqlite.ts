@@ -14,6 +14,7 @@ import { SubagentError } from '../seam/errors.js';
 import { parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { initialStates, lazyEvent, stepStates } from './projection-states.js';
+import { createdKey, newKeySql } from './lineage.js';
 import { closersFor } from './repair.js';
 import { SeqCache } from './seq-cache.js';
 import { SqliteCatalog } from './sqlite-catalog.js';
@@ -62,6 +63,7 @@ interface HeaderParams {
   origin: string | null;
   delegationDepth: number | null;
   seedLength: number | null;
+  createdKey: string;
 }
 
 type Batches = readonly PendingBatch<EncodedEvent>[];
@@ -93,14 +95,16 @@ class SqlitePersistence implements SessionPersistence {
     this.#db = db;
     this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs);
     // A new session has the states of an empty log. Its subagent_children is set here for children
-    // stored before it; the trigger of the schema sets its parent's.
+    // stored before it; the trigger of the schema sets its parent's. Its lineage key extends its
+    // parent's (lineage.ts); the schema's other trigger moves children stored before it under it.
     const initial = stateValues(initialStates()).map((value) => (value === null ? 'NULL' : String(value)));
+    const order = '(SELECT coalesce(max(create_order), 0) + 1 FROM sessions)';
     this.#insertSession = db.prepare(
       `INSERT INTO sessions (id, created_at, create_order, cwd, parent_session, origin, delegation_depth, seed_length,
-                             subagent_children, ${STATE_COLUMNS.join(', ')})
-       VALUES (@id, @createdAt, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions),
-               @cwd, @parentSession, @origin, @delegationDepth, @seedLength,
-               EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = @id AND c.origin = 'subagent'), ${initial.join(', ')})
+                             subagent_children, ${STATE_COLUMNS.join(', ')}, lineage)
+       VALUES (@id, @createdAt, ${order}, @cwd, @parentSession, @origin, @delegationDepth, @seedLength,
+               EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = @id AND c.origin = 'subagent'), ${initial.join(', ')},
+               ${newKeySql('@id', '@parentSession', '@createdKey', order)})
        ON CONFLICT (id) DO NOTHING`,
     );
     this.#selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`);
@@ -146,6 +150,7 @@ class SqlitePersistence implements SessionPersistence {
       origin: clean.origin ?? null,
       delegationDepth: clean.delegationDepth ?? null,
       seedLength: clean.seedLength ?? null,
+      createdKey: createdKey(clean.createdAt),
     });
     if (result.changes !== 1) throw duplicateSession(clean.id);
     this.#nextSeqs.set(clean.id, 0);
