@@ -21,7 +21,7 @@ it('lists every root of the forest as the memory store does, from keys where the
   expect(await listEveryRoot(track(sqlitePersistence(file)))).toStrictEqual(expected);
 
   const db = track(new Database(file, { readonly: true }));
-  const unkeyed = db.prepare('SELECT id FROM sessions WHERE lineage IS NULL').pluck().all();
+  const unkeyed = db.prepare('SELECT id FROM sessions WHERE create_order NOT IN (SELECT session FROM session_lineage)').pluck().all();
   expect(new Set(unkeyed)).toStrictEqual(new Set(UNKEYED));
 });
 

@@ -55,7 +55,7 @@ function writeV3(file: string): void {
 }
 
 const keys = (file: string): unknown[] =>
-  track(new Database(file, { readonly: true })).prepare('SELECT id, lineage FROM sessions ORDER BY id').raw().all();
+  track(new Database(file, { readonly: true })).prepare('SELECT s.id, l.key FROM sessions s LEFT JOIN session_lineage l ON l.session = s.create_order ORDER BY s.id').raw().all();
 
 it('upgrades a version-3 file on open: the keys its inserts would have written, the same listings', { timeout: 60_000 }, async () => {
   const file = newFile();
@@ -74,7 +74,7 @@ it('upgrades a version-3 file on open: the keys its inserts would have written, 
   expect(keys(file)).toStrictEqual(keys(written));
   const db = track(new Database(file, { readonly: true }));
   expect(db.pragma('user_version', { simple: true })).toBe(4);
-  expect(new Set(db.prepare('SELECT id FROM sessions WHERE lineage IS NULL').pluck().all())).toStrictEqual(new Set(UNKEYED));
+  expect(new Set(db.prepare('SELECT id FROM sessions WHERE create_order NOT IN (SELECT session FROM session_lineage)').pluck().all())).toStrictEqual(new Set(UNKEYED));
 });
 
 // Stored after the upgrade: under a parent keyed by it, and as parents of sessions it keyed under

@@ -1,6 +1,8 @@
-// The lineage key of a `sessions` row: its parent's key plus a segment that sorts in creation order,
-// so the keys of a session's descendants share its key as prefix and sort in pre-order (siblings by
-// created_at, then create_order). A listing of descendants is then one range scan of an index.
+// The lineage key of a session: its parent's key plus a segment that sorts in creation order, so the
+// keys of a session's descendants share its key as prefix and sort in pre-order (siblings by
+// created_at, then create_order). A listing of descendants is then one range scan of an index. The
+// keys live in their own table, by create_order: in `sessions` they would widen every row a
+// listing of children reads.
 import type Database from 'better-sqlite3';
 
 /**
@@ -42,21 +44,20 @@ export function createdKey(createdAt: number): string {
 }
 
 /**
- * The SQL of a new row's key: `created` is its {@link createdKey}, `order` its create_order. Under a
- * missing parent, the parent's orphan prefix; NULL when the row would close a parent cycle or hang
- * below one (the parent's key starts with this row's orphan prefix, or is NULL), or would be deeper
- * than {@link MAX_DEPTH}. Scalar subqueries only: with an INSERT … SELECT reading the table it
- * writes, SQLite takes several times longer to insert.
+ * The SQL of a new session's key: `created` is its {@link createdKey}, `order` its create_order.
+ * Under a missing parent, the parent's orphan prefix; NULL when the session would close a parent
+ * cycle or hang below one (the parent's key starts with this session's orphan prefix, or it has
+ * none), or would be deeper than {@link MAX_DEPTH}.
  */
-export function newKeySql(id: string, parentId: string, created: string, order: string): string {
+function newKeySql(id: string, parentId: string, created: string, order: string): string {
   const segment = `${created} || printf('%016X', ${order})`;
   const pending = orphanPrefix(id);
   // '' stands for "no key" inside the subquery, whose NULL means the parent row is missing.
   const underParent = `(SELECT CASE
-      WHEN p.lineage >= ${pending} AND p.lineage < ${pending} || '~' THEN ''
-      WHEN ${depthSql('p.lineage')} < ${MAX_DEPTH} THEN p.lineage || ${segment}
+      WHEN l.key >= ${pending} AND l.key < ${pending} || '~' THEN ''
+      WHEN ${depthSql('l.key')} < ${MAX_DEPTH} THEN l.key || ${segment}
       ELSE '' END
-    FROM sessions p WHERE p.id = ${parentId})`;
+    FROM sessions p LEFT JOIN session_lineage l ON l.session = p.create_order WHERE p.id = ${parentId})`;
   return `CASE
     WHEN ${parentId} IS NULL THEN ${segment}
     WHEN ${parentId} = ${id} THEN NULL
@@ -64,39 +65,71 @@ export function newKeySql(id: string, parentId: string, created: string, order: 
   END`;
 }
 
-/**
- * The index and trigger of the keys. A session stored after its children adopts them: the keys
- * under its orphan prefix move under its own key (to NULL when it has none, or past the depth).
- */
+/** The table of the keys; `session` is the create_order of a session that has a key. */
 export const LINEAGE_SCHEMA = `
-CREATE INDEX sessions_by_lineage ON sessions(lineage) WHERE lineage IS NOT NULL;
-CREATE TRIGGER sessions_adopt_children AFTER INSERT ON sessions
-BEGIN
-  UPDATE sessions SET lineage = CASE
-      WHEN ${depthSql('NEW.lineage')} + (length(lineage) - length(${orphanPrefix('NEW.id')})) / ${SEGMENT} <= ${MAX_DEPTH}
-      THEN NEW.lineage || substr(lineage, length(${orphanPrefix('NEW.id')}) + 1)
-    END
-  WHERE lineage > ${orphanPrefix('NEW.id')} AND lineage < ${orphanPrefix('NEW.id')} || '~';
-END;
+CREATE TABLE session_lineage (session INTEGER PRIMARY KEY, key TEXT NOT NULL) STRICT;
+CREATE INDEX session_lineage_by_key ON session_lineage(key);
 `;
 
-type Row = [rowid: number, id: string, parentId: string | null, createdAt: number, order: string, orphan: string | null];
+interface NewKey {
+  id: string;
+  parentId: string | null;
+  createdKey: string;
+  order: number;
+}
+
+/** Writes the key of each new session, in the transaction that stores the session. */
+export class LineageWriter {
+  readonly #keyOf: Database.Statement<[NewKey], [string | null, number]>;
+  readonly #insert: Database.Statement<[number, string]>;
+  readonly #adopt: Database.Statement<[{ id: string; key: string; depth: number }]>;
+  readonly #drop: Database.Statement<[{ id: string }]>;
+
+  constructor(db: Database.Database) {
+    const orphan = orphanPrefix('@id');
+    this.#keyOf = db
+      .prepare<[NewKey], [string | null, number]>(
+        `SELECT ${newKeySql('@id', '@parentId', '@createdKey', '@order')},
+           EXISTS (SELECT 1 FROM session_lineage WHERE key > ${orphan} AND key < ${orphan} || '~')`,
+      )
+      .raw(true);
+    this.#insert = db.prepare('INSERT INTO session_lineage (session, key) VALUES (?, ?)');
+    // A session stored after its children adopts them: the keys under its orphan prefix move under
+    // its own key; those it has none for (no key, or past the depth) are dropped.
+    this.#adopt = db.prepare(
+      `UPDATE session_lineage SET key = @key || substr(key, length(${orphan}) + 1)
+       WHERE key > ${orphan} AND key < ${orphan} || '~' AND @depth + (length(key) - length(${orphan})) / ${SEGMENT} <= ${MAX_DEPTH}`,
+    );
+    this.#drop = db.prepare(`DELETE FROM session_lineage WHERE key > ${orphan} AND key < ${orphan} || '~'`);
+  }
+
+  /** Keys the session `id` just stored with create_order `order`. */
+  store(id: string, parentId: string | null, createdAt: number, order: number): void {
+    const [key, adopts] = this.#keyOf.get({ id, parentId, createdKey: createdKey(createdAt), order })!;
+    if (key !== null) this.#insert.run(order, key);
+    if (adopts === 0) return;
+    if (key !== null) this.#adopt.run({ id, key, depth: depthOf(key) });
+    this.#drop.run({ id });
+  }
+}
+
+type Row = [session: number, id: string, parentId: string | null, createdAt: number, order: string, orphan: string | null];
 
 /**
- * Writes every row's key as the insert and trigger above would have left it: the key follows the
+ * Writes every session's key as {@link LineageWriter} would have left it: the key follows the
  * parent links up to a session without a parent or with a missing parent row; a row on a cycle or
  * below one, or deeper than {@link MAX_DEPTH}, keeps NULL.
  */
 export function backfillLineage(db: Database.Database): void {
   const rows = db
-    .prepare<[], Row>(`SELECT rowid, id, parent_session, created_at, printf('%016X', create_order), ${orphanPrefix('parent_session')} FROM sessions`)
+    .prepare<[], Row>(`SELECT create_order, id, parent_session, created_at, printf('%016X', create_order), ${orphanPrefix('parent_session')} FROM sessions`)
     .raw(true)
     .all();
   const indexOf = new Map(rows.map((row, index) => [row[1], index]));
   // undefined: not reached yet; null: no key.
   const keys = new Array<string | null | undefined>(rows.length);
   const onPath = new Uint8Array(rows.length);
-  const update = db.prepare('UPDATE sessions SET lineage = ? WHERE rowid = ?');
+  const insert = db.prepare('INSERT INTO session_lineage (session, key) VALUES (?, ?)');
   for (let start = 0; start < rows.length; start++) {
     // Up the parent links to a row with a known key, the top, a missing parent or a cycle.
     const path: number[] = [];
@@ -121,11 +154,11 @@ export function backfillLineage(db: Database.Database): void {
     // Down again, each row's key from its parent's.
     for (let i = path.length - 1; i >= 0; i--) {
       const at = path[i]!;
-      const [rowid, , , createdAt, order] = rows[at]!;
+      const [session, , , createdAt, order] = rows[at]!;
       const key = base === null || depthOf(base) >= MAX_DEPTH ? null : base + createdKey(createdAt) + order;
       keys[at] = key;
       onPath[at] = 0;
-      if (key !== null) update.run(key, rowid);
+      if (key !== null) insert.run(session, key);
       base = key;
     }
   }

@@ -52,15 +52,18 @@ export class SqliteCatalog {
     // (lineage.ts): one range scan. Keys are ASCII, so octet_length, which counts no characters, is
     // their length. A row at the deepest keyed depth that has children reads -1 as its depth: those
     // children have no key, and the listing walks parent links instead.
-    this.#rootKey = db.prepare<[string], Values>('SELECT lineage FROM sessions WHERE id = ?').raw(true);
+    this.#rootKey = db
+      .prepare<[string], Values>('SELECT (SELECT key FROM session_lineage WHERE session = s.create_order) FROM sessions s WHERE s.id = ?')
+      .raw(true);
     this.#orphanKey = db.prepare<[string], string>(`SELECT ${orphanPrefix('?')}`).pluck(true);
     this.#subtree = db
       .prepare<[{ key: string; base: number; deepest: number }], Values>(
         `SELECT id, created_at, ${packedFacts('0')},
-           CASE WHEN octet_length(lineage) < @deepest OR NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = s.id)
-             THEN (octet_length(lineage) - @base) / ${SEGMENT} ELSE -1 END,
+           CASE WHEN octet_length(l.key) < @deepest OR NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = s.id)
+             THEN (octet_length(l.key) - @base) / ${SEGMENT} ELSE -1 END,
            ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
-         FROM sessions s WHERE lineage > @key AND lineage < @key || '~' ORDER BY lineage`,
+         FROM session_lineage l CROSS JOIN sessions s ON s.create_order = l.session
+         WHERE l.key > @key AND l.key < @key || '~' ORDER BY l.key`,
       )
       .raw(true);
     // The walk of rows without keys (on or below a parent cycle, or too deep). A session has one

@@ -142,11 +142,10 @@ function upgradeToV3(db: Database.Database): void {
   db.exec('ALTER TABLE sessions DROP COLUMN projections');
 }
 
-/** Version 3 → 4: the lineage keys, written for every row before their index is built. */
+/** Version 3 → 4: the table of lineage keys, with every session's key. */
 function upgradeToV4(db: Database.Database): void {
-  db.exec('ALTER TABLE sessions ADD COLUMN lineage TEXT');
-  backfillLineage(db);
   db.exec(LINEAGE_SCHEMA);
+  backfillLineage(db);
 }
 
 /** Creates the schema in an empty database, or upgrades an older one, or refuses another. */
