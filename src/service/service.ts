@@ -189,7 +189,14 @@ export class SubagentService {
       throw SubagentError.closedWhile('the host', 'the child was starting');
     }
     this.#subtrees.open(raw.id);
-    const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
+    const continuation = this.#continuation;
+    const child = raw.localAgent;
+    const run = new ManagedRun(raw, provider.name, controller, callerSignal, {
+      descendants: () => this.#subtrees.descendants(raw.id),
+      // A local child may have started continuable children of its own: they go before it.
+      ...(continuation && child ? { releaseDescendants: () => drainDescendants(continuation, [child]) } : {}),
+      disposed: () => this.#runs.delete(run),
+    });
     this.#runs.add(run);
     admission?.join(run);
     const info = { runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
