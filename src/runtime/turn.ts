@@ -165,14 +165,10 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   return reason;
 }
 
-/** The number of the step the log has open (the latest `step/start`), or `fallback`. */
+/** The number of the step the log has open (the latest `step/start`; runTurn wrote one). */
 function openStep(events: readonly SessionEvent[], fallback: number): number {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]!;
-    if (event.type === 'step/start') return (event.data as SessionEventMap['step/start']).step;
-    if (event.type === 'turn/start' || event.type === 'step/end') break;
-  }
-  return fallback;
+  const start = events.findLast((event) => event.type === 'step/start');
+  return (start?.data as SessionEventMap['step/start'] | undefined)?.step ?? fallback;
 }
 
 function causeOf(reason: unknown): CancelCause {
