@@ -136,6 +136,7 @@ describe('createHost persistence', () => {
     ['null', null],
     ['an empty object', {}],
     ['a non-string sqlite path', { sqlite: 42 }],
+    ['an unknown sqlite synchronous setting', { sqlite: ':memory:', synchronous: 'off' }],
     ['an object with only some persistence methods', { append: () => Promise.resolve() }],
   ])('rejects %s with INVALID_OPTIONS', async (_label, persistence) => {
     await expect(createHost({ providers: false, persistence: persistence as NonNullable<HostOptions['persistence']> })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
@@ -202,17 +203,18 @@ describe('host lifecycle', () => {
 });
 
 describe('host lifecycle with children', () => {
-  it('leaves no child behind when close() races a start', async () => {
-    const host = await open();
-    host.subagents.registerProvider(inProcessProvider(host));
+  // The host closing is the cause, so the start rejects CLOSED, whichever step it was in.
+  it.each(['in-process', 'spawn'])('rejects a %s start that close() interrupts CLOSED and leaves no child behind', async (provider) => {
+    const host = await open({ providers: provider === 'spawn' });
+    if (provider === 'in-process') host.subagents.registerProvider(inProcessProvider(host));
     const parent = await host.createAgent();
-    const starting = host.subagents.start('in-process', {
+    const starting = host.subagents.start(provider, {
       prompt: [text('work')],
       parent,
       signal: new AbortController().signal,
       agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
     });
-    const rejected = expect(starting).rejects.toMatchObject({ code: expect.stringMatching(/^(CLOSED|CANCELLED)$/) });
+    const rejected = expect(starting).rejects.toMatchObject({ code: 'CLOSED', cause: { code: 'CANCELLED' } });
     await host.close();
     await rejected;
     expect(host.agents.list()).toEqual([]);
