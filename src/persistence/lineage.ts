@@ -18,8 +18,9 @@ export const SEGMENT = 32;
 export const MAX_DEPTH = 32;
 
 /**
- * The key prefix of the children of a session whose row is missing: '~', the hex of the id's
- * UTF-8 bytes, '.'. It sorts after every segment and no such prefix is a prefix of another.
+ * The SQL of the key prefix of the children of a session whose row is missing (`id` is the SQL of
+ * its id): '~', the hex of the id's UTF-8 bytes, '.'. It sorts after every segment, and no such
+ * prefix is a prefix of another.
  */
 export const orphanPrefix = (id: string): string => `'~' || hex(${id}) || '.'`;
 
