@@ -105,6 +105,16 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
   return deepFreeze(result);
 }
 
+/**
+ * The one listener a start puts on the caller's signal, kept for the child's whole life: until the
+ * run exists it aborts the start; the run then points `onAbort` at its `cancel` and removes
+ * `listener` when its result settles (one listener per child instead of one per phase).
+ */
+export interface CallerAbort {
+  readonly signal: AbortSignal;
+  readonly relay: { onAbort: () => void; readonly listener: () => void };
+}
+
 export class ManagedRun implements SubagentRun {
   readonly id: SessionId;
   readonly localAgent: Agent | undefined;
@@ -121,14 +131,15 @@ export class ManagedRun implements SubagentRun {
 
   /**
    * `controller` is the run's own cancellation, already combined into the signal the provider
-   * got; aborting the caller's signal has the same effect as `cancel()`. `descendants` is what the
+   * got; aborting the caller's signal has the same effect as `cancel()` (through `caller`, whose
+   * listener the run removes once its result settles). `descendants` is what the
    * child's descendants spent, read when its result settles (its `treeUsage`).
    */
   constructor(
     run: SubagentRun,
     provider: string,
     controller: AbortController,
-    callerSignal: AbortSignal,
+    caller: CallerAbort,
     onDisposed?: () => void,
     descendants?: () => SubagentUsage | undefined,
   ) {
@@ -137,13 +148,13 @@ export class ManagedRun implements SubagentRun {
     this.#controller = controller;
     this.id = run.id;
     this.localAgent = run.localAgent;
-    const onAbort = () => this.cancel(callerSignal.reason);
-    callerSignal.addEventListener('abort', onAbort, { once: true });
-    if (callerSignal.aborted) onAbort();
+    const { signal: callerSignal, relay } = caller;
+    relay.onAbort = () => this.cancel(callerSignal.reason);
+    if (callerSignal.aborted) relay.onAbort();
     this.result = Promise.resolve(run.result).then(
       async (raw) => {
         if (this.#state === 'running') this.#state = 'settled';
-        callerSignal.removeEventListener('abort', onAbort);
+        callerSignal.removeEventListener('abort', relay.listener);
         const result = normalizeResult(raw, this.#state === 'cancelled', descendants);
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
@@ -152,7 +163,7 @@ export class ManagedRun implements SubagentRun {
       },
       (error: unknown) => {
         if (this.#state === 'running') this.#state = 'settled';
-        callerSignal.removeEventListener('abort', onAbort);
+        callerSignal.removeEventListener('abort', relay.listener);
         throw error;
       },
     );

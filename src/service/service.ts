@@ -19,7 +19,7 @@ import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
 import { addUsage, emptyUsage } from '../seam/usage.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
-import { ManagedRun, assertRunShape } from './run.js';
+import { ManagedRun, assertRunShape, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
 import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
@@ -133,24 +133,27 @@ export class SubagentService {
     // provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
     const controller = new AbortController();
     const callerSignal = resolved.signal;
-    const forward = () => controller.abort(callerSignal.reason);
-    callerSignal.addEventListener('abort', forward, { once: true });
+    const relay: CallerAbort['relay'] = { onAbort: () => controller.abort(callerSignal.reason), listener: () => relay.onAbort() };
+    callerSignal.addEventListener('abort', relay.listener, { once: true });
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
     try {
       // A provider whose start throws instead of rejecting still fails as a rejection.
       starting = Promise.resolve(provider.start(resolved));
     } catch (error) {
-      callerSignal.removeEventListener('abort', forward);
+      callerSignal.removeEventListener('abort', relay.listener);
       return Promise.reject(error as Error);
     }
-    const publishing = this.#publish(provider, resolved.parent, starting, controller, callerSignal, admission);
+    const publishing = this.#publish(provider, resolved.parent, starting, controller, { signal: callerSignal, relay }, admission);
     this.#starting.set(publishing, controller);
-    const settled = () => {
-      callerSignal.removeEventListener('abort', forward);
-      this.#starting.delete(publishing);
-    };
-    publishing.then(settled, settled);
+    // A published run has taken the listener over; a failed start removes it here.
+    publishing.then(
+      () => this.#starting.delete(publishing),
+      () => {
+        callerSignal.removeEventListener('abort', relay.listener);
+        this.#starting.delete(publishing);
+      },
+    );
     return publishing;
   }
 
@@ -159,7 +162,7 @@ export class SubagentService {
     parent: Agent,
     starting: Promise<SubagentRun>,
     controller: AbortController,
-    callerSignal: AbortSignal,
+    caller: CallerAbort,
     admission: TreeAdmission | undefined,
   ): Promise<SubagentRun> {
     const raw = await starting;
@@ -177,7 +180,7 @@ export class SubagentService {
       throw SubagentError.closedWhile('the host', 'the child was starting');
     }
     this.#subtrees.open(raw.id);
-    const run = new ManagedRun(raw, provider.name, controller, callerSignal, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
+    const run = new ManagedRun(raw, provider.name, controller, caller, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
     this.#runs.add(run);
     admission?.join(run);
     const info = { runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
