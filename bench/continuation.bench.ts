@@ -1,6 +1,7 @@
 // Continuation: a follow-up to a resident continuable child (a spawn child resident in its worker
-// thread, and an in-process one), and to an evicted one whose log has about 1,000 events (cold
-// resume from SQLite), each timed from the call to the epoch's end.
+// thread, also on a store opened with `synchronous: 'normal'`, and an in-process one), and to an
+// evicted one whose log has about 1,000 events (cold resume from SQLite), each timed from the call
+// to the epoch's end.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,8 +10,8 @@ import { sampled, type Row, type Suite } from './lib.js';
 
 const LOG_EVENTS = 1000;
 
-async function open(path: string, lingerMs: number): Promise<Host> {
-  const host = await createHost({ persistence: { sqlite: path }, providers: false, pool: { minThreads: 1 }, continuation: { lingerMs } });
+async function open(path: string, lingerMs: number, synchronous: 'full' | 'normal' = 'full'): Promise<Host> {
+  const host = await createHost({ persistence: { sqlite: path, synchronous }, providers: false, pool: { minThreads: 1 }, continuation: { lingerMs } });
   host.subagents.registerProvider(inProcessProvider(host));
   host.subagents.registerProvider(spawnProvider(host));
   await host.pool.warm();
@@ -39,6 +40,26 @@ async function timedFollowup(host: Host, parent: Agent, childId: string): Promis
   return ms;
 }
 
+async function start(host: Host, parent: Agent, provider: string, childId: string): Promise<void> {
+  const started = nextEnd(host, childId);
+  await host.subagents.startContinuable({ provider, label: 'bench', childId, request: { prompt: [text('hi')], parent } });
+  await started;
+}
+
+/** The resident spawn row again, on a store that fsyncs at checkpoints only (`synchronous: 'normal'`). */
+async function residentOnNormal(path: string): Promise<Row> {
+  const host = await open(path, 60_000, 'normal');
+  try {
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    await start(host, parent, 'spawn', 'worker-child');
+    const row = await sampled('continuation/followup-resident-sync-normal', 50, () => timedFollowup(host, parent, 'worker-child'), 5);
+    row.note = "spawn child resident in its thread, SQLite synchronous: 'normal'";
+    return row;
+  } finally {
+    await host.close();
+  }
+}
+
 async function evicted(host: Host, childId: string): Promise<void> {
   while (host.sessions.get(childId)) await new Promise((resolve) => setTimeout(resolve, 1));
 }
@@ -51,19 +72,16 @@ export const continuationSuite: Suite = {
     try {
       const resident = await open(path, 60_000);
       const parent = await resident.createAgent({ sessionId: 'parent' });
-      const start = async (provider: string, childId: string) => {
-        const started = nextEnd(resident, childId);
-        await resident.subagents.startContinuable({ provider, label: 'bench', childId, request: { prompt: [text('hi')], parent } });
-        await started;
-      };
-      await start('spawn', 'worker-child');
+      await start(resident, parent, 'spawn', 'worker-child');
       const rows: Row[] = [await sampled('continuation/followup-resident', 50, () => timedFollowup(resident, parent, 'worker-child'), 5)];
       rows[0]!.note = 'spawn child resident in its thread';
-      await start('in-process', 'child');
+      await start(resident, parent, 'in-process', 'child');
       rows.push(await sampled('continuation/followup-resident-in-process', 50, () => timedFollowup(resident, parent, 'child'), 5));
       rows[1]!.note = 'in-process child';
       while (resident.sessions.get('child')!.events.length < LOG_EVENTS) await timedFollowup(resident, parent, 'child');
       await resident.close();
+      // Measured with one host at a time: its row goes beside the resident spawn row.
+      rows.splice(1, 0, await residentOnNormal(join(dir, 'normal.db')));
 
       const cold = await open(path, 0);
       const resumed = (await cold.agents.resume({ sessionId: 'parent' })).agent;

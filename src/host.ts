@@ -7,7 +7,7 @@ import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
 import { memoryPersistence } from './persistence/memory.js';
-import { sqlitePersistence } from './persistence/sqlite.js';
+import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService } from './service/service.js';
 import { bindHostParts, type Host } from './providers/provider-host.js';
@@ -19,8 +19,8 @@ export type { Host, HostAgents, HostSessions, HostTools, LiveSession } from './p
 export interface HostOptions {
   /** Default model of agents. @default { kind: 'scripted' } */
   model?: ModelSpec;
-  /** Where sessions are kept. @default 'memory' */
-  persistence?: 'memory' | { sqlite: string } | SessionPersistence;
+  /** Where sessions are kept; `{ sqlite: path, …options }` takes the options of `sqlitePersistence`. @default 'memory' */
+  persistence?: 'memory' | ({ sqlite: string } & SqlitePersistenceOptions) | SessionPersistence;
   /** Host tools, callable by agents (and by worker children, across the thread boundary). */
   tools?: Tool[];
   /** The worker pool of the spawn and fork providers. */
@@ -47,7 +47,8 @@ const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'flush', 'close
 function openPersistence(option: HostOptions['persistence']): { persistence: SessionPersistence; owned: boolean } {
   if (option === undefined || option === 'memory') return { persistence: memoryPersistence(), owned: true };
   if (typeof option === 'object' && option !== null && 'sqlite' in option) {
-    return { persistence: sqlitePersistence(option.sqlite), owned: true };
+    const { sqlite, ...options } = option;
+    return { persistence: sqlitePersistence(sqlite, options), owned: true };
   }
   if (typeof option === 'object' && option !== null && PERSISTENCE_METHODS.every((m) => typeof (option as unknown as Record<string, unknown>)[m] === 'function')) {
     return { persistence: option as SessionPersistence, owned: false };

@@ -13,9 +13,14 @@ const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const files = tempFiles('subagent-continuation-crash-');
 const track = closeAfterEach();
 
-it.each(['in-process', 'spawn'])('runs a follow-up accepted before SIGKILL after restart, before a newer one (%s)', async (provider) => {
+// `synchronous: 'normal'` leaves the fsync to checkpoints: a commit is in the OS, which a SIGKILL does not lose.
+it.each([
+  ['in-process', 'full'],
+  ['spawn', 'full'],
+  ['spawn', 'normal'],
+])('runs a follow-up accepted before SIGKILL after restart, before a newer one (%s, synchronous %s)', async (provider, synchronous) => {
   const file = files.file();
-  const child = spawn(process.execPath, [fixture, packageUrl, file, provider], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [fixture, packageUrl, file, provider, synchronous], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));

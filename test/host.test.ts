@@ -136,6 +136,7 @@ describe('createHost persistence', () => {
     ['null', null],
     ['an empty object', {}],
     ['a non-string sqlite path', { sqlite: 42 }],
+    ['an unknown sqlite synchronous setting', { sqlite: ':memory:', synchronous: 'off' }],
     ['an object with only some persistence methods', { append: () => Promise.resolve() }],
   ])('rejects %s with INVALID_OPTIONS', async (_label, persistence) => {
     await expect(createHost({ providers: false, persistence: persistence as NonNullable<HostOptions['persistence']> })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });

@@ -163,6 +163,7 @@ describe('sqlitePersistence', () => {
     ['a negative flushIntervalMs', ':memory:', { flushIntervalMs: -1 }],
     ['a fractional busyTimeoutMs', ':memory:', { busyTimeoutMs: 1.5 }],
     ['an unknown option', ':memory:', { flushEvery: 5 }],
+    ['an unknown synchronous setting', ':memory:', { synchronous: 'off' }],
   ])('rejects %s as INVALID_OPTIONS', (_name, file, options) => {
     expect(thrown(() => open(file, options as SqlitePersistenceOptions))).toMatchObject({ code: 'INVALID_OPTIONS' });
   });

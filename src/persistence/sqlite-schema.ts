@@ -129,7 +129,7 @@ function createPrivateFile(path: string): void {
  * `INVALID_OPTIONS` for a path that cannot be opened, `PERSISTENCE_UNAVAILABLE` for a store that is
  * locked or that SQLite cannot set up.
  */
-export function openDatabase(path: string, busyTimeoutMs: number): Database.Database {
+export function openDatabase(path: string, busyTimeoutMs: number, synchronous: 'full' | 'normal' = 'full'): Database.Database {
   if (path !== ':memory:') createPrivateFile(path);
   let db: Database.Database;
   try {
@@ -139,7 +139,7 @@ export function openDatabase(path: string, busyTimeoutMs: number): Database.Data
   }
   try {
     db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
+    db.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     db.pragma('foreign_keys = ON');
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     migrate(db, path);

@@ -31,13 +31,24 @@ function lastUserText(request: ModelRequest): string {
 /** Output tokens counted for each scripted tool call. */
 export const SCRIPTED_TOKENS_PER_TOOL_CALL = 8;
 
+// A request carries the whole history, and the history hands out the same message objects turn
+// after turn: counting each message once keeps a long session's usage linear, not quadratic.
+const messageChars = new WeakMap<ModelRequest['messages'][number], number>();
+
+function charsOf(message: ModelRequest['messages'][number]): number {
+  let chars = messageChars.get(message);
+  if (chars === undefined) {
+    chars = textOf(message.content).length;
+    for (const block of message.content) if (block.type === 'tool_result') chars += textOf(block.content).length;
+    messageChars.set(message, chars);
+  }
+  return chars;
+}
+
 /** Deterministic usage of an answer with `text` and `calls` tool calls to `request` (see the file header). */
 export function estimatedUsage(request: Pick<ModelRequest, 'system' | 'messages'>, text: string, calls: number): Usage {
   let chars = request.system?.length ?? 0;
-  for (const message of request.messages) {
-    chars += textOf(message.content).length;
-    for (const block of message.content) if (block.type === 'tool_result') chars += textOf(block.content).length;
-  }
+  for (const message of request.messages) chars += charsOf(message);
   return { inputTokens: Math.ceil(chars / 4), outputTokens: Math.ceil(text.length / 4) + SCRIPTED_TOKENS_PER_TOOL_CALL * calls };
 }
 
