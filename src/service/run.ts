@@ -115,6 +115,15 @@ export interface CallerAbort {
   readonly relay: { onAbort: () => void; readonly listener: () => void };
 }
 
+/**
+ * The caller's relay, made here so that its listener holds only the relay: the start's own frame
+ * (the request, the provider's promise) is not kept alive by a listener that outlives it.
+ */
+export function callerAbort(signal: AbortSignal, onAbort: () => void): CallerAbort {
+  const relay = { onAbort, listener: () => relay.onAbort() };
+  return { signal, relay };
+}
+
 export class ManagedRun implements SubagentRun {
   readonly id: SessionId;
   readonly localAgent: Agent | undefined;

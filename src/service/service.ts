@@ -19,7 +19,7 @@ import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
 import { addUsage, emptyUsage } from '../seam/usage.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
-import { ManagedRun, assertRunShape, type CallerAbort } from './run.js';
+import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
 import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
@@ -133,7 +133,8 @@ export class SubagentService {
     // provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
     const controller = new AbortController();
     const callerSignal = resolved.signal;
-    const relay: CallerAbort['relay'] = { onAbort: () => controller.abort(callerSignal.reason), listener: () => relay.onAbort() };
+    const caller = callerAbort(callerSignal, () => controller.abort(callerSignal.reason));
+    const { relay } = caller;
     callerSignal.addEventListener('abort', relay.listener, { once: true });
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
@@ -144,7 +145,7 @@ export class SubagentService {
       callerSignal.removeEventListener('abort', relay.listener);
       return Promise.reject(error as Error);
     }
-    const publishing = this.#publish(provider, resolved.parent, starting, controller, { signal: callerSignal, relay }, admission);
+    const publishing = this.#publish(provider, resolved.parent, starting, controller, caller, admission);
     this.#starting.set(publishing, controller);
     // A published run has taken the listener over; a failed start removes it here.
     publishing.then(
