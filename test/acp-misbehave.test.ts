@@ -188,6 +188,19 @@ describe('acpProvider with misbehaving agents', () => {
       expect(host.sessions.list().map((session) => session.header.id)).toEqual([parent.id]);
     });
 
+    it('rejects CLOSED (not CANCELLED) and reaps the agent when host.close() interrupts the start', async () => {
+      use(['--hang-init', '--ignore-eof', '--trap-sigterm']);
+      const before = childPids();
+      const starting = start();
+      const spawned = newChildPids(before);
+      const rejected = expect(starting).rejects.toMatchObject({ code: 'CLOSED', cause: { code: 'CANCELLED' } });
+      await host.close();
+      await rejected;
+      expect(spawned).toHaveLength(1);
+      expect(spawned.filter(isAlive)).toEqual([]);
+      expect(host.sessions.list()).toEqual([]);
+    });
+
     it('rejects START_FAILED and reaps an agent that closes its output but keeps running', async () => {
       host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: ['-e', 'process.stdout.end(); setInterval(() => {}, 1000)'], ...GRACES }));
       const before = childPids();

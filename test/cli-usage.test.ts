@@ -103,6 +103,13 @@ describe('subagent-host worker', () => {
     expect(stdout).toMatch(/^usage: subagent-host worker --redis URL/);
   });
 
+  it.each([[['--bogus']], [['stray']]])('names the bad argument %j with the usage on stderr and exits 2 without connecting', async (args) => {
+    const { code, stdout, stderr } = await runCli('worker', ...args);
+    expect([code, stdout]).toEqual([2, '']);
+    expect(stderr).toMatch(new RegExp(`^subagent-host worker: .*'${args[0]}'`));
+    expect(stderr).toContain('usage: subagent-host worker --redis URL');
+  });
+
   // The values are checked before Redis is contacted: nothing listens on port 1.
   it.each([
     [['--queue', 'my queue'], '--queue must be 1–100 letters, digits, _ . or -'],

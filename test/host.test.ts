@@ -203,17 +203,18 @@ describe('host lifecycle', () => {
 });
 
 describe('host lifecycle with children', () => {
-  it('leaves no child behind when close() races a start', async () => {
-    const host = await open();
-    host.subagents.registerProvider(inProcessProvider(host));
+  // The host closing is the cause, so the start rejects CLOSED, whichever step it was in.
+  it.each(['in-process', 'spawn'])('rejects a %s start that close() interrupts CLOSED and leaves no child behind', async (provider) => {
+    const host = await open({ providers: provider === 'spawn' });
+    if (provider === 'in-process') host.subagents.registerProvider(inProcessProvider(host));
     const parent = await host.createAgent();
-    const starting = host.subagents.start('in-process', {
+    const starting = host.subagents.start(provider, {
       prompt: [text('work')],
       parent,
       signal: new AbortController().signal,
       agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
     });
-    const rejected = expect(starting).rejects.toMatchObject({ code: expect.stringMatching(/^(CLOSED|CANCELLED)$/) });
+    const rejected = expect(starting).rejects.toMatchObject({ code: 'CLOSED', cause: { code: 'CANCELLED' } });
     await host.close();
     await rejected;
     expect(host.agents.list()).toEqual([]);

@@ -30,19 +30,26 @@ function log(line: string): void {
 
 /** Runs the worker until a termination signal; resolves with the exit code. */
 export async function run(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    strict: true,
-    options: {
-      redis: { type: 'string' },
-      queue: { type: 'string' },
-      concurrency: { type: 'string' },
-      'pool-threads': { type: 'string' },
-      'lock-duration-ms': { type: 'string' },
-      'drain-grace-ms': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      strict: true,
+      options: {
+        redis: { type: 'string' },
+        queue: { type: 'string' },
+        concurrency: { type: 'string' },
+        'pool-threads': { type: 'string' },
+        'lock-duration-ms': { type: 'string' },
+        'drain-grace-ms': { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }));
+  } catch (error) {
+    // An unknown option or a stray argument is a usage error: exit code 2, as every command.
+    process.stderr.write(`subagent-host worker: ${describeError(error)}\n\n${USAGE}\n`);
+    return 2;
+  }
   if (values.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;

@@ -2,7 +2,7 @@
 // until the model stops, and always close the turn with `turn/end` and its reason.
 import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
-import type { CancelCause, FailureInfo, TurnEndReason, Usage } from '../seam/session-types.js';
+import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason } from './models/types.js';
 import { runTools } from './tool-calls.js';
 import type { TurnContext } from './turn-context.js';
@@ -136,6 +136,9 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
       try {
         outcome = await runStep(ctx, turn, step, signal);
       } finally {
+        // A model that writes another agent's steps into this log (a resident worker child's
+        // turn) leaves the last of them open: this step/end closes it, and the count moves on.
+        step = openStep(session.events, step);
         session.append('step/end', { turn, step });
       }
       observeFlag();
@@ -160,6 +163,12 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
     session.append('turn/end', { turn, reason });
   }
   return reason;
+}
+
+/** The number of the step the log has open (the latest `step/start`; runTurn wrote one). */
+function openStep(events: readonly SessionEvent[], fallback: number): number {
+  const start = events.findLast((event) => event.type === 'step/start');
+  return (start?.data as SessionEventMap['step/start'] | undefined)?.step ?? fallback;
 }
 
 function causeOf(reason: unknown): CancelCause {

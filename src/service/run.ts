@@ -78,6 +78,16 @@ export function assertRunShape(run: unknown, provider: string): asserts run is S
   if (!plainRun(run)) parseOrThrow(runShape, run, 'CONTRACT_VIOLATION', 'run', `provider ${provider} returned a malformed run`);
 }
 
+/** What the service does around a run's life (all optional). */
+export interface RunLifecycle {
+  /** What the child's descendants spent, read when its result settles (its `treeUsage`). */
+  descendants?: () => SubagentUsage | undefined;
+  /** Releases the child's continuable descendants; dispose awaits it before disposing the child. */
+  releaseDescendants?: () => Promise<void>;
+  /** Called once the run is disposed. */
+  disposed?: () => void;
+}
+
 /** Normalizes a provider's raw result; `undefined` when it is malformed. */
 function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => SubagentUsage | undefined) | undefined): SubagentResult | undefined {
   let fields = plainResult(raw);
@@ -136,24 +146,17 @@ export class ManagedRun implements SubagentRun {
    */
   #state: 'running' | 'settled' | 'cancelled' = 'running';
   #disposing: Promise<void> | undefined;
-  readonly #onDisposed: (() => void) | undefined;
+  readonly #lifecycle: RunLifecycle;
 
   /**
    * `controller` is the run's own cancellation, already combined into the signal the provider
    * got; aborting the caller's signal has the same effect as `cancel()` (through `caller`, whose
-   * listener the run removes once its result settles). `descendants` is what the
-   * child's descendants spent, read when its result settles (its `treeUsage`).
+   * listener the run removes once its result settles).
    */
-  constructor(
-    run: SubagentRun,
-    provider: string,
-    controller: AbortController,
-    caller: CallerAbort,
-    onDisposed?: () => void,
-    descendants?: () => SubagentUsage | undefined,
-  ) {
+  constructor(run: SubagentRun, provider: string, controller: AbortController, caller: CallerAbort, lifecycle: RunLifecycle = {}) {
+    const { descendants } = lifecycle;
     this.#run = run;
-    this.#onDisposed = onDisposed;
+    this.#lifecycle = lifecycle;
     this.#controller = controller;
     this.id = run.id;
     this.localAgent = run.localAgent;
@@ -200,13 +203,19 @@ export class ManagedRun implements SubagentRun {
   }
 
   async #release(): Promise<void> {
+    // Child-first: the child's continuable descendants go before it, so none outlives its parent.
+    const below = await this.#lifecycle.releaseDescendants?.().then(
+      () => undefined,
+      (error: unknown) => ({ error }),
+    );
     try {
       await this.#run.dispose();
     } finally {
       // The provider's own result, not ours: ours may itself be waiting on this dispose.
       await settled(this.#run.result);
-      this.#onDisposed?.();
+      this.#lifecycle.disposed?.();
     }
+    if (below) throw below.error;
   }
 
   [Symbol.asyncDispose](): Promise<void> {

@@ -2,7 +2,7 @@
 // events, and the catalog. It never knows how a child runs; providers do.
 import type { Agent } from '../seam/agent-types.js';
 import { newId, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../seam/content.js';
-import { SubagentError, describeError } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type {
   ContinuableStartSpec,
   SubagentDescendantListEntry,
@@ -37,6 +37,9 @@ export interface SubagentCatalog {
   listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]>;
   listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]>;
 }
+
+/** The abort reason of starts that close() interrupts (compared by identity). */
+const HOST_CLOSING = Object.freeze({ kind: 'disposed' as const });
 
 export class SubagentService {
   readonly #providers = new ProviderRegistry();
@@ -166,7 +169,16 @@ export class SubagentService {
     caller: CallerAbort,
     admission: TreeAdmission | undefined,
   ): Promise<SubagentRun> {
-    const raw = await starting;
+    let raw: SubagentRun;
+    try {
+      raw = await starting;
+    } catch (error) {
+      // close() aborted the start (the caller did not): the host closing is the cause, not a cancel.
+      if (controller.signal.reason === HOST_CLOSING && isSubagentError(error, 'CANCELLED')) {
+        throw new SubagentError('CLOSED', 'the host closed while the child was starting', { cause: error });
+      }
+      throw error;
+    }
     try {
       assertRunShape(raw, provider.name);
     } catch (error) {
@@ -181,7 +193,14 @@ export class SubagentService {
       throw SubagentError.closedWhile('the host', 'the child was starting');
     }
     this.#subtrees.open(raw.id);
-    const run = new ManagedRun(raw, provider.name, controller, caller, () => this.#runs.delete(run), () => this.#subtrees.descendants(raw.id));
+    const continuation = this.#continuation;
+    const child = raw.localAgent;
+    const run = new ManagedRun(raw, provider.name, controller, caller, {
+      descendants: () => this.#subtrees.descendants(raw.id),
+      // A local child may have started continuable children of its own: they go before it.
+      ...(continuation && child ? { releaseDescendants: () => drainDescendants(continuation, [child]) } : {}),
+      disposed: () => this.#runs.delete(run),
+    });
     this.#runs.add(run);
     admission?.join(run);
     const info = { runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
@@ -273,7 +292,7 @@ export class SubagentService {
   /** Host shutdown: refuses new starts, cancels and awaits pending ones, disposes every run. */
   async close(): Promise<void> {
     this.#closed = true;
-    for (const controller of this.#starting.values()) controller.abort({ kind: 'disposed' });
+    for (const controller of this.#starting.values()) controller.abort(HOST_CLOSING);
     // Continuable children go first (child-first), before one-shot runs and the agents they use.
     if (this.#continuation) {
       await drainAll(this.#continuation).catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));

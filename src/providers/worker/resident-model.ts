@@ -28,10 +28,11 @@ function stepMessages(events: readonly SessionEvent[]): ResidentMessage[] {
   return messages;
 }
 
-/** The number of the host-side turn now running. */
-function currentTurn(events: readonly SessionEvent[]): number {
-  const start = events.findLast((event) => event.type === 'turn/start');
-  return (start?.data as SessionEventMap['turn/start'] | undefined)?.turn ?? 0;
+/** The host-side turn and step now running (the step's input is the child's turn). */
+function currentStep(events: readonly SessionEvent[]): { turn: number; step: number } {
+  const start = events.findLast((event) => event.type === 'step/start');
+  const { turn, step } = (start?.data as SessionEventMap['step/start'] | undefined) ?? { turn: 0, step: 1 };
+  return { turn, step };
 }
 
 /**
@@ -120,7 +121,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
     }
     // A budget stop inside the child's turn stops the host-side turn the same way (its input is discarded).
-    const relay = new TurnRelay(signal, agent.session, currentTurn(agent.session.events), (cause) => agent.cancel(cause));
+    const relay = new TurnRelay(signal, agent.session, currentStep(agent.session.events), (cause) => agent.cancel(cause));
     stay.turn = relay;
     stay.slot.busy();
     this.#previous = relay.ended;

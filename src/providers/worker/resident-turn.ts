@@ -34,6 +34,8 @@ export class TurnRelay {
   readonly #session: SessionLog;
   /** The host-side turn's number (the child's copy may count its turns differently). */
   readonly #turn: number;
+  /** The host-side step this child turn runs in: the child's step 1 is it, its later steps follow on. */
+  readonly #step: number;
   #finish: ModelChunk | undefined;
   #wake: (() => void) | undefined;
   /** The child's first `step/start` is the host-side step's own. */
@@ -47,10 +49,11 @@ export class TurnRelay {
   readonly #hookStop: (cause: CancelCause) => void;
 
   /** `hookStop` cancels the host-side turn with the cause a hook (the child's budget) stopped the child's turn with. */
-  constructor(signal: AbortSignal, session: SessionLog, turn: number, hookStop: (cause: CancelCause) => void) {
+  constructor(signal: AbortSignal, session: SessionLog, at: { turn: number; step: number }, hookStop: (cause: CancelCause) => void) {
     this.#signal = signal;
     this.#session = session;
-    this.#turn = turn;
+    this.#turn = at.turn;
+    this.#step = at.step;
     this.#hookStop = hookStop;
   }
 
@@ -82,9 +85,15 @@ export class TurnRelay {
     else this.#append(event);
   }
 
+  /** Appends a child's event numbered as the host-side log counts (its own copy numbers from 1 each turn). */
   #append(event: SessionEvent): void {
-    const data = event.data as { turn?: unknown } | null;
-    this.#session.append(event.type, data !== null && typeof data === 'object' && 'turn' in data ? { ...data, turn: this.#turn } : data);
+    const data = event.data as { turn?: unknown; step?: unknown } | null;
+    if (data === null || typeof data !== 'object' || !('turn' in data)) {
+      this.#session.append(event.type, data);
+      return;
+    }
+    const step = typeof data.step === 'number' ? { step: this.#step + data.step - 1 } : {};
+    this.#session.append(event.type, { ...data, turn: this.#turn, ...step });
   }
 
   #settle(finish: ModelChunk): void {

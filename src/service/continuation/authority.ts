@@ -42,6 +42,9 @@ export class Admission {
 
   /** Closes admission for `root` and everything below it until that root agent leaves the registry. */
   closeBelow(root: Agent, members: Iterable<Agent>): void {
+    // Every disposed one-shot local child closes admission below it: roots no longer live go here,
+    // so the map holds live roots only, however few checks run.
+    for (const gone of [...this.#roots.keys()].filter((agent) => this.agents.get(agent.id) !== agent)) this.#roots.delete(gone);
     const set = this.#roots.get(root) ?? new Set<Agent>();
     for (const member of members) set.add(member);
     this.#roots.set(root, set);

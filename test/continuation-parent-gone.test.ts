@@ -1,0 +1,59 @@
+// Continuable children whose parent leaves: disposing a one-shot local child releases the continuable
+// children it started first (child-first) and resolves; a resident child whose durable parent is no
+// longer live cannot report to it (PARENT_UNAVAILABLE).
+import { describe, expect, it } from 'vitest';
+import { text, type ModelSpec } from 'subagent-host';
+import { continuationHost, continuationSuite, HANG, startChild, turnEnds, untilEvent } from './continuation-helpers.js';
+
+const { files, track, setup } = continuationSuite('subagent-continuation-parent-gone-');
+const QUICK: ModelSpec = { kind: 'scripted', steps: [{ text: 'done' }] };
+
+describe('disposing a one-shot in-process child that started continuable children', () => {
+  it.each([
+    ['running', HANG],
+    ['settled', QUICK],
+  ] as const)('releases its %s continuable grandchild before the child, and resolves', async (state, model) => {
+    const { host, parent, recorder } = await setup();
+    const run = await host.subagents.start('in-process', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: QUICK } });
+    await run.result;
+    const child = run.localAgent!;
+    const { childId: grandchildId } = await startChild(host, child, 'below', { model });
+    const grandchild = host.agents.get(grandchildId)!;
+    if (state === 'running') await untilEvent(grandchild, 'step/start');
+    else await recorder.until(() => recorder.ends.some((end) => end.id === grandchildId));
+    // Child-first: a running grandchild's epoch ends (aborted) while the child is still live.
+    let childLiveAtEnd: boolean | undefined;
+    const off = host.subagents.on('subagent/end', (end) => {
+      if (end.id === grandchildId) childLiveAtEnd = host.agents.get(child.id) === child;
+    });
+    await run.dispose();
+    off();
+    expect(childLiveAtEnd).toBe(state === 'running' ? true : undefined);
+    expect(host.agents.get(grandchildId)).toBeUndefined();
+    expect(host.agents.get(child.id)).toBeUndefined();
+    expect(turnEnds(host.sessions.get(grandchildId)?.events ?? grandchild.session.events)).toStrictEqual([state === 'running' ? 'aborted' : 'completed']);
+    // Released, it is no resident child any more: it cannot report.
+    await expect(host.subagents.reportFrom(grandchild, [text('late')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+  });
+});
+
+describe('reportFrom', () => {
+  it('rejects PARENT_UNAVAILABLE when the child’s durable parent is no longer live, and delivers nothing', async () => {
+    const file = files.file();
+    const first = await continuationHost(file);
+    const stored = await first.createAgent();
+    await first.close();
+    const host = track(await continuationHost(file));
+    // The parent comes back live for a while: its owner holds the handle and disposes it.
+    const handle = await host.agents.resume({ sessionId: stored.id });
+    const { childId } = await startChild(host, handle.agent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    await handle.dispose();
+    expect(host.agents.get(stored.id)).toBeUndefined();
+    expect(child.session.header.parentSession).toBe(stored.id);
+    await expect(host.subagents.reportFrom(child, [text('news')], { delivery: 'next-step' })).rejects.toMatchObject({ code: 'PARENT_UNAVAILABLE', message: expect.stringContaining(stored.id) });
+    await expect(host.subagents.reportFrom(child, [text('news')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'PARENT_UNAVAILABLE' });
+    expect(host.agents.get(childId)).toBe(child);
+  });
+});
