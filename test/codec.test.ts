@@ -98,6 +98,10 @@ const cases: [string, () => unknown][] = [
   ['plain Error cause', () => new SubagentError('CANCELLED', 'stop', { cause: new RangeError('too far') })],
   ['circular references', circular],
   ['shared references', shared],
+  ['shared references between plain objects', () => {
+    const leaf = { text: 'same' };
+    return { a: leaf, list: [leaf, [leaf]] };
+  }],
   ['content blocks', () => blocks],
 ];
 
@@ -179,6 +183,33 @@ describe('codec property', () => {
   it('parse(stringify(v)) equals v for JSON values and richer values', () => {
     fc.assert(fc.property(fc.jsonValue(), (value) => same(parse(stringify(value)), value)));
     fc.assert(fc.property(tree, (value) => same(parse(stringify(value)), value)));
+  });
+});
+
+describe('codec on plain JSON', () => {
+  /** Every object and array inside `value`. */
+  function containers(value: unknown, into = new Set<object>()): Set<object> {
+    if (typeof value === 'object' && value !== null) {
+      into.add(value);
+      for (const item of Object.values(value)) containers(item, into);
+    }
+    return into;
+  }
+
+  it('encodes a copy with no annotations that shares no object with the value', () => {
+    const value = { prompt: [{ type: 'text', text: 'hi' }], n: 1.5, ok: true, none: null, nested: { list: [[], {}] } };
+    const encoded = encode(value);
+    expect(encoded).toEqual({ json: value });
+    expect('meta' in encoded).toBe(false);
+    const inside = containers(value);
+    for (const copy of containers(encoded.json)) expect(inside.has(copy)).toBe(false);
+  });
+
+  it('encodes a null-prototype object as a plain one', () => {
+    const value = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1 });
+    const json = encode(value).json as object;
+    expect(Object.getPrototypeOf(json)).toBe(Object.prototype);
+    expect(decode({ json })).toEqual({ a: 1 });
   });
 });
 

@@ -1,5 +1,6 @@
 // SubagentService.start before publication: validation order, the request snapshot the provider
 // receives, cancellation before start, and rejected or malformed starts (seam-spec S1–S5).
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SUBAGENT_DESCRIPTOR_VERSION, text, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
 import { deferred, holed } from './helpers.js';
@@ -147,9 +148,12 @@ describe('failed and malformed starts', () => {
   it('S5: passes a provider rejection through and emits no events', async () => {
     const failure = new Error('provider failed');
     t.host.subagents.registerProvider(fakeProvider('bad', { start: () => Promise.reject(failure) }));
-    await expect(t.host.subagents.start('bad', t.request())).rejects.toBe(failure);
+    const controller = new AbortController();
+    await expect(t.host.subagents.start('bad', t.request({ signal: controller.signal }))).rejects.toBe(failure);
     expect(events).toEqual([]);
     expect(t.host.subagents.activeRuns).toBe(0);
+    // The start's one listener on the caller's signal goes with the failed start.
+    expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
   });
 
   it('turns a provider start that throws synchronously into a rejection', async () => {

@@ -91,7 +91,8 @@ export function encodeEvents(
   events: readonly SessionEvent[],
 ): EncodedEvent[] {
   const encoded: EncodedEvent[] = [];
-  for (const [index, event] of events.entries()) {
+  for (let index = 0; index < events.length; index++) {
+    const event = events[index]!;
     const expected = nextSeq + index;
     if (event.seq !== expected) {
       throw new SubagentError(

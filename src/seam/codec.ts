@@ -147,8 +147,62 @@ instance.registerCustom<Record<string, unknown>, JSONValue>(
   'object',
 );
 
+/** What `plainCopy` returns for a value it leaves to superjson. */
+const NOT_PLAIN: unique symbol = Symbol('not plain');
+// Deeper values go through superjson, which reports what the copy would not.
+const MAX_PLAIN_DEPTH = 256;
+
+/**
+ * A copy of `value` if it is plain JSON: strings, finite numbers (not -0), booleans, null, dense
+ * arrays and plain objects of those, with no dangerous key, each object reached once. That is
+ * what superjson emits with no annotations, built here without its bookkeeping per node (most
+ * payloads are plain: prompts, task data, results); anything else returns NOT_PLAIN.
+ */
+function plainCopy(value: unknown, seen: Set<object>, depth: number): unknown {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) && !Object.is(value, -0) ? value : NOT_PLAIN;
+    case 'object':
+      break;
+    default:
+      return NOT_PLAIN;
+  }
+  if (value === null) return null;
+  if (depth > MAX_PLAIN_DEPTH || seen.has(value)) return NOT_PLAIN;
+  seen.add(value);
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Array.prototype) {
+    const source = value as unknown[];
+    const copy: unknown[] = [];
+    for (let index = 0; index < source.length; index++) {
+      // A hole or an undefined item needs superjson's annotation.
+      const item = source[index] === undefined ? NOT_PLAIN : plainCopy(source[index], seen, depth + 1);
+      if (item === NOT_PLAIN) return NOT_PLAIN;
+      copy.push(item);
+    }
+    return copy;
+  }
+  if ((proto !== Object.prototype && proto !== null) || value === Object.prototype) return NOT_PLAIN;
+  const source = value as Record<string, unknown>;
+  const copy: Record<string, unknown> = {};
+  const keys = Object.keys(source);
+  for (let index = 0; index < keys.length; index++) {
+    const key = keys[index]!;
+    if (key === DANGEROUS_KEYS[0] || key === DANGEROUS_KEYS[1] || key === DANGEROUS_KEYS[2]) return NOT_PLAIN;
+    const item = plainCopy(source[key], seen, depth + 1);
+    if (item === NOT_PLAIN) return NOT_PLAIN;
+    copy[key] = item;
+  }
+  return copy;
+}
+
 /** Encodes `value` (Date, Map, Set, BigInt, URL, errors, cycles…) as a postMessage-safe `{ json, meta? }`. */
 export function encode(value: unknown): Encoded {
+  const json = plainCopy(value, new Set(), 0);
+  if (json !== NOT_PLAIN) return { json };
   try {
     return toEncoded(instance.serialize(value as SuperJSONValue));
   } catch (error) {
@@ -157,6 +211,12 @@ export function encode(value: unknown): Encoded {
       cause: error,
     });
   }
+}
+
+/** A detached deep copy of `value` as it would cross a port: `decode(encode(value))`, in one walk when it is plain JSON. */
+export function snapshot<T>(value: T): T {
+  const json = plainCopy(value, new Set(), 0);
+  return json === NOT_PLAIN ? decodeOwned<T>(encode(value)) : (json as T);
 }
 
 /** Decodes what `encode` produced. Malformed input throws `SubagentError` `CORRUPT_DATA`. */

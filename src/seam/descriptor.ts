@@ -143,7 +143,10 @@ export function snapshotSubagentDescriptor(input: SubagentDescriptorInput): Suba
     const value = (input as Partial<Record<(typeof optional)[number], unknown>>)[key];
     if (value !== undefined) draft[key] = value;
   }
-  if (!plainOneShot(draft)) parseOrThrow(descriptorSchema(), draft, 'INVALID_REQUEST', 'descriptor');
+  // A plain one-shot draft holds only strings and the version number, in an object built here:
+  // it is already the detached, lossless copy.
+  if (plainOneShot(draft)) return draft as SubagentDescriptorData;
+  parseOrThrow(descriptorSchema(), draft, 'INVALID_REQUEST', 'descriptor');
   const copy = jsonCopy(draft);
   if (copy === undefined) {
     throw new SubagentError(

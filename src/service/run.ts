@@ -115,6 +115,25 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
   return deepFreeze(result);
 }
 
+/**
+ * The one listener a start puts on the caller's signal, kept for the child's whole life: until the
+ * run exists it aborts the start; the run then points `onAbort` at its `cancel` and removes
+ * `listener` when its result settles (one listener per child instead of one per phase).
+ */
+export interface CallerAbort {
+  readonly signal: AbortSignal;
+  readonly relay: { onAbort: () => void; readonly listener: () => void };
+}
+
+/**
+ * The caller's relay, made here so that its listener holds only the relay: the start's own frame
+ * (the request, the provider's promise) is not kept alive by a listener that outlives it.
+ */
+export function callerAbort(signal: AbortSignal, onAbort: () => void): CallerAbort {
+  const relay = { onAbort, listener: () => relay.onAbort() };
+  return { signal, relay };
+}
+
 export class ManagedRun implements SubagentRun {
   readonly id: SessionId;
   readonly localAgent: Agent | undefined;
@@ -131,22 +150,23 @@ export class ManagedRun implements SubagentRun {
 
   /**
    * `controller` is the run's own cancellation, already combined into the signal the provider
-   * got; aborting the caller's signal has the same effect as `cancel()`.
+   * got; aborting the caller's signal has the same effect as `cancel()` (through `caller`, whose
+   * listener the run removes once its result settles).
    */
-  constructor(run: SubagentRun, provider: string, controller: AbortController, callerSignal: AbortSignal, lifecycle: RunLifecycle = {}) {
+  constructor(run: SubagentRun, provider: string, controller: AbortController, caller: CallerAbort, lifecycle: RunLifecycle = {}) {
     const { descendants } = lifecycle;
     this.#run = run;
     this.#lifecycle = lifecycle;
     this.#controller = controller;
     this.id = run.id;
     this.localAgent = run.localAgent;
-    const onAbort = () => this.cancel(callerSignal.reason);
-    callerSignal.addEventListener('abort', onAbort, { once: true });
-    if (callerSignal.aborted) onAbort();
+    const { signal: callerSignal, relay } = caller;
+    relay.onAbort = () => this.cancel(callerSignal.reason);
+    if (callerSignal.aborted) relay.onAbort();
     this.result = Promise.resolve(run.result).then(
       async (raw) => {
         if (this.#state === 'running') this.#state = 'settled';
-        callerSignal.removeEventListener('abort', onAbort);
+        callerSignal.removeEventListener('abort', relay.listener);
         const result = normalizeResult(raw, this.#state === 'cancelled', descendants);
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
@@ -155,7 +175,7 @@ export class ManagedRun implements SubagentRun {
       },
       (error: unknown) => {
         if (this.#state === 'running') this.#state = 'settled';
-        callerSignal.removeEventListener('abort', onAbort);
+        callerSignal.removeEventListener('abort', relay.listener);
         throw error;
       },
     );

@@ -19,7 +19,7 @@ import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
 import { addUsage, emptyUsage } from '../seam/usage.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
-import { ManagedRun, assertRunShape } from './run.js';
+import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
 import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
@@ -136,24 +136,28 @@ export class SubagentService {
     // provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
     const controller = new AbortController();
     const callerSignal = resolved.signal;
-    const forward = () => controller.abort(callerSignal.reason);
-    callerSignal.addEventListener('abort', forward, { once: true });
+    const caller = callerAbort(callerSignal, () => controller.abort(callerSignal.reason));
+    const { relay } = caller;
+    callerSignal.addEventListener('abort', relay.listener, { once: true });
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
     try {
       // A provider whose start throws instead of rejecting still fails as a rejection.
       starting = Promise.resolve(provider.start(resolved));
     } catch (error) {
-      callerSignal.removeEventListener('abort', forward);
+      callerSignal.removeEventListener('abort', relay.listener);
       return Promise.reject(error as Error);
     }
-    const publishing = this.#publish(provider, resolved.parent, starting, controller, callerSignal, admission);
+    const publishing = this.#publish(provider, resolved.parent, starting, controller, caller, admission);
     this.#starting.set(publishing, controller);
-    const settled = () => {
-      callerSignal.removeEventListener('abort', forward);
-      this.#starting.delete(publishing);
-    };
-    publishing.then(settled, settled);
+    // A published run has taken the listener over; a failed start removes it here.
+    publishing.then(
+      () => this.#starting.delete(publishing),
+      () => {
+        callerSignal.removeEventListener('abort', relay.listener);
+        this.#starting.delete(publishing);
+      },
+    );
     return publishing;
   }
 
@@ -162,7 +166,7 @@ export class SubagentService {
     parent: Agent,
     starting: Promise<SubagentRun>,
     controller: AbortController,
-    callerSignal: AbortSignal,
+    caller: CallerAbort,
     admission: TreeAdmission | undefined,
   ): Promise<SubagentRun> {
     let raw: SubagentRun;
@@ -191,7 +195,7 @@ export class SubagentService {
     this.#subtrees.open(raw.id);
     const continuation = this.#continuation;
     const child = raw.localAgent;
-    const run = new ManagedRun(raw, provider.name, controller, callerSignal, {
+    const run = new ManagedRun(raw, provider.name, controller, caller, {
       descendants: () => this.#subtrees.descendants(raw.id),
       // A local child may have started continuable children of its own: they go before it.
       ...(continuation && child ? { releaseDescendants: () => drainDescendants(continuation, [child]) } : {}),

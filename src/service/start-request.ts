@@ -3,7 +3,7 @@
 // a detached copy that later mutation of the caller's objects cannot reach.
 import { z } from 'zod';
 import type { JsonSchema } from '../seam/agent-types.js';
-import { decodeOwned, encode } from '../seam/codec.js';
+import { snapshot } from '../seam/codec.js';
 import { parseBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
@@ -121,15 +121,13 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
   if (request.signal.aborted) {
     throw SubagentError.cancelled('the start', request.signal.reason, 'before a child existed');
   }
-  // The encoding is a fresh tree of its own, so it is decoded in place: one copy, not two.
-  const data = decodeOwned<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>(
-    encode({
-      prompt: request.prompt,
-      ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
-      ...(request.agentOptions === undefined ? {} : { agentOptions: request.agentOptions }),
-      ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
-    }),
-  );
+  // One detached copy, as the data would cross a port (plain JSON is copied in one walk).
+  const data = snapshot<Pick<SubagentStartRequest, 'prompt' | 'outputSchema' | 'agentOptions' | 'toolFilter'>>({
+    prompt: request.prompt,
+    ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
+    ...(request.agentOptions === undefined ? {} : { agentOptions: request.agentOptions }),
+    ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
+  });
   const descriptor = snapshotSubagentDescriptor({
     mode: 'one-shot',
     provider: provider.name,

@@ -105,6 +105,10 @@ export class Admission {
         ),
       );
     }
+    // Nobody waits and a slot is free: granted now, with no abort listener to add and remove.
+    if (this.#queue.length === 0 && (loanable(lender) || this.#free > 0)) {
+      return new Promise<Slot>((resolve) => this.#grant(request, level, loanable(lender) ? lender : undefined, resolve));
+    }
     return new Promise<Slot>((resolve, reject) => {
       const pending: Pending = {
         request,
@@ -150,9 +154,11 @@ export class Admission {
     for (const pending of this.#queue) {
       const lender = pending.lender;
       // A loan first: it is usable only by this subtree, while a root slot could serve anyone.
-      if (lender && !lender.released && lender.waits > 0 && !lender.borrower) this.#grant(pending, lender);
-      else if (this.#free > 0) this.#grant(pending, undefined);
-      else waiting.push(pending);
+      const on = loanable(lender) ? lender : undefined;
+      if (on || this.#free > 0) {
+        pending.request.signal.removeEventListener('abort', pending.onAbort);
+        this.#grant(pending.request, pending.level, on, pending.resolve);
+      } else waiting.push(pending);
     }
     this.#queue = waiting;
     this.#askYields(waiting.length);
@@ -173,9 +179,9 @@ export class Admission {
     }
   }
 
-  #grant(pending: Pending, lender: Holder | undefined): void {
+  #grant(request: AdmissionRequest, level: number, lender: Holder | undefined, resolve: (slot: Slot) => void): void {
     const holder: Holder = {
-      id: pending.request.child, level: pending.level, on: lender, borrower: undefined, waits: 0, released: false, onYield: undefined, yielding: false,
+      id: request.child, level, on: lender, borrower: undefined, waits: 0, released: false, onYield: undefined, yielding: false,
     };
     if (lender) {
       lender.borrower = holder;
@@ -184,8 +190,7 @@ export class Admission {
       this.#free--;
     }
     this.#holders.set(holder.id, holder);
-    pending.request.signal.removeEventListener('abort', pending.onAbort);
-    pending.resolve({
+    resolve({
       wait: () => this.#wait(holder),
       release: () => this.#release(holder),
       idle: (yieldSlot) => {
@@ -235,6 +240,11 @@ export class Admission {
     this.#loans = loans;
     this.#onLoansChanged(loans);
   }
+}
+
+/** Whether `lender` can lend its slot now: it waits on a host call and has not lent it yet. */
+function loanable(lender: Holder | undefined): lender is Holder {
+  return lender !== undefined && !lender.released && lender.waits > 0 && !lender.borrower;
 }
 
 function cancelled(signal: AbortSignal): SubagentError {
