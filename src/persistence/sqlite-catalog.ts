@@ -9,6 +9,7 @@ import { isSubagentError } from '../seam/errors.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { decodeCatalogHeader, decodeEvent } from './sqlite-schema.js';
+import { MAX_DEPTH, SEGMENT, depthOf, orphanPrefix } from './lineage.js';
 import { PACKED_TOKENS, WALL_TIME, flagsOf, packedFacts, unpackListed } from './listing-columns.js';
 import { LISTED_SELECT, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
 import { assertContiguous, corrupt } from './validate.js';
@@ -20,13 +21,17 @@ import { assertContiguous, corrupt } from './validate.js';
 type Values = unknown[];
 
 const FACTS = 2;
+const DEPTH = 3;
 const ORIGIN = 1;
 const HAS_CHILDREN = 2;
 
 /** The catalog statements of one database connection. */
 export class SqliteCatalog {
   readonly #children: Database.Statement<[string], Values>;
-  readonly #descendants: Database.Statement<[{ root: string }], Values>;
+  readonly #rootKey: Database.Statement<[string], Values>;
+  readonly #orphanKey: Database.Statement<[string], string>;
+  readonly #subtree: Database.Statement<[{ key: string; base: number; deepest: number }], Values>;
+  readonly #walk: Database.Statement<[{ root: string }], Values>;
   readonly #header: Database.Statement<[unknown], Values>;
   readonly #unpacked: Database.Statement<[unknown], Values>;
   /** Runs a read in one transaction: the enumeration and any row read again are one snapshot. */
@@ -43,12 +48,31 @@ export class SqliteCatalog {
          FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
       )
       .raw(true);
-    // A session has one parent, so a walk down parent links meets each session once, except that a
-    // cycle leads back to the root: UNION ALL (no dedupe) is exact when the root is not expanded
-    // again. The queue is ordered deepest first, then by creation: each session's subtree is taken
-    // out whole before its next sibling, so rows come in pre-order and no result row is sorted. The
-    // walk reads the by-parent index only; each row is read once, at the end.
-    this.#descendants = db
+    // A session's descendants are the rows whose lineage keys extend its key, in pre-order by key
+    // (lineage.ts): one range scan. Keys are ASCII, so octet_length, which counts no characters, is
+    // their length. A row at the deepest keyed depth that has children reads -1 as its depth: those
+    // children have no key, and the listing walks parent links instead.
+    this.#rootKey = db
+      .prepare<[string], Values>('SELECT (SELECT key FROM session_lineage WHERE session = s.create_order) FROM sessions s WHERE s.id = ?')
+      .raw(true);
+    this.#orphanKey = db.prepare<[string], string>(`SELECT ${orphanPrefix('?')}`).pluck(true);
+    this.#subtree = db
+      .prepare<[{ key: string; base: number; deepest: number }], Values>(
+        `SELECT id, created_at, ${packedFacts('0')},
+           CASE WHEN octet_length(l.key) < @deepest OR NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = s.id)
+             THEN (octet_length(l.key) - @base) / ${SEGMENT} ELSE -1 END,
+           ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
+         FROM session_lineage l CROSS JOIN sessions s ON s.create_order = l.session
+         WHERE l.key > @key AND l.key < @key || '~' ORDER BY l.key`,
+      )
+      .raw(true);
+    // The walk of rows without keys (on or below a parent cycle, or too deep). A session has one
+    // parent, so a walk down parent links meets each session once, except that a cycle leads back
+    // to the root: UNION ALL (no dedupe) is exact when the root is not expanded again. The queue is
+    // ordered deepest first, then by creation: each session's subtree is taken out whole before its
+    // next sibling, so rows come in pre-order and no result row is sorted. The walk reads the
+    // by-parent index only; each row is read once, at the end.
+    this.#walk = db
       .prepare<[{ root: string }], Values>(
         `WITH RECURSIVE tree(depth, created_at, create_order, rid, id) AS (
            SELECT 1, created_at, create_order, rowid, id FROM sessions WHERE parent_session = @root
@@ -86,8 +110,8 @@ export class SqliteCatalog {
     // of a session below the root is itself below the root, so the rows alone answer it.
     const path: CatalogRecord[] = [];
     return this.#snapshot(() =>
-      this.#descendants.all({ root: rootId }).map((row) => {
-        const depth = row[3] as number;
+      (this.#keyed(rootId) ?? this.#walk.all({ root: rootId })).map((row) => {
+        const depth = row[DEPTH] as number;
         const parent = depth === 1 ? undefined : path[depth - 2];
         const record = this.#recordOf(row, parent === undefined ? rootId : parent.header.id, row[6], false, depth);
         path[depth - 1] = record;
@@ -95,6 +119,17 @@ export class SqliteCatalog {
         return record;
       }),
     );
+  }
+
+  /** The rows below `rootId` by their lineage keys; undefined when some of them have no key. */
+  #keyed(rootId: SessionId): Values[] | undefined {
+    const found = this.#rootKey.get(rootId);
+    const key = found === undefined ? this.#orphanKey.get(rootId) : found[0];
+    if (typeof key !== 'string') return undefined;
+    const depth = depthOf(key);
+    if (depth >= MAX_DEPTH) return undefined;
+    const rows = this.#subtree.all({ key, base: key.length, deepest: key.length + (MAX_DEPTH - depth) * SEGMENT });
+    return rows.some((row) => row[DEPTH] === -1) ? undefined : rows;
   }
 
   projections(ids: readonly SessionId[]): Map<SessionId, StoredProjections> {

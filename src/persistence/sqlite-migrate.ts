@@ -1,15 +1,17 @@
 // The versioned schema of the SQLite file and the upgrades between versions, each run inside the
 // transaction that opens the file. Version 3 moved the projection states from one JSON column into
 // typed columns; the JSON decoder lives on here only to carry a version-2 file's states across.
+// Version 4 added each row's lineage key (lineage.ts).
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionStates } from './projection-states.js';
+import { LINEAGE_SCHEMA, backfillLineage } from './lineage.js';
 import { STATE_COLUMNS, stateValues } from './state-columns.js';
 
 /** `PRAGMA user_version` of the schema below; any other non-zero version is refused. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 // REAL times keep any finite number exactly; create_order breaks created_at ties in creation order.
 const V1 = `
@@ -140,19 +142,26 @@ function upgradeToV3(db: Database.Database): void {
   db.exec('ALTER TABLE sessions DROP COLUMN projections');
 }
 
+/** Version 3 → 4: the table of lineage keys, with every session's key. */
+function upgradeToV4(db: Database.Database): void {
+  db.exec(LINEAGE_SCHEMA);
+  backfillLineage(db);
+}
+
 /** Creates the schema in an empty database, or upgrades an older one, or refuses another. */
 export function migrate(db: Database.Database, path: string): void {
   // IMMEDIATE takes the write lock first, so two processes opening a new file cannot both create.
   db.transaction(() => {
-    let version = db.pragma('user_version', { simple: true });
-    if (version === SCHEMA_VERSION) return;
-    if (typeof version !== 'number' || version < 0 || version > SCHEMA_VERSION) {
+    const stored = db.pragma('user_version', { simple: true });
+    if (stored === SCHEMA_VERSION) return;
+    if (typeof stored !== 'number' || stored < 0 || stored > SCHEMA_VERSION) {
       throw new SubagentError(
         'CORRUPT_DATA',
-        `"${path}" has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}. ` +
+        `"${path}" has schema version ${String(stored)}; this build reads version ${SCHEMA_VERSION}. ` +
           'Open it with the subagent-host release that wrote it, or use a new file.',
       );
     }
+    let version = stored;
     if (version === 0) {
       const tables = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get();
       if (tables !== 0) {
@@ -162,7 +171,8 @@ export function migrate(db: Database.Database, path: string): void {
       version = 1;
     }
     if (version === 1) db.exec(V2);
-    upgradeToV3(db);
+    if (version <= 2) upgradeToV3(db);
+    upgradeToV4(db);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }

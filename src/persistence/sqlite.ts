@@ -14,6 +14,7 @@ import { SubagentError } from '../seam/errors.js';
 import { parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { initialStates, lazyEvent, stepStates } from './projection-states.js';
+import { LineageWriter } from './lineage.js';
 import { closersFor } from './repair.js';
 import { SeqCache } from './seq-cache.js';
 import { SqliteCatalog } from './sqlite-catalog.js';
@@ -87,7 +88,8 @@ class SqlitePersistence implements SessionPersistence {
   readonly #nextSeqs = new SeqCache();
   #closing: Promise<void> | undefined;
 
-  readonly #insertSession: Database.Statement<[HeaderParams]>;
+  readonly #insertSession: Database.Statement<[HeaderParams], number>;
+  readonly #storeSession: Database.Transaction<(params: HeaderParams) => boolean>;
   readonly #selectSession: Database.Statement<[string]>;
   readonly #selectNextSeq: Database.Statement<[string], number>;
   readonly #selectState: Database.Statement<[string], unknown[]>;
@@ -105,14 +107,22 @@ class SqlitePersistence implements SessionPersistence {
     // A new session has the states of an empty log. Its subagent_children is set here for children
     // stored before it; the trigger of the schema sets its parent's.
     const initial = stateValues(initialStates()).map((value) => (value === null ? 'NULL' : String(value)));
-    this.#insertSession = db.prepare(
+    this.#insertSession = db.prepare<[HeaderParams], number>(
       `INSERT INTO sessions (id, created_at, create_order, cwd, parent_session, origin, delegation_depth, seed_length,
                              subagent_children, ${STATE_COLUMNS.join(', ')})
        VALUES (@id, @createdAt, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions),
                @cwd, @parentSession, @origin, @delegationDepth, @seedLength,
                EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = @id AND c.origin = 'subagent'), ${initial.join(', ')})
-       ON CONFLICT (id) DO NOTHING`,
-    );
+       ON CONFLICT (id) DO NOTHING RETURNING create_order`,
+    ).pluck(true);
+    // The session and its lineage key (lineage.ts) are stored together.
+    const lineage = new LineageWriter(db);
+    this.#storeSession = db.transaction((params: HeaderParams) => {
+      const order = this.#insertSession.get(params);
+      if (order === undefined) return false;
+      lineage.store(params.id, params.parentSession, params.createdAt, order);
+      return true;
+    });
     this.#selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`);
     this.#selectNextSeq = db.prepare<[string], number>('SELECT next_seq FROM sessions WHERE id = ?').pluck();
     this.#selectState = db.prepare<[string], unknown[]>(`SELECT next_seq, ${STATE_COLUMNS.join(', ')} FROM sessions WHERE id = ?`).raw(true);
@@ -148,7 +158,7 @@ class SqlitePersistence implements SessionPersistence {
   async create(header: SessionHeader): Promise<void> {
     this.#assertOpen('create a session');
     const clean = parseHeader(header);
-    const result = this.#insertSession.run({
+    const stored = this.#storeSession.immediate({
       id: clean.id,
       createdAt: clean.createdAt,
       cwd: clean.cwd ?? null,
@@ -157,7 +167,7 @@ class SqlitePersistence implements SessionPersistence {
       delegationDepth: clean.delegationDepth ?? null,
       seedLength: clean.seedLength ?? null,
     });
-    if (result.changes !== 1) throw duplicateSession(clean.id);
+    if (!stored) throw duplicateSession(clean.id);
     this.#nextSeqs.set(clean.id, 0);
   }
 
