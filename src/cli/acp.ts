@@ -1,12 +1,12 @@
 // `subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]`: serves our agent over
 // ACP on stdio until stdin ends. stdout carries protocol only; every log line goes to stderr.
-import { parseArgs } from 'node:util';
 import type { ModelSpec } from '../seam/agent-types.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
 import { warmUp } from './acp-warm-up.js';
+import { parseCommand } from './args.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]
 
@@ -42,21 +42,13 @@ function log(message: string, data?: unknown): void {
 
 /** Runs the ACP server; resolves with the exit code once stdin ended and the host closed. */
 export async function run(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      strict: true,
-      options: { model: { type: 'string' }, db: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
-    }));
-  } catch (error) {
-    process.stderr.write(`subagent-host acp: ${describeError(error)}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  const parsed = parseCommand('acp', USAGE, {
+    args,
+    strict: true,
+    options: { model: { type: 'string' }, db: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
   const model = parseModel(values.model);
   const host = await createHost({
     model,

@@ -1,13 +1,13 @@
 // `subagent-host demo`: a parent agent analyses a directory through parallel worker-thread
 // children, with live progress and a report of what the model delegated and what it cost.
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { DemoProvider } from '../demo/report.js';
 import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
+import { parseCommand } from './args.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -26,32 +26,24 @@ const USAGE = `usage: subagent-host demo [options]
 `;
 
 export async function run(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        provider: { type: 'string', default: 'spawn' },
-        children: { type: 'string', default: '6' },
-        dir: { type: 'string', default: fileURLToPath(new URL('../../../src/', import.meta.url)) },
-        chaos: { type: 'boolean', default: false },
-        continuable: { type: 'boolean', default: false },
-        deadline: { type: 'string' },
-        model: { type: 'string', default: 'scripted' },
-        db: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-    }));
-  } catch (error) {
-    process.stderr.write(`subagent-host demo: ${(error as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseCommand('demo', USAGE, {
+    args,
+    strict: true,
+    options: {
+      provider: { type: 'string', default: 'spawn' },
+      children: { type: 'string', default: '6' },
+      dir: { type: 'string', default: fileURLToPath(new URL('../../../src/', import.meta.url)) },
+      chaos: { type: 'boolean', default: false },
+      continuable: { type: 'boolean', default: false },
+      deadline: { type: 'string' },
+      model: { type: 'string', default: 'scripted' },
+      db: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
   const children = Number(values.children);
   const deadline = values.deadline === undefined ? (values.chaos ? 2000 : 20_000) : Number(values.deadline);
   const bad =

@@ -2,10 +2,10 @@
 // delegation trees of a database, live while another process writes to it. Serves until interrupted.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import { parseArgs } from 'node:util';
 import { SubagentError } from '../seam/errors.js';
 import { startInspectServer } from '../inspect/server.js';
 import { DEFAULT_DB } from './ls.js';
+import { parseCommand, usageError as commandUsageError } from './args.js';
 
 /** The port `inspect` listens on without `--port`. */
 export const DEFAULT_PORT = 4777;
@@ -20,10 +20,7 @@ root's descendants, a timeline of their turns and each child's transcript. Read-
   --host H    interface to listen on (default: 127.0.0.1; anything else exposes your sessions)
   --open      open the page in the default browser`;
 
-function usageError(message: string): number {
-  process.stderr.write(`subagent-host inspect: ${message}\n\n${USAGE}\n`);
-  return 2;
-}
+const usageError = (message: string): number => commandUsageError('inspect', USAGE, message);
 
 /** Opens `url` with the platform's opener; failing to open is reported, never fatal. */
 function openBrowser(url: string): void {
@@ -35,27 +32,19 @@ function openBrowser(url: string): void {
 
 /** Runs `inspect`; resolves with the exit code once SIGINT or SIGTERM has closed the server. */
 export async function run(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      strict: true,
-      options: {
-        db: { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-        open: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    }));
-  } catch (error) {
-    // parseArgs throws only Errors (ERR_PARSE_ARGS_*), each naming the option.
-    return usageError((error as Error).message);
-  }
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  const parsed = parseCommand('inspect', USAGE, {
+    args,
+    strict: true,
+    options: {
+      db: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      open: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
   const port = values.port === undefined ? DEFAULT_PORT : Number(values.port);
   if (!/^\d+$/.test(values.port ?? '0') || !Number.isSafeInteger(port) || port > 65535) return usageError('--port must be an integer from 0 to 65535');
   if (values.db === '') return usageError('--db needs a file path');

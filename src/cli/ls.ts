@@ -1,12 +1,12 @@
 // `subagent-host ls SESSION [--db FILE] [--tree] [--json]`: the subagent children (or, with --tree,
 // every descendant) of a session stored in a subagent-host SQLite database, one per line or as JSON.
 import fs from 'node:fs';
-import { parseArgs } from 'node:util';
-import { SubagentError, describeError } from '../seam/errors.js';
+import { SubagentError } from '../seam/errors.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
 import { createSubagentCatalog } from '../service/catalog.js';
 import { follow } from './ls-follow.js';
+import { parseCommand, usageError as commandUsageError } from './args.js';
 
 /** Where `ls` looks without `--db`: `$SUBAGENT_HOST_DB`, else this file in the working directory. */
 export const DEFAULT_DB = 'subagent-host.db';
@@ -51,35 +51,24 @@ function table(entries: readonly Entry[], subtree: boolean): string {
     .join('');
 }
 
-function usageError(message: string): number {
-  process.stderr.write(`subagent-host ls: ${message}\n\n${USAGE}\n`);
-  return 2;
-}
+const usageError = (message: string): number => commandUsageError('ls', USAGE, message);
 
 /** Runs `ls`; returns the exit code (2 for bad arguments). */
 export async function run(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        db: { type: 'string' },
-        tree: { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        follow: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (error) {
-    return usageError(error instanceof Error ? error.message : describeError(error));
-  }
+  const parsed = parseCommand('ls', USAGE, {
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      db: { type: 'string' },
+      tree: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      follow: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
   const [sessionId, ...extra] = positionals;
   if (sessionId === undefined || sessionId === '') return usageError('SESSION is required');
   if (extra.length > 0) return usageError(`unexpected argument '${extra[0]}'`);

@@ -1,10 +1,10 @@
 // `subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]`: takes
 // child jobs from a queue and runs each in this process's worker-thread pool until SIGTERM/SIGINT,
 // then stops taking jobs, lets running children finish within a grace (cancels the rest), exits 0.
-import { parseArgs } from 'node:util';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { DEFAULT_LOCK_DURATION_MS, DEFAULT_QUEUE, parseRedisUrl } from '../providers/queue/options.js';
 import { QueueWorker } from '../providers/queue/queue-worker.js';
+import { parseCommand } from './args.js';
 
 const USAGE = `usage: subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]
 
@@ -30,30 +30,21 @@ function log(line: string): void {
 
 /** Runs the worker until a termination signal; resolves with the exit code. */
 export async function run(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      strict: true,
-      options: {
-        redis: { type: 'string' },
-        queue: { type: 'string' },
-        concurrency: { type: 'string' },
-        'pool-threads': { type: 'string' },
-        'lock-duration-ms': { type: 'string' },
-        'drain-grace-ms': { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    }));
-  } catch (error) {
-    // An unknown option or a stray argument is a usage error: exit code 2, as every command.
-    process.stderr.write(`subagent-host worker: ${describeError(error)}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  const parsed = parseCommand('worker', USAGE, {
+    args,
+    strict: true,
+    options: {
+      redis: { type: 'string' },
+      queue: { type: 'string' },
+      concurrency: { type: 'string' },
+      'pool-threads': { type: 'string' },
+      'lock-duration-ms': { type: 'string' },
+      'drain-grace-ms': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
   const url = parseRedisUrl(values.redis, '--redis');
   const queue = values.queue ?? DEFAULT_QUEUE;
   if (!/^[A-Za-z0-9_.-]{1,100}$/.test(queue)) throw new SubagentError('INVALID_OPTIONS', '--queue must be 1–100 letters, digits, _ . or -');

@@ -1,0 +1,28 @@
+// Argument parsing shared by the commands: options are strict, a usage error prints the message
+// and the command's usage to stderr and exits 2, and `--help` prints the usage and exits 0.
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+/** Writes `message` and `usage` to stderr; returns the exit code of a usage error. */
+export function usageError(command: string, usage: string, message: string): number {
+  process.stderr.write(`subagent-host ${command}: ${message}\n\n${usage.trimEnd()}\n`);
+  return 2;
+}
+
+/**
+ * Parses `config.args` for `command`, or returns the exit code when there is nothing left to run:
+ * 2 after a usage error, 0 after `--help` (the config's `help` option).
+ */
+export function parseCommand<T extends ParseArgsConfig>(command: string, usage: string, config: T): ReturnType<typeof parseArgs<T>> | number {
+  let parsed: ReturnType<typeof parseArgs<T>>;
+  try {
+    parsed = parseArgs<T>(config);
+  } catch (error) {
+    // parseArgs throws only Errors (ERR_PARSE_ARGS_*), each naming the option or argument.
+    return usageError(command, usage, (error as Error).message);
+  }
+  if ((parsed.values as { help?: unknown }).help === true) {
+    process.stdout.write(`${usage.trimEnd()}\n`);
+    return 0;
+  }
+  return parsed;
+}
