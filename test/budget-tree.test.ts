@@ -13,26 +13,9 @@ import {
   type SubagentStartRequest,
   type Tool,
 } from 'subagent-host';
-import { closeAfterEach, deferred, recordingTool } from './helpers.js';
+import { closeAfterEach, holdTool, recordingTool } from './helpers.js';
 
 const track = closeAfterEach();
-
-/** A tool that reports when it is entered and returns when the test opens its gate. */
-function holdTool() {
-  const entered = deferred();
-  const gate = deferred();
-  const tool: Tool = {
-    name: 'hold',
-    description: 'waits for the test',
-    parameters: { type: 'object' },
-    async execute() {
-      entered.resolve();
-      await gate.promise;
-      return 'released';
-    },
-  };
-  return { tool, entered: entered.promise, release: () => gate.resolve() };
-}
 
 const lookup = (tokens: number): ScriptedStep => ({ toolCalls: [{ name: 'lookup', input: { value: 'x' } }], usage: { inputTokens: tokens, outputTokens: 0 } });
 const GRANDCHILD: ScriptedStep[] = [lookup(200), lookup(200), lookup(200), lookup(200), { text: 'grandchild never' }];

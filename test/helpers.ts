@@ -40,6 +40,23 @@ export function deferred<T = void>(): Deferred<T> {
   return { promise, resolve, reject };
 }
 
+/** A tool that reports when a call enters it and returns 'released' once the test releases it. */
+export function holdTool(name = 'hold'): { tool: Tool; entered: Promise<void>; release: () => void } {
+  const entered = deferred();
+  const gate = deferred();
+  const tool: Tool = {
+    name,
+    description: 'waits for the test',
+    parameters: { type: 'object', properties: {}, additionalProperties: false },
+    async execute() {
+      entered.resolve();
+      await gate.promise;
+      return 'released';
+    },
+  };
+  return { tool, entered: entered.promise, release: () => gate.resolve() };
+}
+
 /** The event types of a log, for whole-array ordering assertions. */
 export function types(events: readonly SessionEvent[]): string[] {
   return events.map((event) => event.type);

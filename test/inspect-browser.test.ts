@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text, type Host, type ScriptedStep, type Tool } from 'subagent-host';
-import { deferred, tempFiles } from './helpers.js';
+import { createHost, inProcessProvider, text, type Host, type ScriptedStep } from 'subagent-host';
+import { holdTool, tempFiles } from './helpers.js';
 import { cli, startInspect, type InspectProcess } from './inspect-helpers.js';
 
 const PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
@@ -106,35 +106,24 @@ describe('subagent-host inspect in a browser', () => {
 
   it('shows a child started while the page is open, growing while it runs, without a reload', async () => {
     await page.evaluate(() => ((globalThis as { __sameDocument?: number }).__sameDocument = 1));
-    const gate = deferred();
-    const called = deferred();
-    const tool: Tool = {
-      name: 'gate',
-      description: 'waits for the test',
-      parameters: { type: 'object', properties: {}, additionalProperties: false },
-      async execute() {
-        called.resolve();
-        await gate.promise;
-        return 'released';
-      },
-    };
-    const host = await createHost({ providers: false, persistence: { sqlite: db }, tools: [tool] });
+    const gate = holdTool('gate');
+    const host = await createHost({ providers: false, persistence: { sqlite: db }, tools: [gate.tool] });
     try {
       const run = await startChild(host, 'live child', [{ toolCalls: [{ name: 'gate', input: {} }] }, { text: 'done' }]);
-      await called.promise;
+      await gate.entered;
       await host.persistence!.flush();
       const bar = `#timeline .bar.running[data-child-id="${run.id}"]`;
       await page.waitForSelector(bar);
       expect(await page.textContent(`#tree .row[data-child-id="${run.id}"] .activity`)).toBe('running');
       const first = await page.$eval(bar, (element) => element.getBoundingClientRect().width);
       await expect.poll(() => page.$eval(bar, (element) => element.getBoundingClientRect().width), { timeout: 60_000 }).toBeGreaterThan(first);
-      gate.resolve();
+      gate.release();
       await run.result;
       await run.dispose();
       await page.waitForSelector(`#timeline .bar.reason-completed[data-child-id="${run.id}"]`);
       expect(await page.evaluate(() => (globalThis as { __sameDocument?: number }).__sameDocument)).toBe(1);
     } finally {
-      gate.resolve();
+      gate.release();
       await host.close();
     }
   });

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnProvider, sqlitePersistence, text, type ModelSpec, type SessionEvent, type Tool } from 'subagent-host';
 import { continuationHost } from './continuation-helpers.js';
-import { closeAfterEach, deferred, tempFiles } from './helpers.js';
+import { closeAfterEach, holdTool, tempFiles } from './helpers.js';
 import { call } from './tool-helpers.js';
 
 const files = tempFiles('subagent-step-framing-');
@@ -71,25 +71,14 @@ describe('step framing of worker children', () => {
   });
 
   it('resident spawn child: a host-side step after a steer numbers on from the child’s steps', async () => {
-    const entered = deferred();
-    const gate = deferred();
-    const hold: Tool = {
-      name: 'hold',
-      description: 'waits for the test',
-      parameters: { type: 'object', properties: {}, additionalProperties: false },
-      async execute() {
-        entered.resolve();
-        await gate.promise;
-        return 'held';
-      },
-    };
-    const { host, file, parent } = await open([hold]);
+    const hold = holdTool();
+    const { host, file, parent } = await open([hold.tool]);
     const model: ModelSpec = { kind: 'scripted', steps: [call('hold', {}), { text: 'first answer' }, { text: 'steered answer' }] };
     const { childId } = await host.subagents.startContinuable({ provider: 'spawn', label: 'resident', request: { prompt: [text('first')], parent, agentOptions: { model } } });
-    await entered.promise;
+    await hold.entered;
     // Input for the next step of the running turn: the host-side turn takes a second step for it.
     host.agents.get(childId)!.steer([text('also this')]);
-    gate.resolve();
+    hold.release();
     await host.recorder.until(() => host.recorder.ends.length >= 1);
     expect(host.recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('steered answer')] });
     const expected = [framed(3)];
