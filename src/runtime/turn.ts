@@ -138,7 +138,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
       } finally {
         // A model that writes another agent's steps into this log (a resident worker child's
         // turn) leaves the last of them open: this step/end closes it, and the count moves on.
-        step = openStep(session.events, step);
+        step = openStep(session.events)?.step ?? step;
         session.append('step/end', { turn, step });
       }
       observeFlag();
@@ -165,10 +165,9 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   return reason;
 }
 
-/** The number of the step the log has open (the latest `step/start`; runTurn wrote one). */
-function openStep(events: readonly SessionEvent[], fallback: number): number {
-  const start = events.findLast((event) => event.type === 'step/start');
-  return (start?.data as SessionEventMap['step/start'] | undefined)?.step ?? fallback;
+/** The turn and step the log has open: the latest `step/start`'s. */
+export function openStep(events: readonly SessionEvent[]): SessionEventMap['step/start'] | undefined {
+  return events.findLast((event) => event.type === 'step/start')?.data as SessionEventMap['step/start'] | undefined;
 }
 
 function causeOf(reason: unknown): CancelCause {

@@ -12,6 +12,7 @@ import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-ty
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
 import type { LocalAgent } from '../../runtime/agent.js';
+import { openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
@@ -28,12 +29,6 @@ function stepMessages(events: readonly SessionEvent[]): ResidentMessage[] {
   return messages;
 }
 
-/** The host-side turn and step now running (the step's input is the child's turn). */
-function currentStep(events: readonly SessionEvent[]): { turn: number; step: number } {
-  const start = events.findLast((event) => event.type === 'step/start');
-  const { turn, step } = (start?.data as SessionEventMap['step/start'] | undefined) ?? { turn: 0, step: 1 };
-  return { turn, step };
-}
 
 /**
  * The log a stay starts from: everything before the running turn, without inbox bookkeeping (its
@@ -121,7 +116,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
     }
     // A budget stop inside the child's turn stops the host-side turn the same way (its input is discarded).
-    const relay = new TurnRelay(signal, agent.session, currentStep(agent.session.events), (cause) => agent.cancel(cause));
+    const relay = new TurnRelay(signal, agent.session, openStep(agent.session.events) ?? { turn: 0, step: 1 }, (cause) => agent.cancel(cause));
     stay.turn = relay;
     stay.slot.busy();
     this.#previous = relay.ended;
