@@ -95,7 +95,7 @@ describe('subagent-host demo', () => {
         expect(listed.map((child) => child.id).sort()).toEqual(report.children.map((child) => child.id).sort());
         const warmUps = await host.subagents.listChildren(roots[1]!.id);
         expect(warmUps.length).toBeGreaterThan(0);
-        expect(new Set(warmUps.map((child) => child.label))).toEqual(new Set(['warm-up']));
+        expect(new Set(warmUps.map((child) => (child.kind === 'child' ? child.label : child.kind)))).toEqual(new Set(['warm-up']));
         expect(sessions).toHaveLength(2 + listed.length + warmUps.length);
       } finally {
         await host.close();
