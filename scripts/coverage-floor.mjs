@@ -49,7 +49,7 @@ const EXCLUDED = {
   'src/providers/queue/provider.ts':
     'a start aborted while its job is being queued (the job removed again), and a start racing the host’s close past the host’s own checks, are not provoked',
   'src/providers/queue/queue-worker.ts':
-    'a queued child calling a host tool, and the worker’s second Redis connection failing after its first succeeded, are not provoked',
+    'a queued child calling a host tool, the worker’s second Redis connection failing after its first succeeded, and a job its blocking fetch returns after close() began (put back in the queue) are not provoked',
   'src/providers/queue/run.ts':
     'a worker sending events out of order, BullMQ failing a job on its own, a restart whose Redis calls fail, and a cancel that cannot reach Redis are not provoked',
   'src/providers/worker/balancer.ts': RACE,

@@ -182,22 +182,27 @@ describe('queue provider failures', () => {
     await run.dispose();
   });
 
-  it('a worker drains on SIGTERM: it takes no new job, lets its child finish, and exits 0', async () => {
+  it('a worker drains on SIGTERM: it takes no new job, lets its child finish, and exits 0; the jobs queued meanwhile run on the next worker', async () => {
     register({ queue: 'drain', lockDurationMs: 30_000 });
     const draining = await worker('drain', '--lock-duration-ms', '30000');
     const gate = join(dir, 'drain-gate');
     const first = await start(gated(gate));
     await waitFor(() => attempts(host.sessions.get(first.id)!.events).length === 1);
     draining.child.kill('SIGTERM');
-    await waitFor(() => draining.stderr.includes('SIGTERM'));
-    const later = await start({ ...hang, label: 'after SIGTERM' });
+    // Queued as soon as the worker says it stopped taking jobs: its blocking fetch may still be
+    // open then, and a job it gets that way must go back to the queue untouched.
+    while (!draining.stderr.includes('SIGTERM')) await new Promise((resolve) => setImmediate(resolve));
+    const later = await Promise.all([1, 2, 3].map((n) => start({ label: `after SIGTERM ${n}`, agentOptions: { model: { kind: 'scripted', steps: [{ text: `later ${n}` }] } } })));
     writeFileSync(gate, '');
     await expect(first.result).resolves.toMatchObject({ stopReason: 'completed' });
     expect(await draining.exited).toBe(0);
-    expect(attempts(host.sessions.get(later.id)!.events)).toEqual([]);
-    later.cancel();
-    await expect(later.result).resolves.toMatchObject({ stopReason: 'aborted' });
-    await Promise.all([first.dispose(), later.dispose()]);
+    for (const run of later) expect(attempts(host.sessions.get(run.id)!.events)).toEqual([]);
+    const next = await worker('drain', '--lock-duration-ms', '30000');
+    for (const [i, run] of later.entries()) {
+      await expect(run.result).resolves.toEqual(expect.objectContaining({ stopReason: 'completed', output: [text(`later ${i + 1}`)] }));
+      expect(attempts(host.sessions.get(run.id)!.events)).toEqual([expect.objectContaining({ attempt: 1, pid: next.pid })]);
+    }
+    await Promise.all([first, ...later].map((run) => run.dispose()));
   });
 
   it('a worker cancels children still running after its drain grace, then exits 0', async () => {

@@ -2,7 +2,7 @@
 // and runs each on this process's own worker-thread pool; the child's attach, events and result go
 // to the host's reply stream in order, and cancellations arrive on the queue's pub/sub channel.
 import { hostname } from 'node:os';
-import { Worker, type Job } from 'bullmq';
+import { WaitingError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { encode, stringify, type Encoded } from '../../seam/codec.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
@@ -52,6 +52,8 @@ export class QueueWorker {
   readonly #pool: WorkerPoolEngine;
   readonly #active = new Map<string, PoolChild>();
   #worker: Worker<QueueJobData, Encoded> | undefined;
+  /** Set when `close()` begins: a job handed to this worker after it is put back, never started. */
+  #stopped = false;
   #closing: Promise<void> | undefined;
 
   private constructor(options: QueueWorkerOptions, client: Redis, subscriber: Redis) {
@@ -86,7 +88,7 @@ export class QueueWorker {
     this.#subscriber.on('message', (_channel: string, run: string) => this.#active.get(run)?.cancel());
     await this.#subscriber.subscribe(cancelChannel(queue));
     await this.#pool.warm();
-    this.#worker = new Worker<QueueJobData, Encoded>(queue, (job) => this.#process(job), {
+    this.#worker = new Worker<QueueJobData, Encoded>(queue, (job, token) => this.#process(job, token), {
       connection: this.#client,
       prefix: PREFIX,
       concurrency: this.#options.concurrency,
@@ -100,8 +102,14 @@ export class QueueWorker {
     await this.#worker.waitUntilReady();
   }
 
-  async #process(job: Job<QueueJobData, Encoded>): Promise<Encoded> {
+  async #process(job: Job<QueueJobData, Encoded>, token: string | undefined): Promise<Encoded> {
     if (job.name !== JOB_NAME || job.id === undefined) throw new SubagentError('INVALID_REQUEST', `unexpected job ${job.name}`);
+    if (this.#stopped && token !== undefined) {
+      // BullMQ's blocking fetch, already waiting when close() began, can still return one job: it
+      // goes back to the queue untouched (no attempt counted) for another worker to take.
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
     const run = job.id;
     const { task, reply, attempt } = job.data;
     const send = (entry: ReplyEntry) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify(entry));
@@ -145,6 +153,7 @@ export class QueueWorker {
    * cancelled (and terminated after the cancel grace). Idempotent.
    */
   close(graceMs = 10_000): Promise<void> {
+    this.#stopped = true;
     this.#closing ??= (async () => {
       const drained = this.#worker?.close() ?? Promise.resolve();
       const timer = setTimeout(() => {
