@@ -239,7 +239,7 @@ class AcpServer {
 export async function serveAcp(host: AcpServeHost, io?: AcpServeIo): Promise<void> {
   const sdk = await loadAcpSdk();
   const server = new AcpServer(sdk, host);
-  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin));
+  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent'));
   await connection.closed;
   await server.close();
 }
