@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism, cpus } from 'node:os';
-import { parseArgs } from 'node:util';
+import { parseCommand, usageError } from '../src/cli/args.js';
 import type { Row, Suite } from './lib.js';
 import { table } from './lib.js';
 
@@ -39,15 +39,27 @@ function runIsolated(name: string): Promise<Row[]> {
 
 const SUITE_FLAG = '--run-suite';
 
+const USAGE = `usage: subagent-host bench [SUITE…] [--json FILE]
+
+Runs the benchmark suites (all when none is named), each in its own process, and prints each
+table beside its floors.
+
+  SUITE        ${Object.keys(SUITES).join(', ')}
+  --json FILE  also write the rows as JSON to FILE`;
+
 /** Runs the named suites (all when none); returns the process exit code. */
 export async function runBench(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, options: { json: { type: 'string' } }, allowPositionals: true, strict: true });
+  const parsed = parseCommand('bench', USAGE, {
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: { json: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const { values, positionals } = parsed;
   const names = positionals.length > 0 ? positionals : Object.keys(SUITES);
   const unknown = names.filter((name) => !(name in SUITES));
-  if (unknown.length > 0) {
-    process.stderr.write(`unknown suite: ${unknown.join(', ')} (suites: ${Object.keys(SUITES).join(', ')})\n`);
-    return 2;
-  }
+  if (unknown.length > 0) return usageError('bench', USAGE, `unknown suite: ${unknown.join(', ')}`);
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
   process.stdout.write(`node ${process.version}, ${availableParallelism()} × ${cpu}\n`);
   const all: Row[] = [];

@@ -319,8 +319,8 @@ describe('subagent-host acp', () => {
     expect(messages.map((m) => [m.id, m.result?.protocolVersion])).toEqual([[1, 1]]);
   });
 
-  it('rejects a bad --model on stderr with exit code 1 and nothing on stdout', async () => {
+  it('rejects a bad --model on stderr as a usage error (exit code 2) and nothing on stdout', async () => {
     const { code, stdout, stderr } = await runCli(['--model', '{"kind":"nope"}']);
-    expect([code, stdout, stderr.length > 0]).toEqual([1, '', true]);
+    expect([code, stdout, stderr.length > 0]).toEqual([2, '', true]);
   });
 });

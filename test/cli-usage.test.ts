@@ -1,5 +1,5 @@
 // The command line as a user first meets it, run as a real process: the command list, help, unknown
-// commands and options, and bad values of `acp`, `demo` and `worker`, each with its exit code and where its text goes.
+// commands and options, and bad values of `acp`, `bench`, `demo` and `worker`, each with its exit code and where its text goes.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -61,11 +61,12 @@ describe('subagent-host acp', () => {
     expect(stderr).toContain('usage: subagent-host acp ');
   });
 
-  it.each([['not a spec'], ['{"kind":"nope"}']])('refuses --model %j with INVALID_MODEL_SPEC and exits 1 before serving', async (model) => {
+  it.each([['not a spec'], ['{"kind":"nope"}']])('refuses --model %j with INVALID_MODEL_SPEC and the usage, exit 2, before serving', async (model) => {
     const { code, stdout, stderr } = await runCli('acp', '--model', model);
-    expect(code).toBe(1);
+    expect(code).toBe(2);
     expect(stdout).toBe('');
-    expect(stderr).toMatch(/^subagent-host: INVALID_MODEL_SPEC: /);
+    expect(stderr).toMatch(/^subagent-host acp: INVALID_MODEL_SPEC: /);
+    expect(stderr).toContain('usage: subagent-host acp ');
   });
 });
 
@@ -115,8 +116,31 @@ describe('subagent-host worker', () => {
     [['--queue', 'my queue'], '--queue must be 1–100 letters, digits, _ . or -'],
     [['--concurrency', '0'], '--concurrency must be a positive integer, got "0"'],
     [['--drain-grace-ms', '1.5'], '--drain-grace-ms must be a positive integer, got "1.5"'],
-  ])('refuses %j with INVALID_OPTIONS and exits 1', async (args, message) => {
+  ])('refuses %j with INVALID_OPTIONS and the usage, exit 2', async (args, message) => {
     const { code, stdout, stderr } = await runCli('worker', '--redis', 'redis://127.0.0.1:1', ...args);
-    expect({ code, stdout, stderr }).toEqual({ code: 1, stdout: '', stderr: `subagent-host: INVALID_OPTIONS: ${message}\n` });
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    const [line, usage] = stderr.split('\n\n');
+    expect(line).toBe(`subagent-host worker: INVALID_OPTIONS: ${message}`);
+    expect(usage).toMatch(/^usage: subagent-host worker --redis URL/);
+  });
+});
+
+describe('subagent-host bench', () => {
+  it('prints its usage with the suite names on --help and exits 0 without running a suite', async () => {
+    const { code, stdout, stderr } = await runCli('bench', '--help');
+    expect([code, stderr]).toEqual([0, '']);
+    expect(stdout).toMatch(/^usage: subagent-host bench \[SUITE…\] \[--json FILE\]\n/);
+    expect(stdout).toContain('startup, overhead, throughput, listing, queue, continuation, cancel, acp');
+  });
+
+  it.each([
+    [['--bogus'], "Unknown option '--bogus'"],
+    [['listing', 'nosuite'], 'unknown suite: nosuite'],
+  ])('refuses %j with the usage on stderr and exits 2 before any suite runs', async (args, message) => {
+    const { code, stdout, stderr } = await runCli('bench', ...args);
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr).toMatch(/^subagent-host bench: /);
+    expect(stderr).toContain(message);
+    expect(stderr).toContain('usage: subagent-host bench ');
   });
 });

@@ -1,6 +1,7 @@
 // Continuable children whose parent leaves: disposing a one-shot local child releases the continuable
 // children it started first (child-first) and resolves; a resident child whose durable parent is no
-// longer live cannot report to it (PARENT_UNAVAILABLE).
+// longer live cannot report to it (PARENT_UNAVAILABLE); a disposed top-level parent leaves its children
+// resident unless its descendants were drained first.
 import { describe, expect, it } from 'vitest';
 import { text, type ModelSpec } from 'subagent-host';
 import { continuationHost, continuationSuite, HANG, startChild, turnEnds, untilEvent } from './continuation-helpers.js';
@@ -55,5 +56,30 @@ describe('reportFrom', () => {
     await expect(host.subagents.reportFrom(child, [text('news')], { delivery: 'next-step' })).rejects.toMatchObject({ code: 'PARENT_UNAVAILABLE', message: expect.stringContaining(stored.id) });
     await expect(host.subagents.reportFrom(child, [text('news')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'PARENT_UNAVAILABLE' });
     expect(host.agents.get(childId)).toBe(child);
+  });
+});
+
+describe('disposing a resumed top-level parent', () => {
+  it('leaves its resident continuable child; draining the parent’s descendants first releases it', async () => {
+    const file = files.file();
+    const first = await continuationHost(file);
+    const [leftId, drainedId] = [(await first.createAgent()).id, (await first.createAgent()).id];
+    await first.close();
+    const host = track(await continuationHost(file));
+
+    const left = await host.agents.resume({ sessionId: leftId });
+    const { childId: leftChild } = await startChild(host, left.agent, 'left', { model: HANG });
+    await untilEvent(host.agents.get(leftChild)!, 'step/start');
+    await left.dispose();
+    expect(host.agents.get(leftChild)?.session.header.parentSession).toBe(leftId);
+
+    const drained = await host.agents.resume({ sessionId: drainedId });
+    const { childId: drainedChild } = await startChild(host, drained.agent, 'drained', { model: HANG });
+    const child = host.agents.get(drainedChild)!;
+    await untilEvent(child, 'step/start');
+    await host.subagents.drainContinuableDescendants([drained.agent]);
+    await drained.dispose();
+    expect(host.agents.get(drainedChild)).toBeUndefined();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
   });
 });

@@ -1,11 +1,12 @@
 // The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
 // text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createHost } from 'subagent-host';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const run = promisify(execFile);
@@ -70,6 +71,38 @@ describe('subagent-host demo', () => {
     expect(report.children.map((c) => c.stopReason)).toEqual(['completed', 'completed', 'error', 'aborted']);
     // Children that did not complete cannot be compared with a one-by-one run: no speed-up, and why.
     expect([report.sequentialMs, report.speedup, typeof report.noSpeedup]).toEqual([null, null, 'string']);
+  });
+
+  it('leaves in its database the run and one warm-up root, the run newest; the one-by-one runs save elsewhere and leave nothing', async () => {
+    const db = join(dir, 'roots.db');
+    const temp = mkdtempSync(join(tmpdir(), 'demo-tmp-'));
+    try {
+      const { stdout } = await run(process.execPath, [cli, 'demo', '--json', '--children', '2', '--dir', dir, '--db', db], {
+        timeout: 60_000,
+        env: { ...process.env, TMPDIR: temp },
+      });
+      const report = JSON.parse(stdout) as Report & { parentId: string };
+      // The one-by-one runs happened (their file lived in TMPDIR).
+      expect(report.sequentialMs).toBeGreaterThan(0);
+      expect(readdirSync(temp)).toEqual([]);
+      const host = await createHost({ persistence: { sqlite: db }, providers: false });
+      try {
+        const sessions = await host.persistence!.list();
+        const roots = sessions.filter((header) => header.parentSession === undefined).sort((a, b) => b.createdAt - a.createdAt);
+        expect(roots).toHaveLength(2);
+        expect(roots[0]!.id).toBe(report.parentId);
+        const listed = await host.subagents.listChildren(report.parentId);
+        expect(listed.map((child) => child.id).sort()).toEqual(report.children.map((child) => child.id).sort());
+        const warmUps = await host.subagents.listChildren(roots[1]!.id);
+        expect(warmUps.length).toBeGreaterThan(0);
+        expect(new Set(warmUps.map((child) => (child.kind === 'child' ? child.label : child.kind)))).toEqual(new Set(['warm-up']));
+        expect(sessions).toHaveLength(2 + listed.length + warmUps.length);
+      } finally {
+        await host.close();
+      }
+    } finally {
+      rmSync(temp, { recursive: true, force: true });
+    }
   });
 
   it('saves to $SUBAGENT_HOST_DB when no --db is given', async () => {

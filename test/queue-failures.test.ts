@@ -66,9 +66,9 @@ describe('queue provider options', () => {
     await host.close();
   });
 
-  it('the worker command refuses a bad URL and an unreachable Redis with a typed message and exit 1', async () => {
+  it('the worker command refuses a bad URL (usage error, exit 2) and an unreachable Redis (exit 1) with a typed message', async () => {
     const bad = spawnSync(process.execPath, [CLI, 'worker', '--redis', 'http://nowhere'], { encoding: 'utf8', timeout: 15_000 });
-    expect(bad.status).toBe(1);
+    expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('INVALID_OPTIONS');
     const port = await freePort();
     const down = spawnSync(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { encoding: 'utf8', timeout: 15_000 });

@@ -6,7 +6,7 @@ import { assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
 import { warmUp } from './acp-warm-up.js';
-import { parseCommand } from './args.js';
+import { parseCommand, readValues } from './args.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]
 
@@ -49,7 +49,8 @@ export async function run(args: string[]): Promise<number> {
   });
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
-  const model = parseModel(values.model);
+  const model = readValues('acp', USAGE, () => parseModel(values.model));
+  if (typeof model === 'number') return model;
   const host = await createHost({
     model,
     persistence: values.db === undefined ? 'memory' : { sqlite: values.db },

@@ -1,6 +1,7 @@
 // Argument parsing shared by the commands: options are strict, a usage error prints the message
 // and the command's usage to stderr and exits 2, and `--help` prints the usage and exits 0.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { SubagentError } from '../seam/errors.js';
 
 /** Writes `message` and `usage` to stderr; returns the exit code of a usage error. */
 export function usageError(command: string, usage: string, message: string): number {
@@ -25,4 +26,17 @@ export function parseCommand<T extends ParseArgsConfig>(command: string, usage: 
     return 0;
   }
   return parsed;
+}
+
+/**
+ * Runs `read` (which turns option values into settings) and maps its `SubagentError` for a bad value
+ * to a usage error: a bad value is the caller's mistake, like an unknown option, so it exits 2.
+ */
+export function readValues<T extends object>(command: string, usage: string, read: () => T): T | number {
+  try {
+    return read();
+  } catch (error) {
+    if (!(error instanceof SubagentError)) throw error;
+    return usageError(command, usage, `${error.code}: ${error.message}`);
+  }
 }

@@ -4,7 +4,7 @@
 import { SubagentError, describeError } from '../seam/errors.js';
 import { DEFAULT_LOCK_DURATION_MS, DEFAULT_QUEUE, parseRedisUrl } from '../providers/queue/options.js';
 import { QueueWorker } from '../providers/queue/queue-worker.js';
-import { parseCommand } from './args.js';
+import { parseCommand, readValues } from './args.js';
 
 const USAGE = `usage: subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]
 
@@ -45,13 +45,22 @@ export async function run(args: string[]): Promise<number> {
   });
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
-  const url = parseRedisUrl(values.redis, '--redis');
-  const queue = values.queue ?? DEFAULT_QUEUE;
-  if (!/^[A-Za-z0-9_.-]{1,100}$/.test(queue)) throw new SubagentError('INVALID_OPTIONS', '--queue must be 1–100 letters, digits, _ . or -');
-  const concurrency = positive(values.concurrency, '--concurrency', 4);
-  const poolThreads = positive(values['pool-threads'], '--pool-threads', concurrency);
-  const lockDurationMs = positive(values['lock-duration-ms'], '--lock-duration-ms', DEFAULT_LOCK_DURATION_MS);
-  const drainGraceMs = positive(values['drain-grace-ms'], '--drain-grace-ms', 10_000);
+  const settings = readValues('worker', USAGE, () => {
+    const url = parseRedisUrl(values.redis, '--redis');
+    const queue = values.queue ?? DEFAULT_QUEUE;
+    if (!/^[A-Za-z0-9_.-]{1,100}$/.test(queue)) throw new SubagentError('INVALID_OPTIONS', '--queue must be 1–100 letters, digits, _ . or -');
+    const concurrency = positive(values.concurrency, '--concurrency', 4);
+    return {
+      url,
+      queue,
+      concurrency,
+      poolThreads: positive(values['pool-threads'], '--pool-threads', concurrency),
+      lockDurationMs: positive(values['lock-duration-ms'], '--lock-duration-ms', DEFAULT_LOCK_DURATION_MS),
+      drainGraceMs: positive(values['drain-grace-ms'], '--drain-grace-ms', 10_000),
+    };
+  });
+  if (typeof settings === 'number') return settings;
+  const { url, queue, concurrency, poolThreads, lockDurationMs, drainGraceMs } = settings;
   const worker = await QueueWorker.start({ url, queue, concurrency, poolThreads, lockDurationMs, log });
   const stopped = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));

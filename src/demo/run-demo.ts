@@ -1,7 +1,8 @@
 // The demo job: a parent agent delegates the analysis of a directory's files, one child per chunk,
 // through the `subagent` tool; children run in parallel and do real CPU work in their threads.
-import { availableParallelism } from 'node:os';
-import { relative } from 'node:path';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import type { Writable } from 'node:stream';
 import type { Agent, ModelSpec } from '../seam/agent-types.js';
 import { text, textOf, type ContentBlock } from '../seam/content.js';
@@ -87,9 +88,8 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
 const analystModel = (): ModelSpec => ({ kind: 'module', specifier: new URL('./models.js', import.meta.url).href, export: 'createAnalystModel' });
 const childTools = new URL('./child-tools.js', import.meta.url).href;
 
-/** Runs one small child through `inner` outside the demo's view (threads and JIT warm-up). */
-async function warmUpChild(host: Host, inner: SubagentProvider, file: string, model: ModelSpec): Promise<void> {
-  const parent = await host.createAgent();
+/** Runs one small child of `parent` through `inner` outside the demo's view (threads and JIT warm-up). */
+async function warmUpChild(parent: Agent, inner: SubagentProvider, file: string, model: ModelSpec): Promise<void> {
   const run = await inner.start({
     prompt: [text(`Analyse:\n- ${file}`)],
     parent,
@@ -105,22 +105,32 @@ async function warmUpChild(host: Host, inner: SubagentProvider, file: string, mo
 // busy neighbour during one of them (SQLite syncs each commit) does not inflate the speed-up.
 const BASELINE_RUNS = 3;
 
-/** Runs the very children the model delegated again, one by one in the main thread. */
-async function sequentialBaseline(host: Host, delegated: readonly Delegated[], file: string): Promise<Baseline> {
-  const baseline = inProcessProvider(host, { name: 'baseline' });
-  const off = host.subagents.registerProvider(baseline);
+/**
+ * Runs the very children the model delegated again, one by one in the main thread. They save to a
+ * SQLite file of their own (same settings as the demo's), removed afterwards: the user's database
+ * holds the run the report is about, not three copies of its children under a stand-in parent.
+ */
+async function sequentialBaseline(delegated: readonly Delegated[], file: string): Promise<Baseline> {
+  const dir = await mkdtemp(join(tmpdir(), 'subagent-host-baseline-'));
   try {
-    await warmUpChild(host, baseline, file, analystModel());
-    const parent = await host.createAgent();
-    let fastest: Baseline | undefined;
-    for (let i = 0; i < BASELINE_RUNS; i++) {
-      const measured = await oneByOne(host, parent, delegated);
-      if (measured.stopReasons.some((reason) => reason !== 'completed')) return measured;
-      if (fastest === undefined || measured.ms < fastest.ms) fastest = measured;
+    const host = await createHost({ providers: false, persistence: { sqlite: join(dir, 'baseline.db') }, pool: { minThreads: 0 } });
+    try {
+      const baseline = inProcessProvider(host, { name: 'baseline' });
+      host.subagents.registerProvider(baseline);
+      const parent = await host.createAgent();
+      await warmUpChild(parent, baseline, file, analystModel());
+      let fastest: Baseline | undefined;
+      for (let i = 0; i < BASELINE_RUNS; i++) {
+        const measured = await oneByOne(host, parent, delegated);
+        if (measured.stopReasons.some((reason) => reason !== 'completed')) return measured;
+        if (fastest === undefined || measured.ms < fastest.ms) fastest = measured;
+      }
+      return fastest!;
+    } finally {
+      await host.close();
     }
-    return fastest!;
   } finally {
-    off();
+    await rm(dir, { recursive: true, force: true });
   }
 }
 
@@ -172,14 +182,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     host.subagents.registerProvider(tracked(inner, view, options.deadlineMs, delegated));
     const childModel = options.model ?? analystModel();
     subagentTool(host, { provider: inner.name, agentOptions: { model: childModel, toolModules: [childTools] } });
+    // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are, with
+    // the scripted analyst so no model is asked; the one-by-one run gets the same warm-up. Their
+    // parent is created first, so the run's parent is the newest root in the database.
+    const warmUp = await host.createAgent();
+    await Promise.all(Array.from({ length: threads }, () => warmUpChild(warmUp, inner, files[0]!, analystModel())));
     const parent = await host.createAgent(
       options.model
         ? { agentOptions: { model: options.model, persona: 'You coordinate code analysis. Delegate each chunk with the subagent tool, all chunks in one answer, then summarize their results.' } }
         : { model: createPlannerModel(children) },
     );
-    // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are, with
-    // the scripted analyst so no model is asked; the one-by-one run gets the same warm-up.
-    await Promise.all(Array.from({ length: threads }, () => warmUpChild(host, inner, files[0]!, analystModel())));
     const t0 = performance.now();
     parent.followup([text(`Analyse the ${files.length} files under ${dir} in ${children.length} parallel children:\n\n${children.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();
@@ -192,7 +204,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason ?? { kind: 'error', error: { code: 'UNKNOWN', message: 'the turn did not end' } };
     const ranChildren = delegated.map(ran);
     const model = options.model ? 'openai' : 'scripted';
-    const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(host, delegated, files[0]!) : undefined;
+    const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(delegated, files[0]!) : undefined;
     return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
   } finally {
     view.close();

@@ -36,22 +36,8 @@ export type SubagentDescriptorData =
       providerData?: Record<string, unknown>;
     };
 
-/** What `snapshotSubagentDescriptor` takes: the descriptor without its version. */
-export type SubagentDescriptorInput =
-  | { mode: 'one-shot'; provider: string; label?: string; budget?: SubagentBudget }
-  | {
-      mode: 'continuable';
-      provider: string;
-      label: string;
-      agentModel?: string;
-      persona?: string;
-      toolFilter?: SubagentToolFilter;
-      maxTokens?: number;
-      maxStepsPerTurn?: number;
-      toolModules?: string[];
-      budget?: SubagentBudget;
-      providerData?: Record<string, unknown>;
-    };
+/** What `snapshotSubagentDescriptor` takes: the descriptor without its version (each mode's own fields). */
+export type SubagentDescriptorInput = SubagentDescriptorData extends infer D ? (D extends unknown ? Omit<D, 'version'> : never) : never;
 
 const descriptorSchema = lazy(() => {
   const toolFilter = toolFilterSchema();
