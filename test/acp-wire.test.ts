@@ -1,6 +1,6 @@
 // The ndjson wire under serveAcp, driven with raw bytes: lines split anywhere (inside a UTF-8
-// character too), CRLF endings, the answers to lines that are not JSON-RPC messages, and the bound
-// on one line's length.
+// character too), CRLF endings, the answers to lines that are not JSON-RPC messages, the bound on
+// one line's length, and a burst of messages leaving in one write.
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, serveAcp, type Host } from 'subagent-host';
@@ -12,6 +12,8 @@ interface Wire {
   served: Promise<void>;
   /** The next `n` lines the server wrote, parsed. */
   lines(n: number): Promise<unknown[]>;
+  /** How many writes the server made so far. */
+  writes(): number;
   close(): Promise<void>;
 }
 
@@ -36,7 +38,9 @@ describe('the ACP wire of serveAcp', () => {
     let buffered = '';
     const parsed: unknown[] = [];
     let wake: (() => void) | undefined;
+    let writes = 0;
     output.on('data', (chunk: Buffer) => {
+      writes++;
       buffered += chunk.toString('utf8');
       let end: number;
       while ((end = buffered.indexOf('\n')) !== -1) {
@@ -52,6 +56,7 @@ describe('the ACP wire of serveAcp', () => {
         while (parsed.length < n) await new Promise<void>((resolve) => (wake = resolve));
         return parsed.splice(0, n);
       },
+      writes: () => writes,
       async close() {
         input.end();
         await served;
@@ -75,6 +80,25 @@ describe('the ACP wire of serveAcp', () => {
     const wire = await open();
     wire.send(`${initialize(1)}\r\n\n${initialize(2)}\n`);
     expect((await wire.lines(2)).map((line) => (line as { id: number }).id)).toEqual([1, 2]);
+  });
+
+  it("writes a turn that never waits (its updates and its answer) in one write", async () => {
+    const wire = await open();
+    wire.send(`${initialize(1)}\n`);
+    await wire.lines(1);
+    const model = { kind: 'scripted', steps: [{ text: 'one two three' }] };
+    wire.send(`${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'session/new', params: { cwd: process.cwd(), mcpServers: [], _meta: { 'subagent-host/agentOptions': { model } } } })}\n`);
+    const [created] = (await wire.lines(1)) as { result: { sessionId: string } }[];
+    const before = wire.writes();
+    wire.send(`${JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'session/prompt', params: { sessionId: created!.result.sessionId, prompt: [{ type: 'text', text: 'hi' }] } })}\n`);
+    const lines = (await wire.lines(4)) as { method?: string; id?: number; params?: { update: { content: { text: string } } }; result?: { stopReason: string } }[];
+    expect(lines.slice(0, 3).map((line) => [line.method, line.params?.update.content.text])).toEqual([
+      ['session/update', 'one '],
+      ['session/update', 'two '],
+      ['session/update', 'three'],
+    ]);
+    expect(lines[3]).toMatchObject({ id: 3, result: { stopReason: 'end_turn' } });
+    expect(wire.writes() - before).toBe(1);
   });
 
   it('answers a line that is not JSON, a batch and a non-object, then keeps serving', async () => {

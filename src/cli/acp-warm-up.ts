@@ -20,7 +20,7 @@ export async function warmUp(cwd: string): Promise<void> {
     const client = sdk
       .client({ name: 'warm-up' })
       .onNotification(sdk.methods.client.session.update, () => undefined)
-      .connect(nodeAcpStream(sdk, toServer, toClient));
+      .connect(nodeAcpStream(sdk, toServer, toClient, 'client'));
     try {
       await client.agent.request(sdk.methods.agent.initialize, { protocolVersion: sdk.PROTOCOL_VERSION, clientCapabilities: {} });
       for (let round = 0; round < ROUNDS; round++) {

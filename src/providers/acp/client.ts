@@ -49,7 +49,7 @@ export class AcpClient {
         if (params.sessionId === this.#sessionId) this.#listener?.(params.update);
       })
       .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => permissionOutcome(permission, params.options))
-      .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout));
+      .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout, 'client'));
   }
 
   /** Connects to `proc` over its stdin/stdout (the SDK is loaded on first use). */

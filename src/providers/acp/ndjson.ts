@@ -1,6 +1,6 @@
 // The ACP wire over a pair of Node streams: newline-delimited JSON, one message per line, as the
 // SDK's ndJsonStream, without its web-stream adapters and per-message writers; the messages of a
-// burst (a turn's last update and its answer) leave in one write.
+// burst (a turn's updates and its answer) leave in one write.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
 
@@ -12,18 +12,31 @@ type WireSdk = Pick<typeof acp, 'RequestError' | 'MessageTooLargeError'>;
 const MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
 const NEWLINE = 0x0a;
 
+/** How the messages of one run of promise callbacks (a burst) leave. */
+export type Batching =
+  /** The first at once (the peer starts on it), the rest in one write once the run is over: a client's requests. */
+  | 'first-at-once'
+  /**
+   * All in one write once the run is over: an agent's answers. A turn that runs without waiting
+   * (a scripted model) then sends its updates and its answer in one pipe write, and the client
+   * wakes once for all of them; a streaming model's chunk leaves as soon as the callback that
+   * received it is done.
+   */
+  | 'whole-burst';
+
 /**
- * Writes a message at once when the line is quiet; messages that follow it in the same run of
- * promise callbacks are held and written together once that run is over. The first message of a
- * burst thus leaves without delay (the peer starts on it), and the rest cost one pipe write.
+ * Writes the messages of a burst together once it is over (`process.nextTick` runs when the
+ * microtask queue drained), the first of them at once with `first-at-once`.
  */
 class LineWriter {
   readonly #output: Writable;
+  readonly #holdFirst: boolean;
   #held: string[] | undefined;
   #failed = false;
 
-  constructor(output: Writable) {
+  constructor(output: Writable, batching: Batching) {
     this.#output = output;
+    this.#holdFirst = batching === 'whole-burst';
     // A peer that went away (EPIPE) closes the connection through the next write, not a crash.
     output.once('error', () => (this.#failed = true));
   }
@@ -37,9 +50,11 @@ class LineWriter {
     const line = `${JSON.stringify(message)}\n`;
     if (this.#held) this.#held.push(line);
     else {
-      this.#held = [];
-      this.#output.write(line);
-      // nextTick runs once the microtask queue drained: everything sent in this burst is held till then.
+      if (this.#holdFirst) this.#held = [line];
+      else {
+        this.#held = [];
+        this.#output.write(line);
+      }
       process.nextTick(() => this.#flush());
     }
     // Backpressure: a peer that stopped reading holds the writer until it drains (or goes away).
@@ -165,8 +180,8 @@ function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
 }
 
 /** An ACP stream over `input` (what the peer writes) and `output` (where this side writes). */
-export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable): acp.Stream {
-  const writer = new LineWriter(output);
+export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching): acp.Stream {
+  const writer = new LineWriter(output, batching);
   const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
   return { readable: lineReader(input, sdk, reply), writable: messageWritable(writer) };
 }

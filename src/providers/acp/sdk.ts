@@ -20,7 +20,10 @@ export function loadAcpSdk(): Promise<AcpSdk> {
   return (loading ??= import('@agentclientprotocol/sdk'));
 }
 
-/** An ndjson ACP stream over a pair of Node streams (`output` is where this side writes). */
-export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable): AcpStream {
-  return ndJsonNodeStream(sdk, output, input);
+/**
+ * An ndjson ACP stream over a pair of Node streams (`output` is where this side writes); a client
+ * sends the first message of a burst at once, an agent each burst in one write (see `Batching` in ndjson.ts).
+ */
+export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable, side: 'client' | 'agent'): AcpStream {
+  return ndJsonNodeStream(sdk, output, input, side === 'agent' ? 'whole-burst' : 'first-at-once');
 }

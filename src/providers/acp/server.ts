@@ -42,7 +42,11 @@ interface Served {
   active?: { cancelled: boolean } | undefined;
 }
 
-/** Sends updates of one session in order; `drain` resolves once all were written. */
+/**
+ * Sends updates of one session; `drain` resolves once all were written. The connection writes its
+ * messages in the order they were sent, so each update is handed over at once and the last one's
+ * write settles after all before it.
+ */
 class UpdateQueue {
   #tail: Promise<void> = Promise.resolve();
   constructor(
@@ -52,8 +56,7 @@ class UpdateQueue {
   ) {}
 
   send(update: acp.SessionUpdate): void {
-    const params = { sessionId: this.sessionId, update };
-    this.#tail = this.#tail.then(() => this.client.notify(this.sdk.methods.client.session.update, params)).catch(() => undefined);
+    this.#tail = this.client.notify(this.sdk.methods.client.session.update, { sessionId: this.sessionId, update }).catch(() => undefined);
   }
 
   drain(): Promise<void> {
@@ -236,7 +239,7 @@ class AcpServer {
 export async function serveAcp(host: AcpServeHost, io?: AcpServeIo): Promise<void> {
   const sdk = await loadAcpSdk();
   const server = new AcpServer(sdk, host);
-  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin));
+  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent'));
   await connection.closed;
   await server.close();
 }
