@@ -144,3 +144,16 @@ describe('subagent-host bench', () => {
     expect(stderr).toContain('usage: subagent-host bench ');
   });
 });
+
+describe('option values read by a command', () => {
+  it('a failure that is not a SubagentError is a bug, not a usage error: it propagates (exit 1 from the command line)', async () => {
+    const { readValues } = await import('../dist/src/cli/args.js');
+    const bug = new TypeError('not a usage error');
+    expect(() =>
+      readValues('worker', 'usage: …', () => {
+        throw bug;
+      }),
+    ).toThrow(bug);
+    expect(readValues('worker', 'usage: …', () => ({ concurrency: 4 }))).toEqual({ concurrency: 4 });
+  });
+});
