@@ -59,9 +59,12 @@ describe('subagent-host demo', () => {
     expect(report.children.every((c) => (c.tokens ?? 0) > 0)).toBe(true);
     expect(report.totalMs).toBeGreaterThan(0);
     expect(report.chunks).toEqual({ planned: 3, delegated: 3, missing: [] });
-    // The same three children also ran one by one, so there is a speed-up to report.
+    // The same three children also ran one by one, so there is a speed-up to report, unless that
+    // run took more than the cores can explain (a loaded machine: these jobs take tens of ms), which
+    // the report then says instead.
     expect(report.sequentialMs).toBeGreaterThan(0);
-    expect(report.speedup).toBeGreaterThan(0);
+    if (report.speedup === null) expect(report.noSpeedup).toMatch(/more than \d+ cores can explain/);
+    else expect(report.speedup).toBeGreaterThan(0);
   });
 
   // The deadline cancels every child still running, so it must be far beyond a normal child on a
@@ -155,7 +158,7 @@ describe('subagent-host demo without --json', () => {
     }
     expect(stdout).toMatch(/^ {2}child +result +time +tokens +turns {2}session$/m);
     expect(stdout).toMatch(/^ {2}The model delegated 2 children covering all 2 chunks \(up to [12] running at once\)\.$/m);
-    expect(stdout).toMatch(/the same children one by one in-process: \d+ ms \(speed-up ×\d+\.\d\d\)\.$/m);
+    expect(stdout).toMatch(/the same children one by one in-process: \d+ ms \(speed-up ×\d+\.\d\d\)\.$|No speed-up: the one-by-one run took ×\d+\.\d\d the parallel run's time, more than \d+ cores can explain/m);
 
     const quoted = `'${join(saved, "it'\\''s saved", 'run.db')}'`;
     expect(stdout).toContain(`\n    subagent-host inspect --db ${quoted}\n`);
