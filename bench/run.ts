@@ -51,9 +51,8 @@ table beside its floors.
 export async function runBench(args: string[]): Promise<number> {
   const parsed = parseCommand('bench', USAGE, {
     args,
-    strict: true,
     allowPositionals: true,
-    options: { json: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
+    options: { json: { type: 'string' } },
   });
   if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;

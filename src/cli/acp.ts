@@ -44,8 +44,7 @@ function log(message: string, data?: unknown): void {
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('acp', USAGE, {
     args,
-    strict: true,
-    options: { model: { type: 'string' }, db: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
+    options: { model: { type: 'string' }, db: { type: 'string' } },
   });
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;

@@ -9,14 +9,20 @@ export function usageError(command: string, usage: string, message: string): num
   return 2;
 }
 
+/** The option every command has: `--help` / `-h` prints its usage. */
+const HELP = { help: { type: 'boolean', short: 'h', default: false } } as const;
+
+/** A command's parse: its own options plus `--help`, always strict. */
+type CommandConfig<T extends Omit<ParseArgsConfig, 'strict'>> = T & { strict: true; options: T['options'] & typeof HELP };
+
 /**
- * Parses `config.args` for `command`, or returns the exit code when there is nothing left to run:
- * 2 after a usage error, 0 after `--help` (the config's `help` option).
+ * Parses `config.args` for `command` (strict, with `--help` added to `config.options`), or returns
+ * the exit code when there is nothing left to run: 2 after a usage error, 0 after `--help`.
  */
-export function parseCommand<T extends ParseArgsConfig>(command: string, usage: string, config: T): ReturnType<typeof parseArgs<T>> | number {
-  let parsed: ReturnType<typeof parseArgs<T>>;
+export function parseCommand<T extends Omit<ParseArgsConfig, 'strict'>>(command: string, usage: string, config: T): ReturnType<typeof parseArgs<CommandConfig<T>>> | number {
+  let parsed: ReturnType<typeof parseArgs<CommandConfig<T>>>;
   try {
-    parsed = parseArgs<T>(config);
+    parsed = parseArgs<CommandConfig<T>>({ ...config, strict: true, options: { ...config.options, ...HELP } });
   } catch (error) {
     // parseArgs throws only Errors (ERR_PARSE_ARGS_*), each naming the option or argument.
     return usageError(command, usage, (error as Error).message);

@@ -28,7 +28,6 @@ const USAGE = `usage: subagent-host demo [options]
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('demo', USAGE, {
     args,
-    strict: true,
     options: {
       provider: { type: 'string', default: 'spawn' },
       children: { type: 'string', default: '6' },
@@ -39,7 +38,6 @@ export async function run(args: string[]): Promise<number> {
       model: { type: 'string', default: 'scripted' },
       db: { type: 'string' },
       json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (typeof parsed === 'number') return parsed;

@@ -34,13 +34,11 @@ function openBrowser(url: string): void {
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('inspect', USAGE, {
     args,
-    strict: true,
     options: {
       db: { type: 'string' },
       port: { type: 'string' },
       host: { type: 'string' },
       open: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (typeof parsed === 'number') return parsed;

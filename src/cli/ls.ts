@@ -58,13 +58,11 @@ export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('ls', USAGE, {
     args,
     allowPositionals: true,
-    strict: true,
     options: {
       db: { type: 'string' },
       tree: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       follow: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (typeof parsed === 'number') return parsed;

@@ -32,7 +32,6 @@ function log(line: string): void {
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('worker', USAGE, {
     args,
-    strict: true,
     options: {
       redis: { type: 'string' },
       queue: { type: 'string' },
@@ -40,7 +39,6 @@ export async function run(args: string[]): Promise<number> {
       'pool-threads': { type: 'string' },
       'lock-duration-ms': { type: 'string' },
       'drain-grace-ms': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (typeof parsed === 'number') return parsed;
