@@ -52,8 +52,7 @@ export class QueueWorker {
   readonly #pool: WorkerPoolEngine;
   readonly #active = new Map<string, PoolChild>();
   #worker: Worker<QueueJobData, Encoded> | undefined;
-  /** Set when `close()` begins: a job handed to this worker after it is put back, never started. */
-  #stopped = false;
+  /** Set when `close()` begins: a job handed to this worker after that is put back, never started. */
   #closing: Promise<void> | undefined;
 
   private constructor(options: QueueWorkerOptions, client: Redis, subscriber: Redis) {
@@ -104,7 +103,7 @@ export class QueueWorker {
 
   async #process(job: Job<QueueJobData, Encoded>, token: string | undefined): Promise<Encoded> {
     if (job.name !== JOB_NAME || job.id === undefined) throw new SubagentError('INVALID_REQUEST', `unexpected job ${job.name}`);
-    if (this.#stopped && token !== undefined) {
+    if (this.#closing !== undefined && token !== undefined) {
       // BullMQ's blocking fetch, already waiting when close() began, can still return one job: it
       // goes back to the queue untouched (no attempt counted) for another worker to take.
       await job.moveToWait(token);
@@ -153,7 +152,6 @@ export class QueueWorker {
    * cancelled (and terminated after the cancel grace). Idempotent.
    */
   close(graceMs = 10_000): Promise<void> {
-    this.#stopped = true;
     this.#closing ??= (async () => {
       const drained = this.#worker?.close() ?? Promise.resolve();
       const timer = setTimeout(() => {
