@@ -1,6 +1,7 @@
 // Architecture guard: each folder of src/ imports only from the layers above it (DESIGN.md),
 // the worker entry never imports the service, no import cycle exists in src/ and no source file
-// passes 400 lines.
+// passes 400 lines; importing the package leaves the queue provider's BullMQ and ioredis unloaded.
+import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -100,6 +101,22 @@ describe('layering', () => {
 
   it('has no import cycle in src/ (type-only imports count too)', () => {
     expect(importCycles(sources)).toEqual(KNOWN_CYCLES);
+  });
+
+  // BullMQ and ioredis are about half of the package's import time; only a queue connection needs them.
+  it('loads neither BullMQ nor ioredis when the package is imported and a host runs without a queue', () => {
+    const script = `
+      const { createHost } = await import(${JSON.stringify(join(root, 'dist/src/index.js'))});
+      const host = await createHost();
+      await host.close();
+      const { createRequire } = await import('node:module');
+      const loaded = Object.keys(createRequire(import.meta.url).cache).filter((path) => /[\\/]node_modules[\\/](bullmq|ioredis)[\\/]/.test(path));
+      const probe = await import('bullmq');
+      const after = Object.keys(createRequire(import.meta.url).cache).filter((path) => /[\\/]node_modules[\\/](bullmq|ioredis)[\\/]/.test(path));
+      console.log(JSON.stringify({ loaded: loaded.length, after: after.length > 0 && typeof probe.Queue === 'function' }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+    // `after` proves the probe sees these modules once something imports them.
+    expect(JSON.parse(out)).toEqual({ loaded: 0, after: true });
   });
 
   it('keeps every source file under 400 lines', () => {

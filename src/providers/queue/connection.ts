@@ -2,8 +2,8 @@
 // connection that blocks on the host's reply stream and hands each entry to its run, and a watchdog
 // that turns lost workers and a lost Redis into run errors within a bounded time.
 import { randomUUID } from 'node:crypto';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { parse } from '../../seam/codec.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { Encoded } from '../../seam/codec.js';
@@ -19,6 +19,15 @@ export interface ConnectedRun {
   check(connection: QueueConnection): Promise<void>;
   /** Redis has been unreachable for longer than the lock duration. */
   lost(diagnostic: string): void;
+}
+
+/**
+ * BullMQ and ioredis, loaded on the first connection: importing the package (or a host that never
+ * registers a queue provider) does not pay for them (about half of the package's import time).
+ */
+async function queueModules(): Promise<{ Queue: typeof Queue; Redis: typeof Redis }> {
+  const [{ Queue }, { Redis }] = await Promise.all([import('bullmq'), import('ioredis')]);
+  return { Queue, Redis };
 }
 
 // The reply stream outlives a host that vanished by at most this long.
@@ -41,22 +50,24 @@ export class QueueConnection {
   #ticking = false;
   #downSince: number | undefined;
 
-  private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis) {
+  private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis, queue: Queue<QueueJobData, Encoded>) {
     this.options = options;
     this.client = client;
     this.#reader = reader;
     this.reply = replyKey(options.queue, randomUUID());
-    this.queue = new Queue<QueueJobData, Encoded>(options.queue, { connection: client, prefix: PREFIX });
+    this.queue = queue;
     this.queue.on('error', () => undefined);
   }
 
   /** Connects both connections and creates the reply stream; `START_FAILED` when Redis is unreachable. */
   static async open(options: ResolvedQueueOptions): Promise<QueueConnection> {
+    const { Queue, Redis } = await queueModules();
     const client = await connectRedis(new Redis(options.url, redisOptions(false)), 'the queue provider');
     let reader: Redis | undefined;
     try {
       reader = await connectRedis(new Redis(options.url, redisOptions(true)), 'the queue provider');
-      const connection = new QueueConnection(options, client, reader);
+      const queue = new Queue<QueueJobData, Encoded>(options.queue, { connection: client, prefix: PREFIX });
+      const connection = new QueueConnection(options, client, reader, queue);
       // Workers append with NOMKSTREAM, so the stream must exist before the first job is queued.
       connection.#lastId = await client.xadd(connection.reply, '*', 'e', 'open') ?? '0';
       await client.pexpire(connection.reply, REPLY_TTL_MS);
