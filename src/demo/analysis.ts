@@ -28,41 +28,50 @@ const TOKEN = /[A-Za-z_$][A-Za-z0-9_$]*|\d+(?:\.\d+)?|\S/g;
 const IDENTIFIER = /^[A-Za-z_$]/;
 
 // 32-bit FNV-1a, then one multiply-xorshift round per permutation: cheap, well spread, deterministic.
+// Every value stays a signed 32-bit integer (a small integer to V8, never a heap number), so the
+// hot loop allocates nothing even before it is optimized: the same bits as the unsigned values,
+// compared as `unsigned ^ 0x80000000` (which orders them as unsigned) and turned unsigned at the end.
+const SIGN = -0x80000000;
+
 function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
+  let hash = 0x811c9dc5 | 0;
   for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
-  return hash >>> 0;
+  return hash;
 }
 
-function permute(hash: number, seed: number): number {
-  let x = (hash ^ Math.imul(seed + 1, 0x9e3779b1)) >>> 0;
+/** The permuted hash, order-shifted: ascending order of the results is ascending unsigned order. */
+function permuteKey(hash: number, seed: number): number {
+  let x = hash ^ Math.imul(seed + 1, 0x9e3779b1);
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  return (x ^ (x >>> 16)) >>> 0;
+  return x ^ (x >>> 16) ^ SIGN;
 }
 
-function minhash(shingles: Uint32Array, size: number, seed: number): number[] {
-  const mins = new Array<number>(size).fill(0xffffffff);
-  for (let k = 0; k < size; k++) {
-    let min = 0xffffffff;
-    for (let i = 0; i < shingles.length; i++) {
-      const value = permute(shingles[i]!, seed + k);
-      if (value < min) min = value;
-    }
-    mins[k] = min;
+/** The smallest key of `shingles` under permutation `seed`: one small hot function, optimized early. */
+function minKey(shingles: Int32Array, seed: number): number {
+  let min = 0x7fffffff;
+  for (let i = 0; i < shingles.length; i++) {
+    const key = permuteKey(shingles[i]!, seed);
+    if (key < min) min = key;
   }
+  return min;
+}
+
+function minhash(shingles: Int32Array, size: number, seed: number): number[] {
+  const mins: number[] = [];
+  for (let k = 0; k < size; k++) mins.push((minKey(shingles, seed + k) ^ SIGN) >>> 0);
   return mins;
 }
 
-function tokenShingles(tokens: readonly string[]): Uint32Array {
-  const out = new Uint32Array(Math.max(0, tokens.length - 2));
+function tokenShingles(tokens: readonly string[]): Int32Array {
+  const out = new Int32Array(Math.max(0, tokens.length - 2));
   for (let i = 0; i < out.length; i++) out[i] = fnv1a(`${tokens[i]} ${tokens[i + 1]} ${tokens[i + 2]}`);
   return out;
 }
 
-function characterShingles(text: string): Uint32Array {
+function characterShingles(text: string): Int32Array {
   const compact = text.replace(/\s+/g, ' ');
-  const out = new Uint32Array(Math.max(0, compact.length - 7));
+  const out = new Int32Array(Math.max(0, compact.length - 7));
   for (let i = 0; i < out.length; i++) out[i] = fnv1a(compact.slice(i, i + 8));
   return out;
 }
