@@ -88,10 +88,14 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
 const analystModel = (): ModelSpec => ({ kind: 'module', specifier: new URL('./models.js', import.meta.url).href, export: 'createAnalystModel' });
 const childTools = new URL('./child-tools.js', import.meta.url).href;
 
-/** Runs one small child of `parent` through `inner` outside the demo's view (threads and JIT warm-up). */
-async function warmUpChild(parent: Agent, inner: SubagentProvider, file: string, model: ModelSpec): Promise<void> {
+/**
+ * Runs one child of `parent` through `inner` outside the demo's view (threads and JIT warm-up): it
+ * analyses one chunk's files, so the analysis is compiled as it is after a long-lived host's first
+ * children (one file left the first real child on each thread about twice as slow as the rest).
+ */
+async function warmUpChild(parent: Agent, inner: SubagentProvider, files: readonly string[], model: ModelSpec): Promise<void> {
   const run = await inner.start({
-    prompt: [text(`Analyse:\n- ${file}`)],
+    prompt: [text(`Analyse:\n${files.map((file) => `- ${file}`).join('\n')}`)],
     parent,
     signal: new AbortController().signal,
     agentOptions: { model, toolModules: [childTools] },
@@ -110,7 +114,7 @@ const BASELINE_RUNS = 3;
  * SQLite file of their own (same settings as the demo's), removed afterwards: the user's database
  * holds the run the report is about, not three copies of its children under a stand-in parent.
  */
-async function sequentialBaseline(delegated: readonly Delegated[], file: string): Promise<Baseline> {
+async function sequentialBaseline(delegated: readonly Delegated[], warmUpFiles: readonly string[]): Promise<Baseline> {
   const dir = await mkdtemp(join(tmpdir(), 'subagent-host-baseline-'));
   try {
     const host = await createHost({ providers: false, persistence: { sqlite: join(dir, 'baseline.db') }, pool: { minThreads: 0 } });
@@ -118,7 +122,7 @@ async function sequentialBaseline(delegated: readonly Delegated[], file: string)
       const baseline = inProcessProvider(host, { name: 'baseline' });
       host.subagents.registerProvider(baseline);
       const parent = await host.createAgent();
-      await warmUpChild(parent, baseline, file, analystModel());
+      await warmUpChild(parent, baseline, warmUpFiles, analystModel());
       let fastest: Baseline | undefined;
       for (let i = 0; i < BASELINE_RUNS; i++) {
         const measured = await oneByOne(host, parent, delegated);
@@ -186,7 +190,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     // the scripted analyst so no model is asked; the one-by-one run gets the same warm-up. Their
     // parent is created first, so the run's parent is the newest root in the database.
     const warmUp = await host.createAgent();
-    await Promise.all(Array.from({ length: threads }, () => warmUpChild(warmUp, inner, files[0]!, analystModel())));
+    await Promise.all(Array.from({ length: threads }, () => warmUpChild(warmUp, inner, children[0]!.files, analystModel())));
     const parent = await host.createAgent(
       options.model
         ? { agentOptions: { model: options.model, persona: 'You coordinate code analysis. Delegate each chunk with the subagent tool, all chunks in one answer, then summarize their results.' } }
@@ -204,7 +208,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason ?? { kind: 'error', error: { code: 'UNKNOWN', message: 'the turn did not end' } };
     const ranChildren = delegated.map(ran);
     const model = options.model ? 'openai' : 'scripted';
-    const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(delegated, files[0]!) : undefined;
+    const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(delegated, children[0]!.files) : undefined;
     return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
   } finally {
     view.close();
