@@ -3,7 +3,7 @@
 // sources, the build configuration, the lock file and the Node version). `npm ci` builds once; the
 // `npx subagent-host …` that follows it in this folder prepares the folder again (npm installs it
 // into its cache) and now finds the build current instead of compiling everything a second time.
-// `npm run build` always builds.
+// `npm run build` always builds, and first removes the stamp: only this script vouches for a build.
 import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
