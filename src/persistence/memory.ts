@@ -8,22 +8,60 @@ import type {
 } from '../runtime/session-persistence.js';
 import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
-import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import type { KnownEventType, SessionEvent, SessionHeader } from '../seam/session-types.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, listedOf, stepStates, viewsOf } from './projection-states.js';
 import { closersFor } from './repair.js';
 import type { EncodedEvent } from './validate.js';
 import { closedError, duplicateSession, encodeEvents, parseHeader, unknownSession } from './validate.js';
 
+/**
+ * One session's log, column by column (an event's seq is its index): a host without durable
+ * storage keeps every finished child's log for the catalog, so an event costs its JSON text and
+ * little else (no object, no boxed time, one shared string per known type).
+ */
 interface StoredLog {
   header: SessionHeader;
+  types: string[];
+  times: number[];
   /** Stored as JSON text, like SQLite, so callers can never share objects with the store. */
-  events: EncodedEvent[];
+  data: string[];
   projections: ProjectionStates;
 }
 
-function decode(event: EncodedEvent): SessionEvent {
-  return { seq: event.seq, type: event.type, time: event.time, data: JSON.parse(event.data) as unknown };
+/** Every built-in event type (the compiler checks the list is whole). */
+const KNOWN_TYPES: Record<KnownEventType, true> = {
+  'turn/start': true, 'turn/end': true, 'step/start': true, 'step/end': true, 'user/message': true, 'assistant/chunk': true,
+  'assistant/message': true, 'tool/call': true, 'tool/result': true, 'inbox/accepted': true, 'inbox/discarded': true,
+  'session/end-seed': true, 'subagent/descriptor': true,
+};
+
+/** One copy of each built-in type, shared by every stored event of that type (an event's own copy is dropped). */
+const TYPES = new Map(Object.keys(KNOWN_TYPES).map((type) => [type, type]));
+
+function store(log: StoredLog, encoded: readonly EncodedEvent[]): void {
+  for (const event of encoded) {
+    log.types.push(TYPES.get(event.type) ?? event.type);
+    log.times.push(event.time);
+    log.data.push(flat(event.data));
+  }
+}
+
+function decode(log: StoredLog, seq: number): SessionEvent {
+  return { seq, type: log.types[seq]!, time: log.times[seq]!, data: JSON.parse(log.data[seq]!) as unknown };
+}
+
+/** Where {@link flat} puts the character it reads, so an optimizing compiler cannot drop the read. */
+let _flattenSink = 0;
+
+/**
+ * `text` as one flat string. V8 builds JSON.stringify's longer results from pieces (a rope); a
+ * rope kept for the life of the store costs a header per piece. Reading a character flattens it
+ * in place, and the collector then drops the pieces.
+ */
+function flat(text: string): string {
+  _flattenSink ^= text.length > 0 ? text.charCodeAt(0) : 0;
+  return text;
 }
 
 class MemoryPersistence implements SessionPersistence {
@@ -36,7 +74,7 @@ class MemoryPersistence implements SessionPersistence {
     this.#assertOpen('create a session');
     const clean = parseHeader(header);
     if (this.#sessions.has(clean.id)) throw duplicateSession(clean.id);
-    this.#sessions.set(clean.id, { header: clean, events: [], projections: initialStates() });
+    this.#sessions.set(clean.id, { header: clean, types: [], times: [], data: [], projections: initialStates() });
   }
 
   async append(id: SessionId, events: readonly SessionEvent[]): Promise<void> {
@@ -44,7 +82,7 @@ class MemoryPersistence implements SessionPersistence {
     const log = this.#sessions.get(id);
     if (log === undefined) throw unknownSession(id);
     // Encoding checks every event before any is stored, so a refused append writes nothing.
-    for (const event of encodeEvents(id, log.events.length, events)) log.events.push(event);
+    store(log, encodeEvents(id, log.types.length, events));
     log.projections = stepStates(log.projections, events);
   }
 
@@ -52,13 +90,12 @@ class MemoryPersistence implements SessionPersistence {
     this.#assertOpen('load a session');
     const log = this.#sessions.get(id);
     if (log === undefined) return undefined;
-    const events = log.events.map(decode);
+    const events = log.types.map((_, seq) => decode(log, seq));
     const closers = closersFor(id, events);
     if (closers.length > 0) {
-      for (const event of encodeEvents(id, log.events.length, closers)) {
-        log.events.push(event);
-        events.push(decode(event));
-      }
+      const from = log.types.length;
+      store(log, encodeEvents(id, from, closers));
+      for (let seq = from; seq < log.types.length; seq++) events.push(decode(log, seq));
       log.projections = stepStates(log.projections, closers);
     }
     return { header: { ...log.header }, events };
