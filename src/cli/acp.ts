@@ -5,7 +5,7 @@ import { SubagentError, describeError } from '../seam/errors.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
-import { warmUp } from './acp-warm-up.js';
+import { startWarmUp } from './acp-warm-up.js';
 import { parseCommand, readValues } from './args.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]
@@ -62,13 +62,18 @@ export async function run(args: string[]): Promise<number> {
     void host.close().finally(() => process.exit(143));
   };
   process.once('SIGTERM', onTerm);
-  // Before serving (requests wait in the pipe): `initialize` is then answered by a warm process, so
-  // a prewarmed child's first prompt does not share the CPU with the warm-up.
-  await warmUp(process.cwd());
+  // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a
+  // warm process; the rest while no session exists yet, so a real prompt never shares the CPU with them.
+  const warm = startWarmUp(process.cwd());
+  await warm.ready;
+  let ended = false;
+  const idleRounds = warm.continueWhileIdle(() => ended || host.agents.list().length > 0);
   try {
     await serveAcp(host);
   } finally {
+    ended = true;
     process.off('SIGTERM', onTerm);
+    await idleRounds;
     await host.close();
   }
   return 0;
