@@ -247,6 +247,20 @@ describe('acpProvider', () => {
       await run.dispose();
     });
 
+    // Plain text chunks skip the SDK's route while nothing is queued on it; once a message takes that
+    // route (the tool call, the chunk with a message id), the ones read after it must follow it.
+    it('keeps the order of updates read together, whichever route each takes', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--burst'])));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text('one two three hello world')], stopReason: 'completed' });
+      const kept = host.sessions
+        .get(run.id)!
+        .events.filter((e) => ['assistant/chunk', 'tool/call', 'tool/result'].includes(e.type))
+        .map((e) => (e.type === 'assistant/chunk' ? (e.data as { chunk: { text: string } }).chunk.text : `${e.type} ${(e.data as { callId: string }).callId}`));
+      expect(kept).toEqual(['one ', 'tool/call b1', 'tool/result b1', 'two ', 'three ', 'hello ', 'world']);
+      await run.dispose();
+    });
+
     it('rejects UNSUPPORTED_CAPABILITY before spawning anything', async () => {
       host.subagents.registerProvider(acpProvider(host, fixture([])));
       const before = childPids();

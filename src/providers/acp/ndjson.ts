@@ -76,8 +76,18 @@ class LineWriter {
   }
 }
 
+/** The queue bound of the message stream the SDK reads: the queue is empty when `desiredSize` equals it. */
+const QUEUE_BOUND = 64;
+
+/**
+ * Takes a parsed message before the SDK sees it; returns true when it handled the message itself.
+ * Asked only while the SDK has no message waiting, so a message it takes never overtakes one queued
+ * before it (and once one is queued, the ones after it are queued too).
+ */
+export type Intercept = (message: object) => boolean;
+
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
-function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void): ReadableStream<AnyMessage> {
+function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void, intercept?: Intercept): ReadableStream<AnyMessage> {
   const errors = sdk.RequestError;
   // Thrown into the connection (which then closes), as the SDK's own stream does.
   const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
@@ -95,7 +105,10 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
       return;
     }
     if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
-    else if (message !== null && typeof message === 'object') controller.enqueue(message as AnyMessage);
+    else if (message !== null && typeof message === 'object') {
+      if (intercept !== undefined && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
+      controller.enqueue(message as AnyMessage);
+    }
     else reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
   };
   return new ReadableStream<AnyMessage>(
@@ -147,7 +160,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
         input.destroy();
       },
     },
-    { highWaterMark: 64 },
+    { highWaterMark: QUEUE_BOUND },
   );
 }
 
@@ -179,9 +192,12 @@ function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
   } as unknown as WritableStream<AnyMessage>;
 }
 
-/** An ACP stream over `input` (what the peer writes) and `output` (where this side writes). */
-export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching): acp.Stream {
+/**
+ * An ACP stream over `input` (what the peer writes) and `output` (where this side writes);
+ * `intercept` may take incoming messages before the SDK (see {@link Intercept}).
+ */
+export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching, intercept?: Intercept): acp.Stream {
   const writer = new LineWriter(output, batching);
   const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
-  return { readable: lineReader(input, sdk, reply), writable: messageWritable(writer) };
+  return { readable: lineReader(input, sdk, reply, intercept), writable: messageWritable(writer) };
 }
