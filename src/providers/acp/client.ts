@@ -77,13 +77,14 @@ export class AcpClient {
 
   /**
    * A text chunk of this session's prompt goes straight to the listener: the SDK's route (its
-   * schema check of every update) cost about a fifth of a prompt round trip. Anything else, and
-   * anything while the SDK still has messages to handle, takes the SDK's route.
+   * schema check of every update) cost about a tenth of a prompt round trip. Anything else, and
+   * anything while the SDK still has messages to handle or once the connection closed, takes the
+   * SDK's route (which drops what arrives after the close).
    */
   #textChunk(message: object): boolean {
     const listener = this.#listener;
     const sessionId = this.#sessionId;
-    if (listener === undefined || sessionId === undefined) return false;
+    if (listener === undefined || sessionId === undefined || this.#connection.signal.aborted) return false;
     const update = plainTextChunk(message as Record<string, unknown>, sessionId);
     if (update === undefined) return false;
     try {
