@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
-import { describeIssue, parseOrThrow } from '../seam/parse.js';
+import { describeIssue, isRecord, parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 
 const count = z.int().nonnegative();
@@ -24,7 +24,6 @@ const envelopeSchema = z.object({ type: z.string().min(1), time: z.number() });
 // Hand-written checks of the common case, run before the schemas: each passes only values its
 // schema accepts, so a well-formed header or event skips zod, and anything else still meets it.
 const HEADER_KEYS = new Set(Object.keys(headerSchema.shape));
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const optionalCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) >= 0);
 const optionalText = (value: unknown, min: number) => value === undefined || (typeof value === 'string' && value.length >= min);
 

@@ -3,6 +3,9 @@
 import type { z } from 'zod';
 import { SubagentError, type SubagentErrorCode } from './errors.js';
 
+/** A non-null object that is not an array: what the hand-written checks before a schema look into. */
+export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
 /** `field: problem` for the first issue of `error`, its field path rooted at `path`. */
 export function describeIssue(error: z.ZodError, path: string): string {
   // A failed parse has at least one issue; every caller roots the path at a named value.

@@ -7,7 +7,7 @@ import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
-import { parseOrThrow } from '../seam/parse.js';
+import { isRecord, parseOrThrow } from '../seam/parse.js';
 import { addUsage, type SubagentUsage } from '../seam/usage.js';
 
 const runShape = z.object({
@@ -39,8 +39,7 @@ const resultShape = z.object({
 
 type RawResult = z.infer<typeof resultShape>;
 const USAGE_FIELDS = Object.keys(usageShape.shape) as (keyof SubagentUsage)[];
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isThenable = (value: unknown) => value instanceof Promise || (isObject(value) && typeof value['then'] === 'function');
+const isThenable = (value: unknown) => value instanceof Promise || (isRecord(value) && typeof value['then'] === 'function');
 
 /** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
 function all(values: unknown[], check: (value: unknown) => boolean): boolean {
@@ -52,23 +51,23 @@ function all(values: unknown[], check: (value: unknown) => boolean): boolean {
 // schema accepts, so a well-formed run or result skips zod; anything else goes through zod.
 
 function plainRun(run: unknown): boolean {
-  if (!isObject(run) || typeof run['id'] !== 'string' || run['id'] === '') return false;
+  if (!isRecord(run) || typeof run['id'] !== 'string' || run['id'] === '') return false;
   const { localAgent, cancel } = run;
-  if (localAgent !== undefined && !(isObject(localAgent) && typeof localAgent['id'] === 'string')) return false;
+  if (localAgent !== undefined && !(isRecord(localAgent) && typeof localAgent['id'] === 'string')) return false;
   return isThenable(run['result']) && typeof run['dispose'] === 'function' && (cancel === undefined || typeof cancel === 'function');
 }
 
 /** The fields of a well-formed result, as zod would return them (usage reduced to its figures). */
 function plainResult(raw: unknown): RawResult | undefined {
-  if (!isObject(raw)) return undefined;
+  if (!isRecord(raw)) return undefined;
   const { output, structured, diagnostic, stopReason, usage } = raw;
-  if (!Array.isArray(output) || !all(output, (block) => isObject(block) && typeof block['type'] === 'string')) return undefined;
+  if (!Array.isArray(output) || !all(output, (block) => isRecord(block) && typeof block['type'] === 'string')) return undefined;
   if (typeof stopReason !== 'string' || stopReason === '' || (diagnostic !== undefined && typeof diagnostic !== 'string')) return undefined;
   const fields: RawResult = { output: output as RawResult['output'], stopReason };
   if ('structured' in raw) fields.structured = structured;
   if (diagnostic !== undefined) fields.diagnostic = diagnostic;
   if (usage === undefined) return fields;
-  if (!isObject(usage) || !USAGE_FIELDS.every((key) => Number.isFinite(usage[key]))) return undefined;
+  if (!isRecord(usage) || !USAGE_FIELDS.every((key) => Number.isFinite(usage[key]))) return undefined;
   fields.usage = Object.fromEntries(USAGE_FIELDS.map((key) => [key, usage[key]])) as RawResult['usage'];
   return fields;
 }

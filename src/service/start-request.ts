@@ -10,7 +10,7 @@ import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
-import { parseOrThrow } from '../seam/parse.js';
+import { isRecord, parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
 
 const CAPABILITY_OF = [
@@ -39,7 +39,6 @@ const requestShape = z.object({
   persona: z.string().optional(),
 });
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) > 0);
 /** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
 function all(values: unknown[], check: (value: unknown) => boolean): boolean {
@@ -57,13 +56,13 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   const { label, prompt, parent, signal, agentOptions, persona } = request as Partial<Record<keyof SubagentStartRequest, unknown>>;
   if ((label !== undefined && typeof label !== 'string') || (persona !== undefined && typeof persona !== 'string')) return false;
   if (request.toolFilter !== undefined || !(signal instanceof AbortSignal)) return false;
-  if (!Array.isArray(prompt) || prompt.length === 0 || !all(prompt, (block) => isObject(block) && typeof block['type'] === 'string')) return false;
-  if (!isObject(parent) || typeof parent['id'] !== 'string' || parent['id'] === '') return false;
+  if (!Array.isArray(prompt) || prompt.length === 0 || !all(prompt, (block) => isRecord(block) && typeof block['type'] === 'string')) return false;
+  if (!isRecord(parent) || typeof parent['id'] !== 'string' || parent['id'] === '') return false;
   const session = parent['session'];
-  if (!isObject(session) || !isObject(session['header'])) return false;
+  if (!isRecord(session) || !isRecord(session['header'])) return false;
   if (agentOptions === undefined) return true;
   // A plain object: zod's strict check also sees inherited enumerable keys.
-  if (!isObject(agentOptions) || Object.getPrototypeOf(agentOptions) !== Object.prototype) return false;
+  if (!isRecord(agentOptions) || Object.getPrototypeOf(agentOptions) !== Object.prototype) return false;
   if (!Object.keys(agentOptions).every((key) => AGENT_OPTION_KEYS.has(key))) return false;
   const { toolModules } = agentOptions;
   if (toolModules !== undefined && !(Array.isArray(toolModules) && all(toolModules, (specifier) => typeof specifier === 'string' && specifier !== ''))) return false;

@@ -3,6 +3,7 @@
 // the run, session/cancel, and permission requests answered by policy. No fs, no terminal.
 import type * as acp from '@agentclientprotocol/sdk';
 import { SubagentError } from '../../seam/errors.js';
+import { isRecord } from '../../seam/parse.js';
 import type { AgentProcess } from './process.js';
 import { loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 
@@ -37,7 +38,6 @@ const hasKeys = (value: object, keys: readonly string[]) => {
   const own = Object.keys(value);
   return own.length === keys.length && keys.every((key) => Object.hasOwn(value, key));
 };
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const TEXT_CHUNKS = new Set(['agent_message_chunk', 'agent_thought_chunk', 'user_message_chunk']);
 
 /**
@@ -48,11 +48,11 @@ const TEXT_CHUNKS = new Set(['agent_message_chunk', 'agent_thought_chunk', 'user
 function plainTextChunk(message: Record<string, unknown>, sessionId: string): acp.SessionUpdate | undefined {
   if (message['jsonrpc'] !== '2.0' || message['method'] !== 'session/update' || !hasKeys(message, ['jsonrpc', 'method', 'params'])) return undefined;
   const params = message['params'];
-  if (!isObject(params) || params['sessionId'] !== sessionId || !hasKeys(params, ['sessionId', 'update'])) return undefined;
+  if (!isRecord(params) || params['sessionId'] !== sessionId || !hasKeys(params, ['sessionId', 'update'])) return undefined;
   const update = params['update'];
-  if (!isObject(update) || !TEXT_CHUNKS.has(update['sessionUpdate'] as string) || !hasKeys(update, ['sessionUpdate', 'content'])) return undefined;
+  if (!isRecord(update) || !TEXT_CHUNKS.has(update['sessionUpdate'] as string) || !hasKeys(update, ['sessionUpdate', 'content'])) return undefined;
   const content = update['content'];
-  if (!isObject(content) || content['type'] !== 'text' || typeof content['text'] !== 'string' || !hasKeys(content, ['type', 'text'])) return undefined;
+  if (!isRecord(content) || content['type'] !== 'text' || typeof content['text'] !== 'string' || !hasKeys(content, ['type', 'text'])) return undefined;
   return update as unknown as acp.SessionUpdate;
 }
 
