@@ -110,9 +110,10 @@ describe('layering', () => {
       const host = await createHost();
       await host.close();
       const { createRequire } = await import('node:module');
-      const loaded = Object.keys(createRequire(import.meta.url).cache).filter((path) => /[\\/]node_modules[\\/](bullmq|ioredis)[\\/]/.test(path));
+      const queueModules = () => Object.keys(createRequire(import.meta.url).cache).filter((path) => /[\\/]node_modules[\\/](bullmq|ioredis)[\\/]/.test(path));
+      const loaded = queueModules();
       const probe = await import('bullmq');
-      const after = Object.keys(createRequire(import.meta.url).cache).filter((path) => /[\\/]node_modules[\\/](bullmq|ioredis)[\\/]/.test(path));
+      const after = queueModules();
       console.log(JSON.stringify({ loaded: loaded.length, after: after.length > 0 && typeof probe.Queue === 'function' }));`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
     // `after` proves the probe sees these modules once something imports them.
