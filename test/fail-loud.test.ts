@@ -112,8 +112,19 @@ describe('schema failures', () => {
     );
     await expect(createHost(tooSmall)).rejects.toThrow(code('INVALID_OPTIONS'));
     const smallest = createWorkerPool({ resourceLimits: { maxOldGenerationSizeMb: 3 } });
-    expect(smallest.options.resourceLimits).toEqual({ maxOldGenerationSizeMb: 3 });
+    expect(smallest.options.resourceLimits).toEqual({ maxOldGenerationSizeMb: 3, maxYoungGenerationSizeMb: 48 });
     await smallest.close();
+  });
+
+  it('refuse a young generation large enough that a thread out of memory would abort the process', async () => {
+    expect(() => createWorkerPool({ resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 49 } })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('options.pool.resourceLimits.maxYoungGenerationSizeMb') as string }),
+    );
+    // Unset, it is 48 MB (Node 24's own default is 192); set, it is the user's.
+    const unset = createWorkerPool();
+    const set = createWorkerPool({ resourceLimits: { maxYoungGenerationSizeMb: 16 } });
+    expect([unset.options.resourceLimits, set.options.resourceLimits]).toEqual([{ maxYoungGenerationSizeMb: 48 }, { maxYoungGenerationSizeMb: 16 }]);
+    await Promise.all([unset.close(), set.close()]);
   });
 
   it('check a tool filter the same way at every boundary that takes one', async () => {

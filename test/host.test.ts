@@ -161,6 +161,7 @@ describe('host lifecycle', () => {
       maxNestingDepth: 3,
       idleTimeoutMs: 30_000,
       cancelGraceMs: 2000,
+      resourceLimits: { maxYoungGenerationSizeMb: 48 },
     });
     expect(host.pool.threads).toBe(0);
     await host.pool.warm();

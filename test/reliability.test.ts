@@ -100,6 +100,11 @@ describe('under two busy loops, the host process', { timeout: 240_000 }, () => {
     expect(await repeat(8, [fixture('exit-close'), packageUrl, '3'], lastLine('error'))).toEqual([]);
   });
 
+  it('contains a child that fills its heap with small objects, then runs the next (4 processes × 3 rounds)', async () => {
+    // On Node 24 this aborted the host (exit 134) in every process before the pool capped the young generation.
+    expect(await repeat(4, [fixture('oom-close'), packageUrl, '3'], lastLine('contained'))).toEqual([]);
+  });
+
   it('stays up while only a worker child runs, and exits by itself afterwards (6 runs)', async () => {
     expect(await repeat(6, [fixture('liveness'), packageUrl], lastLine('completed'))).toEqual([]);
   });

@@ -37,7 +37,10 @@ export interface WorkerPoolOptions {
   maxNestingDepth?: number;
   /** An idle thread above `minThreads` ends after this long. @default 30000 */
   idleTimeoutMs?: number;
-  /** V8 heap limits of each thread. */
+  /**
+   * V8 heap limits of each thread. `maxYoungGenerationSizeMb` is at most 48 and 48 unless set
+   * (Node 24's own default, 192, lets a thread that runs out of memory abort the process).
+   */
   resourceLimits?: { maxOldGenerationSizeMb?: number; maxYoungGenerationSizeMb?: number; stackSizeMb?: number };
   /** A child still running this long after cancel or dispose has its thread terminated. @default 2000 */
   cancelGraceMs?: number;
@@ -75,6 +78,12 @@ const positiveInt = z.number().int().positive();
 // Node 24 aborts the whole process (V8 "GC during deserialization") when a thread starts with an
 // old generation of 2 MB or less; 3 MB fails that thread alone, on Node 20 and 24 alike.
 const MIN_OLD_GENERATION_MB = 3;
+// When a thread reaches its heap limit, Node gives the collection under way 16 MB of leeway and
+// ends the thread; a scavenge that must promote more than that (semi-spaces over 16 MB, i.e. a
+// young generation over 48 MB) makes V8 abort the whole process instead. 48 MB is Node 20's
+// default for a thread; Node 24's is 192 MB, which aborts the host on a child that fills its
+// heap with small objects. So every thread of a pool gets at most 48 MB.
+const MAX_YOUNG_GENERATION_MB = 48;
 const optionsShape = z.strictObject({
   minThreads: z.number().int().min(0).optional(),
   maxThreads: positiveInt.optional(),
@@ -88,7 +97,12 @@ const optionsShape = z.strictObject({
         .int()
         .min(MIN_OLD_GENERATION_MB, `must be at least ${MIN_OLD_GENERATION_MB} (less aborts the whole process on Node 24); a thread needs about 16 to run a child`)
         .optional(),
-      maxYoungGenerationSizeMb: positiveInt.optional(),
+      maxYoungGenerationSizeMb: positiveInt
+        .max(
+          MAX_YOUNG_GENERATION_MB,
+          `must be at most ${MAX_YOUNG_GENERATION_MB}: with a larger young generation, a thread that runs out of memory aborts the whole process`,
+        )
+        .optional(),
       stackSizeMb: positiveInt.optional(),
     })
     .optional(),
@@ -98,6 +112,11 @@ const optionsShape = z.strictObject({
 // One CommonJS file (esbuild, `npm run build`): piscina loads it with `require`, so no ES module
 // graph is instantiated while a thread starts, and start-up is shorter.
 const WORKER_ENTRY = new URL('../../../workers/child.cjs', import.meta.url).href;
+
+/** The limits each thread gets: the user's, with a young generation of 48 MB unless they set one. */
+function threadLimits(limits: WorkerPoolOptions['resourceLimits'] = {}): NonNullable<WorkerPoolOptions['resourceLimits']> {
+  return { ...limits, maxYoungGenerationSizeMb: limits.maxYoungGenerationSizeMb ?? MAX_YOUNG_GENERATION_MB };
+}
 
 /** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
 export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
@@ -114,7 +133,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     maxNestingDepth: options.maxNestingDepth ?? 3,
     idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
     cancelGraceMs: options.cancelGraceMs ?? 2000,
-    ...(options.resourceLimits ? { resourceLimits: { ...options.resourceLimits } } : {}),
+    resourceLimits: threadLimits(options.resourceLimits),
   };
   if (resolved.minThreads > resolved.maxThreads) {
     throw new SubagentError('INVALID_OPTIONS', `options.pool.minThreads (${resolved.minThreads}) must not exceed maxThreads (${resolved.maxThreads})`);
@@ -149,7 +168,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       // Workers must not inherit loaders such as tsx: the entry is compiled JavaScript.
       execArgv: [],
       workerData: { importGate: gateBuffer } satisfies WorkerThreadData,
-      ...(resolved.resourceLimits ? { resourceLimits: resolved.resourceLimits } : {}),
+      resourceLimits: resolved.resourceLimits,
     });
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
