@@ -79,10 +79,11 @@ const positiveInt = z.number().int().positive();
 // old generation of 2 MB or less; 3 MB fails that thread alone, on Node 20 and 24 alike.
 const MIN_OLD_GENERATION_MB = 3;
 // When a thread reaches its heap limit, Node gives the collection under way 16 MB of leeway and
-// ends the thread; a scavenge that must promote more than that (semi-spaces over 16 MB, i.e. a
-// young generation over 48 MB) makes V8 abort the whole process instead. 48 MB is Node 20's
-// default for a thread; Node 24's is 192 MB, which aborts the host on a child that fills its
-// heap with small objects. So every thread of a pool gets at most 48 MB.
+// ends the thread; a collection that needs more makes V8 abort the whole process instead. With a
+// young generation over 48 MB (semi-spaces over 16 MB) it can: a thread filling its heap with
+// small arrays aborted the process with young 50–192 MB and old 48–512 MB, never with 48 MB.
+// 48 MB is Node 20's default for a thread; Node 24's is 192 MB, which aborted the host on such a
+// child every time. So every thread of a pool gets at most 48 MB.
 const MAX_YOUNG_GENERATION_MB = 48;
 const optionsShape = z.strictObject({
   minThreads: z.number().int().min(0).optional(),
