@@ -6,6 +6,12 @@ import { SubagentError, type SubagentErrorCode } from './errors.js';
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
 export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** Like `every`, but a hole counts as `undefined` (which no hand-written check passes), as a schema reads it. */
+export function everyItem(values: unknown[], check: (value: unknown) => boolean): boolean {
+  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
+  return true;
+}
+
 /** `field: problem` for the first issue of `error`, its field path rooted at `path`. */
 export function describeIssue(error: z.ZodError, path: string): string {
   // A failed parse has at least one issue; every caller roots the path at a named value.

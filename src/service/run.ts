@@ -7,7 +7,7 @@ import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
-import { isRecord, parseOrThrow } from '../seam/parse.js';
+import { everyItem, isRecord, parseOrThrow } from '../seam/parse.js';
 import { addUsage, type SubagentUsage } from '../seam/usage.js';
 
 const runShape = z.object({
@@ -41,12 +41,6 @@ type RawResult = z.infer<typeof resultShape>;
 const USAGE_FIELDS = Object.keys(usageShape.shape) as (keyof SubagentUsage)[];
 const isThenable = (value: unknown) => value instanceof Promise || (isRecord(value) && typeof value['then'] === 'function');
 
-/** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
-function all(values: unknown[], check: (value: unknown) => boolean): boolean {
-  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
-  return true;
-}
-
 // Hand-written checks for the shapes every provider returns: each accepts only what its zod
 // schema accepts, so a well-formed run or result skips zod; anything else goes through zod.
 
@@ -61,7 +55,7 @@ function plainRun(run: unknown): boolean {
 function plainResult(raw: unknown): RawResult | undefined {
   if (!isRecord(raw)) return undefined;
   const { output, structured, diagnostic, stopReason, usage } = raw;
-  if (!Array.isArray(output) || !all(output, (block) => isRecord(block) && typeof block['type'] === 'string')) return undefined;
+  if (!Array.isArray(output) || !everyItem(output, (block) => isRecord(block) && typeof block['type'] === 'string')) return undefined;
   if (typeof stopReason !== 'string' || stopReason === '' || (diagnostic !== undefined && typeof diagnostic !== 'string')) return undefined;
   const fields: RawResult = { output: output as RawResult['output'], stopReason };
   if ('structured' in raw) fields.structured = structured;

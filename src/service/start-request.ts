@@ -10,7 +10,7 @@ import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
-import { isRecord, parseOrThrow } from '../seam/parse.js';
+import { everyItem, isRecord, parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
 
 const CAPABILITY_OF = [
@@ -40,11 +40,6 @@ const requestShape = z.object({
 });
 
 const isCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) > 0);
-/** Like `every`, but a hole counts as `undefined` (which no check here passes), as zod reads it. */
-function all(values: unknown[], check: (value: unknown) => boolean): boolean {
-  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
-  return true;
-}
 const AGENT_OPTION_KEYS = new Set(['model', 'toolModules', 'maxTokens', 'maxStepsPerTurn']);
 
 /**
@@ -56,7 +51,7 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   const { label, prompt, parent, signal, agentOptions, persona } = request as Partial<Record<keyof SubagentStartRequest, unknown>>;
   if ((label !== undefined && typeof label !== 'string') || (persona !== undefined && typeof persona !== 'string')) return false;
   if (request.toolFilter !== undefined || !(signal instanceof AbortSignal)) return false;
-  if (!Array.isArray(prompt) || prompt.length === 0 || !all(prompt, (block) => isRecord(block) && typeof block['type'] === 'string')) return false;
+  if (!Array.isArray(prompt) || prompt.length === 0 || !everyItem(prompt, (block) => isRecord(block) && typeof block['type'] === 'string')) return false;
   if (!isRecord(parent) || typeof parent['id'] !== 'string' || parent['id'] === '') return false;
   const session = parent['session'];
   if (!isRecord(session) || !isRecord(session['header'])) return false;
@@ -65,7 +60,7 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   if (!isRecord(agentOptions) || Object.getPrototypeOf(agentOptions) !== Object.prototype) return false;
   if (!Object.keys(agentOptions).every((key) => AGENT_OPTION_KEYS.has(key))) return false;
   const { toolModules } = agentOptions;
-  if (toolModules !== undefined && !(Array.isArray(toolModules) && all(toolModules, (specifier) => typeof specifier === 'string' && specifier !== ''))) return false;
+  if (toolModules !== undefined && !(Array.isArray(toolModules) && everyItem(toolModules, (specifier) => typeof specifier === 'string' && specifier !== ''))) return false;
   return isCount(agentOptions['maxTokens']) && isCount(agentOptions['maxStepsPerTurn']);
 }
 

@@ -3,18 +3,14 @@
 // a start skips the schema's union; anything else (openai specs, finish steps, any fault) still
 // meets the schema, which also words the error.
 
+import { everyItem } from '../../seam/parse.js';
+
 type Plain = Record<string, unknown>;
 
 /** A plain object (own keys only, as a strict schema also reads inherited ones) with keys from `allowed`. */
 function plainWith(value: unknown, allowed: readonly string[]): value is Plain {
   if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) return false;
   for (const key of Object.keys(value)) if (!allowed.includes(key)) return false;
-  return true;
-}
-
-/** Like `every`, but a hole counts as `undefined` (which no check here passes), as the schema reads it. */
-function all(values: unknown[], check: (value: unknown) => boolean): boolean {
-  for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;
   return true;
 }
 
@@ -33,14 +29,14 @@ function step(value: unknown): boolean {
   if (plainWith(value, ['text', 'usage'])) return typeof value['text'] === 'string' && stepUsage(value['usage']);
   if (!plainWith(value, ['toolCalls', 'text', 'usage'])) return false;
   const { toolCalls, text } = value;
-  return Array.isArray(toolCalls) && toolCalls.length > 0 && all(toolCalls, toolCall) && (text === undefined || typeof text === 'string') && stepUsage(value['usage']);
+  return Array.isArray(toolCalls) && toolCalls.length > 0 && everyItem(toolCalls, toolCall) && (text === undefined || typeof text === 'string') && stepUsage(value['usage']);
 }
 
 /** True only for specs the model-spec schema accepts. */
 export function plainModelSpec(spec: unknown): boolean {
   if (plainWith(spec, ['kind', 'steps']) && spec['kind'] === 'scripted') {
     const { steps } = spec;
-    return steps === undefined || (Array.isArray(steps) && all(steps, step));
+    return steps === undefined || (Array.isArray(steps) && everyItem(steps, step));
   }
   if (plainWith(spec, ['kind', 'specifier', 'export', 'options']) && spec['kind'] === 'module') {
     return name(spec['specifier']) && (spec['export'] === undefined || name(spec['export']));
