@@ -25,10 +25,8 @@ export const tools: Tool[] = [
   tool('spin', async () => {
     for (;;);
   }),
-  // Fills its heap with small arrays, which die young until they cannot: the pattern that aborted
-  // the whole process when a thread's young generation was larger than 48 MB.
   tool('hog_memory', async () => {
     const hoard: unknown[] = [];
-    for (;;) hoard.push(new Array(2000).fill({ x: Math.random() }));
+    for (;;) hoard.push(new Array(1e5).fill({ x: Math.random() }));
   }),
 ];
