@@ -1,7 +1,7 @@
 // The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
-import { newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
+import { contentProblem, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
 import { History } from './history.js';
@@ -31,11 +31,8 @@ function assertContent(content: unknown): asserts content is ContentBlock[] {
   if (!Array.isArray(content) || content.length === 0) {
     throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
   }
-  for (const block of content) {
-    if (block === null || typeof block !== 'object' || typeof (block as { type?: unknown }).type !== 'string') {
-      throw new SubagentError('INVALID_REQUEST', 'each content block must be an object with a string `type`');
-    }
-  }
+  const problem = contentProblem(content);
+  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
 }
 
 /** Pending input of a stored log: accepted, not yet claimed by a step, not discarded. */

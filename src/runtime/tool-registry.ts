@@ -3,7 +3,7 @@
 // One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
-import type { ContentBlock } from '../seam/content.js';
+import { contentProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import type { ToolSchema } from './models/types.js';
@@ -60,6 +60,9 @@ export function normalizeToolOutput(name: string, output: ToolOutput): ToolResul
     throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned neither a string nor { content: ContentBlock[] }`);
   }
   if (typeof output === 'string') return { content: [{ type: 'text', text: output }] };
+  // Tool results go into the log and across threads: what neither can carry fails this call, not the thread.
+  const problem = contentProblem(output.content, 'content');
+  if (problem) throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned ${problem}`);
   return output.isError === undefined ? { content: output.content } : { content: output.content, isError: output.isError };
 }
 

@@ -71,3 +71,98 @@ export function deepFreeze<T>(value: T): T {
   }
   return value;
 }
+
+const MAX_CONTENT_DEPTH = 256;
+
+/** Why `value` is not plain JSON a log can hold, or undefined. `undefined` may only be a property's value (JSON drops it). */
+function jsonProblem(value: unknown, path: string, ancestors: Set<object>): string | undefined {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return undefined;
+    case 'number':
+      return Number.isFinite(value) ? undefined : `${path} is ${String(value)}, not a finite number`;
+    case 'object':
+      break;
+    default:
+      return `${path} is a ${typeof value}, not plain JSON`;
+  }
+  if (value === null) return undefined;
+  if (ancestors.has(value)) return `${path} refers back to an enclosing value (a cycle)`;
+  if (ancestors.size >= MAX_CONTENT_DEPTH) return `${path} is nested more than ${MAX_CONTENT_DEPTH} levels deep`;
+  ancestors.add(value);
+  try {
+    if (Array.isArray(value)) {
+      for (let index = 0; index < value.length; index++) {
+        const item: unknown = value[index];
+        const problem = item === undefined ? `${path}[${index}] is undefined` : jsonProblem(item, `${path}[${index}]`, ancestors);
+        if (problem) return problem;
+      }
+      return undefined;
+    }
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return `${path} is a class instance, not a plain object`;
+    for (const key of Object.keys(value)) {
+      const item = (value as Record<string, unknown>)[key];
+      const problem = item === undefined ? undefined : jsonProblem(item, `${path}.${key}`, ancestors);
+      if (problem) return problem;
+    }
+    return undefined;
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+const isString = (value: unknown) => typeof value === 'string';
+
+/** The fields each block type must carry, with their check. */
+const BLOCK_FIELDS: Record<ContentBlock['type'], readonly (readonly [string, (value: unknown) => boolean, string])[]> = {
+  text: [['text', isString, 'a string']],
+  reasoning: [['text', isString, 'a string']],
+  image: [
+    ['mimeType', isString, 'a string'],
+    ['data', isString, 'a base64 string'],
+  ],
+  tool_call: [
+    ['id', isString, 'a string'],
+    ['name', isString, 'a string'],
+  ],
+  tool_result: [
+    ['callId', isString, 'a string'],
+    ['content', Array.isArray, 'an array of content blocks'],
+    ['isError', (value) => value === undefined || typeof value === 'boolean', 'a boolean when given'],
+  ],
+};
+
+function blocksProblem(content: unknown, path: string, ancestors: Set<object>): string | undefined {
+  if (!Array.isArray(content)) return `${path} must be an array of content blocks`;
+  for (let index = 0; index < content.length; index++) {
+    const at = `${path}[${index}]`;
+    const block: unknown = content[index];
+    if (block === null || typeof block !== 'object' || Array.isArray(block)) return `${at} must be a content block object`;
+    const { type } = block as { type?: unknown };
+    const fields = typeof type === 'string' && Object.hasOwn(BLOCK_FIELDS, type) ? BLOCK_FIELDS[type as ContentBlock['type']] : undefined;
+    if (!fields) return `${at}.type must be one of ${Object.keys(BLOCK_FIELDS).join(', ')}`;
+    for (const [field, check, what] of fields) {
+      if (!check((block as Record<string, unknown>)[field])) return `${at}.${field} must be ${what}`;
+    }
+    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, ancestors) : undefined;
+    if (problem) return problem;
+    const json = jsonProblem(block, at, ancestors);
+    if (json) return json;
+  }
+  return undefined;
+}
+
+/**
+ * Why `content` is not a list of content blocks every boundary can carry (a known `type` with its
+ * fields, and plain JSON all through: what a session log stores), or undefined when it is. A
+ * getter or proxy that throws while it is read makes it unreadable, not a crash.
+ */
+export function contentProblem(content: unknown, path = 'content'): string | undefined {
+  try {
+    return blocksProblem(content, path, new Set());
+  } catch {
+    return `${path} could not be read (a getter or proxy threw)`;
+  }
+}

@@ -7,6 +7,7 @@ import { snapshot } from '../seam/codec.js';
 import { parseBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
+import { contentProblem } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
@@ -111,6 +112,8 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
   const budget = request.budget === undefined ? undefined : parseBudget(request.budget);
   if (request.outputSchema !== undefined) assertObjectSchema(request.outputSchema);
   if (!plainlyValid(request)) parseOrThrow(requestShape, request, 'INVALID_REQUEST', 'request');
+  const promptProblem = contentProblem(request.prompt, 'request.prompt');
+  if (promptProblem) throw new SubagentError('INVALID_REQUEST', promptProblem);
   if (request.agentOptions?.model !== undefined) assertModelSpec(request.agentOptions.model);
   if (request.signal.aborted) {
     throw SubagentError.cancelled('the start', request.signal.reason, 'before a child existed');

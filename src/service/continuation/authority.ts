@@ -1,7 +1,7 @@
 // Who may do what: the exact-live-agent rule, live lineage through the agent registry, and
 // admission (closed for the whole manager while it drains, or below a scoped-drain root).
 import type { Agent } from '../../seam/agent-types.js';
-import type { SessionId } from '../../seam/content.js';
+import { contentProblem, type SessionId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 
 /** The registry lookup the rules need. */
@@ -84,4 +84,6 @@ export function assertMessage(content: unknown): void {
   if (!Array.isArray(content) || content.length === 0) {
     throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
   }
+  const problem = contentProblem(content);
+  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
 }

@@ -1,0 +1,84 @@
+// Content that enters a log (prompts, messages, follow-ups) must be content blocks of plain JSON:
+// anything a session log or a thread port cannot carry is refused INVALID_REQUEST where it enters,
+// before any child exists, instead of failing later where nobody asked for it.
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, text, type ContentBlock, type Host } from 'subagent-host';
+import { continuationHost } from './continuation-helpers.js';
+import { tempFiles } from './helpers.js';
+
+const files = tempFiles('content-boundaries-');
+const hosts: Host[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+});
+
+const cycle: Record<string, unknown> = { type: 'text', text: 'c' };
+cycle['self'] = cycle;
+
+const unfit: [string, unknown, RegExp][] = [
+  ['a bigint', { type: 'text', text: 'x', n: 1n }, /prompt\[0\]\.n is a bigint/],
+  ['a function', { type: 'text', text: 'x', run() {} }, /prompt\[0\]\.run is a function/],
+  ['a cycle', cycle, /prompt\[0\]\.self refers back/],
+  ['a Date as text', { type: 'text', text: new Date(0) }, /prompt\[0\]\.text must be a string/],
+  ['a number as text', { type: 'text', text: 5 }, /prompt\[0\]\.text must be a string/],
+  ['an unknown block type', { type: 'video', url: 'x' }, /prompt\[0\]\.type must be one of/],
+  ['an image without base64 data', { type: 'image', mimeType: 'image/png', data: 123 }, /prompt\[0\]\.data must be/],
+  ['a class instance', new (class Block { type = 'text'; text = 'x'; })(), /prompt\[0\] is a class instance/],
+  ['NaN', { type: 'tool_call', id: 'c', name: 'n', input: { x: Number.NaN } }, /input\.x is NaN/],
+  ['a getter that throws', { type: 'text', get text(): string { throw new Error('boom'); } }, /could not be read/],
+  ['a nested tool result with a bad block', { type: 'tool_result', callId: 'c', content: [{ type: 'text' }] }, /prompt\[0\]\.content\[0\]\.text must be a string/],
+];
+
+describe('content blocks at the boundaries', () => {
+  it.each(unfit)('start() refuses a prompt with %s: INVALID_REQUEST naming the field, no child', async (_name, block, message) => {
+    const host = await createHost({ providers: false });
+    hosts.push(host);
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const starting = host.subagents.start('in-process', { prompt: [block as ContentBlock], parent, signal: new AbortController().signal });
+    await expect(starting).rejects.toMatchObject({ name: 'SubagentError', code: 'INVALID_REQUEST', message: expect.stringMatching(message) });
+    expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual([parent.id]);
+  });
+
+  it('accepts plain JSON blocks of every type, with extra fields, shared (not cyclic) objects and undefined properties', async () => {
+    const host = await createHost({ providers: false });
+    hosts.push(host);
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const shared = { deep: [1, 'two', null, true] };
+    const prompt = [
+      { type: 'text', text: 'a', meta: shared, skipped: undefined },
+      { type: 'reasoning', text: 'b' },
+      { type: 'image', mimeType: 'image/png', data: 'AAAA' },
+      { type: 'tool_call', id: 'c1', name: 'n', input: { shared, again: shared } },
+      { type: 'tool_result', callId: 'c1', content: [text('r')], isError: false },
+    ] as ContentBlock[];
+    const run = await host.subagents.start('in-process', { prompt, parent, signal: new AbortController().signal });
+    expect((await run.result).stopReason).toBe('completed');
+    await run.dispose();
+  });
+
+  it('Agent.followup refuses a message the log cannot hold and leaves the agent idle', async () => {
+    const host = await createHost({ providers: false });
+    hosts.push(host);
+    const agent = await host.createAgent();
+    expect(() => agent.followup([{ type: 'text', text: 'x', n: 2n } as unknown as ContentBlock])).toThrow(
+      expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringContaining('content[0].n is a bigint') }),
+    );
+    expect(agent.status).toBe('idle');
+  });
+
+  it('followup and startContinuable refuse such content before anything is accepted', async () => {
+    const host = await continuationHost(files.file());
+    hosts.push(host);
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    const bad = [{ type: 'text', text: 'x', when: new Date(0) } as unknown as ContentBlock];
+    await expect(host.subagents.startContinuable({ provider: 'in-process', label: 'c', request: { prompt: bad, parent } })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    const { childId } = await host.subagents.startContinuable({ provider: 'in-process', label: 'c', request: { prompt: [text('hi')], parent } });
+    await host.recorder.until(() => host.recorder.ends.length === 1);
+    const accepted = () => host.sessions.get(childId)?.events.filter((event) => event.type === 'inbox/accepted').length;
+    const before = accepted();
+    await expect(host.subagents.followup(parent, childId, bad)).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('is a class instance') });
+    expect(accepted()).toBe(before);
+  });
+});
