@@ -134,6 +134,32 @@ describe('worker children', () => {
     await next.dispose();
   });
 
+  it('gives a tool that returns a block no boundary can carry a CONTRACT_VIOLATION result; its sibling on the thread goes on', async () => {
+    const { host, parent } = await setup({ pool: { maxThreads: 1, childrenPerThread: 2 } });
+    const gate = deferred();
+    const hold: Tool = { name: 'hold', description: 'hold', parameters: { type: 'object' }, execute: () => gate.promise.then(() => 'released') };
+    host.tools.register(hold);
+    const sibling = await host.subagents.start('spawn', request(parent, [call('hold'), { text: 'sibling done' }]));
+    await expect.poll(() => dataOf(host!.sessions.get(sibling.id)!.events, 'tool/call').length, LONG).toBe(1);
+    const run = await host.subagents.start('spawn', request(parent, [call('function_block'), { text: 'went on' }]));
+    expect(await run.result).toMatchObject({ output: [text('went on')], stopReason: 'completed' });
+    expect(dataOf<{ code: string; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result')[0]).toMatchObject({
+      code: 'CONTRACT_VIOLATION',
+      content: [{ text: expect.stringContaining('content[0].run is a function') }],
+    });
+    gate.resolve();
+    expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+    await Promise.all([run.dispose(), sibling.dispose()]);
+  });
+
+  it('turns a thrown Error whose message cannot be read into a failed tool call, not a failed turn', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('spawn', request(parent, [call('unreadable_error'), { text: 'recovered' }]));
+    expect(await run.result).toMatchObject({ output: [text('recovered')], stopReason: 'completed' });
+    expect(dataOf<{ code: string }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.code).toBe('TOOL_FAILED');
+    await run.dispose();
+  });
+
   it.each([
     ['an exception escaping to its thread', 'escape'],
     ['process.exit in the child', 'exit_thread'],

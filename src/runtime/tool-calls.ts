@@ -55,8 +55,14 @@ async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSigna
     });
     return { result, concludes: concludes && !result.isError };
   } catch (error) {
-    const code = isSubagentError(error) ? error.code : signal.aborted ? 'ABORTED' : 'TOOL_FAILED';
-    const message = error instanceof Error ? error.message : describeError(error);
+    let code: string = signal.aborted ? 'ABORTED' : 'TOOL_FAILED';
+    let message = '<unprintable error>';
+    try {
+      if (isSubagentError(error)) code = error.code;
+      message = error instanceof Error ? error.message : describeError(error);
+    } catch {
+      // A thrown proxy, or an Error whose getters throw: still one failed call, not a failed turn.
+    }
     return { result: failure(`Error: ${message}`, code), concludes: false };
   }
 }

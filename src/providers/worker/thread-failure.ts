@@ -5,8 +5,16 @@ import type { TurnEndReason } from '../../seam/session-types.js';
 import { closeInterruptedTurn } from '../../persistence/repair.js';
 import { SubagentError, isSubagentError } from '../../seam/errors.js';
 
+/** The error's message: an uncaught error reaches the host as a plain object when its class (say a DOMException) does not cross threads. */
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  const { name, message } = (typeof error === 'object' && error !== null ? error : {}) as { name?: unknown; message?: unknown };
+  if (typeof message === 'string') return typeof name === 'string' && name !== '' ? `${name}: ${message}` : message;
+  return String(error);
+}
+
 function firstLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   const [line] = message.split('\n', 1) as [string];
   return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
