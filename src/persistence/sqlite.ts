@@ -10,7 +10,7 @@ import type {
 } from '../runtime/session-persistence.js';
 import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import { parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { initialStates, lazyEvent, stepStates } from './projection-states.js';
@@ -76,6 +76,12 @@ interface HeaderParams {
 }
 
 type Batches = readonly PendingBatch<EncodedEvent>[];
+
+/** A storage failure (another connection's lock held past `busyTimeoutMs`, a full disk) as callers see it. */
+function storageFailure(error: unknown, operation: string): SubagentError {
+  if (isSubagentError(error)) return error;
+  return new SubagentError('PERSISTENCE_UNAVAILABLE', `SQLite could not ${operation}: ${describeError(error)}`, { cause: error });
+}
 
 class SqlitePersistence implements SessionPersistence {
   readonly [QUEUED_APPENDS] = true;
@@ -182,7 +188,7 @@ class SqlitePersistence implements SessionPersistence {
 
   async load(id: SessionId): Promise<StoredSession | undefined> {
     this.#assertOpen('load a session');
-    if (this.#queue.has(id)) this.#queue.commit();
+    if (this.#queue.has(id)) this.#commitQueued('load a session');
     const row = this.#selectSession.get(id);
     if (row === undefined) return undefined;
     const { header, nextSeq } = decodeSession(row);
@@ -210,26 +216,26 @@ class SqlitePersistence implements SessionPersistence {
   // then shows what load() would return.
   async childRecords(parentId: SessionId): Promise<CatalogRecord[]> {
     this.#assertOpen('list sessions');
-    this.#queue.commit();
+    this.#commitQueued('list sessions');
     return this.#catalog.childRecords(parentId);
   }
 
   async descendantRecords(rootId: SessionId): Promise<CatalogRecord[]> {
     this.#assertOpen('list sessions');
-    this.#queue.commit();
+    this.#commitQueued('list sessions');
     return this.#catalog.descendantRecords(rootId);
   }
 
   async projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>> {
     this.#assertOpen('read projections');
     // Queued appends of these sessions are committed first, so the states match what load() returns.
-    if (ids.some((id) => this.#queue.has(id))) this.#queue.commit();
+    if (ids.some((id) => this.#queue.has(id))) this.#commitQueued('read projections');
     return this.#catalog.projections(ids);
   }
 
   async flush(): Promise<void> {
     this.#assertOpen('flush');
-    this.#queue.commit();
+    this.#commitQueued('flush');
   }
 
   close(): Promise<void> {
@@ -240,8 +246,19 @@ class SqlitePersistence implements SessionPersistence {
   async #shutdown(): Promise<void> {
     try {
       this.#queue.close();
+    } catch (error) {
+      throw storageFailure(error, 'close');
     } finally {
       this.#db.close();
+    }
+  }
+
+  /** Commits what is queued. A failed commit leaves it queued for the next one. */
+  #commitQueued(operation: string): void {
+    try {
+      this.#queue.commit();
+    } catch (error) {
+      throw storageFailure(error, operation);
     }
   }
 

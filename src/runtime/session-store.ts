@@ -22,9 +22,20 @@ interface Entry {
   waiting: SessionEvent[] | undefined;
   /** Appends go to the store as they come (it queues them; see QUEUED_APPENDS). */
   direct: boolean;
+  /** This session's first write failure not yet reported by a flush (each session's own). */
+  failure: unknown;
 }
 
 const noop = () => undefined;
+
+/**
+ * A storage failure as the caller sees it. What it was writing stays queued: a lock that clears
+ * (`SQLITE_BUSY`) still commits it later, so a refused acknowledgement does not mean the write is gone.
+ */
+function unavailable(error: unknown): SubagentError {
+  if (isSubagentError(error)) return error;
+  return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}; what was being written stays queued and may still be stored`, { cause: error });
+}
 
 export class LiveSessionStore implements SessionStore {
   readonly #entries = new Map<SessionId, Entry>();
@@ -32,7 +43,6 @@ export class LiveSessionStore implements SessionStore {
   readonly #logger: Logger | undefined;
   /** The store takes a session's appends while earlier ones are queued (see QUEUED_APPENDS). */
   readonly #queued: boolean;
-  #failure: unknown;
 
   constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
     this.#persistence = options.persistence;
@@ -80,7 +90,8 @@ export class LiveSessionStore implements SessionStore {
   }
 
   #track(session: SessionLog, writes: Promise<void>, stored: boolean): void {
-    const entry: Entry = { session, pending: [], writes: this.#guard(writes), unsubscribe: () => undefined, waiting: undefined, direct: false };
+    const entry: Entry = { session, pending: [], writes, unsubscribe: () => undefined, waiting: undefined, direct: false, failure: undefined };
+    entry.writes = this.#guard(entry, writes);
     if (this.#persistence) {
       entry.unsubscribe = session.subscribe((event) => {
         if (entry.pending.push(event) === 1) queueMicrotask(() => this.#drain(entry));
@@ -98,7 +109,7 @@ export class LiveSessionStore implements SessionStore {
     const id = entry.session.id;
     if (entry.direct) {
       // The store queues it behind the earlier appends: the next flush commits them together.
-      entry.writes = Promise.all([entry.writes, this.#guard(persistence.append(id, batch))]).then(noop);
+      entry.writes = Promise.all([entry.writes, this.#guard(entry, persistence.append(id, batch))]).then(noop);
       return;
     }
     // Events that come while a link waits for the commit before it join that link: one append each commit.
@@ -108,6 +119,7 @@ export class LiveSessionStore implements SessionStore {
     }
     entry.waiting = batch;
     entry.writes = this.#guard(
+      entry,
       entry.writes.then(() => {
         entry.waiting = undefined;
         const write = persistence.append(id, batch);
@@ -118,16 +130,17 @@ export class LiveSessionStore implements SessionStore {
     );
   }
 
-  #guard(write: Promise<void>): Promise<void> {
+  #guard(entry: Entry, write: Promise<void>): Promise<void> {
     return write.catch((error: unknown) => {
-      this.#failure ??= error;
+      entry.failure ??= error;
       this.#logger?.warn('session persistence write failed', describeError(error));
     });
   }
 
   /**
    * Resolves once every event appended so far (to `id`, or to every live session) is durable.
-   * Rejects with the first write failure seen since the last flush.
+   * Rejects with the first write failure of those sessions not reported by an earlier flush (a
+   * session's failure is its own: flushing another session does not report or clear it).
    */
   async flush(id?: SessionId): Promise<void> {
     const entries = id === undefined ? [...this.#entries.values()] : [this.#entries.get(id)].filter((e) => e !== undefined);
@@ -137,17 +150,21 @@ export class LiveSessionStore implements SessionStore {
     const chains = Promise.all(entries.map((entry) => entry.writes));
     let written = false;
     void chains.then(() => (written = true));
-    while (!written) {
-      await this.#persistence?.flush();
-      await Promise.race([chains, new Promise((resolve) => setImmediate(resolve))]);
+    try {
+      while (!written) {
+        await this.#persistence?.flush();
+        await Promise.race([chains, new Promise((resolve) => setImmediate(resolve))]);
+      }
+      // A queuing store resolved each append once durable; any other may resolve one on queueing it.
+      if (!this.#queued) await this.#persistence?.flush();
+    } catch (error) {
+      throw unavailable(error);
     }
-    // A queuing store resolved each append once durable; any other may resolve one on queueing it.
-    if (!this.#queued) await this.#persistence?.flush();
-    const failure = this.#failure;
-    if (failure !== undefined) {
-      this.#failure = undefined;
-      if (isSubagentError(failure)) throw failure;
-      throw new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(failure)}`, { cause: failure });
+    const failed = entries.find((entry) => entry.failure !== undefined);
+    if (failed) {
+      const failure = failed.failure;
+      failed.failure = undefined;
+      throw unavailable(failure);
     }
   }
 

@@ -94,6 +94,7 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
 /** Host shutdown: admission closes for good and every resident child is released, child-first. */
 export async function drainAll(m: ContinuationManager): Promise<void> {
   m.admission.closeAll();
+  m.shutdown();
   await Promise.allSettled([...m.materializing]);
   const roots = [...m.activations.values()].filter((a) => !m.activations.has(a.parentSession));
   await disposeAll(roots);

@@ -47,6 +47,8 @@ export class ContinuationManager implements ActivationHost {
   readonly #locks = new Map<SessionId, Promise<unknown>>();
   /** Creations in flight: drains wait for them (they roll back on the admission re-check). */
   readonly materializing = new Set<Promise<unknown>>();
+  /** Aborted at host shutdown: a provider still bringing a child back (an ACP agent that never answers) gives up. */
+  readonly #shutdown = new AbortController();
 
   constructor(deps: ContinuationDeps) {
     this.deps = deps;
@@ -55,6 +57,11 @@ export class ContinuationManager implements ActivationHost {
 
   get lingerMs(): number {
     return this.deps.lingerMs;
+  }
+
+  /** Host shutdown: provider work of cold resumes still in flight is aborted, so drains that wait for it end. */
+  shutdown(): void {
+    this.#shutdown.abort(SubagentError.closed('the host'));
   }
 
   /** Resident continuable children (for leak checks). */
@@ -223,7 +230,14 @@ export class ContinuationManager implements ActivationHost {
       await prepared.release?.();
       throw error;
     });
-    await sessions.flush(childId);
+    try {
+      await sessions.flush(childId);
+    } catch (error) {
+      // Not acknowledged, so not started: the child that is already running goes (child-first).
+      const activation = this.activations.get(childId);
+      if (activation) await settled(activation.dispose());
+      throw error;
+    }
     return { childId, messageId };
   }
 
@@ -294,13 +308,25 @@ export class ContinuationManager implements ActivationHost {
     if (!provider?.resumeContinuable) {
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
     }
+    // The follow-up's signal, or host shutdown: drains wait for this resume, so it must be able to end.
+    const resume = new AbortController();
+    const shutdown = this.#shutdown.signal;
+    const stop = (from: AbortSignal) => () => resume.abort(from.reason);
+    const onShutdown = stop(shutdown);
+    if (signal?.aborted) resume.abort(signal.reason);
+    else signal?.addEventListener('abort', stop(signal), { once: true });
+    if (shutdown.aborted) onShutdown();
+    else shutdown.addEventListener('abort', onShutdown, { once: true });
     try {
-      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: signal ?? new AbortController().signal, providerData });
+      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resume.signal, providerData });
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
     } catch (error) {
+      if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);
       this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
       if (isSubagentError(error)) throw error;
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
+    } finally {
+      shutdown.removeEventListener('abort', onShutdown);
     }
   }
 }
