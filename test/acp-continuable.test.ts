@@ -207,4 +207,21 @@ describe('continuable ACP children', () => {
     expect(warnings).toStrictEqual([expect.stringContaining(`continuable child ${childId} could not be resumed`)]);
     expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
   });
+
+  it('host.close() ends a cold resume whose session/load never answers: the follow-up rejects CLOSED, no process stays', async () => {
+    const { host, parent, recorder } = await setup(
+      { command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--hang-load'], cwd: files.dir, ...GRACES },
+      { continuation: { lingerMs: 0 } },
+    );
+    const { childId } = await start(host, parent, 'hello');
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    const resuming = newChildPids(before);
+    const followup = host.subagents.followup(parent, childId, [text('again')]);
+    // The resume's agent process is up (it waits on session/load) before the host closes.
+    await eventually(() => newChildPids(before).filter((pid) => !resuming.includes(pid) && isAlive(pid)).length > 0);
+    await host.close();
+    await expect(followup).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+  });
 });

@@ -139,6 +139,16 @@ describe('acpProvider with misbehaving agents', () => {
     expect(isAlive(pid)).toBe(false);
   });
 
+  it('settles error and closes the turn when the agent answers session/prompt without a stop reason', async () => {
+    use(['--null-answer']);
+    const run = await start();
+    const result = await run.result;
+    expect(result).toMatchObject({ output: [text('hello ')], stopReason: 'error' });
+    expect(result.diagnostic).toContain('without a stopReason');
+    expect(host.sessions.get(run.id)!.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
+    await run.dispose();
+  });
+
   it.each([
     ['a failed prompt whose error quotes a secret', ['--fail-prompt']],
     ['a free-text stop reason holding a secret', [`--stop=${SECRET}`]],

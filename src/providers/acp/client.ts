@@ -24,6 +24,7 @@ export function isJsonRpcError(error: unknown): error is { code: number } {
 
 /** A short, secret-free description of a failed ACP call (never the peer's message text). */
 export function describeAcpFailure(error: unknown): string {
+  if (error instanceof SubagentError && error.code === 'CONTRACT_VIOLATION') return error.message;
   return isJsonRpcError(error) ? `JSON-RPC error ${error.code}` : 'the connection closed';
 }
 
@@ -149,12 +150,18 @@ export class AcpClient {
     if (sessionId === undefined) throw new SubagentError('CONTRACT_VIOLATION', 'prompt before session/new');
     this.#listener = onUpdate;
     try {
-      return await this.#connection.agent.request(this.#sdk.methods.agent.session.prompt, {
+      // The SDK does not check answers: a reply without a stop reason is the agent's contract fault.
+      const response: unknown = await this.#connection.agent.request(this.#sdk.methods.agent.session.prompt, {
         sessionId,
         prompt: text.map((value) => ({ type: 'text', text: value })),
       });
+      if (response === null || typeof response !== 'object' || typeof (response as { stopReason?: unknown }).stopReason !== 'string') {
+        throw new SubagentError('CONTRACT_VIOLATION', 'the ACP agent answered session/prompt without a stopReason');
+      }
+      return response as acp.PromptResponse;
     } finally {
-      this.#listener = undefined;
+      // A cancelled prompt the agent answers late must not stop the updates of the prompt sent after it.
+      if (this.#listener === onUpdate) this.#listener = undefined;
     }
   }
 
