@@ -113,7 +113,7 @@ describe('sqlitePersistence', () => {
     const appended = p.append('s', [ev(0)]);
     void appended.then(() => (settled = true));
     vi.advanceTimersByTime(10);
-    await expect(p.flush()).rejects.toMatchObject({ code: 'SQLITE_BUSY' });
+    await expect(p.flush()).rejects.toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', cause: { code: 'SQLITE_BUSY' } });
     expect(settled).toBe(false);
     lock.exec('ROLLBACK');
     await p.flush();
