@@ -120,6 +120,26 @@ describe('acpProvider with misbehaving agents', () => {
     expect(reaped - disposing).toBeGreaterThanOrEqual(GRACES.disposeEofGraceMs + GRACES.disposeGraceMs - 2);
   });
 
+  it('reaps what the agent started itself when the agent exits on its own at EOF', async () => {
+    const file = join(dir, `sleeper-${randomUUID()}`);
+    use([`--sleeper=${file}`]);
+    const { run, pid } = await startWithPid();
+    await run.result;
+    const sleeper = Number(readFileSync(file, 'utf8'));
+    expect(isAlive(sleeper)).toBe(true);
+    await run.dispose();
+    expect(isAlive(pid)).toBe(false);
+    // Reparented, it may linger as a zombie until init reaps it: only a running process counts.
+    const running = () => {
+      try {
+        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${sleeper}/stat`, 'utf8'));
+      } catch {
+        return false; // gone
+      }
+    };
+    await expect.poll(running, { timeout: 5000 }).toBe(false);
+  });
+
   it('host.close() reaps a stubborn agent whose run was never disposed', async () => {
     use(['--hang', '--ignore-eof', '--trap-sigterm']);
     const { run, pid } = await startWithPid();

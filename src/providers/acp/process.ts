@@ -119,6 +119,11 @@ export class AgentProcess {
   }
 
   async #ladder(graces: ReapGraces): Promise<void> {
+    await this.#stop(graces);
+    await this.#reapGroup(graces.graceMs);
+  }
+
+  async #stop(graces: ReapGraces): Promise<void> {
     if (this.#child.pid === undefined || this.#exit) {
       await this.ended;
       return;
@@ -129,5 +134,26 @@ export class AgentProcess {
     if (await within(this.ended, graces.graceMs)) return;
     this.#signal('SIGKILL');
     await this.ended;
+  }
+
+  /**
+   * What the agent started itself stays in its process group after the agent exited on its own
+   * (at EOF): SIGTERM to the group, then SIGKILL to what is left after the grace.
+   */
+  async #reapGroup(graceMs: number): Promise<void> {
+    const pid = this.#child.pid;
+    if (!this.#group || pid === undefined || this.#exit?.errno !== undefined) return;
+    const send = (signal: NodeJS.Signals | 0): boolean => {
+      try {
+        process.kill(-pid, signal);
+        return true;
+      } catch {
+        return false; // ESRCH: the group is empty.
+      }
+    };
+    if (!send('SIGTERM')) return;
+    const deadline = Date.now() + graceMs;
+    while (send(0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    send('SIGKILL');
   }
 }
