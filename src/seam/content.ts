@@ -155,6 +155,19 @@ function blocksProblem(content: unknown, path: string, ancestors: Set<object>): 
 }
 
 /**
+ * Why `value` is not plain JSON (strings, finite numbers, booleans, null, arrays and plain objects
+ * of those; `undefined` only as a property's value, which JSON drops), or undefined when it is. A
+ * JSON round trip is not enough: it silently drops functions instead of failing.
+ */
+export function plainJsonProblem(value: unknown, path: string): string | undefined {
+  try {
+    return jsonProblem(value, path, new Set());
+  } catch {
+    return `${path} could not be read (a getter or proxy threw)`;
+  }
+}
+
+/**
  * Why `content` is not a list of content blocks every boundary can carry (a known `type` with its
  * fields, and plain JSON all through: what a session log stores), or undefined when it is. A
  * getter or proxy that throws while it is read makes it unreadable, not a crash.

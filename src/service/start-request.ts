@@ -7,7 +7,7 @@ import { snapshot } from '../seam/codec.js';
 import { parseBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
-import { contentProblem } from '../seam/content.js';
+import { contentProblem, plainJsonProblem } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
@@ -65,19 +65,6 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   return isCount(agentOptions['maxTokens']) && isCount(agentOptions['maxStepsPerTurn']);
 }
 
-/**
- * True for strings, finite numbers, booleans, null, arrays and plain objects of those. A JSON
- * round trip is not enough: it silently drops functions and `undefined` instead of failing.
- */
-function isPlainJson(value: unknown): boolean {
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
-  if (typeof value === 'number') return Number.isFinite(value);
-  if (Array.isArray(value)) return value.every(isPlainJson);
-  if (typeof value !== 'object') return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return (proto === Object.prototype || proto === null) && Object.values(value).every(isPlainJson);
-}
-
 function invalid(field: string, problem: string): SubagentError {
   return new SubagentError('INVALID_REQUEST', `request.${field} ${problem}`);
 }
@@ -90,7 +77,8 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
     throw invalid('outputSchema', 'is an unsupported JSON schema: its root must be { type: "object", … } without oneOf/anyOf');
   }
   try {
-    if (!isPlainJson(schema)) throw new Error('not plain JSON');
+    const problem = plainJsonProblem(schema, 'outputSchema');
+    if (problem) throw new Error(problem);
     z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', 'request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema)', { cause: error });
