@@ -90,6 +90,27 @@ describe('interrupt_agent', () => {
   });
 });
 
+describe('interrupt_agent on what is no continuable child below the caller', () => {
+  it('refuses an unrelated agent (UNAUTHORIZED) and its own one-shot background task (INVALID_REQUEST, which stays running)', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });
+    const bystander = await host.createAgent();
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'slow', prompt: 'take forever' }),
+        () => call('interrupt_agent', { agent_id: startedId(parent, 0) }),
+        call('interrupt_agent', { agent_id: bystander.id }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 3);
+    expect(errorOf(parent, 1)).toStrictEqual({ isError: true, code: 'INVALID_REQUEST' });
+    expect(errorOf(parent, 2)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
+    expect(host.agents.get(startedId(parent, 0))?.status).toBe('running');
+  });
+});
+
 describe('list_agents', () => {
   it('lists continuable children with status, and descendants with parent and depth', async () => {
     const { host, recorder } = await setup();

@@ -71,6 +71,11 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       async execute(input, ctx) {
         const { agent_id } = input as { agent_id: string };
         if (!host.agents.get(agent_id)) throw new SubagentError('UNKNOWN_SESSION', `no resident agent ${agent_id}; use list_agents for the ids of your subagents`);
+        // The service ignores targets that are no continuable child (the reference's contract): say so
+        // here rather than answer `accepted` for a turn nothing stops.
+        const entry = (await host.subagents.listDescendants(ctx.agent.id, ctx.signal)).find((candidate) => candidate.id === agent_id);
+        if (entry?.kind !== 'child') throw new SubagentError('UNAUTHORIZED', `${agent_id} is not a subagent below you; use list_agents for the ids of your subagents`);
+        if (entry.mode !== 'continuable') throw new SubagentError('INVALID_REQUEST', `${agent_id} is a one-shot background task; stop it with task_cancel`);
         host.subagents.interrupt(agent_id, { kind: 'ancestor', agent: ctx.agent });
         return json({ accepted: true });
       },
