@@ -142,6 +142,20 @@ describe('queue provider failures', () => {
     await queued.dispose();
   });
 
+  it('keeps delegating after Redis lost its data (FLUSHALL): the next child completes', async () => {
+    register({ queue: 'flushed', lockDurationMs: 60_000 });
+    await worker('flushed', '--lock-duration-ms', '60000');
+    const first = await start();
+    expect((await first.result).stopReason).toBe('completed');
+    await first.dispose();
+    const client = redis.client();
+    await client.flushall();
+    await client.quit();
+    const next = await start();
+    expect(await next.result).toMatchObject({ stopReason: 'completed' });
+    await next.dispose();
+  });
+
   it('settles error when the worker running the child is killed', async () => {
     register({ queue: 'killed' });
     const doomed = await worker('killed');

@@ -89,6 +89,17 @@ export class QueueConnection {
     return this.#closed;
   }
 
+  /**
+   * Keeps the reply stream alive, and makes it again when Redis lost it (a restart without
+   * persistence, FLUSHALL, its expiry during a long outage): workers append with NOMKSTREAM, so
+   * without it every later child's result would be dropped.
+   */
+  async ensureReply(): Promise<void> {
+    if ((await this.client.pexpire(this.reply, REPLY_TTL_MS)) === 1) return;
+    await this.client.xadd(this.reply, '*', 'e', 'open');
+    await this.client.pexpire(this.reply, REPLY_TTL_MS);
+  }
+
   register(id: string, run: ConnectedRun): void {
     this.#runs.set(id, run);
   }
@@ -140,7 +151,7 @@ export class QueueConnection {
         return;
       }
       this.#downSince = undefined;
-      await this.client.pexpire(this.reply, REPLY_TTL_MS).catch(() => undefined);
+      await this.ensureReply().catch(() => undefined);
       await Promise.allSettled([...this.#runs.values()].map((run) => run.check(this)));
     } finally {
       this.#ticking = false;

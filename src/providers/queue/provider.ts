@@ -65,6 +65,7 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     data.reply = link.reply;
     const run = new QueueRun({ id: header.id, connection: link, sessions: host.sessions, data, seedLength: 0, descriptor: request.descriptor });
     try {
+      await link.ensureReply();
       await link.queue.add(JOB_NAME, data, { jobId: header.id, removeOnComplete: true });
     } catch (error) {
       link.unregister(header.id);

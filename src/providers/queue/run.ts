@@ -152,6 +152,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     const { queue } = this.#connection;
     try {
       await queue.remove(this.id);
+      await this.#connection.ensureReply();
       await queue.add(JOB_NAME, { ...this.#init.data, attempt: this.#attempt }, { jobId: this.id, removeOnComplete: true });
     } catch (error) {
       this.#settle({ output: [], stopReason: 'error', diagnostic: `${diagnostic}; restarting it failed (${String(error)})` });
