@@ -98,3 +98,26 @@ describe.each(['in-process', 'spawn'])('a tree budget on %s', (provider) => {
     await run.dispose();
   });
 });
+
+describe('a tree budget over spawn children waiting for a thread', () => {
+  it('stops the children that got their thread after the tree was spent before any model call', async () => {
+    const host = track(await createHost({ pool: { minThreads: 0, maxThreads: 1, maxNestingDepth: 1 }, tools: [recordingTool('lookup')] }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    const burn: ScriptedStep[] = Array.from({ length: 10 }, () => lookup(300));
+    subagentTool(host, { provider: 'spawn', agentOptions: { model: { kind: 'scripted', steps: burn } } });
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (end) => ends.push(end));
+    const parent = await host.createAgent();
+    // One step of six parallel spawn children on a single thread: five wait for it while the first spends the tree.
+    const calls = Array.from({ length: 6 }, (_, i) => ({ name: 'subagent', input: { description: `w${i}`, prompt: 'burn' } }));
+    const outer = await host.subagents.start('in-process', request(parent, [{ toolCalls: calls }, { text: 'outer done' }], { tokens: 1000, scope: 'tree' }));
+    await outer.result;
+    const inner = ends.filter((end) => end.id !== outer.id).map((end) => end.usage?.totalTokens ?? 0);
+    expect(inner).toHaveLength(6);
+    // The child that spent the tree is the only one that called its model; the others stopped first.
+    const spenders = inner.filter((tokens) => tokens > 0);
+    expect(spenders).toHaveLength(1);
+    expect(spenders[0]).toBeGreaterThanOrEqual(1000);
+    await outer.dispose();
+  });
+});

@@ -123,6 +123,7 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
   try {
     if (transport.cancelRequested()) return outcome({ output: [], stopReason: 'aborted' });
     const data = decodeOwned<ChildTaskData>(task);
+    treeStop ??= data.treeStop;
     const seed = data.seed === '' ? [] : parse<SessionEvent[]>(data.seed);
     const root = new ToolRegistry();
     if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, transport)));

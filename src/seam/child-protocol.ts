@@ -42,6 +42,8 @@ export interface ChildTaskData {
   toolFilter?: ToolRestriction;
   /** Host tools the child may call (already filtered by `toolFilter` on the host side). */
   hostTools: HostToolSchema[];
+  /** Set when a tree budget covering the child was spent while it waited for a thread: it stops at its first boundary. */
+  treeStop?: BudgetStop;
 }
 
 /** Served by the host for one child (`host` lane). */
