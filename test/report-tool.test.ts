@@ -85,6 +85,15 @@ describe('report tool', () => {
     expect(resultsOf(stored!.events)).toStrictEqual([expect.objectContaining({ name: 'report', isError: true, code: 'UNKNOWN_TOOL' })]);
   });
 
+  it('refuses a second report tool on one host (DUPLICATE_TOOL) until the first is disposed', async () => {
+    const { host } = await setup();
+    const dispose = reportTool(host);
+    expect(() => reportTool(host)).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL' }));
+    dispose();
+    dispose();
+    reportTool(host)();
+  });
+
   it('stops installing once disposed, and rejects a bad delivery', async () => {
     const { host } = await setup();
     expect(() => reportTool(host, { delivery: 'loud' as never })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));

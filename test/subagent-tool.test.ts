@@ -130,6 +130,7 @@ describe('subagent tool config', () => {
     ['a bad model spec', { provider: 'p', agentOptions: { model: { kind: 'nope' } } }],
     ['background with continuable mode', { provider: 'p', mode: 'continuable', background: true }],
     ['an unknown key', { provider: 'p', extra: 1 }],
+    ['an unknown agentOptions key', { provider: 'p', agentOptions: { nope: 1 } }],
   ])('rejects %s at creation', async (_name, config) => {
     const h = await newHost();
     expect(() => subagentTool(h, config as never)).toThrow(expect.objectContaining({ code: expect.stringMatching(/INVALID_OPTIONS|INVALID_MODEL_SPEC/) }));

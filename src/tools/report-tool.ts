@@ -15,6 +15,9 @@ export interface ReportToolHost {
   readonly subagents: SubagentService;
 }
 
+/** Services with a report tool installed. */
+const installed = new WeakSet<SubagentService>();
+
 function buildTool(host: ReportToolHost, delivery: 'next-step' | 'quiet'): Tool {
   return {
     name: 'report',
@@ -39,11 +42,21 @@ function buildTool(host: ReportToolHost, delivery: 'next-step' | 'quiet'): Tool 
 export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): () => void {
   const delivery = opts.delivery ?? 'next-step';
   if (delivery !== 'next-step' && delivery !== 'quiet') throw new SubagentError('INVALID_OPTIONS', "reportTool opts.delivery must be 'next-step' or 'quiet'");
+  // A second one would make every continuable child's setup fail on the duplicate name: refuse it here.
+  if (installed.has(host.subagents)) throw new SubagentError('DUPLICATE_TOOL', 'reportTool is already installed on this host; call its disposer first');
   const tool = buildTool(host, delivery);
-  return host.subagents.registerContinuableSetup((child: Agent) => {
+  const remove = host.subagents.registerContinuableSetup((child: Agent) => {
     const tools = (child as { tools?: unknown }).tools;
     // Children whose tool scope lives elsewhere (not on this thread) get no report tool here.
     if (!(tools instanceof ToolRegistry)) return () => undefined;
     return tools.register(tool);
   });
+  installed.add(host.subagents);
+  let removed = false;
+  return () => {
+    if (removed) return;
+    removed = true;
+    installed.delete(host.subagents);
+    remove();
+  };
 }

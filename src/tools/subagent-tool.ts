@@ -10,6 +10,7 @@ import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStart
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
+import { agentOptionsShape } from '../service/start-request.js';
 import { backgroundTasks } from './background-tasks.js';
 import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
 import { parseOrThrow } from '../seam/parse.js';
@@ -48,7 +49,7 @@ function warn(message: string, error: unknown): void {
 const configShape = z.strictObject({
   provider: z.string().min(1),
   toolName: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
-  agentOptions: z.record(z.string(), z.unknown()).optional(),
+  agentOptions: agentOptionsShape.optional(),
   persona: z.string().optional(),
   toolFilter: toolFilterSchema().optional(),
   maxDepth: z.union([z.number(), z.literal('provider-managed')]).optional(),
