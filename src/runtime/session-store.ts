@@ -28,13 +28,10 @@ interface Entry {
 
 const noop = () => undefined;
 
-/**
- * A storage failure as the caller sees it. What it was writing stays queued: a lock that clears
- * (`SQLITE_BUSY`) still commits it later, so a refused acknowledgement does not mean the write is gone.
- */
+/** A storage failure as the caller sees it (our stores throw SubagentErrors; another store may not). */
 function unavailable(error: unknown): SubagentError {
   if (isSubagentError(error)) return error;
-  return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}; what was being written stays queued and may still be stored`, { cause: error });
+  return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}`, { cause: error });
 }
 
 export class LiveSessionStore implements SessionStore {
