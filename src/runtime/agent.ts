@@ -1,7 +1,7 @@
 // The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
-import { contentProblem, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
+import { assertMessageContent, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
 import { History } from './history.js';
@@ -25,14 +25,6 @@ export interface AgentInit {
    * `ctx.signal.aborted` even while they run synchronous code.
    */
   cancelFlag?: Int32Array;
-}
-
-function assertContent(content: unknown): asserts content is ContentBlock[] {
-  if (!Array.isArray(content) || content.length === 0) {
-    throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
-  }
-  const problem = contentProblem(content);
-  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
 }
 
 /** Pending input of a stored log: accepted, not yet claimed by a step, not discarded. */
@@ -146,7 +138,7 @@ export class LocalAgent implements Agent {
 
   #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = newId()): MessageId {
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
-    assertContent(content);
+    assertMessageContent(content);
     const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: source ?? { kind: 'user' } });
     const data = event.data as SessionEventMap['inbox/accepted'];
     this.#inbox.add(target, { id, content: data.content, source: data.source });

@@ -1,6 +1,7 @@
 // Content blocks and message sources: the data every message, tool result and subagent output is
 // made of. All of it is plain JSON-safe data so it can cross threads, processes and SQLite.
 import { randomUUID } from 'node:crypto';
+import { SubagentError } from './errors.js';
 
 /** A piece of message content. */
 export type ContentBlock =
@@ -160,8 +161,13 @@ function blocksProblem(content: unknown, path: string, ancestors: Set<object>): 
  * JSON round trip is not enough: it silently drops functions instead of failing.
  */
 export function plainJsonProblem(value: unknown, path: string): string | undefined {
+  return readable(path, () => jsonProblem(value, path, new Set()));
+}
+
+/** `check`'s answer, or that the value at `path` could not be read (a getter or proxy threw). */
+function readable(path: string, check: () => string | undefined): string | undefined {
   try {
-    return jsonProblem(value, path, new Set());
+    return check();
   } catch {
     return `${path} could not be read (a getter or proxy threw)`;
   }
@@ -173,9 +179,14 @@ export function plainJsonProblem(value: unknown, path: string): string | undefin
  * getter or proxy that throws while it is read makes it unreadable, not a crash.
  */
 export function contentProblem(content: unknown, path = 'content'): string | undefined {
-  try {
-    return blocksProblem(content, path, new Set());
-  } catch {
-    return `${path} could not be read (a getter or proxy threw)`;
+  return readable(path, () => blocksProblem(content, path, new Set()));
+}
+
+/** Throws `INVALID_REQUEST` unless `content` is a non-empty message of such blocks. */
+export function assertMessageContent(content: unknown): asserts content is ContentBlock[] {
+  if (!Array.isArray(content) || content.length === 0) {
+    throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
   }
+  const problem = contentProblem(content);
+  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
 }

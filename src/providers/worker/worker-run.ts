@@ -3,7 +3,6 @@
 // result only after every event of the child has been mirrored.
 import { once, settled } from '../../seam/once.js';
 import type { ChildTaskData, HostApi } from '../../seam/child-protocol.js';
-import type { BudgetStop } from '../../seam/budget.js';
 import { encode } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
@@ -102,8 +101,7 @@ export class WorkerRun implements SubagentRun {
     const sink = { attach: () => onAttach(), events: (events: SessionEvent[]) => mirror?.mirror(events) };
     // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
     // A tree spent while this start waited for its slot: the child must not make a model call first.
-    let spent: BudgetStop | undefined;
-    request.budgetTree?.onStop((stop) => (spent ??= stop))();
+    const spent = request.budgetTree?.stop();
     const data = spent ? { ...plan.data, treeStop: spent } : plan.data;
     const child = new ThreadChild(host.pool, header.id, encode(data), hostApi, sink, () => slot.release());
     // One abort listener for the child's whole life: it fails the start until the run exists, then

@@ -1,7 +1,7 @@
 // Who may do what: the exact-live-agent rule, live lineage through the agent registry, and
 // admission (closed for the whole manager while it drains, or below a scoped-drain root).
 import type { Agent } from '../../seam/agent-types.js';
-import { contentProblem, type SessionId } from '../../seam/content.js';
+import type { SessionId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 
 /** The registry lookup the rules need. */
@@ -77,13 +77,4 @@ export class Admission {
 export function checkAborted(signal: AbortSignal | undefined): void {
   // An aborted AbortSignal always has a reason (abort() without one gives an AbortError).
   if (signal?.aborted) throw signal.reason;
-}
-
-/** `INVALID_REQUEST` unless `content` is a non-empty array of content blocks. */
-export function assertMessage(content: unknown): void {
-  if (!Array.isArray(content) || content.length === 0) {
-    throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
-  }
-  const problem = contentProblem(content);
-  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
 }

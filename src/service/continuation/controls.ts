@@ -1,11 +1,11 @@
 // The continuable operations that act on resident children without creating any: interrupt, a
 // child's report to its parent, and the drains (scoped, per child, and the whole manager's).
 import type { Agent } from '../../seam/agent-types.js';
-import type { ContentBlock, MessageId, SessionId } from '../../seam/content.js';
+import { assertMessageContent, type ContentBlock, type MessageId, type SessionId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SubagentInterruptAuthority } from '../../seam/types.js';
 import type { Activation } from './activation.js';
-import { assertMessage, checkAborted, isExactLive, liveLineage } from './authority.js';
+import { checkAborted, isExactLive, liveLineage } from './authority.js';
 import type { ContinuationManager } from './manager.js';
 import { reportMessage } from './notices.js';
 import { assertDelivery, teardownError } from './validate.js';
@@ -37,7 +37,7 @@ export async function reportFrom(
 ): Promise<MessageId> {
   checkAborted(opts?.signal);
   assertDelivery(opts?.delivery);
-  assertMessage(content);
+  assertMessageContent(content);
   m.admission.check(child);
   const activation = child ? m.activations.get(child.id) : undefined;
   if (!activation || activation.agent !== child) throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');

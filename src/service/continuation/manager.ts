@@ -3,7 +3,7 @@
 // accepted message is flushed to persistence before its id is returned.
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
-import type { ContentBlock, MessageId, MessageSource, SessionId } from '../../seam/content.js';
+import { assertMessageContent, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
@@ -15,7 +15,7 @@ import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import type { TreeAdmission } from '../budget-ledger.js';
 import { Activation, type ActivationHost } from './activation.js';
-import { Admission, assertMessage, checkAborted, isExactLive, liveLineage } from './authority.js';
+import { Admission, checkAborted, isExactLive, liveLineage } from './authority.js';
 import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
 import { type EpochOutcome, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
@@ -242,7 +242,7 @@ export class ContinuationManager implements ActivationHost {
   }
 
   async followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts: { source?: MessageSource; signal?: AbortSignal } = {}): Promise<MessageId> {
-    assertMessage(content);
+    assertMessageContent(content);
     const { signal } = opts;
     const source = opts.source ?? { kind: 'user' };
     checkAborted(signal);
@@ -311,12 +311,12 @@ export class ContinuationManager implements ActivationHost {
     // The follow-up's signal, or host shutdown: drains wait for this resume, so it must be able to end.
     const resume = new AbortController();
     const shutdown = this.#shutdown.signal;
-    const stop = (from: AbortSignal) => () => resume.abort(from.reason);
-    const onShutdown = stop(shutdown);
-    if (signal?.aborted) resume.abort(signal.reason);
-    else signal?.addEventListener('abort', stop(signal), { once: true });
-    if (shutdown.aborted) onShutdown();
-    else shutdown.addEventListener('abort', onShutdown, { once: true });
+    const sources = signal ? [signal, shutdown] : [shutdown];
+    const relay = (event: Event) => resume.abort((event.target as AbortSignal).reason);
+    for (const source of sources) {
+      if (source.aborted) resume.abort(source.reason);
+      else source.addEventListener('abort', relay, { once: true });
+    }
     try {
       const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resume.signal, providerData });
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
@@ -326,7 +326,8 @@ export class ContinuationManager implements ActivationHost {
       if (isSubagentError(error)) throw error;
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
     } finally {
-      shutdown.removeEventListener('abort', onShutdown);
+      // Both listeners go: a caller's long-lived signal must not collect one per resume.
+      for (const source of sources) source.removeEventListener('abort', relay);
     }
   }
 }

@@ -6,7 +6,7 @@ import { parseOrThrow } from '../../seam/parse.js';
 import type { ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
-import { assertMessage } from './authority.js';
+import { assertMessageContent } from '../../seam/content.js';
 
 function invalid(message: string): SubagentError {
   return new SubagentError('INVALID_REQUEST', message);
@@ -25,7 +25,7 @@ export function assertStartSpec(spec: unknown): asserts spec is ContinuableStart
   if (parent === null || typeof parent !== 'object' || typeof (parent as { id?: unknown }).id !== 'string') {
     throw invalid('spec.request.parent must be the delegating agent');
   }
-  assertMessage(prompt);
+  assertMessageContent(prompt);
 }
 
 /**
