@@ -1,8 +1,10 @@
 // Input to worker children: every message a main-side agent accepted reaches the child's log with
 // its id and source, or is refused (`CLOSED`) at once; none vanishes between the two threads.
+import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, text, type Host, type MessageId, type MessageSource, type ScriptedStep, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
-import { dataOf, deferred, recordingTool } from './helpers.js';
+import { dataOf, deferred, recordingTool, tempFiles } from './helpers.js';
 
 let host: Host | undefined;
 
@@ -17,6 +19,8 @@ async function setup(options: Parameters<typeof createHost>[0] = {}) {
 }
 
 const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+const slowModule = new URL('./fixtures/slow-tools.mjs', import.meta.url).href;
+const files = tempFiles('worker-input-');
 
 function request(parent: SubagentStartRequest['parent'], steps: ScriptedStep[]): SubagentStartRequest {
   return { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [toolModule] } };
@@ -87,6 +91,27 @@ describe('input to worker children', () => {
     expect((await run.result).output).toEqual([text('second')]);
     expect(accepted(host.sessions.get(run.id)!.events).find((data) => data.id === id)).toMatchObject({ source: { kind: 'plugin', name: 'test' } });
     await expect(sender.send('next-turn', [text('late')], { wake: true })).rejects.toMatchObject({ code: 'CLOSED' });
+    await run.dispose();
+  });
+
+  it('holds input sent while the child is still being set up, and hands it over after the prompt', async () => {
+    const gate = files.file();
+    const { host, parent } = await setup();
+    const start = request(parent, [{ text: 'first' }, { text: 'second' }]);
+    const run = await host.subagents.start('spawn', {
+      ...start,
+      agentOptions: { ...start.agentOptions, toolModules: [`${slowModule}?gate=${encodeURIComponent(gate)}`] },
+    });
+    const delivery = (run.localAgent as unknown as Sender).send('next-turn', [text('more')], { wake: true });
+    // Not a condition of the test: the pause only lets the message reach the thread before its
+    // tool module finishes loading, which is the case this test is about.
+    await sleep(100);
+    writeFileSync(gate, '');
+    const id = await delivery;
+    expect((await run.result).output).toEqual([text('second')]);
+    const ids = accepted(host.sessions.get(run.id)!.events).map((data) => data.id);
+    expect(ids).toHaveLength(2);
+    expect(ids[1]).toBe(id); // after the prompt
     await run.dispose();
   });
 
