@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -6,6 +7,8 @@ import { defineConfig } from 'vitest/config';
 // `subagent-host/internals` subpath. Node loads the build natively (not through Vite's transform),
 // as a user's process would, so V8 coverage (`npm run coverage`) maps it back to the sources.
 const dist = new RegExp(`^${fileURLToPath(new URL('./dist/', import.meta.url)).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`);
+
+const UNDER_LOAD = 'test/reliability.test.ts';
 
 export default defineConfig({
   resolve: {
@@ -16,11 +19,24 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ['test/**/*.test.ts'],
     pool: 'forks',
     setupFiles: ['test/coverage-flush.ts'],
     server: { deps: { external: [dist] } },
     testTimeout: 20_000,
     hookTimeout: 20_000,
+    projects: [
+      {
+        extends: true,
+        // One test process per core (vitest's default leaves one core free): the files spend much of
+        // their time waiting on the threads and processes they start.
+        test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [UNDER_LOAD], maxWorkers: availableParallelism() },
+      },
+      {
+        extends: true,
+        // The reliability scripts bring their own two busy loops; run beside the suite, they would
+        // starve it (and be starved by it) for their whole length, so they run alone, afterwards.
+        test: { name: 'under-load', include: [UNDER_LOAD], maxWorkers: 1, sequence: { groupOrder: 1 } },
+      },
+    ],
   },
 });
