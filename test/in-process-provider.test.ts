@@ -120,6 +120,58 @@ describe('in-process provider', () => {
     expect(host.subagents.activeRuns).toBe(0);
   });
 
+  it('puts one listener on a signal shared by many children, and aborting it cancels them all', async () => {
+    const controller = new AbortController();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => void warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const hanging = { model: { kind: 'scripted' as const, steps: [{ finish: 'hang' as const }] } };
+      const runs = await Promise.all(
+        Array.from({ length: 24 }, (_, i) => host.subagents.start('in-process', { prompt: [text(`child ${i}`)], parent, signal: controller.signal, agentOptions: hanging })),
+      );
+      // Node warns (MaxListenersExceededWarning) past 10 listeners on one signal.
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+      controller.abort();
+      expect((await Promise.all(runs.map((run) => run.result))).map((result) => result.stopReason)).toEqual(runs.map(() => 'aborted'));
+      await Promise.all(runs.map((run) => run.dispose()));
+      expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
+      // A warning is emitted on a later tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('keeps one listener on a shared signal while its children come and go, and none after', async () => {
+    const controller = new AbortController();
+    const first = await host.subagents.start('in-process', { prompt: [text('one')], parent, signal: controller.signal });
+    const hanging = await host.subagents.start('in-process', {
+      prompt: [text('two')],
+      parent,
+      signal: controller.signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    });
+    await first.result;
+    await first.dispose();
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    hanging.cancel();
+    await expect(hanging.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    await hanging.dispose();
+    expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
+    // The signal still works for a child started after all that.
+    const third = await host.subagents.start('in-process', {
+      prompt: [text('three')],
+      parent,
+      signal: controller.signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    });
+    controller.abort();
+    await expect(third.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    await third.dispose();
+  });
+
   it('leaves the caller signal without listeners once a run completes', async () => {
     const controller = new AbortController();
     const run = await host.subagents.start('in-process', { prompt: [text('x')], parent, signal: controller.signal });

@@ -1,5 +1,6 @@
 // Pieces of the catalog: cancellation checkpoints, the corpus of candidate sessions (stored records
 // overlaid by live sessions), the iterative pre-order walk, and the rows themselves.
+import { onAbort } from '../seam/abort.js';
 import type { Session, SessionStore } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
@@ -46,16 +47,15 @@ export function checkpoint(signal: AbortSignal | undefined): void {
 export function guarded<T>(read: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return read;
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(cancelled(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
+    const unwatch = onAbort(signal, () => reject(cancelled(signal)));
     read.then(
       (value) => {
-        signal.removeEventListener('abort', onAbort);
-        if (signal.aborted) onAbort();
+        unwatch();
+        if (signal.aborted) reject(cancelled(signal));
         else resolve(value);
       },
       (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
+        unwatch();
         reject(signal.aborted ? cancelled(signal) : (error as Error));
       },
     );

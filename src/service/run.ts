@@ -2,6 +2,7 @@
 // frozen SubagentResult, cancellation through one combined signal, and one memoized dispose.
 import { z } from 'zod';
 import type { Agent } from '../seam/agent-types.js';
+import { onAbort } from '../seam/abort.js';
 import { deepFreeze, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
@@ -109,22 +110,25 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
 }
 
 /**
- * The one listener a start puts on the caller's signal, kept for the child's whole life: until the
- * run exists it aborts the start; the run then points `onAbort` at its `cancel` and removes
- * `listener` when its result settles (one listener per child instead of one per phase).
+ * The one watch a start puts on the caller's signal, kept for the child's whole life: until the
+ * run exists it aborts the start; the run then points `onAbort` at its `cancel` and calls `stop`
+ * when its result settles (one watch per child instead of one per phase; children started with
+ * one signal share its single listener).
  */
 export interface CallerAbort {
   readonly signal: AbortSignal;
-  readonly relay: { onAbort: () => void; readonly listener: () => void };
+  readonly relay: { onAbort: () => void };
+  readonly stop: () => void;
 }
 
 /**
- * The caller's relay, made here so that its listener holds only the relay: the start's own frame
- * (the request, the provider's promise) is not kept alive by a listener that outlives it.
+ * The caller's relay, made here so that its watch holds only the relay: the start's own frame
+ * (the request, the provider's promise) is not kept alive by a watch that outlives it.
  */
-export function callerAbort(signal: AbortSignal, onAbort: () => void): CallerAbort {
-  const relay = { onAbort, listener: () => relay.onAbort() };
-  return { signal, relay };
+export function callerAbort(signal: AbortSignal, onAbortStart: () => void): CallerAbort {
+  const relay = { onAbort: onAbortStart };
+  const stop = onAbort(signal, () => relay.onAbort());
+  return { signal, relay, stop };
 }
 
 export class ManagedRun implements SubagentRun {
@@ -153,13 +157,13 @@ export class ManagedRun implements SubagentRun {
     this.#controller = controller;
     this.id = run.id;
     this.localAgent = run.localAgent;
-    const { signal: callerSignal, relay } = caller;
+    const { signal: callerSignal, relay, stop: unwatch } = caller;
     relay.onAbort = () => this.cancel(callerSignal.reason);
     if (callerSignal.aborted) relay.onAbort();
     this.result = Promise.resolve(run.result).then(
       async (raw) => {
         if (this.#state === 'running') this.#state = 'settled';
-        callerSignal.removeEventListener('abort', relay.listener);
+        unwatch();
         const result = normalizeResult(raw, this.#state === 'cancelled', descendants);
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
@@ -168,7 +172,7 @@ export class ManagedRun implements SubagentRun {
       },
       (error: unknown) => {
         if (this.#state === 'running') this.#state = 'settled';
-        callerSignal.removeEventListener('abort', relay.listener);
+        unwatch();
         throw error;
       },
     );

@@ -137,15 +137,13 @@ export class SubagentService {
     const controller = new AbortController();
     const callerSignal = resolved.signal;
     const caller = callerAbort(callerSignal, () => controller.abort(callerSignal.reason));
-    const { relay } = caller;
-    callerSignal.addEventListener('abort', relay.listener, { once: true });
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
     try {
       // A provider whose start throws instead of rejecting still fails as a rejection.
       starting = Promise.resolve(provider.start(resolved));
     } catch (error) {
-      callerSignal.removeEventListener('abort', relay.listener);
+      caller.stop();
       return Promise.reject(error as Error);
     }
     const publishing = this.#publish(provider, resolved.parent, starting, controller, caller, admission);
@@ -154,7 +152,7 @@ export class SubagentService {
     publishing.then(
       () => this.#starting.delete(publishing),
       () => {
-        callerSignal.removeEventListener('abort', relay.listener);
+        caller.stop();
         this.#starting.delete(publishing);
       },
     );

@@ -1,5 +1,6 @@
 // What the control tools know of each child's activity: `running` between its `subagent/start`
 // and `subagent/end`, then `idle` (or `failed` when it ended in error); waiters hear every end.
+import { onAbort } from '../seam/abort.js';
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import type { SubagentService } from '../service/service.js';
@@ -51,14 +52,13 @@ export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, tim
     const finish = (value: boolean) => {
       off();
       clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
+      unwatch();
       resolve(value);
     };
-    const onAbort = () => finish(false);
     const off = tracker.onSettled(() => {
       if (ready()) finish(true);
     });
     const timer = setTimeout(() => finish(false), timeoutMs);
-    signal.addEventListener('abort', onAbort, { once: true });
+    const unwatch = onAbort(signal, () => finish(false));
   });
 }

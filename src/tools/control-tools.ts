@@ -1,5 +1,6 @@
 // The model-facing control tools: message, interrupt, list and wait for continuable children, and
 // read or cancel background one-shot tasks. Objects come back as JSON text; failures as error results.
+import { onAbort } from '../seam/abort.js';
 import type { Agent, Tool, ToolContext } from '../seam/agent-types.js';
 import { textOf, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
@@ -41,12 +42,12 @@ function taskView(task: BackgroundTask): { status: 'running' | 'settled'; stopRe
 function within(promise: Promise<void>, timeoutMs: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(done, timeoutMs);
+    const unwatch = onAbort(signal, done);
     function done() {
       clearTimeout(timer);
-      signal.removeEventListener('abort', done);
+      unwatch();
       resolve();
     }
-    signal.addEventListener('abort', done, { once: true });
     void promise.then(done);
   });
 }

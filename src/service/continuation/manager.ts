@@ -2,6 +2,7 @@
 // owns the resident Activations, the per-child lock, admission and the setup registry; every
 // accepted message is flushed to persistence before its id is returned.
 import { randomUUID } from 'node:crypto';
+import { onAbort } from '../../seam/abort.js';
 import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
@@ -312,11 +313,10 @@ export class ContinuationManager implements ActivationHost {
     const resume = new AbortController();
     const shutdown = this.#shutdown.signal;
     const sources = signal ? [signal, shutdown] : [shutdown];
-    const relay = (event: Event) => resume.abort((event.target as AbortSignal).reason);
-    for (const source of sources) {
+    const unwatch = sources.map((source) => {
       if (source.aborted) resume.abort(source.reason);
-      else source.addEventListener('abort', relay, { once: true });
-    }
+      return onAbort(source, () => resume.abort(source.reason));
+    });
     try {
       const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resume.signal, providerData });
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
@@ -326,8 +326,8 @@ export class ContinuationManager implements ActivationHost {
       if (isSubagentError(error)) throw error;
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
     } finally {
-      // Both listeners go: a caller's long-lived signal must not collect one per resume.
-      for (const source of sources) source.removeEventListener('abort', relay);
+      // Both watches go: a caller's long-lived signal must not collect one per resume.
+      for (const stop of unwatch) stop();
     }
   }
 }

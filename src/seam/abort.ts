@@ -1,0 +1,49 @@
+// One listener per caller's AbortSignal, however many children, listings or waits watch it. A host
+// fans out: one controller aborting fifty children is ordinary, and fifty 'abort' listeners on one
+// signal make Node print a MaxListenersExceededWarning (its limit is 10) on the caller's stderr.
+
+interface Fanout {
+  readonly watchers: Set<() => void>;
+  readonly listener: () => void;
+}
+
+const fanouts = new WeakMap<AbortSignal, Fanout>();
+
+/**
+ * Calls `callback` once when `signal` aborts, like `addEventListener('abort', callback, { once: true })`,
+ * but every callback on one signal shares a single listener. Returns the removal (idempotent). The
+ * signal's listener goes with its last callback, so a long-lived signal keeps nothing between uses.
+ * As with listeners: an already aborted signal never calls back, a callback removed while the abort
+ * is being dispatched is not called, and one that throws does not keep the others from running.
+ */
+export function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let fanout = fanouts.get(signal);
+  if (fanout === undefined) {
+    const watchers = new Set<() => void>();
+    const listener = () => {
+      fanouts.delete(signal);
+      let failure: { error: unknown } | undefined;
+      for (const watcher of watchers) {
+        try {
+          watcher();
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+      watchers.clear();
+      if (failure) throw failure.error;
+    };
+    fanout = { watchers, listener };
+    fanouts.set(signal, fanout);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  const { watchers, listener } = fanout;
+  // A wrapper per call: the same function watched twice is removed once per watch.
+  const watcher = () => callback();
+  watchers.add(watcher);
+  return () => {
+    if (!watchers.delete(watcher) || watchers.size > 0) return;
+    if (fanouts.get(signal)?.watchers === watchers) fanouts.delete(signal);
+    signal.removeEventListener('abort', listener);
+  };
+}
