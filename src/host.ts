@@ -41,6 +41,29 @@ function lingerMsOf(option: HostOptions['continuation']): number {
   return value;
 }
 
+// Records, so that the compiler asks for a new option here.
+const HOST_OPTION_KEYS = Object.keys({ model: 1, persistence: 1, tools: 1, pool: 1, providers: 1, logger: 1, continuation: 1 } satisfies Record<keyof HostOptions, 1>);
+const AGENT_OPTION_KEYS = Object.keys({
+  sessionId: 1,
+  header: 1,
+  seed: 1,
+  agentOptions: 1,
+  model: 1,
+  tools: 1,
+  setup: 1,
+  hooks: 1,
+  signal: 1,
+  cancelFlag: 1,
+  loadToolModules: 1,
+} satisfies Record<keyof CreateAgentOptions, 1>);
+
+/** `INVALID_OPTIONS` unless `value` is an object with only `known` keys: a misspelt option is not silently dropped. */
+function assertKnownKeys(what: string, value: unknown, known: readonly string[]): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new SubagentError('INVALID_OPTIONS', `${what} must be an object`);
+  const unknown = Object.keys(value).filter((key) => !known.includes(key));
+  if (unknown.length > 0) throw new SubagentError('INVALID_OPTIONS', `${what} has unknown field(s) ${unknown.join(', ')} (known: ${known.join(', ')})`);
+}
+
 /** What a caller's SessionPersistence must offer; a partial object fails here, not at first write. */
 const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'flush', 'close'] as const;
 
@@ -98,6 +121,7 @@ class HostImpl implements Host {
 
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
     if (this.#closing) throw SubagentError.closed('the host');
+    if (options !== undefined) assertKnownKeys('createAgent options', options, AGENT_OPTION_KEYS);
     const handle = await this.agents.create(options);
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.
@@ -138,6 +162,7 @@ class HostImpl implements Host {
 
 /** Creates a host. */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
+  assertKnownKeys('createHost options', options, HOST_OPTION_KEYS);
   const opened = openPersistence(options.persistence);
   try {
     return new HostImpl(options, opened);

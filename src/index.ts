@@ -101,7 +101,7 @@ export type {
 } from './seam/agent-types.js';
 
 // runtime
-export { scriptedModel } from './runtime/models/scripted.js';
+export { checkedScriptedModel as scriptedModel } from './runtime/models/create.js';
 export type { ScriptedModel } from './runtime/models/scripted.js';
 export type {
   ModelAdapter,

@@ -3,14 +3,29 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   SubagentService,
+  controlTools,
   createHost,
   createWorkerPool,
+  forkProvider,
   inProcessProvider,
+  reportTool,
+  scriptedModel,
+  serveAcp,
   spawnProvider,
   subagentTool,
   text,
+  textOf,
+  type AcpServeHost,
+  type AcpServeIo,
   type Agent,
+  type CreateAgentOptions,
   type Host,
+  type HostOptions,
+  type InProcessProviderOptions,
+  type ReportToolOptions,
+  type ResumeAgentOptions,
+  type ScriptedStep,
+  type WorkerProviderOptions,
 } from 'subagent-host';
 
 const hosts: Host[] = [];
@@ -138,5 +153,67 @@ describe('schema failures', () => {
     expect(() => subagentTool(host, { provider: 'in-process', toolFilter: bad })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('subagentTool config.toolFilter.allow[1]') as string }),
     );
+  });
+});
+
+describe('arguments of the public functions', () => {
+  const refused = (expected: string, words: string) => expect.objectContaining({ name: 'SubagentError', code: expected, message: expect.stringContaining(words) as string });
+
+  it('refuse a tool installer a host that is not one, naming the installer', async () => {
+    const host = await openHost();
+    for (const bad of [null, {}, { subagents: host.subagents }]) {
+      expect(() => subagentTool(bad as unknown as Host, { provider: 'spawn' })).toThrow(refused('INVALID_OPTIONS', 'subagentTool: host'));
+      expect(() => controlTools(bad as unknown as Host)).toThrow(refused('INVALID_OPTIONS', 'controlTools: host'));
+    }
+    expect(() => reportTool(null as unknown as Host)).toThrow(refused('INVALID_OPTIONS', 'reportTool: host is not an object'));
+    expect(() => reportTool(host, null as unknown as ReportToolOptions)).toThrow(refused('INVALID_OPTIONS', 'reportTool opts must be an object'));
+    expect(() => reportTool(host, { delivery: 'quiet', loud: true } as unknown as ReportToolOptions)).toThrow(refused('INVALID_OPTIONS', 'unknown field(s) loud'));
+    // Nothing was installed by the refused calls.
+    expect(host.tools.list()).toEqual([]);
+  });
+
+  it('refuse provider options that are not an object or name an unknown or mistyped field', async () => {
+    const host = await openHost();
+    expect(() => inProcessProvider(host, null as unknown as InProcessProviderOptions)).toThrow(refused('INVALID_OPTIONS', 'inProcessProvider options must be an object'));
+    expect(() => inProcessProvider(host, { fork: 'yes' } as unknown as InProcessProviderOptions)).toThrow(refused('INVALID_OPTIONS', 'inProcessProvider options.fork must be a boolean'));
+    expect(() => spawnProvider(host, { name: '' })).toThrow(refused('INVALID_OPTIONS', 'spawnProvider options.name must be a non-empty string'));
+    expect(() => forkProvider(host, 3 as unknown as WorkerProviderOptions)).toThrow(refused('INVALID_OPTIONS', 'forkProvider options must be an object'));
+    expect(() => spawnProvider(host, { fork: true } as unknown as WorkerProviderOptions)).toThrow(refused('INVALID_OPTIONS', 'spawnProvider options has unknown field fork'));
+    expect(spawnProvider(host, { name: 'mine' }).name).toBe('mine');
+  });
+
+  it('refuse misspelt host and agent options instead of dropping them', async () => {
+    await expect(createHost({ provider: false } as unknown as HostOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'createHost options has unknown field(s) provider'));
+    await expect(createHost(5 as unknown as HostOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'createHost options must be an object'));
+    const host = await openHost();
+    await expect(host.createAgent({ agentOption: {} } as unknown as CreateAgentOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'unknown field(s) agentOption'));
+    await expect(host.agents.resume(null as unknown as ResumeAgentOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'resume(): options must be an object'));
+    await expect(host.createAgent({ sessionId: '' })).rejects.toThrow(refused('INVALID_OPTIONS', 'options.sessionId must be a non-empty string'));
+    expect(host.agents.list()).toEqual([]);
+  });
+
+  it('refuse a listener that is not a function, an unknown event and a listing without a session id', async () => {
+    const host = await openHost();
+    expect(() => host.subagents.on('subagent/start', null as unknown as () => void)).toThrow(refused('INVALID_REQUEST', 'the listener must be a function'));
+    expect(() => host.subagents.on('subagent/begin' as 'subagent/start', () => undefined)).toThrow(refused('INVALID_REQUEST', 'unknown event subagent/begin'));
+    expect(() => host.subagents.on('subagent/end', () => undefined, { parent: 5 as unknown as string })).toThrow(refused('INVALID_REQUEST', 'opts must be { parent?'));
+    expect(host.subagents.listenerCount).toBe(0);
+    await expect(host.subagents.listChildren(undefined as unknown as string)).rejects.toThrow(refused('INVALID_REQUEST', 'listChildren(): the session id'));
+    await expect(host.subagents.listDescendants('root', {} as AbortSignal)).rejects.toThrow(refused('INVALID_REQUEST', 'signal must be an AbortSignal'));
+    await expect(host.subagents.listChildren('nobody')).resolves.toEqual([]);
+  });
+
+  it('refuse serveAcp a host or streams it cannot serve, before serving', async () => {
+    await expect(serveAcp(null as unknown as AcpServeHost)).rejects.toThrow(refused('INVALID_OPTIONS', 'serveAcp: host'));
+    const host = await openHost();
+    await expect(serveAcp(host, { input: null, output: null } as unknown as AcpServeIo)).rejects.toThrow(refused('INVALID_OPTIONS', 'serveAcp: io must be'));
+  });
+
+  it('refuse content helpers and scriptedModel what they cannot turn into content or steps', () => {
+    expect(() => text(5 as unknown as string)).toThrow(refused('INVALID_REQUEST', 'text() takes a string, not a value of type number'));
+    expect(() => textOf(null as unknown as [])).toThrow(refused('INVALID_REQUEST', 'textOf() takes an array of content blocks, not null'));
+    expect(() => scriptedModel(null as unknown as [])).toThrow(refused('INVALID_MODEL_SPEC', 'model spec.steps'));
+    expect(() => scriptedModel([{ txt: 'hi' } as unknown as ScriptedStep])).toThrow(refused('INVALID_MODEL_SPEC', 'model spec.steps[0]'));
+    expect(textOf([text('a'), text('b')])).toBe('ab');
   });
 });

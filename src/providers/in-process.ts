@@ -8,7 +8,7 @@ import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type 
 import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
 import { completedTurnPrefix } from '../runtime/session.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
-import { hostParts, type Host, type ProviderHost } from './provider-host.js';
+import { factoryOptions, hostParts, type Host, type ProviderHost } from './provider-host.js';
 
 export interface InProcessProviderOptions {
   /** @default 'in-process' (or 'in-process-fork' with `fork`) */
@@ -77,7 +77,7 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
 /** A provider whose children run as agents in this thread. */
 export function inProcessProvider(owner: Host, opts: InProcessProviderOptions = {}): SubagentProvider {
   const host = hostParts(owner);
-  const fork = opts.fork ?? false;
+  const fork = factoryOptions(opts, 'inProcessProvider', ['name', 'fork']).fork ?? false;
   return {
     name: opts.name ?? (fork ? 'in-process-fork' : 'in-process'),
     capabilities: ALL_CAPABILITIES,

@@ -5,6 +5,7 @@ import type { Agent, Session, SessionStore, Tool } from '../seam/agent-types.js'
 import type { SessionId } from '../seam/content.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { SubagentError } from '../seam/errors.js';
+import { isRecord } from '../seam/parse.js';
 import type { AgentHandle, AgentRegistry, CreateAgentOptions, ResumeAgentOptions } from '../runtime/agent-registry.js';
 import type { LocalAgent } from '../runtime/agent.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
@@ -82,4 +83,27 @@ export function hostParts(host: Host): ProviderHost {
   const parts = typeof host === 'object' && host !== null ? partsOfHost.get(host) : undefined;
   if (parts === undefined) throw new SubagentError('INVALID_OPTIONS', 'expected a host made by createHost()');
   return parts;
+}
+
+type FieldCheck = (value: unknown) => boolean;
+
+/** Field checks shared by the provider factories: what each option must be, and the check. */
+const OPTION_FIELDS = {
+  name: ['a non-empty string', (value: unknown) => typeof value === 'string' && value !== ''],
+  fork: ['a boolean', (value: unknown) => typeof value === 'boolean'],
+} satisfies Record<string, [string, FieldCheck]>;
+
+/**
+ * A provider factory's `opts`: an object whose fields are among `fields`, each passing its check
+ * when given; otherwise `INVALID_OPTIONS` naming the factory and the field.
+ */
+export function factoryOptions<T extends object>(opts: T, factory: string, fields: readonly (keyof typeof OPTION_FIELDS)[]): T {
+  if (!isRecord(opts)) throw new SubagentError('INVALID_OPTIONS', `${factory} options must be an object`);
+  for (const [key, value] of Object.entries(opts)) {
+    const field = fields.find((known) => known === key);
+    if (field === undefined) throw new SubagentError('INVALID_OPTIONS', `${factory} options has unknown field ${key} (known: ${fields.join(', ')})`);
+    const [expected, check] = OPTION_FIELDS[field];
+    if (value !== undefined && !check(value)) throw new SubagentError('INVALID_OPTIONS', `${factory} options.${key} must be ${expected}`);
+  }
+  return opts;
 }

@@ -55,6 +55,14 @@ export interface AgentHandle {
   dispose(): Promise<void>;
 }
 
+/** `INVALID_OPTIONS` unless `options` is an object whose `sessionId` (required for a resume) is a non-empty string. */
+function assertAgentOptionsObject(method: string, options: unknown, needsId: boolean): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options must be an object`);
+  const { sessionId } = options as { sessionId?: unknown };
+  if (sessionId === undefined && !needsId) return;
+  if (typeof sessionId !== 'string' || sessionId === '') throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be a non-empty string`);
+}
+
 /** Loads `toolModules` (each exporting `tools: Tool[]`). */
 export async function loadToolModules(specifiers: readonly string[]): Promise<Tool[]> {
   const tools: Tool[] = [];
@@ -117,6 +125,7 @@ export class AgentRegistry {
 
   /** Creates and publishes a new agent with a new session. */
   async create(options: CreateAgentOptions = {}): Promise<AgentHandle> {
+    assertAgentOptionsObject('create', options, false);
     const id = options.sessionId ?? newId();
     if (this.#agents.has(id) || this.#sessions.has(id)) {
       throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live; choose another id`);
@@ -134,6 +143,7 @@ export class AgentRegistry {
 
   /** Restores a persisted session as a live agent; queued input it had accepted runs again. */
   async resume(options: ResumeAgentOptions): Promise<AgentHandle> {
+    assertAgentOptionsObject('resume', options, true);
     if (!this.#persistence) {
       throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'resume needs session persistence; create the host with persistence');
     }

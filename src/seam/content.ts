@@ -48,11 +48,18 @@ export function newId(): string {
 
 /** A short text block. */
 export function text(value: string): TextBlock {
+  if (typeof value !== 'string') throw new SubagentError('INVALID_REQUEST', `text() takes a string, not ${describeKind(value)}`);
   return { type: 'text', text: value };
+}
+
+/** `null`, `an array` or the typeof of `value`, for messages about a wrong argument. */
+function describeKind(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : `a value of type ${typeof value}`;
 }
 
 /** The concatenated text of the `text` blocks of `content`. */
 export function textOf(content: readonly ContentBlock[]): string {
+  if (!Array.isArray(content)) throw new SubagentError('INVALID_REQUEST', `textOf() takes an array of content blocks, not ${describeKind(content)}`);
   let out = '';
   for (const block of content) if (block.type === 'text') out += block.text;
   return out;

@@ -1,11 +1,13 @@
 // Lifecycle events of the service. Run events are scoped to the delegating parent; every listener
 // is called inside a containment wrapper, except provider-added, whose throw rolls back a registration.
 import type { SessionId } from '../seam/content.js';
-import { describeError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import type { SubagentEvents } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
 
 type EventName = keyof SubagentEvents;
+
+const EVENT_NAMES: readonly string[] = ['subagent/provider-added', 'subagent/provider-removed', 'subagent/start', 'subagent/end'] satisfies EventName[];
 type Listener<E extends EventName> = (payload: SubagentEvents[E]) => unknown;
 
 interface Registration {
@@ -27,7 +29,13 @@ export class SubagentEventBus {
     return this.#registrations.size;
   }
 
+  /** `INVALID_REQUEST` for an unknown event, a listener that is not a function or a bad `opts.parent`. */
   on<E extends EventName>(event: E, listener: Listener<E>, opts?: { parent?: SessionId }): () => void {
+    if (!EVENT_NAMES.includes(event)) throw new SubagentError('INVALID_REQUEST', `on(): unknown event ${String(event)} (events: ${EVENT_NAMES.join(', ')})`);
+    if (typeof listener !== 'function') throw new SubagentError('INVALID_REQUEST', `on('${event}'): the listener must be a function`);
+    if (opts !== undefined && (typeof opts !== 'object' || opts === null || (opts.parent !== undefined && (typeof opts.parent !== 'string' || opts.parent === '')))) {
+      throw new SubagentError('INVALID_REQUEST', `on('${event}'): opts must be { parent?: a session id }`);
+    }
     const registration: Registration = { event, listener: listener as Listener<EventName>, parent: opts?.parent };
     this.#registrations.add(registration);
     return () => {

@@ -38,6 +38,13 @@ export interface SubagentCatalog {
   listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]>;
 }
 
+/** A listing's arguments: a session id (an unknown one lists nothing) and an optional AbortSignal. */
+function listingProblem(method: string, id: unknown, signal: unknown): SubagentError | undefined {
+  if (typeof id !== 'string' || id === '') return new SubagentError('INVALID_REQUEST', `${method}(): the session id must be a non-empty string (got ${id === '' ? 'an empty string' : typeof id})`);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
+  return undefined;
+}
+
 /** The abort reason of starts that close() interrupts (compared by identity). */
 const HOST_CLOSING = Object.freeze({ kind: 'disposed' as const });
 
@@ -278,11 +285,15 @@ export class SubagentService {
   }
 
   listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]> {
+    const bad = listingProblem('listChildren', parentId, signal);
+    if (bad) return Promise.reject(bad);
     if (!this.#catalog) return Promise.reject(new SubagentError('PERSISTENCE_UNAVAILABLE', 'listing needs a catalog; use createHost'));
     return this.#catalog.listChildren(parentId, signal);
   }
 
   listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]> {
+    const bad = listingProblem('listDescendants', rootId, signal);
+    if (bad) return Promise.reject(bad);
     if (!this.#catalog) return Promise.reject(new SubagentError('PERSISTENCE_UNAVAILABLE', 'listing needs a catalog; use createHost'));
     return this.#catalog.listDescendants(rootId, signal);
   }

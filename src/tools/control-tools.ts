@@ -9,6 +9,7 @@ import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
 import { AgentStatusTracker, waitUntil, type AgentStatus } from './agent-status.js';
 import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
+import { assertToolHost } from './tool-host.js';
 
 /** What the control tools need of a host. */
 export interface ControlToolsHost {
@@ -149,6 +150,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
 
 /** Registers the control tools in `host.tools`; returns their disposer. */
 export function controlTools(host: ControlToolsHost): () => void {
+  assertToolHost(host, 'controlTools', { tools: 'register', agents: 'get' });
   const tracker = new AgentStatusTracker(host.subagents, host.agents);
   let unregister: () => void;
   try {

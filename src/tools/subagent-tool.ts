@@ -15,6 +15,7 @@ import { backgroundTasks } from './background-tasks.js';
 import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
 import { parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
+import { assertToolHost } from './tool-host.js';
 
 export interface SubagentToolConfig {
   /** Name of the registered provider the tool delegates to. */
@@ -156,6 +157,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
  * provider is (re-)registered, and removes it while the provider is gone. Returns the disposer.
  */
 export function subagentTool(host: SubagentToolHost, config: SubagentToolConfig): () => void {
+  assertToolHost(host, 'subagentTool', { tools: 'register' });
   validateConfig(config);
   const name = config.toolName ?? 'subagent';
   let unmount: (() => void) | undefined;

@@ -7,7 +7,8 @@ import { isAbsolute } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
-import { describeError, isSubagentError } from '../../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { isRecord } from '../../seam/parse.js';
 import type { TurnEndReason } from '../../seam/session-types.js';
 import type { CreateAgentOptions } from '../../runtime/agent-registry.js';
 import type { HostAgents } from '../provider-host.js';
@@ -236,7 +237,18 @@ class AcpServer {
  * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
  * to `output`: it carries protocol only.
  */
+/** Checked before anything is served: a bad argument is `INVALID_OPTIONS`, not a session that fails later. */
+function assertServeArguments(host: unknown, io: unknown): void {
+  const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || !isRecord(host['agents'])
+    ? 'host must be a host made by createHost()'
+    : io !== undefined && (!isRecord(io) || typeof (io['input'] as { on?: unknown } | undefined)?.on !== 'function' || typeof (io['output'] as { write?: unknown } | undefined)?.write !== 'function')
+      ? 'io must be { input: Readable, output: Writable }'
+      : undefined;
+  if (problem !== undefined) throw new SubagentError('INVALID_OPTIONS', `serveAcp: ${problem}`);
+}
+
 export async function serveAcp(host: AcpServeHost, io?: AcpServeIo): Promise<void> {
+  assertServeArguments(host, io);
   const sdk = await loadAcpSdk();
   const server = new AcpServer(sdk, host);
   const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent'));

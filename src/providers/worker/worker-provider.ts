@@ -10,7 +10,7 @@ import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResume
 import { composeChildTools } from '../../runtime/child-run.js';
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
-import { hostParts, type Host } from '../provider-host.js';
+import { factoryOptions, hostParts, type Host } from '../provider-host.js';
 import { ResidentWorkerModel } from './resident-model.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
@@ -106,10 +106,10 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
 
 /** Fresh children, each in a worker thread of the host's pool. */
 export function spawnProvider(host: Host, opts: WorkerProviderOptions = {}): SubagentProvider {
-  return workerProvider(hostParts(host), false, opts.name ?? 'spawn');
+  return workerProvider(hostParts(host), false, factoryOptions(opts, 'spawnProvider', ['name']).name ?? 'spawn');
 }
 
 /** Children seeded with the parent's completed turns, each in a worker thread. */
 export function forkProvider(host: Host, opts: WorkerProviderOptions = {}): SubagentProvider {
-  return workerProvider(hostParts(host), true, opts.name ?? 'fork');
+  return workerProvider(hostParts(host), true, factoryOptions(opts, 'forkProvider', ['name']).name ?? 'fork');
 }

@@ -1,12 +1,12 @@
 // Builds a model adapter from a serializable ModelSpec. The spec is validated here, at the
 // boundary where it arrives (options, worker task data), so bad specs fail before any turn runs.
 import { z } from 'zod';
-import type { ModelSpec } from '../../seam/agent-types.js';
+import type { ModelSpec, ScriptedStep } from '../../seam/agent-types.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import { lazy } from '../../seam/once.js';
 import { importModule } from '../module-import.js';
 import { openaiModel } from './openai.js';
-import { scriptedModel } from './scripted.js';
+import { scriptedModel, type ScriptedModel } from './scripted.js';
 import { plainModelSpec } from './spec-check.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
 import { parseOrThrow } from '../../seam/parse.js';
@@ -47,6 +47,15 @@ const modelSpecSchema = lazy(() => {
 /** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
 export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
   if (!plainModelSpec(spec)) parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
+}
+
+/**
+ * `scriptedModel` as the package exports it: its steps are checked as those of a `{ kind: 'scripted' }`
+ * spec are (`INVALID_MODEL_SPEC` naming the bad step), not found wrong mid-turn.
+ */
+export function checkedScriptedModel(steps: readonly ScriptedStep[] = []): ScriptedModel {
+  assertModelSpec({ kind: 'scripted', steps });
+  return scriptedModel(steps);
 }
 
 async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Promise<ModelAdapter> {
