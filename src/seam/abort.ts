@@ -13,8 +13,9 @@ const fanouts = new WeakMap<AbortSignal, Fanout>();
  * Calls `callback` once when `signal` aborts, like `addEventListener('abort', callback, { once: true })`,
  * but every callback on one signal shares a single listener. Returns the removal (idempotent). The
  * signal's listener goes with its last callback, so a long-lived signal keeps nothing between uses.
- * As with listeners: an already aborted signal never calls back, a callback removed while the abort
- * is being dispatched is not called, and one that throws does not keep the others from running.
+ * As with listeners: an already aborted signal never calls back, and a callback removed while the
+ * abort is being dispatched is not called. Callbacks must not throw (every caller's only settles or
+ * aborts something of its own).
  */
 export function onAbort(signal: AbortSignal, callback: () => void): () => void {
   let fanout = fanouts.get(signal);
@@ -22,16 +23,8 @@ export function onAbort(signal: AbortSignal, callback: () => void): () => void {
     const watchers = new Set<() => void>();
     const listener = () => {
       fanouts.delete(signal);
-      let failure: { error: unknown } | undefined;
-      for (const watcher of watchers) {
-        try {
-          watcher();
-        } catch (error) {
-          failure ??= { error };
-        }
-      }
+      for (const watcher of watchers) watcher();
       watchers.clear();
-      if (failure) throw failure.error;
     };
     fanout = { watchers, listener };
     fanouts.set(signal, fanout);
@@ -42,8 +35,9 @@ export function onAbort(signal: AbortSignal, callback: () => void): () => void {
   const watcher = () => callback();
   watchers.add(watcher);
   return () => {
+    // After the abort the set is empty, so only a removal before it can be the last.
     if (!watchers.delete(watcher) || watchers.size > 0) return;
-    if (fanouts.get(signal)?.watchers === watchers) fanouts.delete(signal);
+    fanouts.delete(signal);
     signal.removeEventListener('abort', listener);
   };
 }
