@@ -2,6 +2,7 @@
 // subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
 import type { Agent, ModelSpec, Tool } from './seam/agent-types.js';
 import { SubagentError } from './seam/errors.js';
+import { assertKnownKeys } from './seam/parse.js';
 import { AgentRegistry, type AgentHandle, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
@@ -56,13 +57,6 @@ const AGENT_OPTION_KEYS = Object.keys({
   cancelFlag: 1,
   loadToolModules: 1,
 } satisfies Record<keyof CreateAgentOptions, 1>);
-
-/** `INVALID_OPTIONS` unless `value` is an object with only `known` keys: a misspelt option is not silently dropped. */
-function assertKnownKeys(what: string, value: unknown, known: readonly string[]): void {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new SubagentError('INVALID_OPTIONS', `${what} must be an object`);
-  const unknown = Object.keys(value).filter((key) => !known.includes(key));
-  if (unknown.length > 0) throw new SubagentError('INVALID_OPTIONS', `${what} has unknown field(s) ${unknown.join(', ')} (known: ${known.join(', ')})`);
-}
 
 /** What a caller's SessionPersistence must offer; a partial object fails here, not at first write. */
 const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'flush', 'close'] as const;

@@ -6,6 +6,13 @@ import { SubagentError, type SubagentErrorCode } from './errors.js';
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
 export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** `INVALID_OPTIONS` unless `value` is an object with only `known` keys: a misspelt option is not silently dropped. */
+export function assertKnownKeys(what: string, value: unknown, known: readonly string[]): void {
+  if (!isRecord(value)) throw new SubagentError('INVALID_OPTIONS', `${what} must be an object`);
+  const unknown = Object.keys(value).filter((key) => !known.includes(key));
+  if (unknown.length > 0) throw new SubagentError('INVALID_OPTIONS', `${what} has unknown field(s) ${unknown.join(', ')} (known: ${known.join(', ')})`);
+}
+
 /** Like `every`, but a hole counts as `undefined` (which no hand-written check passes), as a schema reads it. */
 export function everyItem(values: unknown[], check: (value: unknown) => boolean): boolean {
   for (let index = 0; index < values.length; index++) if (!check(values[index])) return false;

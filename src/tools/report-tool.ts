@@ -2,7 +2,7 @@
 // continuable child's own tool scope (never in one-shot children) and does not end the child's turn.
 import type { Agent, Tool } from '../seam/agent-types.js';
 import { SubagentError } from '../seam/errors.js';
-import { isRecord } from '../seam/parse.js';
+import { assertKnownKeys } from '../seam/parse.js';
 import { ToolRegistry } from '../runtime/tool-registry.js';
 import type { SubagentService } from '../service/service.js';
 import { assertToolHost } from './tool-host.js';
@@ -43,11 +43,9 @@ function buildTool(host: ReportToolHost, delivery: 'next-step' | 'quiet'): Tool 
 /** Installs `report` in every continuable child created from now on; returns the disposer. */
 export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): () => void {
   assertToolHost(host, 'reportTool');
-  if (!isRecord(opts)) throw new SubagentError('INVALID_OPTIONS', 'reportTool opts must be an object');
-  const { delivery = 'next-step', ...rest } = opts;
+  assertKnownKeys('reportTool opts', opts, ['delivery']);
+  const { delivery = 'next-step' } = opts;
   if (delivery !== 'next-step' && delivery !== 'quiet') throw new SubagentError('INVALID_OPTIONS', "reportTool opts.delivery must be 'next-step' or 'quiet'");
-  const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw new SubagentError('INVALID_OPTIONS', `reportTool opts has unknown field(s) ${unknown.join(', ')}`);
   // A second one would make every continuable child's setup fail on the duplicate name: refuse it here.
   if (installed.has(host.subagents)) throw new SubagentError('DUPLICATE_TOOL', 'reportTool is already installed on this host; call its disposer first');
   const tool = buildTool(host, delivery);
