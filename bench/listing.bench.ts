@@ -1,9 +1,13 @@
-// Listing from SQLite in a new host: 10,000 cold children of one parent, and a 10,000-node tree.
+// Listing from SQLite in a new host: 10,000 cold children of one parent, and a 10,000-node tree;
+// beside the children row, its floor: the same rows read bare through a new better-sqlite3
+// connection, sampled in the same loop.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { createHost, sqlitePersistence, type SessionEvent, type SessionHeader } from '../src/index.js';
-import { sampled, type Row, type Suite } from './lib.js';
+import { PACKED_TOKENS, WALL_TIME, packedFacts } from '../src/persistence/listing-columns.js';
+import { rowOf, sampled, type Row, type Suite } from './lib.js';
 
 const CHILDREN = 10_000;
 
@@ -37,6 +41,36 @@ async function seed(path: string, shape: 'flat' | 'tree'): Promise<string> {
   return root.id;
 }
 
+/** Minor page faults of this process so far (first touches of memory; costly on a VM). */
+const faults = (): number => process.resourceUsage().minorPageFault;
+
+/**
+ * The floor of a cold children listing: a new connection to the same file runs the catalog's own
+ * SELECT (the listed values, packed by SQLite) and better-sqlite3 builds its arrays; no record or
+ * entry is built. Returns the ms of the read.
+ */
+function bareChildrenRead(path: string, parentId: string): { ms: number; faults: number } {
+  const db = new Database(path, { readonly: true });
+  try {
+    const select = db
+      .prepare(
+        `SELECT id, created_at, ${packedFacts('subagent_children')}, ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
+         FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
+      )
+      .raw(true);
+    const f0 = faults();
+    const t0 = performance.now();
+    const rows = db.transaction(() => select.all(parentId))();
+    const ms = performance.now() - t0;
+    if (rows.length !== CHILDREN) throw new Error(`read ${rows.length} of ${CHILDREN}`);
+    return { ms, faults: faults() - f0 };
+  } finally {
+    db.close();
+  }
+}
+
+const median = (values: number[]): number => [...values].sort((a, b) => a - b)[values.length >> 1] ?? 0;
+
 export const listingSuite: Suite = {
   name: 'listing',
   async run() {
@@ -45,19 +79,41 @@ export const listingSuite: Suite = {
     try {
       const flatRoot = await seed(path, 'flat');
       const treeRoot = await seed(path, 'tree');
+      let faulted = 0;
       const cold = (list: (host: Awaited<ReturnType<typeof createHost>>) => Promise<unknown[]>) => async () => {
         const host = await createHost({ persistence: { sqlite: path }, providers: false, pool: { minThreads: 0 } });
+        const f0 = faults();
         const t0 = performance.now();
         const rows = await list(host);
         const ms = performance.now() - t0;
+        faulted = faults() - f0;
         if (rows.length !== CHILDREN) throw new Error(`listed ${rows.length} of ${CHILDREN}`);
         await host.close();
         return ms;
       };
-      const rows: Row[] = [
-        await sampled('listing/list-children-10k-cold', 10, cold((host) => host.subagents.listChildren(flatRoot))),
-        await sampled('listing/list-descendants-10k', 10, cold((host) => host.subagents.listDescendants(treeRoot))),
-      ];
+      // The children row and its floor alternate, each first every other time, so both meet the
+      // same states of the process (memory another sample just freed is reused without faults).
+      const listChildren = cold((host) => host.subagents.listChildren(flatRoot));
+      const ours: number[] = [];
+      const bare: number[] = [];
+      const oursFaults: number[] = [];
+      const bareFaults: number[] = [];
+      for (let i = 0; i < 12; i++) {
+        const first = i % 2 === 0 ? bareChildrenRead(path, flatRoot) : undefined;
+        const ms = await listChildren();
+        const read = first ?? bareChildrenRead(path, flatRoot);
+        // The first two of each are warm-up.
+        if (i < 2) continue;
+        bare.push(read.ms);
+        bareFaults.push(read.faults);
+        ours.push(ms);
+        oursFaults.push(faulted);
+      }
+      const floor = rowOf('listing/floor-sqlite-children-10k', bare);
+      floor.note = `the catalog's SELECT on a new connection, arrays only; ${median(bareFaults)} page faults`;
+      const children = rowOf('listing/list-children-10k-cold', ours);
+      children.note = `${median(oursFaults)} page faults`;
+      const rows: Row[] = [floor, children, await sampled('listing/list-descendants-10k', 10, cold((host) => host.subagents.listDescendants(treeRoot)))];
       return rows;
     } finally {
       rmSync(dir, { recursive: true, force: true });
