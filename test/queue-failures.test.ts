@@ -169,6 +169,20 @@ describe('queue provider failures', () => {
     await run.dispose();
   });
 
+  it('a host thread busy for longer than the lock duration does not count as a silent Redis: the child completes', async () => {
+    register({ queue: 'busy-host' });
+    await worker('busy-host', '--lock-duration-ms', '30000');
+    const gate = join(dir, 'busy-host-gate');
+    const run = await start(gated(gate));
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    // Three lock durations without a turn of the event loop: the watchdog's replies wait unread.
+    const until = Date.now() + 1500;
+    while (Date.now() < until);
+    writeFileSync(gate, '');
+    await expect(run.result).resolves.toMatchObject({ output: [text('through the gate')], stopReason: 'completed' });
+    await run.dispose();
+  });
+
   it('restarts a child whose worker was killed while attempts remain; the log shows both attempts', async () => {
     register({ queue: 'retried', attempts: 2 });
     const first = await worker('retried');
@@ -249,6 +263,29 @@ describe('queue provider when Redis goes away mid-run', () => {
       const next = host.subagents.start('queue', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
       await expect(next).rejects.toMatchObject({ code: 'START_FAILED' });
       expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
+    } finally {
+      await host.close();
+      await worker?.stop('SIGKILL');
+      await redis.stop();
+    }
+  });
+
+  it('settles the in-flight child error when Redis stops answering with its socket open (frozen), and closes without waiting for it', async () => {
+    const redis = await startRedis();
+    const host = await createHost({ providers: false });
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorker(redis.url, ['--queue', 'frozen', '--lock-duration-ms', '500']);
+      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'frozen', lockDurationMs: 500 }));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('queue', { label: 'stuck', prompt: [text('work')], parent, signal: new AbortController().signal, ...hang });
+      await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+      redis.pause();
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('Redis has not answered') as string });
+      const events = host.sessions.get(run.id)!.events;
+      expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
+      await run.dispose();
+      await host.close();
     } finally {
       await host.close();
       await worker?.stop('SIGKILL');

@@ -49,6 +49,9 @@ export interface RedisServer {
   client(): Redis;
   /** Keys now in the server. */
   keys(): Promise<string[]>;
+  /** Freezes the server (SIGSTOP): its sockets stay open, nothing is answered until `resume()`. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -74,6 +77,12 @@ export async function startRedis(): Promise<RedisServer> {
       } finally {
         redis.disconnect();
       }
+    },
+    pause() {
+      child.kill('SIGSTOP');
+    },
+    resume() {
+      child.kill('SIGCONT');
     },
     stop() {
       stopping ??= (async () => {

@@ -1,6 +1,9 @@
 // The host's link to one queue: a command connection (BullMQ Queue, cancels, watchdog), a reading
 // connection that blocks on the host's reply stream and hands each entry to its run, and a watchdog
-// that turns lost workers and a lost Redis into run errors within a bounded time.
+// that turns lost workers and a lost Redis into run errors within a bounded time. Redis counts as
+// lost when it has not answered the watchdog's ping for the lock duration: a dropped connection, and
+// also a server that stops answering while its socket stays open (a frozen process, a silent
+// partition), where every command would wait for its timeout.
 import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -48,7 +51,9 @@ export class QueueConnection {
   #reading: Promise<void> = Promise.resolve();
   #watchdog: NodeJS.Timeout | undefined;
   #ticking = false;
-  #downSince: number | undefined;
+  /** Since when the watchdog has waited for an answer from Redis (a ping out, or no connection). */
+  #waitingSince: number | undefined;
+  #pinging = false;
 
   private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis, queue: Queue<QueueJobData, Encoded>) {
     this.options = options;
@@ -73,7 +78,7 @@ export class QueueConnection {
       await client.pexpire(connection.reply, REPLY_TTL_MS);
       connection.#reading = connection.#read();
       const every = Math.max(50, Math.floor(options.lockDurationMs / 2));
-      connection.#watchdog = setInterval(() => void connection.#tick(), every);
+      connection.#watchdog = setInterval(() => connection.#watch(), every);
       connection.#watchdog.unref();
       return connection;
     } catch (error) {
@@ -139,18 +144,42 @@ export class QueueConnection {
     }
   }
 
+  /** Redis has not answered for the lock duration: its connection dropped, or it stopped answering. */
+  get #silent(): boolean {
+    return this.#waitingSince !== undefined && Date.now() - this.#waitingSince >= this.options.lockDurationMs;
+  }
+
+  /**
+   * One watchdog beat: a ping unless one is still out, then the verdict, after the event loop's I/O:
+   * a reply that came while this thread was busy is read before it can count as missing, and the
+   * clock runs from when a ping went out (or the connection was seen down), not from the last reply.
+   */
+  #watch(): void {
+    if (this.#closed) return;
+    if (this.client.status !== 'ready') this.#waitingSince ??= Date.now();
+    else if (!this.#pinging) {
+      this.#pinging = true;
+      this.#waitingSince ??= Date.now();
+      this.client
+        .ping()
+        // A failed ping (its timeout, a dropped connection) leaves the clock running.
+        .then(() => void (this.#waitingSince = undefined), () => undefined)
+        .finally(() => (this.#pinging = false));
+    }
+    setImmediate(() => void this.#tick());
+  }
+
   async #tick(): Promise<void> {
-    if (this.#ticking || this.#closed) return;
+    if (this.#closed) return;
+    if (this.#silent) {
+      const why = this.client.status === 'ready' ? 'Redis has not answered' : 'lost the connection to Redis';
+      for (const run of [...this.#runs.values()]) run.lost(`${why} for more than ${this.options.lockDurationMs} ms`);
+      return;
+    }
+    // A check waits for its commands (at most their timeout); the beats meanwhile only ping.
+    if (this.#ticking || this.client.status !== 'ready') return;
     this.#ticking = true;
     try {
-      if (this.client.status !== 'ready') {
-        this.#downSince ??= Date.now();
-        if (Date.now() - this.#downSince >= this.options.lockDurationMs) {
-          for (const run of [...this.#runs.values()]) run.lost(`lost the connection to Redis for more than ${this.options.lockDurationMs} ms`);
-        }
-        return;
-      }
-      this.#downSince = undefined;
       await this.ensureReply().catch(() => undefined);
       await Promise.allSettled([...this.#runs.values()].map((run) => run.check(this)));
     } finally {
@@ -166,8 +195,8 @@ export class QueueConnection {
     this.#stop();
     this.#reader.disconnect();
     await this.#reading;
-    // With Redis gone, the graceful steps would wait for a reconnection that may never come.
-    if (this.client.status === 'ready') {
+    // With Redis gone or silent, the graceful steps would wait for an answer that may never come.
+    if (this.client.status === 'ready' && !this.#silent) {
       await bounded(this.client.del(this.reply));
       await bounded(this.client.quit());
     }
