@@ -2,7 +2,7 @@
 // Redis, a worker killed mid-child (error, or a restart on another worker while attempts remain),
 // and a worker's SIGTERM drain. Every worker and redis-server here is a real process.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -153,6 +153,27 @@ describe('queue provider failures', () => {
     await client.quit();
     const next = await start();
     expect(await next.result).toMatchObject({ stopReason: 'completed' });
+    await next.dispose();
+  });
+
+  it('a child whose run was lost with Redis\'s data (FLUSHALL mid-run) is stopped on its worker: the worker\'s one slot takes the next child', async () => {
+    register({ queue: 'orphan' });
+    const only = await startWorker(redis.url, ['--queue', 'orphan', '--lock-duration-ms', '500', '--concurrency', '1', '--pool-threads', '1']);
+    workers.push(only);
+    const mark = join(dir, 'orphan-aborted');
+    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'orphan-gate-never'), abortedMark: mark } }] }, { text: 'never' }];
+    const lost = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
+    await waitFor(() => host.sessions.get(lost.id)!.events.some((event) => event.type === 'tool/call'));
+    const client = redis.client();
+    await client.flushall();
+    await client.quit();
+    await expect(lost.result).resolves.toMatchObject({ stopReason: 'error' });
+    await lost.dispose();
+    // The child was stopped where it ran, not left holding its worker's slot.
+    await waitFor(() => existsSync(mark));
+    const next = await start();
+    expect(await next.result).toMatchObject({ stopReason: 'completed' });
+    expect(attempts(host.sessions.get(next.id)!.events).map((a) => a.pid)).toEqual([only.pid]);
     await next.dispose();
   });
 

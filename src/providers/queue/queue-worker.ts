@@ -51,6 +51,8 @@ export class QueueWorker {
   readonly #subscriber: Redis;
   readonly #pool: WorkerPoolEngine;
   readonly #active = new Map<string, PoolChild>();
+  /** Runs whose job lock this worker could not renew: their children are stopped, and end `error`. */
+  readonly #unlocked = new Set<string>();
   #worker: Worker<QueueJobData, Encoded> | undefined;
   /** Set when `close()` begins: a job handed to this worker after that is put back, never started. */
   #closing: Promise<void> | undefined;
@@ -98,6 +100,17 @@ export class QueueWorker {
     });
     this.#worker.on('error', (error) => this.#options.log?.(`worker error: ${describeError(error)}`));
     this.#worker.on('failed', (job, error) => this.#options.log?.(`job ${job?.id ?? '?'} failed: ${describeError(error)}`));
+    // The lock is gone (Redis lost its data, or the job was taken back as stalled): the host no
+    // longer counts on this attempt, so its child would only hold a slot. It is stopped.
+    this.#worker.on('lockRenewalFailed', (runs) => {
+      for (const run of runs) {
+        const child = this.#active.get(run);
+        if (child === undefined) continue;
+        this.#unlocked.add(run);
+        this.#options.log?.(`job ${run} lost its lock: stopping its child`);
+        child.cancel();
+      }
+    });
     await this.#worker.waitUntilReady();
   }
 
@@ -141,6 +154,9 @@ export class QueueWorker {
         result = await child.result;
       } finally {
         this.#active.delete(run);
+      }
+      if (this.#unlocked.delete(run)) {
+        result = { ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job (Redis lost it, or it was taken back as stalled) and stopped the child' };
       }
     }
     await send({ run, kind: 'end', attempt, result });

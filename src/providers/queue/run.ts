@@ -142,6 +142,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     if (this.#cancelled) return this.#settle({ output: [], stopReason: 'aborted' });
     if (this.#attempt < this.#connection.options.attempts && !this.#connection.closed) return void this.#restart(diagnostic);
     this.#settle({ output: [], stopReason: 'error', diagnostic });
+    // A worker may still run the child (a lost Redis came back, a worker stalled): it is told to stop.
+    if (!this.#connection.closed) this.#publishCancel().catch(() => undefined);
   }
 
   /** Puts the child back on the queue as a new attempt; its log closes the lost attempt's turn. */
@@ -190,12 +192,18 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   cancel(): void {
     if (this.#cancelled || this.#settled) return;
     this.#cancelled = true;
-    const { client, queue, options } = this.#connection;
+    const { queue } = this.#connection;
     void (async () => {
-      await client.set(cancelKey(options.queue, this.id), '1', 'PX', CANCEL_KEY_TTL_MS);
-      await client.publish(cancelChannel(options.queue), this.id);
+      await this.#publishCancel();
       if ((await queue.remove(this.id)) === 1) this.#settle({ output: [], stopReason: 'aborted' });
     })().catch(() => this.#settle({ output: [], stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' }));
+  }
+
+  /** The cancel key (for a worker that takes the job later) and the cancel message (for the one running it). */
+  async #publishCancel(): Promise<void> {
+    const { client, options } = this.#connection;
+    await client.set(cancelKey(options.queue, this.id), '1', 'PX', CANCEL_KEY_TTL_MS);
+    await client.publish(cancelChannel(options.queue), this.id);
   }
 
   /** Idempotent: cancels, waits for the result, removes the job and keys, drops the session. */
