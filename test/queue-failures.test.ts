@@ -123,6 +123,23 @@ describe('queue provider failures', () => {
     await expect(host.subagents.listChildren(parent.id)).resolves.toEqual([]);
   });
 
+  it('leaves nothing running after a start refused for an unreachable Redis: the host\'s process can exit at once (its own process)', async () => {
+    const port = await freePort();
+    const script = `
+      import { createHost, queueProvider, text } from 'subagent-host';
+      const host = await createHost({ providers: false });
+      host.subagents.registerProvider(queueProvider(host, { connection: 'redis://127.0.0.1:${port}' }));
+      const parent = await host.createAgent();
+      const refused = await host.subagents.start('queue', { prompt: [text('hi')], parent, signal: new AbortController().signal }).catch((error) => error.code);
+      await host.close();
+      await new Promise((resolve) => setImmediate(resolve));
+      // PipeWrap: this process's own stdout, a pipe to the test.
+      console.log(JSON.stringify({ refused, left: process.getActiveResourcesInfo().filter((kind) => kind !== 'PipeWrap') }));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 15_000 });
+    expect(child.status, child.stderr).toBe(0);
+    expect(JSON.parse(child.stdout)).toEqual({ refused: 'START_FAILED', left: [] });
+  });
+
   it('rejects START_FAILED with the reason of a Redis that refuses writes, before and after connecting', async () => {
     register({ queue: 'full' });
     const queued = await start();

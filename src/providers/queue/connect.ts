@@ -17,11 +17,16 @@ export async function connectRedis(client: Redis, who: string): Promise<Redis> {
   });
   // Errors are also reported through the promise below; the event alone would crash the process.
   client.on('error', () => undefined);
+  // A first connection that fails ends the client instead of scheduling a reconnection: disconnecting
+  // a client whose socket already closed leaves ioredis's 2 s timer behind, holding the process.
+  const { retryStrategy } = client.options;
+  client.options.retryStrategy = () => null;
   try {
     await Promise.race([client.connect(), timeout]);
+    client.options.retryStrategy = retryStrategy;
     return client;
   } catch (error) {
-    client.disconnect();
+    if (client.status !== 'end') client.disconnect();
     throw new SubagentError('START_FAILED', `${who} could not reach Redis at ${target(client)}: ${describeError(error)}`, { cause: error });
   } finally {
     clearTimeout(timer);
