@@ -145,7 +145,7 @@ export class QueueConnection {
   }
 
   /** Redis has not answered for the lock duration: its connection dropped, or it stopped answering. */
-  get #silent(): boolean {
+  get silent(): boolean {
     return this.#waitingSince !== undefined && Date.now() - this.#waitingSince >= this.options.lockDurationMs;
   }
 
@@ -171,7 +171,7 @@ export class QueueConnection {
 
   async #tick(): Promise<void> {
     if (this.#closed) return;
-    if (this.#silent) {
+    if (this.silent) {
       const why = this.client.status === 'ready' ? 'Redis has not answered' : 'lost the connection to Redis';
       for (const run of [...this.#runs.values()]) run.lost(`${why} for more than ${this.options.lockDurationMs} ms`);
       return;
@@ -196,7 +196,7 @@ export class QueueConnection {
     this.#reader.disconnect();
     await this.#reading;
     // With Redis gone or silent, the graceful steps would wait for an answer that may never come.
-    if (this.client.status === 'ready' && !this.#silent) {
+    if (this.client.status === 'ready' && !this.silent) {
       await bounded(this.client.del(this.reply));
       await bounded(this.client.quit());
     }
