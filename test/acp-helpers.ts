@@ -42,6 +42,18 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+/**
+ * Whether `pid` runs: a process reparented after its parent exited may linger as a zombie until
+ * init reaps it, which does not count.
+ */
+export function isRunning(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false; // gone
+  }
+}
+
 /** Resolves with the session's events once `done(events)` holds (checked on every append). */
 export function whenSession(session: Session & { subscribe(listener: (event: SessionEvent) => void): () => void }, done: (events: readonly SessionEvent[]) => boolean): Promise<readonly SessionEvent[]> {
   return new Promise((resolve) => {

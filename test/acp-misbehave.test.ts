@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Agent, type Host, type SubagentStartRequest } from 'subagent-host';
-import { FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
+import { FIXTURE_AGENT, childPids, isAlive, isRunning, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'acp-misbehave-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -129,15 +129,7 @@ describe('acpProvider with misbehaving agents', () => {
     expect(isAlive(sleeper)).toBe(true);
     await run.dispose();
     expect(isAlive(pid)).toBe(false);
-    // Reparented, it may linger as a zombie until init reaps it: only a running process counts.
-    const running = () => {
-      try {
-        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${sleeper}/stat`, 'utf8'));
-      } catch {
-        return false; // gone
-      }
-    };
-    await expect.poll(running, { timeout: 5000 }).toBe(false);
+    await expect.poll(() => isRunning(sleeper), { timeout: 5000 }).toBe(false);
   });
 
   it('host.close() reaps a stubborn agent whose run was never disposed', async () => {
@@ -157,6 +149,18 @@ describe('acpProvider with misbehaving agents', () => {
     expect(host.sessions.get(run.id)!.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
     await run.dispose();
     expect(isAlive(pid)).toBe(false);
+  });
+
+  it('settles error when the agent exits mid-prompt while a process it started still holds its stdout, and reaps that process', async () => {
+    const holder = join(dir, `holder-${randomUUID()}`);
+    use(['--crash-holding-stdout', `--sleeper=${holder}`]);
+    const { run, pid } = await startWithPid();
+    const result = await run.result;
+    expect(result).toMatchObject({ output: [text('hello ')], stopReason: 'error', diagnostic: 'the ACP agent process exited with code 3 before the turn finished' });
+    await run.dispose();
+    expect(isAlive(pid)).toBe(false);
+    const holderPid = Number(readFileSync(holder, 'utf8'));
+    await expect.poll(() => isRunning(holderPid), { timeout: 5000 }).toBe(false);
   });
 
   it('settles error and closes the turn when the agent answers session/prompt without a stop reason', async () => {
@@ -261,6 +265,25 @@ describe('acpProvider with misbehaving agents', () => {
     it('rejects START_FAILED when the command cannot be spawned', async () => {
       host.subagents.registerProvider(acpProvider(host, { command: join(dir, 'no-such-agent'), ...GRACES }));
       await expect(start()).rejects.toMatchObject({ code: 'START_FAILED' });
+    });
+
+    it('rejects START_FAILED within startupTimeoutMs and reaps a command that never answers initialize (no ACP agent)', async () => {
+      host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: ['-e', 'process.stdin.resume()'], startupTimeoutMs: 300, ...GRACES }));
+      const before = childPids();
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: 'the ACP agent did not answer initialize within 300 ms (is the command an ACP agent speaking on stdio?)' });
+      expect(newChildPids(before).filter(isAlive)).toEqual([]);
+    });
+
+    it('rejects START_FAILED naming the step when the agent answers initialize with null', async () => {
+      use(['--null-init']);
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: 'the ACP agent answered initialize with no result object' });
+    });
+
+    it('refuses a NUL byte in command, args or env with INVALID_OPTIONS naming the option, never echoing an env value', () => {
+      const make = (options: Partial<AcpProviderOptions>) => () => acpProvider(host, { command: process.execPath, ...options });
+      expect(make({ command: 'node\0' })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: 'options.command: must not contain a NUL byte' }));
+      expect(make({ args: ['ok', 'x\0y'] })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: 'options.args[1]: must not contain a NUL byte' }));
+      expect(make({ env: { MY_API_KEY: `${SECRET}\0` } })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: 'options.env.MY_API_KEY: must not contain a NUL byte' }));
     });
 
     it('rejects START_FAILED when the agent exits during startup', async () => {

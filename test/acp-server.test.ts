@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createHost, serveAcp, type AcpServeHost, type Host, type ScriptedStep } from 'subagent-host';
+import { createHost, serveAcp, sqlitePersistence, type AcpServeHost, type Host, type ScriptedStep, type SessionPersistence } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
 import { deferred, recordingTool } from './helpers.js';
 
@@ -154,6 +154,21 @@ describe('serveAcp', () => {
     await expect(prompt(client, sessionId, 'go')).rejects.toMatchObject({ code: -32603 });
   });
 
+  it('answers max_turn_requests when the turn needs more model calls than maxStepsPerTurn', async () => {
+    const host = await newHost({ tools: [recordingTool('probe')] });
+    const client = await initialized(host);
+    const calls = { toolCalls: [{ name: 'probe', input: { value: 'v' } }] };
+    const sessionId = await session(client, { _meta: { [META]: { maxStepsPerTurn: 1, model: { kind: 'scripted', steps: [calls, { text: 'never' }] } } } });
+    await expect(prompt(client, sessionId, 'go')).resolves.toMatchObject({ stopReason: 'max_turn_requests' });
+  });
+
+  it('refuses a model module that does not load as invalid params, with its error code', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const missing = { _meta: { [META]: { model: { kind: 'module', specifier: join(dir, 'no-such-model.mjs') } } } };
+    await expect(session(client, missing)).rejects.toMatchObject({ code: -32602, data: { code: 'INVALID_MODEL_SPEC' } });
+  });
+
   it('ends the turn cancelled on session/cancel', async () => {
     const host = await newHost();
     const client = await initialized(host);
@@ -194,6 +209,59 @@ describe('serveAcp', () => {
     expect(texts(client.updates, 'agent_message_chunk')).toEqual(['echo: first']);
     await expect(prompt(client, sessionId, 'second')).resolves.toEqual({ stopReason: 'end_turn', usage: expect.any(Object) });
     expect(texts(client.updates, 'agent_message_chunk').slice(1).join('')).toBe('echo: second');
+  });
+
+  it('restores one stored session for loads and a resume that arrive together: each answers, one agent serves them', async () => {
+    const db = join(dir, 'together.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier);
+    await prompt(earlier, sessionId, 'first');
+    await earlier.close();
+    await first.close();
+
+    // Loading the session waits until all three requests are in: they overlap for certain.
+    const stored = sqlitePersistence(db);
+    const gate = deferred<void>();
+    let loads = 0;
+    const slowLoad: SessionPersistence = {
+      create: (header) => stored.create(header),
+      append: (id, events) => stored.append(id, events),
+      load: async (id) => {
+        loads += 1;
+        await gate.promise;
+        return stored.load(id);
+      },
+      list: (filter) => stored.list(filter),
+      childRecords: (id) => stored.childRecords(id),
+      descendantRecords: (id) => stored.descendantRecords(id),
+      projections: (ids) => stored.projections(ids),
+      flush: () => stored.flush(),
+      close: () => stored.close(),
+    };
+    const second = await newHost({ persistence: slowLoad });
+    const client = await initialized(second);
+    const params = { sessionId, cwd: dir, mcpServers: [] };
+    setTimeout(() => gate.resolve(), 100);
+    await expect(
+      Promise.all([
+        client.agent.request(acp.methods.agent.session.load, params),
+        client.agent.request(acp.methods.agent.session.resume, params),
+        client.agent.request(acp.methods.agent.session.load, params),
+      ]),
+    ).resolves.toEqual([{}, {}, {}]);
+    expect(loads).toBe(1);
+    await expect(prompt(client, sessionId, 'second')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    await second.close();
+    await stored.close();
+  });
+
+  it('answers session/load and session/resume of an empty session id as not found', async () => {
+    const host = await newHost({ persistence: { sqlite: join(dir, 'empty-id.db') } });
+    const client = await initialized(host);
+    const params = { sessionId: '', cwd: dir, mcpServers: [] };
+    await expect(client.agent.request(acp.methods.agent.session.load, params)).rejects.toMatchObject({ code: -32002 });
+    await expect(client.agent.request(acp.methods.agent.session.resume, params)).rejects.toMatchObject({ code: -32002 });
   });
 
   it('resumes a session persisted by an earlier server without replaying it, and continues it', async () => {

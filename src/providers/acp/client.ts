@@ -42,6 +42,13 @@ const hasKeys = (value: object, keys: readonly string[]) => {
 const TEXT_CHUNKS = new Set(['agent_message_chunk', 'agent_thought_chunk', 'user_message_chunk']);
 
 /**
+ * How long the connection outlives its agent process: what it wrote before exiting is read first.
+ * Its stdout may stay open longer (a process it started inherited it), which must not keep a
+ * prompt waiting for an answer that cannot come.
+ */
+const EXIT_DRAIN_MS = 250;
+
+/**
  * The update of a `session/update` for `sessionId` that carries one text chunk and nothing else
  * (the bulk of a streamed answer); undefined for any other message. Such an update passes the
  * ACP schema unchanged (no key to strip, no default to fill), so it is handed on as it is.
@@ -74,6 +81,11 @@ export class AcpClient {
       })
       .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => permissionOutcome(permission, params.options))
       .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout, 'client', (message) => this.#textChunk(message)));
+    void proc.ended.then(() => {
+      if (this.signal.aborted) return;
+      const timer = setTimeout(() => this.#connection.close(), EXIT_DRAIN_MS);
+      this.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
+    });
   }
 
   /**
@@ -115,22 +127,26 @@ export class AcpClient {
   /** Sends `initialize`; throws `START_FAILED` unless the agent speaks our protocol version. */
   async initialize(): Promise<void> {
     const sdk = this.#sdk;
-    const response = await this.#connection.agent.request(sdk.methods.agent.initialize, {
+    const response: unknown = await this.#connection.agent.request(sdk.methods.agent.initialize, {
       protocolVersion: sdk.PROTOCOL_VERSION,
       clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
       clientInfo: { name: 'subagent-host', version: '0' },
     });
-    if (response.protocolVersion !== sdk.PROTOCOL_VERSION) {
-      const version = Number.isSafeInteger(response.protocolVersion) ? String(response.protocolVersion) : 'unknown';
+    // The SDK does not check answers.
+    if (!isRecord(response)) throw new SubagentError('START_FAILED', 'the ACP agent answered initialize with no result object');
+    if (response['protocolVersion'] !== sdk.PROTOCOL_VERSION) {
+      const version = Number.isSafeInteger(response['protocolVersion']) ? String(response['protocolVersion']) : 'unknown';
       throw new SubagentError('START_FAILED', `the ACP agent speaks protocol version ${version}; this client speaks ${sdk.PROTOCOL_VERSION}`);
     }
-    this.#loadSession = response.agentCapabilities?.loadSession === true;
+    const capabilities = response['agentCapabilities'];
+    this.#loadSession = isRecord(capabilities) && capabilities['loadSession'] === true;
   }
 
   /** Opens the one session this connection serves; `meta` travels as the request's `_meta`. */
   async newSession(cwd: string, meta?: Record<string, unknown>): Promise<string> {
     const params: acp.NewSessionRequest = { cwd, mcpServers: [], ...(meta === undefined ? {} : { _meta: meta }) };
-    const { sessionId } = await this.#connection.agent.request(this.#sdk.methods.agent.session.new, params);
+    const response: unknown = await this.#connection.agent.request(this.#sdk.methods.agent.session.new, params);
+    const sessionId = isRecord(response) ? response['sessionId'] : undefined;
     if (typeof sessionId !== 'string' || sessionId === '') {
       throw new SubagentError('START_FAILED', 'the ACP agent answered session/new without a session id');
     }

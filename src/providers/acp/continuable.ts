@@ -65,7 +65,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
     try {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw unsupported(config.name);
-      const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new');
+      const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
       return resident(child, { sessionId, ...launch });
     } catch (error) {
       pool?.fill();
@@ -86,7 +86,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
     try {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw new SubagentError('NOT_RESUMABLE', `the ACP agent of child ${childId} no longer advertises session/load`);
-      await startupStep(child.client.loadSession(sessionId, launch.cwd), child.proc, runSignal, 'session/load');
+      await startupStep(child.client.loadSession(sessionId, launch.cwd), child.proc, runSignal, 'session/load', config.startupTimeoutMs);
       return resident(child);
     } catch (error) {
       pool?.fill();

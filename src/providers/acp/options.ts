@@ -37,26 +37,36 @@ export interface AcpProviderOptions {
   disposeGraceMs?: number;
   /** The children's stderr: passed through, or discarded. Never parsed. @default 'inherit' */
   stderr?: 'inherit' | 'ignore';
+  /**
+   * How long each startup step (initialize, session/new, session/load) may wait for the agent's
+   * answer before the start fails `START_FAILED` and the process is reaped. @default 60000
+   */
+  startupTimeoutMs?: number;
 }
 
 export type AcpProviderConfig = Required<Omit<AcpProviderOptions, 'cwd'>> & { cwd: string | undefined };
+
+/** A string a process can be given: the operating system takes no NUL byte in an argument or variable. */
+const processString = (min = 0) => z.string().min(min).refine((value) => !value.includes('\0'), 'must not contain a NUL byte');
 
 const grace = (fallback: number) => z.number().positive().max(MAX_TIMER_MS, `must be a positive finite number no greater than ${MAX_TIMER_MS}`).default(fallback);
 
 const optionsSchema = z.strictObject({
   name: z.string().min(1).default('acp'),
-  command: z.string().min(1),
-  args: z.array(z.string()).default([]),
+  command: processString(1),
+  args: z.array(processString()).default([]),
   cwd: z.string().min(1, 'must not be empty').optional(),
   inheritEnv: z
     .union([z.enum(['minimal', 'all-but-credentials']), z.array(z.string().regex(/^[^=\0]+$/, 'must hold variable names or globs (non-empty, no "=")')).readonly()])
     .default('minimal'),
-  env: z.record(z.string(), z.string()).default({}),
+  // The issue names the variable, never its value (it may be a secret).
+  env: z.record(z.string().regex(/^[^=\0]+$/, 'must be a variable name (non-empty, no "=" or NUL byte)'), processString()).default({}),
   permission: z.enum(['reject', 'allow']).default('reject'),
   prewarm: z.number().int().min(0).max(64).default(0),
   disposeEofGraceMs: grace(6000),
   disposeGraceMs: grace(3000),
   stderr: z.enum(['inherit', 'ignore']).default('inherit'),
+  startupTimeoutMs: grace(60_000),
 });
 
 /** Throws unless `dir` is an absolute path to a directory this process may enter. */

@@ -43,13 +43,19 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
 
   // Env values come from the configuration, never from a stored launch config.
   const launch = async ({ command, args, cwd }: LaunchConfig, signal: AbortSignal): Promise<WarmChild> => {
-    const proc = AgentProcess.spawn({ command, args, cwd, env: childEnvironment(process.env, config.inheritEnv, config.env), stderr: config.stderr });
+    let proc: AgentProcess;
+    try {
+      proc = AgentProcess.spawn({ command, args, cwd, env: childEnvironment(process.env, config.inheritEnv, config.env), stderr: config.stderr });
+    } catch (error) {
+      // Node refuses the spawn itself (say a NUL byte in a stored launch's args); its message may quote values.
+      throw new SubagentError('START_FAILED', `the ACP agent process could not be spawned (${(error as NodeJS.ErrnoException).code ?? 'refused'})`);
+    }
     live.add(proc);
     void proc.ended.then(() => live.delete(proc));
     let client: AcpClient | undefined;
     try {
-      client = await startupStep(AcpClient.connect(proc, config.permission), proc, signal, 'connect');
-      await startupStep(client.initialize(), proc, signal, 'initialize');
+      client = await startupStep(AcpClient.connect(proc, config.permission), proc, signal, 'connect', config.startupTimeoutMs);
+      await startupStep(client.initialize(), proc, signal, 'initialize', config.startupTimeoutMs);
       return { proc, client };
     } catch (error) {
       await proc.reap(graces);
@@ -80,7 +86,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     let child = pool?.take();
     try {
       child ??= await launch(launchConfig(cwd), runSignal);
-      await startupStep(child.client.newSession(cwd, meta), child.proc, runSignal, 'session/new');
+      await startupStep(child.client.newSession(cwd, meta), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
     } catch (error) {
       pool?.fill();
       if (child) await retire(child);

@@ -119,7 +119,8 @@ export function acpStopReason(reason: TurnEndReason | undefined): acp.StopReason
     case 'refusal':
       return 'refusal';
     case 'error':
-      return undefined;
+      // Reaching maxStepsPerTurn is ACP's own stop reason; any other error fails the request.
+      return reason.error.code === 'MAX_STEPS' ? 'max_turn_requests' : undefined;
     default:
       return 'cancelled';
   }

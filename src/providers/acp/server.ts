@@ -69,6 +69,8 @@ class AcpServer {
   readonly #sdk: AcpSdk;
   readonly #host: AcpServeHost;
   readonly #sessions = new Map<string, Served>();
+  /** Restores in flight: a second load or resume of the same session waits for the first. */
+  readonly #restoring = new Map<string, Promise<Served>>();
 
   constructor(sdk: AcpSdk, host: AcpServeHost) {
     this.#sdk = sdk;
@@ -109,6 +111,10 @@ class AcpServer {
       if (error instanceof RequestError) throw error;
       if (error instanceof UnsupportedPromptBlock) throw RequestError.invalidParams(undefined, error.message);
       if (isSubagentError(error, 'UNKNOWN_SESSION')) throw RequestError.resourceNotFound();
+      // The client's request could not be used (say a module model that does not load): its fault.
+      if (isSubagentError(error, 'INVALID_OPTIONS') || isSubagentError(error, 'INVALID_MODEL_SPEC') || isSubagentError(error, 'INVALID_REQUEST')) {
+        throw RequestError.invalidParams({ code: error.code }, error.message);
+      }
       if (isSubagentError(error)) throw RequestError.internalError({ code: error.code }, error.message);
       throw RequestError.internalError(undefined, describeError(error));
     }
@@ -150,13 +156,22 @@ class AcpServer {
   async #restore(params: acp.LoadSessionRequest | acp.ResumeSessionRequest, method: string): Promise<Served> {
     if (!this.#host.persistence) throw this.#sdk.RequestError.methodNotFound(method);
     this.#checkScope({ ...params, mcpServers: params.mcpServers ?? [] });
-    let served = this.#sessions.get(params.sessionId);
-    if (!served) {
-      const agent = this.#host.agents.get(params.sessionId) ?? (await this.#host.agents.resume({ sessionId: params.sessionId })).agent;
-      served = { agent };
-      this.#sessions.set(agent.id, served);
+    const { sessionId } = params;
+    // No session has an empty id: like any id not stored, it is not found.
+    if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
+    const served = this.#sessions.get(sessionId);
+    if (served) return served;
+    let restoring = this.#restoring.get(sessionId);
+    if (!restoring) {
+      restoring = (async () => {
+        const agent = this.#host.agents.get(sessionId) ?? (await this.#host.agents.resume({ sessionId })).agent;
+        const restored = { agent };
+        this.#sessions.set(agent.id, restored);
+        return restored;
+      })().finally(() => this.#restoring.delete(sessionId));
+      this.#restoring.set(sessionId, restoring);
     }
-    return served;
+    return restoring;
   }
 
   async #resume(params: acp.ResumeSessionRequest): Promise<acp.ResumeSessionResponse> {

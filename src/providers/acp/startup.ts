@@ -1,6 +1,6 @@
 // The startup of one ACP child: each step (connect, initialize, session/new or session/load) raced
-// against the process ending and the start being aborted, the error a failed step becomes, and the
-// route overrides our own agent honours.
+// against the process ending, the start being aborted and the step's time limit, the error a
+// failed step becomes, and the route overrides our own agent honours.
 import { SubagentError } from '../../seam/errors.js';
 import type { AgentOptions } from '../../seam/agent-types.js';
 import { describeAcpFailure, isJsonRpcError } from './client.js';
@@ -14,13 +14,21 @@ function exitMessage(exit: AgentExit, phase: string): string {
   return `the ACP agent process ${describeExit(exit)}${exit.errno === undefined ? ` during ${phase}` : ''}`;
 }
 
-/** Races one startup step against the process ending and the start being aborted. */
-export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signal: AbortSignal, phase: string): Promise<T> {
+/**
+ * Races one startup step against the process ending, the start being aborted and `timeoutMs` (a
+ * command that is no ACP agent, say a shell, never answers and never exits).
+ */
+export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signal: AbortSignal, phase: string, timeoutMs: number): Promise<T> {
   let onAbort: (() => void) | undefined;
+  let timer: NodeJS.Timeout | undefined;
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(new StartAborted());
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
+    timer = setTimeout(
+      () => reject(new SubagentError('START_FAILED', `the ACP agent did not answer ${phase} within ${timeoutMs} ms (is the command an ACP agent speaking on stdio?)`)),
+      timeoutMs,
+    );
   });
   const ended = proc.ended.then((exit): never => {
     throw new SubagentError('START_FAILED', exitMessage(exit, phase));
@@ -33,6 +41,7 @@ export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signa
     if (!isJsonRpcError(error) && (await within(proc.ended, 1000))) throw new SubagentError('START_FAILED', exitMessage(proc.exit!, phase), { cause: error });
     throw new SubagentError('START_FAILED', `the ACP agent failed during ${phase} (${describeAcpFailure(error)})`, { cause: error });
   } finally {
+    clearTimeout(timer);
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 }
