@@ -2,7 +2,8 @@
 // listing, queue, continuation, cancel, acp), each in its own process, prints each table beside its floors, and optionally writes
 // the rows as JSON.
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { accessSync, constants, statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism, cpus } from 'node:os';
 import { parseCommand, usageError } from '../src/cli/args.js';
@@ -47,6 +48,20 @@ table beside its floors.
   SUITE        ${Object.keys(SUITES).join(', ')}
   --json FILE  also write the rows as JSON to FILE`;
 
+/** Why the rows could not be written to `file` (checked before any suite runs), or undefined. */
+function unwritable(file: string): string | undefined {
+  if (file === '') return 'needs a file path';
+  const path = resolve(file);
+  try {
+    if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) return `${file} is a directory`;
+    if (!statSync(dirname(path)).isDirectory()) return `${dirname(path)} is not a directory`;
+    accessSync(dirname(path), constants.W_OK);
+  } catch {
+    return `cannot be written: ${dirname(path)} is not a writable directory`;
+  }
+  return undefined;
+}
+
 /** Runs the named suites (all when none); returns the process exit code. */
 export async function runBench(args: string[]): Promise<number> {
   const parsed = parseCommand('bench', USAGE, {
@@ -59,6 +74,8 @@ export async function runBench(args: string[]): Promise<number> {
   const names = positionals.length > 0 ? positionals : Object.keys(SUITES);
   const unknown = names.filter((name) => !(name in SUITES));
   if (unknown.length > 0) return usageError('bench', USAGE, `unknown suite: ${unknown.join(', ')}`);
+  const jsonProblem = values.json === undefined ? undefined : unwritable(values.json);
+  if (jsonProblem !== undefined) return usageError('bench', USAGE, `--json ${jsonProblem}`);
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
   process.stdout.write(`node ${process.version}, ${availableParallelism()} × ${cpu}\n`);
   const all: Row[] = [];

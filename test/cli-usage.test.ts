@@ -68,6 +68,12 @@ describe('subagent-host acp', () => {
     expect(stderr).toMatch(/^subagent-host acp: INVALID_MODEL_SPEC: /);
     expect(stderr).toContain('usage: subagent-host acp ');
   });
+
+  it('refuses an empty --db with INVALID_OPTIONS and the usage, exit 2, before serving', async () => {
+    const { code, stdout, stderr } = await runCli('acp', '--db', '');
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr).toMatch(/^subagent-host acp: INVALID_OPTIONS: --db needs a file path\n\nusage: subagent-host acp /);
+  });
 });
 
 describe('subagent-host demo', () => {
@@ -88,7 +94,11 @@ describe('subagent-host demo', () => {
   it.each([
     [['--provider', 'thread'], '--provider must be spawn, fork or in-process'],
     [['--children', '65'], '--children must be an integer from 1 to 64'],
-    [['--deadline', '0'], '--deadline must be a positive number of milliseconds'],
+    [['--children', '1e1'], '--children must be an integer from 1 to 64'],
+    [['--children', '0x3'], '--children must be an integer from 1 to 64'],
+    [['--deadline', '0'], '--deadline must be a whole number of milliseconds from 1 to 2147483647'],
+    [['--deadline', '3000000000'], '--deadline must be a whole number of milliseconds from 1 to 2147483647'],
+    [['--dir', ''], '--dir needs a directory path'],
     [['--model', 'gpt'], '--model must be scripted or openai'],
     [['--db', ''], '--db needs a file path'],
   ])('refuses %j with one line naming the flag and exits 2 before any work', async (args, message) => {
@@ -114,8 +124,12 @@ describe('subagent-host worker', () => {
   // The values are checked before Redis is contacted: nothing listens on port 1.
   it.each([
     [['--queue', 'my queue'], '--queue must be 1–100 letters, digits, _ . or -'],
-    [['--concurrency', '0'], '--concurrency must be a positive integer, got "0"'],
-    [['--drain-grace-ms', '1.5'], '--drain-grace-ms must be a positive integer, got "1.5"'],
+    [['--concurrency', '0'], '--concurrency must be a whole number from 1 to 1024, got "0"'],
+    [['--concurrency', '1e3'], '--concurrency must be a whole number from 1 to 1024, got "1e3"'],
+    [['--drain-grace-ms', '1.5'], '--drain-grace-ms must be a whole number from 1 to 2147483647, got "1.5"'],
+    [['--drain-grace-ms', '3000000000'], '--drain-grace-ms must be a whole number from 1 to 2147483647, got "3000000000"'],
+    [['--lock-duration-ms', '1'], '--lock-duration-ms must be a whole number from 100 to 3600000, got "1"'],
+    [['--lock-duration-ms', '3000000000'], '--lock-duration-ms must be a whole number from 100 to 3600000, got "3000000000"'],
   ])('refuses %j with INVALID_OPTIONS and the usage, exit 2', async (args, message) => {
     const { code, stdout, stderr } = await runCli('worker', '--redis', 'redis://127.0.0.1:1', ...args);
     expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
@@ -136,6 +150,8 @@ describe('subagent-host bench', () => {
   it.each([
     [['--bogus'], "Unknown option '--bogus'"],
     [['listing', 'nosuite'], 'unknown suite: nosuite'],
+    [['cancel', '--json', ''], '--json needs a file path'],
+    [['cancel', '--json', '/nonexistent-dir/rows.json'], '--json cannot be written: /nonexistent-dir is not a writable directory'],
   ])('refuses %j with the usage on stderr and exits 2 before any suite runs', async (args, message) => {
     const { code, stdout, stderr } = await runCli('bench', ...args);
     expect({ code, stdout }).toEqual({ code: 2, stdout: '' });

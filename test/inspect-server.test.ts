@@ -101,6 +101,11 @@ describe('subagent-host inspect server', () => {
     expect(head.length).toBe(String(Buffer.byteLength(get.body)));
   });
 
+  it('answers HEAD of the change stream with its headers, and ends the answer', async () => {
+    const head = await rawGet(server.url, '/api/changes', { method: 'HEAD' });
+    expect([head.status, head.type, head.body]).toEqual([200, 'text/event-stream', '']);
+  });
+
   it('refuses a request naming another host (DNS rebinding), or naming none', async () => {
     const answer = await rawGet(server.url, '/api/roots', { headers: { host: 'attacker.example:80' } });
     expect(answer.status).toBe(403);

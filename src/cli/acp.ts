@@ -48,7 +48,10 @@ export async function run(args: string[]): Promise<number> {
   });
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
-  const model = readValues('acp', USAGE, () => parseModel(values.model));
+  const model = readValues('acp', USAGE, () => {
+    if (values.db === '') throw new SubagentError('INVALID_OPTIONS', '--db needs a file path');
+    return parseModel(values.model);
+  });
   if (typeof model === 'number') return model;
   const host = await createHost({
     model,

@@ -3,6 +3,20 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SubagentError } from '../seam/errors.js';
 
+/** The longest delay a Node timer takes: a longer one fires after 1 ms (with a warning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * An integer option value in `[min, max]`, written in decimal digits only (no sign, exponent, hex,
+ * fraction or blanks: `1e3`, `0x10` and ` 3` are refused, not read as something else); undefined
+ * when it is not one.
+ */
+export function integerValue(value: string, min: number, max: number): number | undefined {
+  if (!/^\d{1,16}$/.test(value)) return undefined;
+  const n = Number(value);
+  return n >= min && n <= max ? n : undefined;
+}
+
 /** Writes `message` and `usage` to stderr; returns the exit code of a usage error. */
 export function usageError(command: string, usage: string, message: string): number {
   process.stderr.write(`subagent-host ${command}: ${message}\n\n${usage.trimEnd()}\n`);

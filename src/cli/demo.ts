@@ -7,7 +7,7 @@ import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
-import { parseCommand } from './args.js';
+import { MAX_TIMER_MS, integerValue, parseCommand } from './args.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -42,12 +42,13 @@ export async function run(args: string[]): Promise<number> {
   });
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
-  const children = Number(values.children);
-  const deadline = values.deadline === undefined ? (values.chaos ? 2000 : 20_000) : Number(values.deadline);
+  const children = integerValue(values.children, 1, 64);
+  const deadline = values.deadline === undefined ? (values.chaos ? 2000 : 20_000) : integerValue(values.deadline, 1, MAX_TIMER_MS);
   const bad =
     !['spawn', 'fork', 'in-process'].includes(values.provider) ? '--provider must be spawn, fork or in-process'
-    : !Number.isSafeInteger(children) || children < 1 || children > 64 ? '--children must be an integer from 1 to 64'
-    : !Number.isSafeInteger(deadline) || deadline < 1 ? '--deadline must be a positive number of milliseconds'
+    : children === undefined ? '--children must be an integer from 1 to 64'
+    : deadline === undefined ? `--deadline must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}`
+    : values.dir === '' ? '--dir needs a directory path'
     : !['scripted', 'openai'].includes(values.model) ? '--model must be scripted or openai'
     : values.db === '' ? '--db needs a file path'
     : values.continuable && (values.chaos || values.model !== 'scripted') ? '--continuable runs the scripted models without --chaos'
@@ -57,7 +58,7 @@ export async function run(args: string[]): Promise<number> {
   const source = bad === undefined ? sourceFiles(values.dir) : undefined;
   const model = source?.ok && values.model === 'openai' ? modelFromEnv(process.env) : undefined;
   const problem = bad ?? (source?.ok === false ? source.problem : model?.ok === false ? model.problem : undefined);
-  if (problem !== undefined || !source?.ok || model?.ok === false) {
+  if (problem !== undefined || !source?.ok || model?.ok === false || children === undefined || deadline === undefined) {
     process.stderr.write(`subagent-host demo: ${problem}${bad === undefined ? '' : ' (see --help)'}\n`);
     return 2;
   }

@@ -2,9 +2,9 @@
 // child jobs from a queue and runs each in this process's worker-thread pool until SIGTERM/SIGINT,
 // then stops taking jobs, lets running children finish within a grace (cancels the rest), exits 0.
 import { SubagentError, describeError } from '../seam/errors.js';
-import { DEFAULT_LOCK_DURATION_MS, DEFAULT_QUEUE, parseRedisUrl } from '../providers/queue/options.js';
+import { DEFAULT_LOCK_DURATION_MS, DEFAULT_QUEUE, LOCK_DURATION_RANGE, parseRedisUrl } from '../providers/queue/options.js';
 import { QueueWorker } from '../providers/queue/queue-worker.js';
-import { parseCommand, readValues } from './args.js';
+import { MAX_TIMER_MS, integerValue, parseCommand, readValues } from './args.js';
 
 const USAGE = `usage: subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]
 
@@ -17,12 +17,16 @@ Runs children queued by a host's queue provider, each in a worker thread of this
   --lock-duration-ms N   a lost worker is noticed after this long (default ${DEFAULT_LOCK_DURATION_MS})
   --drain-grace-ms N     on SIGTERM, children still running after this long are cancelled (default 10000)`;
 
-function positive(value: string | undefined, flag: string, fallback: number): number {
+/** A whole number in `[min, max]` (decimal digits only), or `fallback` when the flag is absent. */
+function integer(value: string | undefined, flag: string, fallback: number, [min, max]: readonly [number, number]): number {
   if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new SubagentError('INVALID_OPTIONS', `${flag} must be a positive integer, got ${JSON.stringify(value)}`);
+  const n = integerValue(value, min, max);
+  if (n === undefined) throw new SubagentError('INVALID_OPTIONS', `${flag} must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
   return n;
 }
+
+/** Children or threads of one worker process. */
+const COUNT: [number, number] = [1, 1024];
 
 function log(line: string): void {
   process.stderr.write(`subagent-host worker[${process.pid}]: ${line}\n`);
@@ -47,14 +51,15 @@ export async function run(args: string[]): Promise<number> {
     const url = parseRedisUrl(values.redis, '--redis');
     const queue = values.queue ?? DEFAULT_QUEUE;
     if (!/^[A-Za-z0-9_.-]{1,100}$/.test(queue)) throw new SubagentError('INVALID_OPTIONS', '--queue must be 1–100 letters, digits, _ . or -');
-    const concurrency = positive(values.concurrency, '--concurrency', 4);
+    const concurrency = integer(values.concurrency, '--concurrency', 4, COUNT);
     return {
       url,
       queue,
       concurrency,
-      poolThreads: positive(values['pool-threads'], '--pool-threads', concurrency),
-      lockDurationMs: positive(values['lock-duration-ms'], '--lock-duration-ms', DEFAULT_LOCK_DURATION_MS),
-      drainGraceMs: positive(values['drain-grace-ms'], '--drain-grace-ms', 10_000),
+      poolThreads: integer(values['pool-threads'], '--pool-threads', concurrency, COUNT),
+      // The host's queueProvider takes the same range: both sides must agree on it.
+      lockDurationMs: integer(values['lock-duration-ms'], '--lock-duration-ms', DEFAULT_LOCK_DURATION_MS, LOCK_DURATION_RANGE),
+      drainGraceMs: integer(values['drain-grace-ms'], '--drain-grace-ms', 10_000, [1, MAX_TIMER_MS]),
     };
   });
   if (typeof settings === 'number') return settings;

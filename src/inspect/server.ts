@@ -103,6 +103,12 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   };
 
   const openStream = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    // HEAD gets the stream's headers and nothing to wait for.
+    if (req.method === 'HEAD') {
+      res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream' });
+      res.end();
+      return;
+    }
     res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream', connection: 'keep-alive' });
     res.write(`retry: 1000\nevent: hello\ndata: ${version}\n\n`);
     streams.add(res);

@@ -21,6 +21,8 @@ export interface QueueProviderOptions {
 
 export const DEFAULT_QUEUE = 'subagent-host';
 export const DEFAULT_LOCK_DURATION_MS = 10_000;
+/** The lock durations a host and a worker take, in ms. */
+export const LOCK_DURATION_RANGE = [100, 3_600_000] as const;
 /** How long a start (or a worker's first connection) waits for Redis before giving up. */
 export const CONNECT_TIMEOUT_MS = 3000;
 
@@ -32,7 +34,7 @@ const shape = z.strictObject({
   queue: queueName.optional(),
   name: z.string().min(1).optional(),
   attempts: z.number().int().min(1).max(100).optional(),
-  lockDurationMs: z.number().int().min(100).max(3_600_000).optional(),
+  lockDurationMs: z.number().int().min(LOCK_DURATION_RANGE[0]).max(LOCK_DURATION_RANGE[1]).optional(),
 });
 
 export interface ResolvedQueueOptions {
