@@ -140,6 +140,14 @@ describe('queue provider failures', () => {
     expect(JSON.parse(child.stdout)).toEqual({ refused: 'START_FAILED', left: [] });
   });
 
+  it('refuses a database the server does not have (START_FAILED, worker exit 1) instead of going on in database 0', async () => {
+    host.subagents.registerProvider(queueProvider(host, { connection: `${redis.url}/99` }));
+    await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('DB index is out of range') as string });
+    const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', `${redis.url}/99`], { encoding: 'utf8', timeout: 15_000 });
+    expect({ status: worker.status, stdout: worker.stdout }).toEqual({ status: 1, stdout: '' });
+    expect(worker.stderr).toContain('START_FAILED');
+  });
+
   it('rejects START_FAILED with the reason of a Redis that refuses writes, before and after connecting', async () => {
     register({ queue: 'full' });
     const queued = await start();

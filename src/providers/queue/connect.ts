@@ -23,6 +23,10 @@ export async function connectRedis(client: Redis, who: string): Promise<Redis> {
   client.options.retryStrategy = () => null;
   try {
     await Promise.race([client.connect(), timeout]);
+    // ioredis reports a database the server does not have as an 'error' event and goes on in
+    // database 0 (another deployment's jobs, maybe): selecting it again makes that a failure here.
+    const { db } = client.options;
+    if (db !== undefined && db !== 0) await Promise.race([client.select(db), timeout]);
     client.options.retryStrategy = retryStrategy;
     return client;
   } catch (error) {
