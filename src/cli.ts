@@ -41,6 +41,27 @@ async function main(argv: string[]): Promise<number> {
   return (await entry.load()).run(args);
 }
 
+/**
+ * A reader that went away (`subagent-host ls … | head -1`) is no failure of the command: its output
+ * stops, the command finishes what it was doing (a demo still closes its database), and one that
+ * runs until SIGINT (`ls --follow`, `inspect`) ends as if interrupted.
+ */
+function stopOutputWhenReaderLeaves(): void {
+  let gone = false;
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (gone) return;
+    gone = true;
+    if (error.code !== 'EPIPE') {
+      process.stderr.write(`subagent-host: cannot write output: ${describeError(error)}\n`);
+      process.exitCode = 1;
+    }
+    // Later writes go nowhere instead of failing again.
+    process.stdout.write = (() => true) as typeof process.stdout.write;
+    if (process.listenerCount('SIGINT') > 0) process.emit('SIGINT', 'SIGINT');
+  });
+}
+
+stopOutputWhenReaderLeaves();
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

@@ -1,8 +1,12 @@
 // The command line as a user first meets it, run as a real process: the command list, help, unknown
 // commands and options, and bad values of `acp`, `bench`, `demo` and `worker`, each with its exit code and where its text goes.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { createHost } from 'subagent-host';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 
@@ -36,6 +40,28 @@ describe('subagent-host', () => {
     const { code, stdout } = await runCli(flag);
     expect(code).toBe(0);
     expect(stdout).toContain('Run `subagent-host <command> --help` for its options.');
+  });
+
+  it('stops quietly when its reader went away (EPIPE): exit 0, no stack on stderr, the database closed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cli-epipe-'));
+    try {
+      const db = join(dir, 'pipe.db');
+      const host = await createHost({ persistence: { sqlite: db }, providers: false });
+      const { id } = await host.createAgent();
+      await host.close();
+      for (const args of [['ls', id, '--db', db, '--json'], ['demo', '--children', '2', '--provider', 'in-process', '--db', db]]) {
+        const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+        // Closed before the command writes anything: its first write fails with EPIPE.
+        child.stdout.destroy();
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        const code = await new Promise((resolve) => child.once('close', resolve));
+        expect({ args, code, stderr }).toEqual({ args, code: 0, stderr: '' });
+        expect(existsSync(`${db}-wal`)).toBe(false);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('names an unknown command on stderr and exits 2', async () => {
