@@ -136,6 +136,20 @@ describe('subagent-host ls', () => {
     expect(fs.existsSync(missing)).toBe(false);
   });
 
+  it('exits 1 and leaves an empty file empty: no database is made in it', async () => {
+    const empty = path.join(tmp, 'empty.db');
+    fs.writeFileSync(empty, '');
+    const { code, stderr } = await ls(['root', '--db', empty]);
+    expect([code, stderr]).toEqual([1, `subagent-host: PERSISTENCE_UNAVAILABLE: no database at ${empty}; pass --db FILE\n`]);
+    expect(fs.statSync(empty).size).toBe(0);
+  });
+
+  it('takes an empty $SUBAGENT_HOST_DB as unset', async () => {
+    const { code, stdout } = await ls(['alpha'], tmp, '');
+    expect(code).toBe(0);
+    expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  35  deep']);
+  });
+
   it('exits 1 for a session the database does not hold', async () => {
     const { code, stderr } = await ls(['nobody', '--db', db]);
     expect(code).toBe(1);

@@ -146,10 +146,15 @@ describe('sqlitePersistence', () => {
     expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA' });
   });
 
-  it('refuses an SQLite database it did not create as CORRUPT_DATA', () => {
+  it('refuses an SQLite database it did not create as CORRUPT_DATA, leaving its bytes as they were (not switched to WAL)', () => {
     const file = newFile();
-    raw(file).exec('CREATE TABLE notes (body TEXT)');
+    const other = new Database(file);
+    other.exec('CREATE TABLE notes (body TEXT)');
+    other.close();
+    const before = fs.readFileSync(file);
     expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA' });
+    expect(fs.readFileSync(file).equals(before)).toBe(true);
+    expect(fs.existsSync(`${file}-wal`)).toBe(false);
   });
 
   it('refuses a file that is not a database as CORRUPT_DATA', () => {

@@ -63,7 +63,7 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const { dir, files } = source.value;
-  const db = values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB;
+  const db = values.db ?? (process.env['SUBAGENT_HOST_DB'] || DEFAULT_DB);
   if (values.continuable) return continuable({ provider: values.provider as DemoProvider, dir, files, children, db, json: values.json });
   if (!values.json) {
     const who = model ? 'a real model' : 'a scripted planner';

@@ -48,7 +48,7 @@ export async function run(args: string[]): Promise<number> {
   if (values.db === '') return usageError('--db needs a file path');
   if (values.host === '') return usageError('--host needs an interface address');
 
-  const file = values.db ?? process.env['SUBAGENT_HOST_DB'] ?? DEFAULT_DB;
+  const file = values.db ?? (process.env['SUBAGENT_HOST_DB'] || DEFAULT_DB);
   // Read-only: a missing file is an error, never an empty database created on the spot.
   if (!fs.existsSync(file)) throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
   const host = values.host ?? '127.0.0.1';

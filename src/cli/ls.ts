@@ -72,9 +72,9 @@ export async function run(args: string[]): Promise<number> {
   if (extra.length > 0) return usageError(`unexpected argument '${extra[0]}'`);
   if (values.db === '') return usageError('--db needs a file path');
 
-  const file = values.db ?? process.env.SUBAGENT_HOST_DB ?? DEFAULT_DB;
-  // Opening would create an empty database; a mistyped path should say so instead.
-  if (!fs.existsSync(file)) {
+  const file = values.db ?? (process.env.SUBAGENT_HOST_DB || DEFAULT_DB);
+  // Opening would create a database (in a missing or empty file); a mistyped path should say so instead.
+  if (!fs.existsSync(file) || fs.statSync(file).size === 0) {
     throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
   }
   const persistence = sqlitePersistence(file);

@@ -138,11 +138,13 @@ export function openDatabase(path: string, busyTimeoutMs: number, synchronous: '
     throw new SubagentError('INVALID_OPTIONS', `path "${path}" cannot be opened: ${String(error)}`, { cause: error });
   }
   try {
-    db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     db.pragma('foreign_keys = ON');
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     migrate(db, path);
+    // Only a file the schema check accepted is switched to WAL: a refused one (another program's
+    // database) is left as it was.
+    db.pragma('journal_mode = WAL');
     return db;
   } catch (error) {
     db.close();
