@@ -129,7 +129,10 @@ describe('subagent-host demo', () => {
     [['--db', ''], '--db needs a file path'],
   ])('refuses %j with one line naming the flag and exits 2 before any work', async (args, message) => {
     const { code, stdout, stderr } = await runCli('demo', ...args);
-    expect({ code, stdout, stderr }).toEqual({ code: 2, stdout: '', stderr: `subagent-host demo: ${message} (see --help)\n` });
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    const [line, usage] = stderr.split('\n\n');
+    expect(line).toBe(`subagent-host demo: INVALID_OPTIONS: ${message}`);
+    expect(usage).toMatch(/^usage: subagent-host demo \[options\]/);
   });
 });
 

@@ -7,7 +7,7 @@ import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
-import { MAX_TIMER_MS, integerValue, parseCommand } from './args.js';
+import { MAX_TIMER_MS, integerValue, parseCommand, usageError } from './args.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -58,8 +58,10 @@ export async function run(args: string[]): Promise<number> {
   const source = bad === undefined ? sourceFiles(values.dir) : undefined;
   const model = source?.ok && values.model === 'openai' ? modelFromEnv(process.env) : undefined;
   const problem = bad ?? (source?.ok === false ? source.problem : model?.ok === false ? model.problem : undefined);
+  // A bad option value, like an unknown option: its code and the usage.
+  if (bad !== undefined) return usageError('demo', USAGE, `INVALID_OPTIONS: ${bad}`);
   if (problem !== undefined || !source?.ok || model?.ok === false || children === undefined || deadline === undefined) {
-    process.stderr.write(`subagent-host demo: ${problem}${bad === undefined ? '' : ' (see --help)'}\n`);
+    process.stderr.write(`subagent-host demo: ${problem}\n`);
     return 2;
   }
   const { dir, files } = source.value;
