@@ -92,6 +92,17 @@ describe('serveAcp', () => {
     return client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: value }] });
   }
 
+  /** A session an earlier server stored in `db`, prompted once ('first'), with that server gone. */
+  async function storedSession(db: string): Promise<string> {
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier);
+    await prompt(earlier, sessionId, 'first');
+    await earlier.close();
+    await first.close();
+    return sessionId;
+  }
+
   it('answers initialize with protocol v1 and loadSession when the host has persistence', async () => {
     const host = await newHost();
     const client = connect(host);
@@ -195,12 +206,7 @@ describe('serveAcp', () => {
 
   it('loads a session persisted by an earlier server, replays it, and continues it', async () => {
     const db = join(dir, 'load.db');
-    const first = await newHost({ persistence: { sqlite: db } });
-    const earlier = await initialized(first);
-    const sessionId = await session(earlier);
-    await prompt(earlier, sessionId, 'first');
-    await earlier.close();
-    await first.close();
+    const sessionId = await storedSession(db);
 
     const second = await newHost({ persistence: { sqlite: db } });
     const client = await initialized(second);
@@ -213,12 +219,7 @@ describe('serveAcp', () => {
 
   it('restores one stored session for loads and a resume that arrive together: each answers, one agent serves them', async () => {
     const db = join(dir, 'together.db');
-    const first = await newHost({ persistence: { sqlite: db } });
-    const earlier = await initialized(first);
-    const sessionId = await session(earlier);
-    await prompt(earlier, sessionId, 'first');
-    await earlier.close();
-    await first.close();
+    const sessionId = await storedSession(db);
 
     // Loading the session waits until all three requests are in: they overlap for certain.
     const stored = sqlitePersistence(db);
@@ -266,12 +267,7 @@ describe('serveAcp', () => {
 
   it('resumes a session persisted by an earlier server without replaying it, and continues it', async () => {
     const db = join(dir, 'resume.db');
-    const first = await newHost({ persistence: { sqlite: db } });
-    const earlier = await initialized(first);
-    const sessionId = await session(earlier);
-    await prompt(earlier, sessionId, 'first');
-    await earlier.close();
-    await first.close();
+    const sessionId = await storedSession(db);
 
     const second = await newHost({ persistence: { sqlite: db } });
     const client = await initialized(second);
