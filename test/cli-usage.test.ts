@@ -49,7 +49,7 @@ describe('subagent-host', () => {
       const host = await createHost({ persistence: { sqlite: db }, providers: false });
       const { id } = await host.createAgent();
       await host.close();
-      for (const args of [['ls', id, '--db', db, '--json'], ['demo', '--children', '2', '--provider', 'in-process', '--db', db]]) {
+      for (const args of [['ls', id, '--db', db, '--json'], ['demo', '--children', '1', '--provider', 'in-process', '--db', db]]) {
         const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
         // Closed before the command writes anything: its first write fails with EPIPE.
         child.stdout.destroy();
@@ -62,7 +62,8 @@ describe('subagent-host', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+    // Three processes (a demo among them): far longer than the default on a loaded machine.
+  }, 90_000);
 
   it('names an unknown command on stderr and exits 2', async () => {
     const { code, stdout, stderr } = await runCli('frobnicate');
