@@ -54,7 +54,8 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     void proc.ended.then(() => live.delete(proc));
     let client: AcpClient | undefined;
     try {
-      client = await startupStep(AcpClient.connect(proc, config.permission), proc, signal, 'connect', config.startupTimeoutMs);
+      // Connecting loads the SDK here; only the steps after it wait for the agent.
+      client = await startupStep(AcpClient.connect(proc, config.permission), proc, signal, 'connect');
       await startupStep(client.initialize(), proc, signal, 'initialize', config.startupTimeoutMs);
       return { proc, client };
     } catch (error) {

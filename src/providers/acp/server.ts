@@ -37,6 +37,9 @@ const routeSchema = z.strictObject({
   maxStepsPerTurn: z.number().int().positive().optional(),
 });
 
+/** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
+const CLIENT_FAULTS: ReadonlySet<string> = new Set(['INVALID_OPTIONS', 'INVALID_MODEL_SPEC', 'INVALID_REQUEST']);
+
 interface Served {
   agent: Agent;
   /** The prompt in flight, if any. */
@@ -111,10 +114,7 @@ class AcpServer {
       if (error instanceof RequestError) throw error;
       if (error instanceof UnsupportedPromptBlock) throw RequestError.invalidParams(undefined, error.message);
       if (isSubagentError(error, 'UNKNOWN_SESSION')) throw RequestError.resourceNotFound();
-      // The client's request could not be used (say a module model that does not load): its fault.
-      if (isSubagentError(error, 'INVALID_OPTIONS') || isSubagentError(error, 'INVALID_MODEL_SPEC') || isSubagentError(error, 'INVALID_REQUEST')) {
-        throw RequestError.invalidParams({ code: error.code }, error.message);
-      }
+      if (isSubagentError(error) && CLIENT_FAULTS.has(error.code)) throw RequestError.invalidParams({ code: error.code }, error.message);
       if (isSubagentError(error)) throw RequestError.internalError({ code: error.code }, error.message);
       throw RequestError.internalError(undefined, describeError(error));
     }
@@ -248,10 +248,6 @@ class AcpServer {
   }
 }
 
-/**
- * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
- * to `output`: it carries protocol only.
- */
 /** Checked before anything is served: a bad argument is `INVALID_OPTIONS`, not a session that fails later. */
 function assertServeArguments(host: unknown, io: unknown): void {
   const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || !isRecord(host['agents'])
@@ -262,6 +258,10 @@ function assertServeArguments(host: unknown, io: unknown): void {
   if (problem !== undefined) throw new SubagentError('INVALID_OPTIONS', `serveAcp: ${problem}`);
 }
 
+/**
+ * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
+ * to `output`: it carries protocol only.
+ */
 export async function serveAcp(host: AcpServeHost, io?: AcpServeIo): Promise<void> {
   assertServeArguments(host, io);
   const sdk = await loadAcpSdk();

@@ -15,16 +15,18 @@ function exitMessage(exit: AgentExit, phase: string): string {
 }
 
 /**
- * Races one startup step against the process ending, the start being aborted and `timeoutMs` (a
- * command that is no ACP agent, say a shell, never answers and never exits).
+ * Races one startup step against the process ending, the start being aborted and, for a step the
+ * agent must answer, `timeoutMs` (a command that is no ACP agent, say a shell, never answers and
+ * never exits).
  */
-export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signal: AbortSignal, phase: string, timeoutMs: number): Promise<T> {
+export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signal: AbortSignal, phase: string, timeoutMs?: number): Promise<T> {
   let onAbort: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(new StartAborted());
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
+    if (timeoutMs === undefined) return;
     timer = setTimeout(
       () => reject(new SubagentError('START_FAILED', `the ACP agent did not answer ${phase} within ${timeoutMs} ms (is the command an ACP agent speaking on stdio?)`)),
       timeoutMs,
