@@ -54,13 +54,13 @@ export async function run(args: string[]): Promise<number> {
     : values.continuable && (values.chaos || values.model !== 'scripted') ? '--continuable runs the scripted models without --chaos'
     : values.chaos && values.provider === 'in-process' ? '--chaos needs worker children (--provider spawn or fork): a crash in-process would take the host down'
     : undefined;
-  // Every input is checked before any work starts: one line on stderr, exit code 2.
-  const source = bad === undefined ? sourceFiles(values.dir) : undefined;
-  const model = source?.ok && values.model === 'openai' ? modelFromEnv(process.env) : undefined;
-  const problem = bad ?? (source?.ok === false ? source.problem : model?.ok === false ? model.problem : undefined);
-  // A bad option value, like an unknown option: its code and the usage.
-  if (bad !== undefined) return usageError('demo', USAGE, `INVALID_OPTIONS: ${bad}`);
-  if (problem !== undefined || !source?.ok || model?.ok === false || children === undefined || deadline === undefined) {
+  // Every input is checked before any work starts. A bad option value, like an unknown option: its
+  // code and the usage; a directory or environment that cannot be used: one line. Exit code 2.
+  if (bad !== undefined || children === undefined || deadline === undefined) return usageError('demo', USAGE, `INVALID_OPTIONS: ${bad}`);
+  const source = sourceFiles(values.dir);
+  const model = source.ok && values.model === 'openai' ? modelFromEnv(process.env) : undefined;
+  const problem = !source.ok ? source.problem : model?.ok === false ? model.problem : undefined;
+  if (!source.ok || model?.ok === false) {
     process.stderr.write(`subagent-host demo: ${problem}\n`);
     return 2;
   }

@@ -5,6 +5,7 @@ import { once } from '../seam/once.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
+import { isRecord } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent } from './agent.js';
 import { createModel } from './models/create.js';
@@ -57,8 +58,8 @@ export interface AgentHandle {
 
 /** `INVALID_OPTIONS` unless `options` is an object whose `sessionId` (required for a resume) is a non-empty string. */
 function assertAgentOptionsObject(method: string, options: unknown, needsId: boolean): void {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options must be an object`);
-  const { sessionId } = options as { sessionId?: unknown };
+  if (!isRecord(options)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options must be an object`);
+  const { sessionId } = options;
   if (sessionId === undefined && !needsId) return;
   if (typeof sessionId !== 'string' || sessionId === '') throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be a non-empty string`);
 }

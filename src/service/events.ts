@@ -2,6 +2,7 @@
 // is called inside a containment wrapper, except provider-added, whose throw rolls back a registration.
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
+import { isRecord } from '../seam/parse.js';
 import type { SubagentEvents } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
 
@@ -33,7 +34,7 @@ export class SubagentEventBus {
   on<E extends EventName>(event: E, listener: Listener<E>, opts?: { parent?: SessionId }): () => void {
     if (!EVENT_NAMES.includes(event)) throw new SubagentError('INVALID_REQUEST', `on(): unknown event ${String(event)} (events: ${EVENT_NAMES.join(', ')})`);
     if (typeof listener !== 'function') throw new SubagentError('INVALID_REQUEST', `on('${event}'): the listener must be a function`);
-    if (opts !== undefined && (typeof opts !== 'object' || opts === null || (opts.parent !== undefined && (typeof opts.parent !== 'string' || opts.parent === '')))) {
+    if (opts !== undefined && (!isRecord(opts) || (opts.parent !== undefined && (typeof opts.parent !== 'string' || opts.parent === '')))) {
       throw new SubagentError('INVALID_REQUEST', `on('${event}'): opts must be { parent?: a session id }`);
     }
     const registration: Registration = { event, listener: listener as Listener<EventName>, parent: opts?.parent };
