@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createHost, sqlitePersistence, type SessionEvent, type SessionHeader } from '../src/index.js';
-import { PACKED_TOKENS, WALL_TIME, packedFacts } from '../src/persistence/listing-columns.js';
+import { CHILDREN_SELECT } from '../src/persistence/sqlite-catalog.js';
 import { rowOf, sampled, type Row, type Suite } from './lib.js';
 
 const CHILDREN = 10_000;
@@ -52,12 +52,7 @@ const faults = (): number => process.resourceUsage().minorPageFault;
 function bareChildrenRead(path: string, parentId: string): { ms: number; faults: number } {
   const db = new Database(path, { readonly: true });
   try {
-    const select = db
-      .prepare(
-        `SELECT id, created_at, ${packedFacts('subagent_children')}, ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
-         FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
-      )
-      .raw(true);
+    const select = db.prepare(CHILDREN_SELECT).raw(true);
     const f0 = faults();
     const t0 = performance.now();
     const rows = db.transaction(() => select.all(parentId))();

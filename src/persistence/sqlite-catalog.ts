@@ -20,6 +20,13 @@ import { assertContiguous, corrupt } from './validate.js';
 // the depth (descendants only), then the packed tokens, wall time and label.
 type Values = unknown[];
 
+/**
+ * The children of one parent as a listing reads them: id, created_at, the packed facts (with
+ * the has-subagent-children bit), the packed tokens, wall time and label, in creation order.
+ */
+export const CHILDREN_SELECT = `SELECT id, created_at, ${packedFacts('subagent_children')}, ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
+         FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`;
+
 const FACTS = 2;
 const DEPTH = 3;
 const ORIGIN = 1;
@@ -42,12 +49,7 @@ export class SqliteCatalog {
 
   constructor(db: Database.Database) {
     // subagent_children is kept by a trigger (sqlite-migrate.ts): a value, not a probe per row.
-    this.#children = db
-      .prepare<[string], Values>(
-        `SELECT id, created_at, ${packedFacts('subagent_children')}, ${PACKED_TOKENS}, ${WALL_TIME}, identity_label
-         FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
-      )
-      .raw(true);
+    this.#children = db.prepare<[string], Values>(CHILDREN_SELECT).raw(true);
     // A session's descendants are the rows whose lineage keys extend its key, in pre-order by key
     // (lineage.ts): one range scan. Keys are ASCII, so octet_length, which counts no characters, is
     // their length. A row at the deepest keyed depth that has children reads -1 as its depth: those
