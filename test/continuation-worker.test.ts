@@ -169,6 +169,29 @@ describe('continuable spawn children', () => {
     expect(turnEnds(stored!.events)).toStrictEqual(['error', 'completed']);
   });
 
+  it('ends the open turn with error when an error escapes the child’s code in a later turn, and a follow-up brings the child back', async () => {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'careless',
+      request: { prompt: [text('hello')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    // The second turn reaches the resident child through its thread's port, not as a new task.
+    await host.subagents.followup(parent, childId, [text('throw')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['completed', 'error']);
+    expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['completed', 'error']);
+    expect(host.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end')[1]?.data).toStrictEqual({
+      turn: 2,
+      reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: 'an error escaped the child’s code in its worker thread: escaped from a resident child' } },
+    });
+    expect(toolResults(host, childId, 'escape')).toStrictEqual([{ text: expect.any(String), isError: true }]);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length >= 3);
+    expect(recorder.ends[2]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
+  });
+
   it('terminates the thread of a turn that ignores an interrupt; the child stays and its next follow-up runs in a fresh thread', async () => {
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, cancelGraceMs: 100 } });
     const { childId } = await host.subagents.startContinuable({

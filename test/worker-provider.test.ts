@@ -174,7 +174,7 @@ describe('worker children', () => {
     expect(result.diagnostic).not.toContain('\n');
     // One bounded line: the first line of the failure, cut at 200 characters.
     expect(result.diagnostic!.length).toBeLessThan(300);
-    if (tool === 'escape_long') expect(result.diagnostic).toMatch(/^the child’s worker thread failed: (overflowing detail )+overflowin…$/);
+    if (tool === 'escape_long') expect(result.diagnostic).toMatch(/^an error escaped the child’s code in its worker thread: (overflowing detail )+overflowin…$/);
     if (tool === 'escape_value') expect(result.diagnostic).toContain('a bare string');
     expect(result.diagnostic).not.toMatch(/\bat .+:\d+:\d+/);
     await run.dispose();
@@ -203,6 +203,87 @@ describe('worker children', () => {
     expect(await run.result).toEqual({ output: [text('recovered')], stopReason: 'completed', usage: expect.objectContaining({ turns: 1 }) });
     expect(dataOf<{ code: string }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.code).toBe('TOOL_FAILED');
     await run.dispose();
+  });
+
+  /** The text of the `thread_id` tool's result in `run`'s log: which thread the child ran in. */
+  /** Collects the host's `SubagentWarning`s until the returned stop is called. */
+  const collectWarnings = () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => void (warning.name === 'SubagentWarning' && warnings.push(warning.message));
+    process.on('warning', onWarning);
+    return { warnings, stop: () => void process.off('warning', onWarning) };
+  };
+  const LEFTOVER_WARNING = /^work a finished worker child left running threw in thread \d+: thrown by work its child left running; no child was failed/;
+
+  const threadOf = (run: SubagentRun) => dataOf<{ content: { text: string }[] }>(host!.sessions.get(run.id)!.events, 'tool/result')[0]?.content[0]?.text;
+
+  it('ends only the child whose code let an error escape: its sibling on the thread completes, and the thread is replaced once idle', async () => {
+    const gate = deferred();
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [recordingTool('hold', { gate: gate.promise })] });
+    const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold'), { text: 'sibling done' }]));
+    await expect.poll(() => dataOf(host.sessions.get(sibling.id)!.events, 'tool/call').length, LONG).toBe(2);
+    const culprit = await host.subagents.start('spawn', request(parent, [call('escape')]));
+    expect(await culprit.result).toMatchObject({ stopReason: 'error', diagnostic: 'an error escaped the child’s code in its worker thread: escaped to the thread' });
+    expect(dataOf(host.sessions.get(culprit.id)!.events, 'turn/end')).toStrictEqual([
+      { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('escaped to the thread') } } },
+    ]);
+    // The thread takes no new child: this one waits for the thread that replaces it.
+    const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
+    gate.resolve();
+    expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+    expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+    expect(threadOf(next)).toMatch(/^thread \d+$/);
+    expect(threadOf(next)).not.toBe(threadOf(sibling));
+    await Promise.all([sibling.dispose(), culprit.dispose(), next.dispose()]);
+    expect(host.pool.threads).toBe(1);
+  });
+
+  it('fails no child when work a finished child left running throws later: its sibling completes, then the thread is replaced', async () => {
+    const gate = deferred();
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [recordingTool('hold', { gate: gate.promise })] });
+    const channel = new BroadcastChannel(`leftover-${process.pid}-${Date.now()}`);
+    const { warnings, stop } = collectWarnings();
+    try {
+      const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold'), { text: 'sibling done' }]));
+      await expect.poll(() => dataOf(host.sessions.get(sibling.id)!.events, 'tool/call').length, LONG).toBe(2);
+      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_bomb', { channel: channel.name }), { text: 'culprit done' }]));
+      expect(await culprit.result).toMatchObject({ output: [text('culprit done')], stopReason: 'completed' });
+      channel.postMessage('fire');
+      // The throw follows in the same task of the thread, before the thread can read the gate's answer.
+      expect(await fired).toBe('fired');
+      const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
+      gate.resolve();
+      expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+      expect(threadOf(next)).not.toBe(threadOf(sibling));
+      await expect.poll(() => warnings, LONG).toStrictEqual([expect.stringMatching(LEFTOVER_WARNING)]);
+      await Promise.all([sibling.dispose(), culprit.dispose(), next.dispose()]);
+    } finally {
+      stop();
+      channel.close();
+    }
+  });
+
+  it('ends a thread left idle with work a finished child left running once that work throws', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
+    const channel = new BroadcastChannel(`idle-leftover-${process.pid}-${Date.now()}`);
+    const { warnings, stop } = collectWarnings();
+    try {
+      const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      const culprit = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('leave_bomb', { channel: channel.name }), { text: 'culprit done' }]));
+      expect(await culprit.result).toMatchObject({ output: [text('culprit done')], stopReason: 'completed' });
+      channel.postMessage('fire');
+      expect(await fired).toBe('fired');
+      const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
+      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+      expect(threadOf(next)).not.toBe(threadOf(culprit));
+      await expect.poll(() => warnings, LONG).toStrictEqual([expect.stringMatching(LEFTOVER_WARNING)]);
+      await Promise.all([culprit.dispose(), next.dispose()]);
+    } finally {
+      stop();
+      channel.close();
+    }
   });
 
   it('settles every child sharing a thread that dies as error', async () => {

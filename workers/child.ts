@@ -2,15 +2,16 @@
 // transport of the child runners (runtime/child-runner.ts; resident-runner.ts for a continuable
 // child's stay), one child per piscina task. Notices and calls travel on the thread's hub port,
 // cancellation and the input gate also in shared memory; the outcome returns encoded.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { MessagePort } from 'node:worker_threads';
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { encode } from '../src/seam/codec.js';
-import type { ChildTransport, HostApi } from '../src/seam/child-protocol.js';
+import type { ChildControlApi, ChildTransport, HostApi, ResidentControlApi } from '../src/seam/child-protocol.js';
 import { runChild } from '../src/runtime/child-runner.js';
 import { runResident } from '../src/runtime/resident-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
-import { closeInput, type ThreadLoadedNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
+import { closeInput, escapeMessage, type ThreadLoadedNotice, type ThreadLeftoverNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
 import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire-channel.js';
 
 // The hub: one long-lived port per thread, shared by every child the thread ever runs (a port per
@@ -18,6 +19,42 @@ import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire
 // while the thread has none gives it its hub; later offers are closed at once.
 const router = new RunRouter();
 let hub: MessagePort | undefined;
+
+// Which child a piece of this thread's work belongs to: each child's task runs in its own async
+// context, and so do the timers, promises and callbacks its code starts, however late they run.
+// An error that escapes a child's code (a throw in a timer, an unhandled rejection) then ends that
+// child alone, as `escaped`, and its siblings on the thread go on. The thread takes no new child
+// and is ended once idle (see ThreadTaskReturn.retire), since the culprit's work may still be
+// running in it. An error from work that belongs to no child fails the thread, as without this.
+interface ChildScope {
+  /** Set once the child's task has returned: what it left running is no longer its turn. */
+  done: boolean;
+  /** Ends the child's task with the error that escaped its code. */
+  escape(error: unknown): void;
+}
+const scopes = new AsyncLocalStorage<ChildScope>();
+/** Child tasks on this thread now. */
+let running = 0;
+/** Set once a child's code let an error escape: the thread takes no new child. */
+let retiring = false;
+
+process.on('uncaughtException', (error) => {
+  const scope = scopes.getStore();
+  // Thrown from a listener of this event, the error fails the thread as it would with no listener.
+  if (!scope) throw error;
+  retiring = true;
+  if (!scope.done) return scope.escape(error);
+  parentPort?.postMessage({ leftoverThrew: escapeMessage(error), threadId, idle: running === 0 } satisfies ThreadLeftoverNotice);
+});
+
+/** `api` with each method run in `scope`: a host call through the hub port starts work of that child. */
+function inScope<T extends object>(api: T, scope: ChildScope): T {
+  const entries = Object.entries(api).map(([name, value]: [string, unknown]) => [
+    name,
+    typeof value === 'function' ? (...args: unknown[]) => scopes.run(scope, () => (value as (...args: unknown[]) => unknown).apply(api, args)) : value,
+  ]);
+  return Object.fromEntries(entries) as T;
+}
 
 // The loader that runs this bundle from V8's code cache supplies `import()` (see module-import.ts).
 export { setModuleImporter } from '../src/runtime/module-import.js';
@@ -36,6 +73,8 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   // The host offered no port because it counted enough hubs, but this thread has none (a new
   // thread): it asks again, and the host resends the task with a port.
   if (!hub) return encode({ type: 'need-port' } satisfies ThreadTaskResult);
+  // The child goes to another thread (the host stops sending this one any).
+  if (retiring) return encode({ type: 'retired', threadId } satisfies ThreadTaskResult);
   const route = router.route(task.run);
   route.bind(hub);
   const host = new GuardedRemote<HostApi>(route.endpoint('host'));
@@ -47,6 +86,24 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   // The end notice returns with the task (see ThreadTaskReturn); the others go out on the hub, counted.
   let end: ThreadTaskReturn['end'];
   let notices = 0;
+  let served: Partial<ChildControlApi & ResidentControlApi> | undefined;
+  let escaped!: (result: ThreadTaskResult) => void;
+  const escape = new Promise<ThreadTaskResult>((resolve) => (escaped = resolve));
+  const scope: ChildScope = {
+    done: false,
+    escape(error) {
+      scope.done = true;
+      escaped({ type: 'escaped', message: escapeMessage(error), threadId });
+      // What it left running stops at its next step; the thread's retirement ends the rest.
+      Atomics.store(cancelFlag, 0, 1);
+      try {
+        served?.cancel?.({ kind: 'parent' });
+        served?.leave?.();
+      } catch {
+        // the child is ended either way
+      }
+    },
+  };
   const transport: ChildTransport = {
     notify: (notice) => {
       if (notice.type === 'end') end = notice;
@@ -56,20 +113,23 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
       }
     },
     callHost: (invoke) => host.call((remote) => invoke(remote as unknown as HostApi)),
-    serve: (control) =>
+    serve: (control) => {
+      served = control;
       // A resident child takes its input in prompts; only a one-shot child counts deliveries.
-      'prompt' in control ? exposeOn(control, route.endpoint('control')) : exposeOn(
-        {
-          ...control,
-          deliver: (...args: Parameters<typeof control.deliver>) => {
-            received++;
-            const accepted = control.deliver(...args);
-            caughtUp();
-            return accepted;
-          },
-        },
-        route.endpoint('control'),
-      ),
+      const api =
+        'prompt' in control
+          ? control
+          : {
+              ...control,
+              deliver: (...args: Parameters<typeof control.deliver>) => {
+                received++;
+                const accepted = control.deliver(...args);
+                caughtUp();
+                return accepted;
+              },
+            };
+      exposeOn(inScope(api, scope), route.endpoint('control'));
+    },
     closeInput() {
       const sent = closeInput(inputGate);
       if (received >= sent) return Promise.resolve();
@@ -85,14 +145,29 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   };
   // Sent before anything can fail: the host needs the thread id to terminate a runaway child.
   transport.notify({ type: 'attach', threadId });
+  running++;
   try {
     const run = task.resident ? runResident : runChild;
-    const outcome = encode((await run(task.data, transport)) satisfies ThreadTaskResult);
-    return end ? { ...outcome, end, notices } : outcome;
+    const work = scopes.run(scope, () => run(task.data, transport));
+    const result = await Promise.race([work, escape]);
+    scope.done = true;
+    if (result.type === 'escaped') {
+      work.catch(() => undefined);
+      return { ...encode(result), ...retirement() };
+    }
+    const outcome = encode(result satisfies ThreadTaskResult);
+    return { ...(end ? { ...outcome, end, notices } : outcome), ...retirement() };
   } finally {
+    scope.done = true;
+    running--;
     host.close();
     route.dispose();
   }
+}
+
+/** Asks the host to end this thread when it retires and its last child task is returning. */
+function retirement(): Pick<ThreadTaskReturn, 'retire'> {
+  return retiring && running === 1 ? { retire: threadId } : {};
 }
 
 // Last top-level steps: tool and model modules are imported through the pool's gate, and the pool

@@ -1,4 +1,5 @@
-// Which thread piscina gives a task: its least-busy choice, minus threads being terminated. A
+// Which thread piscina gives a task: its least-busy choice, minus threads being terminated or
+// retiring (a child's code let an error escape in them, see workers/child.ts). A
 // thread's last task may end while its termination is under way; piscina, which learns of the
 // termination only when the thread exits, would otherwise give that thread the next task.
 
@@ -8,15 +9,15 @@ interface Candidate {
   readonly isRunningAbortableTask: boolean;
 }
 
-/** A piscina `loadBalancer` that never picks a thread whose id is in `doomed`. */
-export function leastBusyBalancer(maximumUsage: number, doomed: ReadonlySet<number>) {
+/** A piscina `loadBalancer` that never picks a thread whose id is in `doomed` or `avoided`. */
+export function leastBusyBalancer(maximumUsage: number, doomed: ReadonlySet<number>, avoided: ReadonlySet<number>) {
   return <W extends Candidate>(task: { readonly isAbortable: boolean }, workers: W[]): W | null => {
     let candidate: W | null = null;
     let checkpoint = maximumUsage;
     for (const worker of workers) {
       // Reached only when a task is dispatched while this thread's termination is under way: a race
       // the suite cannot order on demand (the file is in the coverage floor's exclusion list).
-      if (doomed.has(worker.id)) continue;
+      if (doomed.has(worker.id) || avoided.has(worker.id)) continue;
       if (worker.currentUsage === 0) return worker;
       if (worker.isRunningAbortableTask) continue;
       if (!task.isAbortable && worker.currentUsage < checkpoint) {

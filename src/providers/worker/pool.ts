@@ -7,7 +7,7 @@ import { Piscina } from 'piscina';
 import { z } from 'zod';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
-import type { WorkerTask, WorkerThreadData } from './thread-protocol.js';
+import { isThreadLeftoverNotice, type WorkerTask, type WorkerThreadData } from './thread-protocol.js';
 import { RunRouter } from './wire-channel.js';
 import { Admission } from './admission.js';
 import { leastBusyBalancer } from './balancer.js';
@@ -72,6 +72,12 @@ export interface WorkerPoolEngine extends WorkerPool {
    * right before) agrees. Its tasks reject; the pool replaces it.
    */
   terminateThread(threadId: number, stillWanted?: () => boolean): Promise<void>;
+  /** The thread with that id gets no new task (it retires, see thread-protocol.ts). */
+  avoidThread(threadId: number): void;
+  /** Ends a retiring thread that has no child task left; the pool replaces it. Idempotent. */
+  retireThread(threadId: number): void;
+  /** Counts `retireThread` terminations: a task sent meanwhile that never reached its child may be sent again. */
+  readonly retirements: number;
 }
 
 const positiveInt = z.number().int().positive();
@@ -145,6 +151,10 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   const fence = new ImportFence(gateBuffer);
   const tracker = new ThreadTracker((slot) => fence.free(slot));
   const doomed = new Set<number>();
+  // Threads that take no new task because a child's code let an error escape in them.
+  const avoided = new Set<number>();
+  const retired = new Set<number>();
+  let retirements = 0;
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
   let watch: EntryWatch | undefined;
@@ -162,7 +172,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       minThreads: resolved.minThreads,
       maxThreads: ceiling(admission.loans),
       concurrentTasksPerWorker: resolved.childrenPerThread,
-      loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed),
+      loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed, avoided),
       idleTimeout: resolved.idleTimeoutMs,
       // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
       atomics: 'disabled',
@@ -173,7 +183,15 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     });
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
-    instance.on('message', (message: unknown) => tracker.onMessage(message, instance?.threads ?? []));
+    instance.on('message', (message: unknown) => {
+      if (!isThreadLeftoverNotice(message)) return tracker.onMessage(message, instance?.threads ?? []);
+      process.emitWarning(
+        `work a finished worker child left running threw in thread ${message.threadId}: ${message.leftoverThrew.split('\n', 1)[0]}; no child was failed, and the thread is replaced once idle`,
+        'SubagentWarning',
+      );
+      if (message.idle) engine.retireThread(message.threadId);
+      else engine.avoidThread(message.threadId);
+    });
     // A piscina that cannot load the entry is dropped (it has no thread left, so this terminates
     // nothing): its waiting tasks reject through `watch`, and the next task starts a fresh one.
     const pool = instance;
@@ -191,7 +209,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   const terminations = new Set<Promise<void>>();
   const channels = new RunRouter();
   const findThread = (threadId: number) => instance?.threads.find((thread) => thread.threadId === threadId);
-  return {
+  const engine: WorkerPoolEngine = {
     channels,
     admission,
     options: Object.freeze(resolved),
@@ -236,6 +254,25 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       termination.then(forget, forget);
       return termination;
     },
+    avoidThread(threadId) {
+      const thread = findThread(threadId);
+      if (!thread || avoided.has(threadId)) return;
+      avoided.add(threadId);
+      thread.once('exit', () => {
+        avoided.delete(threadId);
+        retired.delete(threadId);
+      });
+    },
+    retireThread(threadId) {
+      if (!findThread(threadId) || retired.has(threadId)) return;
+      engine.avoidThread(threadId);
+      retired.add(threadId);
+      retirements++;
+      void engine.terminateThread(threadId);
+    },
+    get retirements() {
+      return retirements;
+    },
     close() {
       admission.close();
       closing ??= alive.during(
@@ -259,4 +296,5 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       return closing;
     },
   };
+  return engine;
 }

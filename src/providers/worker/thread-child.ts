@@ -11,7 +11,7 @@ import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import type { WorkerPoolEngine } from './pool.js';
 import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask } from './thread-protocol.js';
-import { describeThreadFailure } from './thread-failure.js';
+import { EscapedError, describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
 
@@ -23,8 +23,9 @@ interface PoolOutcome {
 }
 
 /**
- * A task to post, held only while it may have to be sent again: a thread answers `need-port`
- * before its child attaches, so the caller may drop it (and its data) once the child has attached.
+ * A task to post, held only while it may have to be sent again: a thread answers `need-port` or
+ * `retired` before its child attaches, so the caller may drop it (and its data) once the child has
+ * attached.
  */
 export interface HeldTask {
   task: Omit<WorkerTask, 'port'> | undefined;
@@ -33,13 +34,30 @@ export interface HeldTask {
 /**
  * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
- * yet and got no port answers `need-port`, and the task is sent again with one.
+ * yet and got no port answers `need-port`, and the task is sent again with one. A retiring thread
+ * answers `retired`, and the task goes to another. A child whose code let an error escape rejects
+ * with an `EscapedError`; the last task of a retiring thread asks the pool to end that thread.
  */
 export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise<PoolOutcome> {
   for (let offer = pool.channels.ports < Math.max(1, pool.threads); ; offer = true) {
-    const value = await post(pool, held, offer);
+    const retirements = pool.retirements;
+    let value: ThreadTaskReturn;
+    try {
+      value = await post(pool, held, offer);
+    } catch (error) {
+      // A thread that retires takes no new child, so a task that never reached its child when a
+      // retiring thread was ended did not run: it goes to another thread.
+      if (held.task && pool.retirements !== retirements) continue;
+      throw error;
+    }
+    if (value.retire !== undefined) pool.retireThread(value.retire);
     const outcome = decodeOwned<ThreadTaskResult>(value);
     if (outcome.type === 'result') return { result: outcome.result, end: value.end, notices: value.notices ?? 0 };
+    if (outcome.type === 'escaped') {
+      pool.avoidThread(outcome.threadId);
+      throw new EscapedError(outcome.message);
+    }
+    if (outcome.type === 'retired') pool.avoidThread(outcome.threadId);
   }
 }
 

@@ -19,9 +19,15 @@ function firstLine(error: unknown): string {
   return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
-/** Why a child's thread ended, for `diagnostic`. */
+/** An error that escaped a child's code (a throw in its timer, an unhandled rejection): it ended that child, not its thread. */
+export class EscapedError extends Error {
+  override readonly name = 'EscapedError';
+}
+
+/** Why a child's thread ended, or why its thread gave it up, for `diagnostic`. */
 export function describeThreadFailure(error: unknown, killed: boolean, graceMs: number): string {
   if (killed) return `the child did not stop within ${graceMs} ms of cancellation; its thread was terminated`;
+  if (error instanceof EscapedError) return `an error escaped the child’s code in its worker thread: ${firstLine(error)}`;
   if (isSubagentError(error, 'START_FAILED')) return error.message;
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ERR_WORKER_OUT_OF_MEMORY') return 'the child exceeded its worker resource limits (out of memory); its thread was ended';

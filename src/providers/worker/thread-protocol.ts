@@ -27,8 +27,16 @@ export interface WorkerTask {
   port?: MessagePort;
 }
 
-/** What a thread's task returns (encoded): the child's outcome, or a request for a hub port. */
-export type ThreadTaskResult = ChildTaskResult | { type: 'need-port' };
+/**
+ * What a thread's task returns (encoded): the child's outcome, a request for a hub port, the end of
+ * a child whose code let an error escape (`escaped`: the thread goes on without it, but retires),
+ * or a retiring thread's refusal (`retired`: the task goes to another thread).
+ */
+export type ThreadTaskResult =
+  | ChildTaskResult
+  | { type: 'need-port' }
+  | { type: 'escaped'; message: string; threadId: number }
+  | { type: 'retired'; threadId: number };
 
 /**
  * The value a thread's task returns: the encoded ThreadTaskResult and, for a child that ran, its
@@ -36,7 +44,12 @@ export type ThreadTaskResult = ChildTaskResult | { type: 'need-port' };
  * the count of notices the child posted on the hub before it: the host applies `end` once that
  * many have arrived, since this value and the hub's messages travel on different ports.
  */
-export type ThreadTaskReturn = Encoded & { end?: Extract<ChildNotice, { type: 'end' }>; notices?: number };
+export type ThreadTaskReturn = Encoded & {
+  end?: Extract<ChildNotice, { type: 'end' }>;
+  notices?: number;
+  /** The thread's id, when it retires and this was its last child task: the host ends it. */
+  retire?: number;
+};
 
 /** Each thread's `workerData`: the pool's import gate (see import-gate.ts). */
 export interface WorkerThreadData {
@@ -53,6 +66,32 @@ export interface ThreadLoadedNotice {
 export function isThreadLoadedNotice(value: unknown): value is ThreadLoadedNotice {
   const notice = value as Partial<ThreadLoadedNotice> | null;
   return typeof notice === 'object' && notice !== null && typeof notice.threadLoaded === 'number' && typeof notice.slot === 'number';
+}
+
+/**
+ * Posted on `parentPort` when work a finished child left running in the thread threw: the host
+ * warns, and ends the thread at once when it has no child task left (`idle`; otherwise its last
+ * task's `retire` does).
+ */
+export interface ThreadLeftoverNotice {
+  leftoverThrew: string;
+  threadId: number;
+  idle: boolean;
+}
+
+export function isThreadLeftoverNotice(value: unknown): value is ThreadLeftoverNotice {
+  return typeof value === 'object' && value !== null && typeof (value as Partial<ThreadLeftoverNotice>).leftoverThrew === 'string';
+}
+
+/** The message of an error that escaped a child's code (any thrown value), at most 2000 characters. */
+export function escapeMessage(error: unknown): string {
+  let message: string;
+  try {
+    message = error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
+  } catch {
+    message = 'a value that cannot be read';
+  }
+  return message.length > 2000 ? `${message.slice(0, 2000)}…` : message;
 }
 
 /** The cancel flag and input gate of one child, in one SharedArrayBuffer. */
