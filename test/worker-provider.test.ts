@@ -219,18 +219,22 @@ describe('worker children', () => {
 
   it('ends only the child whose code let an error escape: its sibling on the thread completes, and the thread is replaced once idle', async () => {
     const gate = deferred();
-    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [recordingTool('hold', { gate: gate.promise })] });
-    const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold'), { text: 'sibling done' }]));
-    await expect.poll(() => dataOf(host.sessions.get(sibling.id)!.events, 'tool/call').length, LONG).toBe(2);
+    const hold = recordingTool('hold', { gate: gate.promise });
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [hold] });
+    const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold', { value: 'x' }), { text: 'sibling done' }]));
+    // The sibling waits in its host tool until the gate opens.
+    await expect.poll(() => hold.calls.length, LONG).toBe(1);
     const culprit = await host.subagents.start('spawn', request(parent, [call('escape')]));
     expect(await culprit.result).toMatchObject({ stopReason: 'error', diagnostic: 'an error escaped the child’s code in its worker thread: escaped to the thread' });
     expect(dataOf(host.sessions.get(culprit.id)!.events, 'turn/end')).toStrictEqual([
       { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('escaped to the thread') } } },
     ]);
-    // The thread takes no new child: this one waits for the thread that replaces it.
-    const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
+    // The thread takes no new child: this one waits for the thread that replaces it, once the
+    // sibling is done.
+    const starting = host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
     gate.resolve();
     expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+    const next = await starting;
     expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
     expect(threadOf(next)).toMatch(/^thread \d+$/);
     expect(threadOf(next)).not.toBe(threadOf(sibling));
@@ -238,23 +242,29 @@ describe('worker children', () => {
     expect(host.pool.threads).toBe(1);
   });
 
-  it('fails no child when work a finished child left running throws later: its sibling completes, then the thread is replaced', async () => {
+  it('fails no child when work a finished child left running throws later, again and again: one warning, its sibling completes, then the thread is replaced', async () => {
     const gate = deferred();
-    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [recordingTool('hold', { gate: gate.promise })] });
+    const hold = recordingTool('hold', { gate: gate.promise });
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [hold] });
     const channel = new BroadcastChannel(`leftover-${process.pid}-${Date.now()}`);
     const { warnings, stop } = collectWarnings();
     try {
-      const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
-      const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold'), { text: 'sibling done' }]));
-      await expect.poll(() => dataOf(host.sessions.get(sibling.id)!.events, 'tool/call').length, LONG).toBe(2);
-      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_bomb', { channel: channel.name }), { text: 'culprit done' }]));
+      const replies: unknown[] = [];
+      channel.onmessage = (message) => void replies.push((message as MessageEvent).data);
+      const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold', { value: 'x' }), { text: 'sibling done' }]));
+      await expect.poll(() => hold.calls.length, LONG).toBe(1);
+      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_bomb', { channel: channel.name, repeat: true }), { text: 'culprit done' }]));
       expect(await culprit.result).toMatchObject({ output: [text('culprit done')], stopReason: 'completed' });
-      channel.postMessage('fire');
-      // The throw follows in the same task of the thread, before the thread can read the gate's answer.
-      expect(await fired).toBe('fired');
-      const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
+      // Each throw follows in the same task of the thread as its answer, before the thread can read
+      // the gate's release.
+      for (let fire = 1; fire <= 3; fire++) {
+        channel.postMessage('fire');
+        await expect.poll(() => replies.length, LONG).toBe(fire);
+      }
+      const starting = host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
       gate.resolve();
       expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+      const next = await starting;
       expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
       expect(threadOf(next)).not.toBe(threadOf(sibling));
       await expect.poll(() => warnings, LONG).toStrictEqual([expect.stringMatching(LEFTOVER_WARNING)]);

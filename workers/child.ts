@@ -37,6 +37,9 @@ const scopes = new AsyncLocalStorage<ChildScope>();
 let running = 0;
 /** Set once a child's code let an error escape: the thread takes no new child. */
 let retiring = false;
+/** Whether the host heard of an error from a finished child's work, and of one while no child ran. */
+let leftoverSeen = false;
+let idleReported = false;
 
 process.on('uncaughtException', (error) => {
   const scope = scopes.getStore();
@@ -44,7 +47,13 @@ process.on('uncaughtException', (error) => {
   if (!scope) throw error;
   retiring = true;
   if (!scope.done) return scope.escape(error);
-  parentPort?.postMessage({ leftoverThrew: escapeMessage(error), threadId, idle: running === 0 } satisfies ThreadLeftoverNotice);
+  // The host hears of the first such error (a warning), and of the first while no child runs here
+  // (the thread is ended); a leftover timer that keeps throwing adds nothing.
+  const idle = running === 0;
+  if (leftoverSeen && !(idle && !idleReported)) return;
+  parentPort?.postMessage({ leftoverThrew: escapeMessage(error), threadId, idle, first: !leftoverSeen } satisfies ThreadLeftoverNotice);
+  leftoverSeen = true;
+  idleReported ||= idle;
 });
 
 /** `api` with each method run in `scope`: a host call through the hub port starts work of that child. */

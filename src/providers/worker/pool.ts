@@ -185,10 +185,12 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     instance.on('error', () => undefined);
     instance.on('message', (message: unknown) => {
       if (!isThreadLeftoverNotice(message)) return tracker.onMessage(message, instance?.threads ?? []);
-      process.emitWarning(
-        `work a finished worker child left running threw in thread ${message.threadId}: ${message.leftoverThrew.split('\n', 1)[0]}; no child was failed, and the thread is replaced once idle`,
-        'SubagentWarning',
-      );
+      if (message.first) {
+        process.emitWarning(
+          `work a finished worker child left running threw in thread ${message.threadId}: ${message.leftoverThrew.split('\n', 1)[0]}; no child was failed, and the thread is replaced once idle`,
+          'SubagentWarning',
+        );
+      }
       if (message.idle) engine.retireThread(message.threadId);
       else engine.avoidThread(message.threadId);
     });

@@ -77,6 +77,8 @@ export interface ThreadLeftoverNotice {
   leftoverThrew: string;
   threadId: number;
   idle: boolean;
+  /** The thread's first such notice: the one the host warns of. */
+  first: boolean;
 }
 
 export function isThreadLeftoverNotice(value: unknown): value is ThreadLeftoverNotice {
