@@ -192,6 +192,37 @@ describe('continuable spawn children', () => {
     expect(recorder.ends[2]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
   });
 
+  it('loses only the stay when work the child left running throws between its turns: a warning, and the next follow-up brings it back', async () => {
+    const { host, parent, recorder } = await setup();
+    const channel = new BroadcastChannel(`between-turns-${process.pid}-${Date.now()}`);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => void (warning.name === 'SubagentWarning' && warnings.push(warning.message));
+    process.on('warning', onWarning);
+    try {
+      const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      const { childId } = await host.subagents.startContinuable({
+        provider: 'spawn',
+        label: 'leaves work behind',
+        request: { prompt: [text(`bomb ${channel.name}`)], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+      });
+      await recorder.until(() => recorder.ends.length >= 1);
+      expect(recorder.ends[0]).toMatchObject({ id: childId, stopReason: 'completed' });
+      channel.postMessage('fire');
+      expect(await fired).toBe('fired');
+      await eventually(() => warnings.length > 0);
+      expect(warnings).toStrictEqual([
+        `continuable child ${childId} lost its stay between turns (an error escaped the child’s code in its worker thread: thrown between turns); its next message brings it back from its log`,
+      ]);
+      await host.subagents.followup(parent, childId, [text('again')]);
+      await recorder.until(() => recorder.ends.length >= 2);
+      expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
+      expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['completed', 'completed']);
+    } finally {
+      process.off('warning', onWarning);
+      channel.close();
+    }
+  });
+
   it('terminates the thread of a turn that ignores an interrupt; the child stays and its next follow-up runs in a fresh thread', async () => {
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, cancelGraceMs: 100 } });
     const { childId } = await host.subagents.startContinuable({

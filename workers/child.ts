@@ -56,13 +56,10 @@ process.on('uncaughtException', (error) => {
   idleReported ||= idle;
 });
 
-/** `api` with each method run in `scope`: a host call through the hub port starts work of that child. */
+/** `api` (methods only) with each method run in `scope`: a host call through the hub port starts work of that child. */
 function inScope<T extends object>(api: T, scope: ChildScope): T {
-  const entries = Object.entries(api).map(([name, value]: [string, unknown]) => [
-    name,
-    typeof value === 'function' ? (...args: unknown[]) => scopes.run(scope, () => (value as (...args: unknown[]) => unknown).apply(api, args)) : value,
-  ]);
-  return Object.fromEntries(entries) as T;
+  const methods = Object.entries(api as Record<string, (...args: unknown[]) => unknown>);
+  return Object.fromEntries(methods.map(([name, method]) => [name, (...args: unknown[]) => scopes.run(scope, () => method.apply(api, args))])) as T;
 }
 
 // The loader that runs this bundle from V8's code cache supplies `import()` (see module-import.ts).
@@ -103,14 +100,11 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
     escape(error) {
       scope.done = true;
       escaped({ type: 'escaped', message: escapeMessage(error), threadId });
-      // What it left running stops at its next step; the thread's retirement ends the rest.
+      // What it left running stops at its next step; the thread's retirement ends the rest. (Should
+      // these throw, the error leaves this listener and fails the thread, as it did before.)
       Atomics.store(cancelFlag, 0, 1);
-      try {
-        served?.cancel?.({ kind: 'parent' });
-        served?.leave?.();
-      } catch {
-        // the child is ended either way
-      }
+      served?.cancel?.({ kind: 'parent' });
+      served?.leave?.();
     },
   };
   const transport: ChildTransport = {

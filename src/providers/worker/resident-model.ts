@@ -199,7 +199,11 @@ export class ResidentWorkerModel implements ModelAdapter {
     void thread.ended.then((outcome) => {
       this.#live.delete(stay);
       if (this.#stay === stay) this.#stay = undefined;
-      stay.turn?.lost(stayFailure(outcome));
+      if (stay.turn) stay.turn.lost(stayFailure(outcome));
+      else if (outcome.type === 'thread-failed' && !outcome.aborted && !this.#released) {
+        // No turn to end: the child comes back from its log at its next message, as after any leave.
+        process.emitWarning(`continuable child ${this.#childId} lost its stay between turns (${outcome.diagnostic}); its next message brings it back from its log`, 'SubagentWarning');
+      }
     });
     await thread.ready;
     return stay;
