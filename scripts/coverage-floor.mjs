@@ -65,7 +65,7 @@ const EXCLUDED = {
   'src/runtime/resident-runner.ts': RESIDENT,
   'src/service/continuation/notices.ts': 'an epoch whose queued input is discarded before its turn opens (a drain racing the wake) depends on timing',
   'workers/child.ts':
-    'closing a child’s input while a host message is still on the hub port (or that port is lost) is a cross-thread race no test orders, and an uncaught error from work that belongs to no child (rethrown: the thread fails) is not provoked',
+    'closing a child’s input while a host message is still on the hub port (or that port is lost) is a cross-thread race no test orders, and an uncaught error from work that belongs to no child (rethrown: the thread fails) and a retiring thread’s last task rejecting are not provoked',
 };
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -229,17 +229,18 @@ describe('worker children', () => {
     expect(dataOf(host.sessions.get(culprit.id)!.events, 'turn/end')).toStrictEqual([
       { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('escaped to the thread') } } },
     ]);
-    // The thread takes no new child: this one waits for the thread that replaces it, once the
-    // sibling is done.
-    const starting = host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
-    gate.resolve();
-    expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
-    const next = await starting;
+    // The thread takes no new child, and the slot it cannot use moves to a new thread: this child
+    // runs there while the sibling still waits.
+    const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
     expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
     expect(threadOf(next)).toMatch(/^thread \d+$/);
     expect(threadOf(next)).not.toBe(threadOf(sibling));
+    expect(hold.calls).toHaveLength(1);
+    gate.resolve();
+    expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
     await Promise.all([sibling.dispose(), culprit.dispose(), next.dispose()]);
-    expect(host.pool.threads).toBe(1);
+    // Once the sibling is done, the retiring thread is ended.
+    await expect.poll(() => host.pool.threads, LONG).toBe(1);
   });
 
   it('fails no child when work a finished child left running throws later, again and again: one warning, its sibling completes, then the thread is replaced', async () => {
@@ -261,12 +262,12 @@ describe('worker children', () => {
         channel.postMessage('fire');
         await expect.poll(() => replies.length, LONG).toBe(fire);
       }
-      const starting = host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
-      gate.resolve();
-      expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
-      const next = await starting;
+      const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
       expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
       expect(threadOf(next)).not.toBe(threadOf(sibling));
+      gate.resolve();
+      expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+      await expect.poll(() => host.pool.threads, LONG).toBe(1);
       await expect.poll(() => warnings, LONG).toStrictEqual([expect.stringMatching(LEFTOVER_WARNING)]);
       await Promise.all([sibling.dispose(), culprit.dispose(), next.dispose()]);
     } finally {
@@ -290,6 +291,32 @@ describe('worker children', () => {
       expect(threadOf(next)).not.toBe(threadOf(culprit));
       await expect.poll(() => warnings, LONG).toStrictEqual([expect.stringMatching(LEFTOVER_WARNING)]);
       await Promise.all([culprit.dispose(), next.dispose()]);
+    } finally {
+      stop();
+      channel.close();
+    }
+  });
+
+  it('charges no child with an error from work a module’s top-level code started: the thread fails, no warning', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
+    const channel = new BroadcastChannel('module-level-bomb');
+    const { warnings, stop } = collectWarnings();
+    try {
+      const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      const moduleTools = new URL('./fixtures/module-level-tools.mjs', import.meta.url).href;
+      const first = await host.subagents.start('spawn', {
+        ...request(parent, [call('thread_id'), call('noop'), { text: 'first done' }]),
+        agentOptions: { model: { kind: 'scripted', steps: [call('thread_id'), call('noop'), { text: 'first done' }] }, toolModules: [toolModule, moduleTools] },
+      });
+      expect(await first.result).toMatchObject({ output: [text('first done')], stopReason: 'completed' });
+      channel.postMessage('fire');
+      expect(await fired).toBe('fired');
+      const next = await host.subagents.start('spawn', request(parent, [call('thread_id'), { text: 'next done' }]));
+      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+      expect(threadOf(next)).not.toBe(threadOf(first));
+      // Charged to the child that imported the module, it would have been that child's leftover.
+      expect(warnings).toStrictEqual([]);
+      await Promise.all([first.dispose(), next.dispose()]);
     } finally {
       stop();
       channel.close();

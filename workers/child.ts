@@ -11,7 +11,7 @@ import { runChild } from '../src/runtime/child-runner.js';
 import { runResident } from '../src/runtime/resident-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
-import { closeInput, escapeMessage, type ThreadLoadedNotice, type ThreadLeftoverNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
+import { closeInput, escapeMessage, type ThreadLoadedNotice, type ThreadLeftoverNotice, type ThreadRetireNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
 import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire-channel.js';
 
 // The hub: one long-lived port per thread, shared by every child the thread ever runs (a port per
@@ -27,8 +27,8 @@ let hub: MessagePort | undefined;
 // and is ended once idle (see ThreadTaskReturn.retire), since the culprit's work may still be
 // running in it. An error from work that belongs to no child fails the thread, as without this.
 interface ChildScope {
-  /** Set once the child's task has returned: what it left running is no longer its turn. */
-  done: boolean;
+  /** running, then done once its task has returned (what it left running is no longer its turn), or escaped. */
+  state: 'running' | 'done' | 'escaped';
   /** Ends the child's task with the error that escaped its code. */
   escape(error: unknown): void;
 }
@@ -46,12 +46,14 @@ process.on('uncaughtException', (error) => {
   // Thrown from a listener of this event, the error fails the thread as it would with no listener.
   if (!scope) throw error;
   retiring = true;
-  if (!scope.done) return scope.escape(error);
-  // The host hears of the first such error (a warning), and of the first while no child runs here
-  // (the thread is ended); a leftover timer that keeps throwing adds nothing.
+  if (scope.state === 'running') return scope.escape(error);
+  // A child that escaped already failed; what its unwinding throws adds nothing.
+  if (scope.state === 'escaped') return;
+  // The host hears of the first such error (a warning), and is asked to end the thread once no
+  // child runs here; a leftover timer that keeps throwing adds nothing.
   const idle = running === 0;
-  if (leftoverSeen && !(idle && !idleReported)) return;
-  parentPort?.postMessage({ leftoverThrew: escapeMessage(error), threadId, idle, first: !leftoverSeen } satisfies ThreadLeftoverNotice);
+  if (!leftoverSeen) parentPort?.postMessage({ leftoverThrew: escapeMessage(error), threadId } satisfies ThreadLeftoverNotice);
+  if (idle && !idleReported) parentPort?.postMessage({ retireThread: threadId } satisfies ThreadRetireNotice);
   leftoverSeen = true;
   idleReported ||= idle;
 });
@@ -96,9 +98,9 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   let escaped!: (result: ThreadTaskResult) => void;
   const escape = new Promise<ThreadTaskResult>((resolve) => (escaped = resolve));
   const scope: ChildScope = {
-    done: false,
+    state: 'running',
     escape(error) {
-      scope.done = true;
+      scope.state = 'escaped';
       escaped({ type: 'escaped', message: escapeMessage(error), threadId });
       // What it left running stops at its next step; the thread's retirement ends the rest. (Should
       // these throw, the error leaves this listener and fails the thread, as it did before.)
@@ -153,7 +155,7 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
     const run = task.resident ? runResident : runChild;
     const work = scopes.run(scope, () => run(task.data, transport));
     const result = await Promise.race([work, escape]);
-    scope.done = true;
+    if (scope.state === 'running') scope.state = 'done';
     if (result.type === 'escaped') {
       work.catch(() => undefined);
       return { ...encode(result), ...retirement() };
@@ -161,16 +163,24 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
     const outcome = encode(result satisfies ThreadTaskResult);
     return { ...(end ? { ...outcome, end, notices } : outcome), ...retirement() };
   } finally {
-    scope.done = true;
+    if (scope.state === 'running') scope.state = 'done';
     running--;
+    // A last task that rejects carries no `retire`: the thread asks to be ended on its own.
+    if (retiring && running === 0 && !retireReturned) parentPort?.postMessage({ retireThread: threadId } satisfies ThreadRetireNotice);
+    retireReturned = false;
     host.close();
     route.dispose();
   }
 }
 
+/** Set while the returning task carries `retire` (see its `finally`). */
+let retireReturned = false;
+
 /** Asks the host to end this thread when it retires and its last child task is returning. */
 function retirement(): Pick<ThreadTaskReturn, 'retire'> {
-  return retiring && running === 1 ? { retire: threadId } : {};
+  if (!retiring || running !== 1) return {};
+  retireReturned = true;
+  return { retire: threadId };
 }
 
 // Last top-level steps: tool and model modules are imported through the pool's gate, and the pool
@@ -178,6 +188,9 @@ function retirement(): Pick<ThreadTaskReturn, 'retire'> {
 const { importGate } = (workerData ?? {}) as Partial<WorkerThreadData>;
 if (importGate) {
   const slot = claimSlot(importGate, threadId);
-  setImportGate(threadImportGate(importGate, slot));
+  const gate = threadImportGate(importGate, slot);
+  // A module is loaded once per thread for every child that uses it: what its top-level code starts
+  // (timers, sockets, shared promises) belongs to no child, not to the first one that imported it.
+  setImportGate((load) => scopes.exit(() => gate(load)));
   parentPort?.postMessage({ threadLoaded: threadId, slot } satisfies ThreadLoadedNotice);
 }

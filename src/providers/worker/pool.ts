@@ -7,7 +7,7 @@ import { Piscina } from 'piscina';
 import { z } from 'zod';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
-import { isThreadLeftoverNotice, type WorkerTask, type WorkerThreadData } from './thread-protocol.js';
+import { isThreadLeftoverNotice, isThreadRetireNotice, type WorkerTask, type WorkerThreadData } from './thread-protocol.js';
 import { RunRouter } from './wire-channel.js';
 import { Admission } from './admission.js';
 import { leastBusyBalancer } from './balancer.js';
@@ -23,7 +23,8 @@ export interface WorkerPoolOptions {
   /**
    * Threads for children started by main-thread agents. A worker child waiting for its own
    * children lends them one slot, so the pool never runs more than
-   * `maxThreads × (1 + maxNestingDepth)` threads.
+   * `maxThreads × (1 + maxNestingDepth)` threads (plus, for a while, up to `maxThreads` threads
+   * retiring after an error escaped a child's code).
    * @default max(4, 2 × availableParallelism())
    */
   maxThreads?: number;
@@ -76,8 +77,6 @@ export interface WorkerPoolEngine extends WorkerPool {
   avoidThread(threadId: number): void;
   /** Ends a retiring thread that has no child task left; the pool replaces it. Idempotent. */
   retireThread(threadId: number): void;
-  /** Counts `retireThread` terminations: a task sent meanwhile that never reached its child may be sent again. */
-  readonly retirements: number;
 }
 
 const positiveInt = z.number().int().positive();
@@ -154,17 +153,22 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   // Threads that take no new task because a child's code let an error escape in them.
   const avoided = new Set<number>();
   const retired = new Set<number>();
-  let retirements = 0;
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
   let watch: EntryWatch | undefined;
   // piscina may run as many tasks as admission admits (root slots plus loans), so it never queues
   // one: its thread ceiling follows the loans in use, and without nesting it stays maxThreads.
+  // A retiring thread's free slots are no use to anyone, so each (up to maxThreads of them) lifts
+  // the ceiling by one thread until it exits; the import gate has room for that many more.
   // piscina reads `options.maxThreads` at each spawn decision, which is what makes it adjustable.
-  const ceiling = (loans: number) => resolved.maxThreads + Math.ceil(loans / resolved.childrenPerThread);
+  const ceiling = (loans: number) =>
+    resolved.maxThreads + Math.ceil(loans / resolved.childrenPerThread) + Math.min(avoided.size, resolved.maxThreads);
   const admission = new Admission(resolved.maxThreads * resolved.childrenPerThread, resolved.maxNestingDepth, (loans) => {
     if (instance) instance.options.maxThreads = ceiling(loans);
   });
+  const liftCeiling = () => {
+    if (instance) instance.options.maxThreads = ceiling(admission.loans);
+  };
   const piscina = (): Piscina<WorkerTask, Encoded> => {
     if (instance) return instance;
     instance = new Piscina<WorkerTask, Encoded>({
@@ -184,15 +188,13 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     // A thread that dies rejects its tasks; the pool-level error is already reported through them.
     instance.on('error', () => undefined);
     instance.on('message', (message: unknown) => {
+      if (isThreadRetireNotice(message)) return engine.retireThread(message.retireThread);
       if (!isThreadLeftoverNotice(message)) return tracker.onMessage(message, instance?.threads ?? []);
-      if (message.first) {
-        process.emitWarning(
-          `work a finished worker child left running threw in thread ${message.threadId}: ${message.leftoverThrew.split('\n', 1)[0]}; no child was failed, and the thread is replaced once idle`,
-          'SubagentWarning',
-        );
-      }
-      if (message.idle) engine.retireThread(message.threadId);
-      else engine.avoidThread(message.threadId);
+      process.emitWarning(
+        `work a finished worker child left running threw in thread ${message.threadId}: ${message.leftoverThrew.split('\n', 1)[0]}; no child was failed, and the thread is replaced once idle`,
+        'SubagentWarning',
+      );
+      engine.avoidThread(message.threadId);
     });
     // A piscina that cannot load the entry is dropped (it has no thread left, so this terminates
     // nothing): its waiting tasks reject through `watch`, and the next task starts a fresh one.
@@ -260,20 +262,18 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       const thread = findThread(threadId);
       if (!thread || avoided.has(threadId)) return;
       avoided.add(threadId);
+      liftCeiling();
       thread.once('exit', () => {
         avoided.delete(threadId);
         retired.delete(threadId);
+        liftCeiling();
       });
     },
     retireThread(threadId) {
       if (!findThread(threadId) || retired.has(threadId)) return;
       engine.avoidThread(threadId);
       retired.add(threadId);
-      retirements++;
       void engine.terminateThread(threadId);
-    },
-    get retirements() {
-      return retirements;
     },
     close() {
       admission.close();

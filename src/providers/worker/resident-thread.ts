@@ -7,7 +7,7 @@ import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { CancelCause, SessionEvent } from '../../seam/session-types.js';
 import type { WorkerPoolEngine } from './pool.js';
-import { runOnPool, type ThreadOutcome } from './thread-child.js';
+import { runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js';
 import { describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
 import { sharedFlags } from './thread-protocol.js';
@@ -37,12 +37,17 @@ export class ResidentThread {
     const ready = new Promise<void>((resolve) => (built = resolve));
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
+    // Held until the child attaches: only a task that never reached its child may be sent again.
+    const held: HeldTask = { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true } };
     const noticesIn = routeNotices(this.#route, this.#control, (notice) => {
       if (notice.type === 'events') onEvents(notice.events);
-      else if (notice.type === 'attach') this.#threadId = notice.threadId;
+      else if (notice.type === 'attach') {
+        this.#threadId = notice.threadId;
+        held.task = undefined;
+      }
       else if (notice.type === 'ready') built();
     });
-    const task = runOnPool(pool, { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true } });
+    const task = runOnPool(pool, held);
     this.ended = task.then(
       async ({ result, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);

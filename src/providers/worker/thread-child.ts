@@ -6,7 +6,7 @@ import type { BudgetStop } from '../../seam/budget.js';
 import type { ChildControlApi, HostApi } from '../../seam/child-protocol.js';
 import { decodeOwned, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
-import { SubagentError } from '../../seam/errors.js';
+import { SubagentError, isSubagentError } from '../../seam/errors.js';
 import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import type { WorkerPoolEngine } from './pool.js';
@@ -14,6 +14,9 @@ import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type ThreadT
 import { EscapedError, describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
 import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
+
+/** How often a task that never reached its child is sent again after its thread ended. */
+const LOST_TASK_RETRIES = 3;
 
 /** A task's outcome with its end notice and the count of hub notices before it (see ThreadTaskReturn). */
 interface PoolOutcome {
@@ -35,19 +38,26 @@ export interface HeldTask {
  * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `need-port`, and the task is sent again with one. A retiring thread
- * answers `retired`, and the task goes to another. A child whose code let an error escape rejects
+ * answers `retired`, and the task goes to another, as does a task whose thread ended before its
+ * child attached. A child whose code let an error escape rejects
  * with an `EscapedError`; the last task of a retiring thread asks the pool to end that thread.
  */
 export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise<PoolOutcome> {
-  for (let offer = pool.channels.ports < Math.max(1, pool.threads); ; offer = true) {
-    const retirements = pool.retirements;
+  const wantsPort = () => pool.channels.ports < Math.max(1, pool.threads);
+  for (let offer = wantsPort(), lost = 0; ; ) {
     let value: ThreadTaskReturn;
     try {
       value = await post(pool, held, offer);
     } catch (error) {
-      // A thread that retires takes no new child, so a task that never reached its child when a
-      // retiring thread was ended did not run: it goes to another thread.
-      if (held.task && pool.retirements !== retirements) continue;
+      // The child's first notice, `attach`, may still be queued on the hub: its thread's death may be
+      // reported first. A task that never reached its child when its thread ended (it died, or
+      // retired) did not run, so it goes to another thread; a few times at most, should threads
+      // keep dying under it. The pool's own refusals (closed, no thread can load) are final.
+      pool.channels.drain();
+      if (held.task && !isSubagentError(error) && ++lost <= LOST_TASK_RETRIES) {
+        offer = wantsPort();
+        continue;
+      }
       throw error;
     }
     if (value.retire !== undefined) pool.retireThread(value.retire);
@@ -57,7 +67,12 @@ export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise
       pool.avoidThread(outcome.threadId);
       throw new EscapedError(outcome.message);
     }
-    if (outcome.type === 'retired') pool.avoidThread(outcome.threadId);
+    if (outcome.type === 'retired') {
+      pool.avoidThread(outcome.threadId);
+      offer = wantsPort();
+    } else {
+      offer = true; // need-port
+    }
   }
 }
 

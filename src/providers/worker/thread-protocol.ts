@@ -68,21 +68,27 @@ export function isThreadLoadedNotice(value: unknown): value is ThreadLoadedNotic
   return typeof notice === 'object' && notice !== null && typeof notice.threadLoaded === 'number' && typeof notice.slot === 'number';
 }
 
-/**
- * Posted on `parentPort` when work a finished child left running in the thread threw: the host
- * warns, and ends the thread at once when it has no child task left (`idle`; otherwise its last
- * task's `retire` does).
- */
+/** Posted on `parentPort` when work a finished child left running in the thread first threw: the host warns. */
 export interface ThreadLeftoverNotice {
   leftoverThrew: string;
   threadId: number;
-  idle: boolean;
-  /** The thread's first such notice: the one the host warns of. */
-  first: boolean;
 }
 
 export function isThreadLeftoverNotice(value: unknown): value is ThreadLeftoverNotice {
   return typeof value === 'object' && value !== null && typeof (value as Partial<ThreadLeftoverNotice>).leftoverThrew === 'string';
+}
+
+/**
+ * Posted on `parentPort` by a retiring thread that has no child task left and did not say so on a
+ * task's value (`retire` above): after leftover work threw in an idle thread, or when its last task
+ * rejected. The host ends the thread.
+ */
+export interface ThreadRetireNotice {
+  retireThread: number;
+}
+
+export function isThreadRetireNotice(value: unknown): value is ThreadRetireNotice {
+  return typeof value === 'object' && value !== null && typeof (value as Partial<ThreadRetireNotice>).retireThread === 'number';
 }
 
 /** The message of an error that escaped a child's code (any thrown value), at most 2000 characters. */
