@@ -37,9 +37,10 @@ const scopes = new AsyncLocalStorage<ChildScope>();
 let running = 0;
 /** Set once a child's code let an error escape: the thread takes no new child. */
 let retiring = false;
-/** Whether the host heard of an error from a finished child's work, and of one while no child ran. */
+/** Whether the host heard of an error from a finished child's work. */
 let leftoverSeen = false;
-let idleReported = false;
+/** Whether the host was asked to end this thread (by a task's `retire` or a ThreadRetireNotice). */
+let retireAsked = false;
 
 process.on('uncaughtException', (error) => {
   const scope = scopes.getStore();
@@ -51,12 +52,17 @@ process.on('uncaughtException', (error) => {
   if (scope.state === 'escaped') return;
   // The host hears of the first such error (a warning), and is asked to end the thread once no
   // child runs here; a leftover timer that keeps throwing adds nothing.
-  const idle = running === 0;
   if (!leftoverSeen) parentPort?.postMessage({ leftoverThrew: escapeMessage(error), threadId } satisfies ThreadLeftoverNotice);
-  if (idle && !idleReported) parentPort?.postMessage({ retireThread: threadId } satisfies ThreadRetireNotice);
   leftoverSeen = true;
-  idleReported ||= idle;
+  if (running === 0) askToRetire();
 });
+
+/** Asks the host, once, to end this retiring thread: it has no child task left. */
+function askToRetire(): void {
+  if (retireAsked) return;
+  retireAsked = true;
+  parentPort?.postMessage({ retireThread: threadId } satisfies ThreadRetireNotice);
+}
 
 /** `api` (methods only) with each method run in `scope`: a host call through the hub port starts work of that child. */
 function inScope<T extends object>(api: T, scope: ChildScope): T {
@@ -95,13 +101,13 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   let end: ThreadTaskReturn['end'];
   let notices = 0;
   let served: Partial<ChildControlApi & ResidentControlApi> | undefined;
-  let escaped!: (result: ThreadTaskResult) => void;
-  const escape = new Promise<ThreadTaskResult>((resolve) => (escaped = resolve));
+  let settleEscaped!: (result: ThreadTaskResult) => void;
+  const escaped = new Promise<ThreadTaskResult>((resolve) => (settleEscaped = resolve));
   const scope: ChildScope = {
     state: 'running',
     escape(error) {
       scope.state = 'escaped';
-      escaped({ type: 'escaped', message: escapeMessage(error), threadId });
+      settleEscaped({ type: 'escaped', message: escapeMessage(error), threadId });
       // What it left running stops at its next step; the thread's retirement ends the rest. (Should
       // these throw, the error leaves this listener and fails the thread, as it did before.)
       Atomics.store(cancelFlag, 0, 1);
@@ -154,8 +160,7 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
   try {
     const run = task.resident ? runResident : runChild;
     const work = scopes.run(scope, () => run(task.data, transport));
-    const result = await Promise.race([work, escape]);
-    if (scope.state === 'running') scope.state = 'done';
+    const result = await Promise.race([work, escaped]);
     if (result.type === 'escaped') {
       work.catch(() => undefined);
       return { ...encode(result), ...retirement() };
@@ -166,20 +171,19 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
     if (scope.state === 'running') scope.state = 'done';
     running--;
     // A last task that rejects carries no `retire`: the thread asks to be ended on its own.
-    if (retiring && running === 0 && !retireReturned) parentPort?.postMessage({ retireThread: threadId } satisfies ThreadRetireNotice);
-    retireReturned = false;
+    if (retiring && running === 0) askToRetire();
     host.close();
     route.dispose();
   }
 }
 
-/** Set while the returning task carries `retire` (see its `finally`). */
-let retireReturned = false;
-
-/** Asks the host to end this thread when it retires and its last child task is returning. */
+/**
+ * Asks the host to end this thread on the value of its last child task, when it retires: a
+ * separate notice could overtake that value, and the termination then lose it.
+ */
 function retirement(): Pick<ThreadTaskReturn, 'retire'> {
-  if (!retiring || running !== 1) return {};
-  retireReturned = true;
+  if (!retiring || running !== 1 || retireAsked) return {};
+  retireAsked = true;
   return { retire: threadId };
 }
 

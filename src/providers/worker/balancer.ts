@@ -15,8 +15,8 @@ export function leastBusyBalancer(maximumUsage: number, doomed: ReadonlySet<numb
     let candidate: W | null = null;
     let checkpoint = maximumUsage;
     for (const worker of workers) {
-      // Reached only when a task is dispatched while this thread's termination is under way: a race
-      // the suite cannot order on demand (the file is in the coverage floor's exclusion list).
+      // A doomed thread is skipped only when a task is dispatched while its termination is under way
+      // (a race no test orders); an avoided one whenever a task is dispatched while it retires.
       if (doomed.has(worker.id) || avoided.has(worker.id)) continue;
       if (worker.currentUsage === 0) return worker;
       if (worker.isRunningAbortableTask) continue;

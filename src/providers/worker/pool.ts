@@ -161,20 +161,18 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   // A retiring thread's free slots are no use to anyone, so each (up to maxThreads of them) lifts
   // the ceiling by one thread until it exits; the import gate has room for that many more.
   // piscina reads `options.maxThreads` at each spawn decision, which is what makes it adjustable.
-  const ceiling = (loans: number) =>
-    resolved.maxThreads + Math.ceil(loans / resolved.childrenPerThread) + Math.min(avoided.size, resolved.maxThreads);
-  const admission = new Admission(resolved.maxThreads * resolved.childrenPerThread, resolved.maxNestingDepth, (loans) => {
-    if (instance) instance.options.maxThreads = ceiling(loans);
-  });
-  const liftCeiling = () => {
-    if (instance) instance.options.maxThreads = ceiling(admission.loans);
+  const ceiling = () =>
+    resolved.maxThreads + Math.ceil(admission.loans / resolved.childrenPerThread) + Math.min(avoided.size, resolved.maxThreads);
+  const resize = () => {
+    if (instance) instance.options.maxThreads = ceiling();
   };
+  const admission = new Admission(resolved.maxThreads * resolved.childrenPerThread, resolved.maxNestingDepth, resize);
   const piscina = (): Piscina<WorkerTask, Encoded> => {
     if (instance) return instance;
     instance = new Piscina<WorkerTask, Encoded>({
       filename: WORKER_ENTRY,
       minThreads: resolved.minThreads,
-      maxThreads: ceiling(admission.loans),
+      maxThreads: ceiling(),
       concurrentTasksPerWorker: resolved.childrenPerThread,
       loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed, avoided),
       idleTimeout: resolved.idleTimeoutMs,
@@ -262,11 +260,11 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       const thread = findThread(threadId);
       if (!thread || avoided.has(threadId)) return;
       avoided.add(threadId);
-      liftCeiling();
+      resize();
       thread.once('exit', () => {
         avoided.delete(threadId);
         retired.delete(threadId);
-        liftCeiling();
+        resize();
       });
     },
     retireThread(threadId) {

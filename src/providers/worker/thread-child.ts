@@ -39,8 +39,8 @@ export interface HeldTask {
  * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
  * yet and got no port answers `need-port`, and the task is sent again with one. A retiring thread
  * answers `retired`, and the task goes to another, as does a task whose thread ended before its
- * child attached. A child whose code let an error escape rejects
- * with an `EscapedError`; the last task of a retiring thread asks the pool to end that thread.
+ * child attached. A child whose code let an error escape rejects with an `EscapedError`; the last
+ * task of a retiring thread asks the pool to end that thread.
  */
 export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise<PoolOutcome> {
   const wantsPort = () => pool.channels.ports < Math.max(1, pool.threads);

@@ -4,14 +4,8 @@ import type { SessionLog } from '../../runtime/session.js';
 import type { TurnEndReason } from '../../seam/session-types.js';
 import { closeInterruptedTurn } from '../../persistence/repair.js';
 import { SubagentError, isSubagentError } from '../../seam/errors.js';
+import { messageOf } from './thread-protocol.js';
 
-/** The error's message: an uncaught error reaches the host as a plain object when its class (say a DOMException) does not cross threads. */
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  const { name, message } = (typeof error === 'object' && error !== null ? error : {}) as { name?: unknown; message?: unknown };
-  if (typeof message === 'string') return typeof name === 'string' && name !== '' ? `${name}: ${message}` : message;
-  return String(error);
-}
 
 function firstLine(error: unknown): string {
   const message = messageOf(error);

@@ -91,11 +91,19 @@ export function isThreadRetireNotice(value: unknown): value is ThreadRetireNotic
   return typeof value === 'object' && value !== null && typeof (value as Partial<ThreadRetireNotice>).retireThread === 'number';
 }
 
+/** The error's message: an uncaught error reaches the host as a plain object when its class (say a DOMException) does not cross threads. */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  const { name, message } = (typeof error === 'object' && error !== null ? error : {}) as { name?: unknown; message?: unknown };
+  if (typeof message === 'string') return typeof name === 'string' && name !== '' ? `${name}: ${message}` : message;
+  return String(error);
+}
+
 /** The message of an error that escaped a child's code (any thrown value), at most 2000 characters. */
 export function escapeMessage(error: unknown): string {
   let message: string;
   try {
-    message = error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
+    message = messageOf(error);
   } catch {
     message = 'a value that cannot be read';
   }
