@@ -191,6 +191,46 @@ describe('a tree budget above a continuable child', () => {
     expect(refusal).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining("ancestor's tree budget is spent") });
     await run.dispose();
   });
+
+  it('counts what a continuable grandchild spent before its eviction once when it resumes', async () => {
+    const host = await open(files.file(), 0);
+    const spend = (tokens: number): ScriptedStep => ({ text: 'spent', usage: { inputTokens: tokens, outputTokens: 0 } });
+    let outcome: unknown;
+    host.tools.register({
+      name: 'drive',
+      description: 'starts a continuable child, lets it be evicted, then sends it a follow-up',
+      parameters: { type: 'object' },
+      execute: async (_input, ctx) => {
+        const { childId } = await host.subagents.startContinuable({
+          provider: 'in-process',
+          label: 'spender',
+          request: { prompt: [text('one')], parent: ctx.agent, agentOptions: { model: { kind: 'scripted', steps: [spend(40)] } } },
+        });
+        const ends = () => host.recorder.ends.filter((end) => end.id === childId);
+        await host.recorder.until(() => ends().length === 1);
+        await eventually(() => host.sessions.get(childId) === undefined);
+        await host.subagents.followup(ctx.agent, childId, [text('two')]);
+        await host.recorder.until(() => ends().length === 2);
+        outcome = ends().map((end) => [end.stopReason, end.usage?.totalTokens]);
+        return 'driven';
+      },
+    });
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'drive', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } }, spend(0)] } },
+      budget: { tokens: 100, scope: 'tree' },
+    });
+    // 40 before the eviction, 40 after: 80 < 100, though the resumed child's log holds both turns.
+    expect(await run.result).toMatchObject({ stopReason: 'completed', treeUsage: { totalTokens: 80 } });
+    expect(outcome).toEqual([
+      ['completed', 40],
+      ['completed', 80],
+    ]);
+    await run.dispose();
+  });
 });
 
 describe('a continuable child’s tree budget', () => {

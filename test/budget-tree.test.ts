@@ -9,6 +9,7 @@ import {
   text,
   type Host,
   type ScriptedStep,
+  type SubagentResult,
   type SubagentRunEndInfo,
   type SubagentStartRequest,
   type Tool,
@@ -119,5 +120,37 @@ describe('a tree budget over spawn children waiting for a thread', () => {
     expect(spenders).toHaveLength(1);
     expect(spenders[0]).toBeGreaterThanOrEqual(1000);
     await outer.dispose();
+  });
+});
+
+describe('a tree budget with wallMs over a member without a log on this thread', () => {
+  it('cancels the member when the time runs out, though nothing else is counted meanwhile', async () => {
+    const host = track(await createHost({ pool: { minThreads: 0 }, providers: false }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    let cancelled = false;
+    // A remote child that answers only when cancelled: its parent waits in the tool call meanwhile.
+    host.subagents.registerProvider({
+      name: 'remote',
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+      inheritsParentContext: false,
+      start: async () => {
+        let settle!: (result: SubagentResult) => void;
+        const result = new Promise<SubagentResult>((resolve) => (settle = resolve));
+        const cancel = () => {
+          cancelled = true;
+          settle({ output: [], stopReason: 'aborted' });
+        };
+        return { id: 'remote-1', localAgent: undefined, result, cancel, dispose: async () => undefined };
+      },
+    });
+    subagentTool(host, { provider: 'remote', toolName: 'remote' });
+    const parent = await host.createAgent();
+    const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'remote', input: { description: 'd', prompt: 'p' } }] }, { text: 'after the remote' }];
+    const run = await host.subagents.start('in-process', request(parent, steps, { wallMs: 100, scope: 'tree' }));
+    const result = await run.result;
+    expect(cancelled).toBe(true);
+    expect(result.stopReason).toBe('aborted');
+    expect(result.diagnostic).toMatch(/^budget: wallMs limit 100 reached \(\d+ used, tree budget\)$/);
+    await run.dispose();
   });
 });

@@ -3,6 +3,8 @@
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
 import { describe, expect, it } from 'vitest';
 import { controlTools, scriptedModel, subagentTool, text, type Agent, type Host } from 'subagent-host';
+import { AgentStatusTracker, FAILED_KEPT } from '../dist/src/tools/agent-status.js';
+import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultJson, startedId, toolResults } from './tool-helpers.js';
@@ -293,5 +295,33 @@ describe('controlTools registration', () => {
     expect(host.tools.names().filter((name) => NAMES.includes(name))).toStrictEqual([]);
     controlTools(host);
     expect(host.tools.names().filter((name) => NAMES.includes(name)).sort()).toStrictEqual([...NAMES].sort());
+  });
+});
+
+describe('the children’s status the control tools keep', () => {
+  it('forgets each child that settled well, and all but the latest failures', async () => {
+    const { host } = await setup();
+    // The built tracker's service type is the built one; the host is the same object.
+    const tracker = new AgentStatusTracker(host.subagents as unknown as ConstructorParameters<typeof AgentStatusTracker>[0], host.agents);
+    let stopReason: 'completed' | 'error' = 'completed';
+    host.subagents.registerProvider(
+      fakeProvider('quick', { start: async () => ({ id: crypto.randomUUID(), localAgent: undefined, result: Promise.resolve({ output: [], stopReason }), cancel: () => undefined, dispose: async () => undefined }) }),
+    );
+    const parent = await host.createAgent();
+    const ids: string[] = [];
+    const run = async () => {
+      const started = await host.subagents.start('quick', { prompt: [text('x')], parent, signal: new AbortController().signal });
+      await started.result;
+      await started.dispose();
+      ids.push(started.id);
+    };
+    for (let i = 0; i < 100; i++) await run();
+    expect(tracker.size).toBe(0);
+    stopReason = 'error';
+    for (let i = 0; i < FAILED_KEPT + 5; i++) await run();
+    expect(tracker.size).toBe(FAILED_KEPT);
+    expect(tracker.statusOf(ids.at(-1)!)).toBe('failed');
+    expect(tracker.statusOf(ids[100]!)).toBe('idle');
+    tracker.dispose();
   });
 });

@@ -54,6 +54,19 @@ describe('registerProvider', () => {
     expect(t.host.subagents.list()).toEqual(['alpha']);
   });
 
+  it('tells the provider-added listeners that ran before a throwing one that the provider is gone', () => {
+    const heard: string[] = [];
+    const offAdded = t.host.subagents.on('subagent/provider-added', (provider) => void heard.push(`added ${provider.name}`));
+    const offRemoved = t.host.subagents.on('subagent/provider-removed', (name) => void heard.push(`removed ${name}`));
+    const offBoom = t.host.subagents.on('subagent/provider-added', () => {
+      throw new Error('no');
+    });
+    expect(() => t.host.subagents.registerProvider(fakeProvider('alpha'))).toThrow('no');
+    expect(heard).toEqual(['added alpha', 'removed alpha']);
+    expect(t.host.subagents.list()).toEqual([]);
+    for (const off of [offAdded, offRemoved, offBoom]) off();
+  });
+
   it('keeps a registration whose provider-added listener rejects later, and logs the rejection', async () => {
     const off = t.host.subagents.on('subagent/provider-added', () => Promise.reject(new Error('async no')));
     t.host.subagents.registerProvider(fakeProvider('alpha'));

@@ -14,6 +14,8 @@ interface Tree {
   total: SubagentUsage;
   stop?: BudgetStop;
   listeners: Set<(stop: BudgetStop) => void>;
+  /** Checks the tree when its `wallMs` runs out, also while no member counts anything (an ACP member in a long prompt). */
+  timer?: NodeJS.Timeout;
 }
 
 /** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
@@ -50,7 +52,7 @@ export class BudgetLedger {
         ? { budget, startedAt: resumed?.startedAt ?? Date.now(), total: resumed?.descendants ?? emptyUsage(), listeners: new Set() }
         : undefined;
     const trees = own ? [...inherited, own] : inherited;
-    return trees.length === 0 ? undefined : new TreeAdmission(this.#members, trees);
+    return trees.length === 0 ? undefined : new TreeAdmission(this.#members, trees, own, resumed !== undefined);
   }
 }
 
@@ -70,11 +72,17 @@ function check(tree: Tree): BudgetStop | undefined {
 export class TreeAdmission {
   readonly #members: Map<SessionId, Tree[]>;
   readonly #trees: Tree[];
+  /** The child's own tree (`scope: 'tree'`); it ends when the child leaves. */
+  readonly #own: Tree | undefined;
+  /** A resumed child: the trees above it already counted what its log held before. */
+  readonly #resumed: boolean;
   #counted = emptyUsage();
 
-  constructor(members: Map<SessionId, Tree[]>, trees: Tree[]) {
+  constructor(members: Map<SessionId, Tree[]>, trees: Tree[], own: Tree | undefined, resumed: boolean) {
     this.#members = members;
     this.#trees = trees;
+    this.#own = own;
+    this.#resumed = resumed;
   }
 
   readonly link: BudgetTreeLink = {
@@ -102,6 +110,14 @@ export class TreeAdmission {
     },
   };
 
+  /** Arms the own tree's `wallMs` check; the tree ends when its owner leaves. */
+  #arm(): void {
+    const own = this.#own;
+    if (own?.budget.wallMs === undefined || own.timer) return;
+    own.timer = setTimeout(() => check(own), Math.max(0, own.startedAt + own.budget.wallMs - Date.now()) + 1);
+    own.timer.unref();
+  }
+
   /** Brings `usage` (the member's figures so far) into every covering tree. */
   #count(usage: SubagentUsage): void {
     const delta = subtractUsage(usage, this.#counted);
@@ -121,9 +137,11 @@ export class TreeAdmission {
     const leaveAgent = agent ? this.joinAgent(agent) : undefined;
     if (!agent) this.#members.set(run.id, this.#trees);
     const unsubscribe = agent ? () => undefined : this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
+    this.#arm();
     const leave = (result?: SubagentResult) => {
       unsubscribe();
       leaveAgent?.();
+      clearTimeout(this.#own?.timer);
       if (result?.usage) this.#count(result.usage);
       this.#members.delete(run.id);
     };
@@ -133,11 +151,26 @@ export class TreeAdmission {
   /** Makes a child with a log on this thread a member until the returned leave is called. */
   joinAgent(agent: Agent): () => void {
     this.#members.set(agent.id, this.#trees);
-    const meter = new UsageMeter();
+    // A fork's seed is its parent's spend, not its own.
+    const meter = new UsageMeter(agent.session.header.seedLength ?? 0);
+    const before = meter.read(agent.session.events);
+    if (this.#resumed) {
+      // Its earlier turns were counted by the trees above while they ran (or, after a restart, in
+      // their stored descendants' spend); only its own re-opened tree starts from its whole log.
+      const own = this.#own;
+      if (own) {
+        own.total = addUsage(own.total, before);
+        check(own);
+      }
+      this.#counted = before;
+    } else {
+      this.#count(before);
+    }
     const unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
-    this.#count(meter.read(agent.session.events));
+    this.#arm();
     return () => {
       unsubscribe();
+      clearTimeout(this.#own?.timer);
       if (this.#members.get(agent.id) === this.#trees) this.#members.delete(agent.id);
     };
   }

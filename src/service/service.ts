@@ -15,6 +15,7 @@ import type {
 } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
 import { BudgetLedger, type TreeAdmission } from './budget-ledger.js';
+import { HeldWork } from './held-work.js';
 import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
 import { addUsage, emptyUsage } from '../seam/usage.js';
@@ -48,6 +49,13 @@ function listingProblem(method: string, id: unknown, signal: unknown): SubagentE
 /** The abort reason of starts that close() interrupts (compared by identity). */
 const HOST_CLOSING = Object.freeze({ kind: 'disposed' as const });
 
+const HELD_WORK = new WeakMap<SubagentService, HeldWork>();
+
+/** The work agents of `service` hold outside their runs (for the tools' background tasks). */
+export function heldWorkOf(service: SubagentService): HeldWork {
+  return HELD_WORK.get(service)!;
+}
+
 export class SubagentService {
   readonly #providers = new ProviderRegistry();
   readonly #events: SubagentEventBus;
@@ -59,9 +67,12 @@ export class SubagentService {
   readonly #starting = new Map<Promise<SubagentRun>, AbortController>();
   readonly #continuation: ContinuationManager | undefined;
   readonly #logger: Logger | undefined;
+  /** A continuable child whose held work ended may now be quiet: it re-checks its settlement. */
+  readonly #held = new HeldWork((ownerId) => this.#continuation?.activations.get(ownerId)?.poke());
   #closed = false;
 
   constructor(options: SubagentServiceOptions = {}) {
+    HELD_WORK.set(this, this.#held);
     this.#events = new SubagentEventBus(options.logger);
     this.#catalog = options.catalog;
     this.#logger = options.logger;
@@ -69,12 +80,15 @@ export class SubagentService {
       this.#continuation = new ContinuationManager({
         ...options.continuation,
         logger: options.logger,
+        held: this.#held,
         getProvider: (name) => this.#providers.get(name),
         admitBudget: async (parentId, budget, resumed) => {
-          if (!resumed || budget?.scope !== 'tree') return this.#budgets.admit(parentId, budget);
+          if (!resumed) return this.#budgets.admit(parentId, budget);
           // A resumed tree owner: its stored descendants' spend counts against its tree again.
           let descendants = emptyUsage();
-          for (const row of await this.listDescendants(resumed.childId)) if (row.kind === 'child') descendants = addUsage(descendants, row.usage);
+          if (budget?.scope === 'tree') {
+            for (const row of await this.listDescendants(resumed.childId)) if (row.kind === 'child') descendants = addUsage(descendants, row.usage);
+          }
           return this.#budgets.admit(parentId, budget, { startedAt: resumed.startedAt, descendants });
         },
         emit: (event, payload, parent, spent) => {
@@ -94,7 +108,8 @@ export class SubagentService {
     try {
       this.#events.emitStrict('subagent/provider-added', snapshot);
     } catch (error) {
-      this.#providers.remove(snapshot);
+      // Listeners that ran before the failing one mounted what they serve: they hear it go.
+      if (this.#providers.remove(snapshot)) this.#events.emit('subagent/provider-removed', snapshot.name);
       throw error;
     }
     let removed = false;
@@ -202,8 +217,8 @@ export class SubagentService {
     const child = raw.localAgent;
     const run = new ManagedRun(raw, provider.name, controller, caller, {
       descendants: () => this.#subtrees.descendants(raw.id),
-      // A local child may have started continuable children of its own: they go before it.
-      ...(continuation && child ? { releaseDescendants: () => drainDescendants(continuation, [child]) } : {}),
+      // A local child may have started continuable children or background work of its own: they go before it.
+      ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation) } : {}),
       disposed: () => this.#runs.delete(run),
     });
     this.#runs.add(run);
@@ -232,6 +247,12 @@ export class SubagentService {
     );
     this.#events.emit('subagent/start', info, parent.id);
     return run;
+  }
+
+  /** Releases what `child` started: its held work and its continuable descendants (the first failure is thrown). */
+  async #releaseBelow(child: Agent, continuation: ContinuationManager | undefined): Promise<void> {
+    const [, drained] = await Promise.allSettled([this.#held.release(child.id), continuation && drainDescendants(continuation, [child])]);
+    if (drained.status === 'rejected') throw drained.reason;
   }
 
   on<E extends keyof SubagentEvents>(event: E, listener: (payload: SubagentEvents[E]) => unknown, opts?: { parent?: SessionId }): () => void {
@@ -306,6 +327,7 @@ export class SubagentService {
     if (this.#continuation) {
       await drainAll(this.#continuation).catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));
     }
+    await this.#held.releaseAll();
     await Promise.allSettled([...this.#starting.keys()]);
     await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
   }

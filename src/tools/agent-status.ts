@@ -7,8 +7,13 @@ import type { SubagentService } from '../service/service.js';
 
 export type AgentStatus = 'running' | 'idle' | 'failed';
 
+/** Failed children remembered; older failures read as their live agent shows them (a long-lived host must not keep one entry per child). */
+export const FAILED_KEPT = 1024;
+
 export class AgentStatusTracker {
   readonly #status = new Map<SessionId, AgentStatus>();
+  /** How many entries of `#status` are `failed`. */
+  #failed = 0;
   readonly #waiters = new Set<(id: SessionId) => void>();
   readonly #agents: { get(id: SessionId): Agent | undefined };
   readonly #off: (() => void)[];
@@ -16,12 +21,33 @@ export class AgentStatusTracker {
   constructor(service: SubagentService, agents: { get(id: SessionId): Agent | undefined }) {
     this.#agents = agents;
     this.#off = [
-      service.on('subagent/start', (info) => this.#status.set(info.id, 'running')),
+      service.on('subagent/start', (info) => this.#set(info.id, 'running')),
       service.on('subagent/end', (info) => {
-        this.#status.set(info.id, info.stopReason === 'error' ? 'failed' : 'idle');
+        // Only running and failed children are kept: an idle one reads as its live agent shows it.
+        this.#set(info.id, info.stopReason === 'error' ? 'failed' : undefined);
         for (const waiter of [...this.#waiters]) waiter(info.id);
       }),
     ];
+  }
+
+  /** Sets (or with undefined forgets) one child's status; past FAILED_KEPT failures, the oldest is forgotten. */
+  #set(id: SessionId, status: AgentStatus | undefined): void {
+    if (this.#status.get(id) === 'failed') this.#failed--;
+    this.#status.delete(id);
+    if (status === undefined) return;
+    this.#status.set(id, status);
+    if (status !== 'failed' || ++this.#failed <= FAILED_KEPT) return;
+    for (const [oldest, kept] of this.#status) {
+      if (kept !== 'failed') continue;
+      this.#status.delete(oldest);
+      this.#failed--;
+      break;
+    }
+  }
+
+  /** Entries kept (for leak checks). */
+  get size(): number {
+    return this.#status.size;
   }
 
   /** A child started before the tracker existed reads as its live agent shows it. */

@@ -1,10 +1,12 @@
 // Background one-shot runs started by the `subagent` tool: each task notifies its parent when it
-// settles and is disposed exactly once, whether or not anyone collects it (host close cancels it).
+// settles and is disposed exactly once, whether or not anyone collects it. It is its parent's held
+// work: it goes before its parent (the parent's disposal, eviction or host close cancels it).
 import type { Agent } from '../seam/agent-types.js';
 import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
-import type { SubagentService } from '../service/service.js';
+import type { HeldWork } from '../service/held-work.js';
+import { heldWorkOf, type SubagentService } from '../service/service.js';
 
 export interface BackgroundTask {
   readonly id: SessionId;
@@ -13,9 +15,11 @@ export interface BackgroundTask {
   result: SubagentResult | undefined;
   /** Resolves once the run settled and its notice went out (never rejects). */
   readonly settled: Promise<void>;
+  /** Set when its parent went first: the notice is only added to the parent's context. */
+  released: boolean;
 }
 
-const SENTENCES: Record<SubagentStopReason, string> = {
+const SENTENCES: Partial<Record<string, string>> & Record<SubagentStopReason, string> = {
   completed: 'finished',
   aborted: 'was cancelled before finishing',
   error: 'failed before finishing',
@@ -25,7 +29,7 @@ const SENTENCES: Record<SubagentStopReason, string> = {
 
 /** The parent's notice of a settled background task: task id, stop reason, output. */
 export function taskNotice(task: BackgroundTask, result: SubagentResult): ContentBlock[] {
-  const sentence = `Background task ${task.id} ${SENTENCES[result.stopReason]} (stop reason: ${result.stopReason}).`;
+  const sentence = `Background task ${task.id} ${SENTENCES[result.stopReason] ?? 'ended abnormally'} (stop reason: ${result.stopReason}).`;
   const output = textOf(result.output);
   const lines = [sentence];
   if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);
@@ -33,9 +37,11 @@ export function taskNotice(task: BackgroundTask, result: SubagentResult): Conten
   return [{ type: 'text', text: lines.join('\n') }];
 }
 
-function deliver(parent: Agent, content: ContentBlock[], senderSessionId: SessionId): void {
+/** A turn for an idle parent, its next step when busy; context only when the parent is going away. */
+function deliver(parent: Agent, content: ContentBlock[], senderSessionId: SessionId, released: boolean): void {
   const source = { kind: 'subagent-settled' as const, senderSessionId };
-  if (parent.status === 'idle') parent.followup(content, { source });
+  if (released) parent.inject(content, { source });
+  else if (parent.status === 'idle') parent.followup(content, { source });
   else parent.steer(content, { source });
 }
 
@@ -48,9 +54,11 @@ export class BackgroundTasks {
   /** Ids of settled tasks, oldest first: a long-lived host must not keep one entry per task forever. */
   readonly #settledOrder: SessionId[] = [];
   readonly #keep: number;
+  readonly #held: HeldWork | undefined;
 
-  constructor(keep = SETTLED_TASKS_KEPT) {
+  constructor(keep = SETTLED_TASKS_KEPT, held?: HeldWork) {
     this.#keep = keep;
+    this.#held = held;
   }
 
   #remember(id: SessionId): void {
@@ -58,32 +66,51 @@ export class BackgroundTasks {
     while (this.#settledOrder.length > this.#keep) this.#tasks.delete(this.#settledOrder.shift()!);
   }
 
-  /** Adopts a started run: from now on it is owned here and disposed once when it settles. */
+  /**
+   * Adopts a started run: from now on it is owned here and disposed once when it settles. It is
+   * held for its parent, which cannot go (dispose, evict, host close) before the task did.
+   */
   adopt(run: SubagentRun, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
+    let done = () => undefined as void;
+    const notify = (content: ContentBlock[]) => {
+      try {
+        deliver(parent, content, run.id, task.released);
+      } catch (error) {
+        onWarn(`the settlement notice of background task ${run.id} could not reach its parent`, error);
+      }
+    };
     const task: BackgroundTask = {
       id: run.id,
       parentId: parent.id,
       run,
       result: undefined,
-      settled: run.result.then(
-        (result) => {
-          task.result = result;
-          try {
-            deliver(parent, taskNotice(task, result), run.id);
-          } catch (error) {
-            onWarn(`the settlement notice of background task ${run.id} could not reach its parent`, error);
-          }
-        },
-        (error: unknown) => {
-          task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
-          onWarn(`background task ${run.id} failed`, error);
-        },
-      ).finally(() => {
-        this.#remember(task.id);
-        return run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error));
-      }),
+      released: false,
+      settled: run.result
+        .then(
+          (result) => {
+            task.result = result;
+            notify(taskNotice(task, result));
+          },
+          (error: unknown) => {
+            task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
+            onWarn(`background task ${run.id} failed`, error);
+            notify(taskNotice(task, task.result));
+          },
+        )
+        .finally(() => {
+          this.#remember(task.id);
+          return run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error));
+        })
+        .finally(() => done()),
     };
     this.#tasks.set(task.id, task);
+    if (this.#held) {
+      done = this.#held.hold(parent.id, async () => {
+        task.released = true;
+        await run.dispose().catch(() => undefined);
+        await task.settled;
+      });
+    }
     return task;
   }
 
@@ -110,7 +137,7 @@ const registries = new WeakMap<SubagentService, BackgroundTasks>();
 export function backgroundTasks(service: SubagentService): BackgroundTasks {
   let tasks = registries.get(service);
   if (!tasks) {
-    tasks = new BackgroundTasks();
+    tasks = new BackgroundTasks(SETTLED_TASKS_KEPT, heldWorkOf(service));
     registries.set(service, tasks);
   }
   return tasks;

@@ -1,6 +1,6 @@
 // One resident continuable child: its agent and handle, the lineage it was materialized under,
 // and its epochs. An epoch opens when work arrives and closes when the child is quiet (nothing
-// queued, no active children): then the parent gets its notice and the child lingers until evicted.
+// queued, no active children, no background work held): then the parent gets its notice and the child lingers until evicted.
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
 import type { SessionId } from '../../seam/content.js';
@@ -16,6 +16,10 @@ export interface ActivationHost {
   readonly lingerMs: number;
   /** Activations whose parent is `id`. */
   childrenOf(id: SessionId): Activation[];
+  /** Whether `id` holds work outside its runs (a background task still running). */
+  holdsWork(id: SessionId): boolean;
+  /** Stops the work `id` holds; never rejects. */
+  releaseWork(id: SessionId): Promise<void>;
   epochStarted(activation: Activation, runId: string): void;
   epochEnded(activation: Activation, runId: string, outcome: EpochOutcome, announced: boolean): void;
   /** Called once the Activation left the manager (its agent is disposed). */
@@ -104,7 +108,7 @@ export class Activation {
 
   /** Whether this child, or any child below it, still has work in flight. */
   get busy(): boolean {
-    if (this.agent.status === 'running' || this.agent.pendingTurns > 0) return true;
+    if (this.agent.status === 'running' || this.agent.pendingTurns > 0 || this.#host.holdsWork(this.childId)) return true;
     return this.#host.childrenOf(this.childId).some((child) => child.state === 'active');
   }
 
@@ -142,8 +146,8 @@ export class Activation {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.agent.cancel({ kind: 'parent' });
-    // Children are cancelled in this same synchronous span, top-down; they finish first.
-    const children = this.#host.childrenOf(this.childId).map((child) => child.dispose());
+    // Children (and held work) are cancelled in this same synchronous span, top-down; they finish first.
+    const children = [...this.#host.childrenOf(this.childId).map((child) => child.dispose()), this.#host.releaseWork(this.childId)];
     this.disposal = (async () => {
       const failures: unknown[] = [];
       for (const result of await Promise.allSettled(children)) if (result.status === 'rejected') failures.push(result.reason);

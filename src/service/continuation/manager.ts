@@ -35,6 +35,8 @@ export interface ContinuationDeps {
    * throws when one is spent. A `resumed` child's own tree counts what its subtree already spent.
    */
   admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
+  /** Work agents hold outside their runs (background tasks): it keeps a child busy and goes before it. */
+  held?: { holds(ownerId: SessionId): boolean; release(ownerId: SessionId): Promise<void> } | undefined;
   /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
   emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId, spent?: SubagentUsage): void;
 }
@@ -68,6 +70,14 @@ export class ContinuationManager implements ActivationHost {
   /** Resident continuable children (for leak checks). */
   get resident(): number {
     return this.activations.size;
+  }
+
+  holdsWork(id: SessionId): boolean {
+    return this.deps.held?.holds(id) ?? false;
+  }
+
+  releaseWork(id: SessionId): Promise<void> {
+    return this.deps.held?.release(id) ?? Promise.resolve();
   }
 
   childrenOf(id: SessionId): Activation[] {

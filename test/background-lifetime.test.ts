@@ -1,0 +1,148 @@
+// A background task is its parent's work: it goes before its parent (a one-shot parent's disposal,
+// a continuable parent's eviction, host close), a continuable parent stays busy until the task
+// settled and hears of it, and every settlement (a rejected result, an unknown stop reason) reaches
+// the parent as one notice. Real host, in-process children, real SQLite.
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { createHost, inProcessProvider, subagentTool, text, type Agent, type Host, type SubagentProvider, type SubagentResult, type Tool } from 'subagent-host';
+import { deferred, holdTool, tempFiles } from './helpers.js';
+import { call, messages } from './tool-helpers.js';
+
+const files = tempFiles('subagent-background-lifetime-');
+const hosts: Host[] = [];
+const warnings: string[] = [];
+const onWarning = (warning: Error) => void warnings.push(warning.message);
+process.on('warning', onWarning);
+afterEach(async () => {
+  for (const host of hosts.splice(0).reverse()) await host.close();
+  warnings.length = 0;
+});
+afterAll(() => void process.off('warning', onWarning));
+
+/** A tool that returns only once its call is cancelled; `entered` resolves when a call is in it. */
+function untilCancelled(): { tool: Tool; entered: Promise<void> } {
+  const entered = deferred();
+  const tool: Tool = {
+    name: 'until_cancelled',
+    description: 'waits for its cancellation',
+    parameters: { type: 'object', properties: {}, additionalProperties: false },
+    execute: (_input, ctx) =>
+      new Promise((resolve) => {
+        entered.resolve();
+        ctx.signal.addEventListener('abort', () => resolve('cancelled'), { once: true });
+      }),
+  };
+  return { tool, entered: entered.promise };
+}
+
+async function open(tools: Tool[], lingerMs = 0): Promise<Host & { ends: { id: string; stopReason: string }[] }> {
+  const host = await createHost({ persistence: { sqlite: files.file() }, providers: false, pool: { minThreads: 0 }, tools, continuation: { lingerMs } });
+  hosts.push(host);
+  host.subagents.registerProvider(inProcessProvider(host));
+  const ends: { id: string; stopReason: string }[] = [];
+  host.subagents.on('subagent/end', (end) => void ends.push({ id: end.id, stopReason: end.stopReason }));
+  return Object.assign(host, { ends });
+}
+
+/** A provider whose one run settles (or rejects) when the test says so. */
+function remote(id: string): { provider: SubagentProvider; settle: (result: SubagentResult) => void; fail: (error: Error) => void } {
+  const result = deferred<SubagentResult>();
+  const provider: SubagentProvider = {
+    name: 'remote',
+    capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+    inheritsParentContext: false,
+    start: async () => ({ id, localAgent: undefined, result: result.promise, cancel: () => undefined, dispose: async () => undefined }),
+  };
+  return { provider, settle: result.resolve, fail: result.reject };
+}
+
+const taskNotices = (agent: Agent) => messages(agent).filter((message) => message.source.kind === 'subagent-settled').map((message) => message.text);
+
+describe('a background task and its parent', () => {
+  it('is cancelled and settled before its one-shot parent’s disposal resolves', async () => {
+    const waiting = untilCancelled();
+    const host = await open([waiting.tool]);
+    subagentTool(host, { provider: 'in-process', background: true, toolName: 'bg', agentOptions: { model: { kind: 'scripted', steps: [call('until_cancelled', {}), { text: 'never' }] } } });
+    const top = await host.createAgent();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('go')],
+      parent: top,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [call('bg', { description: 'd', prompt: 'p' }), { text: 'parent done' }] } },
+    });
+    expect((await run.result).stopReason).toBe('completed');
+    await waiting.entered;
+    await run.dispose();
+    // Child-first: the task ended (cancelled) before its parent's disposal resolved; nothing runs on.
+    expect(host.ends.map((end) => [end.id === run.id ? 'parent' : 'task', end.stopReason])).toEqual([
+      ['parent', 'completed'],
+      ['task', 'aborted'],
+    ]);
+    expect(host.subagents.activeRuns).toBe(0);
+    expect(warnings).toEqual([]);
+  });
+
+  it('keeps a continuable parent busy until it settled, and its notice reaches the parent', async () => {
+    const hold = holdTool();
+    const host = await open([hold.tool]);
+    subagentTool(host, { provider: 'in-process', background: true, toolName: 'bg', agentOptions: { model: { kind: 'scripted', steps: [call('hold', {}), { text: 'task answer' }] } } });
+    const top = await host.createAgent();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'c',
+      request: { prompt: [text('go')], parent: top, agentOptions: { model: { kind: 'scripted', steps: [call('bg', { description: 'd', prompt: 'p' }), { text: 'started it' }, { text: 'read it' }] } } },
+    });
+    await hold.entered;
+    const child = host.agents.get(childId)!;
+    await child.whenIdle();
+    hold.release();
+    await vi.waitFor(() => expect(host.ends.filter((end) => end.id === childId)).toHaveLength(1));
+    // The task ended first; the child's one epoch closed only after its notice turn.
+    expect(host.ends.map((end) => (end.id === childId ? 'child' : 'task'))).toEqual(['task', 'child']);
+    const stored = (await host.persistence!.load(childId))!;
+    const notices = stored.events.filter((event) => event.type === 'user/message').map((event) => (event.data as { source: { kind: string } }).source.kind);
+    expect(notices).toEqual(['user', 'subagent-settled']);
+    expect(warnings).toEqual([]);
+  });
+
+  it('tells its parent when its result rejects, and words an unknown stop reason', async () => {
+    const host = await open([]);
+    const flaky = remote('task-x');
+    host.subagents.registerProvider(flaky.provider);
+    subagentTool(host, { provider: 'remote', background: true });
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [call('subagent', { description: 'd', prompt: 'p' }), { text: 'waiting' }, { text: 'noted' }] } } });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    flaky.fail(new Error('worker lost'));
+    await vi.waitFor(() => expect(taskNotices(parent)).toHaveLength(1));
+    expect(taskNotices(parent)[0]).toBe('Background task task-x failed before finishing (stop reason: error).\nDiagnostic: Error: worker lost\nIt left no output.');
+
+    const odd = await open([]);
+    const timeout = remote('odd-1');
+    odd.subagents.registerProvider(timeout.provider);
+    subagentTool(odd, { provider: 'remote', background: true });
+    const other = await odd.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [call('subagent', { description: 'd', prompt: 'p' }), { text: 'waiting' }, { text: 'noted' }] } } });
+    other.followup([text('go')]);
+    await other.whenIdle();
+    timeout.settle({ output: [], stopReason: 'timeout' as SubagentResult['stopReason'] });
+    await vi.waitFor(() => expect(taskNotices(other)).toHaveLength(1));
+    expect(taskNotices(other)[0]).toBe('Background task odd-1 ended abnormally (stop reason: timeout).\nIt left no output.');
+  });
+
+  it('at host close is cancelled first, and its notice wakes no turn of the parent', async () => {
+    const waiting = untilCancelled();
+    const host = await open([waiting.tool]);
+    subagentTool(host, { provider: 'in-process', background: true, toolName: 'bg', agentOptions: { model: { kind: 'scripted', steps: [call('until_cancelled', {}), { text: 'never' }] } } });
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [call('bg', { description: 'd', prompt: 'p' }), { text: 'started' }, { text: 'a turn at close' }] } } });
+    parent.followup([text('go')]);
+    await waiting.entered;
+    await parent.whenIdle();
+    hosts.splice(hosts.indexOf(host), 1);
+    await host.close();
+    const types = parent.session.events.map((event) => event.type);
+    expect(types.filter((type) => type === 'turn/start')).toHaveLength(1);
+    const accepted = JSON.stringify(parent.session.events.filter((event) => event.type === 'inbox/accepted').at(-1)?.data);
+    expect(accepted).toContain('was cancelled before finishing');
+    expect(host.ends.map((end) => end.stopReason)).toEqual(['aborted']);
+    expect(warnings).toEqual([]);
+  });
+});
