@@ -2,8 +2,9 @@
 // PERSISTENCE_UNAVAILABLE, a continuable start that could not be made durable leaves no child, and
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, text, type Host } from 'subagent-host';
+import { createHost, sqlitePersistence, text, type Host } from 'subagent-host';
 import { continuationHost, type Recorder } from './continuation-helpers.js';
 import { tempFiles } from './helpers.js';
 
@@ -81,5 +82,79 @@ describe('storage failures', () => {
       const byId = Object.fromEntries(order.map((id, index) => [id, outcomes[index]!.status]));
       expect(byId).toStrictEqual({ bystander: 'fulfilled', victim: 'rejected' });
     }
+  });
+});
+
+describe('the SQLite store on its own', () => {
+  const descriptor = { seq: 1, type: 'subagent/descriptor', time: 1, data: { version: 1, mode: 'one-shot' } };
+
+  it('types a lock held past busyTimeoutMs for create and for the repair a load writes', async () => {
+    const file = files.file();
+    const store = sqlitePersistence(file, { busyTimeoutMs: 50 });
+    await store.create({ id: 'open-turn', createdAt: 1 });
+    await store.append('open-turn', [{ seq: 0, type: 'turn/start', time: 1, data: { turn: 1 } }]);
+    await store.flush();
+    const lock = lockWriters(file);
+    const unavailable = { name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE' };
+    await expect(store.create({ id: 'new', createdAt: 2 })).rejects.toMatchObject(unavailable);
+    // The open turn gets a closing event on load: a write, refused while locked.
+    await expect(store.load('open-turn')).rejects.toMatchObject(unavailable);
+    lock.release();
+    expect((await store.load('open-turn'))!.events.map((event) => event.type)).toStrictEqual(['turn/start', 'turn/end']);
+    await store.close();
+  });
+
+  it('drops a batch SQLite refuses for its own session alone; the other sessions’ events are stored', async () => {
+    const file = files.file();
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'good', createdAt: 1 });
+    await store.create({ id: 'bad', createdAt: 2 });
+    // Turn times whose sum is no longer finite: the timing column refuses the row.
+    const bad = store.append('bad', [
+      { seq: 0, type: 'turn/start', time: -1e308, data: { turn: 1 } },
+      descriptor,
+      { seq: 2, type: 'turn/end', time: 1e308, data: { turn: 1, reason: { kind: 'completed' } } },
+      { seq: 3, type: 'turn/start', time: -1e308, data: { turn: 2 } },
+      { seq: 4, type: 'turn/end', time: 1e308, data: { turn: 2, reason: { kind: 'completed' } } },
+    ]);
+    const good = store.append('good', [{ seq: 0, type: 'custom', time: 1, data: { x: 1 } }]);
+    await store.flush();
+    await expect(bad).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('refused the events of session "bad"') });
+    await good;
+    await store.close();
+    const reopened = sqlitePersistence(file);
+    expect((await reopened.load('good'))!.events).toHaveLength(1);
+    expect((await reopened.load('bad'))!.events).toHaveLength(0);
+    await reopened.close();
+  });
+
+  it('stores token counts whose sum passes 2^53 as the largest safe count', async () => {
+    const file = files.file();
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'big', createdAt: 1, parentSession: 'root', origin: 'subagent' });
+    const huge = { inputTokens: 2 ** 52, outputTokens: 0 };
+    const message = (seq: number) => ({ seq, type: 'assistant/message', time: 2, data: { turn: 1, step: 1, content: [], usage: huge } });
+    await store.append('big', [{ seq: 0, type: 'turn/start', time: 1, data: { turn: 1 } }, descriptor, message(2), message(3), message(4)]);
+    await store.flush();
+    const [record] = await store.childRecords('root');
+    expect(record?.listed?.usage).toMatchObject({ inputTokens: Number.MAX_SAFE_INTEGER, totalTokens: Number.MAX_SAFE_INTEGER });
+    await store.close();
+  });
+
+  it('refuses CORRUPT_DATA, and keeps no handle open, for a file that claims this schema with other tables', () => {
+    const file = files.file();
+    const foreign = new Database(file);
+    foreign.exec('CREATE TABLE sessions (id TEXT PRIMARY KEY)');
+    foreign.pragma('user_version = 4');
+    foreign.close();
+    const handles = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(file);
+      } catch {
+        return false;
+      }
+    }).length;
+    for (let i = 0; i < 3; i++) expect(() => sqlitePersistence(file)).toThrow(expect.objectContaining({ code: 'CORRUPT_DATA' }));
+    expect(handles()).toBe(0);
   });
 });

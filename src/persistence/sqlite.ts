@@ -77,6 +77,12 @@ interface HeaderParams {
 
 type Batches = readonly PendingBatch<EncodedEvent>[];
 
+/** SQLite refused a row itself (a constraint, a value too big): writing it again cannot succeed. */
+function rowRefused(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_CONSTRAINT') || code === 'SQLITE_TOOBIG' || code === 'SQLITE_MISMATCH');
+}
+
 /** A storage failure (another connection's lock held past `busyTimeoutMs`, a full disk) as callers see it. */
 function storageFailure(error: unknown, operation: string): SubagentError {
   if (isSubagentError(error)) return error;
@@ -144,18 +150,30 @@ class SqlitePersistence implements SessionPersistence {
       `UPDATE sessions SET next_seq = ?, ${STATE_COLUMNS.map((name) => `${name} = ?`).join(', ')} WHERE id = ? AND next_seq = ?`,
     );
     this.#insertEvent = db.prepare('INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)');
+    // Each session's batch is a savepoint of the commit: a row SQLite refuses drops that session's
+    // batch alone, never the other sessions' (a retry could not store it either).
+    const writeBatch = db.transaction(({ sessionId, firstSeq, items }: PendingBatch<EncodedEvent>): Error | undefined => {
+      const stored = this.#selectState.get(sessionId);
+      const states = stored === undefined || stored[0] !== firstSeq ? undefined : this.#catalog.statesOf(sessionId, stored, 1, firstSeq);
+      // An unreadable log leaves the states NULL; reading them then reports the log corrupt.
+      const next = states === undefined ? NO_STATES : stateValues(stepStates(states, items.map(lazyEvent)));
+      if (this.#advance.run(firstSeq + items.length, ...next, sessionId, firstSeq).changes !== 1) return this.#staleError(sessionId, firstSeq);
+      for (const event of items) this.#insertEvent.run(sessionId, event.seq, event.type, event.time, event.data);
+      return undefined;
+    });
     this.#writeBatches = db.transaction((batches: Batches) => {
       const refused = new Map<SessionId, Error>();
-      for (const { sessionId, firstSeq, items } of batches) {
-        const stored = this.#selectState.get(sessionId);
-        const states = stored === undefined || stored[0] !== firstSeq ? undefined : this.#catalog.statesOf(sessionId, stored, 1, firstSeq);
-        // An unreadable log leaves the states NULL; reading them then reports the log corrupt.
-        const next = states === undefined ? NO_STATES : stateValues(stepStates(states, items.map(lazyEvent)));
-        if (this.#advance.run(firstSeq + items.length, ...next, sessionId, firstSeq).changes !== 1) {
-          refused.set(sessionId, this.#staleError(sessionId, firstSeq));
-          continue;
+      for (const batch of batches) {
+        try {
+          const error = writeBatch(batch);
+          if (error !== undefined) refused.set(batch.sessionId, error);
+        } catch (error) {
+          if (!rowRefused(error)) throw error;
+          refused.set(
+            batch.sessionId,
+            new SubagentError('PERSISTENCE_UNAVAILABLE', `SQLite refused the events of session "${batch.sessionId}" (${describeError(error)}); they were not stored`, { cause: error }),
+          );
         }
-        for (const event of items) this.#insertEvent.run(sessionId, event.seq, event.type, event.time, event.data);
       }
       return refused;
     });
@@ -164,7 +182,7 @@ class SqlitePersistence implements SessionPersistence {
   async create(header: SessionHeader): Promise<void> {
     this.#assertOpen('create a session');
     const clean = parseHeader(header);
-    const stored = this.#storeSession.immediate({
+    const stored = this.#storing(() => this.#storeSession.immediate({
       id: clean.id,
       createdAt: clean.createdAt,
       cwd: clean.cwd ?? null,
@@ -172,7 +190,7 @@ class SqlitePersistence implements SessionPersistence {
       origin: clean.origin ?? null,
       delegationDepth: clean.delegationDepth ?? null,
       seedLength: clean.seedLength ?? null,
-    });
+    }), 'create a session');
     if (!stored) throw duplicateSession(clean.id);
     this.#nextSeqs.set(clean.id, 0);
   }
@@ -196,7 +214,7 @@ class SqlitePersistence implements SessionPersistence {
     assertContiguous(id, events, nextSeq);
     const closers = closersFor(id, events);
     if (closers.length > 0) {
-      const refused = this.#commit([{ sessionId: id, firstSeq: nextSeq, items: encodeEvents(id, nextSeq, closers) }]);
+      const refused = this.#storing(() => this.#commit([{ sessionId: id, firstSeq: nextSeq, items: encodeEvents(id, nextSeq, closers) }]), 'load a session');
       const error = refused.get(id);
       if (error !== undefined) throw error;
       events.push(...closers);
@@ -245,9 +263,7 @@ class SqlitePersistence implements SessionPersistence {
 
   async #shutdown(): Promise<void> {
     try {
-      this.#queue.close();
-    } catch (error) {
-      throw storageFailure(error, 'close');
+      this.#queue.close((error) => storageFailure(error, 'close'));
     } finally {
       this.#db.close();
     }
@@ -255,8 +271,13 @@ class SqlitePersistence implements SessionPersistence {
 
   /** Commits what is queued. A failed commit leaves it queued for the next one. */
   #commitQueued(operation: string): void {
+    this.#storing(() => this.#queue.commit(), operation);
+  }
+
+  /** `write()`'s value; a storage failure thrown as `PERSISTENCE_UNAVAILABLE` naming `operation`. */
+  #storing<T>(write: () => T, operation: string): T {
     try {
-      this.#queue.commit();
+      return write();
     } catch (error) {
       throw storageFailure(error, operation);
     }
@@ -305,5 +326,12 @@ export function sqlitePersistence(path: string, options: SqlitePersistenceOption
     throw new SubagentError('INVALID_OPTIONS', 'path must be a non-empty file path or ":memory:".');
   }
   const { flushIntervalMs = 10, busyTimeoutMs = 5000, synchronous = 'full' } = parseOrThrow(optionsSchema, options, 'INVALID_OPTIONS', 'sqlitePersistence options');
-  return new SqlitePersistence(openDatabase(path, busyTimeoutMs, synchronous), flushIntervalMs);
+  const db = openDatabase(path, busyTimeoutMs, synchronous);
+  try {
+    return new SqlitePersistence(db, flushIntervalMs);
+  } catch (error) {
+    // A file that says it is of this schema version but whose tables are not (its statements do not compile).
+    db.close();
+    throw new SubagentError('CORRUPT_DATA', `"${path}" claims this store's schema but its tables differ (${describeError(error)}). Use a new file.`, { cause: error });
+  }
 }

@@ -87,15 +87,15 @@ export class WriteQueue<T> {
     }
   }
 
-  /** Final commit; if it fails, every pending append is rejected with the error, which is rethrown. */
-  close(): void {
+  /** Final commit; if it fails, every pending append is rejected with `failure(error)`, which is thrown. */
+  close(failure: (error: unknown) => Error = (error) => (error instanceof Error ? error : new Error(String(error)))): void {
     try {
       this.commit();
     } catch (error) {
-      const failure = error instanceof Error ? error : new Error(String(error));
-      for (const entry of this.#pending.values()) entry.reject(failure);
+      const failed = failure(error);
+      for (const entry of this.#pending.values()) entry.reject(failed);
       this.#pending.clear();
-      throw error;
+      throw failed;
     }
   }
 

@@ -114,8 +114,9 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
       case 'assistant/message': {
         const usage = (event.data as Partial<SessionEventMap['assistant/message']> | null)?.usage;
         if (usage && typeof usage === 'object') {
-          next.inputTokens += tokens(usage.inputTokens);
-          next.outputTokens += tokens(usage.outputTokens);
+          // Sums stay safe integers (what a store can hold), however large the reported counts.
+          next.inputTokens = Math.min(Number.MAX_SAFE_INTEGER, next.inputTokens + tokens(usage.inputTokens));
+          next.outputTokens = Math.min(Number.MAX_SAFE_INTEGER, next.outputTokens + tokens(usage.outputTokens));
         }
         break;
       }
@@ -125,7 +126,7 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
   view: (state) => ({
     inputTokens: state.inputTokens,
     outputTokens: state.outputTokens,
-    totalTokens: state.inputTokens + state.outputTokens,
+    totalTokens: Math.min(Number.MAX_SAFE_INTEGER, state.inputTokens + state.outputTokens),
     requests: state.requests,
     turns: state.turns,
     toolCalls: state.toolCalls,
