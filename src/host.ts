@@ -116,6 +116,11 @@ class HostImpl implements Host {
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
     if (this.#closing) throw SubagentError.closed('the host');
     if (options !== undefined) assertKnownKeys('createAgent options', options, AGENT_OPTION_KEYS);
+    const id = (options as { sessionId?: unknown } | undefined)?.sessionId;
+    // A stored session is brought back with agents.resume; a new one under its id would write into its log.
+    if (typeof id === 'string' && id !== '' && (await this.persistence.projections([id])).has(id)) {
+      throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already stored; resume it with host.agents.resume({ sessionId }) or choose another id`);
+    }
     const handle = await this.agents.create(options);
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.

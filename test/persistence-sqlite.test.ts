@@ -256,3 +256,18 @@ describe('sqlitePersistence with damaged rows and unusable paths', () => {
     expect(String(error)).toContain('database is locked');
   });
 });
+
+describe('text SQLite cannot keep as it is', () => {
+  it('refuses ids, paths and event types with a lone UTF-16 surrogate before storing them', async () => {
+    const store = open(newFile());
+    for (const header of [{ id: 'a\uD800', createdAt: 1 }, { id: 'b', createdAt: 1, cwd: '/x\uDC00' }, { id: 'c', createdAt: 1, parentSession: '\uD800p', origin: 'subagent' as const }]) {
+      await expect(store.create(header)).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('lone UTF-16 surrogate') });
+    }
+    await store.create({ id: 'ok', createdAt: 1 });
+    await expect(store.append('ok', [{ seq: 0, type: 'custom\uD800', time: 1, data: {} }])).rejects.toMatchObject({ code: 'CORRUPT_DATA' });
+    // A paired surrogate is a character like any other.
+    await store.create({ id: 'emoji \uD83D\uDE00', createdAt: 1 });
+    expect((await store.load('emoji \uD83D\uDE00'))?.header.id).toBe('emoji \uD83D\uDE00');
+    expect((await store.list()).map((header) => header.id)).toStrictEqual(['ok', 'emoji \uD83D\uDE00']);
+  });
+});

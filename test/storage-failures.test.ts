@@ -158,3 +158,37 @@ describe('the SQLite store on its own', () => {
     expect(handles()).toBe(0);
   });
 });
+
+describe('a session id that is already stored', () => {
+  it('is refused for a new agent, and a log the store refused to create writes nothing into the stored one', async () => {
+    const file = files.file();
+    const first = await createHost({ persistence: { sqlite: file }, providers: false });
+    const stored = await first.createAgent({ sessionId: 'x' });
+    stored.followup([text('hello')]);
+    await stored.whenIdle();
+    const count = stored.session.events.length;
+    await first.close();
+
+    const host = await createHost({ persistence: { sqlite: file }, providers: false });
+    hosts.push(host);
+    await expect(host.createAgent({ sessionId: 'x' })).rejects.toMatchObject({ code: 'DUPLICATE_SESSION', message: expect.stringContaining('resume') });
+    expect((await host.persistence!.load('x'))!.events).toHaveLength(count);
+  });
+
+  it('gets no events of a new log whose creation the store refused', async () => {
+    const file = files.file();
+    // A session stored with its header only (its events never came): the next seq is 0.
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'y', createdAt: 1, cwd: '/old', parentSession: 'someone', origin: 'subagent' });
+    await store.close();
+    const host = await createHost({ persistence: { sqlite: file }, providers: false });
+    hosts.push(host);
+    // The live store behind host.sessions, as providers use it for their children's mirrors.
+    const live = host.sessions as unknown as { create(header: { id: string; createdAt: number; cwd?: string }): { append(type: string, data: unknown): unknown } };
+    const intruder = live.create({ id: 'y', createdAt: Date.now(), cwd: '/elsewhere' });
+    intruder.append('custom', { from: 'intruder' });
+    await expect(host.sessions.flush('y')).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
+    await host.persistence!.flush();
+    expect((await host.persistence!.load('y'))!.events).toStrictEqual([]);
+  });
+});

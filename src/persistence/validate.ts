@@ -3,42 +3,43 @@
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
-import { describeIssue, isRecord, parseOrThrow } from '../seam/parse.js';
+import { describeIssue, isRecord, parseOrThrow, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 
 const count = z.int().nonnegative();
 
 /** A header as `create` accepts it; unknown keys are refused so a header always round-trips. */
+const WELL_FORMED = 'must be well-formed text (a lone UTF-16 surrogate cannot be stored)';
 const headerSchema = z.strictObject({
-  id: z.string().min(1),
+  id: z.string().min(1).refine(wellFormed, WELL_FORMED),
   createdAt: z.number(),
-  cwd: z.string().optional(),
-  parentSession: z.string().min(1).optional(),
+  cwd: z.string().refine(wellFormed, WELL_FORMED).optional(),
+  parentSession: z.string().min(1).refine(wellFormed, WELL_FORMED).optional(),
   origin: z.literal('subagent').optional(),
   delegationDepth: count.optional(),
   seedLength: count.optional(),
 });
 
-const envelopeSchema = z.object({ type: z.string().min(1), time: z.number() });
+const envelopeSchema = z.object({ type: z.string().min(1).refine(wellFormed, WELL_FORMED), time: z.number() });
 
 // Hand-written checks of the common case, run before the schemas: each passes only values its
 // schema accepts, so a well-formed header or event skips zod, and anything else still meets it.
 const HEADER_KEYS = new Set(Object.keys(headerSchema.shape));
 const optionalCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) >= 0);
-const optionalText = (value: unknown, min: number) => value === undefined || (typeof value === 'string' && value.length >= min);
+const optionalText = (value: unknown, min: number) => value === undefined || (typeof value === 'string' && value.length >= min && wellFormed(value));
 
 function plainHeader(value: unknown): boolean {
   // A plain object: the strict schema also refuses inherited enumerable keys.
   if (!isRecord(value) || Object.getPrototypeOf(value) !== Object.prototype) return false;
   if (!Object.keys(value).every((key) => HEADER_KEYS.has(key))) return false;
   const { id, createdAt, cwd, parentSession, origin, delegationDepth, seedLength } = value;
-  if (typeof id !== 'string' || id === '' || !Number.isFinite(createdAt)) return false;
+  if (typeof id !== 'string' || id === '' || !wellFormed(id) || !Number.isFinite(createdAt)) return false;
   if (!optionalText(cwd, 0) || !optionalText(parentSession, 1) || (origin !== undefined && origin !== 'subagent')) return false;
   return optionalCount(delegationDepth) && optionalCount(seedLength);
 }
 
 const plainEnvelope = (event: unknown) =>
-  isRecord(event) && typeof event['type'] === 'string' && event['type'] !== '' && Number.isFinite(event['time']);
+  isRecord(event) && typeof event['type'] === 'string' && event['type'] !== '' && wellFormed(event['type']) && Number.isFinite(event['time']);
 
 /** One event in storage form: `data` is JSON text. */
 export interface EncodedEvent {

@@ -5,7 +5,7 @@ import { once } from '../seam/once.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
-import { isRecord } from '../seam/parse.js';
+import { isRecord, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent } from './agent.js';
 import { createModel } from './models/create.js';
@@ -62,6 +62,7 @@ function assertAgentOptionsObject(method: string, options: unknown, needsId: boo
   const { sessionId } = options;
   if (sessionId === undefined && !needsId) return;
   if (typeof sessionId !== 'string' || sessionId === '') throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be a non-empty string`);
+  if (!wellFormed(sessionId)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)`);
 }
 
 /** Loads `toolModules` (each exporting `tools: Tool[]`). */

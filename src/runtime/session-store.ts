@@ -24,6 +24,8 @@ interface Entry {
   direct: boolean;
   /** This session's first write failure not yet reported by a flush (each session's own). */
   failure: unknown;
+  /** The store refused to create it: its events are not written anywhere. */
+  refused: boolean;
 }
 
 const noop = () => undefined;
@@ -75,19 +77,27 @@ export class LiveSessionStore implements SessionStore {
     const persistence = this.#persistence;
     // Taken now: events appended after publication reach persistence through the subscription.
     const initial = session.events.slice();
+    const created: { entry?: Entry } = {};
     const writes =
       persistence && !options.stored
-        ? persistence.create(session.header).then(() => (initial.length > 0 ? persistence.append(session.id, initial) : undefined))
+        ? persistence.create(session.header).then(
+            () => (initial.length > 0 ? persistence.append(session.id, initial) : undefined),
+            (error: unknown) => {
+              // Not created (say a stored session holds the id): none of its events may go to that log.
+              created.entry!.refused = true;
+              throw error;
+            },
+          )
         : Promise.resolve();
-    this.#track(session, writes, !!options.stored);
+    created.entry = this.#track(session, writes, !!options.stored);
   }
 
   #assertFree(id: SessionId): void {
     if (this.#entries.has(id)) throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live`);
   }
 
-  #track(session: SessionLog, writes: Promise<void>, stored: boolean): void {
-    const entry: Entry = { session, pending: [], writes, unsubscribe: () => undefined, waiting: undefined, direct: false, failure: undefined };
+  #track(session: SessionLog, writes: Promise<void>, stored: boolean): Entry {
+    const entry: Entry = { session, pending: [], writes, unsubscribe: () => undefined, waiting: undefined, direct: false, failure: undefined, refused: false };
     entry.writes = this.#guard(entry, writes);
     if (this.#persistence) {
       entry.unsubscribe = session.subscribe((event) => {
@@ -97,6 +107,7 @@ export class LiveSessionStore implements SessionStore {
       entry.direct = stored && this.#queued;
     }
     this.#entries.set(session.id, entry);
+    return entry;
   }
 
   #drain(entry: Entry): void {
@@ -119,6 +130,8 @@ export class LiveSessionStore implements SessionStore {
       entry,
       entry.writes.then(() => {
         entry.waiting = undefined;
+        // Its creation failed and is reported by its flush: these events have no log of their own.
+        if (entry.refused) return;
         const write = persistence.append(id, batch);
         // Nothing waits behind this link: a queuing store keeps later appends behind it.
         entry.direct = this.#queued;

@@ -39,3 +39,13 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, cod
   const message = describeIssue(parsed.error, path);
   throw new SubagentError(code, hint === undefined ? message : `${message} (${hint})`, { cause: parsed.error });
 }
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Whether `text` is well-formed UTF-16 (no lone surrogate). Ids, paths and event types are stored
+ * as SQLite text, which is UTF-8: a lone surrogate would come back as U+FFFD, a different string.
+ */
+export function wellFormed(text: string): boolean {
+  return !LONE_SURROGATE.test(text);
+}

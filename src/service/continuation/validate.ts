@@ -2,7 +2,7 @@
 // the field, before any child, lock or Activation is touched.
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { SubagentError } from '../../seam/errors.js';
-import { parseOrThrow } from '../../seam/parse.js';
+import { parseOrThrow, wellFormed } from '../../seam/parse.js';
 import type { ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
@@ -19,6 +19,7 @@ export function assertStartSpec(spec: unknown): asserts spec is ContinuableStart
   if (typeof provider !== 'string' || provider === '') throw invalid('spec.provider must be a provider name');
   if (typeof label !== 'string' || label.trim() === '') throw invalid('spec.label must be a non-empty string (continuable children are listed by it)');
   if (childId !== undefined && (typeof childId !== 'string' || childId === '')) throw invalid('spec.childId must be a non-empty string when given');
+  if (childId !== undefined && !wellFormed(childId)) throw invalid('spec.childId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('spec.signal must be an AbortSignal when given');
   if (request === null || typeof request !== 'object') throw invalid('spec.request must be an object { prompt, parent, … }');
   const { parent, prompt } = request as Record<string, unknown>;
