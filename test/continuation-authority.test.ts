@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { createHost, text, type Agent } from 'subagent-host';
 import { fakeProvider } from './fake-provider.js';
-import { continuationSuite, HANG, startChild, untilEvent } from './continuation-helpers.js';
+import { continuationSuite, eventually, HANG, startChild, untilEvent } from './continuation-helpers.js';
 
 const { track, setup } = continuationSuite('subagent-continuation-auth-');
 
@@ -124,6 +124,75 @@ describe('drains', () => {
     const order = recorder.ends.map((end) => end.id);
     expect(order.indexOf(grandchildId)).toBeLessThan(order.indexOf(childId));
     expect(host.subagents.residentChildren).toBe(0);
+  });
+});
+
+describe('drains, what they leave alone and what they wait for', () => {
+  it('drainContinuableDescendants rooted at a child leaves the root’s parent free to act', async () => {
+    const { host, parent } = await setup();
+    const { childId } = await startChild(host, parent, 'c', { model: HANG });
+    const child = host.agents.get(childId)!;
+    const { childId: grandchildId } = await startChild(host, child, 'g', { model: HANG });
+    const { childId: siblingId } = await startChild(host, parent, 's', { model: HANG });
+    await host.subagents.drainContinuableDescendants([child]);
+    expect(host.agents.get(grandchildId)).toBeUndefined();
+    // Below the root admission is closed; the root's parent and its other children are not below it.
+    await expect(startChild(host, child, 'late')).rejects.toMatchObject({ code: 'DRAINING' });
+    await host.subagents.followup(parent, siblingId, [text('more')]);
+    const { childId: newId } = await startChild(host, parent, 'new');
+    expect(host.agents.get(newId)).toBeDefined();
+  });
+
+  it('drainContinuableChildren waits for a follow-up still bringing the child back, and releases what it brought', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 0 } });
+    const { childId } = await startChild(host, parent, 'c');
+    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    await eventually(() => host.agents.get(childId) === undefined);
+    const sent = host.subagents.followup(parent, childId, [text('again')]);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await sent;
+    expect(host.agents.get(childId)).toBeUndefined();
+    expect(recorder.starts.filter((start) => start.id === childId)).toHaveLength(recorder.ends.filter((end) => end.id === childId).length);
+  });
+
+  it('a parent disposed and resumed since may interrupt and drain its lingering child', async () => {
+    const { host } = await setup({ continuation: { lingerMs: 60_000 } });
+    // The registry's own create gives a handle the test can dispose (createAgent's agents live until close).
+    const registry = host.agents as unknown as { create(options: object): Promise<{ agent: Agent; dispose(): Promise<void> }> };
+    const top = await registry.create({});
+    const { childId } = await startChild(host, top.agent, 'c');
+    await eventually(() => host.agents.get(childId)?.status === 'idle');
+    await top.dispose();
+    const resumed = (await host.agents.resume({ sessionId: top.agent.id })).agent;
+    await host.subagents.followup(resumed, childId, [text('again')]);
+    host.subagents.interrupt(childId, { kind: 'ancestor', agent: resumed });
+    await host.subagents.drainContinuableChildren(resumed, [childId]);
+    expect(host.agents.get(childId)).toBeUndefined();
+  });
+
+  it('an eviction timer that runs out while a child below still works waits for that child', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 50 } });
+    const { childId } = await startChild(host, parent, 'c');
+    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    const child = host.agents.get(childId)!;
+    // Work started under the lingering child by the host: its own epoch stays closed.
+    const { childId: grandchildId } = await startChild(host, child, 'g', { model: HANG });
+    await untilEvent(host.agents.get(grandchildId)!, 'step/start');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(host.agents.get(grandchildId)?.status).toBe('running');
+    expect(host.agents.get(childId)).toBe(child);
+    host.subagents.interrupt(grandchildId, { kind: 'user', parentSessionId: childId });
+    // Quiet again: the child lingers out after the grandchild.
+    await eventually(() => host.agents.get(childId) === undefined);
+    expect(recorder.ends.filter((end) => end.id === grandchildId).map((end) => end.stopReason)).toStrictEqual(['aborted']);
+  });
+
+  it('types a report from what is not an agent and follow-up options of null', async () => {
+    const { host, parent } = await setup();
+    const { childId } = await startChild(host, parent, 'c', { model: HANG });
+    await host.subagents.drainContinuableDescendants([host.agents.get(childId)!]);
+    await expect(host.subagents.reportFrom(undefined as unknown as Agent, [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(host.subagents.followup(parent, childId, [text('x')], null as unknown as undefined)).resolves.toEqual(expect.any(String));
   });
 });
 

@@ -50,6 +50,8 @@ export class Activation {
   #reported: SubagentUsage;
   #epoch: { runId: string; from: number } | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** Its linger ran out while a child below it still worked: it goes once that child is quiet. */
+  #parked = false;
   #checking = false;
 
   constructor(init: {
@@ -96,6 +98,7 @@ export class Activation {
     if (this.#epoch || this.disposal) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#parked = false;
     this.#epoch = { runId: randomUUID(), from };
     this.#host.epochStarted(this, this.#epoch.runId);
   }
@@ -118,7 +121,9 @@ export class Activation {
     this.#checking = true;
     void this.agent.whenIdle().then(() => {
       this.#checking = false;
-      if (!this.disposal && this.#epoch && !this.busy) this.#close();
+      if (this.disposal || this.busy) return;
+      if (this.#epoch) this.#close();
+      else if (this.#parked) this.#linger();
     });
   }
 
@@ -129,7 +134,19 @@ export class Activation {
     const outcome = epochOutcome(this.agent.session.events.slice(epoch.from));
     this.#host.epochEnded(this, epoch.runId, outcome, this.announced);
     if (this.disposal) return;
+    this.#linger();
+  }
+
+  /** Evicts the quiet child after `lingerMs`; one whose children (or held work) went on working meanwhile waits for them. */
+  #linger(): void {
+    this.#parked = false;
     const evict = () => {
+      this.#timer = undefined;
+      if (this.busy) {
+        // Work started under it by the host (a child's follow-up) while it lingered: poked at that work's end.
+        this.#parked = true;
+        return;
+      }
       this.dispose().catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
     };
     if (this.#host.lingerMs === 0) return evict();

@@ -10,6 +10,14 @@ import type { ContinuationManager } from './manager.js';
 import { reportMessage } from './notices.js';
 import { assertDelivery, teardownError } from './validate.js';
 
+/**
+ * Whether the live `agent` is above `activation`: in the lineage it was materialized under, or in
+ * its live lineage now (a parent disposed and resumed since is a new object of the same session).
+ */
+function isAncestor(m: ContinuationManager, activation: Activation, agent: Agent): boolean {
+  return activation.ancestry.has(agent) || liveLineage(m.deps.agents, activation.agent).includes(agent);
+}
+
 /** Cancels the target's current turn; its inbox, the child and its descendants stay. */
 export function interrupt(m: ContinuationManager, targetId: SessionId, authority: SubagentInterruptAuthority): void {
   if (authority === null || typeof authority !== 'object') throw new SubagentError('INVALID_REQUEST', "authority must be { kind: 'user', parentSessionId } or { kind: 'ancestor', agent }");
@@ -21,7 +29,7 @@ export function interrupt(m: ContinuationManager, targetId: SessionId, authority
   }
   const activation = m.activations.get(targetId);
   if (!activation) return;
-  if (authority.kind === 'user' ? activation.parentSession !== authority.parentSessionId : !activation.ancestry.has(authority.agent)) {
+  if (authority.kind === 'user' ? activation.parentSession !== authority.parentSessionId : !isAncestor(m, activation, authority.agent)) {
     throw new SubagentError('UNAUTHORIZED', `only ${authority.kind === 'user' ? "the child's direct parent" : 'a live ancestor'} may interrupt ${targetId}`);
   }
   if (activation.disposal) return;
@@ -38,8 +46,9 @@ export async function reportFrom(
   checkAborted(opts?.signal);
   assertDelivery(opts?.delivery);
   assertMessageContent(content);
+  if (child === null || typeof child !== 'object') throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');
   m.admission.check(child);
-  const activation = child ? m.activations.get(child.id) : undefined;
+  const activation = m.activations.get(child.id);
   if (!activation || activation.agent !== child) throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');
   if (activation.disposal) throw new SubagentError('ACTIVATION_CLOSING', `child ${child.id} is shutting down`);
   const parent = m.deps.agents.get(activation.parentSession);
@@ -60,17 +69,29 @@ async function disposeAll(targets: Activation[]): Promise<void> {
   if (error) throw error;
 }
 
-/** Releases the named direct children of `parent` (and their descendants), child-first. */
-export function drainChildren(m: ContinuationManager, parent: Agent, childIds: SessionId[]): Promise<void> {
-  if (!isExactLive(m.deps.agents, parent)) return Promise.reject(new SubagentError('UNAUTHORIZED', 'drainContinuableChildren needs the live parent agent'));
-  if (!Array.isArray(childIds)) return Promise.reject(new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids'));
-  const targets = [...new Set(childIds)].flatMap((id) => m.activations.get(id) ?? []);
-  for (const target of targets) {
-    if (target.parentSession !== parent.id || !target.ancestry.has(parent)) {
-      return Promise.reject(new SubagentError('UNAUTHORIZED', `${target.childId} is not a child of ${parent.id}`));
-    }
-  }
-  return disposeAll(targets);
+/**
+ * Releases the named direct children of `parent` (and their descendants), child-first. A message
+ * on its way to one of them (a cold resume in flight) lands first: the child it brings back goes too.
+ */
+export async function drainChildren(m: ContinuationManager, parent: Agent, childIds: SessionId[]): Promise<void> {
+  if (!isExactLive(m.deps.agents, parent)) throw new SubagentError('UNAUTHORIZED', 'drainContinuableChildren needs the live parent agent');
+  if (!Array.isArray(childIds)) throw new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids');
+  const ids = [...new Set(childIds)];
+  const ours = (target: Activation) => target.parentSession === parent.id && isAncestor(m, target, parent);
+  const targets = ids.flatMap((id) => m.activations.get(id) ?? []);
+  const stranger = targets.find((target) => !ours(target));
+  if (stranger) throw new SubagentError('UNAUTHORIZED', `${stranger.childId} is not a child of ${parent.id}`);
+  const disposing = disposeAll(targets);
+  await Promise.all(ids.map((id) => m.quiet(id)));
+  const late = ids.flatMap((id) => m.activations.get(id) ?? []).filter((target) => !targets.includes(target) && ours(target));
+  await Promise.all([disposing, disposeAll(late)]);
+}
+
+/** `agent` and its live ancestors up to, not including, `root`: what a drain rooted there closes (never what is above it). */
+function lineageBelow(m: ContinuationManager, agent: Agent, root: Agent): Agent[] {
+  const lineage = liveLineage(m.deps.agents, agent);
+  const at = lineage.indexOf(root);
+  return at < 0 ? [agent] : lineage.slice(0, at);
 }
 
 /** Closes admission below each live parent and releases every continuable descendant. */
@@ -80,7 +101,7 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
   const targets = new Set<Activation>();
   for (const root of roots) {
     const below = [...m.activations.values()].filter((a) => a.agent !== root && a.ancestry.has(root));
-    m.admission.closeBelow(root, below.flatMap((a) => liveLineage(m.deps.agents, a.agent)));
+    m.admission.closeBelow(root, below.flatMap((a) => lineageBelow(m, a.agent, root)));
     for (const target of below) targets.add(target);
   }
   if (roots.length === 0) return;

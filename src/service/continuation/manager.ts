@@ -122,6 +122,11 @@ export class ContinuationManager implements ActivationHost {
     }
   }
 
+  /** Resolves once every section for `id` begun so far (a follow-up's cold resume) has ended. */
+  quiet(id: SessionId): Promise<void> {
+    return settled(this.#locks.get(id) ?? Promise.resolve());
+  }
+
   /** Runs `section` after every earlier section for `id` (a failed one never blocks later ones). */
   #locked<T>(id: SessionId, section: () => Promise<T>): Promise<T> {
     const previous = this.#locks.get(id) ?? Promise.resolve();
@@ -222,9 +227,12 @@ export class ContinuationManager implements ActivationHost {
         (async () => {
           checkAborted(signal);
           this.admission.check(parent);
-          if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) {
-            throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
-          }
+          const duplicate = () => new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
+          if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) throw duplicate();
+          // The read took a turn of the event loop: the same checks again before anything is built.
+          checkAborted(signal);
+          this.admission.check(parent);
+          if (taken()) throw duplicate();
           const descriptor = continuableDescriptor(spec, budget, prepared.providerData);
           const built = await createFresh({
             agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal, treeStop: budgetTree?.link.stop,
@@ -252,10 +260,10 @@ export class ContinuationManager implements ActivationHost {
     return { childId, messageId };
   }
 
-  async followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts: { source?: MessageSource; signal?: AbortSignal } = {}): Promise<MessageId> {
+  async followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
     assertMessageContent(content);
-    const { signal } = opts;
-    const source = opts.source ?? { kind: 'user' };
+    const signal = opts?.signal;
+    const source = opts?.source ?? { kind: 'user' };
     checkAborted(signal);
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
     if (!isExactLive(this.deps.agents, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);

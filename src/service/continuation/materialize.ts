@@ -72,6 +72,24 @@ function setupFor(descriptor: ContinuableDescriptor, setups: SetupRegistry, out:
   };
 }
 
+/**
+ * `build()`'s agent; when building fails after its setup ran (an abort, or the id taken meanwhile),
+ * the setup installed in it is released. A race for the id is the child's id being taken.
+ */
+async function releasingSetup(out: { batch?: SetupBatch }, build: () => Promise<AgentHandle>): Promise<AgentHandle> {
+  try {
+    return await build();
+  } catch (error) {
+    try {
+      out.batch?.release();
+    } catch {
+      // The failure that stopped the child is the one to report.
+    }
+    if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `${error.message}; reserve another child id`, { cause: error });
+    throw error;
+  }
+}
+
 /** Disposes a built agent whose setup must not be committed, then rethrows `error`. */
 async function rollback(handle: AgentHandle, batch: SetupBatch | undefined, error: unknown): Promise<never> {
   try {
@@ -130,7 +148,7 @@ export async function createFresh(options: {
   };
   const model = spec.request.agentOptions?.model ?? parent.options.model;
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
-  const built = await options.agents.create({
+  const built = await releasingSetup(out, () => options.agents.create({
     sessionId: options.childId,
     header,
     seed: options.seed,
@@ -140,7 +158,7 @@ export async function createFresh(options: {
     setup: setupFor(descriptor, options.setups, out, true),
     hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
     ...(options.signal ? { signal: options.signal } : {}),
-  });
+  }));
   const handle = withRelease(built, options.prepared.release);
   const batch = out.batch!;
   try {
@@ -208,7 +226,7 @@ export async function resumeStored(options: {
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
   let handle: AgentHandle;
   try {
-    handle = await options.agents.resume({
+    handle = await releasingSetup(out, () => options.agents.resume({
       sessionId: childId,
       agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
       ...(prepared.model ? { model: prepared.model } : {}),
@@ -216,7 +234,7 @@ export async function resumeStored(options: {
       setup: setupFor(descriptor, options.setups, out, false),
       hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
-    });
+    }));
   } catch (error) {
     await prepared.release?.();
     if (isSubagentError(error)) throw error;
