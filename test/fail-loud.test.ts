@@ -189,6 +189,17 @@ describe('arguments of the public functions', () => {
     await expect(host.createAgent({ agentOption: {} } as unknown as CreateAgentOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'unknown field(s) agentOption'));
     await expect(host.agents.resume(null as unknown as ResumeAgentOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'resume(): options must be an object'));
     await expect(host.createAgent({ sessionId: '' })).rejects.toThrow(refused('INVALID_OPTIONS', 'options.sessionId must be a non-empty string'));
+    await expect(host.createAgent({ sessionId: 'half \uD800' })).rejects.toThrow(refused('INVALID_OPTIONS', 'lone UTF-16 surrogate'));
+    // A step limit below 1 would end every turn before it took its input and start the next at once.
+    for (const [agentOptions, words] of [
+      [{ maxStepsPerTurn: 0 }, 'agentOptions.maxStepsPerTurn must be a whole number ≥ 1'],
+      [{ maxStepsPerTurn: Number.NaN }, 'agentOptions.maxStepsPerTurn'],
+      [{ maxTokens: -5 }, 'agentOptions.maxTokens must be a whole number ≥ 1'],
+      [{ persona: 3 }, 'agentOptions.persona must be a string'],
+      [{ toolModules: [''] }, 'agentOptions.toolModules'],
+    ] as const) {
+      await expect(host.createAgent({ agentOptions } as unknown as CreateAgentOptions)).rejects.toThrow(refused('INVALID_OPTIONS', words));
+    }
     expect(host.agents.list()).toEqual([]);
   });
 

@@ -179,13 +179,27 @@ describe('openai model: configuration and cancellation', () => {
     expect(server.received[0]?.headers.authorization).toBe('Bearer sk-default');
   });
 
-  it('ends INTERNAL instead of throwing when a configured header value is invalid, without the key', async () => {
+  it('refuses a spec it could never send when it arrives, without echoing header values', async () => {
     const server = await serve(sse(event(delta('ok')) + DONE));
-    const finish = finishOf(await collect(await model(server, { headers: { 'x-title': `a\n${KEY}` } })));
-    expect(finish).toMatchObject({ reason: 'error', failure: { code: 'INTERNAL' } });
-    expect(JSON.stringify(finish)).toContain('invalid header value');
-    expect(JSON.stringify(finish)).not.toContain(KEY);
+    const refusals = [
+      { headers: { 'x-title': `a\n${KEY}` } },
+      { headers: { 'bad name': 'x' } },
+      { baseURL: server.baseURL.replace('http://', `http://user:${KEY}@`) },
+      { baseURL: `${server.baseURL}#part` },
+      { idleTimeoutMs: 2 ** 31 },
+    ];
+    for (const extra of refusals) {
+      const error = await model(server, extra).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ code: 'INVALID_MODEL_SPEC' });
+      expect(JSON.stringify(error) + String((error as Error).message)).not.toContain(KEY);
+    }
     expect(server.received).toHaveLength(0);
+  });
+
+  it('keeps the query of a base URL after the path it appends', async () => {
+    const server = await serve(sse(event(delta('ok')) + DONE));
+    expect(finishOf(await collect(await model(server, { baseURL: `${server.baseURL}/?api-version=2024-10-21` })))).toEqual({ type: 'finish', reason: 'stop' });
+    expect(server.received[0]?.url).toBe('/v1/chat/completions?api-version=2024-10-21');
   });
 
   it('ends aborted without a request when the signal is already aborted', async () => {

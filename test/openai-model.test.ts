@@ -29,6 +29,26 @@ describe('openai model: streams', () => {
     ]);
   });
 
+  it('keeps parallel calls apart when the server sends each at index 0 with its own id', async () => {
+    const chunk = (calls: unknown[], finish: string | null = null): string =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: finish }] })}\n\n`;
+    const server = await serve(
+      sse(
+        chunk([{ index: 0, id: 'call_a', type: 'function', function: { name: 'read', arguments: '{"path":' } }]) +
+          chunk([{ index: 0, function: { arguments: '"a"}' } }]) +
+          chunk([{ index: 0, id: 'call_b', type: 'function', function: { name: 'read', arguments: '{"path":' } }]) +
+          chunk([{ index: 0, function: { arguments: '"b"}' } }]) +
+          chunk([], 'tool_calls') +
+          'data: [DONE]\n\n',
+      ),
+    );
+    expect(await collect(await model(server))).toEqual([
+      { type: 'tool-call', id: 'call_a', name: 'read', input: { path: 'a' } },
+      { type: 'tool-call', id: 'call_b', name: 'read', input: { path: 'b' } },
+      { type: 'finish', reason: 'tool-calls' },
+    ]);
+  });
+
   it('gives {} for empty arguments and the raw string for invalid JSON', async () => {
     const chunk = (calls: unknown[], finish: string | null = null): string =>
       `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: finish }] })}\n\n`;
@@ -141,6 +161,8 @@ describe('openai model: HTTP errors and retries', () => {
     [429, '{"error":{"message":"You exceeded your current quota.","code":"insufficient_quota"}}', 'QUOTA_EXCEEDED'],
     [400, '{"error":{"message":"This model\'s maximum context length is 65536 tokens."}}', 'CONTEXT_WINDOW_EXCEEDED'],
     [400, '{"error":{"message":"messages[2]: tool_call_id not found"}}', 'INVALID_REQUEST'],
+    // Quota words count only where servers report quotas (402, 403, 429).
+    [400, '{"error":{"message":"Insufficient tool messages following tool_calls message"}}', 'INVALID_REQUEST'],
     [413, 'request entity too large', 'INVALID_REQUEST'],
     [404, '{"error":{"message":"Not found"}}', 'HTTP_404'],
   ])('maps HTTP %i (%s) to %s', async (code, body, expected) => {
@@ -163,6 +185,21 @@ describe('openai model: HTTP errors and retries', () => {
     const server = await serve(status(500, '{"error":{"message":"internal error"}}'));
     const chunks = await collect(await model(server));
     expect(finishOf(chunks)).toMatchObject({ reason: 'error', failure: { code: 'SERVER', status: 500 } });
+    expect(server.received).toHaveLength(2);
+  });
+
+  it.each([
+    [503, 'Insufficient capacity'],
+    [502, 'load balancer upstream error'],
+  ])('retries a %i that mentions capacity or a balancer as a server failure', async (code, message) => {
+    const server = await serve(status(code, JSON.stringify({ error: { message } })), sse(fixture('text-usage')));
+    expect(finishOf(await collect(await model(server)))).toEqual({ type: 'finish', reason: 'stop' });
+    expect(server.received).toHaveLength(2);
+  });
+
+  it('retries a request whose connection broke before any answer', async () => {
+    const server = await serve((res) => res.socket?.destroy(), sse(fixture('text-usage')));
+    expect(finishOf(await collect(await model(server, { maxRetries: 1 })))).toEqual({ type: 'finish', reason: 'stop' });
     expect(server.received).toHaveLength(2);
   });
 
@@ -239,6 +276,7 @@ describe('openai model: wire request', () => {
             { type: 'reasoning', text: 'Need the tool.' },
             { type: 'tool_call', id: 'call_1', name: 'get_weather', input: { location: 'Paris' } },
             { type: 'tool_call', id: 'call_2', name: 'lookup', input: '{broken' },
+            { type: 'tool_call', id: 'call_3', name: 'screenshot', input: {} },
           ],
         },
         {
@@ -246,6 +284,7 @@ describe('openai model: wire request', () => {
           content: [
             { type: 'tool_result', callId: 'call_1', content: [{ type: 'text', text: '18°C' }] },
             { type: 'tool_result', callId: 'call_2', content: [], isError: true },
+            { type: 'tool_result', callId: 'call_3', content: [{ type: 'image', mimeType: 'image/jpeg', data: '/9j/' }] },
             { type: 'text', text: 'And this?' },
             { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' },
           ],
@@ -277,14 +316,19 @@ describe('openai model: wire request', () => {
           tool_calls: [
             { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } },
             { id: 'call_2', type: 'function', function: { name: 'lookup', arguments: '{broken' } },
+            { id: 'call_3', type: 'function', function: { name: 'screenshot', arguments: '{}' } },
           ],
           reasoning_content: 'Need the tool.',
         },
         { role: 'tool', tool_call_id: 'call_1', content: '18°C' },
         { role: 'tool', tool_call_id: 'call_2', content: '(no output)' },
+        // A tool message is text only: the image a tool returned follows in the user message.
+        { role: 'tool', tool_call_id: 'call_3', content: '(images: in the next message)' },
         {
           role: 'user',
           content: [
+            { type: 'text', text: 'Images returned by tool call call_3:' },
+            { type: 'image_url', image_url: { url: 'data:image/jpeg;base64,/9j/' } },
             { type: 'text', text: 'And this?' },
             { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
           ],

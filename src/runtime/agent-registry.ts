@@ -65,6 +65,24 @@ function assertAgentOptionsObject(method: string, options: unknown, needsId: boo
   if (!wellFormed(sessionId)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)`);
 }
 
+const positiveCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) > 0);
+
+/**
+ * `INVALID_OPTIONS` unless the agent options' numbers and strings are usable: a `maxStepsPerTurn`
+ * below 1 would end every turn before it took its input, and start the next one at once.
+ */
+function assertAgentOptions(options: unknown): asserts options is AgentOptions {
+  const bad = (field: string, what: string) => new SubagentError('INVALID_OPTIONS', `agentOptions.${field} must be ${what}`);
+  if (!isRecord(options)) throw new SubagentError('INVALID_OPTIONS', 'agentOptions must be an object');
+  if (!positiveCount(options['maxStepsPerTurn'])) throw bad('maxStepsPerTurn', 'a whole number ≥ 1');
+  if (!positiveCount(options['maxTokens'])) throw bad('maxTokens', 'a whole number ≥ 1');
+  const { persona, toolModules } = options;
+  if (persona !== undefined && typeof persona !== 'string') throw bad('persona', 'a string');
+  if (toolModules !== undefined && !(Array.isArray(toolModules) && toolModules.every((specifier) => typeof specifier === 'string' && specifier !== ''))) {
+    throw bad('toolModules', 'an array of module specifiers');
+  }
+}
+
 /** Loads `toolModules` (each exporting `tools: Tool[]`). */
 export async function loadToolModules(specifiers: readonly string[]): Promise<Tool[]> {
   const tools: Tool[] = [];
@@ -162,6 +180,7 @@ export class AgentRegistry {
 
   async #build(options: CommonAgentOptions, session: SessionLog, stored: boolean): Promise<AgentHandle> {
     const agentOptions = options.agentOptions ?? {};
+    assertAgentOptions(agentOptions);
     checkSignal(options.signal);
     const model = options.model ?? (await createModel(agentOptions.model ?? this.#model));
     const tools = (options.tools ?? this.#tools).scope();

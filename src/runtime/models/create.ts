@@ -11,6 +11,22 @@ import { plainModelSpec } from './spec-check.js';
 import type { ModelAdapter, ModelAdapterFactory } from './types.js';
 import { parseOrThrow } from '../../seam/parse.js';
 
+/** A base URL without userinfo or fragment: fetch refuses the one, and the other would be cut. */
+function withoutCredentials(url: string): boolean {
+  const parsed = new URL(url);
+  return parsed.username === '' && parsed.password === '' && parsed.hash === '';
+}
+
+/** Headers fetch can send (checked when the spec arrives, not found wrong mid-turn). */
+function sendableHeaders(headers: Record<string, string>): boolean {
+  try {
+    new Headers(Object.entries(headers));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const modelSpecSchema = lazy(() => {
   const count = z.number().int().nonnegative();
   const stepUsage = z.strictObject({ inputTokens: count, outputTokens: count }).optional();
@@ -28,12 +44,15 @@ const modelSpecSchema = lazy(() => {
     z.strictObject({ kind: z.literal('scripted'), steps: z.array(scriptedStep).optional() }),
     z.strictObject({
       kind: z.literal('openai'),
-      baseURL: z.url({ protocol: /^https?$/ }),
+      baseURL: z
+        .url({ protocol: /^https?$/ })
+        .refine(withoutCredentials, 'must not hold a user name, password or #fragment (the key goes in the environment, see apiKeyEnv)'),
       model: z.string().min(1),
       apiKeyEnv: z.string().min(1).optional(),
-      headers: z.record(z.string(), z.string()).optional(),
+      headers: z.record(z.string(), z.string()).refine(sendableHeaders, 'must be valid HTTP header names and values (no line breaks)').optional(),
       maxRetries: z.number().int().min(0).max(5).optional(),
-      idleTimeoutMs: z.number().int().positive().optional(),
+      // A timer longer than 2^31-1 ms would fire at once.
+      idleTimeoutMs: z.number().int().positive().max(2_147_483_647).optional(),
     }),
     z.strictObject({
       kind: z.literal('module'),

@@ -5,7 +5,9 @@ import type { FailureInfo } from '../../seam/session-types.js';
 /** How much of a server's own error message a failure quotes. */
 const MAX_DETAIL = 200;
 
-const QUOTA_WORDING = /quota|balance|insufficient/i;
+// Out of money or quota, as servers word it (OpenAI's `insufficient_quota`, "exceeded your current
+// quota", DeepSeek's "Insufficient Balance"); not every "insufficient" or "balance" ("load balancer").
+const QUOTA_WORDING = /insufficient[_ ]quota|exceeded (?:your )?(?:current )?quota|quota (?:exceeded|exhausted)|insufficient (?:account )?balance|out of (?:credits|quota)/i;
 const CONTEXT_WORDING = /context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long/i;
 
 /** Removes every occurrence of `secret` from text; servers sometimes echo the key they rejected. */
@@ -62,8 +64,10 @@ export function httpFailure(context: HttpContext, detail: string): FailureInfo {
     message: withDetail(`${what} (${where})`, detail),
     status,
   });
+  // Quota wording counts where servers report it (402 Payment Required, 429); a 400 or 5xx that
+  // mentions a quota is still what its status says.
+  if (status === 402 || ((status === 403 || status === 429) && QUOTA_WORDING.test(detail))) return fail('QUOTA_EXCEEDED', 'the account is out of quota or balance');
   if (status === 401 || status === 403) return fail('AUTH', `the server rejected the API key; check ${apiKeyEnv}`);
-  if (QUOTA_WORDING.test(detail)) return fail('QUOTA_EXCEEDED', 'the account is out of quota or balance');
   if (status === 429) return fail('RATE_LIMIT', 'rate limited by the server; retry later');
   if (status === 400 && CONTEXT_WORDING.test(detail)) {
     return fail('CONTEXT_WINDOW_EXCEEDED', "the conversation exceeds the model's context window");
@@ -73,9 +77,9 @@ export function httpFailure(context: HttpContext, detail: string): FailureInfo {
   return fail(`HTTP_${status}`, 'unexpected response; check baseURL and model');
 }
 
-/** True for failures worth one more attempt: rate limits and server errors. */
+/** True for failures worth one more attempt: rate limits, server errors and requests that reached no server. */
 export function isRetryable(failure: FailureInfo): boolean {
-  return failure.code === 'RATE_LIMIT' || failure.code === 'SERVER';
+  return failure.code === 'RATE_LIMIT' || failure.code === 'SERVER' || failure.code === 'NETWORK';
 }
 
 /** An error object sent inside the event stream (some servers report overloads this way). */

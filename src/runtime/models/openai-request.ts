@@ -1,6 +1,6 @@
 // Builds the chat-completions request body from a ModelRequest: our content blocks mapped onto
 // OpenAI's message roles, as DeepSeek and other compatible servers accept them.
-import type { ContentBlock, ToolCallBlock } from '../../seam/content.js';
+import type { ContentBlock, ImageBlock, ToolCallBlock } from '../../seam/content.js';
 import { textOf } from '../../seam/content.js';
 import type { JsonSchema } from '../../seam/agent-types.js';
 import type { ModelMessage, ModelRequest } from './types.js';
@@ -53,13 +53,19 @@ function argumentsOf(call: ToolCallBlock): string {
 
 function userMessages(content: readonly ContentBlock[]): WireMessage[] {
   const out: WireMessage[] = [];
+  // A `tool` message holds text only: images a tool returned go in the user message after them.
+  const parts: WireContentPart[] = [];
+  let hasImage = false;
   // Tool results come first: a `tool` message must directly follow the assistant's tool calls.
   for (const block of content) {
     if (block.type !== 'tool_result') continue;
-    out.push({ role: 'tool', tool_call_id: block.callId, content: textOf(block.content) || '(no output)' });
+    const images = block.content.filter((part): part is ImageBlock => part.type === 'image');
+    out.push({ role: 'tool', tool_call_id: block.callId, content: textOf(block.content) || (images.length > 0 ? '(images: in the next message)' : '(no output)') });
+    if (images.length === 0) continue;
+    hasImage = true;
+    parts.push({ type: 'text', text: `Images returned by tool call ${block.callId}:` });
+    for (const image of images) parts.push({ type: 'image_url', image_url: { url: `data:${image.mimeType};base64,${image.data}` } });
   }
-  const parts: WireContentPart[] = [];
-  let hasImage = false;
   for (const block of content) {
     if (block.type === 'text') {
       const last = parts.at(-1);

@@ -90,6 +90,9 @@ export class CompletionAssembler {
   #sawText = false;
   #sawReasoning = false;
   #calls = new Map<number, PendingCall>();
+  /** Per wire index, the key of the newest call sent at it (see #addFragment). */
+  readonly #newestAt = new Map<number, number>();
+  #lastKey: number | undefined;
   #usage: Usage | undefined;
   #finishReason: string | undefined;
   #failure: FailureInfo | undefined;
@@ -189,12 +192,22 @@ export class CompletionAssembler {
   }
 
   #addFragment(fragment: WireToolCallDelta): void {
-    let key = fragment.index;
-    if (key === undefined || key === null) {
+    let key: number;
+    const index = fragment.index;
+    if (index === undefined || index === null) {
       // Some servers omit `index`: a new id starts a call, anything else extends the last one.
       const known = fragment.id ? [...this.#calls].find(([, call]) => call.id === fragment.id) : undefined;
-      key = known?.[0] ?? (fragment.id || this.#calls.size === 0 ? this.#calls.size : this.#calls.size - 1);
+      key = known?.[0] ?? (fragment.id || this.#lastKey === undefined ? this.#nextKey() : this.#lastKey);
+    } else {
+      key = this.#newestAt.get(index) ?? index;
+      // Some servers (Ollama, SGLang) send every parallel call at index 0: a new id there is a new call.
+      const current = this.#calls.get(key);
+      if (current && fragment.id && current.id !== '' && current.id !== fragment.id) {
+        key = this.#nextKey();
+        this.#newestAt.set(index, key);
+      }
     }
+    this.#lastKey = key;
     let call = this.#calls.get(key);
     if (!call) {
       call = { id: '', name: '', args: '' };
@@ -203,6 +216,13 @@ export class CompletionAssembler {
     if (fragment.id) call.id = fragment.id;
     if (fragment.function?.name && call.name === '') call.name = fragment.function.name;
     if (fragment.function?.arguments) call.args += fragment.function.arguments;
+  }
+
+  /** A key after every call's so far. */
+  #nextKey(): number {
+    let next = 0;
+    for (const key of this.#calls.keys()) next = Math.max(next, key + 1);
+    return next;
   }
 
   #toolCalls(): ModelChunk[] {

@@ -110,9 +110,16 @@ async function readErrorBody(response: Response, exchange: Exchange): Promise<st
 /** What opening the stream produced: a streaming response, or the closing chunks. */
 type Opened = { response: Response; exchange: Exchange } | { end: ModelChunk[] };
 
+/** `<baseURL>/chat/completions`, keeping a query the base URL carries (Azure's `?api-version=`). */
+export function chatCompletionsURL(baseURL: string): string {
+  const url = new URL(baseURL);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/chat/completions`;
+  return url.href;
+}
+
 /** Creates an adapter for an OpenAI-compatible server; the key is read from `env` per request. */
 export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = process.env): ModelAdapter {
-  const url = `${spec.baseURL.replace(/\/+$/, '')}/chat/completions`;
+  const url = chatCompletionsURL(spec.baseURL);
   const apiKeyEnv = spec.apiKeyEnv ?? DEFAULT_API_KEY_ENV;
   const maxRetries = spec.maxRetries ?? DEFAULT_MAX_RETRIES;
   const idleMs = spec.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
