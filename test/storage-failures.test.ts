@@ -192,3 +192,21 @@ describe('a session id that is already stored', () => {
     expect((await host.persistence!.load('y'))!.events).toStrictEqual([]);
   });
 });
+
+describe('a background commit that failed', () => {
+  it('is tried again later, though no append or flush comes', async () => {
+    const file = files.file();
+    const store = sqlitePersistence(file, { busyTimeoutMs: 20, flushIntervalMs: 5 });
+    await store.create({ id: 's', createdAt: 1 });
+    const lock = lockWriters(file);
+    const appended = store.append('s', [{ seq: 0, type: 'custom', time: 1, data: { n: 1 } }]);
+    // Long enough for the write-behind timer to have met the lock at least once.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    lock.release();
+    await appended;
+    const reader = new Database(file, { readonly: true });
+    expect(reader.prepare('SELECT count(*) AS n FROM events').get()).toStrictEqual({ n: 1 });
+    reader.close();
+    await store.close();
+  });
+});

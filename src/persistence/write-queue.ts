@@ -23,6 +23,10 @@ interface Entry<T> {
   reject: (error: Error) => void;
 }
 
+/** Backoff of background retries after a failed commit. */
+const MIN_RETRY_MS = 50;
+const MAX_RETRY_MS = 5_000;
+
 /**
  * The pending-write queue of one store. The timer is armed (and ref'd, so the process stays alive
  * while data is unwritten) only while writes are pending; every commit clears it. A failed commit
@@ -33,6 +37,8 @@ export class WriteQueue<T> {
   readonly #intervalMs: number;
   readonly #pending = new Map<SessionId, Entry<T>>();
   #timer: NodeJS.Timeout | undefined;
+  /** Delay of the next retry after failed background commits (0: the last commit did not fail). */
+  #retryMs = 0;
 
   constructor(commitBatches: CommitBatches<T>, intervalMs: number) {
     this.#commitBatches = commitBatches;
@@ -53,8 +59,6 @@ export class WriteQueue<T> {
       this.#pending.set(sessionId, entry);
     }
     for (const item of items) entry.batch.items.push(item);
-    // A failed background commit leaves no timer; the next append arms one, so a persistent
-    // failure retries at the append rate instead of spinning.
     this.#timer ??= setTimeout(() => this.#onTimer(), this.#intervalMs);
     return entry.promise;
   }
@@ -78,7 +82,17 @@ export class WriteQueue<T> {
     }
     if (this.#pending.size === 0) return;
     const entries = [...this.#pending.values()];
-    const refused = this.#commitBatches(entries.map((entry) => entry.batch));
+    let refused: ReadonlyMap<SessionId, Error>;
+    try {
+      refused = this.#commitBatches(entries.map((entry) => entry.batch));
+    } catch (error) {
+      // Kept for a later try, backing off, also when no append or flush comes: a store locked for
+      // long neither keeps data unwritten for good nor is retried in a spin.
+      this.#retryMs = Math.min(MAX_RETRY_MS, Math.max(this.#intervalMs, MIN_RETRY_MS, this.#retryMs * 2));
+      this.#timer = setTimeout(() => this.#onTimer(), this.#retryMs);
+      throw error;
+    }
+    this.#retryMs = 0;
     this.#pending.clear();
     for (const entry of entries) {
       const error = refused.get(entry.batch.sessionId);
@@ -92,6 +106,8 @@ export class WriteQueue<T> {
     try {
       this.commit();
     } catch (error) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
       const failed = failure(error);
       for (const entry of this.#pending.values()) entry.reject(failed);
       this.#pending.clear();
@@ -104,7 +120,7 @@ export class WriteQueue<T> {
     try {
       this.commit();
     } catch {
-      // Kept for retry: `flush()` commits again and surfaces the error if it repeats.
+      // Kept, and retried by the timer commit() armed (`flush()` surfaces the error if it repeats).
     }
   }
 }

@@ -13,6 +13,8 @@ import { parseOrThrow } from '../../seam/parse.js';
 
 /** A base URL without userinfo or fragment: fetch refuses the one, and the other would be cut. */
 function withoutCredentials(url: string): boolean {
+  // Zod runs this also on a value its URL check refused: that check reports it.
+  if (!URL.canParse(url)) return true;
   const parsed = new URL(url);
   return parsed.username === '' && parsed.password === '' && parsed.hash === '';
 }
