@@ -59,7 +59,7 @@ const AGENT_OPTION_KEYS = Object.keys({
 } satisfies Record<keyof CreateAgentOptions, 1>);
 
 /** What a caller's SessionPersistence must offer; a partial object fails here, not at first write. */
-const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'flush', 'close'] as const;
+const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'childRecords', 'descendantRecords', 'projections', 'flush', 'close'] as const;
 
 function openPersistence(option: HostOptions['persistence']): { persistence: SessionPersistence; owned: boolean } {
   if (option === undefined || option === 'memory') return { persistence: memoryPersistence(), owned: true };

@@ -81,6 +81,44 @@ describe('a background task and its parent', () => {
     expect(warnings).toEqual([]);
   });
 
+  it('is cancelled before its one-shot parent’s disposal resolves, also when its start was in flight then', async () => {
+    const host = await open([]);
+    const startEntered = deferred();
+    const startGate = deferred();
+    const result = deferred<SubagentResult>();
+    let cancelled = 0;
+    host.subagents.registerProvider({
+      name: 'remote',
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+      inheritsParentContext: false,
+      start: async () => {
+        startEntered.resolve();
+        await startGate.promise;
+        const cancel = () => {
+          cancelled += 1;
+          result.resolve({ output: [], stopReason: 'aborted' });
+        };
+        return { id: 'task-late', localAgent: undefined, result: result.promise, cancel, dispose: async () => undefined };
+      },
+    });
+    subagentTool(host, { provider: 'remote', background: true, toolName: 'bg' });
+    const top = await host.createAgent();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('go')],
+      parent: top,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [call('bg', { description: 'd', prompt: 'p' }), { text: 'parent done' }] } },
+    });
+    await startEntered.promise;
+    const disposing = run.dispose();
+    startGate.resolve();
+    await disposing;
+    expect(cancelled).toBe(1);
+    expect(host.ends.find((end) => end.id === 'task-late')?.stopReason).toBe('aborted');
+    expect(host.subagents.activeRuns).toBe(0);
+    expect(warnings).toEqual([]);
+  });
+
   it('keeps a continuable parent busy until it settled, and its notice reaches the parent', async () => {
     const hold = holdTool();
     const host = await open([hold.tool]);

@@ -154,3 +154,23 @@ describe('a tree budget with wallMs over a member without a log on this thread',
     await run.dispose();
   });
 });
+
+describe('a tree budget with a wallMs past a timer’s reach', () => {
+  it('arms no timer that would fire at once', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => void warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const host = track(await createHost({ pool: { minThreads: 0 }, providers: false }));
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', request(parent, [{ text: 'done' }], { wallMs: 30 * 24 * 3600 * 1000, scope: 'tree' }));
+      expect((await run.result).stopReason).toBe('completed');
+      await run.dispose();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).not.toContain('TimeoutOverflowWarning');
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

@@ -1,7 +1,7 @@
 // Continuable children: who may talk to them (error codes of bad input and wrong authority),
 // drains that release child-first, and setup contributions installed before publication.
 import { describe, expect, it } from 'vitest';
-import { createHost, text, type Agent } from 'subagent-host';
+import { createHost, inProcessProvider, memoryPersistence, text, type Agent } from 'subagent-host';
 import { fakeProvider } from './fake-provider.js';
 import { continuationSuite, eventually, HANG, startChild, untilEvent } from './continuation-helpers.js';
 
@@ -153,6 +153,30 @@ describe('drains, what they leave alone and what they wait for', () => {
     await sent;
     expect(host.agents.get(childId)).toBeUndefined();
     expect(recorder.starts.filter((start) => start.id === childId)).toHaveLength(recorder.ends.filter((end) => end.id === childId).length);
+  });
+
+  it('drainContinuableChildren reports a failed teardown once, though a follow-up kept it waiting', async () => {
+    const inner = memoryPersistence();
+    // A store whose reads take a while: the follow-up's cold resume is still reading when the teardown fails.
+    const slow = new Proxy(inner, {
+      get(target, key) {
+        const value = Reflect.get(target, key) as unknown;
+        if (typeof value !== 'function') return value;
+        const method = (value as (...args: unknown[]) => unknown).bind(target);
+        return key === 'load' ? async (...args: unknown[]) => (await new Promise((resolve) => setTimeout(resolve, 30)), method(...args)) : method;
+      },
+    });
+    const host = track(await createHost({ persistence: slow, providers: false, pool: { minThreads: 0 }, continuation: { lingerMs: 60_000 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    host.subagents.registerContinuableSetup(() => () => {
+      throw new Error('setup release failed');
+    });
+    const parent = await host.createAgent();
+    const { childId } = await startChild(host, parent, 'c');
+    await eventually(() => host.agents.get(childId)?.status === 'idle');
+    const sent = host.subagents.followup(parent, childId, [text('more')]);
+    await expect(host.subagents.drainContinuableChildren(parent, [childId])).rejects.toMatchObject({ code: 'ACTIVATION_TEARDOWN_FAILED' });
+    await sent;
   });
 
   it('a parent disposed and resumed since may interrupt and drain its lingering child', async () => {

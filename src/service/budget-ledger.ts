@@ -15,8 +15,11 @@ interface Tree {
   stop?: BudgetStop;
   listeners: Set<(stop: BudgetStop) => void>;
   /** Checks the tree when its `wallMs` runs out, also while no member counts anything (an ACP member in a long prompt). */
-  timer?: NodeJS.Timeout;
+  timer?: NodeJS.Timeout | undefined;
 }
+
+/** The longest delay a Node timer keeps (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
 export class BudgetLedger {
@@ -110,11 +113,15 @@ export class TreeAdmission {
     },
   };
 
-  /** Arms the own tree's `wallMs` check; the tree ends when its owner leaves. */
+  /** Arms the own tree's `wallMs` check (again, until the deadline, for one past a timer's reach); the tree ends when its owner leaves. */
   #arm(): void {
     const own = this.#own;
-    if (own?.budget.wallMs === undefined || own.timer) return;
-    own.timer = setTimeout(() => check(own), Math.max(0, own.startedAt + own.budget.wallMs - Date.now()) + 1);
+    if (own?.budget.wallMs === undefined || own.timer || own.stop) return;
+    const left = own.startedAt + own.budget.wallMs - Date.now();
+    own.timer = setTimeout(() => {
+      own.timer = undefined;
+      if (!check(own)) this.#arm();
+    }, Math.min(MAX_TIMER_MS, Math.max(0, left) + 1));
     own.timer.unref();
   }
 

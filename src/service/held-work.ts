@@ -1,6 +1,7 @@
 // Work an agent started that is not a run of its own lineage (the `subagent` tool's background
 // tasks): it is released before its agent (child-first), and a continuable child holding some is
 // still busy, so its epoch stays open until the work settled.
+import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 
 interface Held {
@@ -9,7 +10,9 @@ interface Held {
 }
 
 export class HeldWork {
-  readonly #byOwner = new Map<SessionId, Set<Held>>();
+  readonly #byOwner = new Map<Agent, Set<Held>>();
+  /** Owners being released: work they start from now on (a start that was in flight) is released at once. */
+  readonly #closed = new WeakSet<Agent>();
   readonly #settled: (ownerId: SessionId) => void;
 
   /** `settled` hears each owner whose held work just ended (to re-check its settlement). */
@@ -18,39 +21,44 @@ export class HeldWork {
   }
 
   /**
-   * Holds work for `ownerId` until the returned `done` is called; `release` stops it (called at
-   * most once, when the owner goes first) and must not reject.
+   * Holds work for `owner` until the returned `done` is called; `release` stops it (called at most
+   * once: when the owner goes first, or at once if it is already going) and must not reject.
    */
-  hold(ownerId: SessionId, release: () => Promise<void>): () => void {
+  hold(owner: Agent, release: () => Promise<void>): () => void {
     const held: Held = { release, released: undefined };
-    let set = this.#byOwner.get(ownerId);
-    if (!set) this.#byOwner.set(ownerId, (set = new Set()));
+    let set = this.#byOwner.get(owner);
+    if (!set) this.#byOwner.set(owner, (set = new Set()));
     set.add(held);
+    if (this.#closed.has(owner)) held.released = release();
     let done = false;
     return () => {
       if (done) return;
       done = true;
       set.delete(held);
-      if (set.size === 0 && this.#byOwner.get(ownerId) === set) this.#byOwner.delete(ownerId);
-      this.#settled(ownerId);
+      if (set.size === 0 && this.#byOwner.get(owner) === set) this.#byOwner.delete(owner);
+      this.#settled(owner.id);
     };
   }
 
-  /** Whether `ownerId` holds work that has not ended. */
-  holds(ownerId: SessionId): boolean {
-    return this.#byOwner.has(ownerId);
+  /** Whether `owner` holds work that has not ended. */
+  holds(owner: Agent): boolean {
+    return this.#byOwner.has(owner);
   }
 
-  /** Releases what `ownerId` holds; resolves once each release did (never rejects). */
-  async release(ownerId: SessionId): Promise<void> {
-    const set = this.#byOwner.get(ownerId);
+  /**
+   * Releases what `owner` holds, and from now on what it starts; resolves once each release did
+   * (never rejects). Called again, it also waits for work held since.
+   */
+  async release(owner: Agent): Promise<void> {
+    this.#closed.add(owner);
+    const set = this.#byOwner.get(owner);
     if (!set) return;
     await Promise.allSettled([...set].map((held) => (held.released ??= held.release())));
   }
 
   /** Releases every owner's work (host shutdown). */
   async releaseAll(): Promise<void> {
-    await Promise.allSettled([...this.#byOwner.keys()].map((ownerId) => this.release(ownerId)));
+    await Promise.allSettled([...this.#byOwner.keys()].map((owner) => this.release(owner)));
   }
 
   /** Owners holding work (for leak checks). */

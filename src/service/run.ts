@@ -78,6 +78,8 @@ export interface RunLifecycle {
   descendants?: () => SubagentUsage | undefined;
   /** Releases the child's continuable descendants; dispose awaits it before disposing the child. */
   releaseDescendants?: () => Promise<void>;
+  /** Waits for work the child started while it was being disposed (released as it landed); never rejects. */
+  releaseLate?: () => Promise<void>;
   /** Called once the run is disposed. */
   disposed?: () => void;
 }
@@ -210,6 +212,7 @@ export class ManagedRun implements SubagentRun {
     } finally {
       // The provider's own result, not ours: ours may itself be waiting on this dispose.
       await settled(this.#run.result);
+      await this.#lifecycle.releaseLate?.();
       this.#lifecycle.disposed?.();
     }
     if (below) throw below.error;

@@ -218,7 +218,7 @@ export class SubagentService {
     const run = new ManagedRun(raw, provider.name, controller, caller, {
       descendants: () => this.#subtrees.descendants(raw.id),
       // A local child may have started continuable children or background work of its own: they go before it.
-      ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation) } : {}),
+      ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation), releaseLate: () => this.#held.release(child) } : {}),
       disposed: () => this.#runs.delete(run),
     });
     this.#runs.add(run);
@@ -251,7 +251,7 @@ export class SubagentService {
 
   /** Releases what `child` started: its held work and its continuable descendants (the first failure is thrown). */
   async #releaseBelow(child: Agent, continuation: ContinuationManager | undefined): Promise<void> {
-    const [, drained] = await Promise.allSettled([this.#held.release(child.id), continuation && drainDescendants(continuation, [child])]);
+    const [, drained] = await Promise.allSettled([this.#held.release(child), continuation && drainDescendants(continuation, [child])]);
     if (drained.status === 'rejected') throw drained.reason;
   }
 

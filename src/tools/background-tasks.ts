@@ -105,7 +105,7 @@ export class BackgroundTasks {
     };
     this.#tasks.set(task.id, task);
     if (this.#held) {
-      done = this.#held.hold(parent.id, async () => {
+      done = this.#held.hold(parent, async () => {
         task.released = true;
         await run.dispose().catch(() => undefined);
         await task.settled;

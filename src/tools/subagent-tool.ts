@@ -44,7 +44,7 @@ export interface SubagentToolHost {
 const DEFAULT_MAX_DEPTH = 3;
 
 function warn(message: string, error: unknown): void {
-  process.emitWarning(`${message}: ${describeError(error)}`);
+  process.emitWarning(`${message}: ${describeError(error)}`, 'SubagentWarning');
 }
 
 const configShape = z.strictObject({

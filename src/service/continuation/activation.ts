@@ -16,10 +16,10 @@ export interface ActivationHost {
   readonly lingerMs: number;
   /** Activations whose parent is `id`. */
   childrenOf(id: SessionId): Activation[];
-  /** Whether `id` holds work outside its runs (a background task still running). */
-  holdsWork(id: SessionId): boolean;
-  /** Stops the work `id` holds; never rejects. */
-  releaseWork(id: SessionId): Promise<void>;
+  /** Whether `agent` holds work outside its runs (a background task still running). */
+  holdsWork(agent: Agent): boolean;
+  /** Stops the work `agent` holds, and what it starts from now on; never rejects. */
+  releaseWork(agent: Agent): Promise<void>;
   epochStarted(activation: Activation, runId: string): void;
   epochEnded(activation: Activation, runId: string, outcome: EpochOutcome, announced: boolean): void;
   /** Called once the Activation left the manager (its agent is disposed). */
@@ -111,7 +111,7 @@ export class Activation {
 
   /** Whether this child, or any child below it, still has work in flight. */
   get busy(): boolean {
-    if (this.agent.status === 'running' || this.agent.pendingTurns > 0 || this.#host.holdsWork(this.childId)) return true;
+    if (this.agent.status === 'running' || this.agent.pendingTurns > 0 || this.#host.holdsWork(this.agent)) return true;
     return this.#host.childrenOf(this.childId).some((child) => child.state === 'active');
   }
 
@@ -164,11 +164,13 @@ export class Activation {
     this.#timer = undefined;
     this.agent.cancel({ kind: 'parent' });
     // Children (and held work) are cancelled in this same synchronous span, top-down; they finish first.
-    const children = [...this.#host.childrenOf(this.childId).map((child) => child.dispose()), this.#host.releaseWork(this.childId)];
+    const children = [...this.#host.childrenOf(this.childId).map((child) => child.dispose()), this.#host.releaseWork(this.agent)];
     this.disposal = (async () => {
       const failures: unknown[] = [];
       for (const result of await Promise.allSettled(children)) if (result.status === 'rejected') failures.push(result.reason);
       await this.agent.whenIdle();
+      // A background start its last turn had in flight: released at once when it landed; waited for here.
+      await this.#host.releaseWork(this.agent);
       this.#close();
       this.#unsubscribe();
       try {

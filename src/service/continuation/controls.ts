@@ -69,6 +69,13 @@ async function disposeAll(targets: Activation[]): Promise<void> {
   if (error) throw error;
 }
 
+/** `disposeAll(targets)` for a caller that awaits it later: its failure is not unhandled meanwhile. */
+function disposingAll(targets: Activation[]): Promise<void> {
+  const disposing = disposeAll(targets);
+  disposing.catch(() => undefined);
+  return disposing;
+}
+
 /**
  * Releases the named direct children of `parent` (and their descendants), child-first. A message
  * on its way to one of them (a cold resume in flight) lands first: the child it brings back goes too.
@@ -81,7 +88,7 @@ export async function drainChildren(m: ContinuationManager, parent: Agent, child
   const targets = ids.flatMap((id) => m.activations.get(id) ?? []);
   const stranger = targets.find((target) => !ours(target));
   if (stranger) throw new SubagentError('UNAUTHORIZED', `${stranger.childId} is not a child of ${parent.id}`);
-  const disposing = disposeAll(targets);
+  const disposing = disposingAll(targets);
   await Promise.all(ids.map((id) => m.quiet(id)));
   const late = ids.flatMap((id) => m.activations.get(id) ?? []).filter((target) => !targets.includes(target) && ours(target));
   await Promise.all([disposing, disposeAll(late)]);
@@ -105,7 +112,7 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
     for (const target of below) targets.add(target);
   }
   if (roots.length === 0) return;
-  const disposing = disposeAll([...targets]);
+  const disposing = disposingAll([...targets]);
   await Promise.allSettled([...m.materializing]);
   // Creations that were in flight rolled back; anything they left resident below a root goes too.
   const late = [...m.activations.values()].filter((a) => !targets.has(a) && roots.some((root) => a.agent !== root && a.ancestry.has(root)));

@@ -36,7 +36,7 @@ export interface ContinuationDeps {
    */
   admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
   /** Work agents hold outside their runs (background tasks): it keeps a child busy and goes before it. */
-  held?: { holds(ownerId: SessionId): boolean; release(ownerId: SessionId): Promise<void> } | undefined;
+  held?: { holds(owner: Agent): boolean; release(owner: Agent): Promise<void> } | undefined;
   /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
   emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId, spent?: SubagentUsage): void;
 }
@@ -72,12 +72,12 @@ export class ContinuationManager implements ActivationHost {
     return this.activations.size;
   }
 
-  holdsWork(id: SessionId): boolean {
-    return this.deps.held?.holds(id) ?? false;
+  holdsWork(agent: Agent): boolean {
+    return this.deps.held?.holds(agent) ?? false;
   }
 
-  releaseWork(id: SessionId): Promise<void> {
-    return this.deps.held?.release(id) ?? Promise.resolve();
+  releaseWork(agent: Agent): Promise<void> {
+    return this.deps.held?.release(agent) ?? Promise.resolve();
   }
 
   childrenOf(id: SessionId): Activation[] {
