@@ -171,6 +171,18 @@ describe('wait_agent', () => {
     expect(resultJson(parent, 1)).toStrictEqual({ status: { [childId]: 'running' }, timed_out: true });
   });
 
+  it('ends a wait in progress when the control tools are removed', async () => {
+    const host = track(await continuationHost(files.file()));
+    const remove = controlTools(host);
+    const parent = await host.createAgent();
+    const { childId } = await startChild(host, parent, 'work', { model: HANG });
+    await untilEvent(host.agents.get(childId)!, 'turn/start');
+    // Called as a turn would: removing the tools must not leave this call waiting out its 600 s.
+    const waiting = host.tools.get('wait_agent')!.execute({ agent_ids: [childId], timeout_ms: 600_000 }, { agent: parent, callId: 'c1', signal: new AbortController().signal });
+    remove();
+    expect(JSON.parse(String(await waiting))).toStrictEqual({ status: { [childId]: 'running' }, timed_out: true });
+  });
+
   it('stops waiting when the waiting agent is cancelled', async () => {
     const { host } = await setup();
     const holder: { childId?: string } = {};

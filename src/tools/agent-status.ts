@@ -14,7 +14,9 @@ export class AgentStatusTracker {
   readonly #status = new Map<SessionId, AgentStatus>();
   /** How many entries of `#status` are `failed`. */
   #failed = 0;
-  readonly #waiters = new Set<(id: SessionId) => void>();
+  /** Each hears the id of every child that settles, and `undefined` once when the tracker is disposed. */
+  readonly #waiters = new Set<(id: SessionId | undefined) => void>();
+  #disposed = false;
   readonly #agents: { get(id: SessionId): Agent | undefined };
   readonly #off: (() => void)[];
 
@@ -55,15 +57,27 @@ export class AgentStatusTracker {
     return this.#status.get(id) ?? (this.#agents.get(id)?.status === 'running' ? 'running' : 'idle');
   }
 
-  /** Calls `listener` with the id of every child that settles from now on; returns the unsubscriber. */
-  onSettled(listener: (id: SessionId) => void): () => void {
+  /**
+   * Calls `listener` with the id of every child that settles from now on, and with `undefined`
+   * when the tracker is disposed (at once if it is already); returns the unsubscriber.
+   */
+  onSettled(listener: (id: SessionId | undefined) => void): () => void {
+    if (this.#disposed) {
+      queueMicrotask(() => listener(undefined));
+      return () => undefined;
+    }
     this.#waiters.add(listener);
     return () => void this.#waiters.delete(listener);
   }
 
+  /** Stops tracking; a wait in progress ends at once with what it sees. */
   dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
     for (const off of this.#off.splice(0)) off();
+    const waiters = [...this.#waiters];
     this.#waiters.clear();
+    for (const waiter of waiters) waiter(undefined);
   }
 }
 
@@ -81,8 +95,10 @@ export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, tim
       unwatch();
       resolve(value);
     };
-    const off = tracker.onSettled(() => {
-      if (ready()) finish(true);
+    const off = tracker.onSettled((id) => {
+      // Disposed (the control tools were removed): the wait ends with what it sees now.
+      if (id === undefined) finish(ready());
+      else if (ready()) finish(true);
     });
     const timer = setTimeout(() => finish(false), timeoutMs);
     const unwatch = onAbort(signal, () => finish(false));
