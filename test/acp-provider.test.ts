@@ -247,17 +247,17 @@ describe('acpProvider', () => {
       await run.dispose();
     });
 
-    // Plain text chunks skip the SDK's route while nothing is queued on it; once a message takes that
-    // route (the tool call, the chunk with a message id), the ones read after it must follow it.
+    // Plain text chunks skip the SDK's route while it has nothing to handle; once a message takes that
+    // route (the chunk with a message id, the tool call), the plain ones read after it must follow it.
     it('keeps the order of updates read together, whichever route each takes', async () => {
       host.subagents.registerProvider(acpProvider(host, fixture(['--burst'])));
       const run = await start('acp');
-      await expect(run.result).resolves.toEqual({ output: [text('one two three hello world')], stopReason: 'completed' });
+      await expect(run.result).resolves.toEqual({ output: [text('zero one two three hello world')], stopReason: 'completed' });
       const kept = host.sessions
         .get(run.id)!
         .events.filter((e) => ['assistant/chunk', 'tool/call', 'tool/result'].includes(e.type))
         .map((e) => (e.type === 'assistant/chunk' ? (e.data as { chunk: { text: string } }).chunk.text : `${e.type} ${(e.data as { callId: string }).callId}`));
-      expect(kept).toEqual(['one ', 'tool/call b1', 'tool/result b1', 'two ', 'three ', 'hello ', 'world']);
+      expect(kept).toEqual(['zero ', 'one ', 'tool/call b1', 'tool/result b1', 'two ', 'three ', 'hello ', 'world']);
       await run.dispose();
     });
 

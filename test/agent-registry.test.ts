@@ -134,6 +134,30 @@ describe('completedTurnPrefix', () => {
     expect(completedTurnPrefix([event(0, 'turn/start')])).toEqual([]);
   });
 
+  it('leaves out input the parent accepted in it but takes in a later turn, renumbering what follows', () => {
+    const at = (seq: number, type: string, data: object): SessionEvent => ({ seq, time: 0, type, data });
+    const message = (id: string) => ({ id, target: 'turn', content: [text(id)], source: { kind: 'user' } });
+    const events = [
+      at(0, 'inbox/accepted', message('first')),
+      at(1, 'turn/start', { turn: 1 }),
+      at(2, 'user/message', { id: 'first', content: [text('first')], source: { kind: 'user' } }),
+      // Accepted while turn 1 ran, for the next turn: the parent's input, not the fork's.
+      at(3, 'inbox/accepted', message('second')),
+      at(4, 'turn/end', { turn: 1, reason: { kind: 'completed' } }),
+      at(5, 'turn/start', { turn: 2 }),
+      at(6, 'user/message', { id: 'second', content: [text('second')], source: { kind: 'user' } }),
+    ];
+    const seed = completedTurnPrefix(events);
+    expect(seed.map((e) => [e.seq, e.type])).toEqual([
+      [0, 'inbox/accepted'],
+      [1, 'turn/start'],
+      [2, 'user/message'],
+      [3, 'turn/end'],
+    ]);
+    // With nothing pending, the prefix is the log's own events.
+    expect(completedTurnPrefix(events.slice(0, 3).concat(at(3, 'turn/end', { turn: 1, reason: { kind: 'completed' } })))[0]).toBe(events[0]);
+  });
+
   it('seeds a fork: the seed, then session/end-seed, with seedLength recorded', async () => {
     const runtime = makeRuntime();
     const parent = await runtime.agents.create();

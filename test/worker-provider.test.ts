@@ -332,6 +332,40 @@ describe('worker children', () => {
     await Promise.all([waiting.dispose(), crashing.dispose()]);
   });
 
+  it('stops the host call a child has out when the child’s agent is cancelled or its thread dies', async () => {
+    // A host tool on the main thread that answers once its call is aborted.
+    const aborted: Deferred<void>[] = [deferred(), deferred()];
+    let calls = 0;
+    const waitHost: Tool = {
+      name: 'wait_host',
+      description: 'waits on the main thread until its call is aborted',
+      parameters: { type: 'object' },
+      execute: (_input, ctx) =>
+        new Promise((resolve) => {
+          const mine = aborted[calls++]!;
+          ctx.signal.addEventListener('abort', () => {
+            mine.resolve();
+            resolve('aborted');
+          }, { once: true });
+        }),
+    };
+    const { host, parent } = await setup({ tools: [waitHost], pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 } });
+    const cancelled = await host.subagents.start('spawn', request(parent, [call('wait_host'), { text: 'after' }]));
+    await expect.poll(() => calls, LONG).toBe(1);
+    cancelled.localAgent!.cancel();
+    await aborted[0]!.promise;
+    expect((await cancelled.result).stopReason).toBe('aborted');
+    await cancelled.dispose();
+
+    const waiting = await host.subagents.start('spawn', request(parent, [call('wait_host'), { text: 'after' }]));
+    await expect.poll(() => calls, LONG).toBe(2);
+    const crashing = await host.subagents.start('spawn', request(parent, [call('exit_thread')]));
+    expect((await waiting.result).stopReason).toBe('error');
+    // The child is gone with its thread: its call on the main thread is stopped, not left running.
+    await aborted[1]!.promise;
+    await Promise.all([waiting.dispose(), crashing.dispose()]);
+  });
+
   it('a start cancelled while it waits for a slot rejects CANCELLED and leaves no child', async () => {
     const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
     const busy = await host.subagents.start('spawn', request(parent, [{ finish: 'hang' }]));

@@ -5,9 +5,9 @@ import { assertMessageContent, newId, type ContentBlock, type MessageId, type Me
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
 import { History } from './history.js';
-import { Inbox, type InboxMessage } from './inbox.js';
+import { Inbox } from './inbox.js';
 import type { ModelAdapter } from './models/types.js';
-import type { SessionLog } from './session.js';
+import { pendingInbox, type SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { AgentHooks, TurnContext } from './turn-context.js';
 import { runTurn } from './turn.js';
@@ -25,22 +25,6 @@ export interface AgentInit {
    * `ctx.signal.aborted` even while they run synchronous code.
    */
   cancelFlag?: Int32Array;
-}
-
-/** Pending input of a stored log: accepted, not yet claimed by a step, not discarded. */
-export function pendingInbox(events: readonly SessionEvent[]): { target: InboxTarget; message: InboxMessage }[] {
-  const pending = new Map<MessageId, { target: InboxTarget; message: InboxMessage }>();
-  for (const event of events) {
-    if (event.type === 'inbox/accepted') {
-      const data = event.data as SessionEventMap['inbox/accepted'];
-      pending.set(data.id, { target: data.target, message: { id: data.id, content: data.content, source: data.source } });
-    } else if (event.type === 'user/message') {
-      pending.delete((event.data as SessionEventMap['user/message']).id);
-    } else if (event.type === 'inbox/discarded') {
-      for (const id of (event.data as SessionEventMap['inbox/discarded']).ids) pending.delete(id);
-    }
-  }
-  return [...pending.values()];
 }
 
 function lastTurnOf(events: readonly SessionEvent[]): number {

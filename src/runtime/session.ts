@@ -2,9 +2,10 @@
 // Appends are synchronous and do no I/O; observers (the store's persistence writer, mirrors,
 // proxies) are notified after each append, each one contained.
 import type { Session } from '../seam/agent-types.js';
-import { deepFreeze } from '../seam/content.js';
+import { deepFreeze, type MessageId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
-import type { SessionEvent, SessionEventMap, SessionHeader } from '../seam/session-types.js';
+import type { InboxTarget, SessionEvent, SessionEventMap, SessionHeader } from '../seam/session-types.js';
+import type { InboxMessage } from './inbox.js';
 
 export type SessionListener = (event: SessionEvent) => void;
 
@@ -110,11 +111,33 @@ export class SessionLog implements Session {
 
 /**
  * The completed-turn prefix a fork inherits: events up to and including the last `turn/end`.
- * Empty when no turn has completed (the fork then behaves as a fresh spawn).
+ * Empty when no turn has completed (the fork then behaves as a fresh spawn). Input the parent
+ * accepted in it but had not taken by then (a message for its current turn) is the parent's, not
+ * the fork's: its `inbox/accepted` is left out, and the later events renumbered.
  */
 export function completedTurnPrefix(events: readonly SessionEvent[]): readonly SessionEvent[] {
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i]!.type === 'turn/end') return events.slice(0, i + 1);
+  let end = events.length - 1;
+  while (end >= 0 && events[end]!.type !== 'turn/end') end--;
+  if (end < 0) return [];
+  const prefix = events.slice(0, end + 1);
+  const pending = new Set(pendingInbox(prefix).map(({ message }) => message.id));
+  if (pending.size === 0) return prefix;
+  const kept = prefix.filter((event) => event.type !== 'inbox/accepted' || !pending.has((event.data as SessionEventMap['inbox/accepted']).id));
+  return kept.map((event, seq) => (event.seq === seq ? event : { ...event, seq }));
+}
+
+/** Pending input of a stored log: accepted, not yet claimed by a step, not discarded. */
+export function pendingInbox(events: readonly SessionEvent[]): { target: InboxTarget; message: InboxMessage }[] {
+  const pending = new Map<MessageId, { target: InboxTarget; message: InboxMessage }>();
+  for (const event of events) {
+    if (event.type === 'inbox/accepted') {
+      const data = event.data as SessionEventMap['inbox/accepted'];
+      pending.set(data.id, { target: data.target, message: { id: data.id, content: data.content, source: data.source } });
+    } else if (event.type === 'user/message') {
+      pending.delete((event.data as SessionEventMap['user/message']).id);
+    } else if (event.type === 'inbox/discarded') {
+      for (const id of (event.data as SessionEventMap['inbox/discarded']).ids) pending.delete(id);
+    }
   }
-  return [];
+  return [...pending.values()];
 }

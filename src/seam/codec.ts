@@ -4,7 +4,7 @@
 import { SuperJSON } from 'superjson';
 import type { SuperJSONResult, SuperJSONValue } from 'superjson';
 import { z } from 'zod';
-import { SUBAGENT_ERROR_CODES, SubagentError, describeError } from './errors.js';
+import { SubagentError, describeError, type SubagentErrorCode } from './errors.js';
 import { lazy } from './once.js';
 
 /** The object form of an encoded value: structured-clone safe, so it can go straight to `postMessage`. */
@@ -30,7 +30,9 @@ const errorPayloadSchema = lazy(() =>
     cause: encodedSchema().optional(),
   }),
 );
-const subagentErrorPayloadSchema = lazy(() => errorPayloadSchema().extend({ code: z.enum(SUBAGENT_ERROR_CODES) }));
+// Any code a SubagentError carries crosses as it is: a JavaScript caller may make one with a code of
+// its own (the in-process path keeps it too); ours are SUBAGENT_ERROR_CODES.
+const subagentErrorPayloadSchema = lazy(() => errorPayloadSchema().extend({ code: z.string().min(1) }));
 
 /** What the error transformers put on the wire; `cause` is present exactly when the error had one. */
 interface ErrorPayload { name: string; message: string; code?: string | number; stack?: string; cause?: Encoded }
@@ -88,7 +90,7 @@ instance.registerCustom<SubagentError, JSONValue>(
     serialize: errorPayload,
     deserialize: (raw) => {
       const payload = subagentErrorPayloadSchema().parse(raw);
-      const error = new SubagentError(payload.code, payload.message, causeOption(payload));
+      const error = new SubagentError(payload.code as SubagentErrorCode, payload.message, causeOption(payload));
       if (payload.stack !== undefined) setHidden(error, 'stack', payload.stack);
       return error;
     },

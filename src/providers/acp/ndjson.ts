@@ -81,8 +81,10 @@ const QUEUE_BOUND = 64;
 
 /**
  * Takes a parsed message before the SDK sees it; returns true when it handled the message itself.
- * Asked only while the SDK has no message waiting, so a message it takes never overtakes one queued
- * before it (and once one is queued, the ones after it are queued too).
+ * Asked only while the SDK has nothing it was handed and has not handled: its queue is empty, and
+ * no earlier message of the same read went to it (a message handed to a read the SDK was waiting
+ * in never shows in the queue, and is handled only after this read). So a message it takes never
+ * overtakes one before it. Between reads the SDK handles what it was handed (microtasks).
  */
 export type Intercept = (message: object) => boolean;
 
@@ -93,6 +95,8 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
   const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
   let pending: Buffer[] = [];
   let pendingBytes = 0;
+  /** Some message of the current read went to the SDK: the rest of the read follows it there. */
+  let handedOver = false;
   let detach = () => undefined as void;
   const parse = (controller: ReadableStreamDefaultController<AnyMessage>, text: string) => {
     const line = text.trim();
@@ -106,7 +110,8 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     }
     if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
-      if (intercept !== undefined && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
+      if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
+      handedOver = true;
       controller.enqueue(message as AnyMessage);
     }
     else reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
@@ -115,6 +120,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     {
       start(controller) {
         const onData = (chunk: Buffer) => {
+          handedOver = false;
           let start = 0;
           let end = chunk.indexOf(NEWLINE);
           while (end !== -1) {

@@ -179,7 +179,7 @@ export class ResidentWorkerModel implements ModelAdapter {
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
-          return await agent.tools.execute(name, input, { agent, callId, signal: turn.signal });
+          return await agent.tools.execute(name, input, { agent, callId, signal: turn.callSignal });
         } finally {
           done();
         }

@@ -47,6 +47,9 @@ export class TurnRelay {
   readonly ended = new Promise<void>((resolve) => (this.#ended = resolve));
 
   readonly #hookStop: (cause: CancelCause) => void;
+  /** The signal of the host calls the child's turn makes (see `callSignal`). */
+  readonly #calls = new AbortController();
+  readonly #relayAbort = () => this.#calls.abort(this.#signal.reason);
 
   /** `hookStop` cancels the host-side turn with the cause a hook (the child's budget) stopped the child's turn with. */
   constructor(signal: AbortSignal, session: SessionLog, at: { turn: number; step: number }, hookStop: (cause: CancelCause) => void) {
@@ -55,6 +58,13 @@ export class TurnRelay {
     this.#turn = at.turn;
     this.#step = at.step;
     this.#hookStop = hookStop;
+    if (signal.aborted) this.#relayAbort();
+    else signal.addEventListener('abort', this.#relayAbort, { once: true });
+  }
+
+  /** Aborted when the host-side turn is cancelled or the child's turn is over (its thread gone included): host calls it made stop. */
+  get callSignal(): AbortSignal {
+    return this.#calls.signal;
   }
 
   /** Aborted when the host-side turn is cancelled. */
@@ -98,6 +108,8 @@ export class TurnRelay {
 
   #settle(finish: ModelChunk): void {
     this.#finish = finish;
+    this.#signal.removeEventListener('abort', this.#relayAbort);
+    if (!this.#calls.signal.aborted) this.#calls.abort({ kind: 'parent' });
     this.#wake?.();
     this.#ended();
   }

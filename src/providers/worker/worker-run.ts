@@ -58,6 +58,9 @@ export class WorkerRun implements SubagentRun {
   readonly #deliveries = new Set<Promise<void>>();
   readonly #refused: unknown[] = [];
   readonly #cancel = () => this.cancel();
+  /** The caller's signal, and the one of the child's host calls. */
+  readonly #signal: AbortSignal;
+  readonly #calls: AbortController;
 
   /**
    * Waits for a slot, posts the task and resolves once a thread has taken it and the child's
@@ -80,6 +83,9 @@ export class WorkerRun implements SubagentRun {
     // Set once published: the child's host calls act on it (none can come before). The closures
     // below live as long as the run, so they hold only these parts of the plan, not its data.
     const published: { run?: WorkerRun } = {};
+    // The signal of the child's host calls: aborted when the run is cancelled (by its caller's
+    // signal, run.cancel() or its agent's cancel) and when the child is gone, whatever ended it.
+    const calls = new AbortController();
     const { allowedTools, seed } = plan;
     let mirror: SessionLog | undefined;
     let onAttach: () => void = () => undefined;
@@ -90,7 +96,7 @@ export class WorkerRun implements SubagentRun {
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
-          return await host.tools.execute(name, input, { agent: run.localAgent, callId, signal });
+          return await host.tools.execute(name, input, { agent: run.localAgent, callId, signal: calls.signal });
         } finally {
           done();
         }
@@ -130,11 +136,22 @@ export class WorkerRun implements SubagentRun {
       releaseHold();
       throw error;
     }
-    return (published.run = new WorkerRun(host, request, plan, child, mirror!, releaseHold, relay));
+    return (published.run = new WorkerRun(host, request, plan, child, mirror!, releaseHold, relay, calls));
   }
 
-  private constructor(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, plan: WorkerTaskPlan, child: ThreadChild, session: SessionLog, releaseHold: () => void, relay: AbortRelay) {
+  private constructor(
+    host: WorkerProviderHost,
+    request: ResolvedSubagentStartRequest,
+    plan: WorkerTaskPlan,
+    child: ThreadChild,
+    session: SessionLog,
+    releaseHold: () => void,
+    relay: AbortRelay,
+    calls: AbortController,
+  ) {
     this.#host = host;
+    this.#calls = calls;
+    this.#signal = request.signal;
     this.#child = child;
     this.#session = session;
     this.#seedLength = plan.seed.length;
@@ -147,6 +164,7 @@ export class WorkerRun implements SubagentRun {
     const unwatch = request.budgetTree?.onStop((stop) => child.budgetStop(stop));
     this.result = child.outcome.then((outcome) => this.#settle(outcome)).finally(() => {
       this.#state = 'settled';
+      this.#stopCalls();
       unwatch?.();
       signal.removeEventListener('abort', relay.listener);
       child.release();
@@ -189,7 +207,15 @@ export class WorkerRun implements SubagentRun {
   }
 
   cancel(): void {
-    if (this.#state !== 'settled') this.#child.cancel();
+    if (this.#state === 'settled') return;
+    this.#stopCalls();
+    this.#child.cancel();
+  }
+
+  /** Host calls still out for the child stop: it was cancelled, or it is gone. */
+  #stopCalls(): void {
+    const signal = this.#signal;
+    if (!this.#calls.signal.aborted) this.#calls.abort(signal.aborted ? signal.reason : { kind: 'parent' });
   }
 
   readonly dispose = once(async () => {
