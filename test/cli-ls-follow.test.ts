@@ -71,6 +71,30 @@ describe('subagent-host ls --follow', () => {
     }
   }, 60_000);
 
+  it('without --follow lists a child another process runs as running, read from its log', async () => {
+    const db = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', {
+        label: 'waiting',
+        prompt: [text('wait')],
+        parent,
+        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+        signal: new AbortController().signal,
+      });
+      await host.sessions.flush();
+      const once = watch([parent.id, '--db', db]);
+      expect(await once.exit, JSON.stringify(once.output())).toBe(0);
+      expect(once.output().stdout).toMatch(new RegExp(`^${run.id}\\s+one-shot\\s+running\\s`));
+      run.cancel();
+      await run.dispose();
+    } finally {
+      await host.close();
+    }
+  }, 60_000);
+
   it('stops on SIGINT with exit 0 while a child is still running', async () => {
     const db = files.file();
     const host = await createHost({ providers: false, persistence: { sqlite: db } });

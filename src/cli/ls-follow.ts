@@ -13,6 +13,22 @@ interface Listed {
   activity?: 'running' | 'inactive';
 }
 
+/** `entries` with each child's activity as its log shows it (an open turn is running). */
+export function activityFromLog<E extends Listed>(reader: InspectReader, rootId: string, entries: E[]): E[] {
+  const running = new Set(reader.tree(rootId).filter((node) => node.activity === 'running').map((node) => node.id));
+  return entries.map((entry) => (entry.kind === 'child' ? { ...entry, activity: running.has(entry.id) ? 'running' : 'inactive' } : entry));
+}
+
+/** `list()`'s entries with their activity read from the children's logs in `file`. */
+export async function listOnce<E extends Listed>(file: string, rootId: string, list: () => Promise<E[]>): Promise<E[]> {
+  const reader = new InspectReader(file);
+  try {
+    return activityFromLog(reader, rootId, await list());
+  } finally {
+    reader.close();
+  }
+}
+
 /**
  * Calls `list` and prints its text each time the database changes; resolves once a listing has no
  * running child, or when SIGINT arrives (both are a normal end of watching).
@@ -34,8 +50,7 @@ export async function follow<E extends Listed>(
       const version = reader.version();
       if (version !== seen) {
         seen = version;
-        const running = new Set(reader.tree(rootId).filter((node) => node.activity === 'running').map((node) => node.id));
-        const entries = (await list()).map((entry) => (entry.kind === 'child' ? { ...entry, activity: running.has(entry.id) ? 'running' : 'inactive' } : entry));
+        const entries = activityFromLog(reader, rootId, await list());
         const text = print(entries);
         // Only a changed listing is printed again; a blank line separates successive listings.
         if (text !== last) process.stdout.write(`${last === '' ? '' : '\n'}${text}`);

@@ -5,7 +5,7 @@ import { SubagentError } from '../seam/errors.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
 import { createSubagentCatalog } from '../service/catalog.js';
-import { follow } from './ls-follow.js';
+import { follow, listOnce } from './ls-follow.js';
 import { parseCommand, usageError as commandUsageError } from './args.js';
 
 /** Where `ls` looks without `--db`: `$SUBAGENT_HOST_DB`, else this file in the working directory. */
@@ -82,12 +82,13 @@ export async function run(args: string[]): Promise<number> {
     if (!(await persistence.projections([sessionId])).has(sessionId)) {
       throw new SubagentError('UNKNOWN_SESSION', `no session "${sessionId}" in ${file}`);
     }
-    // No live sessions: this process runs none, so every child is listed from storage.
+    // No live sessions: this process runs none, so every child is listed from storage, its activity
+    // read from its log (another process may be running it).
     const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
     const list = async (): Promise<Entry[]> => (values.tree ? catalog.listDescendants(sessionId) : catalog.listChildren(sessionId));
     const print = (entries: Entry[]): string => (values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
     if (values.follow) await follow(file, sessionId, list, print);
-    else process.stdout.write(print(await list()));
+    else process.stdout.write(print(await listOnce(file, sessionId, list)));
     return 0;
   } finally {
     await persistence.close();

@@ -95,10 +95,10 @@ function nodeOf(row: TreeRow): ChildNode {
   const endSeq = match === null ? -1 : Number(match[1]);
   const reason = match === null ? undefined : (parse(match[3]!) as { reason?: { kind?: unknown } } | undefined)?.reason?.kind;
   if (typeof reason === 'string') node.stopReason = reason;
-  // Open while a turn started after the last end, or while nothing has ended yet.
-  const open = (row.startSeq ?? -1) > endSeq || match === null;
+  // Open while a turn started after the last end (a child that never wrote a turn is not running).
+  const open = (row.startSeq ?? -1) > endSeq;
   if (open) node.activity = 'running';
-  else node.settledAt = Number(match[2]);
+  else if (match !== null) node.settledAt = Number(match[2]);
   const usage = usageTotals(row.usage);
   if (usage !== undefined) node.usage = usage;
   return node;

@@ -77,7 +77,9 @@ export class QueueConnection {
       connection.#lastId = await client.xadd(connection.reply, '*', 'e', 'open') ?? '0';
       await client.pexpire(connection.reply, REPLY_TTL_MS);
       connection.#reading = connection.#read();
-      const every = Math.max(50, Math.floor(options.lockDurationMs / 2));
+      // Often enough for the locks and for the reply stream's expiry alike (a lock duration past two
+      // minutes would otherwise let the stream expire under a running child's result).
+      const every = Math.max(50, Math.min(Math.floor(options.lockDurationMs / 2), REPLY_TTL_MS / 3));
       connection.#watchdog = setInterval(() => connection.#watch(), every);
       connection.#watchdog.unref();
       return connection;
