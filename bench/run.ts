@@ -72,7 +72,7 @@ export async function runBench(args: string[]): Promise<number> {
   if (typeof parsed === 'number') return parsed;
   const { values, positionals } = parsed;
   const names = positionals.length > 0 ? positionals : Object.keys(SUITES);
-  const unknown = names.filter((name) => !(name in SUITES));
+  const unknown = names.filter((name) => !Object.hasOwn(SUITES, name));
   if (unknown.length > 0) return usageError('bench', USAGE, `unknown suite: ${unknown.join(', ')}`);
   const jsonProblem = values.json === undefined ? undefined : unwritable(values.json);
   if (jsonProblem !== undefined) return usageError('bench', USAGE, `--json ${jsonProblem}`);

@@ -180,6 +180,7 @@ describe('subagent-host bench', () => {
   it.each([
     [['--bogus'], "Unknown option '--bogus'"],
     [['listing', 'nosuite'], 'unknown suite: nosuite'],
+    [['toString'], 'unknown suite: toString'],
     [['cancel', '--json', ''], '--json needs a file path'],
     [['cancel', '--json', '/nonexistent-dir/rows.json'], '--json cannot be written: /nonexistent-dir is not a writable directory'],
   ])('refuses %j with the usage on stderr and exits 2 before any suite runs', async (args, message) => {

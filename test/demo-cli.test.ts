@@ -144,6 +144,15 @@ describe('subagent-host demo', () => {
   });
 });
 
+describe('subagent-host demo with more children asked than files', () => {
+  it('says how many children it plans, one per file', async () => {
+    const db = join(saved, 'more-children.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--provider', 'in-process', '--children', '9', '--dir', dir, '--db', db], { timeout: 60_000 });
+    expect(stdout.split('\n')[0]).toBe(`Asking a scripted planner to delegate the analysis of 7 files under ${dir} to 7 'in-process' children…`);
+    expect(stdout).toContain('chunk 7/7');
+  });
+});
+
 describe('subagent-host demo without --json', () => {
   it('prints each child queued, running and done, then the table, the speed-up and commands that work when pasted into a shell', async () => {
     const db = join(saved, "it's saved", 'run.db');

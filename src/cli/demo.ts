@@ -1,5 +1,6 @@
 // `subagent-host demo`: a parent agent analyses a directory through parallel worker-thread
 // children, with live progress and a report of what the model delegated and what it cost.
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { DemoProvider } from '../demo/report.js';
@@ -25,13 +26,19 @@ const USAGE = `usage: subagent-host demo [options]
                                      totalMs, parallelMs, sequentialMs, speedup, noSpeedup?, files, chunks, turn, answer, … }
 `;
 
+/** The package's own TypeScript sources in a checkout; its built JavaScript where only that is installed (npm). */
+function defaultDir(): string {
+  const sources = fileURLToPath(new URL('../../../src/', import.meta.url));
+  return existsSync(sources) ? sources : fileURLToPath(new URL('../', import.meta.url));
+}
+
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('demo', USAGE, {
     args,
     options: {
       provider: { type: 'string', default: 'spawn' },
       children: { type: 'string', default: '6' },
-      dir: { type: 'string', default: fileURLToPath(new URL('../../../src/', import.meta.url)) },
+      dir: { type: 'string', default: defaultDir() },
       chaos: { type: 'boolean', default: false },
       continuable: { type: 'boolean', default: false },
       deadline: { type: 'string' },
@@ -65,11 +72,13 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const { dir, files } = source.value;
+  // One child per chunk of files: never more children than files.
+  const planned = Math.max(1, Math.min(children, files.length));
   const db = values.db ?? (process.env['SUBAGENT_HOST_DB'] || DEFAULT_DB);
-  if (values.continuable) return continuable({ provider: values.provider as DemoProvider, dir, files, children, db, json: values.json });
+  if (values.continuable) return continuable({ provider: values.provider as DemoProvider, dir, files, children: planned, db, json: values.json });
   if (!values.json) {
     const who = model ? 'a real model' : 'a scripted planner';
-    process.stdout.write(`Asking ${who} to delegate the analysis of ${files.length} files under ${dir} to ${children}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
+    process.stdout.write(`Asking ${who} to delegate the analysis of ${files.length} files under ${dir} to ${planned}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
   }
   const report = await runDemo({
     provider: values.provider as DemoProvider,
