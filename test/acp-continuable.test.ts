@@ -114,6 +114,17 @@ describe('continuable ACP children', () => {
     expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
   });
 
+  it('cold-resumes a child on the model it was started with: the served session keeps its route', async () => {
+    const { host, parent, recorder } = await setup(agentOptions(files.file()), { continuation: { lingerMs: 0 } });
+    const { childId } = await start(host, parent, 'first', [{ text: 'from the chosen model' }]);
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    // A new process serves the loaded session: the scripted model again (its steps replay), not the echo default.
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('from the chosen model')], [text('from the chosen model')]]);
+  });
+
   it('starts and cold-resumes on prewarmed processes of the same agent', async () => {
     const remoteDb = files.file();
     const { host, provider, parent, recorder } = await setup(agentOptions(remoteDb, { prewarm: 1 }), { continuation: { lingerMs: 0 } });

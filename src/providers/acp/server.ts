@@ -11,12 +11,16 @@ import { SubagentError, describeError, isSubagentError } from '../../seam/errors
 import { isRecord } from '../../seam/parse.js';
 import type { TurnEndReason } from '../../seam/session-types.js';
 import type { CreateAgentOptions } from '../../runtime/agent-registry.js';
+import type { SessionLog } from '../../runtime/session.js';
 import type { HostAgents } from '../provider-host.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, promptContent } from './server-updates.js';
+
+/** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
+const SESSION_OPTIONS_EVENT = 'acp/session-options';
 
 /** What `serveAcp` needs of a host (`createHost`'s Host satisfies it). */
 export interface AcpServeHost {
@@ -148,6 +152,9 @@ class AcpServer {
     this.#checkScope(params);
     const agentOptions = this.#agentOptions(params._meta);
     const agent = await this.#host.createAgent({ header: { cwd: params.cwd }, agentOptions });
+    // Kept in the log: a later session/load (in another process, too) serves it with the same route.
+    // (The host's agents are local: their session is the append-only log itself.)
+    if (Object.keys(agentOptions).length > 0) (agent.session as SessionLog).append(SESSION_OPTIONS_EVENT, { agentOptions });
     this.#sessions.set(agent.id, { agent });
     return { sessionId: agent.id };
   }
@@ -164,7 +171,7 @@ class AcpServer {
     let restoring = this.#restoring.get(sessionId);
     if (!restoring) {
       restoring = (async () => {
-        const agent = this.#host.agents.get(sessionId) ?? (await this.#host.agents.resume({ sessionId })).agent;
+        const agent = this.#host.agents.get(sessionId) ?? (await this.#resumeStored(sessionId));
         const restored = { agent };
         this.#sessions.set(agent.id, restored);
         return restored;
@@ -172,6 +179,19 @@ class AcpServer {
       this.#restoring.set(sessionId, restoring);
     }
     return restoring;
+  }
+
+  /** A stored session as a live agent, with the route overrides it was created with. */
+  async #resumeStored(sessionId: string): Promise<Agent> {
+    const stored = await this.#host.persistence!.load(sessionId);
+    const kept = stored?.events.findLast((event) => event.type === SESSION_OPTIONS_EVENT)?.data as { agentOptions?: unknown } | undefined;
+    let agentOptions: AgentOptions | undefined;
+    try {
+      if (kept?.agentOptions !== undefined) agentOptions = this.#agentOptions({ [AGENT_OPTIONS_META]: kept.agentOptions });
+    } catch {
+      // A stored route this server cannot use any more: the session is served with its defaults.
+    }
+    return (await this.#host.agents.resume({ sessionId, ...(agentOptions ? { agentOptions } : {}) })).agent;
   }
 
   async #resume(params: acp.ResumeSessionRequest): Promise<acp.ResumeSessionResponse> {
