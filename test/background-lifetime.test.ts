@@ -142,28 +142,28 @@ describe('a background task and its parent', () => {
     expect(warnings).toEqual([]);
   });
 
-  it('tells its parent when its result rejects, and words an unknown stop reason', async () => {
+  /** A parent that started one background task on the `remote` provider and is idle again. */
+  async function parentOfRemoteTask(taskId: string) {
     const host = await open([]);
-    const flaky = remote('task-x');
-    host.subagents.registerProvider(flaky.provider);
+    const task = remote(taskId);
+    host.subagents.registerProvider(task.provider);
     subagentTool(host, { provider: 'remote', background: true });
     const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [call('subagent', { description: 'd', prompt: 'p' }), { text: 'waiting' }, { text: 'noted' }] } } });
     parent.followup([text('go')]);
     await parent.whenIdle();
-    flaky.fail(new Error('worker lost'));
-    await vi.waitFor(() => expect(taskNotices(parent)).toHaveLength(1));
-    expect(taskNotices(parent)[0]).toBe('Background task task-x failed before finishing (stop reason: error).\nDiagnostic: Error: worker lost\nIt left no output.');
+    return { parent, task };
+  }
 
-    const odd = await open([]);
-    const timeout = remote('odd-1');
-    odd.subagents.registerProvider(timeout.provider);
-    subagentTool(odd, { provider: 'remote', background: true });
-    const other = await odd.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [call('subagent', { description: 'd', prompt: 'p' }), { text: 'waiting' }, { text: 'noted' }] } } });
-    other.followup([text('go')]);
-    await other.whenIdle();
-    timeout.settle({ output: [], stopReason: 'timeout' as SubagentResult['stopReason'] });
-    await vi.waitFor(() => expect(taskNotices(other)).toHaveLength(1));
-    expect(taskNotices(other)[0]).toBe('Background task odd-1 ended abnormally (stop reason: timeout).\nIt left no output.');
+  it('tells its parent when its result rejects, and words an unknown stop reason', async () => {
+    const flaky = await parentOfRemoteTask('task-x');
+    flaky.task.fail(new Error('worker lost'));
+    await vi.waitFor(() => expect(taskNotices(flaky.parent)).toHaveLength(1));
+    expect(taskNotices(flaky.parent)[0]).toBe('Background task task-x failed before finishing (stop reason: error).\nDiagnostic: Error: worker lost\nIt left no output.');
+
+    const odd = await parentOfRemoteTask('odd-1');
+    odd.task.settle({ output: [], stopReason: 'timeout' as SubagentResult['stopReason'] });
+    await vi.waitFor(() => expect(taskNotices(odd.parent)).toHaveLength(1));
+    expect(taskNotices(odd.parent)[0]).toBe('Background task odd-1 ended abnormally (stop reason: timeout).\nIt left no output.');
   });
 
   it('at host close is cancelled first, and its notice wakes no turn of the parent', async () => {

@@ -39,22 +39,28 @@ function watch(args: string[]) {
   };
 }
 
+/** A host on a new database with one in-process child hanging in its first turn, stored so far. */
+async function hangingChild(label?: string) {
+  const db = files.file();
+  const host = await createHost({ providers: false, persistence: { sqlite: db } });
+  host.subagents.registerProvider(inProcessProvider(host));
+  const parent = await host.createAgent();
+  const run = await host.subagents.start('in-process', {
+    ...(label === undefined ? {} : { label }),
+    prompt: [text('wait')],
+    parent,
+    agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    signal: new AbortController().signal,
+  });
+  await host.sessions.flush();
+  return { db, host, parent, run };
+}
+
 describe('subagent-host ls --follow', () => {
   it('prints a running child, then its settlement, and exits 0 once every child is inactive', async () => {
-    const db = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    const { db, host, parent, run } = await hangingChild('waiting');
     let watcher: ReturnType<typeof watch> | undefined;
     try {
-      host.subagents.registerProvider(inProcessProvider(host));
-      const parent = await host.createAgent();
-      const run = await host.subagents.start('in-process', {
-        label: 'waiting',
-        prompt: [text('wait')],
-        parent,
-        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
-        signal: new AbortController().signal,
-      });
-      await host.sessions.flush();
       watcher = watch([parent.id, '--tree', '--follow', '--db', db]);
       await watcher.until(new RegExp(`${run.id}\\s+one-shot\\s+running\\s+-\\s+\\d+\\s+waiting`));
       run.cancel();
@@ -72,19 +78,8 @@ describe('subagent-host ls --follow', () => {
   }, 60_000);
 
   it('without --follow lists a child another process runs as running, read from its log', async () => {
-    const db = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    const { db, host, parent, run } = await hangingChild('waiting');
     try {
-      host.subagents.registerProvider(inProcessProvider(host));
-      const parent = await host.createAgent();
-      const run = await host.subagents.start('in-process', {
-        label: 'waiting',
-        prompt: [text('wait')],
-        parent,
-        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
-        signal: new AbortController().signal,
-      });
-      await host.sessions.flush();
       const once = watch([parent.id, '--db', db]);
       expect(await once.exit, JSON.stringify(once.output())).toBe(0);
       expect(once.output().stdout).toMatch(new RegExp(`^${run.id}\\s+one-shot\\s+running\\s`));
@@ -96,19 +91,9 @@ describe('subagent-host ls --follow', () => {
   }, 60_000);
 
   it('stops on SIGINT with exit 0 while a child is still running', async () => {
-    const db = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    const { db, host, parent, run } = await hangingChild();
     let watcher: ReturnType<typeof watch> | undefined;
     try {
-      host.subagents.registerProvider(inProcessProvider(host));
-      const parent = await host.createAgent();
-      const run = await host.subagents.start('in-process', {
-        prompt: [text('wait')],
-        parent,
-        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
-        signal: new AbortController().signal,
-      });
-      await host.sessions.flush();
       watcher = watch([parent.id, '--follow', '--db', db]);
       await watcher.until(/running/);
       watcher.child.kill('SIGINT');
