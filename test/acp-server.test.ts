@@ -251,8 +251,7 @@ describe('serveAcp', () => {
         client.agent.request(acp.methods.agent.session.load, params),
       ]),
     ).resolves.toEqual([{}, {}, {}]);
-    // One restore: it reads the session's route, then resumes it (two reads), however many requests came.
-    expect(loads).toBe(2);
+    expect(loads).toBe(1);
     await expect(prompt(client, sessionId, 'second')).resolves.toMatchObject({ stopReason: 'end_turn' });
     await second.close();
     await stored.close();

@@ -2,7 +2,7 @@
 // character too), CRLF endings, the answers to lines that are not JSON-RPC messages, the bound on
 // one line's length, and a burst of messages leaving in one write.
 import { PassThrough } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createHost, serveAcp, type Host } from 'subagent-host';
 
 interface Wire {
@@ -120,5 +120,35 @@ describe('the ACP wire of serveAcp', () => {
     for (let i = 0; i < 33; i++) wire.send(piece);
     // serveAcp returns once the connection closed, though its input never ended.
     await wire.served;
+  });
+});
+
+describe('the ACP line reader with a message taker', () => {
+  it('keeps a message it could take behind one handed to the SDK earlier, also when both were buffered', async () => {
+    const { loadAcpSdk } = await import('../dist/src/providers/acp/sdk.js');
+    const { ndJsonNodeStream } = await import('../dist/src/providers/acp/ndjson.js');
+    const sdk = await loadAcpSdk();
+    const order: string[] = [];
+    // Two reads buffered before anyone reads: the stream emits them one after the other in one tick.
+    const input = new PassThrough();
+    input.write('{"jsonrpc":"2.0","method":"first_for_the_sdk"}\n');
+    input.write('{"jsonrpc":"2.0","method":"second_takeable"}\n');
+    const stream = ndJsonNodeStream(sdk, new PassThrough(), input, 'first-at-once', (message: { method?: string }) => {
+      if (message.method !== 'second_takeable') return false;
+      order.push(`taken ${message.method}`);
+      return true;
+    });
+    const reader = stream.readable.getReader();
+    const read = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        order.push(`sdk ${(value as { method: string }).method}`);
+      }
+    })();
+    await vi.waitFor(() => expect(order).toHaveLength(2));
+    expect(order).toEqual(['sdk first_for_the_sdk', 'sdk second_takeable']);
+    input.end();
+    await read;
   });
 });

@@ -48,9 +48,12 @@ beforeAll(async () => {
     const usage = spent[header.id];
     const answer = { turn: 1, step: 1, id: `m-${header.id}`, content: [], usage };
     appends.push(
+      // One finished turn: the descriptor inside it, then the answer.
       store.append(header.id, [
-        { seq: 0, time: 10, type: DESCRIPTOR_EVENT, data: descriptor },
-        ...(usage ? [{ seq: 1, time: 12, type: 'assistant/message', data: answer }] : []),
+        { seq: 0, time: 10, type: 'turn/start', data: { turn: 1 } },
+        { seq: 1, time: 10, type: DESCRIPTOR_EVENT, data: descriptor },
+        ...(usage ? [{ seq: 2, time: 12, type: 'assistant/message', data: answer }] : []),
+        { seq: usage ? 3 : 2, time: 12, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
       ]),
     );
   }
@@ -85,13 +88,13 @@ describe('subagent-host ls', () => {
     const children = await ls(['root', '--json', '--db', db]);
     expect(children.code).toBe(0);
     expect(JSON.parse(children.stdout)).toStrictEqual([
-      { kind: 'child', id: 'alpha', mode: 'continuable', label: 'research notes', activity: 'inactive', hasChildren: true, createdAt: 2, usage: { ...NO_USAGE, inputTokens: 100, outputTokens: 20, totalTokens: 120, wallMs: 2 } },
-      { kind: 'child', id: 'beta', mode: 'one-shot', activity: 'inactive', hasChildren: false, createdAt: 4, usage: NO_USAGE },
+      { kind: 'child', id: 'alpha', mode: 'continuable', label: 'research notes', activity: 'inactive', hasChildren: true, createdAt: 2, usage: { ...NO_USAGE, inputTokens: 100, outputTokens: 20, totalTokens: 120, turns: 1, wallMs: 2 } },
+      { kind: 'child', id: 'beta', mode: 'one-shot', activity: 'inactive', hasChildren: false, createdAt: 4, usage: { ...NO_USAGE, turns: 1, wallMs: 2 } },
       { kind: 'diagnostic', id: 'gamma', reason: 'corrupt' },
     ]);
     const tree = await ls(['alpha', '--json', '--tree', '--db', db]);
     expect(JSON.parse(tree.stdout)).toStrictEqual([
-      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, usage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, wallMs: 2 }, treeUsage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, wallMs: 2 }, parentId: 'alpha', depth: 1 },
+      { kind: 'child', id: 'alpha-1', mode: 'one-shot', label: 'deep', activity: 'inactive', hasChildren: false, createdAt: 3, usage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, turns: 1, wallMs: 2 }, treeUsage: { ...NO_USAGE, inputTokens: 30, outputTokens: 5, totalTokens: 35, turns: 1, wallMs: 2 }, parentId: 'alpha', depth: 1 },
     ]);
   });
 

@@ -220,17 +220,17 @@ describe('codec on malformed input', () => {
     ['a non-object meta', { json: 1, meta: 7 }],
     ['an unknown custom type', { json: 1, meta: { values: [['custom', 'nope']], v: 1 } }],
     ['an error payload that is not an object', { json: 1, meta: { values: [['custom', 'SubagentError']], v: 1 } }],
-    ['an error code that is not a string', {
-      json: { name: 'SubagentError', message: 'm', code: 7 },
+    ['an error code that is neither a string nor a number', {
+      json: { name: 'SubagentError', message: 'm', code: true },
       meta: { values: [['custom', 'SubagentError']], v: 1 },
     }],
   ];
 
-  it('keeps a code of the caller’s own on a SubagentError, as the in-process path does', () => {
-    const made = new SubagentError('RATE_LIMITED' as SubagentError['code'], 'slow down');
+  it.each(['RATE_LIMITED', '', 42])('keeps a code of the caller’s own (%j) on a SubagentError, as the in-process path does', (code) => {
+    const made = new SubagentError(code as SubagentError['code'], 'slow down');
     const copy = decode(encode(made));
     expect(copy).toBeInstanceOf(SubagentError);
-    expect(copy).toMatchObject({ code: 'RATE_LIMITED', message: 'slow down' });
+    expect(copy).toMatchObject({ code, message: 'slow down' });
   });
 
   it.each(malformed)('decode of %s throws CORRUPT_DATA with the original error as cause', (_name, input) => {

@@ -366,6 +366,18 @@ describe('worker children', () => {
     await Promise.all([waiting.dispose(), crashing.dispose()]);
   });
 
+  it('closes the log of a child that ended before its first turn: the turn, what was delegated, how it ended', async () => {
+    const { host, parent } = await setup();
+    const notTools = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
+    const run = await host.subagents.start('spawn', { ...request(parent, [{ text: 'never' }]), agentOptions: { toolModules: [notTools] } });
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('INVALID_OPTIONS') });
+    const events = host.sessions.get(run.id)!.events;
+    expect(events.map((event) => event.type)).toEqual(['turn/start', 'subagent/descriptor', 'turn/end']);
+    expect(dataOf(events, 'turn/end')[0]).toMatchObject({ turn: 1, reason: { kind: 'error', error: { code: 'NOT_STARTED' } } });
+    await run.dispose();
+  });
+
   it('a start cancelled while it waits for a slot rejects CANCELLED and leaves no child', async () => {
     const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
     const busy = await host.subagents.start('spawn', request(parent, [{ finish: 'hang' }]));

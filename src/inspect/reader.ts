@@ -95,10 +95,11 @@ function nodeOf(row: TreeRow): ChildNode {
   const endSeq = match === null ? -1 : Number(match[1]);
   const reason = match === null ? undefined : (parse(match[3]!) as { reason?: { kind?: unknown } } | undefined)?.reason?.kind;
   if (typeof reason === 'string') node.stopReason = reason;
-  // Open while a turn started after the last end (a child that never wrote a turn is not running).
-  const open = (row.startSeq ?? -1) > endSeq;
+  // Open while a turn started after the last end, or while nothing has ended yet (a queued child
+  // has no turn yet; a child that ended before its first turn has its log closed by its provider).
+  const open = (row.startSeq ?? -1) > endSeq || match === null;
   if (open) node.activity = 'running';
-  else if (match !== null) node.settledAt = Number(match[2]);
+  else node.settledAt = Number(match[2]);
   const usage = usageTotals(row.usage);
   if (usage !== undefined) node.usage = usage;
   return node;

@@ -6,7 +6,8 @@ import type { TranscriptEntry, UsageTotals } from './api-types.js';
 
 type Data = Record<string, unknown>;
 
-const SKIPPED = new Set(['assistant/chunk', 'step/start', 'step/end', 'session/end-seed']);
+// `acp/session-options`: the route a served ACP session was created with (its model spec), not a step of it.
+const SKIPPED = new Set(['assistant/chunk', 'step/start', 'step/end', 'session/end-seed', 'acp/session-options']);
 
 function asData(value: unknown): Data {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Data) : {};

@@ -48,6 +48,8 @@ export interface CreateAgentOptions extends CommonAgentOptions {
 
 export interface ResumeAgentOptions extends CommonAgentOptions {
   sessionId: SessionId;
+  /** Reads the agent options from the stored log (when it gives some, they replace `agentOptions`). */
+  agentOptionsFrom?: (events: readonly SessionEvent[]) => AgentOptions | undefined;
 }
 
 export interface AgentHandle {
@@ -173,7 +175,8 @@ export class AgentRegistry {
     const stored = await this.#persistence.load(options.sessionId);
     if (!stored) throw new SubagentError('UNKNOWN_SESSION', `no stored session ${options.sessionId}`);
     const session = SessionLog.restore(stored.header, stored.events, (error) => this.#logger?.warn(`session ${stored.header.id} listener failed`, describeError(error)));
-    const handle = await this.#build(options, session, true);
+    const kept = options.agentOptionsFrom?.(stored.events);
+    const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true);
     handle.agent.wake();
     return handle;
   }

@@ -32,7 +32,7 @@ const errorPayloadSchema = lazy(() =>
 );
 // Any code a SubagentError carries crosses as it is: a JavaScript caller may make one with a code of
 // its own (the in-process path keeps it too); ours are SUBAGENT_ERROR_CODES.
-const subagentErrorPayloadSchema = lazy(() => errorPayloadSchema().extend({ code: z.string().min(1) }));
+const subagentErrorPayloadSchema = lazy(() => errorPayloadSchema().extend({ code: z.union([z.string(), z.number()]).optional() }));
 
 /** What the error transformers put on the wire; `cause` is present exactly when the error had one. */
 interface ErrorPayload { name: string; message: string; code?: string | number; stack?: string; cause?: Encoded }

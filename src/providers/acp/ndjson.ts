@@ -95,8 +95,17 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
   const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
   let pending: Buffer[] = [];
   let pendingBytes = 0;
-  /** Some message of the current read went to the SDK: the rest of the read follows it there. */
+  /**
+   * Some message went to the SDK since the last turn of the event loop: later ones follow it there
+   * until the SDK has handled it (by the next `setImmediate`: its handling runs on microtasks). Not
+   * tied to reads: a stream that resumes emits its buffered chunks one after another in one tick.
+   */
   let handedOver = false;
+  const handOver = () => {
+    if (handedOver) return;
+    handedOver = true;
+    setImmediate(() => (handedOver = false));
+  };
   let detach = () => undefined as void;
   const parse = (controller: ReadableStreamDefaultController<AnyMessage>, text: string) => {
     const line = text.trim();
@@ -111,7 +120,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
       if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
-      handedOver = true;
+      handOver();
       controller.enqueue(message as AnyMessage);
     }
     else reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
@@ -120,7 +129,6 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     {
       start(controller) {
         const onData = (chunk: Buffer) => {
-          handedOver = false;
           let start = 0;
           let end = chunk.indexOf(NEWLINE);
           while (end !== -1) {

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { isRecord } from '../../seam/parse.js';
-import type { TurnEndReason } from '../../seam/session-types.js';
+import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
 import type { CreateAgentOptions } from '../../runtime/agent-registry.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { HostAgents } from '../provider-host.js';
@@ -181,17 +181,19 @@ class AcpServer {
     return restoring;
   }
 
-  /** A stored session as a live agent, with the route overrides it was created with. */
+  /** A stored session as a live agent, with the route overrides it was created with (read in the same load). */
   async #resumeStored(sessionId: string): Promise<Agent> {
-    const stored = await this.#host.persistence!.load(sessionId);
-    const kept = stored?.events.findLast((event) => event.type === SESSION_OPTIONS_EVENT)?.data as { agentOptions?: unknown } | undefined;
-    let agentOptions: AgentOptions | undefined;
-    try {
-      if (kept?.agentOptions !== undefined) agentOptions = this.#agentOptions({ [AGENT_OPTIONS_META]: kept.agentOptions });
-    } catch {
-      // A stored route this server cannot use any more: the session is served with its defaults.
-    }
-    return (await this.#host.agents.resume({ sessionId, ...(agentOptions ? { agentOptions } : {}) })).agent;
+    const agentOptionsFrom = (events: readonly SessionEvent[]): AgentOptions | undefined => {
+      const kept = events.findLast((event) => event.type === SESSION_OPTIONS_EVENT)?.data as { agentOptions?: unknown } | undefined;
+      if (kept?.agentOptions === undefined) return undefined;
+      try {
+        return this.#agentOptions({ [AGENT_OPTIONS_META]: kept.agentOptions });
+      } catch {
+        // A stored route this server cannot use any more: the session is served with its defaults.
+        return undefined;
+      }
+    };
+    return (await this.#host.agents.resume({ sessionId, agentOptionsFrom })).agent;
   }
 
   async #resume(params: acp.ResumeSessionRequest): Promise<acp.ResumeSessionResponse> {

@@ -7,7 +7,8 @@ import { encode } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
-import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
+import type { InboxTarget, SessionEvent, TurnEndReason } from '../../seam/session-types.js';
+import { DESCRIPTOR_EVENT } from '../../seam/descriptor.js';
 import type { ResolvedSubagentStartRequest, SubagentResult, SubagentRun } from '../../seam/types.js';
 import { usageOf } from '../../seam/usage.js';
 import type { SessionLog } from '../../runtime/session.js';
@@ -61,6 +62,8 @@ export class WorkerRun implements SubagentRun {
   /** The caller's signal, and the one of the child's host calls. */
   readonly #signal: AbortSignal;
   readonly #calls: AbortController;
+  /** What was delegated, for the log of a child that ended before it wrote it. */
+  readonly #descriptor: ChildTaskData['descriptor'];
 
   /**
    * Waits for a slot, posts the task and resolves once a thread has taken it and the child's
@@ -152,6 +155,7 @@ export class WorkerRun implements SubagentRun {
     this.#host = host;
     this.#calls = calls;
     this.#signal = request.signal;
+    this.#descriptor = plan.data.descriptor;
     this.#child = child;
     this.#session = session;
     this.#seedLength = plan.seed.length;
@@ -194,9 +198,27 @@ export class WorkerRun implements SubagentRun {
     this.#child.release();
     await Promise.all([...this.#deliveries].map(settled));
     const result = outcome.type === 'result' ? outcome.result : this.#deadThreadResult(outcome);
+    if (outcome.type === 'result' && result.stopReason !== 'completed') this.#closeUnrunTurn(result);
     if (this.#refused.length === 0) return result;
     const note = `${this.#refused.length} message(s) sent to the child were not delivered`;
     return { ...result, diagnostic: result.diagnostic ? `${result.diagnostic}; ${note}` : note };
+  }
+
+  /**
+   * A child that ended before its first turn (its tool modules did not load, it was cancelled at
+   * once) wrote nothing: its log records that turn and how it ended, so no reader takes it for running.
+   */
+  #closeUnrunTurn(result: SubagentResult): void {
+    const session = this.#session;
+    if (session.events.slice(this.#seedLength).some((event) => event.type === 'turn/start')) return;
+    const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
+    const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
+    session.append('turn/start', { turn });
+    // As the child itself would have, inside its first turn: the log says what was delegated.
+    session.append(DESCRIPTOR_EVENT, structuredClone(this.#descriptor));
+    const reason: TurnEndReason =
+      result.stopReason === 'aborted' ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' } };
+    session.append('turn/end', { turn, reason });
   }
 
   #deadThreadResult({ diagnostic, aborted }: Extract<ThreadOutcome, { type: 'thread-failed' }>): SubagentResult {
