@@ -4,6 +4,8 @@
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 
+const NOTHING_HELD = Promise.resolve();
+
 interface Held {
   release(): Promise<void>;
   released: Promise<void> | undefined;
@@ -49,11 +51,12 @@ export class HeldWork {
    * Releases what `owner` holds, and from now on what it starts; resolves once each release did
    * (never rejects). Called again, it also waits for work held since.
    */
-  async release(owner: Agent): Promise<void> {
+  release(owner: Agent): Promise<void> {
     this.#closed.add(owner);
     const set = this.#byOwner.get(owner);
-    if (!set) return;
-    await Promise.allSettled([...set].map((held) => (held.released ??= held.release())));
+    // Most owners hold nothing (every child's disposal asks): one shared settled promise for them.
+    if (!set) return NOTHING_HELD;
+    return Promise.allSettled([...set].map((held) => (held.released ??= held.release()))).then(() => undefined);
   }
 
   /** Releases every owner's work (host shutdown). */

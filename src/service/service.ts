@@ -251,7 +251,9 @@ export class SubagentService {
 
   /** Releases what `child` started: its held work and its continuable descendants (the first failure is thrown). */
   async #releaseBelow(child: Agent, continuation: ContinuationManager | undefined): Promise<void> {
-    const [, drained] = await Promise.allSettled([this.#held.release(child), continuation && drainDescendants(continuation, [child])]);
+    const held = this.#held.release(child);
+    if (!continuation) return held;
+    const [, drained] = await Promise.allSettled([held, drainDescendants(continuation, [child])]);
     if (drained.status === 'rejected') throw drained.reason;
   }
 
