@@ -59,6 +59,15 @@ export class HeldWork {
     return Promise.allSettled([...set].map((held) => (held.released ??= held.release()))).then(() => undefined);
   }
 
+  /**
+   * The owner is gone (its agent disposed): waits for what it held, as `release`, then forgets it,
+   * so a long-lived host keeps no entry per agent it ever released.
+   */
+  async finish(owner: Agent): Promise<void> {
+    await this.release(owner);
+    this.#closed.delete(owner);
+  }
+
   /** Releases every owner's work (host shutdown). */
   async releaseAll(): Promise<void> {
     await Promise.allSettled([...this.#byOwner.keys()].map((owner) => this.release(owner)));

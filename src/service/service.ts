@@ -218,7 +218,7 @@ export class SubagentService {
     const run = new ManagedRun(raw, provider.name, controller, caller, {
       descendants: () => this.#subtrees.descendants(raw.id),
       // A local child may have started continuable children or background work of its own: they go before it.
-      ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation), releaseLate: () => this.#held.release(child) } : {}),
+      ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation), releaseLate: () => this.#held.finish(child) } : {}),
       disposed: () => this.#runs.delete(run),
     });
     this.#runs.add(run);

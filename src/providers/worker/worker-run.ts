@@ -42,6 +42,31 @@ interface AbortRelay {
   readonly listener: () => void;
 }
 
+/** The child's host calls: their signal is made on the first call (most children make none or few). */
+interface HostCalls {
+  controller: AbortController | undefined;
+  /** Calls not answered yet. */
+  out: number;
+  /** Set once the calls are stopped: the abort reason of every call after. */
+  stopped: unknown;
+}
+
+function callSignal(calls: HostCalls): AbortSignal {
+  if (!calls.controller) {
+    calls.controller = new AbortController();
+    if (calls.stopped !== undefined) calls.controller.abort(calls.stopped);
+  }
+  return calls.controller.signal;
+}
+
+/** Aborts the calls out now; a later call starts aborted. With none out, nothing is dispatched. */
+function stopCalls(calls: HostCalls, reason: unknown): void {
+  if (calls.stopped !== undefined) return;
+  calls.stopped = reason;
+  if (calls.out > 0) calls.controller?.abort(reason);
+  else calls.controller = undefined;
+}
+
 function cancelledStart(signal: AbortSignal): SubagentError {
   return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
 }
@@ -61,7 +86,7 @@ export class WorkerRun implements SubagentRun {
   readonly #cancel = () => this.cancel();
   /** The caller's signal, and the one of the child's host calls. */
   readonly #signal: AbortSignal;
-  readonly #calls: AbortController;
+  readonly #calls: HostCalls;
   /** What was delegated, for the log of a child that ended before it wrote it. */
   readonly #descriptor: ChildTaskData['descriptor'];
 
@@ -88,7 +113,7 @@ export class WorkerRun implements SubagentRun {
     const published: { run?: WorkerRun } = {};
     // The signal of the child's host calls: aborted when the run is cancelled (by its caller's
     // signal, run.cancel() or its agent's cancel) and when the child is gone, whatever ended it.
-    const calls = new AbortController();
+    const calls: HostCalls = { controller: undefined, out: 0, stopped: undefined };
     const { allowedTools, seed } = plan;
     let mirror: SessionLog | undefined;
     let onAttach: () => void = () => undefined;
@@ -99,8 +124,10 @@ export class WorkerRun implements SubagentRun {
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
-          return await host.tools.execute(name, input, { agent: run.localAgent, callId, signal: calls.signal });
+          calls.out++;
+          return await host.tools.execute(name, input, { agent: run.localAgent, callId, signal: callSignal(calls) });
         } finally {
+          calls.out--;
           done();
         }
       },
@@ -150,7 +177,7 @@ export class WorkerRun implements SubagentRun {
     session: SessionLog,
     releaseHold: () => void,
     relay: AbortRelay,
-    calls: AbortController,
+    calls: HostCalls,
   ) {
     this.#host = host;
     this.#calls = calls;
@@ -237,7 +264,7 @@ export class WorkerRun implements SubagentRun {
   /** Host calls still out for the child stop: it was cancelled, or it is gone. */
   #stopCalls(): void {
     const signal = this.#signal;
-    if (!this.#calls.signal.aborted) this.#calls.abort(signal.aborted ? signal.reason : { kind: 'parent' });
+    stopCalls(this.#calls, signal.aborted ? signal.reason : { kind: 'parent' });
   }
 
   readonly dispose = once(async () => {

@@ -18,8 +18,8 @@ export interface ActivationHost {
   childrenOf(id: SessionId): Activation[];
   /** Whether `agent` holds work outside its runs (a background task still running). */
   holdsWork(agent: Agent): boolean;
-  /** Stops the work `agent` holds, and what it starts from now on; never rejects. */
-  releaseWork(agent: Agent): Promise<void>;
+  /** Stops the work `agent` holds, and what it starts from now on; never rejects. With `gone`, it then forgets the agent. */
+  releaseWork(agent: Agent, gone?: boolean): Promise<void>;
   epochStarted(activation: Activation, runId: string): void;
   epochEnded(activation: Activation, runId: string, outcome: EpochOutcome, announced: boolean): void;
   /** Called once the Activation left the manager (its agent is disposed). */
@@ -170,7 +170,7 @@ export class Activation {
       for (const result of await Promise.allSettled(children)) if (result.status === 'rejected') failures.push(result.reason);
       await this.agent.whenIdle();
       // A background start its last turn had in flight: released at once when it landed; waited for here.
-      await this.#host.releaseWork(this.agent);
+      await this.#host.releaseWork(this.agent, true);
       this.#close();
       this.#unsubscribe();
       try {

@@ -36,7 +36,7 @@ export interface ContinuationDeps {
    */
   admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
   /** Work agents hold outside their runs (background tasks): it keeps a child busy and goes before it. */
-  held?: { holds(owner: Agent): boolean; release(owner: Agent): Promise<void> } | undefined;
+  held?: { holds(owner: Agent): boolean; release(owner: Agent): Promise<void>; finish(owner: Agent): Promise<void> } | undefined;
   /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
   emit<E extends 'subagent/start' | 'subagent/end'>(event: E, payload: SubagentEvents[E], parent: SessionId, spent?: SubagentUsage): void;
 }
@@ -76,8 +76,10 @@ export class ContinuationManager implements ActivationHost {
     return this.deps.held?.holds(agent) ?? false;
   }
 
-  releaseWork(agent: Agent): Promise<void> {
-    return this.deps.held?.release(agent) ?? Promise.resolve();
+  releaseWork(agent: Agent, gone = false): Promise<void> {
+    const held = this.deps.held;
+    if (!held) return Promise.resolve();
+    return gone ? held.finish(agent) : held.release(agent);
   }
 
   childrenOf(id: SessionId): Activation[] {
