@@ -46,6 +46,20 @@ export function entryLoadFailure(error: unknown): SubagentError {
  * `turn/end` with `reason`), so the stored log says how the child ended instead of staying open.
  * `seedLength` events at the start are a fork's inherited prefix, not the child's own turns.
  */
+/**
+ * Records the turn of a child that wrote none of its own (after the `seedLength` inherited events):
+ * `turn/start`, what `inside` holds, `turn/end` with `reason`. False when the child has a turn.
+ */
+export function recordUnrunTurn(session: SessionLog, seedLength: number, reason: TurnEndReason, inside: readonly { type: string; data: unknown }[] = []): boolean {
+  if (session.events.slice(seedLength).some((event) => event.type === 'turn/start')) return false;
+  const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
+  const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
+  session.append('turn/start', { turn });
+  for (const event of inside) session.append(event.type, event.data);
+  session.append('turn/end', { turn, reason });
+  return true;
+}
+
 export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, reason: TurnEndReason): void {
   let closers;
   try {
@@ -53,15 +67,9 @@ export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, r
   } catch {
     return; // a log repair cannot read is left for load() to report
   }
-  if (closers.length === 0 && !session.events.slice(seedLength).some((event) => event.type === 'turn/start')) {
-    // The thread died before any of its events reached this side: the turn it had begun is recorded.
-    // (How far a dying thread got before its death is timing; no test pins it.)
-    const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
-    const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
-    session.append('turn/start', { turn });
-    session.append('turn/end', { turn, reason });
-    return;
-  }
+  // The thread died before any of its events reached this side: the turn it had begun is recorded.
+  // (How far a dying thread got before its death is timing; no test pins it.)
+  if (closers.length === 0 && recordUnrunTurn(session, seedLength, reason)) return;
   for (const closer of closers) {
     session.append(closer.type, closer.type === 'turn/end' ? { ...(closer.data as object), reason } : closer.data);
   }

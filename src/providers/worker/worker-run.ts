@@ -17,7 +17,7 @@ import type { Slot } from './admission.js';
 import { WorkerChildAgent } from './child-agent.js';
 import type { WorkerPoolEngine } from './pool.js';
 import { ThreadChild, type ThreadOutcome } from './thread-child.js';
-import { closeTurnOfDeadThread } from './thread-failure.js';
+import { closeTurnOfDeadThread, recordUnrunTurn } from './thread-failure.js';
 
 export interface WorkerProviderHost extends ProviderHost {
   readonly pool: WorkerPoolEngine;
@@ -236,16 +236,10 @@ export class WorkerRun implements SubagentRun {
    * once) wrote nothing: its log records that turn and how it ended, so no reader takes it for running.
    */
   #closeUnrunTurn(result: SubagentResult): void {
-    const session = this.#session;
-    if (session.events.slice(this.#seedLength).some((event) => event.type === 'turn/start')) return;
-    const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
-    const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
-    session.append('turn/start', { turn });
-    // As the child itself would have, inside its first turn: the log says what was delegated.
-    session.append(DESCRIPTOR_EVENT, structuredClone(this.#descriptor));
     const reason: TurnEndReason =
       result.stopReason === 'aborted' ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' } };
-    session.append('turn/end', { turn, reason });
+    // As the child itself would have, inside its first turn: the log says what was delegated.
+    recordUnrunTurn(this.#session, this.#seedLength, reason, [{ type: DESCRIPTOR_EVENT, data: structuredClone(this.#descriptor) }]);
   }
 
   #deadThreadResult({ diagnostic, aborted }: Extract<ThreadOutcome, { type: 'thread-failed' }>): SubagentResult {
