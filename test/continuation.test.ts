@@ -174,4 +174,24 @@ describe('reportFrom', () => {
     expect(logged.find((m) => m.id === woke)!.content).toStrictEqual([text(`Subagent ${childId} reported:`), text('look')]);
     await expect(host.subagents.reportFrom(parent, [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
   });
+
+  it('keeps a quiet report to a lingering parent through its eviction: its next turn reads it', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 300 } });
+    const { childId: middleId } = await startChild(host, parent, 'lead');
+    await recorder.until(() => recorder.ends.length === 1);
+    const middle = host.agents.get(middleId)!;
+    const { childId: leafId } = await startChild(host, middle, 'dig');
+    // The leaf's end, then the middle's notice turn about it.
+    await recorder.until(() => recorder.ends.length === 3);
+    const leaf = host.agents.get(leafId)!;
+    await host.subagents.reportFrom(leaf, [text('found it')], { delivery: 'quiet' });
+    await eventually(() => host.sessions.get(middleId) === undefined);
+    await host.subagents.followup(parent, middleId, [text('what now')]);
+    await recorder.until(() => recorder.ends.length === 4);
+    const events = host.agents.get(middleId)?.session.events ?? (await host.persistence!.load(middleId))!.events;
+    const last = events.findLastIndex((e) => e.type === 'turn/start');
+    // One turn takes both, as it would have had the child stayed: the follow-up, then what was queued for the next step.
+    expect(userTexts(events.slice(last))).toStrictEqual(['what now', `Subagent ${leafId} reported: | found it`]);
+    expect(events.some((e) => e.type === 'inbox/discarded')).toBe(false);
+  });
 });

@@ -50,6 +50,11 @@ export interface ResumeAgentOptions extends CommonAgentOptions {
   sessionId: SessionId;
   /** Reads the agent options from the stored log (when it gives some, they replace `agentOptions`). */
   agentOptionsFrom?: (events: readonly SessionEvent[]) => AgentOptions | undefined;
+  /**
+   * Whether input it had accepted and not yet taken starts a turn at once (default `true`).
+   * `false` leaves it queued for the next message, whose turn then takes it too.
+   */
+  wake?: boolean;
 }
 
 export interface AgentHandle {
@@ -177,7 +182,7 @@ export class AgentRegistry {
     const session = SessionLog.restore(stored.header, stored.events, (error) => this.#logger?.warn(`session ${stored.header.id} listener failed`, describeError(error)));
     const kept = options.agentOptionsFrom?.(stored.events);
     const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true);
-    handle.agent.wake();
+    if (options.wake !== false) handle.agent.wake();
     return handle;
   }
 

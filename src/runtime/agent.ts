@@ -115,6 +115,14 @@ export class LocalAgent implements Agent {
     return this.#accept('next-step', content, opts?.source, false);
   }
 
+  /**
+   * Forgets queued input here without discarding it in the log: it stays pending there, and an
+   * agent loaded from that log later takes it up (an evicted continuable child keeps its quiet reports).
+   */
+  shelveInbox(): void {
+    this.#inbox.clear();
+  }
+
   /** Refuses all later input with `CLOSED`; the registry calls it when it disposes the agent. */
   release(): void {
     this.#released = true;

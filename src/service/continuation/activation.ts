@@ -147,7 +147,7 @@ export class Activation {
         this.#parked = true;
         return;
       }
-      this.dispose().catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
+      this.dispose({ keepInbox: true }).catch((error: unknown) => this.#host.warn(`evicting continuable child ${this.childId} failed`, error));
     };
     if (this.#host.lingerMs === 0) return evict();
     this.#timer = setTimeout(evict, this.#host.lingerMs);
@@ -156,15 +156,19 @@ export class Activation {
 
   /**
    * Memoized teardown: cancels this child (queued input discarded), then its children, closes an
-   * open epoch, releases setup and disposes the agent. The child stays in persistence.
+   * open epoch, releases setup and disposes the agent. The child stays in persistence. With
+   * `keepInbox` (an eviction: residency is a cache) nothing is discarded: input still queued, such
+   * as a quiet report for its next turn, stays pending in the log, here and below, and comes back
+   * with a cold resume.
    */
-  dispose(): Promise<void> {
+  dispose(opts?: { keepInbox?: boolean }): Promise<void> {
     if (this.disposal) return this.disposal;
+    const keepInbox = opts?.keepInbox === true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    this.agent.cancel({ kind: 'parent' });
+    this.agent.cancel({ kind: 'parent' }, { keepInbox });
     // Children (and held work) are cancelled in this same synchronous span, top-down; they finish first.
-    const children = [...this.#host.childrenOf(this.childId).map((child) => child.dispose()), this.#host.releaseWork(this.agent)];
+    const children = [...this.#host.childrenOf(this.childId).map((child) => child.dispose(opts)), this.#host.releaseWork(this.agent)];
     this.disposal = (async () => {
       const failures: unknown[] = [];
       for (const result of await Promise.allSettled(children)) if (result.status === 'rejected') failures.push(result.reason);
@@ -178,6 +182,7 @@ export class Activation {
       } catch (error) {
         failures.push(error);
       }
+      if (keepInbox) this.agent.shelveInbox();
       try {
         await this.#handle.dispose();
       } catch (error) {

@@ -190,7 +190,8 @@ export class ContinuationManager implements ActivationHost {
       activation.poke();
       return id;
     } catch (error) {
-      await settled(activation.dispose());
+      // What a cold-resumed child had queued before this message stays pending in its log.
+      await settled(activation.dispose({ keepInbox: true }));
       throw error;
     }
   }

@@ -228,6 +228,8 @@ export async function resumeStored(options: {
   try {
     handle = await releasingSetup(out, () => options.agents.resume({
       sessionId: childId,
+      // The follow-up that brings it back is delivered next: its turn takes what was queued before it.
+      wake: false,
       agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
       ...(prepared.model ? { model: prepared.model } : {}),
       ...(prepared.toolModulesHere === false ? { loadToolModules: false } : {}),
