@@ -195,14 +195,16 @@ describe('drains, what they leave alone and what they wait for', () => {
   });
 
   it('an eviction timer that runs out while a child below still works waits for that child', async () => {
-    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 50 } });
+    // The linger leaves room to start the grandchild first, even on a loaded machine.
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 250 } });
     const { childId } = await startChild(host, parent, 'c');
     await recorder.until(() => recorder.ends.some((end) => end.id === childId));
     const child = host.agents.get(childId)!;
     // Work started under the lingering child by the host: its own epoch stays closed.
     const { childId: grandchildId } = await startChild(host, child, 'g', { model: HANG });
     await untilEvent(host.agents.get(grandchildId)!, 'step/start');
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    // The eviction timer, armed when the child settled, expires before this later, longer one.
+    await new Promise((resolve) => setTimeout(resolve, 500));
     expect(host.agents.get(grandchildId)?.status).toBe('running');
     expect(host.agents.get(childId)).toBe(child);
     host.subagents.interrupt(grandchildId, { kind: 'user', parentSessionId: childId });

@@ -200,7 +200,8 @@ describe('a background commit that failed', () => {
     await store.create({ id: 's', createdAt: 1 });
     const lock = lockWriters(file);
     const appended = store.append('s', [{ seq: 0, type: 'custom', time: 1, data: { n: 1 } }]);
-    // Long enough for the write-behind timer to have met the lock at least once.
+    // The write-behind timer (5 ms, armed by the append) fires before this one and meets the lock;
+    // without a retry of its own, `appended` would never settle.
     await new Promise((resolve) => setTimeout(resolve, 200));
     lock.release();
     await appended;
