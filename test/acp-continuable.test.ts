@@ -3,7 +3,8 @@
 // session/load (also after a host restart), and the refusals (no loadSession, a failing load).
 import { afterEach, describe, expect, it } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
-import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids } from './acp-helpers.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 import { continuationHost, eventually, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { tempFiles } from './helpers.js';
 
@@ -201,6 +202,42 @@ describe('continuable ACP children', () => {
     ]);
     const reasoning = { type: 'reasoning', text: 'pondering[remote tool call: edit]\n[remote tool call: rm]\n' };
     expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [reasoning, text('hello world')] });
+  });
+
+  it('never takes a cancelled prompt’s late text for the next turn’s: that turn fails until the agent ended it', async () => {
+    const log = files.file();
+    const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
+    // The agent answers its cancelled prompt 800 ms after session/cancel, with text first; the grace is 200 ms.
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', '--late=800', `--log=${log}`], cwd: files.dir, ...GRACES });
+    const { childId } = await start(host, parent, 'first');
+    const child = host.agents.get(childId)!;
+    await whenSession(child.session, (events) => streamedText(events) === 'hello ');
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => turnEnds(child.session.events).length === 2);
+    const second = child.session.events.findLast((e) => e.type === 'turn/end')!.data;
+    expect(second).toMatchObject({ reason: { kind: 'error', error: { code: 'ACP_TURN_FAILED', message: expect.stringContaining('cancelled prompt') } } });
+    await eventually(() => logged().includes('answered'));
+    // Once it ended its cancelled prompt, the next turn runs; no late text anywhere.
+    await host.subagents.followup(parent, childId, [text('third')]);
+    await whenSession(child.session, (events) => turnEnds(events).length === 2 && events.at(-1)?.type === 'assistant/chunk');
+    expect(streamedText(child.session.events)).toBe('hello hello ');
+    expect(logged().match(/^prompt .*(?= \d+$)/gm)).toStrictEqual(['prompt first', 'prompt second|third']);
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => turnEnds(child.session.events).length === 3);
+  });
+
+  it('answers a permission request that comes after session/cancel `cancelled`, whatever the policy', async () => {
+    const log = files.file();
+    const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', '--ask-after-cancel', `--log=${log}`], cwd: files.dir, permission: 'allow', ...GRACES });
+    const { childId } = await start(host, parent, 'first');
+    const child = host.agents.get(childId)!;
+    await whenSession(child.session, (events) => streamedText(events) === 'hello ');
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => turnEnds(child.session.events).length === 1);
+    await eventually(() => logged().includes('permission'));
+    expect(logged()).toContain('permission cancelled');
   });
 
   it('rejects the follow-up NOT_RESUMABLE, with the agent’s error as cause, when session/load fails', async () => {

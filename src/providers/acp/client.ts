@@ -71,6 +71,8 @@ export class AcpClient {
   #sessionId: string | undefined;
   #loadSession = false;
   #listener: SessionUpdateListener | undefined;
+  /** session/cancel was sent for the prompt in flight: its permission requests are answered `cancelled`. */
+  #cancelled = false;
 
   private constructor(sdk: AcpSdk, proc: AgentProcess, permission: PermissionPolicy) {
     this.#sdk = sdk;
@@ -79,7 +81,7 @@ export class AcpClient {
       .onNotification(sdk.methods.client.session.update, VALIDATED_BY_ROUTER, ({ params }) => {
         if (params.sessionId === this.#sessionId) this.#listener?.(params.update);
       })
-      .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => permissionOutcome(permission, params.options))
+      .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => (this.#cancelled ? { outcome: { outcome: 'cancelled' } } : permissionOutcome(permission, params.options)))
       .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout, 'client', (message) => this.#textChunk(message)));
     void proc.ended.then(() => {
       if (this.signal.aborted) return;
@@ -165,6 +167,7 @@ export class AcpClient {
     const sessionId = this.#sessionId;
     if (sessionId === undefined) throw new SubagentError('CONTRACT_VIOLATION', 'prompt before session/new');
     this.#listener = onUpdate;
+    this.#cancelled = false;
     try {
       // The SDK does not check answers: a reply without a stop reason is the agent's contract fault.
       const response: unknown = await this.#connection.agent.request(this.#sdk.methods.agent.session.prompt, {
@@ -185,6 +188,7 @@ export class AcpClient {
   cancel(): void {
     const sessionId = this.#sessionId;
     if (sessionId === undefined || this.signal.aborted) return;
+    this.#cancelled = true;
     this.#connection.agent.notify(this.#sdk.methods.agent.session.cancel, { sessionId }).catch(() => undefined);
   }
 

@@ -64,13 +64,18 @@ export class RemoteSessionModel implements ModelAdapter {
   }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
+    // The agent refuses a prompt while the previous one runs: let a cancelled one wind down first.
+    if (!(await within(this.#inflight, this.#graceMs))) {
+      // Its late updates would be taken for the new prompt's (updates carry no prompt id). This
+      // turn's text is not marked sent: the next prompt carries it.
+      yield { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: 'the ACP agent has not ended its cancelled prompt yet' } };
+      return;
+    }
     const text = pendingText(request.messages, this.#sent);
     if (text.length === 0) {
       yield { type: 'finish', reason: 'error', failure: { code: 'ACP_EMPTY_PROMPT', message: 'an ACP child receives text only; the message had none' } };
       return;
     }
-    // The agent refuses a prompt while the previous one runs: let a cancelled one wind down first.
-    await within(this.#inflight, this.#graceMs);
     const chunks: ModelChunk[] = [];
     let wake: (() => void) | undefined;
     const push = (chunk: ModelChunk) => {
