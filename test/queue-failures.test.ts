@@ -1,10 +1,11 @@
 // The queue provider when things go wrong: bad connection strings, an unreachable or vanished
 // Redis, a worker killed mid-child (error, or a restart on another worker while attempts remain),
 // and a worker's SIGTERM drain. Every worker and redis-server here is a real process.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createHost,
@@ -23,6 +24,7 @@ import { types } from './helpers.js';
 import { freePort, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
+const QUEUE_HOST = fileURLToPath(new URL('./fixtures/queue-host.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'queue-failures-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -200,6 +202,67 @@ describe('queue provider failures', () => {
     expect(await next.result).toMatchObject({ stopReason: 'completed' });
     expect(attempts(host.sessions.get(next.id)!.events).map((a) => a.pid)).toEqual([only.pid]);
     await next.dispose();
+  });
+
+  it('a cancel no worker heard of (its key set, its message lost) still stops the running child', async () => {
+    register({ queue: 'unheard' });
+    await worker('unheard', '--lock-duration-ms', '10000');
+    const mark = join(dir, 'unheard-aborted');
+    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'unheard-gate-never'), abortedMark: mark } }] }, { text: 'never' }];
+    const run = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
+    await waitFor(() => host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
+    // What a cancel leaves in Redis when its publish never reached the worker's subscriber (it was
+    // reconnecting, or the host lost Redis between the two commands).
+    const client = redis.client();
+    await client.set(`bull:unheard:sah:cancelled:${run.id}`, '1', 'PX', 60_000);
+    await client.quit();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(existsSync(mark)).toBe(true);
+    await run.dispose();
+  });
+
+  it('a cancel that could not reach Redis is sent once Redis answers again: the child stops on its worker', async () => {
+    // The host connects as its own Redis user, whose writes a test can refuse while the worker goes on.
+    const admin = redis.client();
+    await admin.acl('SETUSER', 'host', 'on', '>pw', '~*', '&*', '+@all');
+    const url = redis.url.replace('redis://', 'redis://host:pw@');
+    host.subagents.registerProvider(queueProvider(host, { connection: url, queue: 'retry', lockDurationMs: 2000 }));
+    await worker('retry', '--lock-duration-ms', '10000');
+    const mark = join(dir, 'retry-aborted');
+    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'retry-gate-never'), abortedMark: mark } }] }, { text: 'never' }];
+    const run = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
+    await waitFor(() => host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
+    await admin.acl('SETUSER', 'host', '-set');
+    try {
+      run.cancel();
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' });
+      await run.dispose();
+      expect(existsSync(mark)).toBe(false);
+    } finally {
+      await admin.acl('SETUSER', 'host', '+set');
+    }
+    // The host's next watchdog check sends it.
+    await waitFor(() => existsSync(mark));
+    await admin.acl('DELUSER', 'host');
+    await admin.quit();
+  });
+
+  it('a worker stops a quiet child whose host is gone (killed, its reply stream expired)', async () => {
+    await worker('hostless', '--lock-duration-ms', '10000');
+    const mark = join(dir, 'hostless-aborted');
+    const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, redis.url, 'hostless', GATE_TOOLS, join(dir, 'hostless-gate-never'), mark];
+    const hostProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => hostProcess.once('exit', resolve));
+    await new Promise<void>((resolve) => hostProcess.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('at-gate') && resolve()));
+    hostProcess.kill('SIGKILL');
+    await exited;
+    // What its TTL does a minute later. The child writes nothing while it waits at its gate: only
+    // the worker's sweep can see that nobody reads it.
+    const client = redis.client();
+    const [reply] = await client.keys('bull:hostless:sah:reply:*');
+    await client.del(reply!);
+    await client.quit();
+    await waitFor(() => existsSync(mark));
   });
 
   it('settles error when the worker running the child is killed', async () => {

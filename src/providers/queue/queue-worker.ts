@@ -28,6 +28,8 @@ interface PoolChild {
   readonly result: Promise<SubagentResult>;
   /** Asks the child to stop; past the pool's grace its thread is terminated. */
   cancel(): void;
+  /** Its host's reply stream. */
+  readonly reply: string;
 }
 
 export interface QueueWorkerOptions {
@@ -56,6 +58,9 @@ export class QueueWorker {
   #worker: Worker<QueueJobData, Encoded> | undefined;
   /** Set when `close()` begins: a job handed to this worker after that is put back, never started. */
   #closing: Promise<void> | undefined;
+  /** Re-reads the cancel keys of running children: a cancel published while the subscriber was away is not lost. */
+  #sweeper: NodeJS.Timeout | undefined;
+  #sweeping = false;
 
   private constructor(options: QueueWorkerOptions, client: Redis, subscriber: Redis) {
     this.#options = options;
@@ -88,6 +93,11 @@ export class QueueWorker {
     const { queue, lockDurationMs } = this.#options;
     this.#subscriber.on('message', (_channel: string, run: string) => this.#active.get(run)?.cancel());
     await this.#subscriber.subscribe(cancelChannel(queue));
+    // Pub/sub delivers to whoever listens at that moment: a cancel published while the subscriber
+    // reconnected, or whose publish never left a host that lost Redis, is found by its key.
+    this.#subscriber.on('ready', () => this.#sweep());
+    this.#sweeper = setInterval(() => this.#sweep(), Math.max(50, Math.min(1000, Math.floor(lockDurationMs / 2))));
+    this.#sweeper.unref();
     await this.#pool.warm();
     this.#worker = new Worker<QueueJobData, Encoded>(queue, (job, token) => this.#process(job, token), {
       connection: this.#client,
@@ -112,6 +122,20 @@ export class QueueWorker {
       }
     });
     await this.#worker.waitUntilReady();
+  }
+
+  /** Cancels every running child whose cancel key is set, or whose host's reply stream is gone. */
+  #sweep(): void {
+    const children = [...this.#active.entries()];
+    if (children.length === 0 || this.#sweeping) return;
+    this.#sweeping = true;
+    const keys = children.flatMap(([run, child]) => [cancelKey(this.#options.queue, run), child.reply]);
+    Promise.all(keys.map((key) => this.#client.exists(key)))
+      .then(
+        (found) => children.forEach(([, child], i) => (found[2 * i] === 1 || found[2 * i + 1] === 0) && child.cancel()),
+        () => undefined,
+      )
+      .finally(() => (this.#sweeping = false));
   }
 
   async #process(job: Job<QueueJobData, Encoded>, token: string | undefined): Promise<Encoded> {
@@ -146,6 +170,7 @@ export class QueueWorker {
           .then((outcome): SubagentResult => (outcome.type === 'result' ? outcome.result : { output: [], diagnostic: outcome.diagnostic, stopReason: outcome.aborted ? 'aborted' : 'error' }))
           .finally(() => thread.release()),
         cancel: () => thread.cancel(),
+        reply,
       };
       this.#active.set(run, child);
       // A cancel published before this child was listed is caught by its key.
@@ -169,6 +194,7 @@ export class QueueWorker {
    */
   close(graceMs = 10_000): Promise<void> {
     this.#closing ??= (async () => {
+      clearInterval(this.#sweeper);
       const drained = this.#worker?.close() ?? Promise.resolve();
       const timer = setTimeout(() => {
         for (const child of this.#active.values()) child.cancel();

@@ -51,6 +51,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #described = false;
   #strikes = 0;
   #cancelled = false;
+  /** A cancellation that could not reach Redis: each watchdog check sends it again until it does. */
+  #cancelPending = false;
   #settled = false;
   #resolve!: (result: SubagentResult) => void;
 
@@ -117,6 +119,13 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   }
 
   async check(connection: QueueConnection): Promise<void> {
+    if (this.#cancelPending) {
+      await this.#publishCancel();
+      this.#cancelPending = false;
+      // A job no worker has taken yet goes; one taken later finds the cancel key.
+      await connection.queue.remove(this.id).catch(() => undefined);
+      if (this.#settled) connection.unregister(this.id);
+    }
     if (this.#settled) return;
     const state = await connection.queue.getJobState(this.id);
     if (this.#settled) return;
@@ -143,7 +152,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     if (this.#attempt < this.#connection.options.attempts && !this.#connection.closed) return void this.#restart(diagnostic);
     this.#settle({ output: [], stopReason: 'error', diagnostic });
     // A worker may still run the child (a lost Redis came back, a worker stalled): it is told to stop.
-    if (!this.#connection.closed) this.#publishCancel().catch(() => undefined);
+    if (!this.#connection.closed) this.#publishCancel().catch(() => this.#retryCancel());
   }
 
   /** Puts the child back on the queue as a new attempt; its log closes the lost attempt's turn. */
@@ -196,7 +205,20 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     void (async () => {
       await this.#publishCancel();
       if ((await queue.remove(this.id)) === 1) this.#settle({ output: [], stopReason: 'aborted' });
-    })().catch(() => this.#settle({ output: [], stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' }));
+    })().catch(() => {
+      this.#settle({ output: [], stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' });
+      this.#retryCancel();
+    });
+  }
+
+  /**
+   * Keeps a settled run on the watchdog's list until its cancellation reached Redis: a worker may
+   * still run the child, and learns of the cancel only from Redis. Not after the host closed.
+   */
+  #retryCancel(): void {
+    if (this.#connection.closed) return;
+    this.#cancelPending = true;
+    this.#connection.register(this.id, this);
   }
 
   /** The cancel key (for a worker that takes the job later) and the cancel message (for the one running it). */
@@ -210,9 +232,10 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   readonly dispose = once(async () => {
     this.cancel();
     await settled(this.result);
-    this.#connection.unregister(this.id);
     const { client, queue, options } = this.#connection;
-    if (!this.#connection.closed) {
+    // A cancellation still on its way keeps the run registered: its check sends it and removes the job.
+    if (!this.#cancelPending) this.#connection.unregister(this.id);
+    if (!this.#connection.closed && !this.#cancelPending) {
       const cleanUp = Promise.allSettled([client.del(cancelKey(options.queue, this.id)), queue.remove(this.id)]);
       // A silent Redis gets the commands (it runs them if it wakes up), but nobody waits for their timeout.
       if (!this.#connection.silent) await cleanUp;
