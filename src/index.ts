@@ -28,7 +28,7 @@ export type { InheritEnv } from './providers/child-env.js';
 export { serveAcp } from './providers/acp/server.js';
 export { queueProvider, QUEUE_CAPABILITIES } from './providers/queue/provider.js';
 export type { QueueProviderOptions } from './providers/queue/options.js';
-export type { AcpServeHost, AcpServeIo } from './providers/acp/server.js';
+export type { AcpServeHost, AcpServeIo, AcpServeOptions } from './providers/acp/server.js';
 
 // seam
 export { SubagentError, isSubagentError, SUBAGENT_ERROR_CODES } from './seam/errors.js';

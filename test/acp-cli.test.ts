@@ -88,6 +88,18 @@ describe('subagent-host acp', () => {
     expect(await agent.exited).toBe(0);
   });
 
+  it('with --text-only advertises no images and refuses a prompt with one', async () => {
+    const agent = startAgent(['--text-only']);
+    const init = await agent.request('initialize', { protocolVersion: 1, clientCapabilities: {} });
+    expect(init.result).toMatchObject({ agentCapabilities: { promptCapabilities: { image: false } } });
+    const created = await agent.request('session/new', { cwd: files.dir, mcpServers: [] });
+    const image = { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const refused = await agent.request('session/prompt', { sessionId: String(created.result?.['sessionId']), prompt: [image] });
+    expect(refused.error).toMatchObject({ code: -32602 });
+    agent.child.stdin.end();
+    expect(await agent.exited).toBe(0);
+  });
+
   it('saves the sessions to --db and exits 143 on SIGTERM while serving', async () => {
     const db = files.file();
     const agent = startAgent(['--db', db]);

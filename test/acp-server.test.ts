@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createHost, serveAcp, sqlitePersistence, type AcpServeHost, type Host, type ScriptedStep, type SessionPersistence } from 'subagent-host';
+import { createHost, serveAcp, sqlitePersistence, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep, type SessionPersistence } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
 import { deferred, recordingTool } from './helpers.js';
 
@@ -29,10 +29,10 @@ interface Client {
 
 const open: Client[] = [];
 
-function connect(host: AcpServeHost): Client {
+function connect(host: AcpServeHost, options?: AcpServeOptions): Client {
   const toServer = new PassThrough();
   const toClient = new PassThrough();
-  const served = serveAcp(host, { input: toServer, output: toClient });
+  const served = serveAcp(host, { input: toServer, output: toClient }, options);
   const updates: acp.SessionNotification[] = [];
   let waiting = deferred();
   const connection = acp
@@ -108,6 +108,22 @@ describe('serveAcp', () => {
     const client = connect(host);
     const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
     expect(response).toMatchObject({ protocolVersion: 1, agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {} } } });
+  });
+
+  it('advertises images unless served text-only, which refuses an image before storing anything', async () => {
+    const host = await newHost();
+    const advertised = await connect(host).agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    expect(advertised.agentCapabilities?.promptCapabilities?.image).toBe(true);
+    const client = connect(host, { images: false });
+    const textOnly = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    expect(textOnly.agentCapabilities?.promptCapabilities?.image).toBe(false);
+    const sessionId = await session(client);
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const refused = client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: 'look' }, image] });
+    await expect(refused).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('takes no images') });
+    expect(host.agents.get(sessionId)!.session.events.filter((e) => e.type === 'inbox/accepted')).toStrictEqual([]);
+    await expect(prompt(client, sessionId, 'text then')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    await expect(serveAcp(host, undefined, { images: 'no' } as unknown as AcpServeOptions)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
   });
 
   it('does not offer loadSession without persistence', async () => {

@@ -1,4 +1,4 @@
-// `subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]`: serves our agent over
+// `subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE] [--text-only]`: serves our agent over
 // ACP on stdio until stdin ends. stdout carries protocol only; every log line goes to stderr.
 import type { ModelSpec } from '../seam/agent-types.js';
 import { SubagentError, describeError } from '../seam/errors.js';
@@ -8,13 +8,15 @@ import { serveAcp } from '../providers/acp/server.js';
 import { startWarmUp } from './acp-warm-up.js';
 import { parseCommand, readValues } from './args.js';
 
-const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE]
+const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE] [--text-only]
 
 Serves an agent over the Agent Client Protocol on stdin/stdout (logs go to stderr).
 
   --model M   scripted (default; deterministic, echoes), openai (OPENAI_BASE_URL, OPENAI_MODEL,
               key in OPENAI_API_KEY), or a ModelSpec as JSON
-  --db FILE   keep sessions in this SQLite database (enables session/load across runs)`;
+  --db FILE   keep sessions in this SQLite database (enables session/load across runs)
+  --text-only advertise no image support and refuse prompts with images (for a model that takes
+              text only: an image would stay in the session and fail every later turn)`;
 
 /** The `--model` value as a ModelSpec; `INVALID_MODEL_SPEC` when it is none. */
 export function parseModel(value: string | undefined): ModelSpec {
@@ -44,7 +46,7 @@ function log(message: string, data?: unknown): void {
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('acp', USAGE, {
     args,
-    options: { model: { type: 'string' }, db: { type: 'string' } },
+    options: { model: { type: 'string' }, db: { type: 'string' }, 'text-only': { type: 'boolean' } },
   });
   if (typeof parsed === 'number') return parsed;
   const { values } = parsed;
@@ -72,7 +74,7 @@ export async function run(args: string[]): Promise<number> {
   let ended = false;
   const idleRounds = warm.continueWhileIdle(() => ended || host.agents.list().length > 0);
   try {
-    await serveAcp(host);
+    await serveAcp(host, undefined, { images: values['text-only'] !== true });
   } finally {
     ended = true;
     process.off('SIGTERM', onTerm);

@@ -8,13 +8,17 @@ import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/se
 /** A prompt block we cannot take (audio, embedded resources): the caller rejects the request. */
 export class UnsupportedPromptBlock extends Error {}
 
-/** ACP prompt blocks → ours. Resource links become a text marker; audio and embedded resources are refused. */
-export function promptContent(prompt: readonly acp.ContentBlock[]): ContentBlock[] {
+/**
+ * ACP prompt blocks → ours. Resource links become a text marker; audio and embedded resources are
+ * refused, and images too when the server does not take them (`images: false`).
+ */
+export function promptContent(prompt: readonly acp.ContentBlock[], images = true): ContentBlock[] {
   return prompt.map((block): ContentBlock => {
     switch (block.type) {
       case 'text':
         return { type: 'text', text: block.text };
       case 'image':
+        if (!images) throw new UnsupportedPromptBlock('this agent takes no images (it is served text-only)');
         return { type: 'image', mimeType: block.mimeType, data: block.data };
       case 'resource_link':
         return { type: 'text', text: `[resource ${block.name}: ${block.uri}]` };

@@ -35,6 +35,16 @@ export interface AcpServeIo {
   output: Writable;
 }
 
+export interface AcpServeOptions {
+  /**
+   * Whether prompts may carry images (advertised as `promptCapabilities.image`). With `false`, a
+   * prompt with an image is refused (-32602) before anything is stored: a model that cannot take
+   * images would fail that turn and every later one, since the image stays in the session's history.
+   * @default true
+   */
+  images?: boolean;
+}
+
 const routeSchema = z.strictObject({
   model: z.unknown().optional(),
   maxTokens: z.number().int().positive().optional(),
@@ -78,10 +88,12 @@ class AcpServer {
   readonly #sessions = new Map<string, Served>();
   /** Restores in flight: a second load or resume of the same session waits for the first. */
   readonly #restoring = new Map<string, Promise<Served>>();
+  readonly #images: boolean;
 
-  constructor(sdk: AcpSdk, host: AcpServeHost) {
+  constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
     this.#sdk = sdk;
     this.#host = host;
+    this.#images = images;
   }
 
   app(): acp.AgentApp {
@@ -103,7 +115,7 @@ class AcpServer {
       agentCapabilities: {
         loadSession: stored,
         ...(stored ? { sessionCapabilities: { resume: {} } } : {}),
-        promptCapabilities: { image: true, audio: false, embeddedContext: false },
+        promptCapabilities: { image: this.#images, audio: false, embeddedContext: false },
       },
       authMethods: [],
     };
@@ -221,7 +233,7 @@ class AcpServer {
     if (served.active || agent.status === 'running') {
       throw this.#sdk.RequestError.invalidRequest(undefined, 'a prompt is already running in this session');
     }
-    const content = promptContent(params.prompt);
+    const content = promptContent(params.prompt, this.#images);
     if (content.length === 0) throw this.#sdk.RequestError.invalidParams(undefined, 'the prompt is empty');
     const active = { cancelled: false };
     served.active = active;
@@ -271,12 +283,14 @@ class AcpServer {
 }
 
 /** Checked before anything is served: a bad argument is `INVALID_OPTIONS`, not a session that fails later. */
-function assertServeArguments(host: unknown, io: unknown): void {
+function assertServeArguments(host: unknown, io: unknown, options: unknown): void {
   const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || !isRecord(host['agents'])
     ? 'host must be a host made by createHost()'
     : io !== undefined && (!isRecord(io) || typeof (io['input'] as { on?: unknown } | undefined)?.on !== 'function' || typeof (io['output'] as { write?: unknown } | undefined)?.write !== 'function')
       ? 'io must be { input: Readable, output: Writable }'
-      : undefined;
+      : options !== undefined && (!isRecord(options) || (options['images'] !== undefined && typeof options['images'] !== 'boolean'))
+        ? 'options must be { images?: boolean }'
+        : undefined;
   if (problem !== undefined) throw new SubagentError('INVALID_OPTIONS', `serveAcp: ${problem}`);
 }
 
@@ -284,10 +298,10 @@ function assertServeArguments(host: unknown, io: unknown): void {
  * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
  * to `output`: it carries protocol only.
  */
-export async function serveAcp(host: AcpServeHost, io?: AcpServeIo): Promise<void> {
-  assertServeArguments(host, io);
+export async function serveAcp(host: AcpServeHost, io?: AcpServeIo, options?: AcpServeOptions): Promise<void> {
+  assertServeArguments(host, io, options);
   const sdk = await loadAcpSdk();
-  const server = new AcpServer(sdk, host);
+  const server = new AcpServer(sdk, host, options?.images ?? true);
   const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent'));
   await connection.closed;
   await server.close();
