@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DESCRIPTOR_EVENT, sqlitePersistence, type SessionHeader } from 'subagent-host';
 
@@ -157,5 +158,71 @@ describe('subagent-host ls', () => {
     const { code, stderr } = await ls(['nobody', '--db', db]);
     expect(code).toBe(1);
     expect(stderr).toContain('UNKNOWN_SESSION');
+  });
+
+  it('refuses an SQLite file subagent-host did not write, and writes nothing into it', async () => {
+    for (const [name, make, why] of [
+      ['other-app.db', (other: Database.Database) => other.exec('CREATE TABLE notes (body TEXT)'), 'is an SQLite database that subagent-host did not create'],
+      ['blank.db', (other: Database.Database) => other.exec('CREATE TABLE t (x); DROP TABLE t'), 'is not a subagent-host database (it is empty)'],
+    ] as const) {
+      const file = path.join(tmp, name);
+      const other = new Database(file);
+      make(other);
+      other.close();
+      const before = fs.readFileSync(file);
+      const { code, stderr } = await ls(['root', '--db', file]);
+      expect([code, stderr]).toEqual([1, `subagent-host: CORRUPT_DATA: ${file} ${why}\n`]);
+      expect(fs.readFileSync(file).equals(before)).toBe(true);
+    }
+  });
+
+  it('answers while another process holds the database’s write lock', async () => {
+    const writer = new Database(db);
+    writer.exec('BEGIN IMMEDIATE');
+    try {
+      const { code, stdout } = await ls(['alpha', '--db', db]);
+      expect(code).toBe(0);
+      expect(lines(stdout)).toEqual(['alpha-1  one-shot     inactive  -  35  deep']);
+    } finally {
+      writer.exec('ROLLBACK');
+      writer.close();
+    }
+  });
+
+  it('lists a child one of whose answers is damaged (not JSON) in the file', async () => {
+    const file = path.join(tmp, 'damaged.db');
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'p', createdAt: 1 });
+    await store.create({ id: 'c', createdAt: 2, parentSession: 'p', origin: 'subagent' });
+    await store.append('c', [
+      { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
+      { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: { version: 2, mode: 'one-shot', provider: 'spawn', label: 'hurt' } },
+      { seq: 2, time: 2, type: 'assistant/message', data: { turn: 1, step: 1, id: 'm', content: [], usage: { inputTokens: 1, outputTokens: 1 } } },
+      { seq: 3, time: 2, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+    ]);
+    await store.close();
+    const raw = new Database(file);
+    raw.prepare("UPDATE events SET data = 'not json {' WHERE session_id = 'c' AND type = 'assistant/message'").run();
+    raw.close();
+    const { code, stdout } = await ls(['p', '--db', file]);
+    expect(code).toBe(0);
+    expect(lines(stdout)).toEqual(['c  one-shot     inactive  -  2  hurt']);
+  });
+
+  it('shows control characters of a label (the model’s text) escaped, never raw', async () => {
+    const file = path.join(tmp, 'labels.db');
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'p', createdAt: 1 });
+    await store.create({ id: 'c', createdAt: 2, parentSession: 'p', origin: 'subagent' });
+    const label = 'fine\nforged  one-shot  inactive\u001b]0;title\u0007\u001b[31m';
+    await store.append('c', [
+      { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
+      { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: { version: 2, mode: 'one-shot', provider: 'spawn', label } },
+      { seq: 2, time: 2, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+    ]);
+    await store.close();
+    const { code, stdout } = await ls(['p', '--db', file]);
+    expect(code).toBe(0);
+    expect(stdout).toBe('c  one-shot     inactive  -  0  fine\\x0aforged  one-shot  inactive\\x1b]0;title\\x07\\x1b[31m\n');
   });
 });

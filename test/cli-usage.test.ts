@@ -1,7 +1,7 @@
 // The command line as a user first meets it, run as a real process: the command list, help, unknown
 // commands and options, and bad values of `acp`, `bench`, `demo` and `worker`, each with its exit code and where its text goes.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -134,6 +134,22 @@ describe('subagent-host demo', () => {
     const [line, usage] = stderr.split('\n\n');
     expect(line).toBe(`subagent-host demo: INVALID_OPTIONS: ${message}`);
     expect(usage).toMatch(/^usage: subagent-host demo \[options\]/);
+  });
+
+  it.each([
+    ['a text file', (dir: string) => (writeFileSync(join(dir, 'notes.db'), 'notes, not a database\n'.repeat(100)), join(dir, 'notes.db')), 'CORRUPT_DATA: '],
+    ['a directory', (dir: string) => dir, 'INVALID_OPTIONS: '],
+  ])('refuses --db naming %s with one line and exits 2 before any work', async (_what, make, code) => {
+    const dir = mkdtempSync(join(tmpdir(), 'demo-db-'));
+    try {
+      for (const extra of [[], ['--continuable']]) {
+        const result = await runCli('demo', '--provider', 'in-process', '--children', '1', '--db', make(dir), ...extra);
+        expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 2, stdout: '' });
+        expect(result.stderr).toMatch(new RegExp(`^subagent-host demo: ${code}[^\n]*\n$`));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

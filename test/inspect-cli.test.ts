@@ -96,8 +96,25 @@ describe('subagent-host inspect on a file it cannot read', () => {
     const before = readFileSync(foreign);
     const { code, stderr } = await inspect(['--db', foreign, '--port', '0']);
     expect(code).toBe(1);
-    expect(stderr).toMatch(new RegExp(`^subagent-host: CORRUPT_DATA: ${foreign} is not a subagent-host database of schema version \\d+ \\(found 0\\); `));
+    expect(stderr).toBe(`subagent-host: CORRUPT_DATA: ${foreign} is an SQLite database that subagent-host did not create\n`);
     expect(readFileSync(foreign).equals(before)).toBe(true);
+  });
+
+  it('says why it cannot read an empty database, a newer one, or one that claims our schema with other tables, and leaves no file beside them', async () => {
+    const cases: [string, (db: Database.Database) => void, string][] = [
+      ['empty.db', () => undefined, 'is not a subagent-host database (it is empty)'],
+      ['newer.db', (db) => db.exec('CREATE TABLE sessions (x); PRAGMA user_version = 99'), 'was written by a newer subagent-host (schema version 99); this build reads version 4'],
+      ['claims.db', (db) => db.exec('CREATE TABLE notes (body TEXT); PRAGMA user_version = 4'), 'claims schema version 4 but its tables differ: it was not written by subagent-host'],
+    ];
+    for (const [name, make, why] of cases) {
+      const file = join(files.dir, name);
+      const db = new Database(file);
+      make(db);
+      db.close();
+      const { code, stderr } = await inspect(['--db', file, '--port', '0']);
+      expect([code, stderr]).toEqual([1, `subagent-host: CORRUPT_DATA: ${file} ${why}\n`]);
+      expect(existsSync(`${file}-wal`) || existsSync(`${file}-shm`)).toBe(false);
+    }
   });
 });
 
@@ -150,6 +167,8 @@ describe('subagent-host inspect roots', () => {
     } finally {
       expect(await server.stop()).toBe(0);
     }
+    // It only read the file: SQLite's -wal and -shm files of its connection are gone with it.
+    expect([existsSync(`${db}-wal`), existsSync(`${db}-shm`)]).toEqual([false, false]);
   });
 });
 

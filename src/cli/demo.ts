@@ -7,6 +7,8 @@ import type { DemoProvider } from '../demo/report.js';
 import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
+import { sqlitePersistence } from '../persistence/sqlite.js';
+import { describeError, isSubagentError } from '../seam/errors.js';
 import { DEFAULT_DB } from './ls.js';
 import { MAX_TIMER_MS, integerValue, parseCommand, usageError } from './args.js';
 
@@ -75,6 +77,12 @@ export async function run(args: string[]): Promise<number> {
   // One child per chunk of files: never more children than files.
   const planned = Math.max(1, Math.min(children, files.length));
   const db = values.db ?? (process.env['SUBAGENT_HOST_DB'] || DEFAULT_DB);
+  // The database too is checked before the run starts: opened (made, or upgraded) once and closed.
+  const unusable = await unusableDatabase(db);
+  if (unusable !== undefined) {
+    process.stderr.write(`subagent-host demo: ${unusable}\n`);
+    return 2;
+  }
   if (values.continuable) return continuable({ provider: values.provider as DemoProvider, dir, files, children: planned, db, json: values.json });
   if (!values.json) {
     const who = model ? 'a real model' : 'a scripted planner';
@@ -100,6 +108,17 @@ export async function run(args: string[]): Promise<number> {
   }
   // The report is printed either way; a parent turn that failed is still a failed run.
   return report.turn === 'error' ? 1 : 0;
+}
+
+/** Why `db` cannot hold the demo's sessions, or undefined when it can. */
+async function unusableDatabase(db: string): Promise<string | undefined> {
+  try {
+    await sqlitePersistence(db).close();
+    return undefined;
+  } catch (error) {
+    if (isSubagentError(error)) return `${error.code}: ${error.message}`;
+    return `cannot use ${db}: ${describeError(error)}`;
+  }
 }
 
 /** `demo --continuable`: live progress, then the report (text or JSON). */

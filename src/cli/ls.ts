@@ -1,9 +1,11 @@
 // `subagent-host ls SESSION [--db FILE] [--tree] [--json]`: the subagent children (or, with --tree,
 // every descendant) of a session stored in a subagent-host SQLite database, one per line or as JSON.
 import fs from 'node:fs';
+import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
+import { notOurSchema } from '../persistence/sqlite-migrate.js';
 import { createSubagentCatalog } from '../service/catalog.js';
 import { follow, listOnce } from './ls-follow.js';
 import { parseCommand, usageError as commandUsageError } from './args.js';
@@ -36,19 +38,50 @@ function tokensOf(entry: Entry, subtree: boolean): number {
   return subtree && 'treeUsage' in entry ? entry.treeUsage.totalTokens : entry.usage.totalTokens;
 }
 
+/**
+ * Control characters shown as `\xNN`: a label is the model's text, and a newline or an escape
+ * sequence in it would forge rows or drive the terminal.
+ */
+function visible(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 /** One aligned line per entry; the label comes last because it may contain spaces. */
 function table(entries: readonly Entry[], subtree: boolean): string {
-  const width = entries.reduce((widest, entry) => Math.max(widest, name(entry).length), 0);
+  const width = entries.reduce((widest, entry) => Math.max(widest, visible(name(entry)).length), 0);
   const digits = entries.reduce((widest, entry) => Math.max(widest, String(tokensOf(entry, subtree)).length), 0);
   return entries
     .map((entry) => {
-      const first = name(entry).padEnd(width);
+      const first = visible(name(entry)).padEnd(width);
       if (entry.kind === 'diagnostic') return `${first}  [${entry.reason}]\n`;
       const children = entry.hasChildren ? '+' : '-';
       const spent = String(tokensOf(entry, subtree)).padStart(digits);
-      return `${`${first}  ${entry.mode.padEnd(11)}  ${entry.activity.padEnd(8)}  ${children}  ${spent}  ${entry.label ?? ''}`.trimEnd()}\n`;
+      return `${`${first}  ${entry.mode.padEnd(11)}  ${entry.activity.padEnd(8)}  ${children}  ${spent}  ${visible(entry.label ?? '')}`.trimEnd()}\n`;
     })
     .join('');
+}
+
+/**
+ * `CORRUPT_DATA` for an SQLite file subagent-host did not write (schema version 0): opening it as a
+ * store would write our tables into it. Earlier versions of ours are upgraded by the store.
+ */
+function refuseForeign(file: string): void {
+  let db: Database.Database;
+  try {
+    db = new Database(file, { fileMustExist: true });
+  } catch {
+    return; // the store's own open says why
+  }
+  try {
+    db.pragma('query_only = ON');
+    const version: unknown = db.pragma('user_version', { simple: true });
+    if (version === 0) throw new SubagentError('CORRUPT_DATA', notOurSchema(db, file, version));
+  } catch (error) {
+    if (error instanceof SubagentError) throw error;
+    // Not readable as SQLite: the store's own open says why.
+  } finally {
+    db.close();
+  }
 }
 
 const usageError = (message: string): number => commandUsageError('ls', USAGE, message);
@@ -77,6 +110,7 @@ export async function run(args: string[]): Promise<number> {
   if (!fs.existsSync(file) || fs.statSync(file).size === 0) {
     throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
   }
+  refuseForeign(file);
   const persistence = sqlitePersistence(file);
   try {
     if (!(await persistence.projections([sessionId])).has(sessionId)) {

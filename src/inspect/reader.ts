@@ -4,7 +4,7 @@
 import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
-import { SCHEMA_VERSION } from '../persistence/sqlite-migrate.js';
+import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { decodeEvent, decodeSession } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
@@ -30,7 +30,7 @@ SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.
   (SELECT data FROM events e WHERE e.session_id = s.id AND e.type = 'subagent/descriptor'
      ORDER BY seq DESC LIMIT 1) AS descriptor,
   (SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
-     FROM events e WHERE e.session_id = s.id AND e.type = 'assistant/message') AS usage
+     FROM events e WHERE e.session_id = s.id AND e.type = 'assistant/message' AND json_valid(data)) AS usage
 FROM tree JOIN sessions s ON s.id = tree.id
 ORDER BY s.created_at, s.create_order`;
 
@@ -121,7 +121,9 @@ export class InspectReader {
    */
   constructor(path: string) {
     try {
-      this.#db = new Database(path, { readonly: true, fileMustExist: true });
+      // Read-write handle refusing writes: a read-only handle leaves -wal/-shm files behind on close.
+      this.#db = new Database(path, { fileMustExist: true });
+      this.#db.pragma('query_only = ON');
     } catch (error) {
       throw new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error });
     }
@@ -133,24 +135,26 @@ export class InspectReader {
       throw new SubagentError('CORRUPT_DATA', `${path} is not a readable SQLite database`, { cause: error });
     }
     if (version !== SCHEMA_VERSION) {
+      const message = notOurSchema(this.#db, path, version);
       this.#db.close();
-      throw new SubagentError(
-        'CORRUPT_DATA',
-        `${path} is not a subagent-host database of schema version ${SCHEMA_VERSION} (found ${String(version)}); ` +
-          'a file of an earlier version is upgraded by opening it once with `subagent-host ls`',
-      );
+      throw new SubagentError('CORRUPT_DATA', message);
     }
     const rootColumns = `id, created_at AS createdAt, next_seq AS events,
       (SELECT count(*) FROM sessions c WHERE c.parent_session = s.id) AS children,
       (SELECT data FROM events e WHERE e.session_id = s.id AND e.type = 'user/message' ORDER BY seq LIMIT 1) AS first`;
-    this.#roots = this.#db.prepare(
-      `SELECT ${rootColumns} FROM sessions s WHERE parent_session IS NULL ORDER BY created_at DESC, create_order DESC LIMIT ?`,
-    );
-    this.#root = this.#db.prepare(`SELECT ${rootColumns} FROM sessions s WHERE id = ?`);
-    this.#tree = this.#db.prepare(TREE);
-    this.#session = this.#db.prepare('SELECT id, created_at, cwd, parent_session, origin, delegation_depth, seed_length, next_seq FROM sessions WHERE id = ?');
-    this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
-    this.#version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
+    try {
+      this.#roots = this.#db.prepare(
+        `SELECT ${rootColumns} FROM sessions s WHERE parent_session IS NULL ORDER BY created_at DESC, create_order DESC LIMIT ?`,
+      );
+      this.#root = this.#db.prepare(`SELECT ${rootColumns} FROM sessions s WHERE id = ?`);
+      this.#tree = this.#db.prepare(TREE);
+      this.#session = this.#db.prepare('SELECT id, created_at, cwd, parent_session, origin, delegation_depth, seed_length, next_seq FROM sessions WHERE id = ?');
+      this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
+      this.#version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
+    } catch (error) {
+      this.#db.close();
+      throw new SubagentError('CORRUPT_DATA', `${path} claims schema version ${SCHEMA_VERSION} but its tables differ: it was not written by subagent-host`, { cause: error });
+    }
   }
 
   /** Changes whenever another connection commits (SQLite's `data_version`). */

@@ -148,8 +148,30 @@ function upgradeToV4(db: Database.Database): void {
   backfillLineage(db);
 }
 
+/** Why a file whose `user_version` is not ours cannot be read, and what to do about it. */
+export function notOurSchema(db: Database.Database, path: string, version: unknown): string {
+  if (version === 0) {
+    let tables: unknown = 0;
+    try {
+      tables = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get();
+    } catch {
+      // Unreadable: reported as not ours below.
+    }
+    return tables === 0 ? `${path} is not a subagent-host database (it is empty)` : `${path} is an SQLite database that subagent-host did not create`;
+  }
+  if (typeof version === 'number' && version > SCHEMA_VERSION) {
+    return `${path} was written by a newer subagent-host (schema version ${version}); this build reads version ${SCHEMA_VERSION}`;
+  }
+  if (typeof version === 'number' && version > 0) {
+    return `${path} has schema version ${version}; this build reads version ${SCHEMA_VERSION}: open it once with \`subagent-host ls\` to upgrade it`;
+  }
+  return `${path} is not a subagent-host database (schema version ${String(version)})`;
+}
+
 /** Creates the schema in an empty database, or upgrades an older one, or refuses another. */
 export function migrate(db: Database.Database, path: string): void {
+  // A store of this version needs no write: no write lock (a reader such as `ls` must not wait on a writer).
+  if (db.pragma('user_version', { simple: true }) === SCHEMA_VERSION) return;
   // IMMEDIATE takes the write lock first, so two processes opening a new file cannot both create.
   db.transaction(() => {
     const stored = db.pragma('user_version', { simple: true });
