@@ -1,12 +1,13 @@
 // `demo --model openai` end to end against an OpenAI-compatible server on loopback that streams
 // what a real model may do: delegate every chunk, only some, none (plain text), or fail. The
 // report must match what the server saw and what ran.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
@@ -20,7 +21,7 @@ afterAll(() => {
   rmSync(dbDir, { recursive: true, force: true });
 });
 
-type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized';
+type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'children-hang';
 type Message = { role: string; content: string };
 interface Seen {
   who: 'planner' | 'child';
@@ -77,6 +78,8 @@ async function modelServer(behaviour: Behaviour): Promise<{ baseURL: string; see
         res.end(JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error' } }));
       } else if (last.role === 'tool') {
         answer(res, body.model, who === 'planner' ? SUMMARY : `Analysed: ${last.content.slice(0, 60)}`);
+      } else if (who === 'child' && behaviour === 'children-hang') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' }); // and nothing more
       } else if (who === 'child') {
         toolCalls(res, body.model, [{ name: 'analyse_files', input: { files: user.split('\n').filter((l) => l.startsWith('- ')).map((l) => l.slice(2)) } }]);
       } else if (behaviour === 'plain-text') {
@@ -174,6 +177,38 @@ describe('demo --model openai against a local OpenAI-compatible server', () => {
     expect(text.stdout).toContain('The model delegated nothing');
     expect(text.stdout).toContain('No speed-up: no children ran');
     expect(text.stdout).not.toContain('speed-up ×');
+  });
+
+  it('Ctrl-C stops the children and closes the database: exit 130, no turn left open in it', { timeout: 90_000 }, async () => {
+    const server = await modelServer('children-hang');
+    const db = join(dbDir, `run-${++runs}.db`);
+    const env = { ...process.env, OPENAI_BASE_URL: server.baseURL, OPENAI_MODEL: 'test-model', OPENAI_API_KEY: 'sk-test' };
+    const child = spawn(process.execPath, [cli, 'demo', '--model', 'openai', '--children', '3', '--dir', dir, '--db', db], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    // Two children wait on the model (one per pool thread, two on this machine); the third is queued.
+    while (server.seen.filter((s) => s.who === 'child').length < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(stderr).toContain(`subagent-host demo: interrupted; its children were stopped and ${db} closed`);
+    const stored = new Database(db, { readonly: true });
+    try {
+      const turns = stored.prepare("SELECT session_id AS id, sum(type = 'turn/start') AS started, sum(type = 'turn/end') AS ended FROM events GROUP BY session_id").all() as { id: string; started: number; ended: number }[];
+      expect(turns.length).toBeGreaterThanOrEqual(4);
+      expect(turns.filter((t) => t.started !== t.ended)).toEqual([]);
+      // The children of the run's parent (the newest root; the warm-up's parent came first).
+      const ends = stored
+        .prepare("SELECT data FROM events e JOIN sessions s ON s.id = e.session_id WHERE s.parent_session = (SELECT id FROM sessions WHERE parent_session IS NULL ORDER BY created_at DESC, create_order DESC LIMIT 1) AND e.type = 'turn/end'")
+        .pluck()
+        .all() as string[];
+      // A child still queued for a thread never started a turn.
+      const kinds = ends.map((data) => (JSON.parse(data) as { reason: { kind: string } }).reason.kind);
+      expect(kinds.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(kinds)).toEqual(new Set(['aborted']));
+    } finally {
+      stored.close();
+    }
   });
 
   it("reports the model's failure and exits 1 when the server rejects the key", { timeout: 90_000 }, async () => {

@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
+import type { ModelSpec } from '../seam/agent-types.js';
 import type { DemoProvider } from '../demo/report.js';
 import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
@@ -83,25 +84,61 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`subagent-host demo: ${unusable}\n`);
     return 2;
   }
-  if (values.continuable) return continuable({ provider: values.provider as DemoProvider, dir, files, children: planned, db, json: values.json });
-  if (!values.json) {
-    const who = model ? 'a real model' : 'a scripted planner';
-    process.stdout.write(`Asking ${who} to delegate the analysis of ${files.length} files under ${dir} to ${planned}${values.chaos ? ' + 2 chaos' : ''} '${values.provider}' children…\n`);
+  // Ctrl-C (or SIGTERM) closes the host: the children are cancelled and every open turn ends in
+  // the database, which `ls` and `inspect` would otherwise show running for good. A second one quits.
+  const interrupted = new AbortController();
+  const onSignal = () => interrupted.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const { signal } = interrupted;
+  try {
+    const code = values.continuable
+      ? await continuable({ provider: values.provider as DemoProvider, dir, files, children: planned, db, json: values.json, signal })
+      : await oneShot({ provider: values.provider as DemoProvider, children, planned, dir, files, chaos: values.chaos, deadline, db, json: values.json, model: model?.ok ? model.value : undefined, signal });
+    if (!signal.aborted) return code;
+  } catch (error) {
+    if (!signal.aborted) throw error;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  process.stderr.write(`subagent-host demo: interrupted; its children were stopped and ${db} closed\n`);
+  return 130;
+}
+
+/** The one-shot demo: the opening line, the run, then the report (text or JSON). */
+async function oneShot(o: {
+  provider: DemoProvider;
+  children: number;
+  planned: number;
+  dir: string;
+  files: string[];
+  chaos: boolean;
+  deadline: number;
+  db: string;
+  json: boolean;
+  model: ModelSpec | undefined;
+  signal: AbortSignal;
+}): Promise<number> {
+  if (!o.json) {
+    const who = o.model ? 'a real model' : 'a scripted planner';
+    process.stdout.write(`Asking ${who} to delegate the analysis of ${o.files.length} files under ${o.dir} to ${o.planned}${o.chaos ? ' + 2 chaos' : ''} '${o.provider}' children…\n`);
   }
   const report = await runDemo({
-    provider: values.provider as DemoProvider,
-    children,
-    dir,
-    files,
-    chaos: values.chaos,
-    deadlineMs: deadline,
+    provider: o.provider,
+    children: o.children,
+    dir: o.dir,
+    files: o.files,
+    chaos: o.chaos,
+    deadlineMs: o.deadline,
     out: process.stdout,
     tty: process.stdout.isTTY === true,
-    quiet: values.json,
-    db,
-    ...(model ? { model: model.value } : {}),
+    quiet: o.json,
+    db: o.db,
+    signal: o.signal,
+    ...(o.model ? { model: o.model } : {}),
   });
-  if (values.json) {
+  if (o.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
     process.stdout.write(reportText(report));
@@ -122,7 +159,7 @@ async function unusableDatabase(db: string): Promise<string | undefined> {
 }
 
 /** `demo --continuable`: live progress, then the report (text or JSON). */
-async function continuable(o: { provider: DemoProvider; dir: string; files: string[]; children: number; db: string; json: boolean }): Promise<number> {
+async function continuable(o: { provider: DemoProvider; dir: string; files: string[]; children: number; db: string; json: boolean; signal: AbortSignal }): Promise<number> {
   if (!o.json) process.stdout.write(`Asking a scripted planner to analyse ${o.files.length} files under ${o.dir} with ${o.children} continuable '${o.provider}' children…\n`);
   const report = await runContinuableDemo({ ...o, out: process.stdout, tty: process.stdout.isTTY === true, quiet: o.json });
   if (o.json) {

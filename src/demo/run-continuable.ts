@@ -15,6 +15,7 @@ import { subagentTool } from '../tools/subagent-tool.js';
 import { createContinuablePlannerModel } from './continuable-models.js';
 import { ProgressView, type ChildProgress } from './progress.js';
 import type { DemoProvider } from './report.js';
+import { closeOnAbort } from './run-demo.js';
 
 export interface ContinuableOptions {
   provider: DemoProvider;
@@ -25,6 +26,8 @@ export interface ContinuableOptions {
   tty: boolean;
   quiet: boolean;
   db: string;
+  /** Aborted (Ctrl-C): the host closes at once, every turn still open ends in the log. */
+  signal?: AbortSignal;
 }
 
 /** The report of `demo --continuable` (also its `--json` output). */
@@ -81,6 +84,7 @@ function account(view: ProgressView, child: Watched, events: readonly SessionEve
 export async function runContinuableDemo(options: ContinuableOptions): Promise<ContinuableReport> {
   const chunks = chunksOf(options.files, options.children, relative(process.cwd(), options.dir) || '.');
   const host = await createHost({ providers: false, persistence: { sqlite: options.db }, pool: { minThreads: 0 } });
+  const stop = closeOnAbort(host, options.signal);
   const view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
   const watched = new Map<string, Watched>();
   const unsubscribe: (() => void)[] = [];
@@ -136,6 +140,7 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
       answer: answers.at(-1) ?? '',
     };
   } finally {
+    stop();
     for (const off of unsubscribe) off();
     view.close();
     await host.close();

@@ -33,6 +33,8 @@ export interface DemoOptions {
   quiet: boolean;
   /** SQLite file every session of the run is persisted to. */
   db: string;
+  /** Aborted (Ctrl-C): the host closes at once, every turn still open ends in the log. */
+  signal?: AbortSignal;
 }
 
 function plan(files: string[], count: number, dir: string, chaos: boolean): (PlannedChild & PlannedChunk)[] {
@@ -178,6 +180,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   // CPU-bound children: one thread per core, warmed before the clock starts.
   const threads = Math.max(2, availableParallelism());
   const host = await createHost({ providers: false, persistence: { sqlite: options.db }, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
+  const stop = closeOnAbort(host, options.signal);
   const view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
   const delegated: Delegated[] = [];
   try {
@@ -211,7 +214,17 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(delegated, children[0]!.files) : undefined;
     return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
   } finally {
+    stop();
     view.close();
     await host.close();
   }
+}
+
+/** Closes `host` when `signal` aborts; returns the unsubscriber. */
+export function closeOnAbort(host: { close(): Promise<void> }, signal: AbortSignal | undefined): () => void {
+  if (!signal) return () => undefined;
+  const close = () => void host.close().catch(() => undefined);
+  if (signal.aborted) close();
+  signal.addEventListener('abort', close, { once: true });
+  return () => signal.removeEventListener('abort', close);
 }
