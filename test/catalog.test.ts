@@ -258,6 +258,33 @@ describe.each(backends)('catalog over $name', ({ open }) => {
     expect(probe.loads).toBe(0);
   });
 
+  it('from what the store enumerated, omits a child with no events of its own yet (its creation window, as another process sees it)', async () => {
+    const listedProbe = instrument(inner, true);
+    const listing = await createHost({ persistence: listedProbe.persistence, providers: false, pool: { minThreads: 0 } });
+    try {
+      await persist(store, [
+        { id: 'a', parent: 'p', createdAt: 1, descriptors: [oneShot('a')] },
+        { id: 'new', parent: 'p', createdAt: 2 },
+        { id: 'new-fork', parent: 'p', createdAt: 3, seedLength: 1 },
+        { id: 'begun', parent: 'p', createdAt: 4 },
+      ]);
+      // The fork's seed (a top-level parent's turn: no descriptor), then nothing of its own.
+      await store.append('new-fork', [{ seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } }]);
+      // A log that began without a descriptor is corrupt.
+      await store.append('begun', [{ seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } }]);
+      await store.flush();
+      const a = child('a', 'one-shot', 'a', 'inactive', false, 1);
+      const begun = { kind: 'diagnostic', id: 'begun', reason: 'corrupt' } as const;
+      expect(await listing.subagents.listChildren('p')).toStrictEqual([a, begun]);
+      expect(await listing.subagents.listDescendants('p')).toStrictEqual([at(a, 'p', 1), at(begun, 'p', 1)]);
+      await store.append('new', descriptorEvents([oneShot('now')]));
+      await store.flush();
+      expect((await listing.subagents.listChildren('p')).map((row) => row.id)).toStrictEqual(['a', 'new', 'begun']);
+    } finally {
+      await listing.close();
+    }
+  });
+
   it('lists cold children from what the store enumerated, with no projection read', async () => {
     const listedProbe = instrument(inner, true);
     const listing = await createHost({ persistence: listedProbe.persistence, providers: false, pool: { minThreads: 0 } });

@@ -141,6 +141,17 @@ describe('the SQLite store on its own', () => {
     await store.close();
   });
 
+  it('lists a child whose input and output counts each fit but whose total does not with the largest safe total', async () => {
+    const store = sqlitePersistence(files.file());
+    await store.create({ id: 'big', createdAt: 1, parentSession: 'root', origin: 'subagent' });
+    const half = { inputTokens: 2 ** 52, outputTokens: 2 ** 52 };
+    await store.append('big', [{ seq: 0, type: 'turn/start', time: 1, data: { turn: 1 } }, descriptor, { seq: 2, type: 'assistant/message', time: 2, data: { turn: 1, step: 1, content: [], usage: half } }]);
+    await store.flush();
+    const [record] = await store.childRecords('root');
+    expect(record?.listed?.usage).toMatchObject({ inputTokens: 2 ** 52, outputTokens: 2 ** 52, totalTokens: Number.MAX_SAFE_INTEGER });
+    await store.close();
+  });
+
   it('refuses CORRUPT_DATA, and keeps no handle open, for a file that claims this schema with other tables', () => {
     const file = files.file();
     const foreign = new Database(file);

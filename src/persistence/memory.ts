@@ -165,8 +165,12 @@ class MemoryPersistence implements SessionPersistence {
       if (header.origin === 'subagent' && header.parentSession !== undefined) parents.add(header.parentSession);
     }
     const records: CatalogRecord[] = [];
-    for (const { header, projections } of this.#sessions.values()) {
-      if (matches(header)) records.push({ header: { ...header }, hasSubagentChildren: parents.has(header.id), listed: listedOf(projections) });
+    for (const { header, projections, types } of this.#sessions.values()) {
+      if (!matches(header)) continue;
+      const listed = listedOf(projections);
+      // No identity and no events of its own yet: a child in its creation window.
+      if (listed.mode === null && types.length <= (header.seedLength ?? 0)) listed.pending = true;
+      records.push({ header: { ...header }, hasSubagentChildren: parents.has(header.id), listed });
     }
     return records.sort((a, b) => a.header.createdAt - b.header.createdAt);
   }

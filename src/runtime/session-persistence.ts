@@ -23,6 +23,12 @@ export interface ListedProjections {
   mode: 'one-shot' | 'continuable' | null;
   label: string | undefined;
   usage: SubagentUsage;
+  /**
+   * With `mode: null`: the session has no events of its own yet (a child in its creation window,
+   * whose descriptor comes with its first turn), so it is not listed; without it, a `null` mode is a
+   * corrupt log.
+   */
+  pending?: true;
 }
 
 /** A stored session as the catalog enumerates it: its header and one indexed lineage fact. */
