@@ -138,10 +138,26 @@ describe('subagent-host inspect server', () => {
     expect(await stopped).toBe(0);
   });
 
+  it('keeps the loopback rules on any loopback address: no warning, and only loopback names are answered', async () => {
+    for (const address of ['127.0.0.2', '0:0:0:0:0:0:0:1']) {
+      const other = await startInspect(db, '--host', address);
+      try {
+        expect(other.output()).not.toContain('warning');
+        const port = new URL(other.url).port;
+        expect((await rawGet(other.url, '/api/roots', { headers: { host: 'attacker.example' } })).status).toBe(403);
+        for (const name of [`127.0.0.2:${port}`, `[::1]:${port}`, `localhost:${port}`]) {
+          expect((await rawGet(other.url, '/api/roots', { headers: { host: name } })).status).toBe(200);
+        }
+      } finally {
+        expect(await other.stop()).toBe(0);
+      }
+    }
+  });
+
   it('warns when told to listen on an interface other than loopback', async () => {
-    const other = await startInspect(db, '--host', '127.0.0.2');
+    const other = await startInspect(db, '--host', '0.0.0.0');
     try {
-      expect(other.output()).toMatch(/warning: listening on 127\.0\.0\.2/);
+      expect(other.output()).toMatch(/warning: listening on 0\.0\.0\.0/);
       // Exposed on purpose: a request naming any host is answered.
       const answer = await rawGet(other.url, '/api/roots', { headers: { host: 'inspector.lan:80' } });
       expect(answer.status).toBe(200);

@@ -52,12 +52,13 @@ export async function run(args: string[]): Promise<number> {
   // Read-only: a missing file is an error, never an empty database created on the spot.
   if (!fs.existsSync(file)) throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
   const host = values.host ?? '127.0.0.1';
-  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
+  const server = await startInspectServer({ db: file, port, host });
+  // Judged from the address it bound: 127.0.0.2 or 0:0:0:0:0:0:0:1 are loopback too, 0.0.0.0 is every interface.
+  if (!server.loopback) {
     process.stderr.write(
       `subagent-host inspect: warning: listening on ${host} rather than 127.0.0.1: anyone who can reach this address can read every session in ${file}\n`,
     );
   }
-  const server = await startInspectServer({ db: file, port, host });
   // Listening for signals before the URL is printed: whoever reads it may stop us at once.
   const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {

@@ -3,7 +3,7 @@
 // exactly and never touch the file system, so no path can reach a file the server did not choose.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { BlockList, isIP, type AddressInfo } from 'node:net';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { ErrorResponse, TreeResponse } from './api-types.js';
 import { INDEX_HTML, PAGE_CSS } from './assets.js';
@@ -22,6 +22,8 @@ const POLL_MS = 250;
 
 export interface InspectServer {
   readonly url: string;
+  /** It listens on a loopback address only (127.0.0.0/8 or ::1): nobody else can reach it. */
+  readonly loopback: boolean;
   close(): Promise<void>;
 }
 
@@ -68,16 +70,26 @@ function segment(raw: string): string | undefined {
   }
 }
 
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+LOOPBACK.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
+
+/** Whether `address` (an IP address, however spelled) is a loopback address. */
+function isLoopback(address: string): boolean {
+  const family = isIP(address);
+  return family !== 0 && LOOPBACK.check(address, family === 6 ? 'ipv6' : 'ipv4');
+}
 
 /**
  * Whether a loopback server should answer: a page of another site that resolves its own name to
- * 127.0.0.1 (DNS rebinding) sends its own name as Host, and is refused.
+ * 127.0.0.1 (DNS rebinding) sends its own name as Host, and is refused. Only `localhost` and
+ * loopback addresses name this server.
  */
-function hostAllowed(req: http.IncomingMessage, listening: string): boolean {
-  if (!LOOPBACK.has(listening)) return true;
-  const name = (req.headers.host ?? '').replace(/:\d+$/, '');
-  return LOOPBACK.has(name);
+function hostAllowed(req: http.IncomingMessage, loopback: boolean): boolean {
+  if (!loopback) return true;
+  const name = (req.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+  return name === 'localhost' || isLoopback(name);
 }
 
 /** Starts the server; resolves once it listens. The reader is opened first, so a bad file fails here. */
@@ -88,6 +100,8 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   const streams = new Set<http.ServerResponse>();
   let poller: NodeJS.Timeout | undefined;
   let version = reader.version();
+  // Set once it listens, from the address it bound (before that no request arrives).
+  let loopback = true;
 
   const poll = (): void => {
     let next: number;
@@ -154,7 +168,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       res.setHeader('allow', 'GET, HEAD');
       return sendError(res, 405, 'METHOD_NOT_ALLOWED', 'the inspector is read-only: GET only');
     }
-    if (!hostAllowed(req, host)) return sendError(res, 403, 'FORBIDDEN_HOST', 'use http://127.0.0.1 or http://localhost');
+    if (!hostAllowed(req, loopback)) return sendError(res, 403, 'FORBIDDEN_HOST', 'use http://127.0.0.1 or http://localhost');
     try {
       route(req, res);
     } catch (error) {
@@ -174,11 +188,13 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     throw new SubagentError('INVALID_OPTIONS', `cannot listen on ${host}:${port}: ${describeError(error)}`, { cause: error });
   });
   const address = server.address() as AddressInfo;
+  loopback = isLoopback(address.address);
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
   let closing: Promise<void> | undefined;
   return {
     url: `http://${shown}:${address.port}/`,
+    loopback,
     close() {
       closing ??= new Promise<void>((resolve) => {
         if (poller !== undefined) clearInterval(poller);
