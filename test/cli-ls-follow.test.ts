@@ -90,6 +90,37 @@ describe('subagent-host ls --follow', () => {
     }
   }, 60_000);
 
+  it('keeps watching a parent that is in a turn with no child yet, and shows its first child', async () => {
+    const db = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } });
+    parent.followup([text('plan')]);
+    await host.sessions.flush();
+    let watcher: ReturnType<typeof watch> | undefined;
+    try {
+      watcher = watch([parent.id, '--follow', '--db', db]);
+      await watcher.until(/^no subagent children yet\n/);
+      const run = await host.subagents.start('in-process', {
+        prompt: [text('wait')],
+        parent,
+        agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+        signal: new AbortController().signal,
+      });
+      await host.sessions.flush();
+      await watcher.until(new RegExp(`${run.id}\\s+one-shot\\s+running`));
+      run.cancel();
+      await run.dispose();
+      parent.cancel();
+      await parent.whenIdle();
+      await host.sessions.flush();
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+    } finally {
+      if (watcher !== undefined && watcher.child.exitCode === null) watcher.child.kill();
+      await host.close();
+    }
+  }, 60_000);
+
   it('stops on SIGINT with exit 0 while a child is still running', async () => {
     const { db, host, parent, run } = await hangingChild();
     let watcher: ReturnType<typeof watch> | undefined;

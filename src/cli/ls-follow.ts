@@ -31,7 +31,8 @@ export async function listOnce<E extends Listed>(file: string, rootId: string, l
 
 /**
  * Calls `list` and prints its text each time the database changes; resolves once a listing has no
- * running child, or when SIGINT arrives (both are a normal end of watching).
+ * running child while the session itself is between turns, or when SIGINT arrives (both are a
+ * normal end of watching).
  */
 export async function follow<E extends Listed>(
   file: string,
@@ -55,7 +56,8 @@ export async function follow<E extends Listed>(
         // Only a changed listing is printed again; a blank line separates successive listings.
         if (text !== last) process.stdout.write(`${last === '' ? '' : '\n'}${text}`);
         last = text;
-        if (!entries.some((entry) => entry.activity === 'running')) return;
+        // Its parent still in a turn may start children yet: only both quiet end the watch.
+        if (!entries.some((entry) => entry.activity === 'running') && !reader.turnOpen(rootId)) return;
       }
       await sleep(POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
     }

@@ -23,7 +23,8 @@ children of its own ("-" otherwise), tokens spent, label. Unreadable children sh
   --tree      list every descendant, indented by depth; tokens are subtree totals
   --json      print the entries as a JSON array instead
   --follow    re-print whenever the database changes (another process may be writing it), with
-              activity read from each child's log, until every child is inactive; Ctrl-C stops`;
+              activity read from each child's log, until every child is inactive and SESSION is
+              between turns; Ctrl-C stops`;
 
 type Entry = SubagentListEntry | SubagentDescendantListEntry;
 
@@ -121,7 +122,8 @@ export async function run(args: string[]): Promise<number> {
     const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
     const list = async (): Promise<Entry[]> => (values.tree ? catalog.listDescendants(sessionId) : catalog.listChildren(sessionId));
     const print = (entries: Entry[]): string => (values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
-    if (values.follow) await follow(file, sessionId, list, print);
+    // Following a session with no child yet says so (plain `ls` prints nothing for it).
+    if (values.follow) await follow(file, sessionId, list, (entries) => (entries.length === 0 && !values.json ? 'no subagent children yet\n' : print(entries)));
     else process.stdout.write(print(await listOnce(file, sessionId, list)));
     return 0;
   } finally {

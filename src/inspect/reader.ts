@@ -114,6 +114,7 @@ export class InspectReader {
   readonly #session: Database.Statement<[string]>;
   readonly #events: Database.Statement<[string]>;
   readonly #version: Database.Statement<[], number>;
+  readonly #openTurn: Database.Statement<{ id: string }, number>;
 
   /**
    * @throws SubagentError `PERSISTENCE_UNAVAILABLE` when `path` does not exist or cannot be opened,
@@ -151,10 +152,21 @@ export class InspectReader {
       this.#session = this.#db.prepare('SELECT id, created_at, cwd, parent_session, origin, delegation_depth, seed_length, next_seq FROM sessions WHERE id = ?');
       this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
       this.#version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
+      this.#openTurn = this.#db
+        .prepare<{ id: string }, number>(
+          `SELECT coalesce((SELECT max(seq) FROM events WHERE session_id = @id AND type = 'turn/start'), -1)
+             > coalesce((SELECT max(seq) FROM events WHERE session_id = @id AND type = 'turn/end'), -1)`,
+        )
+        .pluck();
     } catch (error) {
       this.#db.close();
       throw new SubagentError('CORRUPT_DATA', `${path} claims schema version ${SCHEMA_VERSION} but its tables differ: it was not written by subagent-host`, { cause: error });
     }
+  }
+
+  /** Whether the session's log has a turn that has not ended (as a running agent's does). */
+  turnOpen(id: string): boolean {
+    return this.#openTurn.get({ id }) === 1;
   }
 
   /** Changes whenever another connection commits (SQLite's `data_version`). */
