@@ -2,6 +2,7 @@
 // The `subagent-host` command line. Each command lives in `cli/<name>.ts` and is loaded only when
 // used, so `ls` never pays for the ACP SDK and `acp` never pays for the demo.
 import { SubagentError, describeError } from './seam/errors.js';
+import { markOutputGone } from './cli/output.js';
 
 interface Command {
   summary: string;
@@ -43,8 +44,8 @@ async function main(argv: string[]): Promise<number> {
 
 /**
  * A reader that went away (`subagent-host ls … | head -1`) is no failure of the command: its output
- * stops, the command finishes what it was doing (a demo still closes its database), and one that
- * runs until SIGINT (`ls --follow`, `inspect`) ends as if interrupted.
+ * stops, and a command that listens for SIGINT (`demo`, `ls --follow`, `inspect`) ends as if
+ * interrupted (a demo stops its children and closes its database), exit 0.
  */
 function stopOutputWhenReaderLeaves(): void {
   let gone = false;
@@ -57,6 +58,7 @@ function stopOutputWhenReaderLeaves(): void {
     }
     // Later writes go nowhere instead of failing again.
     process.stdout.write = (() => true) as typeof process.stdout.write;
+    markOutputGone();
     if (process.listenerCount('SIGINT') > 0) process.emit('SIGINT', 'SIGINT');
   });
 }

@@ -11,6 +11,7 @@ import { runContinuableDemo } from '../demo/run-continuable.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import { DEFAULT_DB } from './ls.js';
+import { outputGone } from './output.js';
 import { MAX_TIMER_MS, integerValue, parseCommand, usageError } from './args.js';
 
 const USAGE = `usage: subagent-host demo [options]
@@ -102,6 +103,8 @@ export async function run(args: string[]): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+  // A reader that went away stops the run as quietly as it stops any command's output.
+  if (outputGone()) return 0;
   process.stderr.write(`subagent-host demo: interrupted; its children were stopped and ${db} closed\n`);
   return 130;
 }
