@@ -118,6 +118,30 @@ describe('subagent-host inspect on a file it cannot read', () => {
   });
 });
 
+describe('the inspector’s reader on a file of another schema', () => {
+  it('names what the file is for each schema version it cannot read, and closes it', async () => {
+    const { InspectReader } = await import('../dist/src/inspect/reader.js');
+    const cases: [string, string, string][] = [
+      ['v0-empty.db', 'CREATE TABLE t (x); DROP TABLE t', 'is not a subagent-host database (it is empty)'],
+      ['v0-other.db', 'CREATE TABLE notes (body TEXT)', 'is an SQLite database that subagent-host did not create'],
+      ['v2.db', 'CREATE TABLE sessions (x); PRAGMA user_version = 2', 'has schema version 2; this build reads version 4: open it once with `subagent-host ls` to upgrade it'],
+      ['v99.db', 'CREATE TABLE sessions (x); PRAGMA user_version = 99', 'was written by a newer subagent-host (schema version 99); this build reads version 4'],
+      ['negative.db', 'CREATE TABLE sessions (x); PRAGMA user_version = -3', 'is not a subagent-host database (schema version -3)'],
+    ];
+    for (const [name, sql, why] of cases) {
+      const file = join(files.dir, name);
+      const db = new Database(file);
+      db.exec(sql);
+      db.close();
+      expect(() => new InspectReader(file)).toThrow(expect.objectContaining({ code: 'CORRUPT_DATA', message: `${file} ${why}` }));
+      // Nothing holds it: a writer takes it at once.
+      const writer = new Database(file, { timeout: 0 });
+      writer.exec('BEGIN EXCLUSIVE; COMMIT');
+      writer.close();
+    }
+  });
+});
+
 describe('subagent-host inspect --open', () => {
   const OPENER = process.platform === 'darwin' ? 'open' : 'xdg-open';
   /** Waits (bounded) until `file` exists. */
