@@ -42,8 +42,7 @@ export function unpackListed(facts: number, tokens: unknown, wallMs: unknown, la
   if (facts < 0 || typeof tokens !== 'number' || tokens < 0 || typeof wallMs !== 'number') return undefined;
   const flags = facts % 16;
   const code = flags >> 2;
-  // Code 3 (no identity, no events of its own yet) takes the checked path below.
-  const mode = code === 3 ? null : MODES[code];
+  const mode = MODES[code];
   if (mode === undefined) return undefined;
   let rest = (facts - flags) / 16;
   const requests = rest % 131072;

@@ -41,6 +41,7 @@ export class SqliteCatalog {
   readonly #walk: Database.Statement<[{ root: string }], Values>;
   readonly #header: Database.Statement<[unknown], Values>;
   readonly #unpacked: Database.Statement<[unknown], Values>;
+  readonly #ownEventless: Database.Statement<[unknown], number>;
   /** Runs a read in one transaction: the enumeration and any row read again are one snapshot. */
   readonly #snapshot: Database.Transaction<(read: () => CatalogRecord[]) => CatalogRecord[]>;
   readonly #states: Database.Statement<[string], Values>;
@@ -88,6 +89,7 @@ export class SqliteCatalog {
       )
       .raw(true);
     this.#unpacked = db.prepare<[unknown], Values>(`SELECT ${LISTED_SELECT} FROM sessions WHERE id = ?`).raw(true);
+    this.#ownEventless = db.prepare<[unknown], number>('SELECT next_seq <= coalesce(seed_length, 0) FROM sessions WHERE id = ?').pluck(true);
     this.#snapshot = db.transaction((read: () => CatalogRecord[]) => read());
     this.#header = db.prepare<[unknown], Values>('SELECT id, created_at, parent_session, origin, next_seq FROM sessions WHERE id = ?').raw(true);
     this.#states = db
@@ -175,7 +177,9 @@ export class SqliteCatalog {
     const hasSubagentChildren = hasChildren ?? (flags & HAS_CHILDREN) !== 0;
     const at = hasChildren === undefined ? 3 : 4;
     // A figure too large to pack: this row's listed values are read again, unpacked.
-    const listed = unpackListed(facts, row[at], row[at + 1], label) ?? listedFromRow(this.#unpacked.get(row[0]) ?? [], 0, flags >> 2);
+    let listed = unpackListed(facts, row[at], row[at + 1], label) ?? listedFromRow(this.#unpacked.get(row[0]) ?? [], 0, flags >> 2);
+    // No identity (rare): a child with no events of its own yet is in its creation window, not corrupt.
+    if (listed?.mode === null && this.#ownEventless.get(row[0]) === 1) listed = { ...listed, pending: true };
     // One literal per shape: no property is added later.
     if (depth === undefined) return listed === undefined ? { header, hasSubagentChildren } : { header, hasSubagentChildren, listed };
     return listed === undefined ? { header, hasSubagentChildren, depth } : { header, hasSubagentChildren, listed, depth };

@@ -37,12 +37,8 @@ export const LISTED_SELECT =
   'identity_label, usage_input, usage_output, usage_requests, usage_turns, usage_tools, ' +
   'coalesce(max(0, usage_through - usage_since), 0)';
 
-/**
- * The identity's mode as a small integer: 1 one-shot, 2 continuable; without one, 3 while the
- * session has no events of its own (a child in its creation window), else 0.
- */
-export const MODE_CODE =
-  "CASE identity_mode WHEN 'one-shot' THEN 1 WHEN 'continuable' THEN 2 ELSE CASE WHEN next_seq <= coalesce(seed_length, 0) THEN 3 ELSE 0 END END";
+/** The identity's mode as a small integer: 0 none, 1 one-shot, 2 continuable. */
+export const MODE_CODE = "CASE identity_mode WHEN 'one-shot' THEN 1 WHEN 'continuable' THEN 2 ELSE 0 END";
 const MODES = [null, 'one-shot', 'continuable'] as const;
 
 export type ColumnValue = string | number | null;
@@ -164,7 +160,6 @@ export function listedFromRow(row: readonly unknown[], at: number, modeCode: num
     return undefined;
   }
   const usage = { inputTokens, outputTokens, totalTokens: Math.min(Number.MAX_SAFE_INTEGER, inputTokens + outputTokens), requests, turns, toolCalls, wallMs };
-  if (modeCode === 3) return label === null ? { mode: null, label: undefined, usage, pending: true } : undefined;
   const mode = MODES[modeCode];
   if (mode === undefined) return undefined;
   if (typeof label === 'string' && mode !== null && !label.startsWith(ESCAPED)) return { mode, label, usage };
