@@ -227,6 +227,30 @@ describe('continuable ACP children', () => {
     await recorder.until(() => turnEnds(child.session.events).length === 3);
   });
 
+  it('an interrupt ends a follow-up waiting for the cancelled prompt at once; its text goes with the next prompt', async () => {
+    const log = files.file();
+    const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
+    // A long grace: the second turn waits for the first prompt's answer, which comes 2 s after its cancel.
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', '--late=2000', `--log=${log}`], cwd: files.dir, ...GRACES, disposeGraceMs: 5000 });
+    const { childId } = await start(host, parent, 'first');
+    const child = host.agents.get(childId)!;
+    await whenSession(child.session, (events) => streamedText(events) === 'hello ');
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await whenSession(child.session, (events) => events.filter((e) => e.type === 'turn/start').length === 2);
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => turnEnds(child.session.events).length === 2);
+    // It ended before the first prompt's answer, without prompting.
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'aborted']);
+    expect(logged()).not.toContain('answered');
+    await eventually(() => logged().includes('answered'));
+    await host.subagents.followup(parent, childId, [text('third')]);
+    await eventually(() => (logged().match(/^prompt /gm) ?? []).length === 2);
+    expect(logged().match(/^prompt .*(?= \d+$)/gm)).toStrictEqual(['prompt first', 'prompt second|third']);
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => turnEnds(child.session.events).length === 3);
+  });
+
   it('answers a permission request that comes after session/cancel `cancelled`, whatever the policy', async () => {
     const log = files.file();
     const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');

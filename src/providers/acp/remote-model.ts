@@ -65,7 +65,18 @@ export class RemoteSessionModel implements ModelAdapter {
 
   async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
     // The agent refuses a prompt while the previous one runs: let a cancelled one wind down first.
-    if (!(await within(this.#inflight, this.#graceMs))) {
+    // An interrupt during the wait ends it at once; the turn's text is not marked sent (next prompt carries it).
+    let onStop: (() => void) | undefined;
+    const stopped = new Promise<void>((resolve) => (onStop = resolve));
+    request.signal.addEventListener('abort', onStop!, { once: true });
+    if (request.signal.aborted) onStop!();
+    const wound = await within(Promise.race([this.#inflight, stopped]), this.#graceMs);
+    request.signal.removeEventListener('abort', onStop!);
+    if (request.signal.aborted) {
+      yield FINISH['aborted']!;
+      return;
+    }
+    if (!wound) {
       // Its late updates would be taken for the new prompt's (updates carry no prompt id). This
       // turn's text is not marked sent: the next prompt carries it.
       yield { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: 'the ACP agent has not ended its cancelled prompt yet' } };
