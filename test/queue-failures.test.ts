@@ -265,6 +265,29 @@ describe('queue provider failures', () => {
     await waitFor(() => existsSync(mark));
   });
 
+  it('records where a child runs only with its first events: its log never begins without its descriptor', async () => {
+    register({ queue: 'placed' });
+    await worker('placed', '--lock-duration-ms', '10000');
+    const gate = join(dir, 'placed-gate');
+    const slow = `${new URL('./fixtures/slow-tools.mjs', import.meta.url).href}?gate=${encodeURIComponent(gate)}`;
+    const run = await start({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'done' }] }, toolModules: [slow] } });
+    // The worker's thread took the child (attach sent) and waits on its tool module. The host has
+    // read the attach once its reader trimmed the stream down to that entry.
+    const client = redis.client();
+    const [reply] = await client.keys('bull:placed:sah:reply:*');
+    for (;;) {
+      const entries = await client.xrange(reply!, '-', '+');
+      if (entries.length === 1 && entries[0]![1][1]!.includes('"kind":"attach"')) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await client.quit();
+    expect(host.sessions.get(run.id)!.events).toStrictEqual([]);
+    writeFileSync(gate, '');
+    expect(await run.result).toMatchObject({ stopReason: 'completed' });
+    expect(host.sessions.get(run.id)!.events.slice(0, 4).map((event) => event.type)).toStrictEqual(['queue/attempt', 'inbox/accepted', 'turn/start', 'subagent/descriptor']);
+    await run.dispose();
+  });
+
   it('settles error when the worker running the child is killed', async () => {
     register({ queue: 'killed' });
     const doomed = await worker('killed');

@@ -11,7 +11,7 @@ import { usageOf } from '../../seam/usage.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
 import type { ConnectedRun, QueueConnection } from './connection.js';
-import { JOB_NAME, cancelChannel, cancelKey, lockKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+import { JOB_NAME, cancelChannel, cancelKey, lockKey, type Placement, type QueueJobData, type ReplyEntry } from './protocol.js';
 
 /** A log event the host appends when a worker thread takes the child (one per attempt). */
 export const ATTEMPT_EVENT = 'queue/attempt';
@@ -46,6 +46,11 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #attemptShift = 0;
   /** Events of this attempt left out of the host log so far (a repeated descriptor). */
   #skipped = 0;
+  /**
+   * Where the current attempt runs, until its first events come: the log records it just before
+   * them, so another process never reads a child whose log begins without its descriptor.
+   */
+  #placement: Placement | undefined;
   #openTurn: number | undefined;
   #ownEvents = 0;
   #described = false;
@@ -77,11 +82,9 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     const attempt = entry.kind === 'attach' ? entry.placement.attempt : entry.attempt;
     if (attempt !== this.#attempt) return; // a lost attempt's worker may still be talking
     if (entry.kind === 'attach') {
-      session.append(ATTEMPT_EVENT, entry.placement);
-      const firstChildSeq = this.#init.seedLength > 0 ? this.#init.seedLength + 1 : 0;
-      this.#attemptShift = session.seq - firstChildSeq;
-      this.#skipped = 0;
+      this.#placement = entry.placement;
     } else if (entry.kind === 'events') {
+      this.#placeAttempt(session);
       try {
         session.mirror(this.#own(entry.events));
       } catch (error) {
@@ -90,6 +93,17 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     } else {
       this.#settle(entry.result);
     }
+  }
+
+  /** Records where the current attempt runs (once), and numbers its events after that record. */
+  #placeAttempt(session: SessionLog): void {
+    const placement = this.#placement;
+    if (placement === undefined) return;
+    this.#placement = undefined;
+    session.append(ATTEMPT_EVENT, placement);
+    const firstChildSeq = this.#init.seedLength > 0 ? this.#init.seedLength + 1 : 0;
+    this.#attemptShift = session.seq - firstChildSeq;
+    this.#skipped = 0;
   }
 
   /**
@@ -173,6 +187,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #closeTurn(result: SubagentResult): void {
     const session = this.#session;
     if (!session) return;
+    // An attempt that was placed but sent nothing is still on record.
+    this.#placeAttempt(session);
     if (this.#ownEvents === 0) {
       // The child never ran: the log still records the delegation and how it ended.
       session.append('turn/start', { turn: 1 });
