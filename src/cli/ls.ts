@@ -5,7 +5,8 @@ import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
-import { notOurSchema } from '../persistence/sqlite-migrate.js';
+import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
+import { InspectReader } from '../inspect/reader.js';
 import { createSubagentCatalog } from '../service/catalog.js';
 import { follow, listOnce } from './ls-follow.js';
 import { parseCommand, usageError as commandUsageError } from './args.js';
@@ -63,8 +64,9 @@ function table(entries: readonly Entry[], subtree: boolean): string {
 }
 
 /**
- * `CORRUPT_DATA` for an SQLite file subagent-host did not write (schema version 0): opening it as a
- * store would write our tables into it. Earlier versions of ours are upgraded by the store.
+ * `CORRUPT_DATA` for an SQLite file subagent-host did not write (schema version 0), or one that
+ * claims this schema with other tables: opening it as a store would write into it (our tables, WAL
+ * mode) before it could refuse it. Earlier versions of ours are upgraded by the store.
  */
 function refuseForeign(file: string): void {
   let db: Database.Database;
@@ -73,9 +75,10 @@ function refuseForeign(file: string): void {
   } catch {
     return; // the store's own open says why
   }
+  let version: unknown;
   try {
     db.pragma('query_only = ON');
-    const version: unknown = db.pragma('user_version', { simple: true });
+    version = db.pragma('user_version', { simple: true });
     if (version === 0) throw new SubagentError('CORRUPT_DATA', notOurSchema(db, file, version));
   } catch (error) {
     if (error instanceof SubagentError) throw error;
@@ -83,6 +86,8 @@ function refuseForeign(file: string): void {
   } finally {
     db.close();
   }
+  // The reader checks the tables of a current file without writing: CORRUPT_DATA when they differ.
+  if (version === SCHEMA_VERSION) new InspectReader(file).close();
 }
 
 const usageError = (message: string): number => commandUsageError('ls', USAGE, message);
