@@ -41,8 +41,7 @@ const ESCAPED = '\u0000';
 export function unpackListed(facts: number, tokens: unknown, wallMs: unknown, label: unknown): ListedProjections | undefined {
   if (facts < 0 || typeof tokens !== 'number' || tokens < 0 || typeof wallMs !== 'number') return undefined;
   const flags = facts % 16;
-  const code = flags >> 2;
-  const mode = MODES[code];
+  const mode = MODES[flags >> 2];
   if (mode === undefined) return undefined;
   let rest = (facts - flags) / 16;
   const requests = rest % 131072;
@@ -54,5 +53,5 @@ export function unpackListed(facts: number, tokens: unknown, wallMs: unknown, la
   const usage = { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, requests, turns, toolCalls, wallMs };
   if (typeof label === 'string' && mode !== null && !label.startsWith(ESCAPED)) return { mode, label, usage };
   // The uncommon shapes (no identity, no label, an escaped label) take the checked path.
-  return listedFromRow([label, inputTokens, outputTokens, requests, turns, toolCalls, wallMs], 0, code);
+  return listedFromRow([label, inputTokens, outputTokens, requests, turns, toolCalls, wallMs], 0, flags >> 2);
 }

@@ -159,9 +159,9 @@ export function listedFromRow(row: readonly unknown[], at: number, modeCode: num
   if (!isNumber(inputTokens) || !isNumber(outputTokens) || !isNumber(requests) || !isNumber(turns) || !isNumber(toolCalls) || !isNumber(wallMs)) {
     return undefined;
   }
-  const usage = { inputTokens, outputTokens, totalTokens: Math.min(Number.MAX_SAFE_INTEGER, inputTokens + outputTokens), requests, turns, toolCalls, wallMs };
   const mode = MODES[modeCode];
   if (mode === undefined) return undefined;
+  const usage = { inputTokens, outputTokens, totalTokens: Math.min(Number.MAX_SAFE_INTEGER, inputTokens + outputTokens), requests, turns, toolCalls, wallMs };
   if (typeof label === 'string' && mode !== null && !label.startsWith(ESCAPED)) return { mode, label, usage };
   // The uncommon shapes (no identity, no label, an escaped label) take the checked path.
   if (mode === null) return label === null ? { mode, label: undefined, usage } : undefined;

@@ -219,7 +219,7 @@ export function rowOf(
   // A settled child without a valid descriptor cannot be listed as anything: its log is corrupt.
   // One without events of its own is in its creation window (in another process): not listed yet.
   if (listed !== undefined) {
-    if (listed.mode === null && listed.pending) return undefined;
+    if (listed.pending) return undefined;
     return listed.mode === null
       ? { kind: 'diagnostic', id, reason: 'corrupt' }
       : childRow(id, createdAt, listed.mode, listed.label, 'inactive', hasChildren, listed.usage);

@@ -22,10 +22,9 @@ export function listedRows(stored: readonly CatalogRecord[]): SubagentListEntry[
     if (listed === undefined) return false;
     const { id, createdAt } = header;
     const { mode, label, usage } = listed;
-    // One literal per shape, as catalog-rows.ts builds them; a child in its creation window is not listed.
-    if (mode === null) {
-      if (!listed.pending) entries.push({ kind: 'diagnostic', id, reason: 'corrupt' });
-    }
+    // A child in its creation window is not listed; one literal per shape, as catalog-rows.ts builds them.
+    if (listed.pending) return true;
+    if (mode === null) entries.push({ kind: 'diagnostic', id, reason: 'corrupt' });
     else if (label === undefined) entries.push({ kind: 'child', id, mode, activity: 'inactive', hasChildren: hasSubagentChildren, createdAt, usage });
     else entries.push({ kind: 'child', id, mode, label, activity: 'inactive', hasChildren: hasSubagentChildren, createdAt, usage });
     return true;
@@ -78,7 +77,7 @@ export function listedTree(rootId: SessionId, stored: readonly CatalogRecord[]):
     const parentId = parents[i]! < 0 ? rootId : stored[parents[i]!]!.header.id;
     const { mode, label, usage, pending } = listed!;
     const treeUsage = totals[i] ?? usage;
-    if (mode === null && pending) continue;
+    if (pending) continue;
     if (mode === null) entries.push({ kind: 'diagnostic', id, reason: 'corrupt', parentId, depth: depth! });
     else if (label === undefined) entries.push({ kind: 'child', id, mode, activity: 'inactive', hasChildren, createdAt, usage, treeUsage, parentId, depth: depth! });
     else entries.push({ kind: 'child', id, mode, label, activity: 'inactive', hasChildren, createdAt, usage, treeUsage, parentId, depth: depth! });

@@ -3,6 +3,7 @@
 // log (the mirror), while the remote agent keeps its own history: only the new user text is sent.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { ModelAdapter, ModelChunk, ModelMessage, ModelRequest } from '../../seam/model-types.js';
+import { onAbort as whenAborted } from '../../seam/abort.js';
 import { describeAcpFailure, isJsonRpcError } from './client.js';
 import type { WarmChild } from './pool.js';
 import { describeExit, within } from './process.js';
@@ -66,12 +67,10 @@ export class RemoteSessionModel implements ModelAdapter {
   async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
     // The agent refuses a prompt while the previous one runs: let a cancelled one wind down first.
     // An interrupt during the wait ends it at once; the turn's text is not marked sent (next prompt carries it).
-    let onStop: (() => void) | undefined;
-    const stopped = new Promise<void>((resolve) => (onStop = resolve));
-    request.signal.addEventListener('abort', onStop!, { once: true });
-    if (request.signal.aborted) onStop!();
+    let unwatch = (): void => undefined;
+    const stopped = request.signal.aborted ? Promise.resolve() : new Promise<void>((resolve) => (unwatch = whenAborted(request.signal, resolve)));
     const wound = await within(Promise.race([this.#inflight, stopped]), this.#graceMs);
-    request.signal.removeEventListener('abort', onStop!);
+    unwatch();
     if (request.signal.aborted) {
       yield FINISH['aborted']!;
       return;

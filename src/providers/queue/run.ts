@@ -134,11 +134,13 @@ export class QueueRun implements SubagentRun, ConnectedRun {
 
   async check(connection: QueueConnection): Promise<void> {
     if (this.#cancelPending) {
+      // Only a settled run waits to send its cancel: once sent, it leaves the watchdog's list.
       await this.#publishCancel();
       this.#cancelPending = false;
       // A job no worker has taken yet goes; one taken later finds the cancel key.
       await connection.queue.remove(this.id).catch(() => undefined);
-      if (this.#settled) connection.unregister(this.id);
+      connection.unregister(this.id);
+      return;
     }
     if (this.#settled) return;
     const state = await connection.queue.getJobState(this.id);

@@ -42,11 +42,6 @@ export function entryLoadFailure(error: unknown): SubagentError {
 }
 
 /**
- * Ends the turn a dead thread left open in `session` (unanswered tool calls, open step, then
- * `turn/end` with `reason`), so the stored log says how the child ended instead of staying open.
- * `seedLength` events at the start are a fork's inherited prefix, not the child's own turns.
- */
-/**
  * Records the turn of a child that wrote none of its own (after the `seedLength` inherited events):
  * `turn/start`, what `inside` holds, `turn/end` with `reason`. False when the child has a turn.
  */
@@ -60,6 +55,11 @@ export function recordUnrunTurn(session: SessionLog, seedLength: number, reason:
   return true;
 }
 
+/**
+ * Ends the turn a dead thread left open in `session` (unanswered tool calls, open step, then
+ * `turn/end` with `reason`), so the stored log says how the child ended instead of staying open.
+ * `seedLength` events at the start are a fork's inherited prefix, not the child's own turns.
+ */
 export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, reason: TurnEndReason): void {
   let closers;
   try {
