@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DESCRIPTOR_EVENT, sqlitePersistence, type SessionHeader } from 'subagent-host';
+import { withUnwritableFolder } from './helpers.js';
 
 const cliPath = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-cli-ls-'));
@@ -177,6 +178,19 @@ describe('subagent-host ls', () => {
       expect([code, stderr]).toEqual([1, `subagent-host: CORRUPT_DATA: ${file} ${why}\n`]);
       expect(fs.readFileSync(file).equals(before)).toBe(true);
     }
+  });
+
+  it('says a database in a folder it may not write cannot be opened there, and why', async () => {
+    const folder = path.join(tmp, 'locked-folder');
+    fs.mkdirSync(folder);
+    const file = path.join(folder, 'subagent-host.db');
+    fs.copyFileSync(db, file);
+    const { code, stderr } = await withUnwritableFolder(folder, () => ls(['alpha', '--db', file]));
+    expect([code, stderr]).toEqual([
+      1,
+      `subagent-host: PERSISTENCE_UNAVAILABLE: cannot open ${file}: SQLite must create subagent-host.db-shm beside it and its folder is not writable by this process; run as a user who may write that folder, or copy the file to one\n`,
+    ]);
+    expect(fs.readdirSync(folder)).toEqual(['subagent-host.db']);
   });
 
   it('answers while another process holds the database’s write lock', async () => {

@@ -1,5 +1,6 @@
 // Shared test helpers: a runtime wired from public exports, deferreds, event-type listings, temp
 // files and resources closed after each test.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -89,6 +90,38 @@ export function tempFiles(prefix: string): { dir: string; file(): string } {
   let count = 0;
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
   return { dir, file: () => path.join(dir, `store-${count++}.db`) };
+}
+
+/**
+ * Runs `fn` while this process may not create files in `dir`: mode 0555, or for root (whom modes do
+ * not stop) the immutable attribute (`chattr +i`, ext4), else `dir` bound read-only onto itself (a
+ * file system without that attribute). Restored afterwards, also on a throw.
+ */
+export async function withUnwritableFolder<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+  let restore: () => void;
+  if (process.getuid?.() !== 0) {
+    fs.chmodSync(dir, 0o555);
+    restore = () => fs.chmodSync(dir, 0o755);
+  } else {
+    try {
+      execFileSync('chattr', ['+i', dir], { stdio: 'pipe' });
+      restore = () => execFileSync('chattr', ['-i', dir]);
+    } catch {
+      execFileSync('mount', ['--bind', dir, dir]);
+      restore = () => execFileSync('umount', [dir]);
+      try {
+        execFileSync('mount', ['-o', 'remount,ro,bind', dir]);
+      } catch (error) {
+        restore();
+        throw error;
+      }
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    restore();
+  }
 }
 
 /** Returns `track(resource)`: each tracked resource is closed after the test, newest first. */

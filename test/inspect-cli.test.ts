@@ -3,14 +3,14 @@
 // out-of-range values (exit 2), a port in use, IPv6 loopback, --open with and without a browser
 // opener on the PATH, and a damaged database shown as far as it can be read.
 import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text } from 'subagent-host';
-import { tempFiles } from './helpers.js';
+import { tempFiles, withUnwritableFolder } from './helpers.js';
 import { cli, rawGet, startInspectWith } from './inspect-helpers.js';
 
 const files = tempFiles('inspect-cli-');
@@ -86,6 +86,19 @@ describe('subagent-host inspect on a file it cannot read', () => {
     writeFileSync(notes, 'these are notes, not a database\n'.repeat(100));
     const { code, stderr } = await inspect(['--db', notes, '--port', '0']);
     expect([code, stderr]).toEqual([1, `subagent-host: CORRUPT_DATA: ${notes} is not a readable SQLite database\n`]);
+  });
+
+  it('says a database in a folder it may not write cannot be opened there (no -shm beside it), and exits 1', async () => {
+    const folder = join(files.dir, 'locked-folder');
+    mkdirSync(folder);
+    const file = join(folder, 'subagent-host.db');
+    copyFileSync(db, file);
+    const { code, stdout, stderr } = await withUnwritableFolder(folder, () => inspect(['--db', file, '--port', '0']));
+    expect([code, stdout, stderr]).toEqual([
+      1,
+      '',
+      `subagent-host: PERSISTENCE_UNAVAILABLE: cannot open ${file}: SQLite must create subagent-host.db-shm beside it and its folder is not writable by this process; run as a user who may write that folder, or copy the file to one\n`,
+    ]);
   });
 
   it("refuses another program's SQLite database with CORRUPT_DATA naming the schema version, and leaves it as it was", async () => {

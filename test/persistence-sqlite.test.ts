@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { sqlitePersistence } from 'subagent-host';
 import type { SessionEvent, SessionHeader, SessionPersistence } from 'subagent-host';
-import { thrown } from './helpers.js';
+import { thrown, withUnwritableFolder } from './helpers.js';
 
 // Not exported by the package root (yet): derive it from the factory.
 type SqlitePersistenceOptions = NonNullable<Parameters<typeof sqlitePersistence>[1]>;
@@ -246,6 +246,14 @@ describe('sqlitePersistence with damaged rows and unusable paths', () => {
     const error = thrown(() => open(file()));
     expect(error).toMatchObject({ code: 'INVALID_OPTIONS' });
     expect(String(error)).toContain(why);
+  });
+
+  it('rejects a store in a folder it may not write (no -shm beside it) as PERSISTENCE_UNAVAILABLE saying so', async () => {
+    const folder = fs.mkdtempSync(path.join(tmp, 'locked-'));
+    const file = path.join(folder, 'store.db');
+    await open(file).close();
+    const error = await withUnwritableFolder(folder, async () => thrown(() => open(file)));
+    expect(error).toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('its folder is not writable by this process') });
   });
 
   it('rejects a store another connection holds locked as PERSISTENCE_UNAVAILABLE once busyTimeoutMs passes', () => {

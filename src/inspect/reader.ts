@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
-import { decodeEvent, decodeSession } from '../persistence/sqlite-schema.js';
+import { decodeEvent, decodeSession, readonlyFolderError } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
 import { tokenTotalsOf, transcriptOf } from './transcript.js';
@@ -126,14 +126,17 @@ export class InspectReader {
       this.#db = new Database(path, { fileMustExist: true });
       this.#db.pragma('query_only = ON');
     } catch (error) {
-      throw new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error });
+      throw (
+        readonlyFolderError(path, error) ??
+        new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error })
+      );
     }
     let version: unknown;
     try {
       version = this.#db.pragma('user_version', { simple: true });
     } catch (error) {
       this.#db.close();
-      throw new SubagentError('CORRUPT_DATA', `${path} is not a readable SQLite database`, { cause: error });
+      throw readonlyFolderError(path, error) ?? new SubagentError('CORRUPT_DATA', `${path} is not a readable SQLite database`, { cause: error });
     }
     if (version !== SCHEMA_VERSION) {
       const message = notOurSchema(this.#db, path, version);

@@ -1,6 +1,7 @@
 // The SQLite file: opening it (mode 0600, WAL, pragmas, schema upgrades in sqlite-migrate.ts), and
 // decoding rows back into headers and events with zod, since stored data is a trust boundary.
 import fs from 'node:fs';
+import { basename, dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
@@ -113,6 +114,30 @@ function isCode(error: unknown, ...codes: string[]): boolean {
   return typeof code === 'string' && codes.includes(code);
 }
 
+/**
+ * The error for a WAL file SQLite cannot open because it may not create the `-shm` file beside it
+ * (a folder this process may not write, a read-only mount), or undefined for any other error. SQLite
+ * says "attempt to write a readonly database" or "unable to open database file", which read as a
+ * lock or corruption.
+ */
+export function readonlyFolderError(path: string, error: unknown): SubagentError | undefined {
+  if (!isCode(error, 'SQLITE_READONLY_DIRECTORY', 'SQLITE_CANTOPEN') || folderWritable(path)) return undefined;
+  return new SubagentError(
+    'PERSISTENCE_UNAVAILABLE',
+    `cannot open ${path}: SQLite must create ${basename(path)}-shm beside it and its folder is not writable by this process; run as a user who may write that folder, or copy the file to one`,
+    { cause: error },
+  );
+}
+
+function folderWritable(path: string): boolean {
+  try {
+    fs.accessSync(dirname(path), fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Creates `path` with mode 0600 when it does not exist, so SQLite's WAL files inherit that mode. */
 function createPrivateFile(path: string): void {
   try {
@@ -149,6 +174,8 @@ export function openDatabase(path: string, busyTimeoutMs: number, synchronous: '
   } catch (error) {
     db.close();
     if (error instanceof SubagentError) throw error;
+    const readonlyFolder = readonlyFolderError(path, error);
+    if (readonlyFolder) throw readonlyFolder;
     if (isCode(error, 'SQLITE_NOTADB', 'SQLITE_CORRUPT')) {
       throw new SubagentError('CORRUPT_DATA', `"${path}" is not a readable SQLite database. Use a new file.`, {
         cause: error,
