@@ -2,7 +2,7 @@
 // PERSISTENCE_UNAVAILABLE, a continuable start that could not be made durable leaves no child, and
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, sqlitePersistence, text, type Host } from 'subagent-host';
 import { continuationHost, type Recorder } from './continuation-helpers.js';
@@ -152,12 +152,13 @@ describe('the SQLite store on its own', () => {
     await store.close();
   });
 
-  it('refuses CORRUPT_DATA, and keeps no handle open, for a file that claims this schema with other tables', () => {
+  it('refuses CORRUPT_DATA, leaves the file as it was and keeps no handle open, for a file that claims this schema with other tables', () => {
     const file = files.file();
     const foreign = new Database(file);
     foreign.exec('CREATE TABLE sessions (id TEXT PRIMARY KEY)');
     foreign.pragma('user_version = 4');
     foreign.close();
+    const before = readFileSync(file);
     const handles = () => readdirSync('/proc/self/fd').filter((fd) => {
       try {
         return readlinkSync(`/proc/self/fd/${fd}`).startsWith(file);
@@ -167,6 +168,8 @@ describe('the SQLite store on its own', () => {
     }).length;
     for (let i = 0; i < 3; i++) expect(() => sqlitePersistence(file)).toThrow(expect.objectContaining({ code: 'CORRUPT_DATA' }));
     expect(handles()).toBe(0);
+    // Not switched to WAL (that rewrites the header) before its tables were checked.
+    expect(readFileSync(file).equals(before)).toBe(true);
   });
 });
 

@@ -154,7 +154,12 @@ function createPrivateFile(path: string): void {
  * `INVALID_OPTIONS` for a path that cannot be opened, `PERSISTENCE_UNAVAILABLE` for a store that is
  * locked or that SQLite cannot set up.
  */
-export function openDatabase(path: string, busyTimeoutMs: number, synchronous: 'full' | 'normal' = 'full'): Database.Database {
+export function openDatabase<T>(
+  path: string,
+  busyTimeoutMs: number,
+  synchronous: 'full' | 'normal',
+  build: (db: Database.Database) => T,
+): T {
   if (path !== ':memory:') createPrivateFile(path);
   let db: Database.Database;
   try {
@@ -167,10 +172,11 @@ export function openDatabase(path: string, busyTimeoutMs: number, synchronous: '
     db.pragma('foreign_keys = ON');
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     migrate(db, path);
-    // Only a file the schema check accepted is switched to WAL: a refused one (another program's
-    // database) is left as it was.
+    // Built (its statements compiled against the tables) before the file is switched to WAL: a file
+    // refused by either check (another program's database) is left as it was.
+    const built = build(db);
     db.pragma('journal_mode = WAL');
-    return db;
+    return built;
   } catch (error) {
     db.close();
     if (error instanceof SubagentError) throw error;

@@ -326,12 +326,12 @@ export function sqlitePersistence(path: string, options: SqlitePersistenceOption
     throw new SubagentError('INVALID_OPTIONS', 'path must be a non-empty file path or ":memory:".');
   }
   const { flushIntervalMs = 10, busyTimeoutMs = 5000, synchronous = 'full' } = parseOrThrow(optionsSchema, options, 'INVALID_OPTIONS', 'sqlitePersistence options');
-  const db = openDatabase(path, busyTimeoutMs, synchronous);
-  try {
-    return new SqlitePersistence(db, flushIntervalMs);
-  } catch (error) {
-    // A file that says it is of this schema version but whose tables are not (its statements do not compile).
-    db.close();
-    throw new SubagentError('CORRUPT_DATA', `"${path}" claims this store's schema but its tables differ (${describeError(error)}). Use a new file.`, { cause: error });
-  }
+  return openDatabase(path, busyTimeoutMs, synchronous, (db) => {
+    try {
+      return new SqlitePersistence(db, flushIntervalMs);
+    } catch (error) {
+      // A file that says it is of this schema version but whose tables are not (its statements do not compile).
+      throw new SubagentError('CORRUPT_DATA', `"${path}" claims this store's schema but its tables differ (${describeError(error)}). Use a new file.`, { cause: error });
+    }
+  });
 }
