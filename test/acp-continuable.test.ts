@@ -3,7 +3,7 @@
 // session/load (also after a host restart), and the refusals (no loadSession, a failing load).
 import { afterEach, describe, expect, it } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 import { continuationHost, eventually, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { tempFiles } from './helpers.js';
@@ -207,8 +207,9 @@ describe('continuable ACP children', () => {
   it('never takes a cancelled prompt’s late text for the next turn’s: that turn fails until the agent ended it', async () => {
     const log = files.file();
     const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
-    // The agent answers its cancelled prompt 800 ms after session/cancel, with text first; the grace is 200 ms.
-    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', '--late=800', `--log=${log}`], cwd: files.dir, ...GRACES });
+    // The agent answers its cancelled prompt, with text first, once the test releases it; the grace is 200 ms.
+    const release = files.file();
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', `--late=${release}`, `--log=${log}`], cwd: files.dir, ...GRACES });
     const { childId } = await start(host, parent, 'first');
     const child = host.agents.get(childId)!;
     await whenSession(child.session, (events) => streamedText(events) === 'hello ');
@@ -217,6 +218,7 @@ describe('continuable ACP children', () => {
     await recorder.until(() => turnEnds(child.session.events).length === 2);
     const second = child.session.events.findLast((e) => e.type === 'turn/end')!.data;
     expect(second).toMatchObject({ reason: { kind: 'error', error: { code: 'ACP_TURN_FAILED', message: expect.stringContaining('cancelled prompt') } } });
+    writeFileSync(release, '');
     await eventually(() => logged().includes('answered'));
     // Once it ended its cancelled prompt, the next turn runs; no late text anywhere.
     await host.subagents.followup(parent, childId, [text('third')]);
@@ -230,8 +232,9 @@ describe('continuable ACP children', () => {
   it('an interrupt ends a follow-up waiting for the cancelled prompt at once; its text goes with the next prompt', async () => {
     const log = files.file();
     const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
-    // A long grace: the second turn waits for the first prompt's answer, which comes 2 s after its cancel.
-    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', '--late=2000', `--log=${log}`], cwd: files.dir, ...GRACES, disposeGraceMs: 5000 });
+    // A long grace: the second turn waits for the first prompt's answer, which comes once the test releases it.
+    const release = files.file();
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', `--late=${release}`, `--log=${log}`], cwd: files.dir, ...GRACES, disposeGraceMs: 60_000 });
     const { childId } = await start(host, parent, 'first');
     const child = host.agents.get(childId)!;
     await whenSession(child.session, (events) => streamedText(events) === 'hello ');
@@ -243,6 +246,7 @@ describe('continuable ACP children', () => {
     // It ended before the first prompt's answer, without prompting.
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'aborted']);
     expect(logged()).not.toContain('answered');
+    writeFileSync(release, '');
     await eventually(() => logged().includes('answered'));
     await host.subagents.followup(parent, childId, [text('third')]);
     await eventually(() => (logged().match(/^prompt /gm) ?? []).length === 2);
