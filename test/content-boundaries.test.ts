@@ -2,7 +2,7 @@
 // anything a session log or a thread port cannot carry is refused INVALID_REQUEST where it enters,
 // before any child exists, instead of failing later where nobody asked for it.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text, type ContentBlock, type Host } from 'subagent-host';
+import { createHost, inProcessProvider, text, type ContentBlock, type Host, type MessageSource } from 'subagent-host';
 import { continuationHost } from './continuation-helpers.js';
 import { tempFiles } from './helpers.js';
 
@@ -68,6 +68,26 @@ describe('content blocks at the boundaries', () => {
     expect(agent.status).toBe('idle');
   });
 
+  it('Agent.followup refuses a source that is not one of the source kinds, and the session goes on being stored', async () => {
+    const file = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: file } });
+    hosts.push(host);
+    const agent = await host.createAgent({ sessionId: 'a' });
+    for (const source of [{ kind: 'user', n: 1n }, 'user', { kind: 'whatever' }, { kind: 'plugin' }, new (class Source { kind = 'user'; })()]) {
+      expect(() => agent.followup([text('x')], { source: source as MessageSource })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    }
+    const source = { kind: 'plugin', name: 'cron' } as const;
+    agent.followup([text('kept')], { source });
+    await agent.whenIdle();
+    await host.close();
+    hosts.pop();
+    const again = await createHost({ providers: false, persistence: { sqlite: file } });
+    hosts.push(again);
+    const { agent: loaded } = await again.agents.resume({ sessionId: 'a' });
+    const messages = loaded.session.events.filter((event) => event.type === 'inbox/accepted').map((event) => (event.data as { source: unknown }).source);
+    expect(messages).toStrictEqual([source]);
+  });
+
   it('followup and startContinuable refuse such content before anything is accepted', async () => {
     const host = await continuationHost(files.file());
     hosts.push(host);
@@ -79,6 +99,10 @@ describe('content blocks at the boundaries', () => {
     const accepted = () => host.sessions.get(childId)?.events.filter((event) => event.type === 'inbox/accepted').length;
     const before = accepted();
     await expect(host.subagents.followup(parent, childId, bad)).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('is a class instance') });
+    await expect(host.subagents.followup(parent, childId, [text('x')], { source: { kind: 'user', n: 1n } as unknown as MessageSource })).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('source.n is not a field'),
+    });
     expect(accepted()).toBe(before);
   });
 });

@@ -53,6 +53,29 @@ describe('input to worker children', () => {
     await run.dispose();
   });
 
+  it('refuses a message whose content or source a port cannot carry, at once, and the child still ends', async () => {
+    const gate = deferred();
+    const { host, parent } = await setup({ tools: [recordingTool('hold', { gate: gate.promise })] });
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'hold', input: { value: 'x' } }] }, { text: 'done' }]));
+    const agent = run.localAgent!;
+    const bad: [ReturnType<typeof text>[], unknown, RegExp][] = [
+      [[text('x')], { kind: 'user', note: () => 'hi' }, /source\.note is not a field/],
+      [[text('x')], { kind: 'user', n: 1n }, /source\.n is not a field/],
+      [[text('x')], { kind: 'nope' }, /source\.kind must be one of/],
+      [[text('x')], { kind: 'tool', callId: 7 }, /source\.callId must be a string/],
+      [[{ type: 'bogus' } as unknown as ReturnType<typeof text>], undefined, /type must be one of/],
+      [[{ type: 'text', text: 'x', run: () => 1 } as unknown as ReturnType<typeof text>], undefined, /is a function/],
+    ];
+    for (const [content, source, message] of bad) {
+      expect(() => agent.steer(content, { source: source as MessageSource })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringMatching(message) }));
+    }
+    gate.resolve();
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('done')] });
+    // Only the prompt was accepted.
+    expect(accepted(host.sessions.get(run.id)!.events)).toHaveLength(1);
+    await run.dispose();
+  });
+
   it('refuses at once, or logs, a followup sent as the child ends its last turn', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [{ text: 'only' }]));

@@ -1,7 +1,7 @@
 // The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
-import { assertMessageContent, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
+import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
 import { History } from './history.js';
@@ -131,7 +131,8 @@ export class LocalAgent implements Agent {
   #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = newId()): MessageId {
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
     assertMessageContent(content);
-    const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: source ?? { kind: 'user' } });
+    const from = source === undefined ? { kind: 'user' as const } : copyMessageSource(source);
+    const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: from });
     const data = event.data as SessionEventMap['inbox/accepted'];
     this.#inbox.add(target, { id, content: data.content, source: data.source });
     if (wake) this.wake();

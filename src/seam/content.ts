@@ -197,3 +197,49 @@ export function assertMessageContent(content: unknown): asserts content is Conte
   const problem = contentProblem(content);
   if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
 }
+
+/** The fields of each source kind beside `kind`: true for a required string, false for an optional one. */
+const SOURCE_FIELDS: Readonly<Record<MessageSource['kind'], Readonly<Record<string, boolean>>>> = {
+  user: {},
+  tool: { callId: true },
+  plugin: { name: true },
+  coordinator: { senderSessionId: true },
+  'subagent-report': { senderSessionId: true },
+  'subagent-settled': { senderSessionId: true, summary: false },
+};
+
+/** Why the fields of a source (read once into `record`) do not make a source of its kind. */
+function sourceProblem(record: Record<string, unknown>): string | undefined {
+  const kind = record.kind;
+  if (typeof kind !== 'string' || !Object.hasOwn(SOURCE_FIELDS, kind)) {
+    return `source.kind must be one of ${Object.keys(SOURCE_FIELDS).join(', ')}`;
+  }
+  const fields = SOURCE_FIELDS[kind as MessageSource['kind']];
+  for (const key of Object.keys(record)) {
+    if (key !== 'kind' && !Object.hasOwn(fields, key)) return `source.${key} is not a field of a '${kind}' source`;
+  }
+  for (const [key, required] of Object.entries(fields)) {
+    const value = record[key];
+    if (value === undefined && !required) continue;
+    if (typeof value !== 'string') return `source.${key} must be a string`;
+  }
+  return undefined;
+}
+
+/**
+ * A plain copy of a message's `source`, checked against its kind (it goes into the session log and
+ * across threads as it is). Throws `INVALID_REQUEST` for anything else.
+ */
+export function copyMessageSource(source: unknown): MessageSource {
+  const copy: Record<string, unknown> = {};
+  const problem = readable('source', () => {
+    if (typeof source !== 'object' || source === null || Array.isArray(source)) return 'source must be an object such as { kind: "user" }';
+    const proto: unknown = Object.getPrototypeOf(source);
+    if (proto !== Object.prototype && proto !== null) return 'source is a class instance, not a plain object';
+    // Each field read once: what was checked is what is kept.
+    for (const [key, value] of Object.entries(source)) if (value !== undefined) copy[key] = value;
+    return sourceProblem(copy);
+  });
+  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
+  return copy as unknown as MessageSource;
+}

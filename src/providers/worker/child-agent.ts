@@ -1,7 +1,7 @@
 // The main-thread face of a worker child: an Agent whose session mirrors the child's log (events
 // arrive in batches) and whose input and cancel act on the real child across the port.
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
-import { newId, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
+import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
@@ -59,11 +59,12 @@ export class WorkerChildAgent implements Agent {
 
   #send(target: InboxTarget, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): { id: MessageId; accepted: Promise<void> } {
     if (!this.#link.isOpen()) throw new SubagentError('CLOSED', `child ${this.id} has finished; its worker no longer takes input`);
-    if (!Array.isArray(content) || content.length === 0) {
-      throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
-    }
+    // Checked here, not by the child: data a port cannot carry would never reach it, and the child
+    // would wait for that message forever.
+    assertMessageContent(content);
+    const from = source === undefined ? undefined : copyMessageSource(source);
     const id = newId();
-    const accepted = this.#link.deliver(target, id, structuredClone(content), wake, source);
+    const accepted = this.#link.deliver(target, id, structuredClone(content), wake, from);
     return { id, accepted };
   }
 

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { onAbort } from '../../seam/abort.js';
 import type { Agent } from '../../seam/agent-types.js';
-import { assertMessageContent, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
+import { assertMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
@@ -263,10 +263,12 @@ export class ContinuationManager implements ActivationHost {
     return { childId, messageId };
   }
 
-  async followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
-    assertMessageContent(content);
+  async followup(parent: Agent, childId: SessionId, given: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
+    assertMessageContent(given);
+    // Copied now: the message is taken after awaits, and the caller may change its arrays meanwhile.
+    const content = structuredClone(given);
     const signal = opts?.signal;
-    const source = opts?.source ?? { kind: 'user' };
+    const source: MessageSource = opts?.source === undefined ? { kind: 'user' } : copyMessageSource(opts.source);
     checkAborted(signal);
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
     if (!isExactLive(this.deps.agents, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);
