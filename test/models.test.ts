@@ -1,9 +1,11 @@
 // Model specs: validation, the scripted model and user adapters loaded by module specifier.
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
+import { createHost, scriptedModel, text, type ModelChunk, type ModelSpec } from 'subagent-host';
 import { createModel } from 'subagent-host/internals';
-import { holed, makeRuntime } from './helpers.js';
+import { holed, makeRuntime, tempFiles } from './helpers.js';
+
+const files = tempFiles('models-');
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;
 
@@ -43,6 +45,47 @@ describe('createModel', () => {
     ['a factory that returns no adapter', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createNothing' }],
   ] as const)('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
     await expect(createModel(spec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
+  });
+
+  it.each(['number-id', 'bigint-input', 'unknown-finish', 'undefined-text', 'string-usage', 'unknown-type'])(
+    'ends a user adapter\'s stream at a chunk that breaks the contract (%s): error MODEL_CONTRACT, nothing of it passed on',
+    async (breach) => {
+      const model = await createModel({ kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createContractBreakingModel', options: { breach } });
+      const chunks = await collect(model.stream(request('hey')));
+      expect(chunks).toMatchObject([
+        { type: 'text-delta', text: 'good ' },
+        { type: 'finish', reason: 'error', failure: { code: 'MODEL_CONTRACT', message: expect.stringContaining('yielded a chunk that is not a ModelChunk') } },
+      ]);
+      expect(chunks).toHaveLength(2);
+    },
+  );
+
+  it.each<[string, unknown, RegExp]>([
+    ['a function in a scripted tool input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't', input: { run() {} } }] }] }, /toolCalls\[0\]\.input: must be plain JSON \(input\.run is a function/],
+    ['a BigInt in a scripted tool input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't', input: { n: 1n } }] }] }, /input\.n is a bigint/],
+    ['a Date in a scripted tool input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't', input: { d: new Date(0) } }] }] }, /input\.d is a class instance/],
+    ['NaN in a module\'s options', { kind: 'module', specifier: 'x', options: { x: Number.NaN } }, /options: must be plain JSON \(options\.x is NaN/],
+    ['a getter that throws in a module\'s options', { kind: 'module', specifier: 'x', options: { get x(): number { throw new Error('boom'); } } }, /options could not be read/],
+  ])('rejects %s with INVALID_MODEL_SPEC naming it (specs go into logs and across threads)', async (_name, spec, message) => {
+    await expect(createModel(spec as ModelSpec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC', message: expect.stringMatching(message) });
+  });
+
+  it('ends the turn of an agent whose adapter breaks the contract with error MODEL_CONTRACT, and its stored log loads back', async () => {
+    const file = files.file();
+    const model: ModelSpec = { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createContractBreakingModel', options: { breach: 'number-id' } };
+    const host = await createHost({ providers: false, persistence: { sqlite: file }, model });
+    const agent = await host.createAgent({ sessionId: 'a' });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    await host.close();
+    const again = await createHost({ providers: false, persistence: { sqlite: file } });
+    try {
+      const { agent: loaded } = await again.agents.resume({ sessionId: 'a' });
+      const end = loaded.session.events.findLast((event) => event.type === 'turn/end');
+      expect(end?.data).toMatchObject({ reason: { kind: 'error', error: { code: 'MODEL_CONTRACT' } } });
+    } finally {
+      await again.close();
+    }
   });
 
   it('fails agent creation with INVALID_MODEL_SPEC before anything is published', async () => {

@@ -2,13 +2,13 @@
 // boundary where it arrives (options, worker task data), so bad specs fail before any turn runs.
 import { z } from 'zod';
 import type { ModelSpec, ScriptedStep } from '../../seam/agent-types.js';
-import { SubagentError, describeError } from '../../seam/errors.js';
+import { plainJsonProblem } from '../../seam/content.js';
 import { lazy } from '../../seam/once.js';
-import { importModule } from '../module-import.js';
 import { openaiModel } from './openai.js';
 import { scriptedModel, type ScriptedModel } from './scripted.js';
 import { plainModelSpec } from './spec-check.js';
-import type { ModelAdapter, ModelAdapterFactory } from './types.js';
+import { loadModuleModel } from './module-model.js';
+import type { ModelAdapter } from './types.js';
 import { parseOrThrow } from '../../seam/parse.js';
 
 /** A base URL without userinfo or fragment: fetch refuses the one, and the other would be cut. */
@@ -29,13 +29,21 @@ function sendableHeaders(headers: Record<string, string>): boolean {
   }
 }
 
+/** Plain JSON (or absent): a spec's values go into session logs and across threads as they are. */
+function plainJson(field: string) {
+  return z.unknown().superRefine((value, ctx) => {
+    const problem = value === undefined ? undefined : plainJsonProblem(value, field);
+    if (problem) ctx.addIssue({ code: 'custom', message: `must be plain JSON (${problem})` });
+  });
+}
+
 const modelSpecSchema = lazy(() => {
   const count = z.number().int().nonnegative();
   const stepUsage = z.strictObject({ inputTokens: count, outputTokens: count }).optional();
   const scriptedStep = z.union([
     z.strictObject({ text: z.string(), usage: stepUsage }),
     z.strictObject({
-      toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: z.unknown() })).min(1),
+      toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: plainJson('input') })).min(1),
       text: z.string().optional(),
       usage: stepUsage,
     }),
@@ -60,7 +68,7 @@ const modelSpecSchema = lazy(() => {
       kind: z.literal('module'),
       specifier: z.string().min(1),
       export: z.string().min(1).optional(),
-      options: z.unknown().optional(),
+      options: plainJson('options').optional(),
     }),
   ]);
 });
@@ -77,35 +85,6 @@ export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
 export function checkedScriptedModel(steps: readonly ScriptedStep[] = []): ScriptedModel {
   assertModelSpec({ kind: 'scripted', steps });
   return scriptedModel(steps);
-}
-
-async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' }>): Promise<ModelAdapter> {
-  const exportName = spec.export ?? 'default';
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await importModule(spec.specifier)) as Record<string, unknown>;
-  } catch (error) {
-    throw new SubagentError(
-      'INVALID_MODEL_SPEC',
-      `cannot load model module ${spec.specifier}: ${describeError(error)}; use a file URL or an installed package name`,
-      { cause: error },
-    );
-  }
-  const factory = mod[exportName];
-  if (typeof factory !== 'function') {
-    throw new SubagentError(
-      'INVALID_MODEL_SPEC',
-      `model module ${spec.specifier} has no function export '${exportName}'; export a factory (options) => ModelAdapter`,
-    );
-  }
-  const adapter: unknown = await (factory as ModelAdapterFactory)(spec.options);
-  if (adapter === null || typeof adapter !== 'object' || typeof (adapter as ModelAdapter).stream !== 'function') {
-    throw new SubagentError(
-      'INVALID_MODEL_SPEC',
-      `the factory '${exportName}' of ${spec.specifier} did not return an object with a stream() method`,
-    );
-  }
-  return adapter as ModelAdapter;
 }
 
 /** Builds the adapter a ModelSpec describes. Rejects `INVALID_MODEL_SPEC` on a bad spec. */

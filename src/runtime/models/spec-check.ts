@@ -3,6 +3,7 @@
 // a start skips the schema's union; anything else (openai specs, finish steps, any fault) still
 // meets the schema, which also words the error.
 
+import { plainJsonProblem } from '../../seam/content.js';
 import { everyItem } from '../../seam/parse.js';
 
 type Plain = Record<string, unknown>;
@@ -21,8 +22,11 @@ function stepUsage(usage: unknown): boolean {
   return usage === undefined || (plainWith(usage, ['inputTokens', 'outputTokens']) && count(usage['inputTokens']) && count(usage['outputTokens']));
 }
 
+/** Plain JSON or absent: it goes into session logs and across threads as it is. */
+const plainOrAbsent = (value: unknown) => value === undefined || plainJsonProblem(value, 'value') === undefined;
+
 function toolCall(call: unknown): boolean {
-  return plainWith(call, ['name', 'input']) && name(call['name']) && 'input' in call;
+  return plainWith(call, ['name', 'input']) && name(call['name']) && 'input' in call && plainOrAbsent(call['input']);
 }
 
 function step(value: unknown): boolean {
@@ -39,7 +43,7 @@ export function plainModelSpec(spec: unknown): boolean {
     return steps === undefined || (Array.isArray(steps) && everyItem(steps, step));
   }
   if (plainWith(spec, ['kind', 'specifier', 'export', 'options']) && spec['kind'] === 'module') {
-    return name(spec['specifier']) && (spec['export'] === undefined || name(spec['export']));
+    return name(spec['specifier']) && (spec['export'] === undefined || name(spec['export'])) && plainOrAbsent(spec['options']);
   }
   return false;
 }
