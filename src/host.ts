@@ -36,8 +36,9 @@ export interface HostOptions {
 
 function lingerMsOf(option: HostOptions['continuation']): number {
   const value = option?.lingerMs ?? 30_000;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new SubagentError('INVALID_OPTIONS', `options.continuation.lingerMs must be a non-negative number of milliseconds (got ${String(value)})`);
+  // A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms): the child would be evicted at once.
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 2_147_483_647) {
+    throw new SubagentError('INVALID_OPTIONS', `options.continuation.lingerMs must be a number of milliseconds from 0 to 2147483647 (got ${String(value)})`);
   }
   return value;
 }

@@ -53,8 +53,8 @@ describe('authority and validation', () => {
     expect(host.agents.list()).toStrictEqual([parent]);
   });
 
-  it('refuses a bad continuation.lingerMs when the host is created', async () => {
-    for (const lingerMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+  it('refuses a bad continuation.lingerMs when the host is created, also one too long for a timer (it would fire at once)', async () => {
+    for (const lingerMs of [-1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) {
       await expect(createHost({ continuation: { lingerMs }, providers: false })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
     }
   });

@@ -120,6 +120,16 @@ describe('schema failures', () => {
     );
   });
 
+  it.each<[string, Parameters<typeof createWorkerPool>[0]]>([
+    ['cancelGraceMs', { cancelGraceMs: 2 ** 31 }],
+    ['idleTimeoutMs', { idleTimeoutMs: 1e12 }],
+    ['maxThreads', { maxThreads: 1e9 }],
+    ['maxNestingDepth', { maxNestingDepth: 1e9 }],
+    ['resourceLimits.stackSizeMb', { resourceLimits: { stackSizeMb: 100_000 } }],
+  ])('refuse a pool %s too large to mean what it says (a timer that fires at once, a gate buffer or stack that cannot be made)', (field, options) => {
+    expect(() => createWorkerPool(options)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(`options.pool.${field}`) as string }));
+  });
+
   it('refuse a worker heap so small that starting a thread would abort the process', async () => {
     const tooSmall = { pool: { resourceLimits: { maxOldGenerationSizeMb: 2 } } };
     expect(() => createWorkerPool(tooSmall.pool)).toThrow(

@@ -25,7 +25,7 @@ export interface WorkerPoolOptions {
    * children lends them one slot, so the pool never runs more than
    * `maxThreads × (1 + maxNestingDepth)` threads (plus, for a while, up to `maxThreads` threads
    * retiring after an error escaped a child's code).
-   * @default max(4, 2 × availableParallelism())
+   * At most 1024. @default max(4, 2 × availableParallelism())
    */
   maxThreads?: number;
   /** Children one thread runs at once; raise it for I/O-bound (model-bound) fleets. @default 1 */
@@ -33,17 +33,17 @@ export interface WorkerPoolOptions {
   /**
    * How many generations of worker children may nest below a worker child (a chain of
    * `1 + maxNestingDepth` worker children); a start past it rejects `DEPTH_EXCEEDED`. Bounds the
-   * threads at `maxThreads × (1 + maxNestingDepth)`. @default 3
+   * threads at `maxThreads × (1 + maxNestingDepth)`. At most 32. @default 3
    */
   maxNestingDepth?: number;
-  /** An idle thread above `minThreads` ends after this long. @default 30000 */
+  /** An idle thread above `minThreads` ends after this long (ms, at most 2147483647). @default 30000 */
   idleTimeoutMs?: number;
   /**
    * V8 heap limits of each thread. `maxYoungGenerationSizeMb` is at most 48 and 48 unless set
    * (Node 24's own default, 192, lets a thread that runs out of memory abort the process).
    */
   resourceLimits?: { maxOldGenerationSizeMb?: number; maxYoungGenerationSizeMb?: number; stackSizeMb?: number };
-  /** A child still running this long after cancel or dispose has its thread terminated. @default 2000 */
+  /** A child still running this long (ms, at most 2147483647) after cancel or dispose has its thread terminated. @default 2000 */
   cancelGraceMs?: number;
 }
 
@@ -90,12 +90,19 @@ const MIN_OLD_GENERATION_MB = 3;
 // 48 MB is Node 20's default for a thread; Node 24's is 192 MB, which aborted the host on such a
 // child every time. So every thread of a pool gets at most 48 MB.
 const MAX_YOUNG_GENERATION_MB = 48;
+const MAX_TIMER_MS = 2_147_483_647;
+const MAX_THREADS = 1024;
+const MAX_NESTING_DEPTH = 32;
+const MAX_STACK_MB = 1024;
+// A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms).
+const timerMs = z.number().int().min(0).max(MAX_TIMER_MS, `must be at most ${MAX_TIMER_MS} ms (a longer timer fires at once)`);
 const optionsShape = z.strictObject({
   minThreads: z.number().int().min(0).optional(),
-  maxThreads: positiveInt.optional(),
+  // Bounds that keep the shared gate buffer (a slot per thread and nesting level) a sane size.
+  maxThreads: positiveInt.max(MAX_THREADS).optional(),
   childrenPerThread: positiveInt.optional(),
-  maxNestingDepth: z.number().int().min(0).optional(),
-  idleTimeoutMs: z.number().int().min(0).optional(),
+  maxNestingDepth: z.number().int().min(0).max(MAX_NESTING_DEPTH).optional(),
+  idleTimeoutMs: timerMs.optional(),
   resourceLimits: z
     .strictObject({
       maxOldGenerationSizeMb: z
@@ -109,10 +116,10 @@ const optionsShape = z.strictObject({
           `must be at most ${MAX_YOUNG_GENERATION_MB}: with a larger young generation, a thread that runs out of memory aborts the whole process`,
         )
         .optional(),
-      stackSizeMb: positiveInt.optional(),
+      stackSizeMb: positiveInt.max(MAX_STACK_MB).optional(),
     })
     .optional(),
-  cancelGraceMs: z.number().int().min(0).optional(),
+  cancelGraceMs: timerMs.optional(),
 });
 
 // One CommonJS file (esbuild, `npm run build`): piscina loads it with `require`, so no ES module
