@@ -2,9 +2,12 @@
 // containment of every way a child's thread can die.
 import { afterEach, describe, expect, it } from 'vitest';
 import { SubagentError, createHost, text, type Host, type ScriptedStep, type SubagentRun, type SubagentStartRequest, type Tool } from 'subagent-host';
-import { dataOf, deferred, recordingTool, type Deferred } from './helpers.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { dataOf, deferred, recordingTool, tempFiles, type Deferred } from './helpers.js';
 
 const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+const files = tempFiles('worker-provider-');
 let host: Host | undefined;
 
 afterEach(async () => {
@@ -119,6 +122,29 @@ describe('worker children', () => {
     expect(dataOf<{ ids: string[] }>(events, 'inbox/discarded')).toHaveLength(1);
     await run.dispose();
   });
+
+  it.each([false, true])(
+    'stops a child whose start was aborted after a thread took it but before the host saw that (spinning: %s), and frees its slot',
+    async (spin) => {
+      const { host, parent } = await setup({ pool: { maxThreads: 1, cancelGraceMs: 300 } });
+      await host.pool.warm();
+      const marker = join(files.dir, `running-${String(spin)}`);
+      const controller = new AbortController();
+      const starting = host.subagents.start('spawn', request(parent, [call('mark_then_wait', { marker, spin }), { text: 'after' }], { signal: controller.signal }));
+      // The task is posted within microtasks (a free slot, a warm thread); from then on the main
+      // thread stays busy while the child attaches and enters its tool: the attach notice waits.
+      for (let i = 0; i < 100; i++) await null;
+      const deadline = Date.now() + 60_000;
+      while (!existsSync(marker)) if (Date.now() > deadline) throw new Error('the child never ran its tool');
+      controller.abort();
+      await expect(starting).rejects.toMatchObject({ code: 'CANCELLED' });
+      // The only slot comes back: the child got the cancel (or lost its thread after the grace).
+      const next = await host.subagents.start('spawn', request(parent, [{ text: 'still here' }]));
+      expect((await next.result).output).toEqual([text('still here')]);
+      await next.dispose();
+    },
+    30_000,
+  );
 
   it('terminates the thread of a child that ignores cancellation; its result is aborted', async () => {
     const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });

@@ -120,6 +120,8 @@ export class ThreadChild {
   #state: ThreadChildState = 'queued';
   #threadId: number | undefined;
   #killTimer: NodeJS.Timeout | undefined;
+  /** The grace after a cancel passed before any thread was known to run the child. */
+  #graceSpent = false;
   /** Settles once every notice of the child is in: the result never overtakes its events. */
   readonly outcome: Promise<ThreadOutcome>;
 
@@ -161,6 +163,13 @@ export class ThreadChild {
     this.#threadId = threadId;
     this.#held.task = undefined;
     if (this.#state === 'queued') this.#state = 'attached';
+    else if (this.#state === 'cancelling') {
+      // Cancelled before its attach was known here (a start aborted while this thread was busy):
+      // the control call sent then may have found no port, and a child that ignores the flag
+      // (waiting on its signal, or in a loop) must still lose its thread after a grace.
+      this.#sendCancel();
+      if (this.#graceSpent) this.#killTimer = setTimeout(() => this.#kill(), this.#pool.options.cancelGraceMs);
+    }
     sink.attach(threadId);
   }
 
@@ -179,16 +188,27 @@ export class ThreadChild {
     if (this.#state !== 'queued' && this.#state !== 'attached') return;
     this.#state = 'cancelling';
     Atomics.store(this.#cancelFlag, 0, 1);
+    this.#sendCancel();
+    this.#killTimer = setTimeout(() => this.#kill(), this.#pool.options.cancelGraceMs);
+  }
+
+  #sendCancel(): void {
     this.#control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
-    this.#killTimer = setTimeout(() => {
-      const threadId = this.#threadId;
-      if (threadId === undefined) return; // never taken by a thread: the flag stops it at its start
-      void this.#pool.terminateThread(threadId, () => {
-        if (this.#state !== 'cancelling') return false;
-        this.#state = 'terminated';
-        return true;
-      });
-    }, this.#pool.options.cancelGraceMs);
+  }
+
+  #kill(): void {
+    const threadId = this.#threadId;
+    // Not known to be taken by a thread yet: one that takes it sees the flag at its start, and if
+    // it had taken it already, its attach (see #attach) arms a new grace.
+    if (threadId === undefined) {
+      this.#graceSpent = true;
+      return;
+    }
+    void this.#pool.terminateThread(threadId, () => {
+      if (this.#state !== 'cancelling') return false;
+      this.#state = 'terminated';
+      return true;
+    });
   }
 
   /** False once the child has closed its input (it is about to return). */
@@ -212,11 +232,12 @@ export class ThreadChild {
   }
 
   /**
-   * Gives up on a child nobody will wait for: it stops at its start or next step. Its route stays
-   * until the task ends, so a call the child makes meanwhile is answered instead of hanging it.
+   * Gives up on a child nobody will wait for: cancelled as by `cancel()` (a thread may have taken it
+   * already), so its slot comes back. Its route stays until the task ends, so a call the child
+   * makes meanwhile is answered instead of hanging it.
    */
   abandon(): void {
-    Atomics.store(this.#cancelFlag, 0, 1);
+    this.cancel();
     void this.outcome.then(() => this.release());
   }
 
