@@ -59,6 +59,16 @@ async function prompt(agent: Agent, text: string): Promise<string> {
   return sessionId;
 }
 
+/** The event types stored for `sessionId` in `db`, in order. */
+function storedTypes(db: string, sessionId: string): string[] {
+  const saved = new Database(db, { readonly: true });
+  try {
+    return (saved.prepare('SELECT type FROM events WHERE session_id = ? ORDER BY seq').all(sessionId) as { type: string }[]).map((row) => row.type);
+  } finally {
+    saved.close();
+  }
+}
+
 const closers: (() => Promise<void>)[] = [];
 afterAll(async () => {
   for (const close of closers) await close();
@@ -100,20 +110,27 @@ describe('subagent-host acp', () => {
     expect(await agent.exited).toBe(0);
   });
 
-  it('saves the sessions to --db and exits 143 on SIGTERM while serving', async () => {
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const)('saves the sessions to --db and exits on %s while serving (code %i)', async (signal, code) => {
     const db = files.file();
     const agent = startAgent(['--db', db]);
     const sessionId = await prompt(agent, 'remember me');
     // stdin stays open: only the signal ends it.
-    agent.child.kill('SIGTERM');
-    expect(await agent.exited).toBe(143);
-    const saved = new Database(db, { readonly: true });
-    try {
-      const types = (saved.prepare('SELECT type FROM events WHERE session_id = ? ORDER BY seq').all(sessionId) as { type: string }[]).map((row) => row.type);
-      expect(types).toContain('user/message');
-      expect(types.at(-1)).toBe('turn/end');
-    } finally {
-      saved.close();
-    }
+    agent.child.kill(signal);
+    expect(await agent.exited).toBe(code);
+    expect(storedTypes(db, sessionId).at(-1)).toBe('turn/end');
+  });
+
+  it('answers a prompt only once its turn is stored: killed (SIGKILL) right after the answer, the turn is in --db', async () => {
+    const db = files.file();
+    const agent = startAgent(['--db', db]);
+    const sessionId = await prompt(agent, 'remember me');
+    agent.child.kill('SIGKILL');
+    await agent.exited;
+    const types = storedTypes(db, sessionId);
+    expect(types).toContain('user/message');
+    expect(types.at(-1)).toBe('turn/end');
   });
 });

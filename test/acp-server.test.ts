@@ -128,7 +128,7 @@ describe('serveAcp', () => {
 
   it('does not offer loadSession without persistence', async () => {
     const host = await newHost();
-    const client = connect({ agents: host.agents, persistence: undefined, createAgent: (options) => host.createAgent(options) });
+    const client = connect({ agents: host.agents, sessions: host.sessions, persistence: undefined, createAgent: (options) => host.createAgent(options) });
     const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
     expect(response.agentCapabilities?.loadSession).toBe(false);
     expect(response.agentCapabilities?.sessionCapabilities?.resume).toBeUndefined();
@@ -365,6 +365,17 @@ describe('serveAcp', () => {
     const sessionId = await session(client);
     const audio = { sessionId, prompt: [{ type: 'audio' as const, mimeType: 'audio/wav', data: 'AAAA' }] };
     await expect(client.agent.request(acp.methods.agent.session.prompt, audio)).rejects.toMatchObject({ code: -32602 });
+  });
+
+  it('rejects a prompt of blank text blocks alone as empty, storing nothing, and runs the next', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    for (const blank of [[{ type: 'text' as const, text: '' }], [{ type: 'text' as const, text: ' \n' }, { type: 'text' as const, text: '' }]]) {
+      await expect(client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: blank })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('empty') });
+    }
+    expect(host.agents.get(sessionId)!.session.events.filter((event) => event.type === 'user/message')).toHaveLength(0);
+    await expect(prompt(client, sessionId, 'x')).resolves.toMatchObject({ stopReason: 'end_turn' });
   });
 
   it('returns when its input ends, cancelling the turn still running', async () => {

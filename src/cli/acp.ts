@@ -62,11 +62,15 @@ export async function run(args: string[]): Promise<number> {
     providers: false,
     logger: { warn: log },
   });
-  // SIGTERM (a client's dispose ladder) still flushes the sessions before exiting.
+  // SIGTERM (a client's dispose ladder) and SIGINT (Ctrl-C) still flush the sessions before exiting.
   const onTerm = () => {
     void host.close().finally(() => process.exit(143));
   };
+  const onInt = () => {
+    void host.close().finally(() => process.exit(130));
+  };
   process.once('SIGTERM', onTerm);
+  process.once('SIGINT', onInt);
   // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a
   // warm process; the rest while no session exists yet, so a real prompt never shares the CPU with them.
   const warm = startWarmUp(process.cwd());
@@ -78,6 +82,7 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     ended = true;
     process.off('SIGTERM', onTerm);
+    process.off('SIGINT', onInt);
     await idleRounds;
     await host.close();
   }

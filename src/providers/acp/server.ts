@@ -26,6 +26,8 @@ const SESSION_OPTIONS_EVENT = 'acp/session-options';
 export interface AcpServeHost {
   readonly agents: HostAgents;
   readonly persistence: SessionPersistence | undefined;
+  /** A prompt is answered once its turn is stored (a Host's live session store). */
+  readonly sessions: { flush(id: string): Promise<void> };
   createAgent(options?: CreateAgentOptions): Promise<Agent>;
 }
 
@@ -234,7 +236,10 @@ class AcpServer {
       throw this.#sdk.RequestError.invalidRequest(undefined, 'a prompt is already running in this session');
     }
     const content = promptContent(params.prompt, this.#images);
-    if (content.length === 0) throw this.#sdk.RequestError.invalidParams(undefined, 'the prompt is empty');
+    // Blocks of blank text alone are an empty prompt too: the turn would have nothing to answer.
+    if (content.every((block) => block.type === 'text' && block.text.trim() === '')) {
+      throw this.#sdk.RequestError.invalidParams(undefined, 'the prompt is empty');
+    }
     const active = { cancelled: false };
     served.active = active;
     const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
@@ -252,6 +257,9 @@ class AcpServer {
       served.active = undefined;
     }
     await updates.drain();
+    // Answered once the turn is stored: a client told `end_turn` may count on `session/load` having
+    // it, and a store that refused it (another process wrote the session) fails the prompt.
+    await this.#host.sessions.flush(agent.id);
     if (active.cancelled) return { stopReason: 'cancelled' };
     const stopReason = acpStopReason(end);
     if (stopReason) {
@@ -284,7 +292,7 @@ class AcpServer {
 
 /** Checked before anything is served: a bad argument is `INVALID_OPTIONS`, not a session that fails later. */
 function assertServeArguments(host: unknown, io: unknown, options: unknown): void {
-  const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || !isRecord(host['agents'])
+  const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || !isRecord(host['agents']) || typeof (host['sessions'] as { flush?: unknown } | undefined)?.flush !== 'function'
     ? 'host must be a host made by createHost()'
     : io !== undefined && (!isRecord(io) || typeof (io['input'] as { on?: unknown } | undefined)?.on !== 'function' || typeof (io['output'] as { write?: unknown } | undefined)?.write !== 'function')
       ? 'io must be { input: Readable, output: Writable }'
