@@ -64,6 +64,53 @@ describe('openai model: stream shapes of compatible servers', () => {
     ]);
   });
 
+  it.each(['eos', 'eos_token', 'end', 'end_turn', 'stop_sequence'])('takes finish_reason %s (servers other than OpenAI) as an answer that ended', async (reason) => {
+    const server = await serve(sse(event(delta('The answer is 42.')) + event({ choices: [{ index: 0, delta: {}, finish_reason: reason }] }) + DONE));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'text-delta', text: 'The answer is 42.' },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('takes tool-call arguments sent as a JSON object', async () => {
+    const server = await serve(
+      sse(
+        event({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'c1', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] } }] }) +
+          event({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
+          DONE,
+      ),
+    );
+    expect(await collect(await model(server))).toEqual([
+      { type: 'tool-call', id: 'c1', name: 'get_weather', input: { city: 'Paris' } },
+      { type: 'finish', reason: 'tool-calls' },
+    ]);
+  });
+
+  it.each([
+    ['all at index 0', () => ({ index: 0 })],
+    ['without index', () => ({})],
+  ])('parts parallel calls sent without ids %s at each new name after whole arguments', async (_name, where) => {
+    const calls = (...fragments: unknown[]) => event({ choices: [{ index: 0, delta: { tool_calls: fragments } }] });
+    const server = await serve(
+      sse(
+        calls({ ...where(), function: { name: 'w', arguments: '{"city":' } }) +
+          calls({ ...where(), function: { arguments: '"A"}' } }) +
+          // A repeat of the name alone (as some servers end a call) adds nothing.
+          calls({ ...where(), function: { name: 'w', arguments: '' } }) +
+          calls({ ...where(), function: { name: 't', arguments: '{"tz":"B"}' } }) +
+          calls({ ...where(), function: { name: 'w', arguments: '{"city":"C"}' } }) +
+          event({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
+          DONE,
+      ),
+    );
+    expect(await collect(await model(server))).toEqual([
+      { type: 'tool-call', id: 'call_0', name: 'w', input: { city: 'A' } },
+      { type: 'tool-call', id: 'call_1', name: 't', input: { tz: 'B' } },
+      { type: 'tool-call', id: 'call_2', name: 'w', input: { city: 'C' } },
+      { type: 'finish', reason: 'tool-calls' },
+    ]);
+  });
+
   it('takes choice 0 only, partial usage, and a stream without finish_reason as a stop', async () => {
     const choices = { choices: [{ index: 1, delta: { content: 'other' } }, { index: 0, delta: { content: 'mine' } }] };
     const server = await serve(sse(event(choices) + event({ choices: [], usage: { prompt_tokens: 7 } }) + DONE));

@@ -49,13 +49,14 @@ describe('openai model: streams', () => {
     ]);
   });
 
-  it('gives {} for empty arguments and the raw string for invalid JSON', async () => {
+  it('gives {} for empty arguments and the raw text for invalid JSON or a JSON string', async () => {
     const chunk = (calls: unknown[], finish: string | null = null): string =>
       `data: ${JSON.stringify({ choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: finish }] })}\n\n`;
     const server = await serve(
       sse(
         chunk([{ index: 0, id: 'call_a', type: 'function', function: { name: 'now', arguments: '' } }]) +
           chunk([{ index: 1, id: 'call_b', type: 'function', function: { name: 'echo', arguments: '{"x": ' } }]) +
+          chunk([{ index: 2, id: 'call_c', type: 'function', function: { name: 'echo', arguments: '"Paris"' } }]) +
           chunk([], 'tool_calls') +
           'data: [DONE]\n\n',
       ),
@@ -63,6 +64,8 @@ describe('openai model: streams', () => {
     expect(await collect(await model(server))).toEqual([
       { type: 'tool-call', id: 'call_a', name: 'now', input: {} },
       { type: 'tool-call', id: 'call_b', name: 'echo', input: '{"x": ' },
+      // A JSON string stays as sent, so the history replays it exactly.
+      { type: 'tool-call', id: 'call_c', name: 'echo', input: '"Paris"' },
       { type: 'finish', reason: 'tool-calls' },
     ]);
   });

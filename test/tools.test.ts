@@ -80,6 +80,19 @@ describe('ToolRegistry', () => {
     expect(await root.execute('a', { value: 'v' }, {} as never)).toEqual({ content: [text('a ok')] });
   });
 
+  it('tells the model its arguments were not JSON when an adapter hands them on as raw text', async () => {
+    const root = new ToolRegistry();
+    const tool = recordingTool('a');
+    root.register(tool);
+    await expect(root.execute('a', '{"value": "v', {} as never)).rejects.toMatchObject({
+      code: 'INVALID_TOOL_INPUT',
+      message: expect.stringMatching(/^a input is not valid JSON \(.+\): send one JSON object that matches its input schema$/),
+    });
+    // JSON, but not an object: the schema's own answer.
+    await expect(root.execute('a', '"v"', {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT', message: expect.not.stringContaining('not valid JSON') });
+    expect(tool.calls).toEqual([]);
+  });
+
   it('rejects a tool output that is neither a string nor content with CONTRACT_VIOLATION', async () => {
     const root = new ToolRegistry();
     root.register({ name: 'bad', description: '', parameters: { type: 'object' }, execute: async () => 42 as never });

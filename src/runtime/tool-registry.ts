@@ -47,6 +47,16 @@ function validatorOf(tool: Tool): z.ZodType {
   return validator;
 }
 
+/** Why `text` does not parse as JSON, or undefined when it does. */
+function jsonError(text: string): string | undefined {
+  try {
+    JSON.parse(text);
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
 /** Validates a tool's shape; throws `INVALID_OPTIONS` naming the bad field. */
 export function assertTool(tool: unknown): asserts tool is Tool {
   parseOrThrow(toolShape(), tool, 'INVALID_OPTIONS', 'tool');
@@ -152,7 +162,14 @@ export class ToolRegistry {
   async execute(name: string, input: unknown, ctx: ToolContext): Promise<ToolResultContent> {
     const tool = this.get(name);
     if (!tool) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this agent`);
-    parseOrThrow(validatorOf(tool), input, 'INVALID_TOOL_INPUT', `${name} input`, `it does not match the input schema of ${name}`);
+    try {
+      parseOrThrow(validatorOf(tool), input, 'INVALID_TOOL_INPUT', `${name} input`, `it does not match the input schema of ${name}`);
+    } catch (error) {
+      // An adapter hands on arguments it could not parse as their raw text: say that, not "expected object".
+      const notJson = typeof input === 'string' ? jsonError(input) : undefined;
+      if (notJson === undefined) throw error;
+      throw new SubagentError('INVALID_TOOL_INPUT', `${name} input is not valid JSON (${notJson}): send one JSON object that matches its input schema`, { cause: error });
+    }
     return normalizeToolOutput(name, await tool.execute(input, ctx));
   }
 }

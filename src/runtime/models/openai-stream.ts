@@ -28,7 +28,8 @@ const wireChunk = lazy(() => {
                   z.object({
                     index: z.number().int().nonnegative().nullish(),
                     id: z.string().nullish(),
-                    function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+                    // Some servers (llama.cpp, TGI) send the arguments as a JSON object, not its text.
+                    function: z.object({ name: z.string().nullish(), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).nullish() }).nullish(),
                   }),
                 )
                 .nullish(),
@@ -74,13 +75,28 @@ export function toUsage(wire: WireUsage): Usage {
   return usage;
 }
 
-/** Parsed arguments: `{}` for none, the raw string when the model sent invalid JSON. */
+/**
+ * Parsed arguments: `{}` for none; the raw text when it is not JSON, or is a JSON string (kept as
+ * sent, so the history replays it exactly; the tool's input check tells the model what was wrong).
+ */
 function parseArguments(args: string): unknown {
   if (args.trim() === '') return {};
   try {
-    return JSON.parse(args) as unknown;
+    const parsed = JSON.parse(args) as unknown;
+    return typeof parsed === 'string' ? args : parsed;
   } catch {
     return args;
+  }
+}
+
+/** Whether `args` is the whole JSON text of a call's arguments (an object), so more text is another call's. */
+function completeArguments(args: string): boolean {
+  if (!args.trimEnd().endsWith('}')) return false;
+  try {
+    JSON.parse(args);
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -148,7 +164,14 @@ export class CompletionAssembler {
     const reason = this.#finishReason ?? 'stop';
     switch (reason) {
       case 'stop':
-      case 'tool_calls': {
+      // What servers other than OpenAI's send for an answer that simply ended (TGI, Together, gateways).
+      case 'eos':
+      case 'eos_token':
+      case 'end':
+      case 'end_turn':
+      case 'stop_sequence':
+      case 'tool_calls':
+      case 'function_call': {
         // Judged by what arrived: some servers end tool-call turns with `stop`, and a
         // `tool_calls` finish without calls would leave the driver nothing to run.
         const calls = this.#toolCalls();
@@ -198,11 +221,14 @@ export class CompletionAssembler {
       // Some servers omit `index`: a new id starts a call, anything else extends the last one.
       const known = fragment.id ? [...this.#calls].find(([, call]) => call.id === fragment.id) : undefined;
       key = known?.[0] ?? (fragment.id || this.#lastKey === undefined ? this.#nextKey() : this.#lastKey);
+      if (!known && !fragment.id && this.#startsAnother(this.#calls.get(key), fragment)) key = this.#nextKey();
     } else {
       key = this.#newestAt.get(index) ?? index;
-      // Some servers (Ollama, SGLang) send every parallel call at index 0: a new id there is a new call.
+      // Some servers (Ollama, SGLang) send every parallel call at index 0: a new id there is a new
+      // call, and so is a named fragment after a call whose arguments are complete (no ids at all).
       const current = this.#calls.get(key);
-      if (current && fragment.id && current.id !== '' && current.id !== fragment.id) {
+      const newId = fragment.id && current && current.id !== '' && current.id !== fragment.id;
+      if (newId || (!fragment.id && this.#startsAnother(current, fragment))) {
         key = this.#nextKey();
         this.#newestAt.set(index, key);
       }
@@ -215,7 +241,19 @@ export class CompletionAssembler {
     }
     if (fragment.id) call.id = fragment.id;
     if (fragment.function?.name && call.name === '') call.name = fragment.function.name;
-    if (fragment.function?.arguments) call.args += fragment.function.arguments;
+    const args = fragment.function?.arguments;
+    if (typeof args === 'string') call.args += args;
+    else if (args) call.args += JSON.stringify(args);
+  }
+
+  /**
+   * A fragment without an id that names a tool, with arguments or another name, after `current`
+   * has a name and whole arguments (a repeat of the name alone adds nothing to `current`).
+   */
+  #startsAnother(current: PendingCall | undefined, fragment: WireToolCallDelta): boolean {
+    const name = fragment.function?.name;
+    if (!current || current.name === '' || !name || !completeArguments(current.args)) return false;
+    return name !== current.name || Boolean(fragment.function?.arguments);
   }
 
   /** A key after every call's so far. */
