@@ -76,6 +76,34 @@ describe('startContinuable and followup', () => {
     expect(resumed.tools.names()).not.toContain('noop');
   });
 
+  it('copies its spec and a follow-up’s message when called: changes the caller makes later do not reach the child', async () => {
+    const { host, parent, recorder } = await setup({ tools: [recordingTool('noop')] });
+    const prompt = [text('original prompt')];
+    const steps = [{ text: 'original answer' }, { text: 'second answer' }];
+    const spec = {
+      provider: 'in-process',
+      label: 'original label',
+      request: { prompt, parent, persona: 'original persona', toolFilter: { deny: ['noop'] }, agentOptions: { model: { kind: 'scripted' as const, steps } } },
+    };
+    const starting = host.subagents.startContinuable(spec);
+    prompt[0] = text('changed prompt');
+    spec.label = 'changed label';
+    spec.request.persona = 'changed persona';
+    spec.request.toolFilter.deny[0] = 'other';
+    steps[0] = { text: 'changed answer' };
+    const { childId } = await starting;
+    await recorder.until(() => recorder.ends.length === 1);
+    const message = [text('original follow-up')];
+    const following = host.subagents.followup(parent, childId, message);
+    message[0] = text('changed follow-up');
+    await following;
+    await recorder.until(() => recorder.ends.length === 2);
+    const child = host.sessions.get(childId)!;
+    expect(child.events.find((e) => e.type === 'subagent/descriptor')!.data).toMatchObject({ label: 'original label', persona: 'original persona', toolFilter: { deny: ['noop'] } });
+    expect(userTexts(child.events)).toStrictEqual(['original prompt', 'original follow-up']);
+    expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('original answer')], [text('second answer')]]);
+  });
+
   it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
     const { host, parent, recorder } = await setup();
     const { childId } = await startChild(host, parent, 'p', { model: HANG });

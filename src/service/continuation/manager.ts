@@ -20,7 +20,7 @@ import { Admission, checkAborted, isExactLive, liveLineage } from './authority.j
 import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
 import { type EpochOutcome, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
-import { assertStartSpec, startBudget } from './validate.js';
+import { assertStartSpec, detachedSpec, startBudget } from './validate.js';
 
 export interface ContinuationDeps {
   agents: AgentRegistry;
@@ -196,33 +196,35 @@ export class ContinuationManager implements ActivationHost {
     }
   }
 
-  async startContinuable(spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
-    assertStartSpec(spec);
-    const { request, signal } = spec;
+  async startContinuable(given: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
+    assertStartSpec(given);
+    const { request, signal } = given;
     const parent = request.parent;
     const { agents, sessions, persistence } = this.deps;
     if (!isExactLive(agents, parent)) throw new SubagentError('UNAUTHORIZED', 'request.parent must be a live agent of this host');
     this.admission.check(parent);
     if (!persistence) throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session persistence');
     assertSubagentMaxDepth(request.maxDepth);
-    const childId = spec.childId ?? randomUUID();
+    const childId = given.childId ?? randomUUID();
     const taken = () => childId === parent.id || agents.get(childId) !== undefined || sessions.has(childId);
     if (taken()) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
     const depth = resolveChildDepth(parent, request.maxDepth);
-    const provider = this.deps.getProvider(spec.provider);
-    if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${spec.provider}`);
+    const provider = this.deps.getProvider(given.provider);
+    if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${given.provider}`);
     if (!provider.prepareContinuable) {
-      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${spec.provider} cannot run continuable children (use in-process, spawn or fork)`);
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${given.provider} cannot run continuable children (use in-process, spawn or fork)`);
     }
-    const budget = startBudget(spec, provider);
+    const budget = startBudget(given, provider);
     // Validated before the provider spends anything (an ACP provider spawns a process).
-    continuableDescriptor(spec, budget);
+    continuableDescriptor(given, budget);
+    // From here on (after awaits) the copy is read, never the caller's objects.
+    const spec = detachedSpec(given);
     const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
     const created = await provider.prepareContinuable({
       sessionId: childId,
       parent,
       signal: signal ?? new AbortController().signal,
-      ...(request.agentOptions === undefined ? {} : { agentOptions: request.agentOptions }),
+      ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
     });
     const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
     const messageId = await this.#locked(childId, () =>
@@ -242,7 +244,7 @@ export class ContinuationManager implements ActivationHost {
           });
           return this.#adopt(
             built, spec.provider, parent, built.handle.agent.session.seq,
-            (activation) => this.#submit(activation, parent, request.prompt, { kind: 'user' }, signal),
+            (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal),
             budgetTree,
           );
         })(),

@@ -1,6 +1,7 @@
 // Shape checks of the continuable operations' inputs: bad input fails as `INVALID_REQUEST` naming
 // the field, before any child, lock or Activation is touched.
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
+import { snapshot } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { parseOrThrow, wellFormed } from '../../seam/parse.js';
 import type { ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
@@ -62,4 +63,19 @@ export function teardownError(results: PromiseSettledResult<unknown>[]): Subagen
     `${failures.length} continuable children failed to tear down: ${failures.map((f) => (f instanceof Error ? f.message : String(f))).join('; ')}`,
     { cause: failures[0] },
   );
+}
+
+/**
+ * The spec with its data (prompt, options, filter, budget) copied: a start reads them after awaits,
+ * and changes the caller makes meanwhile must not reach the child. Call it once the spec is valid.
+ */
+export function detachedSpec(spec: ContinuableStartSpec): ContinuableStartSpec {
+  const { parent, prompt, agentOptions, toolFilter, budget, ...rest } = spec.request;
+  const data = snapshot({
+    prompt,
+    ...(agentOptions === undefined ? {} : { agentOptions }),
+    ...(toolFilter === undefined ? {} : { toolFilter }),
+    ...(budget === undefined ? {} : { budget }),
+  });
+  return { ...spec, request: { ...rest, parent, ...data } };
 }
