@@ -1,13 +1,15 @@
 // createHost: wires the live session store, persistence, host tools, the agent registry and the
 // subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
-import type { Agent, ModelSpec, Tool } from './seam/agent-types.js';
+import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { SubagentError } from './seam/errors.js';
-import { assertKnownKeys } from './seam/parse.js';
+import { assertKnownKeys, isRecord } from './seam/parse.js';
+import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type AgentHandle, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
 import { memoryPersistence } from './persistence/memory.js';
+import { parseHeader } from './persistence/validate.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService } from './service/service.js';
@@ -58,6 +60,28 @@ const AGENT_OPTION_KEYS = Object.keys({
   cancelFlag: 1,
   loadToolModules: 1,
 } satisfies Record<keyof CreateAgentOptions, 1>);
+
+/** `INVALID_OPTIONS` naming the field unless `header` is the extra fields of a session header. */
+function checkNewHeader(header: unknown): void {
+  if (!isRecord(header)) throw new SubagentError('INVALID_OPTIONS', 'createAgent options.header must be an object');
+  for (const key of ['id', 'createdAt', 'seedLength']) {
+    if (key in header) throw new SubagentError('INVALID_OPTIONS', `createAgent options.header.${key} is set by the host, not by the caller`);
+  }
+  try {
+    parseHeader({ ...header, id: 'new', createdAt: 0 } as SessionHeader, 'its fields, all optional: cwd, parentSession, origin, delegationDepth');
+  } catch (error) {
+    throw new SubagentError('INVALID_OPTIONS', `createAgent options.${(error as Error).message}`, { cause: error });
+  }
+}
+
+const AGENT_OPTIONS_FIELDS = Object.keys({
+  model: 1,
+  persona: 1,
+  maxTokens: 1,
+  maxStepsPerTurn: 1,
+  subagentDepth: 1,
+  toolModules: 1,
+} satisfies Record<keyof AgentOptions, 1>);
 
 /** What a caller's SessionPersistence must offer; a partial object fails here, not at first write. */
 const PERSISTENCE_METHODS = ['create', 'append', 'load', 'list', 'childRecords', 'descendantRecords', 'projections', 'flush', 'close'] as const;
@@ -117,6 +141,12 @@ class HostImpl implements Host {
   async createAgent(options?: CreateAgentOptions): Promise<Agent> {
     if (this.#closing) throw SubagentError.closed('the host');
     if (options !== undefined) assertKnownKeys('createAgent options', options, AGENT_OPTION_KEYS);
+    const header = (options as { header?: unknown } | undefined)?.header;
+    // Checked as the store will check it: a header it refuses would leave the agent running unsaved.
+    if (header !== undefined) checkNewHeader(header);
+    const agentOptions = (options as { agentOptions?: unknown } | undefined)?.agentOptions;
+    // A misspelt option (maxToken) is refused, as a start's agentOptions are, not silently dropped.
+    if (isRecord(agentOptions)) assertKnownKeys('createAgent options.agentOptions', agentOptions, AGENT_OPTIONS_FIELDS);
     const id = (options as { sessionId?: unknown } | undefined)?.sessionId;
     // A stored session is brought back with agents.resume; a new one under its id would write into its log.
     if (typeof id === 'string' && id !== '' && (await this.persistence.projections([id])).has(id)) {

@@ -151,6 +151,25 @@ describe('createHost persistence', () => {
   });
 });
 
+describe('createAgent options', () => {
+  it.each<[string, Record<string, unknown>, string]>([
+    ['a header field of the wrong type', { header: { cwd: 5 } }, 'createAgent options.header.cwd'],
+    ['an unknown header field', { header: { bogus: 1 } }, 'has unknown field(s) bogus'],
+    ['a negative delegation depth', { header: { delegationDepth: -1 } }, 'createAgent options.header.delegationDepth'],
+    ['a header id (the host sets it)', { header: { id: 'x' } }, 'createAgent options.header.id is set by the host'],
+    ['a misspelt agent option', { agentOptions: { maxToken: 5 } }, 'createAgent options.agentOptions has unknown field(s) maxToken'],
+  ])('refuses %s with INVALID_OPTIONS before any agent exists (the store would refuse the session later)', async (_name, options, message) => {
+    const host = await open({ persistence: { sqlite: join(dir, 'agents.db') } });
+    await expect(host.createAgent(options)).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) });
+    expect(host.agents.list()).toStrictEqual([]);
+    const agent = await host.createAgent({ header: { cwd: '/srv' }, agentOptions: { maxTokens: 5 } });
+    agent.followup([text('kept')]);
+    await agent.whenIdle();
+    await host.sessions.flush();
+    expect((await host.persistence!.load(agent.id))?.header).toMatchObject({ cwd: '/srv' });
+  });
+});
+
 describe('host lifecycle', () => {
   it('gives the worker pool the documented defaults; warming starts minThreads threads', async () => {
     const host = await open();

@@ -74,9 +74,9 @@ export function buildHeader(value: {
 }
 
 /** Validates a header handed to `create`; throws `INVALID_OPTIONS` naming the bad field. */
-export function parseHeader(value: SessionHeader): SessionHeader {
+export function parseHeader(value: SessionHeader, hint = 'pass a SessionHeader with a non-empty id and a numeric createdAt'): SessionHeader {
   if (plainHeader(value)) return buildHeader(value);
-  const header = parseOrThrow(headerSchema, value, 'INVALID_OPTIONS', 'header', 'pass a SessionHeader with a non-empty id and a numeric createdAt');
+  const header = parseOrThrow(headerSchema, value, 'INVALID_OPTIONS', 'header', hint);
   return buildHeader(header);
 }
 
