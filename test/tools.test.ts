@@ -1,6 +1,6 @@
 // Tool registry scopes: registration, restriction masks and visibility.
 import { describe, expect, it } from 'vitest';
-import { scriptedModel, text, type Tool } from 'subagent-host';
+import { createHost, scriptedModel, text, type Tool } from 'subagent-host';
 import { ToolRegistry } from 'subagent-host/internals';
 import { dataOf, makeRuntime, recordingTool } from './helpers.js';
 
@@ -91,6 +91,23 @@ describe('ToolRegistry', () => {
     // JSON, but not an object: the schema's own answer.
     await expect(root.execute('a', '"v"', {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT', message: expect.not.stringContaining('not valid JSON') });
     expect(tool.calls).toEqual([]);
+  });
+
+  it('keeps a copy of the content a tool returned in the log: the tool may change its own blocks afterwards', async () => {
+    const cached = [text('first')];
+    const tool = { name: 'cache', description: '', parameters: { type: 'object' }, execute: async () => ({ content: cached }) };
+    const host = await createHost({ providers: false, tools: [tool], model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'cache', input: {} }] }, { text: 'done' }] } });
+    try {
+      const agent = await host.createAgent();
+      agent.followup([text('go')]);
+      await agent.whenIdle();
+      // The log froze its own copy, not the tool's array.
+      cached.push(text('second'));
+      const result = agent.session.events.find((event) => event.type === 'tool/result')!.data as { content: unknown };
+      expect(result.content).toStrictEqual([text('first')]);
+    } finally {
+      await host.close();
+    }
   });
 
   it('rejects a tool output that is neither a string nor content with CONTRACT_VIOLATION', async () => {

@@ -73,7 +73,9 @@ export function normalizeToolOutput(name: string, output: ToolOutput): ToolResul
   // Tool results go into the log and across threads: what neither can carry fails this call, not the thread.
   const problem = contentProblem(output.content, 'content');
   if (problem) throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned ${problem}`);
-  return output.isError === undefined ? { content: output.content } : { content: output.content, isError: output.isError };
+  // A copy: the log freezes what it holds, and the tool may keep (and change) the blocks it returned.
+  const content = structuredClone(output.content);
+  return output.isError === undefined ? { content } : { content, isError: output.isError };
 }
 
 export class ToolRegistry {
