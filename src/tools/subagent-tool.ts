@@ -110,7 +110,8 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
     parameters: {
       type: 'object',
       properties: {
-        description: { type: 'string', description: 'A short (3-5 word) label of the task, for display.' },
+        // Not blank: children are listed by it (a continuable child's label).
+        description: { type: 'string', pattern: '\\S', description: 'A short (3-5 word) label of the task, for display; not blank.' },
         prompt: { type: 'string', description: promptWording(provider.inheritsParentContext) },
       },
       required: ['description', 'prompt'],
