@@ -76,6 +76,30 @@ describe('input to worker children', () => {
     await run.dispose();
   });
 
+  it('reports as not delivered only messages the child never took, however close to its end they were sent', async () => {
+    const { host, parent } = await setup();
+    for (let round = 0; round < 25; round++) {
+      const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'sleep', input: { ms: 10 } }] }, { finish: 'error', text: 'x' }]));
+      const sent: MessageId[] = [];
+      let ended = false;
+      void run.result.then(() => (ended = true));
+      while (!ended) {
+        try {
+          sent.push(run.localAgent!.inject([text('m')]));
+        } catch {
+          break; // refused at once: the child had closed its input
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      const result = await run.result;
+      const taken = new Set(accepted(host.sessions.get(run.id)!.events).map((data) => data.id));
+      const lost = sent.filter((id) => !taken.has(id)).length;
+      const reported = Number(/(\d+) message\(s\) sent to the child were not delivered/.exec(result.diagnostic ?? '')?.[1] ?? 0);
+      expect({ round, reported }).toStrictEqual({ round, reported: lost });
+      await run.dispose();
+    }
+  }, 60_000);
+
   it('refuses at once, or logs, a followup sent as the child ends its last turn', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [{ text: 'only' }]));

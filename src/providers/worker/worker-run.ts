@@ -221,9 +221,12 @@ export class WorkerRun implements SubagentRun {
   }
 
   async #settle(outcome: ThreadOutcome): Promise<SubagentResult> {
-    // Input still unanswered now never reaches the child: closing the channel rejects it.
-    this.#child.release();
+    // A child that returned took every message admitted to it first (it waits for them before it
+    // returns): their answers may still be behind the task's value, so they are awaited. A dead
+    // thread's are not coming: closing the channel rejects them.
+    if (outcome.type !== 'result') this.#child.release();
     await Promise.all([...this.#deliveries].map(settled));
+    this.#child.release();
     const result = outcome.type === 'result' ? outcome.result : this.#deadThreadResult(outcome);
     if (outcome.type === 'result' && result.stopReason !== 'completed') this.#closeUnrunTurn(result);
     if (this.#refused.length === 0) return result;
