@@ -107,6 +107,8 @@ describe('worker children', () => {
     expect(agent.status).toBe('idle');
     expect((await run.result).stopReason).toBe('aborted');
     expect(dataOf<{ content: unknown }>(host.sessions.get(run.id)!.events, 'tool/result')[0]?.content).toStrictEqual([text('saw the abort event')]);
+    // Its turn ends with the agent's cancel cause, as an in-process child's does.
+    expect(dataOf(host.sessions.get(run.id)!.events, 'turn/end').at(-1)).toMatchObject({ reason: { kind: 'aborted', cause: { kind: 'user' } } });
     await run.dispose();
   });
 

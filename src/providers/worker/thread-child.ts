@@ -7,7 +7,7 @@ import type { ChildControlApi, HostApi } from '../../seam/child-protocol.js';
 import { decodeOwned, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
 import { SubagentError, isSubagentError } from '../../seam/errors.js';
-import type { InboxTarget, SessionEvent } from '../../seam/session-types.js';
+import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 import type { WorkerPoolEngine } from './pool.js';
 import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask } from './thread-protocol.js';
@@ -122,6 +122,8 @@ export class ThreadChild {
   #killTimer: NodeJS.Timeout | undefined;
   /** The grace after a cancel passed before any thread was known to run the child. */
   #graceSpent = false;
+  /** Why it was cancelled, for the turn it ends (its agent's cancel may name the user). */
+  #cause: CancelCause = { kind: 'parent' };
   /** Settles once every notice of the child is in: the result never overtakes its events. */
   readonly outcome: Promise<ThreadOutcome>;
 
@@ -184,16 +186,18 @@ export class ThreadChild {
    * child waiting on I/O. A child that ignores both (a synchronous loop) loses its thread after the
    * pool's grace, unless its task ended meanwhile: by then the thread may run another child.
    */
-  cancel(): void {
+  cancel(cause: CancelCause = { kind: 'parent' }): void {
     if (this.#state !== 'queued' && this.#state !== 'attached') return;
     this.#state = 'cancelling';
+    this.#cause = cause;
     Atomics.store(this.#cancelFlag, 0, 1);
     this.#sendCancel();
     this.#killTimer = setTimeout(() => this.#kill(), this.#pool.options.cancelGraceMs);
   }
 
   #sendCancel(): void {
-    this.#control.call((remote) => remote.cancel({ kind: 'parent' })).catch(() => undefined);
+    const cause = this.#cause;
+    this.#control.call((remote) => remote.cancel(cause)).catch(() => undefined);
   }
 
   #kill(): void {

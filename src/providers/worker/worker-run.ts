@@ -7,7 +7,7 @@ import { encode } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
-import type { InboxTarget, SessionEvent, TurnEndReason } from '../../seam/session-types.js';
+import type { CancelCause, InboxTarget, SessionEvent, TurnEndReason } from '../../seam/session-types.js';
 import { DESCRIPTOR_EVENT } from '../../seam/descriptor.js';
 import type { ResolvedSubagentStartRequest, SubagentResult, SubagentRun } from '../../seam/types.js';
 import { usageOf } from '../../seam/usage.js';
@@ -203,7 +203,7 @@ export class WorkerRun implements SubagentRun {
     });
     this.localAgent = new WorkerChildAgent(session, plan.data.agentOptions, {
       deliver: (target, id, content, wake, source) => this.#deliver(target, id, content, wake, source),
-      cancel: this.#cancel,
+      cancel: (cause) => this.#cancelWith(cause),
       settled: this.result,
       isOpen: () => this.#state === 'running' && child.takesInput,
     });
@@ -253,9 +253,14 @@ export class WorkerRun implements SubagentRun {
   }
 
   cancel(): void {
+    this.#cancelWith({ kind: 'parent' });
+  }
+
+  /** Cancels the child; its turn ends with `cause` (its main-side agent's cancel passes the caller's). */
+  #cancelWith(cause: CancelCause): void {
     if (this.#state === 'settled') return;
     this.#stopCalls();
-    this.#child.cancel();
+    this.#child.cancel(cause);
   }
 
   /** Host calls still out for the child stop: it was cancelled, or it is gone. */
