@@ -1,7 +1,7 @@
 // The inspect server as a user starts it: read-only over a real database, 404 JSON for unknown ids,
 // nothing served but its own assets and JSON, and a clear failure for a missing database.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -136,6 +136,50 @@ describe('subagent-host inspect server', () => {
     });
     expect(await ended).toMatch(/^retry: 1000\nevent: hello\ndata: \d+\n\n$/);
     expect(await stopped).toBe(0);
+  });
+
+  it('follows a database deleted and written again at its path: says it is gone, then serves the new one', async () => {
+    const path = join(files.dir, 'rewritten.db');
+    const writeRoot = async (title: string) => {
+      const host = await createHost({ providers: false, persistence: { sqlite: path } });
+      try {
+        const agent = await host.createAgent();
+        agent.followup([text(title)]);
+        await agent.whenIdle();
+      } finally {
+        await host.close();
+      }
+    };
+    await writeRoot('first run');
+    const other = await startInspect(path);
+    const { hostname, port } = new URL(other.url);
+    let body = '';
+    const waiters = new Set<() => void>();
+    const until = (text: string) => new Promise<void>((resolve) => {
+      const check = () => body.includes(text) && (waiters.delete(check), resolve());
+      waiters.add(check);
+      check();
+    });
+    const request = http.get({ host: hostname, port, path: '/api/changes' }, (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+        for (const waiter of [...waiters]) waiter();
+      });
+    });
+    try {
+      await until('event: hello');
+      for (const name of [path, `${path}-wal`, `${path}-shm`]) rmSync(name, { force: true });
+      await until('event: gone');
+      await writeRoot('second run');
+      await until('event: change');
+      // The new file may have been read while its first root was being written: later changes show it.
+      const titles = async () => (JSON.parse((await rawGet(other.url, '/api/roots')).body) as { title?: string }[]).map((root) => root.title);
+      await expect.poll(titles, { timeout: 15_000 }).toStrictEqual(['second run']);
+    } finally {
+      request.destroy();
+      await other.stop();
+    }
   });
 
   it('keeps the loopback rules on any loopback address: no warning, and only loopback names are answered', async () => {

@@ -1,7 +1,7 @@
 // The inspector's HTTP server (node:http): its three assets, JSON read from the database, and a
 // Server-Sent Events stream that says when the database changed. Request paths are matched
 // exactly and never touch the file system, so no path can reach a file the server did not choose.
-import { readFileSync } from 'node:fs';
+import fs, { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { BlockList, isIP, type AddressInfo } from 'node:net';
 import { SubagentError, describeError } from '../seam/errors.js';
@@ -92,18 +92,60 @@ function hostAllowed(req: http.IncomingMessage, loopback: boolean): boolean {
   return name === 'localhost' || isLoopback(name);
 }
 
+/** The file at `path` as one file (inode numbers are reused at once, birth times are not), or undefined when missing. */
+function fileIdentity(path: string): string | undefined {
+  try {
+    const stat = fs.statSync(path);
+    return `${stat.dev}:${stat.ino}:${stat.birthtimeMs}`;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Starts the server; resolves once it listens. The reader is opened first, so a bad file fails here. */
 export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
   const bundle = loadBundle();
-  const reader = new InspectReader(options.db);
+  let reader = new InspectReader(options.db);
+  let file = fileIdentity(options.db);
   const { host, port } = options;
   const streams = new Set<http.ServerResponse>();
   let poller: NodeJS.Timeout | undefined;
   let version = reader.version();
   // Set once it listens, from the address it bound (before that no request arrives).
   let loopback = true;
+  const tell = (event: string, data: string | number): void => {
+    for (const res of streams) res.write(`event: ${event}\ndata: ${data}\n\n`);
+  };
+
+  /**
+   * The file at the path was deleted or replaced (a demo run again on it): the open handle still
+   * reads the old one. A new file is read once it is a database of ours; until then (or while it
+   * is missing) the page is told, and shows the last content it read.
+   */
+  const reopen = (now: string | undefined): void => {
+    if (now === undefined) {
+      if (file !== undefined) tell('gone', 'the database file is gone');
+      file = undefined;
+      return;
+    }
+    let next: InspectReader;
+    try {
+      next = new InspectReader(options.db);
+    } catch {
+      if (file !== undefined) tell('gone', 'the database file was replaced by one it cannot read yet');
+      file = undefined;
+      return; // being written: the next tick tries again
+    }
+    reader.close();
+    reader = next;
+    file = now;
+    version = reader.version();
+    tell('change', version);
+  };
 
   const poll = (): void => {
+    const now = fileIdentity(options.db);
+    if (now !== file) return reopen(now);
     let next: number;
     // Busy or closing: the next tick tries again (not provoked by a test: it needs a lock held at a poll).
     try {
@@ -113,7 +155,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     }
     if (next === version) return;
     version = next;
-    for (const res of streams) res.write(`event: change\ndata: ${next}\n\n`);
+    tell('change', next);
   };
 
   const openStream = (req: http.IncomingMessage, res: http.ServerResponse): void => {
@@ -125,6 +167,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     }
     res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream', connection: 'keep-alive' });
     res.write(`retry: 1000\nevent: hello\ndata: ${version}\n\n`);
+    if (file === undefined) res.write('event: gone\ndata: the database file is gone or not readable yet\n\n');
     streams.add(res);
     poller ??= setInterval(poll, POLL_MS);
     req.on('close', () => {

@@ -152,12 +152,21 @@ function refresh(): void {
 function listen(): void {
   const live = byId('live');
   const source = new EventSource('/api/changes');
-  source.addEventListener('open', () => {
+  const on = () => {
     live.textContent = 'live';
     live.className = 'live on';
-  });
+  };
+  source.addEventListener('open', () => on());
   source.addEventListener('hello', () => refresh());
-  source.addEventListener('change', () => refresh());
+  source.addEventListener('change', () => {
+    on();
+    refresh();
+  });
+  // The file was deleted or replaced: what is shown is its last content until a new one is read.
+  source.addEventListener('gone', (event) => {
+    live.textContent = `${(event as MessageEvent<string>).data}: showing what it held`;
+    live.className = 'live';
+  });
   source.addEventListener('error', () => {
     live.textContent = 'reconnecting…';
     live.className = 'live';
