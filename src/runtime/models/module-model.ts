@@ -1,39 +1,62 @@
 // A model adapter from a user's module: loaded by specifier, and its stream checked chunk by chunk,
 // since what it yields goes into the session log as it is (a tool call's id, a usage record).
-import { z } from 'zod';
 import type { ModelSpec } from '../../seam/agent-types.js';
 import { plainJsonProblem } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
-import { lazy } from '../../seam/once.js';
-import { describeIssue } from '../../seam/parse.js';
+import { isRecord } from '../../seam/parse.js';
+import type { FailureInfo, Usage } from '../../seam/session-types.js';
 import { importModule } from '../module-import.js';
-import type { ModelAdapter, ModelAdapterFactory, ModelChunk, ModelRequest } from './types.js';
+import type { FinishReason, ModelAdapter, ModelAdapterFactory, ModelChunk, ModelRequest } from './types.js';
 
-const chunkSchema = lazy(() => {
-  const count = z.number().int().nonnegative();
-  return z.discriminatedUnion('type', [
-    z.object({ type: z.literal('text-delta'), text: z.string() }),
-    z.object({ type: z.literal('reasoning-delta'), text: z.string() }),
-    z.object({
-      type: z.literal('tool-call'),
-      id: z.string().min(1),
-      name: z.string(),
-      input: z.unknown().superRefine((value, ctx) => {
-        const problem = plainJsonProblem(value, 'input');
-        if (problem) ctx.addIssue({ code: 'custom', message: `must be plain JSON, {} for none (${problem})` });
-      }),
-    }),
-    z.object({
-      type: z.literal('usage'),
-      usage: z.object({ inputTokens: count, outputTokens: count, cacheReadTokens: count.optional(), reasoningTokens: count.optional() }),
-    }),
-    z.object({
-      type: z.literal('finish'),
-      reason: z.enum(['stop', 'tool-calls', 'max-tokens', 'refusal', 'aborted', 'error']),
-      failure: z.object({ code: z.string(), message: z.string(), status: z.number().optional() }).optional(),
-    }),
-  ]);
-});
+const FINISH_REASONS: ReadonlySet<string> = new Set(['stop', 'tool-calls', 'max-tokens', 'refusal', 'aborted', 'error']);
+const count = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 0;
+const optionalCount = (value: unknown) => value === undefined || count(value);
+
+/**
+ * A copy of `chunk` holding only the fields of its type, or why it is not a ModelChunk. Written by
+ * hand, not as a schema: it runs for every chunk a module streams, and keeps nothing per thread.
+ */
+function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string } {
+  if (!isRecord(chunk)) return { problem: 'not an object' };
+  switch (chunk['type']) {
+    case 'text-delta':
+    case 'reasoning-delta': {
+      const text = chunk['text'];
+      return typeof text === 'string' ? { chunk: { type: chunk['type'], text } } : { problem: `${chunk['type']}.text must be a string` };
+    }
+    case 'tool-call': {
+      const { id, name, input } = chunk;
+      if (typeof id !== 'string' || id === '') return { problem: 'tool-call.id must be a non-empty string' };
+      if (typeof name !== 'string') return { problem: 'tool-call.name must be a string' };
+      const problem = plainJsonProblem(input, 'tool-call.input');
+      if (problem) return { problem: `${problem} ({} for no input)` };
+      return { chunk: { type: 'tool-call', id, name, input } };
+    }
+    case 'usage': {
+      const usage = chunk['usage'];
+      if (!isRecord(usage) || !count(usage['inputTokens']) || !count(usage['outputTokens']) || !optionalCount(usage['cacheReadTokens']) || !optionalCount(usage['reasoningTokens'])) {
+        return { problem: 'usage.usage must hold whole token counts: inputTokens, outputTokens, cacheReadTokens?, reasoningTokens?' };
+      }
+      const copy: Usage = { inputTokens: usage['inputTokens'] as number, outputTokens: usage['outputTokens'] as number };
+      if (usage['cacheReadTokens'] !== undefined) copy.cacheReadTokens = usage['cacheReadTokens'] as number;
+      if (usage['reasoningTokens'] !== undefined) copy.reasoningTokens = usage['reasoningTokens'] as number;
+      return { chunk: { type: 'usage', usage: copy } };
+    }
+    case 'finish': {
+      const { reason, failure } = chunk;
+      if (typeof reason !== 'string' || !FINISH_REASONS.has(reason)) return { problem: `finish.reason must be one of ${[...FINISH_REASONS].join(', ')}` };
+      if (failure === undefined) return { chunk: { type: 'finish', reason: reason as FinishReason } };
+      if (!isRecord(failure) || typeof failure['code'] !== 'string' || typeof failure['message'] !== 'string' || (failure['status'] !== undefined && typeof failure['status'] !== 'number')) {
+        return { problem: 'finish.failure must be { code: string, message: string, status?: number }' };
+      }
+      const info: FailureInfo = { code: failure['code'], message: failure['message'] };
+      if (failure['status'] !== undefined) info.status = failure['status'] as number;
+      return { chunk: { type: 'finish', reason: reason as FinishReason, failure: info } };
+    }
+    default:
+      return { problem: 'type must be one of text-delta, reasoning-delta, tool-call, usage, finish' };
+  }
+}
 
 /**
  * The module's stream with each chunk checked and copied (unknown fields dropped); the first one
@@ -43,13 +66,13 @@ function checked(adapter: ModelAdapter, specifier: string): ModelAdapter {
   return {
     async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
       for await (const chunk of adapter.stream(request)) {
-        const parsed = chunkSchema().safeParse(chunk);
-        if (!parsed.success) {
-          const message = `model module ${specifier} yielded a chunk that is not a ModelChunk: ${describeIssue(parsed.error, 'chunk')}`;
+        const checked = checkChunk(chunk);
+        if ('problem' in checked) {
+          const message = `model module ${specifier} yielded a chunk that is not a ModelChunk: ${checked.problem}`;
           yield { type: 'finish', reason: 'error', failure: { code: 'MODEL_CONTRACT', message } };
           return;
         }
-        yield parsed.data as ModelChunk;
+        yield checked.chunk;
       }
     },
   };
