@@ -1,6 +1,6 @@
 // Input to worker children: every message a main-side agent accepted reaches the child's log with
 // its id and source, or is refused (`CLOSED`) at once; none vanishes between the two threads.
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, text, type Host, type MessageId, type MessageSource, type ScriptedStep, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
@@ -99,6 +99,22 @@ describe('input to worker children', () => {
       await run.dispose();
     }
   }, 60_000);
+
+  it('settles a child whose tool module failed while a message to it was on its way: that message was not delivered', async () => {
+    const { host, parent } = await setup();
+    const busy = files.file();
+    const release = files.file();
+    const module = new URL(`./fixtures/failing-tools.mjs?busy=${encodeURIComponent(busy)}&release=${encodeURIComponent(release)}`, import.meta.url).href;
+    const run = await host.subagents.start('spawn', { ...request(parent, [{ text: 'never' }]), agentOptions: { model: { kind: 'scripted', steps: [{ text: 'never' }] }, toolModules: [module] } });
+    while (!existsSync(busy)) await sleep(5);
+    // Sent while the thread is busy: it reaches the thread only after the child has failed.
+    const delivery = (run.localAgent as unknown as Sender).send('next-turn', [text('late')], { wake: true });
+    writeFileSync(release, '');
+    await expect(delivery).rejects.toMatchObject({ code: 'CLOSED' });
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('1 message(s) sent to the child were not delivered') });
+    await run.dispose();
+  });
 
   it('refuses at once, or logs, a followup sent as the child ends its last turn', async () => {
     const { host, parent } = await setup();

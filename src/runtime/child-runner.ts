@@ -172,9 +172,11 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
   } catch (error) {
     return outcome(failed(error));
   } finally {
-    // Input the host sends from now on is refused at its source; input already on its way is refused here.
-    void transport.closeInput();
+    // Input the host sends from now on is refused at its source; input already on its way is refused
+    // here, and waited for: the host settles the run once each message it sent was answered.
+    const inputClosed = transport.closeInput();
     door.shut('the child ended before it could take this input');
+    await inputClosed;
     unsubscribe();
     await handle?.dispose().catch(() => undefined);
     transport.notify({ type: 'end', events: stream.take() });

@@ -67,6 +67,9 @@ function stopCalls(calls: HostCalls, reason: unknown): void {
   else calls.controller = undefined;
 }
 
+/** How long a child's result waits for the answers to messages it took before it returned. */
+const ANSWERS_GRACE_MS = 5000;
+
 function cancelledStart(signal: AbortSignal): SubagentError {
   return SubagentError.cancelled('the start', signal.reason, 'before the child was published');
 }
@@ -225,8 +228,15 @@ export class WorkerRun implements SubagentRun {
     // returns): their answers may still be behind the task's value, so they are awaited. A dead
     // thread's are not coming: closing the channel rejects them.
     if (outcome.type !== 'result') this.#child.release();
-    await Promise.all([...this.#deliveries].map(settled));
+    else if (this.#deliveries.size > 0) {
+      // Bounded all the same: should an answer never come, the message counts as not delivered.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise((resolve) => (timer = setTimeout(resolve, ANSWERS_GRACE_MS)));
+      await Promise.race([Promise.all([...this.#deliveries].map(settled)), late]);
+      clearTimeout(timer);
+    }
     this.#child.release();
+    await Promise.all([...this.#deliveries].map(settled));
     const result = outcome.type === 'result' ? outcome.result : this.#deadThreadResult(outcome);
     if (outcome.type === 'result' && result.stopReason !== 'completed') this.#closeUnrunTurn(result);
     if (this.#refused.length === 0) return result;
