@@ -38,12 +38,13 @@ describe('subagent tool, continuable mode', () => {
   it('answers a blank description with an error about that field, the one the model sees', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', mode: 'continuable' });
-    expect(host.tools.get('subagent')!.parameters).toMatchObject({ properties: { description: { type: 'string', pattern: '\\S' } } });
+    // No `pattern` in the schema: servers that turn schemas into grammars (llama.cpp) refuse one.
+    expect(JSON.stringify(host.tools.get('subagent')!.parameters)).not.toContain('pattern');
     const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: '  ', prompt: 'look around' }), { text: 'ok' }]) });
     parent.followup([text('go')]);
     await parent.whenIdle();
     expect(toolResults(parent)[0]).toMatchObject({ isError: true, code: 'INVALID_TOOL_INPUT' });
-    expect(resultText(parent, 0)).toContain('description');
+    expect(resultText(parent, 0)).toContain('description must not be blank');
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 

@@ -110,8 +110,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
     parameters: {
       type: 'object',
       properties: {
-        // Not blank: children are listed by it (a continuable child's label).
-        description: { type: 'string', pattern: '\\S', description: 'A short (3-5 word) label of the task, for display; not blank.' },
+        description: { type: 'string', description: 'A short (3-5 word) label of the task, for display; not blank.' },
         prompt: { type: 'string', description: promptWording(provider.inheritsParentContext) },
       },
       required: ['description', 'prompt'],
@@ -119,6 +118,9 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
     },
     async execute(input, ctx) {
       const { description, prompt } = input as { description: string; prompt: string };
+      // Checked here, not by a schema `pattern` (servers that turn schemas into grammars, such as
+      // llama.cpp's, refuse the whole request for one): children are listed by it.
+      if (description.trim() === '') throw new SubagentError('INVALID_TOOL_INPUT', 'subagent input.description must not be blank: give the task a short label');
       const shared = {
         prompt: [{ type: 'text', text: prompt }] as ContentBlock[],
         parent: ctx.agent,
