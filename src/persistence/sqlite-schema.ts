@@ -121,12 +121,22 @@ function isCode(error: unknown, ...codes: string[]): boolean {
  * lock or corruption.
  */
 export function readonlyFolderError(path: string, error: unknown): SubagentError | undefined {
-  if (!isCode(error, 'SQLITE_READONLY_DIRECTORY', 'SQLITE_CANTOPEN') || folderWritable(path)) return undefined;
+  if (!isCode(error, 'SQLITE_READONLY_DIRECTORY', 'SQLITE_CANTOPEN') || !readableFile(path) || folderWritable(path)) return undefined;
   return new SubagentError(
     'PERSISTENCE_UNAVAILABLE',
     `cannot open ${path}: SQLite must create ${basename(path)}-shm beside it and its folder is not writable by this process; run as a user who may write that folder, or copy the file to one`,
     { cause: error },
   );
+}
+
+/** A regular file this process may read (one it may not is another message: SQLite's own). */
+function readableFile(path: string): boolean {
+  try {
+    fs.accessSync(path, fs.constants.R_OK);
+    return fs.statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }
 
 function folderWritable(path: string): boolean {
