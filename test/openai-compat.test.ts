@@ -95,8 +95,9 @@ describe('openai model: stream shapes of compatible servers', () => {
       sse(
         calls({ ...where(), function: { name: 'w', arguments: '{"city":' } }) +
           calls({ ...where(), function: { arguments: '"A"}' } }) +
-          // A repeat of the name alone (as some servers end a call) adds nothing.
+          // A repeat of the name alone, or with blank text (as some servers end a call), adds nothing.
           calls({ ...where(), function: { name: 'w', arguments: '' } }) +
+          calls({ ...where(), function: { name: 'w', arguments: '\n' } }) +
           calls({ ...where(), function: { name: 't', arguments: '{"tz":"B"}' } }) +
           calls({ ...where(), function: { name: 'w', arguments: '{"city":"C"}' } }) +
           event({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +

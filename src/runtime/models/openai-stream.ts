@@ -253,7 +253,9 @@ export class CompletionAssembler {
   #startsAnother(current: PendingCall | undefined, fragment: WireToolCallDelta): boolean {
     const name = fragment.function?.name;
     if (!current || current.name === '' || !name || !completeArguments(current.args)) return false;
-    return name !== current.name || Boolean(fragment.function?.arguments);
+    const args = fragment.function?.arguments;
+    // Blank text after the name (a server repeating the name on each fragment) is no new call.
+    return name !== current.name || (typeof args === 'string' ? args.trim() !== '' : Boolean(args));
   }
 
   /** A key after every call's so far. */
