@@ -112,6 +112,19 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it.each(['spin_polite', 'spin_throw_if_aborted', 'spin'])(
+    'records the cause of its main-side agent’s cancel for a child that sees only the flag, or loses its thread (%s)',
+    async (tool) => {
+      const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
+      const run = await host.subagents.start('spawn', request(parent, [call(tool), { text: 'after' }]));
+      await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+      run.localAgent!.cancel({ kind: 'user' });
+      expect((await run.result).stopReason).toBe('aborted');
+      expect(dataOf(host.sessions.get(run.id)!.events, 'turn/end').at(-1)).toMatchObject({ reason: { kind: 'aborted', cause: { kind: 'user' } } });
+      await run.dispose();
+    },
+  );
+
   it('stops a child that saw its cancel flag before the cancel message, with input still queued', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call('spin_polite_then_followup'), { text: 'after' }]));

@@ -1,6 +1,7 @@
 // The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
+import { causeOfFlag } from '../seam/cancel-flag.js';
 import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
@@ -154,7 +155,7 @@ export class LocalAgent implements Agent {
         // flag aborts before it claims input leaves that input queued; without this check the
         // loop would start turn after turn in microtasks alone, and the message never gets in.
         if (this.#flagged()) {
-          this.cancel({ kind: 'parent' });
+          this.cancel(causeOfFlag(Atomics.load(this.#turn.cancelFlag!, 0)));
           break;
         }
         this.#controller = new AbortController();

@@ -4,6 +4,7 @@
 import { MessageChannel } from 'node:worker_threads';
 import type { BudgetStop } from '../../seam/budget.js';
 import type { ChildControlApi, HostApi } from '../../seam/child-protocol.js';
+import { cancelFlagValue } from '../../seam/cancel-flag.js';
 import { decodeOwned, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
 import { SubagentError, isSubagentError } from '../../seam/errors.js';
@@ -190,7 +191,7 @@ export class ThreadChild {
     if (this.#state !== 'queued' && this.#state !== 'attached') return;
     this.#state = 'cancelling';
     this.#cause = cause;
-    Atomics.store(this.#cancelFlag, 0, 1);
+    Atomics.store(this.#cancelFlag, 0, cancelFlagValue(cause));
     this.#sendCancel();
     this.#killTimer = setTimeout(() => this.#kill(), this.#pool.options.cancelGraceMs);
   }
@@ -213,6 +214,11 @@ export class ThreadChild {
       this.#state = 'terminated';
       return true;
     });
+  }
+
+  /** Why it was cancelled (the parent's unless its agent's cancel named another cause). */
+  get cause(): CancelCause {
+    return this.#cause;
   }
 
   /** False once the child has closed its input (it is about to return). */

@@ -250,7 +250,7 @@ export class WorkerRun implements SubagentRun {
    */
   #closeUnrunTurn(result: SubagentResult): void {
     const reason: TurnEndReason =
-      result.stopReason === 'aborted' ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' } };
+      result.stopReason === 'aborted' ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' } };
     // As the child itself would have, inside its first turn: the log says what was delegated.
     recordUnrunTurn(this.#session, this.#seedLength, reason, [{ type: DESCRIPTOR_EVENT, data: structuredClone(this.#descriptor) }]);
   }
@@ -258,7 +258,7 @@ export class WorkerRun implements SubagentRun {
   #deadThreadResult({ diagnostic, aborted }: Extract<ThreadOutcome, { type: 'thread-failed' }>): SubagentResult {
     const session = this.#session;
     const own = () => session.events.slice(this.#seedLength);
-    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: { kind: 'parent' } } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
+    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
     return { output: finalAssistantOutput(own()), diagnostic, stopReason: aborted ? 'aborted' : 'error', usage: usageOf(own()) };
   }
 
