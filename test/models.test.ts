@@ -47,7 +47,7 @@ describe('createModel', () => {
     await expect(createModel(spec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
   });
 
-  it.each(['number-id', 'bigint-input', 'unknown-finish', 'undefined-text', 'string-usage', 'unknown-type'])(
+  it.each(['number-id', 'bigint-input', 'unknown-finish', 'undefined-text', 'string-usage', 'unknown-type', 'not-an-object', 'empty-id', 'number-name', 'bad-failure', 'bad-status'])(
     'ends a user adapter\'s stream at a chunk that breaks the contract (%s): error MODEL_CONTRACT, nothing of it passed on',
     async (breach) => {
       const model = await createModel({ kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createContractBreakingModel', options: { breach } });
@@ -68,6 +68,16 @@ describe('createModel', () => {
     ['a getter that throws in a module\'s options', { kind: 'module', specifier: 'x', options: { get x(): number { throw new Error('boom'); } } }, /options could not be read/],
   ])('rejects %s with INVALID_MODEL_SPEC naming it (specs go into logs and across threads)', async (_name, spec, message) => {
     await expect(createModel(spec as ModelSpec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC', message: expect.stringMatching(message) });
+  });
+
+  it.each([true, false])('passes a user adapter\'s chunks that keep the contract through (optional fields: %s), and drops extra fields', async (full) => {
+    const model = await createModel({ kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createFullContractModel', options: { full } });
+    expect(await collect(model.stream(request('hey')))).toStrictEqual([
+      { type: 'reasoning-delta', text: 'hm' },
+      { type: 'tool-call', id: 'c1', name: 'clock', input: { at: [1, 'two', null] } },
+      { type: 'usage', usage: full ? { inputTokens: 3, outputTokens: 2, cacheReadTokens: 1, reasoningTokens: 1 } : { inputTokens: 3, outputTokens: 2 } },
+      { type: 'finish', reason: 'error', failure: full ? { code: 'RATE', message: 'slow down', status: 429 } : { code: 'RATE', message: 'slow down' } },
+    ]);
   });
 
   it('ends the turn of an agent whose adapter breaks the contract with error MODEL_CONTRACT, and its stored log loads back', async () => {
