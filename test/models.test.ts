@@ -47,7 +47,7 @@ describe('createModel', () => {
     await expect(createModel(spec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
   });
 
-  it.each(['number-id', 'bigint-input', 'unknown-finish', 'undefined-text', 'string-usage', 'unknown-type', 'not-an-object', 'empty-id', 'number-name', 'bad-failure', 'bad-status'])(
+  it.each(['number-id', 'bigint-input', 'unknown-finish', 'undefined-text', 'string-usage', 'unknown-type', 'not-an-object', 'empty-id', 'number-name', 'bad-failure', 'bad-status', 'nan-status'])(
     'ends a user adapter\'s stream at a chunk that breaks the contract (%s): error MODEL_CONTRACT, nothing of it passed on',
     async (breach) => {
       const model = await createModel({ kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createContractBreakingModel', options: { breach } });

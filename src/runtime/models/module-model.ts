@@ -46,7 +46,7 @@ function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string }
       const { reason, failure } = chunk;
       if (typeof reason !== 'string' || !FINISH_REASONS.has(reason)) return { problem: `finish.reason must be one of ${[...FINISH_REASONS].join(', ')}` };
       if (failure === undefined) return { chunk: { type: 'finish', reason: reason as FinishReason } };
-      if (!isRecord(failure) || typeof failure['code'] !== 'string' || typeof failure['message'] !== 'string' || (failure['status'] !== undefined && typeof failure['status'] !== 'number')) {
+      if (!isRecord(failure) || typeof failure['code'] !== 'string' || typeof failure['message'] !== 'string' || (failure['status'] !== undefined && !Number.isFinite(failure['status']))) {
         return { problem: 'finish.failure must be { code: string, message: string, status?: number }' };
       }
       const info: FailureInfo = { code: failure['code'], message: failure['message'] };
