@@ -2,7 +2,7 @@
 // subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { SubagentError } from './seam/errors.js';
-import { assertKnownKeys, isRecord } from './seam/parse.js';
+import { MAX_TIMER_MS, assertKnownKeys, isRecord } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type AgentHandle, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
@@ -39,8 +39,8 @@ export interface HostOptions {
 function lingerMsOf(option: HostOptions['continuation']): number {
   const value = option?.lingerMs ?? 30_000;
   // A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms): the child would be evicted at once.
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 2_147_483_647) {
-    throw new SubagentError('INVALID_OPTIONS', `options.continuation.lingerMs must be a number of milliseconds from 0 to 2147483647 (got ${String(value)})`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw new SubagentError('INVALID_OPTIONS', `options.continuation.lingerMs must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${String(value)})`);
   }
   return value;
 }

@@ -3,8 +3,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SubagentError } from '../seam/errors.js';
 
-/** The longest delay a Node timer takes: a longer one fires after 1 ms (with a warning). */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+export { MAX_TIMER_MS } from '../seam/parse.js';
 
 /**
  * An integer option value in `[min, max]`, written in decimal digits only (no sign, exponent, hex,

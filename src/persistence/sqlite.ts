@@ -11,7 +11,7 @@ import type {
 import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
-import { parseOrThrow } from '../seam/parse.js';
+import { MAX_TIMER_MS, parseOrThrow } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { initialStates, lazyEvent, stepStates } from './projection-states.js';
 import { LineageWriter } from './lineage.js';
@@ -57,7 +57,6 @@ export interface SqlitePersistenceOptions {
   synchronous?: 'full' | 'normal';
 }
 
-const MAX_TIMER_MS = 2_147_483_647;
 
 const optionsSchema = z.strictObject({
   flushIntervalMs: z.number().min(0).max(MAX_TIMER_MS).optional(),

@@ -3,6 +3,9 @@
 import type { z } from 'zod';
 import { SubagentError, type SubagentErrorCode } from './errors.js';
 
+/** The longest delay a Node timer takes: a longer one fires after 1 ms (with a warning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
 export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 

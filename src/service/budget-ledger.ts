@@ -5,6 +5,7 @@ import { type BudgetStop, type SubagentBudget, describeBudgetStop, limitsOf, rea
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { MAX_TIMER_MS } from '../seam/parse.js';
 import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../seam/types.js';
 import { UsageMeter, addUsage, emptyUsage, subtractUsage, type SubagentUsage } from '../seam/usage.js';
 
@@ -18,8 +19,6 @@ interface Tree {
   timer?: NodeJS.Timeout | undefined;
 }
 
-/** The longest delay a Node timer keeps (a longer one fires at once). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
 export class BudgetLedger {

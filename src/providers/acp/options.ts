@@ -6,9 +6,7 @@ import { z } from 'zod';
 import type { Agent } from '../../seam/agent-types.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { InheritEnv } from '../child-env.js';
-import { parseOrThrow } from '../../seam/parse.js';
-
-const MAX_TIMER_MS = 2 ** 31 - 1;
+import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
 
 export interface AcpProviderOptions {
   /** Registry name. @default 'acp' */

@@ -15,7 +15,7 @@ import { EntryWatch } from './entry-watch.js';
 import { ImportFence, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
-import { parseOrThrow } from '../../seam/parse.js';
+import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
@@ -90,7 +90,6 @@ const MIN_OLD_GENERATION_MB = 3;
 // 48 MB is Node 20's default for a thread; Node 24's is 192 MB, which aborted the host on such a
 // child every time. So every thread of a pool gets at most 48 MB.
 const MAX_YOUNG_GENERATION_MB = 48;
-const MAX_TIMER_MS = 2_147_483_647;
 const MAX_THREADS = 1024;
 const MAX_NESTING_DEPTH = 32;
 const MAX_STACK_MB = 1024;

@@ -9,7 +9,7 @@ import { scriptedModel, type ScriptedModel } from './scripted.js';
 import { plainModelSpec } from './spec-check.js';
 import { loadModuleModel } from './module-model.js';
 import type { ModelAdapter } from './types.js';
-import { parseOrThrow } from '../../seam/parse.js';
+import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
 
 /** A base URL without userinfo or fragment: fetch refuses the one, and the other would be cut. */
 function withoutCredentials(url: string): boolean {
@@ -62,7 +62,7 @@ const modelSpecSchema = lazy(() => {
       headers: z.record(z.string(), z.string()).refine(sendableHeaders, 'must be valid HTTP header names and values (no line breaks)').optional(),
       maxRetries: z.number().int().min(0).max(5).optional(),
       // A timer longer than 2^31-1 ms would fire at once.
-      idleTimeoutMs: z.number().int().positive().max(2_147_483_647).optional(),
+      idleTimeoutMs: z.number().int().positive().max(MAX_TIMER_MS).optional(),
     }),
     z.strictObject({
       kind: z.literal('module'),
