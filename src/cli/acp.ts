@@ -63,12 +63,9 @@ export async function run(args: string[]): Promise<number> {
     logger: { warn: log },
   });
   // SIGTERM (a client's dispose ladder) and SIGINT (Ctrl-C) still flush the sessions before exiting.
-  const onTerm = () => {
-    void host.close().finally(() => process.exit(143));
-  };
-  const onInt = () => {
-    void host.close().finally(() => process.exit(130));
-  };
+  const exitAfterClose = (code: number) => () => void host.close().finally(() => process.exit(code));
+  const onTerm = exitAfterClose(143);
+  const onInt = exitAfterClose(130);
   process.once('SIGTERM', onTerm);
   process.once('SIGINT', onInt);
   // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a

@@ -7,6 +7,7 @@ import type { Writable } from 'node:stream';
 import type { Agent, ModelSpec } from '../seam/agent-types.js';
 import { text, textOf, type ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { onAbort } from '../seam/abort.js';
 import type { TurnEndReason } from '../seam/session-types.js';
 import type { SubagentProvider, SubagentRun, SubagentStartRequest } from '../seam/types.js';
 import { createHost, type Host } from '../host.js';
@@ -224,7 +225,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
 export function closeOnAbort(host: { close(): Promise<void> }, signal: AbortSignal | undefined): () => void {
   if (!signal) return () => undefined;
   const close = () => void host.close().catch(() => undefined);
-  if (signal.aborted) close();
-  signal.addEventListener('abort', close, { once: true });
-  return () => signal.removeEventListener('abort', close);
+  if (!signal.aborted) return onAbort(signal, close);
+  close();
+  return () => undefined;
 }

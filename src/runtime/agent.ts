@@ -1,7 +1,7 @@
 // The agent: a session, a two-list inbox and a driver that runs turns while input is pending.
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
-import { causeOfFlag } from '../seam/cancel-flag.js';
+import { flaggedCause } from '../seam/cancel-flag.js';
 import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
@@ -154,8 +154,9 @@ export class LocalAgent implements Agent {
         // A set cancel flag is a cancellation whose message may not have arrived yet. A turn the
         // flag aborts before it claims input leaves that input queued; without this check the
         // loop would start turn after turn in microtasks alone, and the message never gets in.
-        if (this.#flagged()) {
-          this.cancel(causeOfFlag(Atomics.load(this.#turn.cancelFlag!, 0)));
+        const flagged = flaggedCause(this.#turn.cancelFlag);
+        if (flagged) {
+          this.cancel(flagged);
           break;
         }
         this.#controller = new AbortController();
@@ -167,11 +168,6 @@ export class LocalAgent implements Agent {
       this.#controller = undefined;
       this.#status = 'idle';
     }
-  }
-
-  #flagged(): boolean {
-    const flag = this.#turn.cancelFlag;
-    return flag !== undefined && Atomics.load(flag, 0) !== 0;
   }
 
   cancel(cause: CancelCause = { kind: 'user' }, opts?: { keepInbox?: boolean }): void {

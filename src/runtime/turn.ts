@@ -4,7 +4,7 @@ import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason } from './models/types.js';
-import { causeOfFlag } from '../seam/cancel-flag.js';
+import { flaggedCause } from '../seam/cancel-flag.js';
 import { runTools } from './tool-calls.js';
 import type { TurnContext } from './turn-context.js';
 
@@ -112,8 +112,8 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   // message carrying the cancellation has not been delivered yet.
   const flag = ctx.cancelFlag;
   const observeFlag = () => {
-    const value = flag ? Atomics.load(flag, 0) : 0;
-    if (value !== 0 && !signal.aborted) controller.abort(causeOfFlag(value));
+    const cause = flaggedCause(flag);
+    if (cause && !signal.aborted) controller.abort(cause);
   };
   let reason: TurnEndReason = { kind: 'completed' };
   let truncated = false;

@@ -11,7 +11,9 @@ export function cancelFlagValue(cause: CancelCause): number {
   return cause.kind === 'user' ? BY_USER : BY_PARENT;
 }
 
-/** The cause a set flag (non-zero `value`) stands for. */
-export function causeOfFlag(value: number): CancelCause {
+/** The cause the flag stands for once set, or undefined while it is clear (or there is none). */
+export function flaggedCause(flag: Int32Array | undefined): CancelCause | undefined {
+  const value = flag ? Atomics.load(flag, 0) : 0;
+  if (value === 0) return undefined;
   return value === BY_USER ? { kind: 'user' } : { kind: 'parent' };
 }
