@@ -147,6 +147,17 @@ describe.each(backends)('catalog over $name', ({ open }) => {
     await inner.close();
   });
 
+  /** Runs `check` with a second host over the same store that lists only what the store enumerates. */
+  async function withListingHost(check: (listing: Host, probe: Probe) => Promise<void>): Promise<void> {
+    const listedProbe = instrument(inner, true);
+    const listing = await createHost({ persistence: listedProbe.persistence, providers: false, pool: { minThreads: 0 } });
+    try {
+      await check(listing, listedProbe);
+    } finally {
+      await listing.close();
+    }
+  }
+
   it('Z1: lists a live child with a descriptor as running', async () => {
     live(host, { id: 'c', parent: 'p', descriptors: [continuable('scout')] });
     expect(await children('p')).toStrictEqual([child('c', 'continuable', 'scout', 'running')]);
@@ -259,9 +270,7 @@ describe.each(backends)('catalog over $name', ({ open }) => {
   });
 
   it('from what the store enumerated, omits a child with no events of its own yet (its creation window, as another process sees it)', async () => {
-    const listedProbe = instrument(inner, true);
-    const listing = await createHost({ persistence: listedProbe.persistence, providers: false, pool: { minThreads: 0 } });
-    try {
+    await withListingHost(async (listing) => {
       await persist(store, [
         { id: 'a', parent: 'p', createdAt: 1, descriptors: [oneShot('a')] },
         { id: 'new', parent: 'p', createdAt: 2 },
@@ -280,15 +289,11 @@ describe.each(backends)('catalog over $name', ({ open }) => {
       await store.append('new', descriptorEvents([oneShot('now')]));
       await store.flush();
       expect((await listing.subagents.listChildren('p')).map((row) => row.id)).toStrictEqual(['a', 'new', 'begun']);
-    } finally {
-      await listing.close();
-    }
+    });
   });
 
   it('lists cold children from what the store enumerated, with no projection read', async () => {
-    const listedProbe = instrument(inner, true);
-    const listing = await createHost({ persistence: listedProbe.persistence, providers: false, pool: { minThreads: 0 } });
-    try {
+    await withListingHost(async (listing, listedProbe) => {
       await persist(store, [
         { id: 'a', parent: 'p', createdAt: 1, descriptors: [oneShot('a')] },
         { id: 'a1', parent: 'a', descriptors: [continuable('a1')] },
@@ -302,9 +307,7 @@ describe.each(backends)('catalog over $name', ({ open }) => {
         at({ kind: 'diagnostic', id: 'k', reason: 'corrupt' }, 'p', 1),
       ]);
       expect(listedProbe.projectionReads).toEqual([]);
-    } finally {
-      await listing.close();
-    }
+    });
   });
 
   it('Z8: a failed read lists its children unavailable, and the next listing reads them again', async () => {
