@@ -1,5 +1,6 @@
 // SQLite-only persistence behaviour: reopening a file, durability seen from another connection,
 // write conflicts between instances, corrupt rows and schema versions, retry after a failed commit.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -262,6 +263,54 @@ describe('sqlitePersistence with damaged rows and unusable paths', () => {
     const error = thrown(() => open(file, { busyTimeoutMs: 0 }));
     expect(error).toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
     expect(String(error)).toContain('database is locked');
+  });
+});
+
+/**
+ * Another process holding the write lock of `file` (a store in rollback mode, as a new file is before
+ * its first opener switches it to WAL: that opener holds it while it switches) for `holdMs` after it
+ * says so; `released` is the time it let go.
+ */
+async function writeLockedByAnotherProcess(file: string, holdMs: number): Promise<{ released: Promise<number> }> {
+  const child = spawn(
+    process.execPath,
+    ['-e', `const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN IMMEDIATE');
+console.log('locked'); setTimeout(() => { db.exec('COMMIT'); db.close(); console.log(Date.now()); }, Number(process.argv[2]));`, file, String(holdMs)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const exited = new Promise<void>((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`lock holder exited ${code}: ${out}`)))));
+  await Promise.race([new Promise<void>((resolve) => child.stdout.on('data', () => out.startsWith('locked\n') && resolve())), exited]);
+  return { released: exited.then(() => Number(out.split('\n')[1])) };
+}
+
+describe('opening one new store from several processes', () => {
+  it('waits while another process switches the new file to WAL, instead of failing with "database is locked"', async () => {
+    const file = newFile();
+    await open(file).close();
+    const rollback = new Database(file);
+    rollback.pragma('journal_mode = DELETE');
+    rollback.close();
+    // The switch to WAL upgrades a read lock to a write lock, which SQLite refuses at once (its busy
+    // handler would deadlock) while another connection holds one. A holder that let go before the
+    // open began proves nothing: again.
+    for (let attempt = 0; ; attempt++) {
+      const holder = await writeLockedByAnotherProcess(file, 300);
+      const began = Date.now();
+      const store = open(file, { busyTimeoutMs: 30_000 });
+      const released = await holder.released;
+      await store.close();
+      if (began < released || attempt === 4) {
+        expect(began).toBeLessThan(released);
+        break;
+      }
+      const back = new Database(file);
+      back.pragma('journal_mode = DELETE');
+      back.close();
+    }
+    const check = raw(file);
+    expect(check.pragma('journal_mode', { simple: true })).toBe('wal');
   });
 });
 

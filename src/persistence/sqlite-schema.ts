@@ -158,6 +158,27 @@ function createPrivateFile(path: string): void {
   }
 }
 
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Runs `step` again while SQLite answers `SQLITE_BUSY` without waiting on its busy handler, until
+ * `deadline`. It does so where waiting could deadlock: switching a new file to WAL upgrades a read
+ * lock, which fails at once while another process opening the same new file holds one, and a
+ * file's last connection locks it while it removes the WAL. Processes that open one new store
+ * together (a demo and `ls`, two hosts) would otherwise fail with "database is locked".
+ */
+function untilUnlocked<T>(deadline: number, step: () => T): T {
+  for (let wait = 1; ; wait = Math.min(wait * 2, 50)) {
+    try {
+      return step();
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || Date.now() >= deadline) throw error;
+    }
+    Atomics.wait(pause, 0, 0, Math.min(wait, Math.max(1, deadline - Date.now())));
+  }
+}
+
 /**
  * Opens (creating if needed) the store at `path`, or an in-memory one for `':memory:'`.
  * @throws SubagentError `CORRUPT_DATA` for a file that is not a store of this schema version,
@@ -181,11 +202,12 @@ export function openDatabase<T>(
     db.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     db.pragma('foreign_keys = ON');
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    migrate(db, path);
+    const deadline = Date.now() + busyTimeoutMs;
+    untilUnlocked(deadline, () => migrate(db, path));
     // Built (its statements compiled against the tables) before the file is switched to WAL: a file
     // refused by either check (another program's database) is left as it was.
-    const built = build(db);
-    db.pragma('journal_mode = WAL');
+    const built = untilUnlocked(deadline, () => build(db));
+    untilUnlocked(deadline, () => db.pragma('journal_mode = WAL'));
     return built;
   } catch (error) {
     db.close();
