@@ -4,7 +4,7 @@ import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js
 import { SubagentError } from './seam/errors.js';
 import { MAX_TIMER_MS, assertKnownKeys, isRecord } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
-import { AgentRegistry, type AgentHandle, type CreateAgentOptions } from './runtime/agent-registry.js';
+import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
@@ -106,7 +106,6 @@ class HostImpl implements Host {
   readonly tools: ToolRegistry;
   readonly pool: WorkerPoolEngine;
   readonly #ownsPersistence: boolean;
-  readonly #handles = new Set<AgentHandle>();
   readonly #closeHooks = new Set<() => Promise<void>>();
   #closing: Promise<void> | undefined;
 
@@ -158,7 +157,6 @@ class HostImpl implements Host {
       await handle.dispose().catch(() => undefined);
       throw SubagentError.closedWhile('the host', 'the agent was being created');
     }
-    this.#handles.add(handle);
     return handle.agent;
   }
 
@@ -174,7 +172,6 @@ class HostImpl implements Host {
       try {
         await this.subagents.close();
         await Promise.allSettled([...this.#closeHooks].map((hook) => hook()));
-        await Promise.allSettled([...this.#handles].map((handle) => handle.dispose()));
         await this.agents.close();
         await this.sessions.flush();
       } finally {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createHost, serveAcp, sqlitePersistence, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep, type SessionPersistence } from 'subagent-host';
+import { createHost, inProcessProvider, serveAcp, sqlitePersistence, text, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep, type SessionPersistence } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
 import { deferred, recordingTool } from './helpers.js';
 
@@ -128,10 +128,11 @@ describe('serveAcp', () => {
 
   it('does not offer loadSession without persistence', async () => {
     const host = await newHost();
-    const client = connect({ agents: host.agents, sessions: host.sessions, persistence: undefined, createAgent: (options) => host.createAgent(options) });
+    const client = connect({ agents: host.agents, sessions: host.sessions, subagents: host.subagents, persistence: undefined, createAgent: (options) => host.createAgent(options) });
     const response = await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
     expect(response.agentCapabilities?.loadSession).toBe(false);
     expect(response.agentCapabilities?.sessionCapabilities?.resume).toBeUndefined();
+    expect(response.agentCapabilities?.sessionCapabilities?.close).toStrictEqual({});
     await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId: 'x', cwd: dir })).rejects.toMatchObject({ code: -32601 });
   });
 
@@ -378,6 +379,56 @@ describe('serveAcp', () => {
     await expect(prompt(client, sessionId, 'x')).resolves.toMatchObject({ stopReason: 'end_turn' });
   });
 
+  it('frees a session on session/close: its prompt is answered cancelled, its continuable children released, and session/load brings it back', async () => {
+    const host = await newHost({ persistence: { sqlite: join(dir, 'close.db') } });
+    host.subagents.registerProvider(inProcessProvider(host));
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ finish: 'hang', text: 'waiting' }));
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'helper',
+      request: { prompt: [text('help')], parent: host.agents.get(sessionId)!, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } },
+    });
+    const first = client.nextUpdate();
+    const answer = prompt(client, sessionId, 'go');
+    await first;
+    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
+    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    expect(host.agents.get(sessionId)).toBeUndefined();
+    expect(host.sessions.get(sessionId)).toBeUndefined();
+    expect(host.sessions.get(childId)).toBeUndefined();
+    expect((await host.persistence!.load(childId))?.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
+    await expect(prompt(client, sessionId, 'again')).rejects.toMatchObject({ code: -32002 });
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    expect(texts(client.updates, 'user_message_chunk')).toContain('go');
+    expect(host.agents.get(sessionId)?.status).toBe('idle');
+  });
+
+  it('serves a session/load sent right after session/close with the session restored afresh, not the agent being closed', async () => {
+    const host = await newHost({ persistence: { sqlite: join(dir, 'close-load.db') } });
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    await prompt(client, sessionId, 'first');
+    const closing = host.agents.get(sessionId)!;
+    const closed = client.agent.request(acp.methods.agent.session.close, { sessionId });
+    const loaded = client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+    await expect(Promise.all([closed, loaded])).resolves.toEqual([{}, {}]);
+    const live = host.agents.get(sessionId);
+    expect(live).toBeDefined();
+    expect(live).not.toBe(closing);
+    await expect(prompt(client, sessionId, 'second')).resolves.toMatchObject({ stopReason: 'end_turn' });
+  });
+
+  it('closes a session without persistence too (advertised): it is gone for good', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    await expect(prompt(client, sessionId, 'hello')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
+    expect(host.agents.list()).toStrictEqual([]);
+    await expect(prompt(client, sessionId, 'again')).rejects.toMatchObject({ code: -32002 });
+  });
+
   it('returns when its input ends, cancelling the turn still running', async () => {
     const host = await newHost();
     const client = await initialized(host);
@@ -408,6 +459,35 @@ describe('subagent-host acp', () => {
     expect(code).toBe(0);
     const messages = stdout.trim().split('\n').map((line) => JSON.parse(line) as { id: number; result?: { protocolVersion: number } });
     expect(messages.map((m) => [m.id, m.result?.protocolVersion])).toEqual([[1, 1]]);
+  });
+
+  it('answers session/close of a session it does not serve with success, as ACP asks (the SDK client would hide a -32002)', async () => {
+    const child = spawn(process.execPath, [CLI, 'acp'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines: string[] = [];
+    let buffered = '';
+    let arrived = deferred();
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk;
+      const parts = buffered.split('\n');
+      buffered = parts.pop()!;
+      lines.push(...parts);
+      arrived.resolve();
+    });
+    const exited = new Promise((resolve) => child.once('close', resolve));
+    async function ask(message: { id: number; method: string; params: unknown }): Promise<unknown> {
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+      for (;;) {
+        const answer = lines.map((line) => JSON.parse(line) as { id?: number }).find((m) => m.id === message.id);
+        if (answer) return answer;
+        const gone = await Promise.race([arrived.promise.then(() => false), exited.then(() => true)]);
+        if (gone) throw new Error(`acp exited without answering ${message.method}: ${lines.join('\n')}`);
+        arrived = deferred();
+      }
+    }
+    await ask({ id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } });
+    await expect(ask({ id: 2, method: 'session/close', params: { sessionId: 'never-was' } })).resolves.toStrictEqual({ jsonrpc: '2.0', id: 2, result: {} });
+    child.stdin.end();
+    await expect(exited).resolves.toBe(0);
   });
 
   it('rejects a bad --model on stderr as a usage error (exit code 2) and nothing on stdout', async () => {

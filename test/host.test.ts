@@ -222,6 +222,42 @@ describe('host lifecycle', () => {
   });
 });
 
+describe('host.agents.dispose', () => {
+  it('frees a top-level agent: its turn ends aborted, it leaves the host, its stored session stays and resumes', async () => {
+    const host = await open({ persistence: { sqlite: join(dir, 'dispose.db') }, model: { kind: 'scripted', steps: [{ finish: 'hang' }] } });
+    const agent = await host.createAgent();
+    agent.followup([text('wait forever')]);
+    const [first, second] = await Promise.all([host.agents.dispose(agent.id), host.agents.dispose(agent.id)]);
+    expect([first, second]).toStrictEqual([true, true]);
+    expect(agent.status).toBe('idle');
+    expect(host.agents.get(agent.id)).toBeUndefined();
+    expect(host.sessions.get(agent.id)).toBeUndefined();
+    await expect(host.agents.dispose(agent.id)).resolves.toBe(false);
+    const stored = await host.persistence!.load(agent.id);
+    expect(stored?.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
+    const { agent: back } = await host.agents.resume({ sessionId: agent.id });
+    expect(back.session.events.length).toBe(stored!.events.length);
+    await expect(host.agents.dispose(back.id)).resolves.toBe(true);
+  });
+
+  it('answers false for an id no agent has, and refuses a subagent child and a non-string id, typed', async () => {
+    const host = await open();
+    host.subagents.registerProvider(inProcessProvider(host));
+    await expect(host.agents.dispose('nobody')).resolves.toBe(false);
+    await expect(host.agents.dispose(5 as unknown as string)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    });
+    await expect(host.agents.dispose(run.id)).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('subagent child') });
+    expect(host.agents.get(run.id)?.status).toBe('running');
+    await run.dispose();
+  });
+});
+
 describe('host lifecycle with children', () => {
   // The host closing is the cause, so the start rejects CLOSED, whichever step it was in.
   it.each(['in-process', 'spawn'])('rejects a %s start that close() interrupts CLOSED and leaves no child behind', async (provider) => {

@@ -20,6 +20,12 @@ export interface HostAgents {
   list(): LocalAgent[];
   /** Loads a stored session as a live agent (`PERSISTENCE_UNAVAILABLE` without persistence). */
   resume(options: ResumeAgentOptions): Promise<AgentHandle>;
+  /**
+   * Frees the live top-level agent `id` (one `createAgent` made or `resume` brought back): cancels
+   * its turn, waits for idle, flushes its session and forgets it. Its stored session stays (resume
+   * brings it back). False when no agent `id` is live; `INVALID_REQUEST` for a subagent child.
+   */
+  dispose(id: SessionId): Promise<boolean>;
 }
 
 /** A session held live by the host: its log so far, and every later event as it is appended. */

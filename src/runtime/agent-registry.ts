@@ -223,6 +223,22 @@ export class AgentRegistry {
     return handle;
   }
 
+  /**
+   * Disposes the live top-level agent `id` (cancels its turn, waits for idle, flushes its session and
+   * unregisters it); false when no agent `id` is live. A subagent child is refused (`INVALID_REQUEST`):
+   * the run or the continuation that made it disposes it, child-first.
+   */
+  async dispose(id: SessionId): Promise<boolean> {
+    if (typeof id !== 'string') throw new SubagentError('INVALID_OPTIONS', 'agents.dispose(): id must be a session id (a string)');
+    const handle = this.#agents.get(id);
+    if (!handle) return false;
+    if (handle.agent.session.header.origin === 'subagent') {
+      throw new SubagentError('INVALID_REQUEST', `agents.dispose(): ${id} is a subagent child; its run or its parent's continuation disposes it (dispose the run, or drain the parent's continuable descendants)`);
+    }
+    await handle.dispose();
+    return true;
+  }
+
   /** Disposes every agent. */
   async close(): Promise<void> {
     await Promise.all([...this.#agents.values()].map((handle) => handle.dispose()));

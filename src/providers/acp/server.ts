@@ -1,7 +1,7 @@
 // serveAcp: our agent as an ACP agent over a pair of streams (stdio by default). session/new creates
 // a top-level agent, session/prompt runs one turn and streams it as updates, session/cancel ends
 // the turn `cancelled`, session/load replays a persisted session and session/resume restores one
-// without replay. Nothing but protocol on output.
+// without replay, session/close frees one (its stored log stays). Nothing but protocol on output.
 import type * as acp from '@agentclientprotocol/sdk';
 import { isAbsolute } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -28,6 +28,8 @@ export interface AcpServeHost {
   readonly persistence: SessionPersistence | undefined;
   /** A prompt is answered once its turn is stored (a Host's live session store). */
   readonly sessions: { flush(id: string): Promise<void> };
+  /** session/close releases the session's continuable children before its agent is disposed. */
+  readonly subagents: { drainContinuableDescendants(parents: Agent[]): Promise<void> };
   createAgent(options?: CreateAgentOptions): Promise<Agent>;
 }
 
@@ -60,6 +62,8 @@ interface Served {
   agent: Agent;
   /** The prompt in flight, if any. */
   active?: { cancelled: boolean } | undefined;
+  /** Settles once the last prompt's handler is done with the agent (its turn stored, its answer made). */
+  answered?: Promise<void>;
 }
 
 /**
@@ -90,6 +94,8 @@ class AcpServer {
   readonly #sessions = new Map<string, Served>();
   /** Restores in flight: a second load or resume of the same session waits for the first. */
   readonly #restoring = new Map<string, Promise<Served>>();
+  /** Closes in flight: a load or resume of a session being closed waits until it is gone. */
+  readonly #closing = new Map<string, Promise<void>>();
   readonly #images: boolean;
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
@@ -107,6 +113,7 @@ class AcpServer {
       .onRequest(methods.agent.session.load, ({ params, client }) => this.#guard(() => this.#load(params, client)))
       .onRequest(methods.agent.session.resume, ({ params }) => this.#guard(() => this.#resume(params)))
       .onRequest(methods.agent.session.prompt, ({ params, client }) => this.#guard(() => this.#prompt(params, client)))
+      .onRequest(methods.agent.session.close, ({ params }) => this.#guard(() => this.#close(params.sessionId)))
       .onNotification(methods.agent.session.cancel, ({ params }) => this.#cancel(params.sessionId));
   }
 
@@ -116,7 +123,7 @@ class AcpServer {
       protocolVersion: this.#sdk.PROTOCOL_VERSION,
       agentCapabilities: {
         loadSession: stored,
-        ...(stored ? { sessionCapabilities: { resume: {} } } : {}),
+        sessionCapabilities: stored ? { resume: {}, close: {} } : { close: {} },
         promptCapabilities: { image: this.#images, audio: false, embeddedContext: false },
       },
       authMethods: [],
@@ -180,6 +187,7 @@ class AcpServer {
     const { sessionId } = params;
     // No session has an empty id: like any id not stored, it is not found.
     if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
+    await this.#closing.get(sessionId)?.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
     if (served) return served;
     let restoring = this.#restoring.get(sessionId);
@@ -242,7 +250,16 @@ class AcpServer {
     }
     const active = { cancelled: false };
     served.active = active;
-    const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
+    const answer = this.#run(agent, served, active, content, client, params.sessionId);
+    served.answered = answer.then(
+      () => undefined,
+      () => undefined,
+    );
+    return answer;
+  }
+
+  async #run(agent: Agent, served: Served, active: { cancelled: boolean }, content: ReturnType<typeof promptContent>, client: acp.AgentContext, sessionId: string): Promise<acp.PromptResponse> {
+    const updates = new UpdateQueue(this.#sdk, client, sessionId);
     const streamer = new TurnStreamer((update) => updates.send(update));
     let end: TurnEndReason | undefined;
     const unsubscribe = agent.subscribe((event) => {
@@ -282,6 +299,34 @@ class AcpServer {
     served.agent.cancel({ kind: 'user' });
   }
 
+  /**
+   * session/close: cancels the session's prompt and waits for its answer, releases its continuable
+   * children, then disposes its agent (its stored log stays: session/load brings it back). A session
+   * not served (unknown, or closed already) is closed: ACP asks that this succeed.
+   */
+  async #close(sessionId: string): Promise<acp.CloseSessionResponse> {
+    // Registered at once: a load or resume that arrives while this runs waits, then restores afresh.
+    let closing = this.#closing.get(sessionId);
+    if (!closing) {
+      closing = this.#closeServed(sessionId).finally(() => this.#closing.delete(sessionId));
+      this.#closing.set(sessionId, closing);
+    }
+    await closing;
+    return {};
+  }
+
+  async #closeServed(sessionId: string): Promise<void> {
+    await this.#restoring.get(sessionId)?.catch(() => undefined);
+    const served = this.#sessions.get(sessionId);
+    // ACP: closing a session that does not exist or is no longer active succeeds.
+    if (!served) return;
+    this.#cancel(sessionId);
+    this.#sessions.delete(sessionId);
+    await served.answered;
+    await this.#host.subagents.drainContinuableDescendants([served.agent]);
+    await this.#host.agents.dispose(served.agent.id);
+  }
+
   /** Cancels prompts still running when the client went away, and waits for them. */
   async close(): Promise<void> {
     const running = [...this.#sessions.values()].filter((served) => served.active);
@@ -292,7 +337,8 @@ class AcpServer {
 
 /** Checked before anything is served: a bad argument is `INVALID_OPTIONS`, not a session that fails later. */
 function assertServeArguments(host: unknown, io: unknown, options: unknown): void {
-  const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || !isRecord(host['agents']) || typeof (host['sessions'] as { flush?: unknown } | undefined)?.flush !== 'function'
+  const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || typeof (host['agents'] as { dispose?: unknown } | undefined)?.dispose !== 'function' ||
+    typeof (host['sessions'] as { flush?: unknown } | undefined)?.flush !== 'function' || typeof (host['subagents'] as { drainContinuableDescendants?: unknown } | undefined)?.drainContinuableDescendants !== 'function'
     ? 'host must be a host made by createHost()'
     : io !== undefined && (!isRecord(io) || typeof (io['input'] as { on?: unknown } | undefined)?.on !== 'function' || typeof (io['output'] as { write?: unknown } | undefined)?.write !== 'function')
       ? 'io must be { input: Readable, output: Writable }'
