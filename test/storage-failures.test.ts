@@ -45,6 +45,24 @@ describe('storage failures', () => {
     expect((await host.subagents.listChildren('parent')).map((entry) => entry.id)).toStrictEqual(['c']);
   });
 
+  it('creates a new session whose creation met the lock on a later flush, with every event, and each flush until then rejects', async () => {
+    const file = files.file();
+    const host = await createHost({ persistence: { sqlite: file, busyTimeoutMs: 50 }, providers: false, pool: { minThreads: 0 } });
+    hosts.push(host);
+    const lock = lockWriters(file);
+    const agent = await host.createAgent({ sessionId: 'late' });
+    const unavailable = { name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE' };
+    await expect(host.sessions.flush('late')).rejects.toMatchObject(unavailable);
+    agent.followup([text('while locked')]);
+    await agent.whenIdle();
+    await expect(host.sessions.flush('late')).rejects.toMatchObject(unavailable);
+    lock.release();
+    agent.followup([text('after')]);
+    await agent.whenIdle();
+    await host.sessions.flush('late');
+    expect((await host.persistence!.load('late'))!.events).toStrictEqual(agent.session.events);
+  });
+
   it('a continuable start that could not be made durable rejects, and its running child is ended, not listed or stored', async () => {
     const file = files.file();
     const host = await continuationHost(file, { persistence: { sqlite: file, busyTimeoutMs: 50 } });
@@ -189,7 +207,7 @@ describe('a session id that is already stored', () => {
     expect((await host.persistence!.load('x'))!.events).toHaveLength(count);
   });
 
-  it('gets no events of a new log whose creation the store refused', async () => {
+  it('gets no events of a new log whose creation the store refused, and each flush that drops some rejects', async () => {
     const file = files.file();
     // A session stored with its header only (its events never came): the next seq is 0.
     const store = sqlitePersistence(file);
@@ -201,6 +219,9 @@ describe('a session id that is already stored', () => {
     const live = host.sessions as unknown as { create(header: { id: string; createdAt: number; cwd?: string }): { append(type: string, data: unknown): unknown } };
     const intruder = live.create({ id: 'y', createdAt: Date.now(), cwd: '/elsewhere' });
     intruder.append('custom', { from: 'intruder' });
+    await expect(host.sessions.flush('y')).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
+    // Each later flush that drops events says so too: none of them is durable.
+    intruder.append('custom', { from: 'intruder', again: true });
     await expect(host.sessions.flush('y')).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
     await host.persistence!.flush();
     expect((await host.persistence!.load('y'))!.events).toStrictEqual([]);

@@ -24,9 +24,14 @@ interface Entry {
   direct: boolean;
   /** This session's first write failure not yet reported by a flush (each session's own). */
   failure: unknown;
-  /** The store refused to create it: its events are not written anywhere. */
-  refused: boolean;
+  /** A new session not created in the store yet: the events its creation writes (later ones join them). */
+  uncreated: SessionEvent[] | undefined;
+  /** Why the store refused to create it for good: its events are not written anywhere. */
+  refused: unknown;
 }
+
+/** Codes of a creation the store refuses for good (the id is taken, the header bad, the store closed): not retried. */
+const FINAL_REFUSALS = ['DUPLICATE_SESSION', 'INVALID_OPTIONS', 'CLOSED'] as const;
 
 const noop = () => undefined;
 
@@ -74,31 +79,52 @@ export class LiveSessionStore implements SessionStore {
    */
   publish(session: SessionLog, options: { stored: boolean }): void {
     this.#assertFree(session.id);
-    const persistence = this.#persistence;
-    // Taken now: events appended after publication reach persistence through the subscription.
-    const initial = session.events.slice();
-    const created: { entry?: Entry } = {};
-    const writes =
-      persistence && !options.stored
-        ? persistence.create(session.header).then(
-            () => (initial.length > 0 ? persistence.append(session.id, initial) : undefined),
-            (error: unknown) => {
-              // Not created (say a stored session holds the id): none of its events may go to that log.
-              created.entry!.refused = true;
-              throw error;
-            },
-          )
-        : Promise.resolve();
-    created.entry = this.#track(session, writes, !!options.stored);
+    const entry = this.#track(session, !!options.stored);
+    if (this.#persistence && !options.stored) {
+      // Taken now: events appended after publication reach persistence through the subscription.
+      entry.uncreated = session.events.slice();
+      entry.writes = this.#guard(entry, this.#create(entry));
+    }
+  }
+
+  /**
+   * Creates the entry's session in the store with the events it holds so far. A creation that fails
+   * for a passing reason (a lock held past the busy timeout) keeps them, and the next write or flush
+   * tries again; one refused for good (a stored session holds the id) leaves the session unwritten.
+   */
+  async #create(entry: Entry): Promise<void> {
+    const persistence = this.#persistence!;
+    try {
+      await persistence.create(entry.session.header);
+    } catch (error) {
+      if (isSubagentError(error) && (FINAL_REFUSALS as readonly string[]).includes(error.code)) {
+        // None of its events may go to a log it did not create (say another writer's session).
+        entry.refused = error;
+        entry.uncreated = undefined;
+      }
+      throw error;
+    }
+    const events = entry.uncreated ?? [];
+    entry.uncreated = undefined;
+    if (events.length > 0) await persistence.append(entry.session.id, events);
   }
 
   #assertFree(id: SessionId): void {
     if (this.#entries.has(id)) throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already live`);
   }
 
-  #track(session: SessionLog, writes: Promise<void>, stored: boolean): Entry {
-    const entry: Entry = { session, pending: [], writes, unsubscribe: () => undefined, waiting: undefined, direct: false, failure: undefined, refused: false };
-    entry.writes = this.#guard(entry, writes);
+  #track(session: SessionLog, stored: boolean): Entry {
+    const entry: Entry = {
+      session,
+      pending: [],
+      writes: Promise.resolve(),
+      unsubscribe: () => undefined,
+      waiting: undefined,
+      direct: false,
+      failure: undefined,
+      uncreated: undefined,
+      refused: undefined,
+    };
     if (this.#persistence) {
       entry.unsubscribe = session.subscribe((event) => {
         if (entry.pending.push(event) === 1) queueMicrotask(() => this.#drain(entry));
@@ -110,9 +136,10 @@ export class LiveSessionStore implements SessionStore {
     return entry;
   }
 
-  #drain(entry: Entry): void {
+  /** Writes the entry's pending events; `retry` also retries a creation that failed, with or without any. */
+  #drain(entry: Entry, retry = false): void {
     const batch = entry.pending.splice(0);
-    if (batch.length === 0 || !this.#persistence) return;
+    if (!this.#persistence || (batch.length === 0 && !(retry && entry.uncreated !== undefined && !entry.waiting))) return;
     const persistence = this.#persistence;
     const id = entry.session.id;
     if (entry.direct) {
@@ -130,8 +157,16 @@ export class LiveSessionStore implements SessionStore {
       entry,
       entry.writes.then(() => {
         entry.waiting = undefined;
-        // Its creation failed and is reported by its flush: these events have no log of their own.
-        if (entry.refused) return;
+        // Refused for good: these events have no log of their own, and the next flush says so.
+        if (entry.refused !== undefined) {
+          if (batch.length > 0) entry.failure ??= entry.refused;
+          return;
+        }
+        if (entry.uncreated !== undefined) {
+          // Its creation failed for a passing reason: these events wait with its first ones, and it is tried again.
+          for (const event of batch) entry.uncreated.push(event);
+          return this.#create(entry);
+        }
         const write = persistence.append(id, batch);
         // Nothing waits behind this link: a queuing store keeps later appends behind it.
         entry.direct = this.#queued;
@@ -154,7 +189,7 @@ export class LiveSessionStore implements SessionStore {
    */
   async flush(id?: SessionId): Promise<void> {
     const entries = id === undefined ? [...this.#entries.values()] : [this.#entries.get(id)].filter((e) => e !== undefined);
-    for (const entry of entries) this.#drain(entry);
+    for (const entry of entries) this.#drain(entry, true);
     // Each link of a session's write chain is queued only once the previous one committed; commit
     // each as soon as it is queued instead of waiting out the write-behind interval per link.
     const chains = Promise.all(entries.map((entry) => entry.writes));
