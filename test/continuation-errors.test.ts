@@ -55,6 +55,22 @@ describe('continuable operations refuse malformed input', () => {
     expect((await host.persistence!.load('kept'))!.events.filter((e) => e.type === 'user/message')).toHaveLength(1);
   });
 
+  it("refuses a reserved id another host's running child holds without touching that child's stored log", async () => {
+    const file = files.file();
+    const first = track(await continuationHost(file));
+    const second = track(await continuationHost(file));
+    const parentA = await first.createAgent({ sessionId: 'parent-a' });
+    await startChild(first, parentA, 'work', { childId: 'c', model: HANG });
+    await first.sessions.flush();
+    const before = (await first.persistence!.projections(['c'])).get('c');
+    const parentB = await second.createAgent({ sessionId: 'parent-b' });
+    await expect(startChild(second, parentB, 'mine', { childId: 'c', model: HANG })).rejects.toMatchObject({ code: 'DUPLICATE_CHILD' });
+    // Its open turn stays open in the file (a load would have closed it), and its host keeps writing it.
+    expect((await first.persistence!.projections(['c'])).get('c')).toStrictEqual(before);
+    await expect(first.subagents.followup(parentA, 'c', [text('more')])).resolves.toEqual(expect.any(String));
+    await first.sessions.flush('c');
+  });
+
   it('refuses a follow-up to a non-string id or to a live agent that is no continuable child', async () => {
     const { host, parent } = await setup();
     const stranger = await host.createAgent();

@@ -233,7 +233,8 @@ export class ContinuationManager implements ActivationHost {
           checkAborted(signal);
           this.admission.check(parent);
           const duplicate = () => new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
-          if (taken() || (spec.childId !== undefined && (await persistence.load(childId)) !== undefined)) throw duplicate();
+          // Asked of the projections, which write nothing: a load would close the open turn of another host's live child.
+          if (taken() || (spec.childId !== undefined && (await persistence.projections([childId])).has(childId))) throw duplicate();
           // The read took a turn of the event loop: the same checks again before anything is built.
           checkAborted(signal);
           this.admission.check(parent);
