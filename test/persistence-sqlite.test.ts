@@ -314,6 +314,71 @@ describe('opening one new store from several processes', () => {
   });
 });
 
+describe('another writer committing while this store reads', () => {
+  const EVENTS_QUERY = 'SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq';
+
+  /** Runs `commit` (another connection's write) right before this process next reads a session's events. */
+  function beforeEventsRead(commit: () => void): () => void {
+    const prepare = Database.prototype.prepare;
+    let pending: (() => void) | undefined = commit;
+    Database.prototype.prepare = function (this: Database.Database, sql: string) {
+      const statement = prepare.call(this, sql);
+      if (sql === EVENTS_QUERY) {
+        const all = statement.all.bind(statement);
+        statement.all = ((...args: unknown[]) => {
+          const run = pending;
+          pending = undefined;
+          run?.();
+          return all(...(args as [string]));
+        }) as typeof statement.all;
+      }
+      return statement;
+    } as typeof prepare;
+    return () => void (Database.prototype.prepare = prepare);
+  }
+
+  it('loads the log as of one moment: a commit between reading the row and its events is not mistaken for corruption', async () => {
+    const file = newFile();
+    const writer = open(file);
+    await writer.create(header('s'));
+    await writer.append('s', [ev(0)]);
+    await writer.flush();
+    const restore = beforeEventsRead(() => {
+      const other = new Database(file);
+      other.prepare('INSERT INTO events (session_id, seq, type, time, data) VALUES (?, 1, ?, 1, ?)').run('s', 'test/note', '{}');
+      other.prepare('UPDATE sessions SET next_seq = 2 WHERE id = ?').run('s');
+      other.close();
+    });
+    let reader: SessionPersistence;
+    try {
+      reader = open(file);
+      await expect(reader.load('s')).resolves.toMatchObject({ events: [{ seq: 0 }] });
+    } finally {
+      restore();
+    }
+    expect((await reader.load('s'))!.events.map((event) => event.seq)).toStrictEqual([0, 1]);
+  });
+
+  it('answers projections it had to rebuild while another connection holds the write lock, and keeps them once it can', async () => {
+    const file = newFile();
+    const writer = open(file);
+    await writer.create(header('s'));
+    await writer.append('s', [ev(0)]);
+    await writer.close();
+    const other = raw(file);
+    // States not stored (as after an upgrade): a read rebuilds them from the log and writes them back.
+    other.exec('UPDATE sessions SET identity_mode = NULL, timing_settled = NULL, usage_input = NULL');
+    other.exec('BEGIN IMMEDIATE');
+    const reader = open(file, { busyTimeoutMs: 20 });
+    const locked = (await reader.projections(['s'])).get('s');
+    expect(locked).toMatchObject({ ok: true });
+    other.exec('COMMIT');
+    expect(other.prepare('SELECT usage_input FROM sessions').pluck().get()).toBeNull();
+    expect((await reader.projections(['s'])).get('s')).toStrictEqual(locked);
+    expect(other.prepare('SELECT usage_input FROM sessions').pluck().get()).toBe(0);
+  });
+});
+
 describe('text SQLite cannot keep as it is', () => {
   it('refuses ids, paths and event types with a lone UTF-16 surrogate before storing them', async () => {
     const store = open(newFile());

@@ -33,6 +33,9 @@ const ORIGIN = 1;
 const HAS_CHILDREN = 2;
 
 /** The catalog statements of one database connection. */
+/** States rebuilt from a log while reading: the session, its states, and the next_seq they are of. */
+type Rebuilt = [SessionId, ProjectionStates, number];
+
 export class SqliteCatalog {
   readonly #children: Database.Statement<[string], Values>;
   readonly #rootKey: Database.Statement<[string], Values>;
@@ -44,6 +47,7 @@ export class SqliteCatalog {
   readonly #ownEventless: Database.Statement<[unknown], number>;
   /** Runs a read in one transaction: the enumeration and any row read again are one snapshot. */
   readonly #snapshot: Database.Transaction<(read: () => CatalogRecord[]) => CatalogRecord[]>;
+  readonly #readStates: Database.Transaction<(ids: string, found: Map<SessionId, StoredProjections>, rebuilt: Rebuilt[]) => void>;
   readonly #states: Database.Statement<[string], Values>;
   readonly #events: Database.Statement<[string]>;
   readonly #writeBack: Database.Statement<unknown[]>;
@@ -91,6 +95,9 @@ export class SqliteCatalog {
     this.#unpacked = db.prepare<[unknown], Values>(`SELECT ${LISTED_SELECT} FROM sessions WHERE id = ?`).raw(true);
     this.#ownEventless = db.prepare<[unknown], number>('SELECT next_seq <= coalesce(seed_length, 0) FROM sessions WHERE id = ?').pluck(true);
     this.#snapshot = db.transaction((read: () => CatalogRecord[]) => read());
+    this.#readStates = db.transaction((ids: string, found: Map<SessionId, StoredProjections>, rebuilt: Rebuilt[]) => {
+      this.#states.all(ids).forEach((row) => this.#read(found, row, rebuilt));
+    });
     this.#header = db.prepare<[unknown], Values>('SELECT id, created_at, parent_session, origin, next_seq FROM sessions WHERE id = ?').raw(true);
     this.#states = db
       .prepare<[string], Values>(`SELECT id, next_seq, ${STATE_COLUMNS.join(', ')} FROM sessions WHERE id IN (SELECT value FROM json_each(?))`)
@@ -138,7 +145,18 @@ export class SqliteCatalog {
 
   projections(ids: readonly SessionId[]): Map<SessionId, StoredProjections> {
     const found = new Map<SessionId, StoredProjections>();
-    if (ids.length > 0) this.#states.all(JSON.stringify(ids)).forEach((row) => this.#read(found, row));
+    if (ids.length === 0) return found;
+    // Each row and the log rebuilt for it are read in one transaction; the rebuilt states are kept
+    // after it (a write inside a read transaction could not wait for another writer's lock).
+    const rebuilt: Rebuilt[] = [];
+    this.#readStates.deferred(JSON.stringify(ids), found, rebuilt);
+    for (const [id, states, nextSeq] of rebuilt) {
+      try {
+        this.#writeBack.run(...stateValues(states), id, nextSeq);
+      } catch {
+        // Only a cache: another writer holds the lock (or the file is read-only). A later read rebuilds them.
+      }
+    }
     return found;
   }
 
@@ -191,8 +209,8 @@ export class SqliteCatalog {
     return decodeCatalogHeader(rowId, createdAt, parentSession, origin, nextSeq);
   }
 
-  /** Adds the projections of one state row to `found`, rebuilding them when they are not stored. */
-  #read(found: Map<SessionId, StoredProjections>, row: Values): void {
+  /** Adds the projections of one state row to `found`, rebuilding them (into `rebuilt`) when they are not stored. */
+  #read(found: Map<SessionId, StoredProjections>, row: Values, rebuilt: Rebuilt[]): void {
     const [id, nextSeq] = row;
     // The STRICT table keeps id a string; a next_seq this store never writes makes the row unreadable.
     const session = id as SessionId;
@@ -213,7 +231,7 @@ export class SqliteCatalog {
       found.set(session, { ok: false, error });
       return;
     }
-    this.#writeBack.run(...stateValues(states), session, nextSeq);
+    rebuilt.push([session, states, nextSeq as number]);
     found.set(session, { ok: true, views: viewsOf(states) });
   }
 }

@@ -105,6 +105,8 @@ class SqlitePersistence implements SessionPersistence {
   readonly #selectNextSeq: Database.Statement<[string], number>;
   readonly #selectState: Database.Statement<[string], unknown[]>;
   readonly #selectEvents: Database.Statement<[string]>;
+  /** A session's row and its events, read in one transaction: another writer's commit between them is not seen. */
+  readonly #readLog: Database.Transaction<(id: string) => { row: unknown; events: unknown[] }>;
   readonly #listAll: Database.Statement<[]>;
   readonly #listChildren: Database.Statement<[string]>;
   readonly #advance: Database.Statement<unknown[]>;
@@ -139,6 +141,10 @@ class SqlitePersistence implements SessionPersistence {
     this.#selectState = db.prepare<[string], unknown[]>(`SELECT next_seq, ${STATE_COLUMNS.join(', ')} FROM sessions WHERE id = ?`).raw(true);
     this.#catalog = new SqliteCatalog(db);
     this.#selectEvents = db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
+    this.#readLog = db.transaction((id: string) => {
+      const row: unknown = this.#selectSession.get(id);
+      return { row, events: row === undefined ? [] : this.#selectEvents.all(id) };
+    });
     this.#listAll = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions ORDER BY created_at, create_order`);
     this.#listChildren = db.prepare(
       `SELECT ${SESSION_COLUMNS} FROM sessions WHERE parent_session = ? ORDER BY created_at, create_order`,
@@ -206,10 +212,10 @@ class SqlitePersistence implements SessionPersistence {
   async load(id: SessionId): Promise<StoredSession | undefined> {
     this.#assertOpen('load a session');
     if (this.#queue.has(id)) this.#commitQueued('load a session');
-    const row = this.#selectSession.get(id);
-    if (row === undefined) return undefined;
-    const { header, nextSeq } = decodeSession(row);
-    const events = this.#selectEvents.all(id).map((eventRow) => decodeEvent(id, eventRow));
+    const read = this.#storing(() => this.#readLog.deferred(id), 'load a session');
+    if (read.row === undefined) return undefined;
+    const { header, nextSeq } = decodeSession(read.row);
+    const events = read.events.map((eventRow) => decodeEvent(id, eventRow));
     assertContiguous(id, events, nextSeq);
     const closers = closersFor(id, events);
     if (closers.length > 0) {
@@ -225,7 +231,7 @@ class SqlitePersistence implements SessionPersistence {
   async list(filter?: { parentSession?: SessionId }): Promise<SessionHeader[]> {
     this.#assertOpen('list sessions');
     const parent = filter?.parentSession;
-    const rows = parent === undefined ? this.#listAll.all() : this.#listChildren.all(parent);
+    const rows = this.#storing(() => (parent === undefined ? this.#listAll.all() : this.#listChildren.all(parent)), 'list sessions');
     return rows.map((row) => decodeSession(row).header);
   }
 
@@ -234,20 +240,20 @@ class SqlitePersistence implements SessionPersistence {
   async childRecords(parentId: SessionId): Promise<CatalogRecord[]> {
     this.#assertOpen('list sessions');
     this.#commitQueued('list sessions');
-    return this.#catalog.childRecords(parentId);
+    return this.#storing(() => this.#catalog.childRecords(parentId), 'list sessions');
   }
 
   async descendantRecords(rootId: SessionId): Promise<CatalogRecord[]> {
     this.#assertOpen('list sessions');
     this.#commitQueued('list sessions');
-    return this.#catalog.descendantRecords(rootId);
+    return this.#storing(() => this.#catalog.descendantRecords(rootId), 'list sessions');
   }
 
   async projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>> {
     this.#assertOpen('read projections');
     // Queued appends of these sessions are committed first, so the states match what load() returns.
     if (ids.some((id) => this.#queue.has(id))) this.#commitQueued('read projections');
-    return this.#catalog.projections(ids);
+    return this.#storing(() => this.#catalog.projections(ids), 'read projections');
   }
 
   async flush(): Promise<void> {
