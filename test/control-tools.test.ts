@@ -242,6 +242,17 @@ describe('task_output and task_cancel', () => {
     await eventually(() => parent.status === 'idle');
   });
 
+  it('answers a task_output wait at once for a call whose signal is already aborted', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });
+    const parent: Agent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'slow', prompt: 'take forever' }), { text: 'started' }]) });
+    parent.followup([text('go')]);
+    await eventually(() => parent.status === 'idle');
+    // As a worker child's host call that arrives after its run was cancelled: waiting out 600 s would hold the host.
+    const answer = await host.tools.get('task_output')!.execute({ task_id: startedId(parent, 0), wait: true, timeout_ms: 600_000 }, { agent: parent, callId: 'c1', signal: AbortSignal.abort() });
+    expect(JSON.parse(String(answer))).toStrictEqual({ status: 'running' });
+  });
+
   it('cancels a hanging task, whose notice then says aborted; refuses wrong ids and other agents', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });

@@ -41,6 +41,8 @@ function taskView(task: BackgroundTask): { status: 'running' | 'settled'; stopRe
 }
 
 function within(promise: Promise<void>, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  // A call whose run was already cancelled (onAbort never calls back for such a signal) waits for nothing.
+  if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(done, timeoutMs);
     const unwatch = onAbort(signal, done);
