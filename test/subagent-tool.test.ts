@@ -11,6 +11,7 @@ import {
   type SubagentProvider,
   type SubagentResult,
   type SubagentRun,
+  type SubagentToolConfig,
   type Tool,
 } from 'subagent-host';
 import { closeAfterEach, dataOf, deferred } from './helpers.js';
@@ -134,6 +135,23 @@ describe('subagent tool config', () => {
   ])('rejects %s at creation', async (_name, config) => {
     const h = await newHost();
     expect(() => subagentTool(h, config as never)).toThrow(expect.objectContaining({ code: expect.stringMatching(/INVALID_OPTIONS|INVALID_MODEL_SPEC/) }));
+  });
+
+  it.each<[string, 'persona' | 'toolFilter' | 'budget', Partial<SubagentToolConfig>]>([
+    ['a persona', 'persona', { persona: 'You review code.' }],
+    ['a toolFilter', 'toolFilter', { toolFilter: { deny: ['bash'] } }],
+    ['a budget', 'budget', { budget: { tokens: 100 } }],
+  ])('needs the capability for %s at install, not at each call, and rolls a late provider back', async (_name, capability, field) => {
+    const h = await newHost();
+    const capabilities = { outputSchema: false, depthLimit: true, toolFilter: true, persona: true, budget: true, [capability]: false };
+    h.subagents.registerProvider(fakeProvider('lacking', async () => ({ output: [], stopReason: 'completed' }), { capabilities }).provider);
+    expect(() => subagentTool(h, { provider: 'lacking', ...field })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining(capability) }));
+    expect(h.tools.names()).not.toContain('subagent');
+    subagentTool(h, { provider: 'late', toolName: 'late_tool', ...field });
+    expect(() => h.subagents.registerProvider(fakeProvider('late', async () => ({ output: [], stopReason: 'completed' }), { capabilities }).provider)).toThrow(
+      expect.objectContaining({ code: 'UNSUPPORTED_CAPABILITY' }),
+    );
+    expect(h.tools.names()).not.toContain('late_tool');
   });
 
   it('needs depthLimit for a numeric maxDepth, and rolls a late provider back otherwise', async () => {

@@ -101,7 +101,20 @@ function render(result: SubagentResult): string {
   return textOf(result.output);
 }
 
+/** `UNSUPPORTED_CAPABILITY` for a field of the config the provider cannot take: each call would fail with it. */
+function assertCapabilities(config: SubagentToolConfig, provider: SubagentProvider): void {
+  for (const [field, capability] of [['persona', 'persona'], ['toolFilter', 'toolFilter'], ['budget', 'budget']] as const) {
+    if (config[field] !== undefined && !provider.capabilities[capability]) {
+      throw new SubagentError(
+        'UNSUPPORTED_CAPABILITY',
+        `provider ${provider.name} has no ${capability} capability, so subagentTool cannot send config.${field}; drop it or use a provider with that capability`,
+      );
+    }
+  }
+}
+
 function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider: SubagentProvider, name: string): Tool {
+  assertCapabilities(config, provider);
   const maxDepth = depthCap(config, provider);
   return {
     name,
