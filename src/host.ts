@@ -12,7 +12,7 @@ import { memoryPersistence } from './persistence/memory.js';
 import { parseHeader } from './persistence/validate.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { createSubagentCatalog } from './service/catalog.js';
-import { SubagentService } from './service/service.js';
+import { SubagentService, heldWorkOf } from './service/service.js';
 import { bindHostParts, type Host } from './providers/provider-host.js';
 import { openWorkerPool, type WorkerPoolEngine, type WorkerPoolOptions } from './providers/worker/pool.js';
 import { forkProvider, spawnProvider } from './providers/worker/worker-provider.js';
@@ -127,6 +127,9 @@ class HostImpl implements Host {
       catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger: options.logger }),
       continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: lingerMsOf(options.continuation) },
     });
+    // An agent's background tasks are cancelled (and their notices given) before the agent goes.
+    const held = heldWorkOf(this.subagents);
+    this.agents.beforeDispose((agent) => held.finish(agent));
     this.pool = openWorkerPool(options.pool);
     bindHostParts(this, this);
     if (options.providers !== false) {

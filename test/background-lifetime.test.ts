@@ -119,6 +119,30 @@ describe('a background task and its parent', () => {
     expect(warnings).toEqual([]);
   });
 
+  it.each(['host.agents.dispose', 'the handle of host.agents.resume'])('is cancelled and settled before a top-level parent disposed through %s goes, its notice in the parent’s log', async (how) => {
+    const waiting = untilCancelled();
+    const host = await open([waiting.tool]);
+    subagentTool(host, { provider: 'in-process', background: true, toolName: 'bg', agentOptions: { model: { kind: 'scripted', steps: [call('until_cancelled', {}), { text: 'never' }] } } });
+    const model = { kind: 'scripted' as const, steps: [call('bg', { description: 'd', prompt: 'p' }), { text: 'started it' }] };
+    const created = await host.createAgent({ agentOptions: { model } });
+    let dispose = async (): Promise<void> => void (await host.agents.dispose(created.id));
+    let top: Agent = created;
+    if (how !== 'host.agents.dispose') {
+      await host.agents.dispose(created.id);
+      const handle = await host.agents.resume({ sessionId: created.id, agentOptions: { model } });
+      top = handle.agent;
+      dispose = handle.dispose;
+    }
+    top.followup([text('go')]);
+    await waiting.entered;
+    await top.whenIdle();
+    await dispose();
+    expect(host.ends.map((end) => end.stopReason)).toEqual(['aborted']);
+    expect(host.subagents.activeRuns).toBe(0);
+    expect((await host.persistence!.load(top.id))!.events.some((event) => event.type === 'inbox/accepted' && JSON.stringify(event.data).includes('was cancelled'))).toBe(true);
+    expect(warnings).toEqual([]);
+  });
+
   it('keeps a continuable parent busy until it settled, and its notice reaches the parent', async () => {
     const hold = holdTool();
     const host = await open([hold.tool]);

@@ -117,6 +117,7 @@ function checkSignal(signal: AbortSignal | undefined): void {
 
 export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
+  #beforeDispose: ((agent: LocalAgent) => Promise<void>) | undefined;
   readonly #sessions: LiveSessionStore;
   readonly #tools: ToolRegistry;
   readonly #model: ModelSpec;
@@ -212,6 +213,8 @@ export class AgentRegistry {
     const handle: AgentHandle = {
       agent,
       dispose: once(async () => {
+        // What the agent started that outlives a turn (background tasks) goes first: child-first.
+        await this.#beforeDispose?.(agent);
         agent.cancel({ kind: 'disposed' });
         await agent.whenIdle();
         agent.release();
@@ -237,6 +240,14 @@ export class AgentRegistry {
     }
     await handle.dispose();
     return true;
+  }
+
+  /**
+   * Sets what runs before each agent's disposal (the host releases the work the agent holds there,
+   * such as its background tasks); it must not reject.
+   */
+  beforeDispose(hook: (agent: LocalAgent) => Promise<void>): void {
+    this.#beforeDispose = hook;
   }
 
   /** Disposes every agent. */
