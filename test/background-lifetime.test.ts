@@ -143,6 +143,35 @@ describe('a background task and its parent', () => {
     expect(warnings).toEqual([]);
   });
 
+  it('settling after its one-shot parent’s result, wakes no second turn there: the notice is context only, within no budget escape', async () => {
+    const hold = holdTool();
+    const host = await open([hold.tool]);
+    subagentTool(host, { provider: 'in-process', background: true, toolName: 'bg', agentOptions: { model: { kind: 'scripted', steps: [call('hold', {}), { text: 'task done' }] } } });
+    const top = await host.createAgent();
+    const spend = { text: 'a second turn', usage: { inputTokens: 1000, outputTokens: 0 } };
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('go')],
+      parent: top,
+      signal: new AbortController().signal,
+      budget: { tokens: 100, scope: 'tree' },
+      agentOptions: { model: { kind: 'scripted', steps: [call('bg', { description: 'd', prompt: 'p' }), { text: 'parent done' }, spend, spend] } },
+    });
+    const result = await run.result;
+    await hold.entered;
+    hold.release();
+    const child = run.localAgent!;
+    // Accepted as context (inject): no turn takes it.
+    const accepted = () => child.session.events.filter((event) => event.type === 'inbox/accepted' && JSON.stringify(event.data).includes('Background task'));
+    await vi.waitFor(() => expect(accepted()).toHaveLength(1));
+    expect(taskNotices(child)).toStrictEqual([]);
+    await child.whenIdle();
+    expect(child.session.events.filter((event) => event.type === 'turn/start')).toHaveLength(1);
+    expect(result.usage?.turns).toBe(1);
+    const listed = (await host.subagents.listChildren(top.id)).find((entry) => entry.id === run.id);
+    expect(listed?.kind === 'child' ? listed.usage.totalTokens : undefined).toBe(result.usage?.totalTokens);
+    await run.dispose();
+  });
+
   it('keeps a continuable parent busy until it settled, and its notice reaches the parent', async () => {
     const hold = holdTool();
     const host = await open([hold.tool]);

@@ -24,7 +24,7 @@ function fakeParent(notices: string[]): Agent {
     notices.push(content.map((block) => block.text ?? '').join(''));
     return `m${notices.length}`;
   };
-  return { id: 'parent', status: 'idle', followup: record, steer: record } as unknown as Agent;
+  return { id: 'parent', status: 'idle', session: { header: {}, events: [] }, followup: record, steer: record } as unknown as Agent;
 }
 
 describe('background tasks', () => {
@@ -46,7 +46,7 @@ describe('background tasks', () => {
     const tasks = new BackgroundTasks();
     const warnings: string[] = [];
     const warn = (message: string) => void warnings.push(message);
-    const unreachable = { id: 'parent', status: 'idle', followup: () => { throw new Error('parent closed'); } } as unknown as Agent;
+    const unreachable = { id: 'parent', status: 'idle', session: { header: {}, events: [] }, followup: () => { throw new Error('parent closed'); } } as unknown as Agent;
     const delivered = fakeRun('t-notice');
     const broken = { ...fakeRun('t-broken'), result: Promise.reject(new Error('provider broke the contract')) };
     const noticeTask = tasks.adopt(delivered, unreachable, warn);

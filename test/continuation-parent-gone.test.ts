@@ -38,6 +38,21 @@ describe('disposing a one-shot in-process child that started continuable childre
   });
 });
 
+describe('a continuable child settling after its one-shot parent’s result', () => {
+  it('gives the settled parent its notice as context only: no second turn, which no one would read or budget', async () => {
+    const { host, parent, recorder } = await setup();
+    const run = await host.subagents.start('in-process', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: QUICK } });
+    await run.result;
+    const child = run.localAgent!;
+    const { childId: grandchildId } = await startChild(host, child, 'below', { model: QUICK });
+    await recorder.until(() => recorder.ends.some((end) => end.id === grandchildId));
+    await child.whenIdle();
+    expect(child.session.events.filter((event) => event.type === 'turn/start')).toHaveLength(1);
+    expect(child.session.events.filter((event) => event.type === 'inbox/accepted' && JSON.stringify(event.data).includes(grandchildId))).toHaveLength(1);
+    await run.dispose();
+  });
+});
+
 describe('reportFrom', () => {
   it('rejects PARENT_UNAVAILABLE when the child’s durable parent is no longer live, and delivers nothing', async () => {
     const file = files.file();

@@ -166,3 +166,18 @@ export function foldSubagentDescriptor(events: readonly SessionEvent[]): Subagen
   const event = events.find((candidate) => candidate.type === DESCRIPTOR_EVENT);
   return event === undefined ? undefined : parseSubagentDescriptor(event.data);
 }
+
+/**
+ * Whether an agent is a one-shot child whose result has settled: idle, and its own descriptor (the
+ * first after its seed) says one-shot. Its one turn was its result: a notice for it (a background
+ * task, a continuable child settling) is context only, never a new turn nobody reads or budgets.
+ */
+export function settledOneShot(agent: { readonly status: string; readonly session: { readonly header: { readonly seedLength?: number }; readonly events: readonly SessionEvent[] } }): boolean {
+  if (agent.status !== 'idle') return false;
+  const { events, header } = agent.session;
+  for (let index = header.seedLength ?? 0; index < events.length; index++) {
+    const event = events[index]!;
+    if (event.type === DESCRIPTOR_EVENT) return (event.data as { mode?: unknown } | null)?.mode === 'one-shot';
+  }
+  return false;
+}

@@ -3,6 +3,7 @@
 // work: it goes before its parent (the parent's disposal, eviction or host close cancels it).
 import type { Agent } from '../seam/agent-types.js';
 import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
+import { settledOneShot } from '../seam/descriptor.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { HeldWork } from '../service/held-work.js';
@@ -37,10 +38,13 @@ export function taskNotice(task: BackgroundTask, result: SubagentResult): Conten
   return [{ type: 'text', text: lines.join('\n') }];
 }
 
-/** A turn for an idle parent, its next step when busy; context only when the parent is going away. */
+/**
+ * A turn for an idle parent, its next step when busy; context only when the parent is going away
+ * or is a one-shot child whose result settled (a new turn there would run outside every budget).
+ */
 function deliver(parent: Agent, content: ContentBlock[], senderSessionId: SessionId, released: boolean): void {
   const source = { kind: 'subagent-settled' as const, senderSessionId };
-  if (released) parent.inject(content, { source });
+  if (released || settledOneShot(parent)) parent.inject(content, { source });
   else if (parent.status === 'idle') parent.followup(content, { source });
   else parent.steer(content, { source });
 }

@@ -6,6 +6,7 @@ import { onAbort } from '../../seam/abort.js';
 import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
+import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
 import type { SubagentBudget } from '../../seam/budget.js';
@@ -110,13 +111,16 @@ export class ContinuationManager implements ActivationHost {
     this.deps.logger?.warn(message, describeError(error));
   }
 
-  /** The settlement notice: a turn for an idle parent, the next step of a busy one, context only while it closes. */
+  /**
+   * The settlement notice: a turn for an idle parent, the next step of a busy one, context only while
+   * it closes or when it is a one-shot child whose result settled.
+   */
   #notify(activation: Activation, outcome: EpochOutcome): void {
     const parent = this.deps.agents.get(activation.parentSession);
     if (!parent) return;
     const { content, source } = settlementNotice(activation.childId, outcome);
     try {
-      if (this.admission.isClosing(parent) || this.activations.get(parent.id)?.disposal) parent.inject(content, { source });
+      if (this.admission.isClosing(parent) || this.activations.get(parent.id)?.disposal || settledOneShot(parent)) parent.inject(content, { source });
       else if (parent.status === 'idle') parent.followup(content, { source });
       else parent.steer(content, { source });
     } catch (error) {
