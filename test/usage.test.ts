@@ -70,6 +70,22 @@ describe('usage of a child', () => {
     }
   });
 
+  it('counts the turn of a fork of a child, whose seed holds that child’s descriptor, the same live and listed', async () => {
+    const host = await open();
+    host.subagents.registerProvider(inProcessProvider(host, { fork: true }));
+    const top = await host.createAgent();
+    const child = await host.subagents.start('in-process', request(top));
+    await child.result;
+    const fork = await host.subagents.start('in-process-fork', request(child.localAgent!));
+    const result = await fork.result;
+    expect(result.usage).toEqual({ ...KNOWN, wallMs: expect.any(Number) });
+    expect(usageOf(host.sessions.get(fork.id)!.events)).toEqual(result.usage);
+    const listed = (await host.subagents.listChildren(child.id)).find((row) => row.id === fork.id);
+    expect(listed?.kind === 'child' && listed.usage).toEqual(result.usage);
+    await fork.dispose();
+    await child.dispose();
+  });
+
   it('reports the scripted model’s default usage: one token per started 4 characters', async () => {
     const host = await open();
     const parent = await host.createAgent();

@@ -97,6 +97,12 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
       }
       return state;
     }
+    // The open turn is known after a descriptor too: a fork of a child inherits that child's
+    // descriptor in its seed, and its own turn opens before its own descriptor restarts the count.
+    if (event.type === 'turn/end' && state.pendingTurnStart !== undefined) {
+      const { pendingTurnStart: _closed, ...rest } = state;
+      return counted(rest, event.time);
+    }
     // Most events change nothing but `through`, often not even that (the same millisecond): the
     // state is then returned as it is, which spares an object per event and fold.
     if (!counts(event.type) && state.through !== undefined && state.through >= event.time) return state;
@@ -104,6 +110,7 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
     switch (event.type) {
       case 'turn/start':
         next.turns++;
+        next.pendingTurnStart = event.time;
         break;
       case 'step/start':
         next.requests++;
