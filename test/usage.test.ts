@@ -86,6 +86,23 @@ describe('usage of a child', () => {
     await child.dispose();
   });
 
+  it('times a child from its turn’s start through its end: not beyond, for a notice it is given after its result', () => {
+    const at = (seq: number, time: number, type: string, data: unknown = {}) => ({ seq, time, type, data });
+    const log = [
+      at(0, 100, 'turn/start', { turn: 1 }),
+      at(1, 101, 'subagent/descriptor', { version: 1, mode: 'one-shot', provider: 'p' }),
+      at(2, 105, 'step/start'),
+      at(3, 110, 'assistant/message', { content: [], usage: { inputTokens: 2, outputTokens: 1 } }),
+      at(4, 120, 'step/end'),
+      at(5, 130, 'turn/end', { turn: 1, reason: { kind: 'completed' } }),
+      at(6, 900, 'inbox/accepted', { id: 'm1', mode: 'inject' }),
+    ];
+    // In the turn the descriptor arrived in, every event extends it; its end closes it.
+    expect(usageOf(log.slice(0, 5))).toMatchObject({ turns: 1, requests: 1, wallMs: 20 });
+    expect(usageOf(log.slice(0, 6))).toMatchObject({ turns: 1, wallMs: 30 });
+    expect(usageOf(log)).toStrictEqual(usageOf(log.slice(0, 6)));
+  });
+
   it('reports the scripted model’s default usage: one token per started 4 characters', async () => {
     const host = await open();
     const parent = await host.createAgent();

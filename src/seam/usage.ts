@@ -87,7 +87,10 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
     if (event.type === DESCRIPTOR_EVENT) {
       const since = state.pendingTurnStart ?? event.time;
       const open = state.pendingTurnStart !== undefined;
-      return { ...subagentUsage.initial(), turns: open ? 1 : 0, since, through: event.time, descriptorSeen: true };
+      const restarted: SubagentUsageState = { ...subagentUsage.initial(), turns: open ? 1 : 0, since, through: event.time, descriptorSeen: true };
+      // The turn it arrived in stays open: its events extend the wall time until its end.
+      if (state.pendingTurnStart !== undefined) restarted.pendingTurnStart = state.pendingTurnStart;
+      return restarted;
     }
     if (!state.descriptorSeen) {
       if (event.type === 'turn/start') return { ...state, pendingTurnStart: event.time };
@@ -104,8 +107,11 @@ export const subagentUsage: SessionProjection<SubagentUsageState, SubagentUsage>
       return counted(rest, event.time);
     }
     // Most events change nothing but `through`, often not even that (the same millisecond): the
-    // state is then returned as it is, which spares an object per event and fold.
-    if (!counts(event.type) && state.through !== undefined && state.through >= event.time) return state;
+    // state is then returned as it is, which spares an object per event and fold. Between turns
+    // (a notice given as context to a child whose result settled) they do not extend its wall time.
+    if (!counts(event.type) && ((state.through !== undefined && state.through >= event.time) || (state.pendingTurnStart === undefined && event.type !== 'turn/end'))) {
+      return state;
+    }
     const next = counted(state, event.time);
     switch (event.type) {
       case 'turn/start':
