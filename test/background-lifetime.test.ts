@@ -174,6 +174,34 @@ describe('a background task and its parent', () => {
     await run.dispose();
   });
 
+  it('of a worker child, queued for a pool slot when that child is cancelled and disposed, is stopped once it starts', async () => {
+    const host = await createHost({ providers: true, pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 200 } });
+    hosts.push(host);
+    const starts: string[] = [];
+    const ends: string[] = [];
+    host.subagents.on('subagent/start', (start) => void starts.push(start.id));
+    host.subagents.on('subagent/end', (end) => void ends.push(end.id));
+    subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } });
+    const top = await host.createAgent();
+    const bg = (description: string) => call('subagent', { description, prompt: 'x' });
+    const run = await host.subagents.start('spawn', {
+      prompt: [text('go')],
+      parent: top,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [bg('g1'), bg('g2'), { text: 'done' }] } },
+    });
+    // The second start waits for the only thread, which the child and its first task hold.
+    await vi.waitFor(() => expect(host.sessions.get(run.id)!.events.filter((event) => event.type === 'tool/call')).toHaveLength(2), { timeout: 15_000 });
+    run.cancel();
+    await run.result;
+    await run.dispose();
+    await vi.waitFor(() => expect(starts.length).toBe(3), { timeout: 15_000 });
+    await vi.waitFor(() => expect(host.subagents.activeRuns).toBe(0), { timeout: 15_000 });
+    expect([...ends].sort()).toStrictEqual([...starts].sort());
+    // Their notices had nowhere to go (the child's thread takes no input any more): no warning either.
+    expect(warnings).toEqual([]);
+  });
+
   it('keeps a continuable parent busy until it settled, and its notice reaches the parent', async () => {
     const hold = holdTool();
     const host = await open([hold.tool]);

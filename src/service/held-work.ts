@@ -60,12 +60,12 @@ export class HeldWork {
   }
 
   /**
-   * The owner is gone (its agent disposed): waits for what it held, as `release`, then forgets it,
-   * so a long-lived host keeps no entry per agent it ever released.
+   * The owner is gone (its agent disposed): waits for what it held, as `release`. It stays released
+   * (a weak entry: no memory is kept per agent), so a start of its still in flight (a worker child's
+   * host call that waited for a pool slot) is released as soon as it is held, not left running.
    */
   async finish(owner: Agent): Promise<void> {
     await this.release(owner);
-    this.#closed.delete(owner);
   }
 
   /** Releases every owner's work (host shutdown). */

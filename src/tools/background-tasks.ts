@@ -8,6 +8,7 @@ import { SubagentError } from '../seam/errors.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { HeldWork } from '../service/held-work.js';
 import { heldWorkOf, type SubagentService } from '../service/service.js';
+import { injectIfOpen } from '../service/continuation/notices.js';
 
 export interface BackgroundTask {
   readonly id: SessionId;
@@ -44,7 +45,7 @@ export function taskNotice(task: BackgroundTask, result: SubagentResult): Conten
  */
 function deliver(parent: Agent, content: ContentBlock[], senderSessionId: SessionId, released: boolean): void {
   const source = { kind: 'subagent-settled' as const, senderSessionId };
-  if (released || settledOneShot(parent)) parent.inject(content, { source });
+  if (released || settledOneShot(parent)) injectIfOpen(parent, content, source);
   else if (parent.status === 'idle') parent.followup(content, { source });
   else parent.steer(content, { source });
 }

@@ -19,7 +19,7 @@ import type { TreeAdmission } from '../budget-ledger.js';
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage } from './authority.js';
 import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
-import { type EpochOutcome, settlementNotice } from './notices.js';
+import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
 import { assertStartSpec, detachedSpec, startBudget } from './validate.js';
 
@@ -120,7 +120,7 @@ export class ContinuationManager implements ActivationHost {
     if (!parent) return;
     const { content, source } = settlementNotice(activation.childId, outcome);
     try {
-      if (this.admission.isClosing(parent) || this.activations.get(parent.id)?.disposal || settledOneShot(parent)) parent.inject(content, { source });
+      if (this.admission.isClosing(parent) || this.activations.get(parent.id)?.disposal || settledOneShot(parent)) injectIfOpen(parent, content, source);
       else if (parent.status === 'idle') parent.followup(content, { source });
       else parent.steer(content, { source });
     } catch (error) {

@@ -1,7 +1,9 @@
 // What an Activation epoch amounts to (its stop reason and closing output) and the messages the
 // manager sends a parent: the settlement notice and the framing of a child's report.
+import type { Agent } from '../../seam/agent-types.js';
 import { BUDGET_EVENT, budgetStopOf, describeBudgetStop } from '../../seam/budget.js';
 import type { ContentBlock, MessageSource, SessionId } from '../../seam/content.js';
+import { isSubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { SubagentStopReason } from '../../seam/types.js';
@@ -72,4 +74,16 @@ export function reportMessage(childId: SessionId, content: ContentBlock[]): { co
     content: [{ type: 'text', text: `Subagent ${childId} reported:` }, ...structuredClone(content)],
     source: { kind: 'subagent-report', senderSessionId: childId },
   };
+}
+
+/**
+ * Context for a parent no turn will read: a worker child whose result settled takes no input any
+ * more (`CLOSED`), and then there is nowhere to put it.
+ */
+export function injectIfOpen(parent: Agent, content: ContentBlock[], source: MessageSource): void {
+  try {
+    parent.inject(content, { source });
+  } catch (error) {
+    if (!isSubagentError(error, 'CLOSED')) throw error;
+  }
 }
