@@ -35,6 +35,28 @@ describe('subagent tool, continuable mode', () => {
     );
   });
 
+  it.each(['spawn', 'fork'])('lets a one-shot %s child start a continuable child, released before that child is disposed', async (provider) => {
+    const host = track(await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 2 } }));
+    const recorder = host.recorder as Recorder;
+    subagentTool(host, { provider: 'in-process', mode: 'continuable', agentOptions: { model: HANG } });
+    const top = await host.createAgent();
+    const run = await host.subagents.start(provider, {
+      prompt: [text('go')],
+      parent: top,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [call('subagent', { description: 'helper', prompt: 'work' }), { text: 'delegated' }] } },
+    });
+    expect((await run.result).stopReason).toBe('completed');
+    const answer = host.sessions.get(run.id)!.events.find((event) => event.type === 'tool/result')!.data as { content: { text: string }[] };
+    const grandchildId = /^started subagent (\S+)$/.exec(answer.content[0]!.text)?.[1];
+    expect(grandchildId).toBeDefined();
+    expect(host.agents.get(grandchildId!)?.session.header.parentSession).toBe(run.id);
+    await run.dispose();
+    // Child-first: the continuable grandchild was released (its turn ended) before the child went.
+    expect(host.agents.get(grandchildId!)).toBeUndefined();
+    expect(recorder.ends.find((end) => end.id === grandchildId)?.stopReason).toBe('aborted');
+  });
+
   it('answers a blank description with an error about that field, the one the model sees', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', mode: 'continuable' });

@@ -69,6 +69,8 @@ export class SubagentService {
   readonly #logger: Logger | undefined;
   /** A continuable child whose held work ended may now be quiet: it re-checks its settlement. */
   readonly #held = new HeldWork((ownerId) => this.#continuation?.activations.get(ownerId)?.poke());
+  /** The agents of live runs (a worker child's proxy is in no registry): they may be continuable parents. */
+  readonly #runAgents = new Map<SessionId, Agent>();
   #closed = false;
 
   constructor(options: SubagentServiceOptions = {}) {
@@ -81,6 +83,7 @@ export class SubagentService {
         ...options.continuation,
         logger: options.logger,
         held: this.#held,
+        runAgent: (id) => this.#runAgents.get(id),
         getProvider: (name) => this.#providers.get(name),
         admitBudget: async (parentId, budget, resumed) => {
           if (!resumed) return this.#budgets.admit(parentId, budget);
@@ -219,9 +222,13 @@ export class SubagentService {
       descendants: () => this.#subtrees.descendants(raw.id),
       // A local child may have started continuable children or background work of its own: they go before it.
       ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation), releaseLate: () => this.#held.finish(child) } : {}),
-      disposed: () => this.#runs.delete(run),
+      disposed: () => {
+        this.#runs.delete(run);
+        if (child && this.#runAgents.get(child.id) === child) this.#runAgents.delete(child.id);
+      },
     });
     this.#runs.add(run);
+    if (child) this.#runAgents.set(child.id, child);
     admission?.join(run);
     const info = { runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
     // The end observer is attached before start is emitted, so end always follows start.

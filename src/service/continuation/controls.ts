@@ -15,14 +15,14 @@ import { assertDelivery, teardownError } from './validate.js';
  * its live lineage now (a parent disposed and resumed since is a new object of the same session).
  */
 function isAncestor(m: ContinuationManager, activation: Activation, agent: Agent): boolean {
-  return activation.ancestry.has(agent) || liveLineage(m.deps.agents, activation.agent).includes(agent);
+  return activation.ancestry.has(agent) || liveLineage(m.live, activation.agent).includes(agent);
 }
 
 /** Cancels the target's current turn; its inbox, the child and its descendants stay. */
 export function interrupt(m: ContinuationManager, targetId: SessionId, authority: SubagentInterruptAuthority): void {
   if (authority === null || typeof authority !== 'object') throw new SubagentError('INVALID_REQUEST', "authority must be { kind: 'user', parentSessionId } or { kind: 'ancestor', agent }");
   if (authority.kind === 'ancestor') {
-    if (!isExactLive(m.deps.agents, authority.agent)) throw new SubagentError('UNAUTHORIZED', 'the interrupting agent is not a live agent of this host');
+    if (!isExactLive(m.live, authority.agent)) throw new SubagentError('UNAUTHORIZED', 'the interrupting agent is not a live agent of this host');
     if (authority.agent.id === targetId) throw new SubagentError('UNAUTHORIZED', 'an agent cannot interrupt itself');
   } else if (authority.kind !== 'user') {
     throw new SubagentError('INVALID_REQUEST', "authority.kind must be 'user' or 'ancestor'");
@@ -51,7 +51,7 @@ export async function reportFrom(
   const activation = m.activations.get(child.id);
   if (!activation || activation.agent !== child) throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');
   if (activation.disposal) throw new SubagentError('ACTIVATION_CLOSING', `child ${child.id} is shutting down`);
-  const parent = m.deps.agents.get(activation.parentSession);
+  const parent = m.live.get(activation.parentSession);
   if (!parent) throw new SubagentError('PARENT_UNAVAILABLE', `the parent ${activation.parentSession} of ${child.id} is not live`);
   const { content: framed, source } = reportMessage(child.id, content);
   let id: MessageId;
@@ -81,7 +81,7 @@ function disposingAll(targets: Activation[]): Promise<void> {
  * on its way to one of them (a cold resume in flight) lands first: the child it brings back goes too.
  */
 export async function drainChildren(m: ContinuationManager, parent: Agent, childIds: SessionId[]): Promise<void> {
-  if (!isExactLive(m.deps.agents, parent)) throw new SubagentError('UNAUTHORIZED', 'drainContinuableChildren needs the live parent agent');
+  if (!isExactLive(m.live, parent)) throw new SubagentError('UNAUTHORIZED', 'drainContinuableChildren needs the live parent agent');
   if (!Array.isArray(childIds)) throw new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids');
   const ids = [...new Set(childIds)];
   const ours = (target: Activation) => target.parentSession === parent.id && isAncestor(m, target, parent);
@@ -96,7 +96,7 @@ export async function drainChildren(m: ContinuationManager, parent: Agent, child
 
 /** `agent` and its live ancestors up to, not including, `root`: what a drain rooted there closes (never what is above it). */
 function lineageBelow(m: ContinuationManager, agent: Agent, root: Agent): Agent[] {
-  const lineage = liveLineage(m.deps.agents, agent);
+  const lineage = liveLineage(m.live, agent);
   const at = lineage.indexOf(root);
   return at < 0 ? [agent] : lineage.slice(0, at);
 }
@@ -104,7 +104,7 @@ function lineageBelow(m: ContinuationManager, agent: Agent, root: Agent): Agent[
 /** Closes admission below each live parent and releases every continuable descendant. */
 export async function drainDescendants(m: ContinuationManager, parents: Agent[]): Promise<void> {
   if (!Array.isArray(parents)) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents');
-  const roots = parents.filter((parent) => isExactLive(m.deps.agents, parent));
+  const roots = parents.filter((parent) => isExactLive(m.live, parent));
   const targets = new Set<Activation>();
   for (const root of roots) {
     const below = [...m.activations.values()].filter((a) => a.agent !== root && a.ancestry.has(root));

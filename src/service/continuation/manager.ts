@@ -17,7 +17,7 @@ import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import type { TreeAdmission } from '../budget-ledger.js';
 import { Activation, type ActivationHost } from './activation.js';
-import { Admission, checkAborted, isExactLive, liveLineage } from './authority.js';
+import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
 import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
@@ -36,6 +36,11 @@ export interface ContinuationDeps {
    * throws when one is spent. A `resumed` child's own tree counts what its subtree already spent.
    */
   admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
+  /**
+   * The agent of a live one-shot run the registry does not hold (a worker child's main-thread proxy):
+   * such a child may start and address continuable children of its own.
+   */
+  runAgent?(id: SessionId): Agent | undefined;
   /** Work agents hold outside their runs (background tasks): it keeps a child busy and goes before it. */
   held?: { holds(owner: Agent): boolean; release(owner: Agent): Promise<void>; finish(owner: Agent): Promise<void> } | undefined;
   /** `spent`: on an epoch's end, what the child spent in it (its own figures). */
@@ -47,6 +52,8 @@ export class ContinuationManager implements ActivationHost {
   readonly deps: ContinuationDeps;
   /** Internal to the continuation engine (controls.ts). */
   readonly admission: Admission;
+  /** The agents authority is checked against: the registry's, and the proxies of live worker runs. */
+  readonly live: LiveAgents;
   readonly activations = new Map<SessionId, Activation>();
   readonly #locks = new Map<SessionId, Promise<unknown>>();
   /** Creations in flight: drains wait for them (they roll back on the admission re-check). */
@@ -56,7 +63,8 @@ export class ContinuationManager implements ActivationHost {
 
   constructor(deps: ContinuationDeps) {
     this.deps = deps;
-    this.admission = new Admission(deps.agents);
+    this.live = { get: (id) => deps.agents.get(id) ?? deps.runAgent?.(id) };
+    this.admission = new Admission(this.live);
   }
 
   get lingerMs(): number {
@@ -116,7 +124,7 @@ export class ContinuationManager implements ActivationHost {
    * it closes or when it is a one-shot child whose result settled.
    */
   #notify(activation: Activation, outcome: EpochOutcome): void {
-    const parent = this.deps.agents.get(activation.parentSession);
+    const parent = this.live.get(activation.parentSession);
     if (!parent) return;
     const { content, source } = settlementNotice(activation.childId, outcome);
     try {
@@ -157,7 +165,7 @@ export class ContinuationManager implements ActivationHost {
     checkAborted(signal);
     this.admission.check(parent);
     if (activation.disposal) throw new SubagentError('ACTIVATION_CLOSING', `child ${activation.childId} is shutting down`);
-    if (!isExactLive(this.deps.agents, parent) || activation.parentSession !== parent.id) {
+    if (!isExactLive(this.live, parent) || activation.parentSession !== parent.id) {
       throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${activation.childId} may send it messages`);
     }
     activation.open();
@@ -180,7 +188,7 @@ export class ContinuationManager implements ActivationHost {
       host: this,
       handle: built.handle,
       provider,
-      ancestry: liveLineage(this.deps.agents, parent),
+      ancestry: liveLineage(this.live, parent),
       release: () => {
         leaveTree?.();
         built.batch.release();
@@ -205,7 +213,7 @@ export class ContinuationManager implements ActivationHost {
     const { request, signal } = given;
     const parent = request.parent;
     const { agents, sessions, persistence } = this.deps;
-    if (!isExactLive(agents, parent)) throw new SubagentError('UNAUTHORIZED', 'request.parent must be a live agent of this host');
+    if (!isExactLive(this.live, parent)) throw new SubagentError('UNAUTHORIZED', 'request.parent must be a live agent of this host');
     this.admission.check(parent);
     if (!persistence) throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session persistence');
     assertSubagentMaxDepth(request.maxDepth);
@@ -278,7 +286,7 @@ export class ContinuationManager implements ActivationHost {
     const source: MessageSource = opts?.source === undefined ? { kind: 'user' } : copyMessageSource(opts.source);
     checkAborted(signal);
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
-    if (!isExactLive(this.deps.agents, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);
+    if (!isExactLive(this.live, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);
     this.admission.check(parent);
     const id = await this.#locked(childId, async () => {
       for (;;) {
