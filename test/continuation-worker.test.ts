@@ -64,6 +64,17 @@ describe('continuable spawn children', () => {
     expect(host.pool.threads).toBeGreaterThan(0);
   });
 
+  it('refuses a continuable worker grandchild past pool.maxNestingDepth at its start, leaving no child behind', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, maxNestingDepth: 0 } });
+    subagentTool(host, { provider: 'spawn', mode: 'continuable' });
+    const model: ModelSpec = { kind: 'scripted', steps: [call('subagent', { description: 'grandchild', prompt: 'x' }), { text: 'child done' }] };
+    const { childId } = await startChild(host, parent, 'go', { model, provider: 'spawn' });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(toolResults(host, childId, 'subagent')).toStrictEqual([{ text: expect.stringContaining('above pool.maxNestingDepth 0'), isError: true }]);
+    expect(recorder.starts.map((start) => start.id)).toStrictEqual([childId]);
+    expect((await host.subagents.listDescendants(parent.id)).map((row) => row.id)).toStrictEqual([childId]);
+  });
+
   it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
     const { host, parent, recorder } = await setup();
     const { childId } = await startChild(host, parent, 'p', { model: HANG, provider: 'spawn' });

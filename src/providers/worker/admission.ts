@@ -97,14 +97,7 @@ export class Admission {
     if (request.signal.aborted) return Promise.reject(cancelled(request.signal));
     const lender = this.#nearestHolder(request);
     const level = lender ? lender.level + 1 : 0;
-    if (level > this.#maxNestingDepth) {
-      return Promise.reject(
-        new SubagentError(
-          'DEPTH_EXCEEDED',
-          `a worker child here would be nested ${level} generations below a worker child, above pool.maxNestingDepth ${this.#maxNestingDepth}; delegate less deeply or raise pool.maxNestingDepth (threads stay within maxThreads × (1 + maxNestingDepth))`,
-        ),
-      );
-    }
+    if (level > this.#maxNestingDepth) return Promise.reject(this.#tooDeep(level));
     // Nobody waits and a slot is free: granted now, with no abort listener to add and remove.
     if (this.#queue.length === 0 && (loanable(lender) || this.#free > 0)) {
       return new Promise<Slot>((resolve) => this.#grant(request, level, loanable(lender) ? lender : undefined, resolve));
@@ -137,7 +130,24 @@ export class Admission {
     }
   }
 
-  #nearestHolder(request: AdmissionRequest): Holder | undefined {
+  /**
+   * `DEPTH_EXCEEDED` when a worker child of `request.parent` would be nested past the limit now
+   * (checked by a continuable start before its child exists; each of its turns checks again).
+   */
+  checkNesting(request: Pick<AdmissionRequest, 'parent' | 'parentOf'>): void {
+    const lender = this.#nearestHolder(request);
+    const level = lender ? lender.level + 1 : 0;
+    if (level > this.#maxNestingDepth) throw this.#tooDeep(level);
+  }
+
+  #tooDeep(level: number): SubagentError {
+    return new SubagentError(
+      'DEPTH_EXCEEDED',
+      `a worker child here would be nested ${level} generations below a worker child, above pool.maxNestingDepth ${this.#maxNestingDepth}; delegate less deeply or raise pool.maxNestingDepth (threads stay within maxThreads × (1 + maxNestingDepth))`,
+    );
+  }
+
+  #nearestHolder(request: Pick<AdmissionRequest, 'parent' | 'parentOf'>): Holder | undefined {
     let id: string | undefined = request.parent;
     for (let step = 0; id !== undefined && step < MAX_LINEAGE_STEPS; step++) {
       const holder = this.#holders.get(id);

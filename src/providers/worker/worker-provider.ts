@@ -98,8 +98,15 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
     inheritsParentContext: fork,
     start: (request) => startWorkerChild(host, request, fork),
     // A continuable fork child starts from the parent's completed turns, like a one-shot fork.
-    prepareContinuable: (request) =>
-      Promise.resolve({ ...residentSpec(host, request), ...(fork ? { seed: completedTurnPrefix(request.parent.session.events) } : {}) }),
+    prepareContinuable: (request) => {
+      try {
+        // Past the pool's nesting limit now: refused before the child exists, as a one-shot start is.
+        host.pool.admission.checkNesting({ parent: request.parent.id, parentOf: (id) => host.sessions.get(id)?.header.parentSession });
+      } catch (error) {
+        return Promise.reject(error as Error);
+      }
+      return Promise.resolve({ ...residentSpec(host, request), ...(fork ? { seed: completedTurnPrefix(request.parent.session.events) } : {}) });
+    },
     resumeContinuable: (request) => resumeResident(host, name, request),
   };
 }
