@@ -2,7 +2,7 @@
 // open ends with the run's stop reason in the stored log, so readers of the database (ls, inspect)
 // never see it running forever.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, text, type Host, type ScriptedStep, type SessionEvent } from 'subagent-host';
+import { createHost, subagentTool, text, type Host, type ScriptedStep, type SessionEvent, type Tool } from 'subagent-host';
 import { dataOf, deferred, recordingTool, tempFiles, types } from './helpers.js';
 
 const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
@@ -64,5 +64,48 @@ describe('the log of a worker child whose thread ends', () => {
     const { stopReason, events } = await childCalling('spin', true);
     expect(stopReason).toBe('aborted');
     expect(dataOf<{ reason: unknown }>(events, 'turn/end').map((end) => end.reason)).toEqual([{ kind: 'aborted', cause: { kind: 'parent' } }]);
+  });
+});
+
+describe('a worker child whose thread dies while a child of its own runs', () => {
+  it('ends after that child, and its tree usage counts what that child spent', async () => {
+    const entered = deferred();
+    // A host tool the grandchild waits in until its call is cancelled.
+    const held: Tool = {
+      name: 'hold',
+      description: 'waits for its cancellation',
+      parameters: { type: 'object', properties: {}, additionalProperties: false },
+      execute: (_input, ctx) =>
+        new Promise((resolve) => {
+          entered.resolve();
+          ctx.signal.addEventListener('abort', () => resolve('cancelled'), { once: true });
+        }),
+    };
+    host = await createHost({ tools: [held], pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 300 } });
+    subagentTool(host, { provider: 'spawn', agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 50, outputTokens: 5 } }, { finish: 'hang' }] } } });
+    const ends: string[] = [];
+    host.subagents.on('subagent/end', (end) => void ends.push(end.id));
+    const parent = await host.createAgent();
+    const channel = `exit-${process.pid}-${Date.now()}`;
+    const run = await host.subagents.start('spawn', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: {
+        model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'subagent', input: { description: 'below', prompt: 'x' } }, { name: 'exit_on_channel', input: { channel } }], usage: { inputTokens: 7, outputTokens: 1 } }] },
+        toolModules: [toolModule],
+      },
+    });
+    // Its child is in its first tool call: it has spent one request.
+    await entered.promise;
+    const exit = new BroadcastChannel(channel);
+    exit.postMessage('exit');
+    exit.close();
+    const result = await run.result;
+    expect(result.stopReason).toBe('error');
+    expect(ends).toHaveLength(2);
+    expect(ends.at(-1)).toBe(run.id);
+    expect(result.treeUsage).toMatchObject({ requests: 2, inputTokens: 57, outputTokens: 6 });
+    await run.dispose();
   });
 });

@@ -49,6 +49,8 @@ interface HostCalls {
   out: number;
   /** Set once the calls are stopped: the abort reason of every call after. */
   stopped: unknown;
+  /** Called when no call is out any more (see {@link callsDone}). */
+  idle: (() => void)[];
 }
 
 function callSignal(calls: HostCalls): AbortSignal {
@@ -65,6 +67,22 @@ function stopCalls(calls: HostCalls, reason: unknown): void {
   calls.stopped = reason;
   if (calls.out > 0) calls.controller?.abort(reason);
   else calls.controller = undefined;
+}
+
+/**
+ * Resolves once no call is out, or after `ms`: a child whose thread died waits for the calls it left
+ * (a `subagent` call's child ending), so its result counts what they spent and ends after them.
+ */
+function callsDone(calls: HostCalls, ms: number): Promise<void> {
+  if (calls.out === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      resolve();
+    }
+    calls.idle.push(done);
+  });
 }
 
 /** How long a child's result waits for the answers to messages it took before it returned. */
@@ -116,7 +134,7 @@ export class WorkerRun implements SubagentRun {
     const published: { run?: WorkerRun } = {};
     // The signal of the child's host calls: aborted when the run is cancelled (by its caller's
     // signal, run.cancel() or its agent's cancel) and when the child is gone, whatever ended it.
-    const calls: HostCalls = { controller: undefined, out: 0, stopped: undefined };
+    const calls: HostCalls = { controller: undefined, out: 0, stopped: undefined, idle: [] };
     const { allowedTools, seed } = plan;
     let mirror: SessionLog | undefined;
     let onAttach: () => void = () => undefined;
@@ -132,6 +150,7 @@ export class WorkerRun implements SubagentRun {
         } finally {
           calls.out--;
           done();
+          if (calls.out === 0) for (const idle of calls.idle.splice(0)) idle();
         }
       },
     };
@@ -227,8 +246,12 @@ export class WorkerRun implements SubagentRun {
     // A child that returned took every message admitted to it first (it waits for them before it
     // returns): their answers may still be behind the task's value, so they are awaited. A dead
     // thread's are not coming: closing the channel rejects them.
-    if (outcome.type !== 'result') this.#child.release();
-    else if (this.#deliveries.size > 0) {
+    if (outcome.type !== 'result') {
+      this.#child.release();
+      // Its thread is gone: the calls it left out stop, and the result waits for them (bounded).
+      this.#stopCalls();
+      await callsDone(this.#calls, ANSWERS_GRACE_MS);
+    } else if (this.#deliveries.size > 0) {
       // Bounded all the same: should an answer never come, the message counts as not delivered.
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise((resolve) => (timer = setTimeout(resolve, ANSWERS_GRACE_MS)));
