@@ -174,7 +174,7 @@ describe('a background task and its parent', () => {
     await run.dispose();
   });
 
-  it('of a worker child, queued for a pool slot when that child is cancelled and disposed, is stopped once it starts', async () => {
+  it('of a worker child, queued for a pool slot when that child is cancelled and disposed, never runs on after it', async () => {
     const host = await createHost({ providers: true, pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 200 } });
     hosts.push(host);
     const starts: string[] = [];
@@ -193,9 +193,14 @@ describe('a background task and its parent', () => {
     // The second start waits for the only thread, which the child and its first task hold.
     await vi.waitFor(() => expect(host.sessions.get(run.id)!.events.filter((event) => event.type === 'tool/call')).toHaveLength(2), { timeout: 15_000 });
     run.cancel();
-    await run.result;
+    // The child stops at once, though its host call (the waiting start) has not answered: its thread is not terminated.
+    expect(await run.result).toMatchObject({ stopReason: 'aborted' });
+    expect((await run.result).diagnostic).toBeUndefined();
     await run.dispose();
-    await vi.waitFor(() => expect(starts.length).toBe(3), { timeout: 15_000 });
+    // Slots go in arrival order: a second start still waiting would take the thread before this run.
+    const probe = await host.subagents.start('spawn', { prompt: [text('after')], parent: top, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'ok' }] } } });
+    await probe.result;
+    await probe.dispose();
     await vi.waitFor(() => expect(host.subagents.activeRuns).toBe(0), { timeout: 15_000 });
     expect([...ends].sort()).toStrictEqual([...starts].sort());
     // Their notices had nowhere to go (the child's thread takes no input any more): no warning either.

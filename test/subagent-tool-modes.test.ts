@@ -111,6 +111,26 @@ function countingProvider() {
 }
 
 describe('subagent tool, background one-shot runs', () => {
+  it('gives up a start still waiting for a pool slot when the calling turn is cancelled: that task never starts', async () => {
+    const host = track(await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 1 } }));
+    const starts: string[] = [];
+    host.subagents.on('subagent/start', (start) => void starts.push(start.id));
+    subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: HANG } });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'first', prompt: 'x' }), call('subagent', { description: 'second', prompt: 'x' }), { text: 'never' }]) });
+    parent.followup([text('go')]);
+    // The first task holds the only thread; the second start waits for it.
+    await eventually(() => starts.length === 1 && parent.session.events.filter((event) => event.type === 'tool/call').length === 2);
+    parent.cancel();
+    await parent.whenIdle();
+    // Its parent gone, the first task ends and frees the thread.
+    await host.agents.dispose(parent.id);
+    // Slots go in arrival order: a second start still waiting would take this thread before the run below.
+    const run = await host.subagents.start('spawn', { prompt: [text('after')], parent: await host.createAgent(), signal: new AbortController().signal });
+    await run.result;
+    await run.dispose();
+    expect(starts).toStrictEqual([starts[0], run.id]);
+  });
+
   it('answers started task <id> at once and notifies the parent with stop reason and output', async () => {
     const { host, recorder } = await setup();
     subagentTool(host, { provider: 'in-process', background: true });

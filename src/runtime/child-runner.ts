@@ -1,6 +1,7 @@
 // Runs one delegated child wherever it was sent, over any ChildTransport: builds the agent from
 // the task, streams its events as notices, answers control calls (cancel, input, tree-budget
 // stops) and returns the raw outcome. Worker threads are one transport (workers/child.ts).
+import { onAbort } from '../seam/abort.js';
 import type { Tool } from '../seam/agent-types.js';
 import type { BudgetStop } from '../seam/budget.js';
 import type { ChildControlApi, ChildTaskData, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
@@ -14,11 +15,36 @@ import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type 
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry } from './tool-registry.js';
 
-/** A host tool as the child sees it: each call runs on the host. */
+/**
+ * A host tool as the child sees it: each call runs on the host. A cancelled child does not wait for
+ * the answer (the host stops the call too, but a start waiting for a pool slot may take long to
+ * answer): its turn ends at once instead of its thread being terminated after the grace.
+ */
 export function hostTool(schema: HostToolSchema, transport: ChildTransport): Tool {
   return {
     ...schema,
-    execute: (input, ctx) => transport.callHost((host) => host.callTool(schema.name, input, ctx.callId)),
+    execute: (input, ctx) => {
+      const call = transport.callHost((host) => host.callTool(schema.name, input, ctx.callId));
+      const { signal } = ctx;
+      const cancelled = () => SubagentError.cancelled(`the host tool call ${schema.name}`, signal.reason);
+      if (signal.aborted) {
+        call.catch(() => undefined);
+        return Promise.reject(cancelled());
+      }
+      return new Promise((resolve, reject) => {
+        const off = onAbort(signal, () => reject(cancelled()));
+        call.then(
+          (output) => {
+            off();
+            resolve(output);
+          },
+          (error: unknown) => {
+            off();
+            reject(error);
+          },
+        );
+      });
+    },
   };
 }
 

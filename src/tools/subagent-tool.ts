@@ -1,12 +1,13 @@
 // The model-facing `subagent` tool: one tool bound to one provider. It exists exactly while its
 // provider is registered, words itself after the provider's kind, and always disposes its run.
 import { z } from 'zod';
+import { onAbort } from '../seam/abort.js';
 import type { Tool, ToolRestriction } from '../seam/agent-types.js';
 import { textOf, type ContentBlock } from '../seam/content.js';
 import { parseBudget, type SubagentBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { SubagentError, describeError } from '../seam/errors.js';
-import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
+import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentRun, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
@@ -148,8 +149,17 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
         return `started subagent ${childId}`;
       }
       if (config.background === true) {
-        // The run outlives this turn: only task_cancel or host close stops it.
-        const run = await host.subagents.start(provider.name, { ...shared, label: description, signal: new AbortController().signal });
+        // Once started, the run outlives this turn: only task_cancel, its parent's end or host close
+        // stop it. Until then the turn's abort stops the start (one waiting for a pool slot, above all).
+        const starting = new AbortController();
+        const off = onAbort(ctx.signal, () => starting.abort(ctx.signal.reason));
+        if (ctx.signal.aborted) starting.abort(ctx.signal.reason);
+        let run: SubagentRun;
+        try {
+          run = await host.subagents.start(provider.name, { ...shared, label: description, signal: starting.signal });
+        } finally {
+          off();
+        }
         const task = backgroundTasks(host.subagents).adopt(run, ctx.agent, warn);
         return `started task ${task.id}`;
       }
