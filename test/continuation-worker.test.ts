@@ -75,6 +75,26 @@ describe('continuable spawn children', () => {
     expect((await host.subagents.listDescendants(parent.id)).map((row) => row.id)).toStrictEqual([childId]);
   });
 
+  it('answers a follow-up that reaches the idle child just as a start asks it to yield its thread', async () => {
+    // The yield and the follow-up meet at a different moment for each gap (in microtasks).
+    for (let gap = 0; gap < 6; gap++) {
+      const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 1 } });
+      const { childId } = await startChild(host, parent, 'hello', { provider: 'spawn' });
+      await recorder.until(() => recorder.ends.length === 1);
+      // Its stay rests in its thread once the turn is over there.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const followup = host.subagents.followup(parent, childId, [text('again')]);
+      for (let i = 0; i < gap; i++) await Promise.resolve();
+      const run = await host.subagents.start('spawn', { prompt: [text('one-shot')], parent, signal: new AbortController().signal });
+      await followup;
+      expect((await run.result).stopReason).toBe('completed');
+      await run.dispose();
+      await recorder.until(() => recorder.ends.filter((end) => end.id === childId).length === 2);
+      expect(turnEnds(host.agents.get(childId)!.session.events)).toStrictEqual(['completed', 'completed']);
+      await host.close();
+    }
+  });
+
   it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
     const { host, parent, recorder } = await setup();
     const { childId } = await startChild(host, parent, 'p', { model: HANG, provider: 'spawn' });

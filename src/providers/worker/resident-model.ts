@@ -107,10 +107,16 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
       await this.#previous;
       if (signal.aborted) return yield aborted;
-      const entering = this.#enter(agent, signal);
-      this.#entering = settled(entering);
-      // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
-      stay = await entering;
+      for (;;) {
+        const entering = this.#enter(agent, signal);
+        this.#entering = settled(entering);
+        // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
+        stay = await entering;
+        // The resting stay was asked to yield its slot (a start wanted it) while this turn came to
+        // it: it is leaving, and the turn goes to a stay built anew.
+        if (this.#stay === stay && !stay.thread.over) break;
+        if (signal.aborted) return yield aborted;
+      }
     } catch (error) {
       if (signal.aborted) return yield aborted;
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
