@@ -57,6 +57,7 @@ const AGENT_OPTION_KEYS = Object.keys({
   setup: 1,
   hooks: 1,
   signal: 1,
+  admit: 1,
   cancelFlag: 1,
   loadToolModules: 1,
 } satisfies Record<keyof CreateAgentOptions, 1>);

@@ -55,6 +55,36 @@ describe('continuable operations refuse malformed input', () => {
     expect((await host.persistence!.load('kept'))!.events.filter((e) => e.type === 'user/message')).toHaveLength(1);
   });
 
+  it('either rejects a start aborted or drained while it is being built, leaving nothing behind, or accepts it whole', async () => {
+    // The abort (or host close) lands at a different point of the start for each gap, in microtasks.
+    for (const stop of ['abort', 'close'] as const) {
+      for (let gap = 0; gap < 16; gap++) {
+        const file = files.file();
+        const host = track(await continuationHost(file));
+        const parent = await host.createAgent({ sessionId: 'parent' });
+        await host.sessions.flush();
+        const starts: string[] = [];
+        host.subagents.on('subagent/start', (start) => void starts.push(start.id));
+        const controller = new AbortController();
+        const started = host.subagents.startContinuable({ provider: 'in-process', label: 'scout', childId: 'c', signal: controller.signal, request: { prompt: [text('hi')], parent } });
+        for (let i = 0; i < gap; i++) await Promise.resolve();
+        const closing = stop === 'abort' ? controller.abort(new Error('gave up')) : host.close();
+        const outcome = await started.then(() => 'accepted' as const, () => 'rejected' as const);
+        await closing;
+        await host.close();
+        const reopened = track(await continuationHost(file));
+        const stored = await reopened.persistence!.load('c');
+        const listed = (await reopened.subagents.listChildren('parent')).map((row) => row.id);
+        if (outcome === 'rejected') {
+          expect({ stop, gap, stored, listed, starts }).toStrictEqual({ stop, gap, stored: undefined, listed: [], starts: [] });
+        } else {
+          expect({ stop, gap, prompt: userTexts(stored!.events), listed }).toStrictEqual({ stop, gap, prompt: ['hi'], listed: ['c'] });
+        }
+        await reopened.close();
+      }
+    }
+  });
+
   it("refuses a reserved id another host's running child holds without touching that child's stored log", async () => {
     const file = files.file();
     const first = track(await continuationHost(file));

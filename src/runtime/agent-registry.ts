@@ -33,6 +33,8 @@ interface CommonAgentOptions {
   hooks?: AgentHooks;
   /** Aborting it before publication rejects the create with `CANCELLED`. */
   signal?: AbortSignal;
+  /** The last checks before publication, right after the signal's (no await between): a throw rejects the create. */
+  admit?: () => void;
   /** A shared cancel flag set by another thread (see AgentInit.cancelFlag). */
   cancelFlag?: Int32Array;
   /** False: `agentOptions.toolModules` are loaded elsewhere (where a resident child runs). @default true */
@@ -208,6 +210,7 @@ export class AgentRegistry {
       await options.setup({ agent, tools });
       checkSignal(options.signal);
     }
+    options.admit?.();
     if (this.#agents.has(session.id)) throw new SubagentError('DUPLICATE_SESSION', `session ${session.id} became live during creation`);
     this.#sessions.publish(session, { stored });
     const handle: AgentHandle = {

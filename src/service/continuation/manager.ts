@@ -160,10 +160,15 @@ export class ContinuationManager implements ActivationHost {
     return work;
   }
 
-  /** Final admission span (no awaits): authority, then the message enters the child's inbox. */
-  #submit(activation: Activation, parent: Agent, content: ContentBlock[], source: MessageSource, signal: AbortSignal | undefined): MessageId {
-    checkAborted(signal);
-    this.admission.check(parent);
+  /**
+   * Final admission span (no awaits): authority, then the message enters the child's inbox. A fresh
+   * child was `admitted` (signal and admission) as it was published: its start is accepted from there.
+   */
+  #submit(activation: Activation, parent: Agent, content: ContentBlock[], source: MessageSource, signal: AbortSignal | undefined, admitted = false): MessageId {
+    if (!admitted) {
+      checkAborted(signal);
+      this.admission.check(parent);
+    }
     if (activation.disposal) throw new SubagentError('ACTIVATION_CLOSING', `child ${activation.childId} is shutting down`);
     if (!isExactLive(this.live, parent) || activation.parentSession !== parent.id) {
       throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${activation.childId} may send it messages`);
@@ -252,12 +257,15 @@ export class ContinuationManager implements ActivationHost {
           this.admission.check(parent);
           if (taken()) throw duplicate();
           const descriptor = continuableDescriptor(spec, budget, prepared.providerData);
+          // Published once admitted: an abort or a drain landing after that comes too late, and the
+          // start is accepted (a rollback would leave its stored session and catalog row behind).
+          const admit = () => this.admission.check(parent);
           const built = await createFresh({
-            agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal, treeStop: budgetTree?.link.stop,
+            agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal, admit, treeStop: budgetTree?.link.stop,
           });
           return this.#adopt(
             built, spec.provider, parent, built.handle.agent.session.seq,
-            (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal),
+            (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal, true),
             budgetTree,
           );
         })(),

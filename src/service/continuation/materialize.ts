@@ -136,6 +136,11 @@ export async function createFresh(options: {
   /** The provider's part; its `release` must be idempotent (the caller also calls it when creation fails). */
   prepared: ContinuableCreateSpec;
   signal: AbortSignal | undefined;
+  /**
+   * The start's last checks (its parent's lineage still admits children), run with the signal's
+   * right before the child is published: from there on the start is accepted, not rolled back.
+   */
+  admit?: (() => void) | undefined;
   treeStop?: TreeStop | undefined;
 }): Promise<Built> {
   const { spec, descriptor } = options;
@@ -156,6 +161,7 @@ export async function createFresh(options: {
     ...(options.prepared.model ? { model: options.prepared.model } : {}),
     ...(options.prepared.toolModulesHere === false ? { loadToolModules: false } : {}),
     setup: setupFor(descriptor, options.setups, out, true),
+    ...(options.admit ? { admit: options.admit } : {}),
     hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
     ...(options.signal ? { signal: options.signal } : {}),
   }));
