@@ -105,6 +105,11 @@ describe('continuable operations refuse malformed input', () => {
     const { host, parent } = await setup();
     const stranger = await host.createAgent();
     await expect(host.subagents.followup(parent, loose<string>(42), [text('x')])).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    // A signal that is no AbortSignal would be ignored: the caller could never stop the follow-up.
+    await expect(host.subagents.followup(parent, stranger.id, [text('x')], { signal: loose<AbortSignal>({ aborted: false }) })).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('opts.signal'),
+    });
     await expect(host.subagents.followup(parent, stranger.id, [text('x')])).rejects.toMatchObject({
       code: 'NOT_RESUMABLE',
       message: expect.stringContaining('live but is not a continuable child'),

@@ -291,6 +291,7 @@ export class ContinuationManager implements ActivationHost {
     // Copied now: the message is taken after awaits, and the caller may change its arrays meanwhile.
     const content = structuredClone(given);
     const signal = opts?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
     const source: MessageSource = opts?.source === undefined ? { kind: 'user' } : copyMessageSource(opts.source);
     checkAborted(signal);
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
