@@ -4,7 +4,7 @@
 // the parent as one notice. Real host, in-process children, real SQLite.
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createHost, inProcessProvider, subagentTool, text, type Agent, type Host, type SubagentProvider, type SubagentResult, type Tool } from 'subagent-host';
-import { deferred, holdTool, tempFiles } from './helpers.js';
+import { deferred, holdTool, tempFiles, untilCancelled } from './helpers.js';
 import { call, messages } from './tool-helpers.js';
 
 const files = tempFiles('subagent-background-lifetime-');
@@ -17,22 +17,6 @@ afterEach(async () => {
   warnings.length = 0;
 });
 afterAll(() => void process.off('warning', onWarning));
-
-/** A tool that returns only once its call is cancelled; `entered` resolves when a call is in it. */
-function untilCancelled(): { tool: Tool; entered: Promise<void> } {
-  const entered = deferred();
-  const tool: Tool = {
-    name: 'until_cancelled',
-    description: 'waits for its cancellation',
-    parameters: { type: 'object', properties: {}, additionalProperties: false },
-    execute: (_input, ctx) =>
-      new Promise((resolve) => {
-        entered.resolve();
-        ctx.signal.addEventListener('abort', () => resolve('cancelled'), { once: true });
-      }),
-  };
-  return { tool, entered: entered.promise };
-}
 
 async function open(tools: Tool[], lingerMs = 0): Promise<Host & { ends: { id: string; stopReason: string }[] }> {
   const host = await createHost({ persistence: { sqlite: files.file() }, providers: false, pool: { minThreads: 0 }, tools, continuation: { lingerMs } });

@@ -58,6 +58,22 @@ export function holdTool(name = 'hold'): { tool: Tool; entered: Promise<void>; r
   return { tool, entered: entered.promise, release: () => gate.resolve() };
 }
 
+/** A tool that returns only once its call is cancelled; `entered` resolves when a call is in it. */
+export function untilCancelled(name = 'until_cancelled'): { tool: Tool; entered: Promise<void> } {
+  const entered = deferred();
+  const tool: Tool = {
+    name,
+    description: 'waits for its cancellation',
+    parameters: { type: 'object', properties: {}, additionalProperties: false },
+    execute: (_input, ctx) =>
+      new Promise((resolve) => {
+        entered.resolve();
+        ctx.signal.addEventListener('abort', () => resolve('cancelled'), { once: true });
+      }),
+  };
+  return { tool, entered: entered.promise };
+}
+
 /** The event types of a log, for whole-array ordering assertions. */
 export function types(events: readonly SessionEvent[]): string[] {
   return events.map((event) => event.type);

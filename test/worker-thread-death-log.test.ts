@@ -2,8 +2,8 @@
 // open ends with the run's stop reason in the stored log, so readers of the database (ls, inspect)
 // never see it running forever.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, subagentTool, text, type Host, type ScriptedStep, type SessionEvent, type Tool } from 'subagent-host';
-import { dataOf, deferred, recordingTool, tempFiles, types } from './helpers.js';
+import { createHost, subagentTool, text, type Host, type ScriptedStep, type SessionEvent } from 'subagent-host';
+import { dataOf, deferred, recordingTool, tempFiles, types, untilCancelled } from './helpers.js';
 
 const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
 const files = tempFiles('thread-death-');
@@ -69,18 +69,8 @@ describe('the log of a worker child whose thread ends', () => {
 
 describe('a worker child whose thread dies while a child of its own runs', () => {
   it('ends after that child, and its tree usage counts what that child spent', async () => {
-    const entered = deferred();
     // A host tool the grandchild waits in until its call is cancelled.
-    const held: Tool = {
-      name: 'hold',
-      description: 'waits for its cancellation',
-      parameters: { type: 'object', properties: {}, additionalProperties: false },
-      execute: (_input, ctx) =>
-        new Promise((resolve) => {
-          entered.resolve();
-          ctx.signal.addEventListener('abort', () => resolve('cancelled'), { once: true });
-        }),
-    };
+    const { tool: held, entered } = untilCancelled('hold');
     host = await createHost({ tools: [held], pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 300 } });
     subagentTool(host, { provider: 'spawn', agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 50, outputTokens: 5 } }, { finish: 'hang' }] } } });
     const ends: string[] = [];
@@ -97,7 +87,7 @@ describe('a worker child whose thread dies while a child of its own runs', () =>
       },
     });
     // Its child is in its first tool call: it has spent one request.
-    await entered.promise;
+    await entered;
     const exit = new BroadcastChannel(channel);
     exit.postMessage('exit');
     exit.close();
