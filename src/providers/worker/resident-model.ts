@@ -67,6 +67,8 @@ interface Stay {
   turn: TurnRelay | undefined;
   /** Asked to leave while a turn ran: it leaves once that turn is over. */
   leaveAfterTurn: boolean;
+  /** Asked to leave (it yielded its slot, or the child was released): no turn may start in it. */
+  leaving?: true;
 }
 
 export class ResidentWorkerModel implements ModelAdapter {
@@ -113,8 +115,9 @@ export class ResidentWorkerModel implements ModelAdapter {
         // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
         stay = await entering;
         // The resting stay was asked to yield its slot (a start wanted it) while this turn came to
-        // it: it is leaving, and the turn goes to a stay built anew.
-        if (this.#stay === stay && !stay.thread.over) break;
+        // it: it is leaving, and the turn goes to a stay built anew. (A stay whose thread failed
+        // is not left: the turn meets that failure and ends with it.)
+        if (stay.leaving === undefined || this.#released) break;
         if (signal.aborted) return yield aborted;
       }
     } catch (error) {
@@ -224,6 +227,7 @@ export class ResidentWorkerModel implements ModelAdapter {
   /** Ends a stay (idle, or once its turn is over); the child comes back from its log when needed. */
   #leave(stay: Stay): void {
     if (this.#stay === stay) this.#stay = undefined;
+    stay.leaving = true;
     if (stay.turn) {
       stay.leaveAfterTurn = true;
       return;
