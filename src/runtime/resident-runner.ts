@@ -33,9 +33,17 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       if (hostTools) setHostTools(hostTools);
       // The previous turn's cancellation is spent: this turn starts afresh.
       if (flag) Atomics.store(flag, 0, 0);
-      const ended = new Promise<SessionEvent[]>((resolve) => (answer = resolve));
+      let reply!: (events: SessionEvent[]) => void;
+      const ended = new Promise<SessionEvent[]>((resolve) => (answer = reply = resolve));
       messages.forEach(({ id, content, source }, index) => agent!.deliver(index === 0 ? 'next-turn' : 'next-step', id, content, false, source));
       agent.wake();
+      // A cancellation that lands before the turn starts stops it from starting: the prompt is
+      // answered all the same (with no turn/end), so the host's turn ends now, not at the grace's kill.
+      void agent.whenIdle().then(() => {
+        if (answer !== reply) return;
+        answer = undefined;
+        reply(stream.take());
+      });
       return ended;
     },
     cancel(cause) {

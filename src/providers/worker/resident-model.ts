@@ -148,6 +148,8 @@ export class ResidentWorkerModel implements ModelAdapter {
     if (signal.aborted) cancel();
     try {
       relay.events(await tail);
+      // Answered without the turn's end: the child was cancelled before its turn started there.
+      if (!relay.finished) relay.lost('the child did not start the turn');
     } catch (error) {
       // A stay that ended says why through its outcome (see #enter), which ends the turn first.
       if (stay.thread.closed) await stay.thread.ended;

@@ -67,6 +67,11 @@ export class TurnRelay {
     return this.#calls.signal;
   }
 
+  /** Whether the turn has its finish (its end came, or it was lost). */
+  get finished(): boolean {
+    return this.#finish !== undefined;
+  }
+
   /** Aborted when the host-side turn is cancelled. */
   get signal(): AbortSignal {
     return this.#signal;
