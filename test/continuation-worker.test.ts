@@ -101,7 +101,15 @@ describe('continuable spawn children', () => {
     const ids = await Promise.all(['one', 'two', 'three'].map((word) => host.subagents.followup(parent, childId, [text(word)])));
     host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
     await host.subagents.followup(parent, childId, [text('four')]);
-    await recorder.until(() => recorder.ends.length >= 1);
+    // Should it ever hang (it once did, under load), the failure says where the child stood.
+    let timer: NodeJS.Timeout | undefined;
+    const stuck = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        const child = host.agents.get(childId);
+        reject(new Error(`no epoch end after 15 s: child ${child?.status}, pending ${child?.pendingTurns}, events ${host.sessions.get(childId)?.events.map((e) => e.type).join(' ')}`));
+      }, 15_000);
+    });
+    await Promise.race([recorder.until(() => recorder.ends.length >= 1), stuck]).finally(() => clearTimeout(timer));
     const events = host.sessions.get(childId)!.events;
     expect(userTexts(events)).toStrictEqual(['p', 'one', 'two', 'three', 'four']);
     expect(events.filter((e) => e.type === 'user/message').slice(1, 4).map((e) => (e.data as { id: string }).id)).toStrictEqual(ids);
