@@ -97,8 +97,11 @@ describe('continuable spawn children', () => {
 
   it('runs three back-to-back follow-ups in FIFO order with the ids it returned', async () => {
     const { host, parent, recorder } = await setup();
-    const { childId } = await startChild(host, parent, 'p', { model: HANG, provider: 'spawn' });
+    const { childId } = await startChild(host, parent, 'p', { model: { kind: 'scripted', steps: [{ text: 'waiting', finish: 'hang' }] }, provider: 'spawn' });
     const ids = await Promise.all(['one', 'two', 'three'].map((word) => host.subagents.followup(parent, childId, [text(word)])));
+    // The child's model is in its hang (its first step) in the thread: the interrupt ends that
+    // step. (One landing before the thread's turn began would leave the hang to the next turn.)
+    await untilEvent(host.agents.get(childId)!, 'assistant/chunk');
     host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
     await host.subagents.followup(parent, childId, [text('four')]);
     // Should it ever hang (it once did, under load), the failure says where the child stood.
