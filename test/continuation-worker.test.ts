@@ -155,9 +155,10 @@ describe('continuable spawn children', () => {
 
   it('interrupts a hanging turn in the thread, keeps the child and its queued input, and the next follow-up runs both', async () => {
     const { host, parent, recorder } = await setup();
-    const { childId } = await startChild(host, parent, 'work', { model: HANG, provider: 'spawn' });
+    const { childId } = await startChild(host, parent, 'work', { model: { kind: 'scripted', steps: [{ text: 'waiting', finish: 'hang' }] }, provider: 'spawn' });
     const child = host.agents.get(childId)!;
-    await untilEvent(child, 'step/start');
+    // In its hang in the thread (see the back-to-back test): the interrupt ends that step.
+    await untilEvent(child, 'assistant/chunk');
     await host.subagents.followup(parent, childId, [text('queued')]);
     expect(host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id })).toBeUndefined();
     await child.whenIdle();
