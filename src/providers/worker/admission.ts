@@ -64,6 +64,11 @@ interface Pending {
 // Lineage walks stop here: a cycle in stored headers must not hang a start.
 const MAX_LINEAGE_STEPS = 1024;
 
+/** The nesting level of a worker child whose nearest worker-child ancestor holding a slot is `lender`. */
+function levelUnder(lender: Holder | undefined): number {
+  return lender ? lender.level + 1 : 0;
+}
+
 export class Admission {
   readonly #maxNestingDepth: number;
   readonly #onLoansChanged: (loans: number) => void;
@@ -96,7 +101,7 @@ export class Admission {
     if (this.#closed) return Promise.reject(SubagentError.closed('the worker pool'));
     if (request.signal.aborted) return Promise.reject(cancelled(request.signal));
     const lender = this.#nearestHolder(request);
-    const level = lender ? lender.level + 1 : 0;
+    const level = levelUnder(lender);
     if (level > this.#maxNestingDepth) return Promise.reject(this.#tooDeep(level));
     // Nobody waits and a slot is free: granted now, with no abort listener to add and remove.
     if (this.#queue.length === 0 && (loanable(lender) || this.#free > 0)) {
@@ -135,8 +140,7 @@ export class Admission {
    * (checked by a continuable start before its child exists; each of its turns checks again).
    */
   checkNesting(request: Pick<AdmissionRequest, 'parent' | 'parentOf'>): void {
-    const lender = this.#nearestHolder(request);
-    const level = lender ? lender.level + 1 : 0;
+    const level = levelUnder(this.#nearestHolder(request));
     if (level > this.#maxNestingDepth) throw this.#tooDeep(level);
   }
 
