@@ -240,6 +240,33 @@ describe('host.agents.dispose', () => {
     await expect(host.agents.dispose(back.id)).resolves.toBe(true);
   });
 
+  it.each(['from a listener of the aborted turn’s end', 'a few microtasks after dispose began'])(
+    'starts no turn for input that arrives while the agent is disposed (%s): dispose resolves, the input stays pending in the stored log',
+    async (when) => {
+      const host = await open({ persistence: { sqlite: join(dir, 'late.db') }, model: { kind: 'scripted', steps: [{ finish: 'hang' }, { finish: 'hang' }] } });
+      const agent = await host.createAgent();
+      agent.followup([text('wait forever')]);
+      while (!agent.session.events.some((e) => e.type === 'turn/start')) await new Promise((r) => setImmediate(r));
+      let late: string | undefined;
+      if (when.startsWith('from')) {
+        agent.subscribe((event) => {
+          if (event.type === 'turn/end' && late === undefined) late = agent.followup([text('late message')]);
+        });
+      }
+      const disposed = host.agents.dispose(agent.id);
+      if (!when.startsWith('from')) {
+        for (let i = 0; i < 3; i++) await Promise.resolve();
+        late = agent.followup([text('late message')]);
+      }
+      await expect(disposed).resolves.toBe(true);
+      expect(agent.status).toBe('idle');
+      const stored = await host.persistence!.load(agent.id);
+      expect(stored!.events.filter((e) => e.type === 'turn/start')).toHaveLength(1);
+      expect(stored!.events.filter((e) => e.type === 'inbox/accepted').map((e) => (e.data as { id: string }).id)).toContain(late);
+      expect(() => agent.followup([text('after')])).toThrow(expect.objectContaining({ code: 'CLOSED' }));
+    },
+  );
+
   it('answers false for an id no agent has, and refuses a subagent child and a non-string id, typed', async () => {
     const host = await open();
     host.subagents.registerProvider(inProcessProvider(host));

@@ -218,7 +218,7 @@ export class AgentRegistry {
       dispose: once(async () => {
         // What the agent started that outlives a turn (background tasks) goes first: child-first.
         await this.#beforeDispose?.(agent);
-        agent.cancel({ kind: 'disposed' });
+        agent.beginDispose();
         await agent.whenIdle();
         agent.release();
         this.#agents.delete(agent.id);

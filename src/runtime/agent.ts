@@ -51,6 +51,8 @@ export class LocalAgent implements Agent {
   #lastTurn: number;
   /** Set when the owner released the agent: its session left the store, so input would vanish. */
   #released = false;
+  /** Set by `beginDispose()`: input is still logged (nothing lost), but no turn starts any more. */
+  #disposing = false;
 
   constructor(init: AgentInit) {
     this.options = Object.freeze({ ...init.options });
@@ -124,6 +126,16 @@ export class LocalAgent implements Agent {
     this.#inbox.clear();
   }
 
+  /**
+   * Cancels for disposal: the current turn ends aborted and no later input wakes the agent (input
+   * accepted meanwhile stays pending in the log, for an agent resumed from it). The registry calls it,
+   * then waits for idle, then `release()`.
+   */
+  beginDispose(): void {
+    this.#disposing = true;
+    this.cancel({ kind: 'disposed' });
+  }
+
   /** Refuses all later input with `CLOSED`; the registry calls it when it disposes the agent. */
   release(): void {
     this.#released = true;
@@ -142,6 +154,7 @@ export class LocalAgent implements Agent {
 
   /** Starts the driver if input is pending (used after restoring a session with queued input). */
   wake(): void {
+    if (this.#disposing) return;
     this.#parked = false;
     if (this.#status === 'running' || this.#inbox.size === 0) return;
     this.#status = 'running';
