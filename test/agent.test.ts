@@ -1,6 +1,6 @@
 // The agent loop: inbox, turns, steps, tool calls, stop reasons and cancellation.
 import { describe, expect, it } from 'vitest';
-import { scriptedModel, text, type ScriptedStep, type ToolContext, type TurnEndReason } from 'subagent-host';
+import { scriptedModel, text, type ModelAdapter, type ModelChunk, type ModelRequest, type ScriptedStep, type ToolContext, type TurnEndReason } from 'subagent-host';
 import { dataOf, deferred, makeRuntime, recordingTool, types } from './helpers.js';
 
 async function agentWith(steps: ScriptedStep[], options: { tools?: ReturnType<typeof recordingTool>[]; maxStepsPerTurn?: number } = {}) {
@@ -142,6 +142,38 @@ describe('agent turns', () => {
     await agent.whenIdle();
     expect(reasons(agent.session.events)).toEqual([kind]);
     await handle.dispose();
+  });
+
+  it.each([
+    ['the stream throws', 'throw'],
+    ['the model finishes error', 'error'],
+    ['the model refuses', 'refusal'],
+    ['the stream ends without a finish', 'none'],
+  ] as const)('keeps the tool calls of a step that fails after streaming them out of history (%s): no call without its result', async (_name, ending) => {
+    const tool = recordingTool('lookup');
+    const requests: ModelRequest[] = [];
+    const model: ModelAdapter = {
+      async *stream(request): AsyncGenerator<ModelChunk> {
+        requests.push(request);
+        if (requests.length > 1) return yield* [{ type: 'text-delta', text: 'ok' }, { type: 'finish', reason: 'stop' }] as ModelChunk[];
+        yield { type: 'text-delta', text: 'Let me look.' };
+        yield { type: 'tool-call', id: 'call_A', name: 'lookup', input: { value: 'x' } };
+        if (ending === 'throw') throw new Error('socket hang up');
+        if (ending !== 'none') yield { type: 'finish', reason: ending };
+      },
+    };
+    const runtime = makeRuntime({ tools: [tool] });
+    const { agent, dispose } = await runtime.agents.create({ model });
+    agent.followup([text('find x')]);
+    await agent.whenIdle();
+    agent.followup([text('try again')]);
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toEqual([ending === 'refusal' ? 'refusal' : 'error', 'completed']);
+    expect(tool.calls).toHaveLength(0);
+    expect(dataOf<{ content: unknown }>(agent.session.events, 'assistant/message')[0]?.content).toEqual([text('Let me look.')]);
+    const sent = requests[1]!.messages.flatMap((m) => m.content);
+    expect(sent.filter((block) => block.type === 'tool_call')).toEqual([]);
+    await dispose();
   });
 
   it('ends a turn that needs more steps than maxStepsPerTurn with MAX_STEPS', async () => {

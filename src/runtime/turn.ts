@@ -83,8 +83,10 @@ async function runStep(ctx: TurnContext, turn: number, step: number, signal: Abo
     if (content.length > 0) ctx.session.append('assistant/message', { ...message, interrupted: true });
     return { kind: 'aborted' };
   }
-  // A truncated answer's tool calls may be cut off mid-arguments: never run them.
-  if (streamed.finish !== 'max-tokens') content.push(...streamed.toolCalls);
+  // Only calls that will run (and so get their results) enter history: a truncated answer's may be
+  // cut off mid-arguments, and a failed or refused step runs none; a call left without its result
+  // would make every later request of this session one a model API refuses.
+  if (streamed.finish === 'stop' || streamed.finish === 'tool-calls') content.push(...streamed.toolCalls);
   if (content.length > 0 || streamed.usage) ctx.session.append('assistant/message', message);
   switch (streamed.finish) {
     case 'error':
