@@ -81,6 +81,27 @@ describe('agent turns', () => {
     await handle.dispose();
   });
 
+  it('gives a tool its own copy of the input: a tool may change it, the logged call stays as the model sent it', async () => {
+    const sorter = {
+      ...recordingTool('sorter'),
+      parameters: { type: 'object', properties: { items: { type: 'array', items: { type: 'number' } }, order: { type: 'string' } }, required: ['items'] },
+      execute: async (raw: unknown) => {
+        const input = raw as { items: number[]; order?: string };
+        input.order ??= 'asc';
+        input.items.sort((a, b) => a - b);
+        return JSON.stringify(input);
+      },
+    };
+    const { agent, handle } = await agentWith([{ toolCalls: [{ name: 'sorter', input: { items: [3, 1, 2] } }] }, { text: 'ok' }], { tools: [sorter] });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(dataOf<{ content: unknown; isError?: boolean }>(agent.session.events, 'tool/result')[0]).toStrictEqual({
+      turn: 1, step: 1, callId: 'call_1', name: 'sorter', content: [text('{"items":[1,2,3],"order":"asc"}')],
+    });
+    expect(dataOf<{ input: unknown }>(agent.session.events, 'tool/call')[0]?.input).toStrictEqual({ items: [3, 1, 2] });
+    await handle.dispose();
+  });
+
   it('reports tool input that fails its schema to the model as an error result', async () => {
     const tool = recordingTool('lookup');
     const { agent, handle } = await agentWith([{ toolCalls: [{ name: 'lookup', input: { value: 7 } }] }, { text: 'ok' }], { tools: [tool] });

@@ -45,7 +45,8 @@ async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSigna
   let concludes = false;
   try {
     await ctx.hooks.beforeTool?.(call.id);
-    const result: ToolResultContent = await ctx.tools.execute(call.name, call.input, {
+    // The logged call is frozen; the tool gets its own copy, as a host tool called from a worker child does.
+    const result: ToolResultContent = await ctx.tools.execute(call.name, structuredClone(call.input), {
       agent: ctx.agent,
       callId: call.id,
       signal,
