@@ -59,6 +59,12 @@ describe('start validation', () => {
     ['a hole in the prompt', { prompt: holed(text('x')) }],
     ['agentOptions with an inherited key', { agentOptions: Object.assign(Object.create({ inherited: 1 }) as object, { maxTokens: 5 }) }],
     ['a hole in agentOptions.toolModules', { agentOptions: { toolModules: holed('file:///tools.js') } }],
+    // A misspelt limit would give a child without it.
+    ['a misspelt maxDepth', { maxdepth: 0 }],
+    ['a misspelt toolFilter', { toolfilter: { deny: ['x'] } }],
+    ['a field no request has', { bogus: 1 }],
+    ['a parent without options', { parent: { id: 'p', session: { header: {}, events: [] } } }],
+    ['a parent whose session has no events', { parent: { id: 'p', options: {}, session: { header: {} } } }],
   ] as [string, Partial<SubagentStartRequest>][])('S3: rejects %s with INVALID_REQUEST, never calling the provider', async (_label, extra) => {
     const provider = fakeProvider('full');
     t.host.subagents.registerProvider(provider);
@@ -188,6 +194,31 @@ describe('failed and malformed starts', () => {
     t.host.subagents.registerProvider(fakeProvider('odd', { start: () => Promise.resolve(raw as unknown as SubagentRun) }));
     await expect(t.host.subagents.start('odd', t.request())).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION' });
     expect(disposed).toBe(1);
+  });
+
+  it.each([
+    ['a dispose that throws synchronously', 'CONTRACT_VIOLATION', { id: '' }],
+    ['a dispose that throws synchronously, the host closing meanwhile', 'CLOSED', { id: 'c' }],
+  ])('keeps its own typed error for a run with %s', async (label, code, fields) => {
+    const raw = {
+      ...fields,
+      localAgent: undefined,
+      result: Promise.resolve({ output: [], stopReason: 'completed' }),
+      dispose: () => {
+        throw new Error('dispose blew up');
+      },
+    };
+    let closing: Promise<void> | undefined;
+    t.host.subagents.registerProvider(
+      fakeProvider('odd', {
+        start: async () => {
+          if (label.includes('closing')) closing = t.host.close();
+          return raw as unknown as SubagentRun;
+        },
+      }),
+    );
+    await expect(t.host.subagents.start('odd', t.request())).rejects.toMatchObject({ code });
+    await closing;
   });
 
   it('rejects CLOSED after the host closed, without calling the provider', async () => {

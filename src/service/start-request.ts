@@ -33,12 +33,30 @@ export const agentOptionsShape = z.strictObject({
 const requestShape = z.object({
   label: z.string().optional(),
   prompt: z.array(z.looseObject({ type: z.string() })).min(1, 'must be a non-empty array of content blocks'),
-  parent: z.looseObject({ id: z.string().min(1), session: z.looseObject({ header: z.looseObject({}) }) }),
+  parent: z.looseObject({
+    id: z.string().min(1),
+    options: z.looseObject({}),
+    session: z.looseObject({ header: z.looseObject({}), events: z.array(z.unknown()) }),
+  }, { message: 'must be an Agent' }),
   signal: z.instanceof(AbortSignal, { message: 'must be an AbortSignal' }),
   agentOptions: agentOptionsShape.optional(),
   toolFilter: toolFilterSchema().optional(),
   persona: z.string().optional(),
 });
+
+// Records, so that the compiler asks for a new field here.
+const REQUEST_KEYS = new Set(Object.keys({
+  label: 1,
+  prompt: 1,
+  parent: 1,
+  signal: 1,
+  agentOptions: 1,
+  outputSchema: 1,
+  maxDepth: 1,
+  toolFilter: 1,
+  persona: 1,
+  budget: 1,
+} satisfies Record<keyof SubagentStartRequest, 1>));
 
 const isCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) > 0);
 const AGENT_OPTION_KEYS = new Set(['model', 'toolModules', 'maxTokens', 'maxStepsPerTurn']);
@@ -53,9 +71,9 @@ function plainlyValid(request: SubagentStartRequest): boolean {
   if ((label !== undefined && typeof label !== 'string') || (persona !== undefined && typeof persona !== 'string')) return false;
   if (request.toolFilter !== undefined || !(signal instanceof AbortSignal)) return false;
   if (!Array.isArray(prompt) || prompt.length === 0 || !everyItem(prompt, (block) => isRecord(block) && typeof block['type'] === 'string')) return false;
-  if (!isRecord(parent) || typeof parent['id'] !== 'string' || parent['id'] === '') return false;
+  if (!isRecord(parent) || typeof parent['id'] !== 'string' || parent['id'] === '' || !isRecord(parent['options'])) return false;
   const session = parent['session'];
-  if (!isRecord(session) || !isRecord(session['header'])) return false;
+  if (!isRecord(session) || !isRecord(session['header']) || !Array.isArray(session['events'])) return false;
   if (agentOptions === undefined) return true;
   // A plain object: zod's strict check also sees inherited enumerable keys.
   if (!isRecord(agentOptions) || Object.getPrototypeOf(agentOptions) !== Object.prototype) return false;
@@ -95,6 +113,10 @@ export function resolveStartRequest(provider: SubagentProvider, request: Subagen
     if (request[field] !== undefined && !provider.capabilities[capability]) {
       throw SubagentError.unsupported(provider.name, field, capability);
     }
+  }
+  // A misspelt field (maxdepth, toolfilter) would give a child without the limit it names.
+  for (const key of Object.keys(request)) {
+    if (!REQUEST_KEYS.has(key)) throw invalid(key, `is not a start request field (fields: ${[...REQUEST_KEYS].join(', ')})`);
   }
   assertSubagentMaxDepth(request.maxDepth);
   const budget = request.budget === undefined ? undefined : parseBudget(request.budget);
