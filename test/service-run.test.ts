@@ -96,6 +96,11 @@ describe('result', () => {
     ['a hole in its output', { output: holed({ type: 'text', text: 'x' }), stopReason: 'completed' }],
     ['an infinite token count', { output: [], stopReason: 'completed', usage: { inputTokens: Infinity, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 } }],
     ['an uncloneable structured value', { output: [], structured: () => 1, stopReason: 'completed' }],
+    // Not plain JSON: a frozen Map or Date still changes, and a typed array cannot be frozen at all.
+    ['a Map as structured value', { output: [], structured: new Map([['a', 1]]), stopReason: 'completed' }],
+    ['a Date inside the structured value', { output: [], structured: { at: new Date(0) }, stopReason: 'completed' }],
+    ['a typed array as structured value', { output: [], structured: new Uint8Array([1, 2]), stopReason: 'completed' }],
+    ['a Set inside an output block', { output: [{ type: 'text', text: 'x', tags: new Set(['a']) }], stopReason: 'completed' }],
     ['undefined', undefined],
   ])('rejects CONTRACT_VIOLATION for %s, after the provider run was disposed', async (_label, bad) => {
     const order: string[] = [];

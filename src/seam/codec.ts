@@ -215,6 +215,12 @@ export function encode(value: unknown): Encoded {
   }
 }
 
+/** A deep copy of `value` when it is plain JSON all through (no undefined, -0 or holes either), else undefined. */
+export function plainSnapshot<T>(value: T): T | undefined {
+  const json = plainCopy(value, new Set(), 0);
+  return json === NOT_PLAIN ? undefined : (json as T);
+}
+
 /** A detached deep copy of `value` as it would cross a port: `decode(encode(value))`, in one walk when it is plain JSON. */
 export function snapshot<T>(value: T): T {
   const json = plainCopy(value, new Set(), 0);

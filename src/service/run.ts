@@ -3,7 +3,8 @@
 import { z } from 'zod';
 import type { Agent } from '../seam/agent-types.js';
 import { onAbort } from '../seam/abort.js';
-import { deepFreeze, type SessionId } from '../seam/content.js';
+import { plainSnapshot } from '../seam/codec.js';
+import { deepFreeze, plainJsonProblem, type SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
@@ -92,11 +93,17 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
     if (!parsed.success) return undefined;
     fields = parsed.data;
   }
-  let copy: RawResult;
-  try {
-    copy = structuredClone(fields);
-  } catch {
-    return undefined;
+  // Plain JSON only, as every boundary and the log carry it: a Map, Set, Date or typed array could
+  // not be frozen (a Map stays writable, a typed array throws).
+  let copy = plainSnapshot(fields);
+  if (copy === undefined) {
+    if (plainJsonProblem(fields.output, 'output') !== undefined) return undefined;
+    if (fields.structured !== undefined && plainJsonProblem(fields.structured, 'structured') !== undefined) return undefined;
+    try {
+      copy = structuredClone(fields);
+    } catch {
+      return undefined;
+    }
   }
   // A run cancelled by its owner reports anything but a finished answer as aborted.
   const stopReason = (cancelled && copy.stopReason !== 'completed' ? 'aborted' : copy.stopReason) as SubagentStopReason;
