@@ -1,6 +1,7 @@
 // createHost: wires the live session store, persistence, host tools, the agent registry and the
 // subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
+import { plainJsonProblem } from './seam/content.js';
 import { SubagentError } from './seam/errors.js';
 import { MAX_TIMER_MS, assertKnownKeys, isRecord } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
@@ -10,6 +11,7 @@ import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
 import { memoryPersistence } from './persistence/memory.js';
 import { parseHeader } from './persistence/validate.js';
+import { assertModelSpec } from './runtime/models/create.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService, heldWorkOf } from './service/service.js';
@@ -45,6 +47,40 @@ function lingerMsOf(option: HostOptions['continuation']): number {
   return value;
 }
 
+/**
+ * The caller's logger, called so that it cannot fail what it reports on: a warning is written where
+ * a failure was contained (a listener's throw, a write-behind error), and a logger that throws there
+ * would undo that.
+ */
+function containedLogger(logger: Logger | undefined): Logger | undefined {
+  if (logger === undefined) return undefined;
+  if (!isRecord(logger) || typeof logger.warn !== 'function' || (logger.debug !== undefined && typeof logger.debug !== 'function')) {
+    throw new SubagentError('INVALID_OPTIONS', 'options.logger must be an object with a warn(message, data) method (and optionally debug)');
+  }
+  const call = (method: 'warn' | 'debug', message: string, data: unknown) => {
+    try {
+      logger[method]?.(message, data);
+    } catch {
+      // Nothing to report a failing logger to.
+    }
+  };
+  return { warn: (message, data) => call('warn', message, data), ...(logger.debug ? { debug: (message: string, data?: unknown) => call('debug', message, data) } : {}) };
+}
+
+/** `INVALID_OPTIONS` (a model spec: `INVALID_MODEL_SPEC`) naming the first createHost option that is not usable. */
+function checkHostOptions(options: HostOptions): void {
+  containedLogger(options.logger);
+  if (options.model !== undefined) assertModelSpec(options.model);
+  if (options.providers !== undefined && typeof options.providers !== 'boolean') {
+    throw new SubagentError('INVALID_OPTIONS', `options.providers must be true or false (got ${typeof options.providers})`);
+  }
+  if (options.tools !== undefined && !Array.isArray(options.tools)) throw new SubagentError('INVALID_OPTIONS', 'options.tools must be an array of tools');
+  if (options.continuation !== undefined) {
+    if (!isRecord(options.continuation)) throw new SubagentError('INVALID_OPTIONS', 'options.continuation must be an object: { lingerMs? }');
+    assertKnownKeys('options.continuation', options.continuation, ['lingerMs']);
+  }
+}
+
 // Records, so that the compiler asks for a new option here.
 const HOST_OPTION_KEYS = Object.keys({ model: 1, persistence: 1, tools: 1, pool: 1, providers: 1, logger: 1, continuation: 1 } satisfies Record<keyof HostOptions, 1>);
 const AGENT_OPTION_KEYS = Object.keys({
@@ -73,6 +109,28 @@ function checkNewHeader(header: unknown): void {
   } catch (error) {
     throw new SubagentError('INVALID_OPTIONS', `createAgent options.${(error as Error).message}`, { cause: error });
   }
+}
+
+/**
+ * `INVALID_OPTIONS` naming the first event of a caller's `seed` that no store could keep or no agent
+ * could continue from: each must be `{ seq, time, type, data }` with plain-JSON data, and a turn's
+ * start and end must carry its number. (Contiguous seqs from 0 are the session's check: `SEQ_MISMATCH`.)
+ */
+function checkSeed(seed: unknown): void {
+  if (!Array.isArray(seed)) throw new SubagentError('INVALID_OPTIONS', 'createAgent options.seed must be an array of session events');
+  seed.forEach((event: unknown, index) => {
+    const at = `createAgent options.seed[${index}]`;
+    if (!isRecord(event)) throw new SubagentError('INVALID_OPTIONS', `${at} must be a session event { seq, time, type, data }`);
+    const { type, time, data } = event;
+    if (typeof type !== 'string' || type === '' || !Number.isFinite(time)) {
+      throw new SubagentError('INVALID_OPTIONS', `${at} must have a non-empty string type and a numeric time`);
+    }
+    const problem = plainJsonProblem(data, `${at}.data`);
+    if (problem) throw new SubagentError('INVALID_OPTIONS', `${problem} (event data is stored as JSON)`);
+    if ((type === 'turn/start' || type === 'turn/end') && !(isRecord(data) && Number.isSafeInteger(data['turn']) && (data['turn'] as number) > 0)) {
+      throw new SubagentError('INVALID_OPTIONS', `${at}.data.turn must be the turn's number (a whole number ≥ 1)`);
+    }
+  });
 }
 
 const AGENT_OPTIONS_FIELDS = Object.keys({
@@ -113,19 +171,20 @@ class HostImpl implements Host {
   constructor(options: HostOptions, { persistence, owned }: ReturnType<typeof openPersistence>) {
     this.persistence = persistence;
     this.#ownsPersistence = owned;
-    this.sessions = new LiveSessionStore({ persistence, logger: options.logger });
+    const logger = containedLogger(options.logger);
+    this.sessions = new LiveSessionStore({ persistence, logger });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);
     this.agents = new AgentRegistry({
       sessions: this.sessions,
       tools: this.tools,
       persistence,
-      logger: options.logger,
+      logger,
       ...(options.model ? { model: options.model } : {}),
     });
     this.subagents = new SubagentService({
-      logger: options.logger,
-      catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger: options.logger }),
+      logger,
+      catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger }),
       continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: lingerMsOf(options.continuation) },
     });
     // An agent's background tasks are cancelled (and their notices given) before the agent goes.
@@ -150,6 +209,8 @@ class HostImpl implements Host {
     const agentOptions = (options as { agentOptions?: unknown } | undefined)?.agentOptions;
     // A misspelt option (maxToken) is refused, as a start's agentOptions are, not silently dropped.
     if (isRecord(agentOptions)) assertKnownKeys('createAgent options.agentOptions', agentOptions, AGENT_OPTIONS_FIELDS);
+    const seed = (options as { seed?: unknown } | undefined)?.seed;
+    if (seed !== undefined) checkSeed(seed);
     const id = (options as { sessionId?: unknown } | undefined)?.sessionId;
     // A stored session is brought back with agents.resume; a new one under its id would write into its log.
     if (typeof id === 'string' && id !== '' && (await this.persistence.projections([id])).has(id)) {
@@ -194,6 +255,7 @@ class HostImpl implements Host {
 /** Creates a host. */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
   assertKnownKeys('createHost options', options, HOST_OPTION_KEYS);
+  checkHostOptions(options);
   const opened = openPersistence(options.persistence);
   try {
     return new HostImpl(options, opened);

@@ -178,6 +178,42 @@ describe('lifecycle events', () => {
     expect(order).toEqual(['first', 'second', 'late end']);
   });
 
+  it('does not call a listener that an earlier listener of the same delivery unsubscribed', async () => {
+    const order: string[] = [];
+    let offSecond = (): void => undefined;
+    offs.push(
+      t.host.subagents.on('subagent/start', () => {
+        order.push('first');
+        offSecond();
+      }),
+    );
+    offSecond = t.host.subagents.on('subagent/start', () => void order.push('second'));
+    const { run } = await startWith();
+    await run.dispose();
+    expect(order).toEqual(['first']);
+  });
+
+  it('hands every listener the same frozen payload: one cannot change what the next hears', async () => {
+    const seen: string[] = [];
+    const frozen: boolean[] = [];
+    for (const event of ['subagent/start', 'subagent/end'] as const) {
+      offs.push(
+        t.host.subagents.on(event, (payload) => {
+          frozen.push(Object.isFrozen(payload));
+          (payload as { id: string }).id = 'changed';
+        }),
+        t.host.subagents.on(event, (payload) => void seen.push(`${event} ${payload.id}`)),
+      );
+    }
+    const { run, raw } = await startWith();
+    raw.settle.resolve({ output: [text('done')], stopReason: 'completed' });
+    await run.result;
+    await run.dispose();
+    expect(frozen).toEqual([true, true]);
+    expect(seen).toEqual([`subagent/start ${run.id}`, `subagent/end ${run.id}`]);
+    expect(heard.map(([, payload]) => (payload as { id: string }).id)).toEqual([run.id, run.id]);
+  });
+
   it('contains failing start/end listeners, logs one warning each, and runs their peers', async () => {
     const unprintable = {
       toString() {
@@ -204,5 +240,46 @@ describe('lifecycle events', () => {
     await t.warned(6);
     expect(peers).toEqual(['subagent/start', 'subagent/end']);
     expect(t.warnings).toHaveLength(6);
+  });
+});
+
+describe('a logger that throws', () => {
+  it('fails neither the start nor the end: the run is the caller’s, its end is heard, nothing is left unhandled', async () => {
+    const { createHost } = await import('subagent-host');
+    const host = await createHost({
+      providers: false,
+      logger: {
+        warn() {
+          throw new Error('logger down');
+        },
+      },
+    });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const parent = await host.createAgent();
+      const provider = fakeProvider('fake');
+      host.subagents.registerProvider(provider);
+      const ends: string[] = [];
+      host.subagents.on('subagent/start', () => {
+        throw new Error('listener failed');
+      });
+      host.subagents.on('subagent/end', (payload) => {
+        ends.push(payload.stopReason);
+        throw new Error('listener failed');
+      });
+      const run = await host.subagents.start('fake', { prompt: [text('go')], parent, signal: new AbortController().signal });
+      provider.runs[0]!.settle.resolve({ output: [], stopReason: 'completed' });
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+      await run.dispose();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(ends).toEqual(['completed']);
+      expect(unhandled).toEqual([]);
+      expect(host.subagents.activeRuns).toBe(0);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await host.close();
+    }
   });
 });

@@ -55,6 +55,8 @@ export class SubagentEventBus {
    */
   emitStrict<E extends EventName>(event: E, payload: SubagentEvents[E]): void {
     for (const registration of this.#listeners(event, undefined)) {
+      // Unsubscribed by a listener before it this time: not called.
+      if (!this.#registrations.has(registration)) continue;
       const returned = registration.listener(payload);
       if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(event, error));
     }
@@ -63,6 +65,7 @@ export class SubagentEventBus {
   /** Contained emit: each throw or rejection is logged as one warning and the others still run. */
   emit<E extends EventName>(event: E, payload: SubagentEvents[E], parent?: SessionId): void {
     for (const registration of this.#listeners(event, parent)) {
+      if (!this.#registrations.has(registration)) continue;
       try {
         const returned = registration.listener(payload);
         if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(event, error));
@@ -73,7 +76,11 @@ export class SubagentEventBus {
   }
 
   #warn(event: EventName, error: unknown): void {
-    this.#logger?.warn(`${event} listener failed: ${describeError(error)}`);
+    try {
+      this.#logger?.warn(`${event} listener failed: ${describeError(error)}`);
+    } catch {
+      // A logger that throws must not turn a contained listener failure into the caller's.
+    }
   }
 }
 

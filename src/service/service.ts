@@ -1,7 +1,7 @@
 // SubagentService: the provider registry, one-shot `start` with its run wrapper and lifecycle
 // events, and the catalog. It never knows how a child runs; providers do.
 import type { Agent } from '../seam/agent-types.js';
-import { newId, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../seam/content.js';
+import { deepFreeze, newId, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type {
   ContinuableStartSpec,
@@ -98,7 +98,7 @@ export class SubagentService {
           // A continuable epoch reports what it spent (its own and its descendants') to its parent's tree.
           if (event === 'subagent/start') this.#subtrees.open(payload.id);
           else this.#subtrees.close(payload.id, parent, spent && addUsage(spent, this.#subtrees.descendants(payload.id) ?? emptyUsage()));
-          this.#events.emit(event, payload, parent);
+          this.#events.emit(event, deepFreeze(payload), parent);
         },
       });
     }
@@ -206,13 +206,13 @@ export class SubagentService {
       assertRunShape(raw, provider.name);
     } catch (error) {
       if (raw !== null && typeof raw === 'object' && typeof (raw as { dispose?: unknown }).dispose === 'function') {
-        await Promise.resolve((raw as SubagentRun).dispose()).catch(() => undefined);
+        await disposeQuietly(raw as SubagentRun);
       }
       throw error;
     }
     if (this.#closed) {
       // The host closed while the provider was starting: nobody would ever dispose this child.
-      await Promise.resolve(raw.dispose()).catch(() => undefined);
+      await disposeQuietly(raw);
       throw SubagentError.closedWhile('the host', 'the child was starting');
     }
     this.#subtrees.open(raw.id);
@@ -230,26 +230,27 @@ export class SubagentService {
     this.#runs.add(run);
     if (child) this.#runAgents.set(child.id, child);
     admission?.join(run);
-    const info = { runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined };
+    // Payloads are frozen: every listener gets the same object, and one must not change what the next sees.
+    const info = Object.freeze({ runId: newId(), provider: provider.name, id: run.id, local: run.localAgent !== undefined });
     // The end observer is attached before start is emitted, so end always follows start.
     run.result.then(
       (result) => {
         this.#subtrees.close(run.id, parent.id, result.treeUsage ?? result.usage);
         this.#events.emit(
           'subagent/end',
-          {
+          Object.freeze({
             ...info,
             stopReason: result.stopReason,
             ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
             ...(result.usage ? { usage: result.usage } : {}),
             ...(result.treeUsage ? { treeUsage: result.treeUsage } : {}),
-          },
+          }),
           parent.id,
         );
       },
       () => {
         this.#subtrees.close(run.id, parent.id, undefined);
-        this.#events.emit('subagent/end', { ...info, stopReason: 'error' }, parent.id);
+        this.#events.emit('subagent/end', Object.freeze({ ...info, stopReason: 'error' as const }), parent.id);
       },
     );
     this.#events.emit('subagent/start', info, parent.id);
@@ -339,5 +340,14 @@ export class SubagentService {
     await this.#held.releaseAll();
     await Promise.allSettled([...this.#starting.keys()]);
     await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
+  }
+}
+
+/** Disposes a run the caller will never see; a dispose that throws, even synchronously, is ignored. */
+async function disposeQuietly(run: SubagentRun): Promise<void> {
+  try {
+    await run.dispose();
+  } catch {
+    // The start's own error is the one to report.
   }
 }
