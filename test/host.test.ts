@@ -142,6 +142,18 @@ describe('createHost persistence', () => {
     await expect(createHost({ providers: false, persistence: persistence as NonNullable<HostOptions['persistence']> })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
   });
 
+  it.each<[string, Record<string, unknown>, string, string]>([
+    ['a model spec of no known kind', { model: { kind: 'openia' } }, 'INVALID_MODEL_SPEC', 'model spec.kind'],
+    ['a misspelt continuation option', { continuation: { lingermS: 5 } }, 'INVALID_OPTIONS', 'options.continuation has unknown field(s) lingermS'],
+    ['a continuation that is not an object', { continuation: 'x' }, 'INVALID_OPTIONS', 'options.continuation must be an object'],
+    ['providers that is not a boolean', { providers: 'no' }, 'INVALID_OPTIONS', 'options.providers must be true or false'],
+    ['tools that are not an array', { tools: 'x' }, 'INVALID_OPTIONS', 'options.tools must be an array'],
+    ['a logger without warn', { logger: {} }, 'INVALID_OPTIONS', 'options.logger must be an object with a warn'],
+    ['a logger that is a string', { logger: 'x' }, 'INVALID_OPTIONS', 'options.logger must be an object with a warn'],
+  ])('refuses %s at once, typed, instead of failing each agent later', async (_label, options, code, message) => {
+    await expect(createHost({ providers: false, ...options })).rejects.toMatchObject({ code, message: expect.stringContaining(message) });
+  });
+
   it('closes the database it opened when construction fails on another option', async () => {
     const path = join(dir, 'failed.db');
     const badTool = { name: 'bad' } as unknown as Tool;
@@ -158,6 +170,14 @@ describe('createAgent options', () => {
     ['a negative delegation depth', { header: { delegationDepth: -1 } }, 'createAgent options.header.delegationDepth'],
     ['a header id (the host sets it)', { header: { id: 'x' } }, 'createAgent options.header.id is set by the host'],
     ['a misspelt agent option', { agentOptions: { maxToken: 5 } }, 'createAgent options.agentOptions has unknown field(s) maxToken'],
+    ['a model spec where a ready adapter goes', { model: { kind: 'scripted' } }, 'options.model must be a ready model adapter'],
+    ['tools that are not a ToolRegistry', { tools: [] }, 'options.tools must be a ToolRegistry'],
+    ['hooks that are not an object', { hooks: 5 }, 'options.hooks must be an object'],
+    ['a signal that is not an AbortSignal', { signal: 'stop' }, 'options.signal must be an AbortSignal'],
+    ['a seed that is not an array', { seed: 'x' }, 'createAgent options.seed must be an array'],
+    ['a seed event without a type', { seed: [{ seq: 0, time: 1, data: {} }] }, 'createAgent options.seed[0] must have a non-empty string type'],
+    ['a seed turn without its number', { seed: [{ seq: 0, time: 1, type: 'turn/start', data: {} }] }, 'createAgent options.seed[0].data.turn'],
+    ['seed data that is not plain JSON', { seed: [{ seq: 0, time: 1, type: 'note', data: { f() {} } }] }, 'createAgent options.seed[0].data.f'],
   ])('refuses %s with INVALID_OPTIONS before any agent exists (the store would refuse the session later)', async (_name, options, message) => {
     const host = await open({ persistence: { sqlite: join(dir, 'agents.db') } });
     await expect(host.createAgent(options)).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) });
