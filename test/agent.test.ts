@@ -306,6 +306,21 @@ describe('agent input and cancellation', () => {
     await handle.dispose();
   });
 
+  it('does not hand a listener subscribed during a delivery the event being delivered: read-then-subscribe sees each event once', async () => {
+    const { agent, handle } = await agentWith([{ text: 'hi' }]);
+    const seqs: number[] = [];
+    const offFirst = agent.subscribe((event) => {
+      if (event.type !== 'turn/start') return;
+      offFirst();
+      seqs.push(...agent.session.events.map((e) => e.seq));
+      agent.subscribe((later) => void seqs.push(later.seq));
+    });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(seqs).toEqual(agent.session.events.map((e) => e.seq));
+    await handle.dispose();
+  });
+
   it('reports a throwing subscriber to the logger; the turn and the other subscribers go on', async () => {
     const { agent, handle, runtime } = await agentWith([{ text: 'fine' }]);
     const seen: string[] = [];

@@ -101,7 +101,11 @@ export class SessionLog implements Session {
 
   /** Calls `listener` after every later append; returns the unsubscriber. */
   subscribe(listener: SessionListener): () => void {
-    const entry: SessionListener = (event) => listener(event);
+    // Subscribed while an event is being delivered (its seq is below `from`): that one was appended before.
+    const from = this.#events.length;
+    const entry: SessionListener = (event) => {
+      if (event.seq >= from) listener(event);
+    };
     this.#listeners.add(entry);
     return () => {
       this.#listeners.delete(entry);
