@@ -3,12 +3,14 @@
 import { describe, expect, it } from 'vitest';
 import { forkProvider, reportTool, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
 import { deferred, recordingTool } from './helpers.js';
+import { hostParts } from 'subagent-host/internals';
 import { call } from './tool-helpers.js';
 import type { continuationHost} from './continuation-helpers.js';
 import { continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
 
 const suite = continuationSuite('subagent-continuation-worker-');
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
+const ECHO_MODELS = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
 const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
 
 function setup(options: Parameters<typeof continuationHost>[1] = {}) {
@@ -21,6 +23,19 @@ function setup(options: Parameters<typeof continuationHost>[1] = {}) {
 /** A model that calls `tool` once per turn, then answers `done <n>`. */
 function toolEachTurn(tool: string, turns: number): ModelSpec {
   return { kind: 'scripted', steps: Array.from({ length: turns }, (_, i) => [{ toolCalls: [{ name: tool, input: {} }] }, { text: `done ${i + 1}` }]).flat() };
+}
+
+/** Resolves once a start other than `childId`'s asks the pool's admission for a slot. */
+function startWaitingForSlot(host: Host, childId: string): Promise<void> {
+  const admission = hostParts(host).pool.admission;
+  const acquire = admission.acquire.bind(admission);
+  const asked = deferred();
+  admission.acquire = (request) => {
+    const slot = acquire(request);
+    if (request.child !== childId) asked.resolve();
+    return slot;
+  };
+  return asked.promise;
 }
 
 /** What the resident child's tool `name` returned, call by call (read from its host-side log). */
@@ -353,6 +368,27 @@ describe('residency under pressure', () => {
     await recorder.until(() => childEnds().length >= 12);
     expect(childEnds().map((end) => end.stopReason)).toStrictEqual(Array(12).fill('completed'));
     expect(host.pool.threads).toBeLessThanOrEqual(2);
+  });
+
+  it('gives a stay built between two steps of one turn the steps the child took in that turn', async () => {
+    const gate = deferred();
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 1 }, tools: [recordingTool('hold', { gate: gate.promise })] });
+    const model: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createCallThenHistoryEchoModel', options: { on: 'go', tool: 'hold', input: { value: 'x' } } };
+    const { childId } = await startChild(host, parent, 'go', { provider: 'spawn', model });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'tool/call');
+    // The open turn gets a next step, and a one-shot start waits for the only slot when the first ends.
+    child.steer([text('steered')]);
+    const queued = startWaitingForSlot(host, childId);
+    const run = host.subagents.start('spawn', { prompt: [text('one-shot')], parent, signal: new AbortController().signal });
+    await queued;
+    gate.resolve();
+    expect((await (await run).result).stopReason).toBe('completed');
+    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    expect(turnEnds(child.session.events)).toStrictEqual(['completed']);
+    expect(recorder.ends.find((end) => end.id === childId)!.lastAssistantMessage).toStrictEqual([
+      text('user: go | assistant:  | user:  | assistant: user: go | assistant:  | user:  | user: steered'),
+    ]);
   });
 
   it('completes a tree of continuable children 4 deep on a 2-thread pool', async () => {

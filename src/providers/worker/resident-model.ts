@@ -31,11 +31,13 @@ function stepMessages(events: readonly SessionEvent[]): ResidentMessage[] {
 
 
 /**
- * The log a stay starts from: everything before the running turn, without inbox bookkeeping (its
- * inbox is the host's), and where the inherited prefix ends in it.
+ * The log a stay starts from: everything before the host-side step it is built for, without inbox
+ * bookkeeping (its inbox is the host's), and where the inherited prefix ends in it. The earlier
+ * steps of that step's turn stay: they are turns the child already took (a stay built between two
+ * steps of one turn, after its first stay yielded or died, sees them as the first stay did).
  */
 function priorLog(events: readonly SessionEvent[], seedLength: number): { events: SessionEvent[]; seedLength: number } {
-  const open = events.findLastIndex((event) => event.type === 'turn/start');
+  const open = events.findLastIndex((event) => event.type === 'step/start');
   const kept = (open < 0 ? events : events.slice(0, open)).map((event, index) => ({ event, index })).filter(({ event }) => !event.type.startsWith('inbox/'));
   return {
     events: kept.map(({ event }, seq) => ({ ...event, seq })),
