@@ -391,6 +391,25 @@ describe('residency under pressure', () => {
     ]);
   });
 
+  it('yields its thread to a waiting start only once its host-side turn is over, not between two of its steps', async () => {
+    const gate = deferred();
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 1 }, tools: [recordingTool('hold', { gate: gate.promise })] });
+    // A stay built anew would start this script again (its model is created afresh).
+    const model: ModelSpec = { kind: 'scripted', steps: [call('hold', { value: 'x' }), { text: 'one' }, { text: 'two' }] };
+    const { childId } = await startChild(host, parent, 'go', { provider: 'spawn', model });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'tool/call');
+    child.steer([text('steered')]);
+    const queued = startWaitingForSlot(host, childId);
+    const run = host.subagents.start('spawn', { prompt: [text('one-shot')], parent, signal: new AbortController().signal });
+    await queued;
+    gate.resolve();
+    expect((await (await run).result).stopReason).toBe('completed');
+    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    expect(recorder.ends.find((end) => end.id === childId)!.lastAssistantMessage).toStrictEqual([text('two')]);
+    expect(toolResults(host, childId, 'hold')).toStrictEqual([{ text: 'hold ok' }]);
+  });
+
   it('completes a tree of continuable children 4 deep on a 2-thread pool', async () => {
     const { host, parent, recorder } = await setup();
     subagentTool(host, { provider: 'spawn', mode: 'continuable', maxDepth: 5, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } });

@@ -45,6 +45,11 @@ function priorLog(events: readonly SessionEvent[], seedLength: number): { events
   };
 }
 
+/** Whether the log has a turn open: its latest turn event is a `turn/start`. */
+function turnOpen(events: readonly SessionEvent[]): boolean {
+  return events.findLast((event) => event.type === 'turn/start' || event.type === 'turn/end')?.type === 'turn/start';
+}
+
 /** The child's own budget as its stay checks it: counted from its descriptor, over its whole log. */
 function budgetOf(events: readonly SessionEvent[], seedLength: number, prior: { seedLength: number }): ResidentTaskData['budget'] {
   const own = events.slice(seedLength);
@@ -71,6 +76,8 @@ interface Stay {
   leaveAfterTurn: boolean;
   /** Asked to leave (it yielded its slot, or the child was released): no turn may start in it. */
   leaving?: true;
+  /** Its turn is over and it waits for the host-side turn to end before it offers its slot. */
+  resting: boolean;
 }
 
 export class ResidentWorkerModel implements ModelAdapter {
@@ -139,7 +146,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       stay.thread.turnEnded();
       stay.turn = undefined;
       signal.removeEventListener('abort', cancel);
-      this.#rest(stay);
+      this.#rest(agent, stay);
     });
     signal.addEventListener('abort', cancel, { once: true });
     const tools = agent.tools.list();
@@ -205,7 +212,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       slot.release();
       throw error;
     }
-    const stay: Stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false };
+    const stay: Stay = { thread, slot, tools, turn: undefined, leaveAfterTurn: false, resting: false };
     current.stay = stay;
     this.#stay = stay;
     this.#live.add(stay);
@@ -222,10 +229,25 @@ export class ResidentWorkerModel implements ModelAdapter {
     return stay;
   }
 
-  /** A stay between turns: it leaves if asked to (or released), else it may yield its slot. */
-  #rest(stay: Stay): void {
-    if (stay.leaveAfterTurn || this.#released) this.#leave(stay);
-    else if (this.#stay === stay) stay.slot.idle(() => this.#leave(stay));
+  /**
+   * A stay whose turn is over: it leaves if asked to (or released), else it may yield its slot once
+   * the host-side turn is over too. Until then that turn may still give the child a step (a steer, a
+   * report that came meanwhile), and the child is not idle: a start must not take its thread.
+   */
+  #rest(agent: LocalAgent, stay: Stay): void {
+    if (stay.leaveAfterTurn || this.#released) return this.#leave(stay);
+    if (this.#stay !== stay || stay.resting) return;
+    const offer = () => {
+      stay.resting = false;
+      if (this.#stay === stay && !stay.turn) stay.slot.idle(() => this.#leave(stay));
+    };
+    if (!turnOpen(agent.session.events)) return offer();
+    stay.resting = true;
+    const off = agent.subscribe((event) => {
+      if (event.type !== 'turn/end') return;
+      off();
+      offer();
+    });
   }
 
   /** Ends a stay (idle, or once its turn is over); the child comes back from its log when needed. */
