@@ -1,5 +1,6 @@
 // Continuable spawn and fork children, resident in their worker threads: turns through the
 // service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { forkProvider, reportTool, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
 import { deferred, recordingTool } from './helpers.js';
@@ -225,6 +226,45 @@ describe('continuable spawn children', () => {
     await host.sessions.flush(childId);
     const stored = await host.persistence!.load(childId);
     expect(turnEnds(stored!.events)).toStrictEqual(['error', 'completed']);
+  });
+
+  it('runs a follow-up that reaches a thread which dies before it begins the turn in a fresh thread', async () => {
+    const { host, parent, recorder } = await setup();
+    const model: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createCallThenHistoryEchoModel', options: { on: 'arm', tool: 'exit_at_next_input' } };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'fragile between turns',
+      request: { prompt: [text('arm')], parent, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(toolResults(host, childId, 'exit_at_next_input')).toStrictEqual([{ text: 'armed' }]);
+    // Its thread ends as the follow-up arrives there: the host learns of it only after it sent the turn.
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends[1]).toMatchObject({
+      stopReason: 'completed',
+      lastAssistantMessage: [text('user: arm | assistant:  | user:  | assistant: user: arm | assistant:  | user:  | user: again')],
+    });
+    const events = host.sessions.get(childId)!.events;
+    expect(userTexts(events)).toStrictEqual(['arm', 'again']);
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed']);
+  });
+
+  it('ends a turn with error when every thread it is sent to dies before it begins there, after a few fresh threads', async () => {
+    const { host, parent, recorder } = await setup();
+    const calls = suite.files.file();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'doomed',
+      request: { prompt: [text(`exit ${calls}`)], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]).toMatchObject({ id: childId, stopReason: 'error' });
+    // The first thread and three fresh ones.
+    expect(readFileSync(calls, 'utf8')).toBe('called\n'.repeat(4));
+    expect(host.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
+      { turn: 1, reason: { kind: 'error', error: { code: 'THREAD_FAILED', message: expect.stringContaining('exited') } } },
+    ]);
   });
 
   it('ends the open turn with error when an error escapes the child’s code in a later turn, and a follow-up brings the child back', async () => {

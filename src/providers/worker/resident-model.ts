@@ -65,6 +65,9 @@ function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
 
 const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
 
+/** How often a turn whose thread ended before it began there is sent to a stay built anew. */
+const LOST_TURN_RETRIES = 3;
+
 interface Stay {
   readonly thread: ResidentThread;
   readonly slot: Slot;
@@ -118,17 +121,10 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
       await this.#previous;
       if (signal.aborted) return yield aborted;
-      for (;;) {
-        const entering = this.#enter(agent, signal);
-        this.#entering = settled(entering);
-        // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
-        stay = await entering;
-        // The resting stay was asked to yield its slot (a start wanted it) while this turn came to
-        // it: it is leaving, and the turn goes to a stay built anew. (A stay whose thread failed
-        // is not left: the turn meets that failure and ends with it.)
-        if (stay.leaving === undefined || this.#released) break;
-        if (signal.aborted) return yield aborted;
-      }
+      // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
+      const entered = await this.#stayFor(agent, signal);
+      if (!entered) return yield aborted;
+      stay = entered;
     } catch (error) {
       if (signal.aborted) return yield aborted;
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
@@ -149,22 +145,58 @@ export class ResidentWorkerModel implements ModelAdapter {
       this.#rest(agent, stay);
     });
     signal.addEventListener('abort', cancel, { once: true });
-    const tools = agent.tools.list();
-    const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
-    stay.tools = tools;
-    const tail = stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
-    // A cancel that landed before the listener was added still reaches the turn: it follows the prompt.
-    if (signal.aborted) cancel();
-    try {
-      relay.events(await tail);
-      // Answered without the turn's end: the child was cancelled before its turn started there.
-      if (!relay.finished) relay.lost('the child did not start the turn');
-    } catch (error) {
-      // A stay that ended says why through its outcome (see #enter), which ends the turn first.
-      if (stay.thread.closed) await stay.thread.ended;
-      relay.lost(describeError(error));
+    for (let lost = 0; ; ) {
+      const tools = agent.tools.list();
+      const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
+      stay.tools = tools;
+      const tail = stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
+      // A cancel that landed before the listener was added still reaches the turn: it follows the prompt.
+      if (signal.aborted) cancel();
+      try {
+        relay.events(await tail);
+        // Answered without the turn's end: the child was cancelled before its turn started there.
+        if (!relay.finished) relay.lost('the child did not start the turn');
+      } catch (error) {
+        // A stay that ended says why through its outcome, once every notice of it is in.
+        const outcome = stay.thread.closed ? await stay.thread.ended : undefined;
+        // Its thread ended before it began the turn (it died between turns, before the pool said
+        // so): the turn never ran, and goes to a stay built anew; a few times at most, should
+        // threads keep dying under it.
+        if (outcome && !relay.began && !relay.finished && !signal.aborted && ++lost <= LOST_TURN_RETRIES) {
+          stay.turn = undefined;
+          const next = await this.#stayFor(agent, signal).catch((reason: unknown) => {
+            relay.lost(describeError(reason));
+            return undefined;
+          });
+          if (next) {
+            stay = next;
+            stay.turn = relay;
+            stay.slot.busy();
+            continue;
+          }
+        }
+        relay.lost(outcome ? stayFailure(outcome) : describeError(error));
+      }
+      break;
     }
     yield* relay.chunks();
+  }
+
+  /**
+   * The stay a turn goes to: the resting one, or one built anew; `undefined` if the turn was
+   * cancelled while a stay that was leaving made it wait.
+   */
+  async #stayFor(agent: LocalAgent, signal: AbortSignal): Promise<Stay | undefined> {
+    for (;;) {
+      const entering = this.#enter(agent, signal);
+      this.#entering = settled(entering);
+      const stay = await entering;
+      // The resting stay was asked to yield its slot (a start wanted it) while this turn came to
+      // it: it is leaving, and the turn goes to a stay built anew. (A stay whose thread failed
+      // unseen is not left: the turn's prompt meets that failure, see `stream`.)
+      if (stay.leaving === undefined || this.#released) return stay;
+      if (signal.aborted) return undefined;
+    }
   }
 
   /** The child's stay, resident already or built now from the host-side log (in any thread). */
@@ -219,8 +251,9 @@ export class ResidentWorkerModel implements ModelAdapter {
     void thread.ended.then((outcome) => {
       this.#live.delete(stay);
       if (this.#stay === stay) this.#stay = undefined;
-      if (stay.turn) stay.turn.lost(stayFailure(outcome));
-      else if (outcome.type === 'thread-failed' && !outcome.aborted && !this.#released) {
+      // A turn its thread had not begun yet is run again by `stream` in a stay built anew.
+      if (stay.turn?.began) stay.turn.lost(stayFailure(outcome));
+      else if (!stay.turn && outcome.type === 'thread-failed' && !outcome.aborted && !this.#released) {
         // No turn to end: the child comes back from its log at its next message, as after any leave.
         process.emitWarning(`continuable child ${this.#childId} lost its stay between turns (${outcome.diagnostic}); its next message brings it back from its log`, 'SubagentWarning');
       }

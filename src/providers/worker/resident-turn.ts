@@ -37,6 +37,7 @@ export class TurnRelay {
   /** The host-side step this child turn runs in: the child's step 1 is it, its later steps follow on. */
   readonly #step: number;
   #finish: ModelChunk | undefined;
+  #began = false;
   #wake: (() => void) | undefined;
   /** The child's first `step/start` is the host-side step's own. */
   #stepsSeen = 0;
@@ -72,6 +73,11 @@ export class TurnRelay {
     return this.#finish !== undefined;
   }
 
+  /** Whether any event of the child's turn came: its thread began it. */
+  get began(): boolean {
+    return this.#began;
+  }
+
   /** Aborted when the host-side turn is cancelled. */
   get signal(): AbortSignal {
     return this.#signal;
@@ -79,6 +85,7 @@ export class TurnRelay {
 
   /** The child's new events (its turn's, in order). */
   events(events: readonly SessionEvent[]): void {
+    if (events.length > 0) this.#began = true;
     for (const event of events) {
       if (this.#finish) return;
       this.#event(event);
