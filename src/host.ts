@@ -96,6 +96,7 @@ const AGENT_OPTION_KEYS = Object.keys({
   admit: 1,
   cancelFlag: 1,
   loadToolModules: 1,
+  ownInput: 1,
 } satisfies Record<keyof CreateAgentOptions, 1>);
 
 /** `INVALID_OPTIONS` naming the field unless `header` is the extra fields of a session header. */

@@ -159,6 +159,30 @@ describe('continuable spawn children', () => {
     expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('done 1')], [text('done 1')]]);
   });
 
+  it.each([
+    ['followup', ['completed', 'completed']],
+    ['steer', ['completed']],
+    ['inject', ['completed']],
+  ] as const)('logs and runs input the child adds to itself in its thread (%s) as its host-side agent’s, and keeps it in the stored log', async (how, turns) => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 0 } });
+    const model: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createCallThenHistoryEchoModel', options: { on: 'note', tool: 'queue_input', input: { how, text: 'own note' } } };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'talks to itself',
+      request: { prompt: [text('note')], parent, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    const stored = (await host.persistence!.load(childId))!.events;
+    expect(userTexts(stored)).toStrictEqual(['note', 'own note']);
+    expect(turnEnds(stored)).toStrictEqual(turns);
+    expect(recorder.ends[0]!.lastAssistantMessage).toStrictEqual([text('user: note | assistant:  | user:  | assistant: user: note | assistant:  | user:  | user: own note')]);
+    // Evicted at settlement, the child comes back from its stored log, note included; the parent's
+    // next message gets its own answer.
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([{ type: 'text', text: expect.stringMatching(/^user: note \| .* \| user: own note \| .* \| user: next$/) }]);
+  });
+
   it('refuses a follow-up from anyone but the live direct parent', async () => {
     const { host, parent, recorder } = await setup();
     const { childId } = await startChild(host, parent, 'hello', { provider: 'spawn' });

@@ -7,7 +7,7 @@ import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { isRecord, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
-import { LocalAgent } from './agent.js';
+import { LocalAgent, type OwnInput } from './agent.js';
 import { createModel } from './models/create.js';
 import type { ModelAdapter } from './models/types.js';
 import { importModule } from './module-import.js';
@@ -39,6 +39,8 @@ interface CommonAgentOptions {
   cancelFlag?: Int32Array;
   /** False: `agentOptions.toolModules` are loaded elsewhere (where a resident child runs). @default true */
   loadToolModules?: boolean;
+  /** Where input the agent adds to itself goes (see AgentInit.ownInput). @default its own inbox */
+  ownInput?: OwnInput;
 }
 
 export interface CreateAgentOptions extends CommonAgentOptions {
@@ -216,6 +218,7 @@ export class AgentRegistry {
       session,
       ...(options.hooks ? { hooks: options.hooks } : {}),
       ...(options.cancelFlag ? { cancelFlag: options.cancelFlag } : {}),
+      ...(options.ownInput ? { ownInput: options.ownInput } : {}),
       onError: (error) => this.#logger?.warn(`agent ${session.id} failed`, describeError(error)),
     });
     if (options.setup) {

@@ -26,7 +26,16 @@ export interface AgentInit {
    * `ctx.signal.aborted` even while they run synchronous code.
    */
   cancelFlag?: Int32Array;
+  /**
+   * Where input the agent's own code adds (`followup`, `steer`, `inject`) goes instead of this
+   * inbox: the inbox is kept elsewhere (a resident worker child's, by its host-side agent), which
+   * logs and runs it. Input delivered here (`deliver`) still comes in.
+   */
+  ownInput?: OwnInput;
 }
+
+/** Takes input an agent added to itself, under the id it returned. */
+export type OwnInput = (target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource) => void;
 
 function lastTurnOf(events: readonly SessionEvent[]): number {
   for (let i = events.length - 1; i >= 0; i--) {
@@ -43,6 +52,7 @@ export class LocalAgent implements Agent {
   readonly #inbox = new Inbox();
   readonly #turn: TurnContext;
   readonly #onError: ((error: unknown) => void) | undefined;
+  readonly #ownInput: OwnInput | undefined;
   #status: 'idle' | 'running' = 'idle';
   #activity: Promise<void> = Promise.resolve();
   #controller: AbortController | undefined;
@@ -58,6 +68,7 @@ export class LocalAgent implements Agent {
     this.options = Object.freeze({ ...init.options });
     this.#session = init.session;
     this.#onError = init.onError;
+    this.#ownInput = init.ownInput;
     this.#lastTurn = lastTurnOf(init.session.events);
     this.#turn = {
       agent: this,
@@ -102,7 +113,7 @@ export class LocalAgent implements Agent {
   }
 
   followup(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#accept('next-turn', content, opts?.source, true);
+    return this.#own('next-turn', content, opts?.source, true);
   }
 
   /** Accepts input under a given id (transports that already returned the id to their caller). */
@@ -111,11 +122,21 @@ export class LocalAgent implements Agent {
   }
 
   steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#accept('next-step', content, opts?.source, true);
+    return this.#own('next-step', content, opts?.source, true);
   }
 
   inject(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#accept('next-step', content, opts?.source, false);
+    return this.#own('next-step', content, opts?.source, false);
+  }
+
+  /** Input the agent's own code adds: to this inbox, or to the one kept elsewhere (`ownInput`). */
+  #own(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean): MessageId {
+    if (!this.#ownInput) return this.#accept(target, content, source, wake);
+    if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
+    assertMessageContent(content);
+    const id = newId();
+    this.#ownInput(target, id, structuredClone(content), wake, source === undefined ? { kind: 'user' } : copyMessageSource(source));
+    return id;
   }
 
   /**

@@ -1,12 +1,12 @@
 // Runs a continuable child's stay where it was sent (a worker thread): rebuilds its agent from the
 // log its host holds, takes one turn per `prompt`, streams the events back as notices and keeps the
 // agent (its history, its tools' state) between turns until the host tells it to leave.
-import type { HostToolSchema, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
+import type { HostToolSchema, ResidentHostApi, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
 import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
-import type { LocalAgent } from './agent.js';
+import type { LocalAgent, OwnInput } from './agent.js';
 import { EventStream, hostTool } from './child-runner.js';
 import { budgetHooks } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
@@ -27,6 +27,17 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   const flag = transport.cancelFlag;
   // The running turn's prompt, answered at the turn's end with the events still pending.
   let answer: ((events: SessionEvent[]) => void) | undefined;
+  // Input the child added to itself, on its way to the host-side agent, which keeps its inbox: a
+  // turn's end is answered after it, so a steer lands in the host-side turn it was made in.
+  const ownInput = new Set<Promise<void>>();
+  const sendOwn: OwnInput = (target, id, content, wake, source) => {
+    const sent = transport
+      .callHost((host) => (host as ResidentHostApi).acceptOwn(target, id, content, wake, source))
+      // Refused only once the host-side agent is gone (CLOSED): the stay is ending with it.
+      .catch(() => undefined)
+      .finally(() => ownInput.delete(sent));
+    ownInput.add(sent);
+  };
   transport.serve({
     prompt(messages, hostTools) {
       if (!agent) throw new Error('the resident child is not built yet');
@@ -71,6 +82,7 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
         ...(data.budget ? budgetHooks(() => handle!.agent.session, data.budget) : {}),
       },
       ...(flag ? { cancelFlag: flag } : {}),
+      ownInput: sendOwn,
     });
     agent = handle.agent;
     unsubscribe = agent.subscribe((event) => {
@@ -79,8 +91,9 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       // A turn's end goes out at once, as its prompt's answer: the host's turn waits for it.
       const reply = answer;
       answer = undefined;
-      if (reply) reply(stream.take());
-      else stream.flush();
+      if (!reply) stream.flush();
+      else if (ownInput.size === 0) reply(stream.take());
+      else void Promise.all(ownInput).then(() => reply(stream.take()));
     });
     transport.notify({ type: 'ready' });
     await left;

@@ -52,6 +52,15 @@ export interface HostApi {
   callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean }>;
 }
 
+/** Served by the host for one resident child's stay (`host` lane). */
+export interface ResidentHostApi extends HostApi {
+  /**
+   * Puts input the child added to itself in its thread (a tool's `ctx.agent.followup`, `steer` or
+   * `inject`) in the inbox its host-side agent keeps, under the id the child already returned.
+   */
+  acceptOwn(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource): Promise<void>;
+}
+
 /** Served by the child for one run (`control` lane). */
 export interface ChildControlApi {
   cancel(cause: CancelCause): void;

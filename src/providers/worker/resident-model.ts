@@ -2,7 +2,7 @@
 // thread (a resident stay) and keeps its history and tools there between turns; each host-side step
 // is one turn of it. The host-side agent keeps the inbox, the epochs and the log that is persisted;
 // the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
-import type { HostApi, HostToolSchema, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
+import type { HostToolSchema, ResidentHostApi, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
 import { encode, stringify } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
@@ -224,7 +224,7 @@ export class ResidentWorkerModel implements ModelAdapter {
     });
     // The stay's turn, as the thread's calls and notices find it (the stay is built below).
     const current: { stay?: Stay } = {};
-    const host: HostApi = {
+    const host: ResidentHostApi = {
       callTool: async (name, input, callId) => {
         const turn = current.stay?.turn;
         if (!turn) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child between turns`);
@@ -235,6 +235,11 @@ export class ResidentWorkerModel implements ModelAdapter {
         } finally {
           done();
         }
+      },
+      // The host-side agent keeps the child's inbox: it logs the input and runs it like any other.
+      acceptOwn: async (target, id, content, wake, source) => {
+        if (target !== 'next-turn' && target !== 'next-step') throw new SubagentError('INVALID_REQUEST', `unknown inbox target ${String(target)}`);
+        agent.deliver(target, id, content, wake, source);
       },
     };
     let thread: ResidentThread;
