@@ -71,13 +71,14 @@ export interface AgentHandle {
 function assertAgentOptionsObject(method: string, options: unknown, needsId: boolean): void {
   if (!isRecord(options)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options must be an object`);
   const bad = (field: string, what: string) => new SubagentError('INVALID_OPTIONS', `${method}(): options.${field} must be ${what}`);
-  const { model, tools, setup, hooks, signal, admit, cancelFlag, loadToolModules } = options;
+  const { model, tools, setup, hooks, signal, admit, cancelFlag, loadToolModules, ownInput } = options;
   if (model !== undefined && !(isRecord(model) && typeof model['stream'] === 'function')) {
     throw bad('model', 'a ready model adapter (an object with a stream() method); a model spec goes in agentOptions.model');
   }
   if (tools !== undefined && !(tools instanceof ToolRegistry)) throw bad('tools', 'a ToolRegistry');
   if (setup !== undefined && typeof setup !== 'function') throw bad('setup', 'a function');
   if (admit !== undefined && typeof admit !== 'function') throw bad('admit', 'a function');
+  if (ownInput !== undefined && typeof ownInput !== 'function') throw bad('ownInput', 'a function');
   if (hooks !== undefined && !isRecord(hooks)) throw bad('hooks', 'an object');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw bad('signal', 'an AbortSignal');
   if (cancelFlag !== undefined && !(cancelFlag instanceof Int32Array)) throw bad('cancelFlag', 'an Int32Array');
