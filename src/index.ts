@@ -39,7 +39,7 @@ export type { SubagentDescriptorData, SubagentToolFilter } from './seam/descript
 export type { SubagentIdentity, SubagentTiming } from './seam/projections.js';
 export type { SubagentUsage } from './seam/usage.js';
 export { BUDGET_EVENT } from './seam/budget.js';
-export type { SubagentBudget, BudgetLimit, BudgetStop } from './seam/budget.js';
+export type { SubagentBudget, BudgetLimit, BudgetStop, TreeHeadroom } from './seam/budget.js';
 export type {
   SubagentCapabilities,
   SubagentProvider,

@@ -174,3 +174,41 @@ describe('a tree budget with a wallMs past a timer’s reach', () => {
     }
   });
 });
+
+describe.each(['in-process', 'spawn', 'fork'])('a tree budget over a %s child that never waits', (provider) => {
+  // Its tools are in its own thread and answer at once: the thread may not yield between steps, so the
+  // host's stop would reach it only after its turn. Its own spend stops it where it runs.
+  const shoutModule = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
+  const shout: ScriptedStep = { toolCalls: [{ name: 'shout', input: { value: 'x' } }] };
+
+  it('stops the child at the limit, as in-process', async () => {
+    const host = track(await createHost({ pool: { minThreads: 1, maxThreads: 2 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start(provider, {
+      ...request(parent, [], { toolCalls: 2, scope: 'tree' }),
+      agentOptions: { toolModules: [shoutModule], model: { kind: 'scripted', steps: [...Array<ScriptedStep>(10).fill(shout), { text: 'never' }] } },
+    });
+    const result: SubagentResult = await run.result;
+    expect(result).toMatchObject({ stopReason: 'aborted', diagnostic: 'budget: toolCalls limit 2 reached (2 used, tree budget)' });
+    expect(result.usage?.toolCalls).toBe(2);
+    await run.dispose();
+  });
+
+  it('stops a grandchild at what was left of its parent’s tree', async () => {
+    const host = track(await createHost({ pool: { minThreads: 1, maxThreads: 3 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    subagentTool(host, { provider, agentOptions: { toolModules: [shoutModule], model: { kind: 'scripted', steps: [...Array<ScriptedStep>(6).fill(shout), { text: 'grandchild done' }] } } });
+    const parent = await host.createAgent();
+    const delegate: ScriptedStep = { toolCalls: [{ name: 'subagent', input: { description: 'g', prompt: 'go' } }] };
+    const run = await host.subagents.start(provider, {
+      ...request(parent, []),
+      budget: { toolCalls: 3, scope: 'tree' },
+      agentOptions: { model: { kind: 'scripted', steps: [delegate, { text: 'child done' }] } },
+    });
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'aborted', diagnostic: 'budget: toolCalls limit 3 reached (3 used, tree budget)' });
+    expect(result.treeUsage?.toolCalls).toBe(3);
+    await run.dispose();
+  });
+});

@@ -2,7 +2,7 @@
 // inside worker threads): tool restriction, the structured-output capture tool, the descriptor
 // appended in the first turn, and the result read from the child's own events.
 import type { JsonSchema, ToolRestriction } from '../seam/agent-types.js';
-import { BUDGET_EVENT, budgetStopOf, budgetStopReason, describeBudgetStop, reachedLimit, type BudgetStop, type SubagentBudget } from '../seam/budget.js';
+import { BUDGET_EVENT, budgetStopOf, budgetStopReason, describeBudgetStop, reachedLimit, reachedTreeLimit, type BudgetStop, type SubagentBudget, type TreeHeadroom } from '../seam/budget.js';
 import { SubagentError, isSubagentError } from '../seam/errors.js';
 import { finalAssistantOutput } from '../seam/output.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../seam/session-types.js';
@@ -90,6 +90,8 @@ export interface BudgetGuardOptions {
   seedLength: number;
   /** The stop a tree budget covering this child calls for, if any. */
   treeStop?: (() => BudgetStop | undefined) | undefined;
+  /** Covering trees as they stood at the child's start, checked here with the child's own spend (a worker child's). */
+  trees?: readonly TreeHeadroom[] | undefined;
 }
 
 /**
@@ -98,12 +100,15 @@ export interface BudgetGuardOptions {
  */
 export function budgetHooks(session: () => SessionLog, options: BudgetGuardOptions): AgentHooks {
   const own = options.budget?.scope === 'tree' ? undefined : options.budget;
-  if (own === undefined && options.treeStop === undefined) return {};
+  const trees = options.trees?.length ? options.trees : undefined;
+  if (own === undefined && options.treeStop === undefined && trees === undefined) return {};
   const meter = new UsageMeter(options.seedLength);
   return {
     beforeStep() {
       const log = session();
-      const stop = (own && reachedLimit(own, meter.read(log.events), Date.now() - options.startedAt)) ?? options.treeStop?.();
+      const usage = own || trees ? meter.read(log.events) : undefined;
+      const now = Date.now();
+      const stop = (own && reachedLimit(own, usage!, now - options.startedAt)) ?? options.treeStop?.() ?? (trees && reachedTreeLimit(trees, usage!, now));
       if (stop === undefined) return undefined;
       log.append(BUDGET_EVENT, { ...stop });
       const reason = describeBudgetStop(stop);

@@ -173,6 +173,7 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
           startedAt: data.header.createdAt,
           seedLength: seed.length,
           treeStop: () => treeStop,
+          trees: data.trees,
         }),
       },
       ...(transport.cancelFlag ? { cancelFlag: transport.cancelFlag } : {}),

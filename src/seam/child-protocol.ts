@@ -3,7 +3,7 @@
 // through. Worker threads are one transport (providers/worker/thread-protocol.ts); a queue or a
 // process could be another. Nothing here knows ports, flags or threads.
 import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js';
-import type { BudgetStop, SubagentBudget } from './budget.js';
+import type { BudgetStop, SubagentBudget, TreeHeadroom } from './budget.js';
 import type { ContentBlock, MessageId, MessageSource } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionHeader } from './session-types.js';
@@ -44,6 +44,8 @@ export interface ChildTaskData {
   hostTools: HostToolSchema[];
   /** Set when a tree budget covering the child was spent while it waited for a thread: it stops at its first boundary. */
   treeStop?: BudgetStop;
+  /** The tree budgets covering the child as they stood at its start: its own spend is checked against them at each step. */
+  trees?: TreeHeadroom[];
 }
 
 /** Served by the host for one child (`host` lane). */

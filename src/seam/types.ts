@@ -5,7 +5,7 @@ import type { ContentBlock, MessageId, MessageSource, SessionId } from './conten
 import type { SubagentDescriptorData } from './descriptor.js';
 import type { ModelAdapter } from './model-types.js';
 import type { SessionEvent } from './session-types.js';
-import type { BudgetStop, SubagentBudget } from './budget.js';
+import type { BudgetStop, SubagentBudget, TreeHeadroom } from './budget.js';
 import type { SubagentUsage } from './usage.js';
 
 export type SubagentRunId = string;
@@ -56,6 +56,8 @@ export interface BudgetTreeLink {
   stop(): BudgetStop | undefined;
   /** Calls `listener` once when a covering tree reaches a limit; returns an unsubscribe. */
   onStop(listener: (stop: BudgetStop) => void): () => void;
+  /** The covering trees as they stand now, for a child checked where it runs (a worker thread). */
+  covering?(): TreeHeadroom[];
 }
 
 export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal';

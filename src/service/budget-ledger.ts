@@ -110,6 +110,7 @@ export class TreeAdmission {
         for (const tree of this.#trees) tree.listeners.delete(once);
       };
     },
+    covering: () => this.#trees.map((tree) => ({ budget: tree.budget, spent: tree.total, startedAt: tree.startedAt })),
   };
 
   /** Arms the own tree's `wallMs` check (again, until the deadline, for one past a timer's reach); the tree ends when its owner leaves. */
