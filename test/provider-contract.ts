@@ -233,6 +233,18 @@ export function providerContract(label: string, options: ProviderContractOptions
         expectDeeplyFrozen(result);
       });
 
+      if (local) {
+        it('rejects DUPLICATE_TOOL before any child exists when a host tool already has the capture tool’s name', async () => {
+          host.tools.register({ ...recordingTool('structured_output') });
+          const before = liveIds();
+          await expect(start({ ...scripted({ text: 'never' }), outputSchema: schema })).rejects.toMatchObject({ code: 'DUPLICATE_TOOL' });
+          expect(liveIds()).toEqual(before);
+          // Denied to the child, the host tool no longer clashes.
+          const result = await settle({ ...scripted({ toolCalls: [{ name: 'structured_output', input: { answer: 1 } }] }), outputSchema: schema, toolFilter: { deny: ['structured_output'] } });
+          expect(result).toMatchObject({ structured: { answer: 1 }, stopReason: 'completed' });
+        });
+      }
+
       it('settles error when the child never calls structured_output', async () => {
         const result = await settle({ ...scripted({ text: 'plain words' }), outputSchema: schema });
         expect(result.stopReason).toBe('error');

@@ -7,7 +7,7 @@ import { newId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
-import { composeChildTools } from '../../runtime/child-run.js';
+import { STRUCTURED_OUTPUT_TOOL, composeChildTools } from '../../runtime/child-run.js';
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
@@ -43,6 +43,11 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
   const scope = host.tools.scope();
   composeChildTools(scope, { toolFilter: request.toolFilter });
   const allowed = scope.list();
+  // The capture tool is added in the thread; a host tool of its name is refused now, as in-process
+  // refuses it, before any child exists (not as a child that fails once it started).
+  if (request.outputSchema && allowed.some((tool) => tool.name === STRUCTURED_OUTPUT_TOOL)) {
+    throw new SubagentError('DUPLICATE_TOOL', `a tool named ${STRUCTURED_OUTPUT_TOOL} is already registered here; pick another name`);
+  }
   const header: SessionHeader = {
     ...plan.header,
     id: newId(),
