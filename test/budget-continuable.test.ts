@@ -44,10 +44,13 @@ function budgetEvents(host: Host, childId: string) {
 }
 
 describe('a continuable child’s budget', () => {
-  it('counts every turn of the child: the turn beyond the limit stops, the parent hears why', async () => {
-    const host = await open(files.file());
+  // A worker child's turns are counted where its host-side agent runs: in its thread each host-side
+  // step is a turn, and a stay built mid-turn starts from the open turn's start.
+  it.each(['in-process', 'spawn', 'fork'])('counts every turn of the child on %s: the turn beyond the limit stops, the parent hears why', async (provider) => {
+    const host = await continuationHost(files.file(), { tools: [recordingTool('lookup')], providers: provider !== 'in-process' });
+    hosts.push(host);
     const parent = await host.createAgent();
-    const { childId } = await start(host, parent, { turns: 2 });
+    const { childId } = await start(host, parent, { turns: 2 }, {}, provider);
     await host.recorder.until(() => host.recorder.ends.length === 1);
     await host.subagents.followup(parent, childId, [text('second')]);
     await host.recorder.until(() => host.recorder.ends.length === 2);

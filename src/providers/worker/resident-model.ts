@@ -3,6 +3,7 @@
 // is one turn of it. The host-side agent keeps the inbox, the epochs and the log that is persisted;
 // the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
 import type { HostToolSchema, ResidentHostApi, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
+import { limitsOf } from '../../seam/budget.js';
 import { encode, stringify } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
@@ -50,13 +51,20 @@ function turnOpen(events: readonly SessionEvent[]): boolean {
   return events.findLast((event) => event.type === 'turn/start' || event.type === 'turn/end')?.type === 'turn/start';
 }
 
-/** The child's own budget as its stay checks it: counted from its descriptor, over its whole log. */
+/**
+ * The child's own budget as its stay checks it: counted from its descriptor, over its whole log. Its
+ * `turns` limit is left to the host-side agent's guard: in the stay each host-side step is a turn of
+ * its own (a steer or report makes two of one turn), and a stay built mid-turn starts from that
+ * turn's open `turn/start`, so the stay's count of turns is not the child's.
+ */
 function budgetOf(events: readonly SessionEvent[], seedLength: number, prior: { seedLength: number }): ResidentTaskData['budget'] {
   const own = events.slice(seedLength);
   const descriptor = foldSubagentDescriptor(own);
   if (descriptor?.budget === undefined) return undefined;
+  const { turns: _turns, ...budget } = descriptor.budget;
+  if (limitsOf(budget).length === 0) return undefined;
   const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
-  return { budget: descriptor.budget, startedAt, seedLength: prior.seedLength };
+  return { budget, startedAt, seedLength: prior.seedLength };
 }
 
 function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
