@@ -1,8 +1,8 @@
 // Continuable spawn and fork children, resident in their worker threads: turns through the
 // service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { forkProvider, reportTool, spawnProvider, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
+import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
 import { deferred, recordingTool } from './helpers.js';
 import { hostParts } from 'subagent-host/internals';
 import { call } from './tool-helpers.js';
@@ -181,6 +181,28 @@ describe('continuable spawn children', () => {
     await host.subagents.followup(parent, childId, [text('next')]);
     await recorder.until(() => recorder.ends.length >= 2);
     expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([{ type: 'text', text: expect.stringMatching(/^user: note \| .* \| user: own note \| .* \| user: next$/) }]);
+  });
+
+  it('loses nothing its code added to itself while it leaves residence: every id it was given is in the stored log (later input is refused CLOSED)', async () => {
+    const db = suite.files.file();
+    const ids = `${suite.files.file()}.ids`;
+    const { host, parent } = await setup({ persistence: { sqlite: db } });
+    const model: ModelSpec = { kind: 'scripted', steps: [{ toolCalls: [{ name: 'followup_every_ms', input: { file: ids } }] }, { text: 'ticking' }] };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'talks to itself',
+      request: { prompt: [text('go')], parent, agentOptions: { model, toolModules: [TOOLS] } },
+    });
+    const given = () => (existsSync(ids) ? readFileSync(ids, 'utf8').split('\n').filter((line) => line !== '' && !line.startsWith('refused')) : []);
+    await eventually(() => given().length >= 10);
+    await host.close();
+    const stored = sqlitePersistence(db);
+    try {
+      const accepted = new Set((await stored.load(childId))!.events.filter((e) => e.type === 'inbox/accepted').map((e) => (e.data as { id: string }).id));
+      expect(given().filter((id) => !accepted.has(id))).toStrictEqual([]);
+    } finally {
+      await stored.close();
+    }
   });
 
   it('refuses a follow-up from anyone but the live direct parent', async () => {

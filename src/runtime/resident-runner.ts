@@ -3,7 +3,7 @@
 // agent (its history, its tools' state) between turns until the host tells it to leave.
 import type { HostToolSchema, ResidentHostApi, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
 import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
-import { describeError, isSubagentError } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent, OwnInput } from './agent.js';
@@ -30,7 +30,10 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   // Input the child added to itself, on its way to the host-side agent, which keeps its inbox: a
   // turn's end is answered after it, so a steer lands in the host-side turn it was made in.
   const ownInput = new Set<Promise<void>>();
+  // Set when the host-side agent is about to be disposed: later input would reach no agent.
+  let ownClosed = false;
   const sendOwn: OwnInput = (target, id, content, wake, source) => {
+    if (ownClosed) throw SubagentError.closed(`continuable child ${agent?.id ?? ''}`, 'it is leaving residence and takes no more input from its own code');
     const sent = transport
       .callHost((host) => (host as ResidentHostApi).acceptOwn(target, id, content, wake, source))
       // Refused only once the host-side agent is gone (CLOSED): the stay is ending with it.
@@ -61,6 +64,10 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       agent?.cancel(cause);
     },
     leave: () => leave(),
+    closeOwnInput: async () => {
+      ownClosed = true;
+      await Promise.all(ownInput);
+    },
   });
   let handle: AgentHandle | undefined;
   let unsubscribe = () => {};

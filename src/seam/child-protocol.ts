@@ -108,6 +108,11 @@ export interface ResidentControlApi {
   cancel(cause: CancelCause): void;
   /** Ends the stay: the agent is disposed and the task returns. */
   leave(): void;
+  /**
+   * Refuses (`CLOSED`) input the child's own code adds to itself from now on; resolves once what it
+   * added before has reached its host-side agent (which is about to be disposed).
+   */
+  closeOwnInput(): Promise<void>;
 }
 
 /** What a child task returns (encoded by its transport): the child's raw terminal outcome. */

@@ -116,6 +116,12 @@ export interface ContinuableCreateSpec {
   toolModulesHere?: boolean;
   /** Frees what the provider holds for this child; called once when it leaves residence or its creation failed. */
   release?(): Promise<void>;
+  /**
+   * Called once when the child starts leaving residence, before its agent is disposed: input the
+   * child's own code adds where it runs is refused from then on, and what it added before reaches
+   * its agent first (nothing it was given an id for is lost).
+   */
+  quiesce?(): Promise<void>;
 }
 
 export interface SubagentProvider {

@@ -73,6 +73,9 @@ function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
 
 const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
 
+/** How long closing a stay's own input waits for a thread that does not answer (one in a synchronous loop). */
+const OWN_INPUT_CLOSE_BOUND_MS = 250;
+
 /** How often a turn whose thread ended before it began there is sent to a stay built anew. */
 const LOST_TURN_RETRIES = 3;
 
@@ -305,6 +308,15 @@ export class ResidentWorkerModel implements ModelAdapter {
       return;
     }
     void stay.thread.leave();
+  }
+
+  /**
+   * The child is leaving residence: input its code adds to itself in its thread is refused from now
+   * on, and what it added before reaches the host-side agent first (see ContinuableCreateSpec.quiesce).
+   */
+  async closeOwnInput(): Promise<void> {
+    const bound = Math.min(this.#host.pool.options.cancelGraceMs, OWN_INPUT_CLOSE_BOUND_MS);
+    await Promise.all([...this.#live].map((stay) => stay.thread.closeOwnInput(bound)));
   }
 
   /** The child left residence for good (its Activation ended): its stay ends with it. */

@@ -123,6 +123,25 @@ export class ResidentThread {
     this.#killTimer = undefined;
   }
 
+  /**
+   * Closes the input the child adds to itself (see ResidentControlApi.closeOwnInput); resolves once
+   * the child says what it added before has reached its host, its stay is over, or `boundMs` passed
+   * (a thread in a synchronous loop answers only once its turn is cancelled, which comes after).
+   */
+  async closeOwnInput(boundMs: number): Promise<void> {
+    if (this.#over) return;
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, boundMs);
+      timer.unref();
+    });
+    try {
+      await Promise.race([this.#control.call((remote) => remote.closeOwnInput()).catch(() => undefined), this.ended.then(() => undefined), bound]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Ends the stay; resolves once its task has ended (the thread is terminated if it does not leave in time). */
   async leave(): Promise<void> {
     if (!this.#over) {

@@ -86,7 +86,7 @@ const RESIDENT_DATA = Object.freeze({ residence: 'worker-thread' });
  */
 function residentSpec(host: WorkerProviderHost, request: ContinuableCreateRequest): ContinuableCreateSpec {
   const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id);
-  return { model, providerData: { ...RESIDENT_DATA }, toolModulesHere: false, release: () => model.release() };
+  return { model, providerData: { ...RESIDENT_DATA }, toolModulesHere: false, quiesce: () => model.closeOwnInput(), release: () => model.release() };
 }
 
 function resumeResident(host: WorkerProviderHost, name: string, request: ContinuableResumeRequest): Promise<ContinuableCreateSpec> {

@@ -107,18 +107,23 @@ export interface Built {
   batch: SetupBatch;
 }
 
-/** `handle` whose dispose also frees what the provider holds for the child (once the agent is gone). */
-export function withRelease(handle: AgentHandle, release: ContinuableCreateSpec['release']): AgentHandle {
-  if (!release) return handle;
+/**
+ * `handle` whose dispose first quiesces the child where it runs, then disposes its agent, then frees
+ * what the provider holds for the child (once the agent is gone).
+ */
+export function withRelease(handle: AgentHandle, spec: Pick<ContinuableCreateSpec, 'release' | 'quiesce'>): AgentHandle {
+  const { release, quiesce } = spec;
+  if (!release && !quiesce) return handle;
   let disposing: Promise<void> | undefined;
   return {
     agent: handle.agent,
     dispose: () =>
       (disposing ??= (async () => {
         try {
+          await quiesce?.().catch(() => undefined);
           await handle.dispose();
         } finally {
-          await release();
+          await release?.();
         }
       })()),
   };
@@ -165,7 +170,7 @@ export async function createFresh(options: {
     hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
     ...(options.signal ? { signal: options.signal } : {}),
   }));
-  const handle = withRelease(built, options.prepared.release);
+  const handle = withRelease(built, options.prepared);
   const batch = out.batch!;
   try {
     batch.commit();
@@ -248,7 +253,7 @@ export async function resumeStored(options: {
     if (isSubagentError(error)) throw error;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
   }
-  handle = withRelease(handle, prepared.release);
+  handle = withRelease(handle, prepared);
   const batch = out.batch!;
   try {
     batch.commit();
