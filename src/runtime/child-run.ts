@@ -2,12 +2,12 @@
 // inside worker threads): tool restriction, the structured-output capture tool, the descriptor
 // appended in the first turn, and the result read from the child's own events.
 import type { JsonSchema, ToolRestriction } from '../seam/agent-types.js';
-import { BUDGET_EVENT, budgetStopOf, budgetStopReason, describeBudgetStop, reachedLimit, reachedTreeLimit, type BudgetStop, type SubagentBudget, type TreeHeadroom } from '../seam/budget.js';
+import { BUDGET_EVENT, budgetStopOf, budgetStopReason, describeBudgetStop, reachedLimit, type BudgetStop, type SubagentBudget, type TreeHeadroom } from '../seam/budget.js';
 import { SubagentError, isSubagentError } from '../seam/errors.js';
 import { finalAssistantOutput } from '../seam/output.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../seam/session-types.js';
 import type { SubagentResult, SubagentStopReason } from '../seam/types.js';
-import { UsageMeter, usageOf } from '../seam/usage.js';
+import { UsageMeter, addUsage, usageOf, type SubagentUsage } from '../seam/usage.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { AgentHooks } from './turn-context.js';
@@ -92,6 +92,19 @@ export interface BudgetGuardOptions {
   treeStop?: (() => BudgetStop | undefined) | undefined;
   /** Covering trees as they stood at the child's start, checked here with the child's own spend (a worker child's). */
   trees?: readonly TreeHeadroom[] | undefined;
+}
+
+/**
+ * The limit a covering tree reaches with the child's own `usage` on top of what the tree had spent
+ * when the child started, if any: where the child runs, its own spend stops it without waiting for
+ * the tree's owner to count it (a child that never yields its thread would hear of that too late).
+ */
+function reachedTreeLimit(trees: readonly TreeHeadroom[], usage: SubagentUsage, now: number): BudgetStop | undefined {
+  for (const tree of trees) {
+    const stop = reachedLimit(tree.budget, addUsage(tree.spent, usage), now - tree.startedAt);
+    if (stop) return stop;
+  }
+  return undefined;
 }
 
 /**

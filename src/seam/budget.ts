@@ -3,7 +3,6 @@
 import { z } from 'zod';
 import type { SubagentUsage } from './usage-figures.js';
 import { parseOrThrow } from './parse.js';
-import { addUsage } from './usage.js';
 
 /** Limits of a start request; `scope: 'tree'` makes them cover every descendant too. */
 export interface SubagentBudget {
@@ -94,19 +93,6 @@ export interface TreeHeadroom {
   budget: SubagentBudget;
   spent: SubagentUsage;
   startedAt: number;
-}
-
-/**
- * The limit a covering tree reaches with the child's own `usage` on top of what the tree had spent
- * when the child started, if any: where the child runs, its own spend stops it without waiting for
- * the tree's owner to count it (a child that never yields its thread would hear of that too late).
- */
-export function reachedTreeLimit(trees: readonly TreeHeadroom[], usage: SubagentUsage, now: number): BudgetStop | undefined {
-  for (const tree of trees) {
-    const stop = reachedLimit(tree.budget, addUsage(tree.spent, usage), now - tree.startedAt);
-    if (stop) return stop;
-  }
-  return undefined;
 }
 
 /** The names of the limits a budget sets. */
