@@ -419,6 +419,90 @@ describe('serveAcp', () => {
     await expect(prompt(client, sessionId, 'second')).resolves.toMatchObject({ stopReason: 'end_turn' });
   });
 
+  describe('messages that arrive in one write', () => {
+    /** serveAcp over raw lines: `send` writes its messages in one write; `answer(id)` resolves with the response to `id`. */
+    function rawClient(host: AcpServeHost) {
+      const toServer = new PassThrough();
+      const toClient = new PassThrough();
+      const served = serveAcp(host, { input: toServer, output: toClient });
+      const answers = new Map<number, unknown>();
+      let arrived = deferred();
+      let buffered = '';
+      toClient.setEncoding('utf8').on('data', (chunk: string) => {
+        buffered += chunk;
+        const lines = buffered.split('\n');
+        buffered = lines.pop()!;
+        for (const line of lines) {
+          const message = JSON.parse(line) as { id?: number; method?: string };
+          if (message.id !== undefined && message.method === undefined) answers.set(message.id, message);
+        }
+        arrived.resolve();
+      });
+      return {
+        send: (...messages: object[]) => void toServer.write(messages.map((m) => `${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`).join('')),
+        async answer(id: number): Promise<{ result?: Record<string, unknown>; error?: { code: number } }> {
+          while (!answers.has(id)) {
+            await arrived.promise;
+            arrived = deferred();
+          }
+          return answers.get(id) as { result?: Record<string, unknown>; error?: { code: number } };
+        },
+        async end(): Promise<void> {
+          toServer.end();
+          await served;
+        },
+      };
+    }
+
+    async function opened(host: AcpServeHost) {
+      const raw = rawClient(host);
+      raw.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      await raw.answer(1);
+      raw.send({ id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [] } });
+      const sessionId = (await raw.answer(2)).result!['sessionId'] as string;
+      raw.send({ id: 3, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'zero' }] } });
+      expect((await raw.answer(3)).result).toMatchObject({ stopReason: 'end_turn' });
+      return { raw, sessionId };
+    }
+
+    const says = (sessionId: string, id: number, value: string) => ({ id, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: value }] } });
+
+    it('applies a cancel sent just before a prompt to nothing: the prompt runs', async () => {
+      const { raw, sessionId } = await opened(await newHost());
+      raw.send({ method: 'session/cancel', params: { sessionId } }, says(sessionId, 4, 'one'));
+      expect((await raw.answer(4)).result).toMatchObject({ stopReason: 'end_turn' });
+      await raw.end();
+    });
+
+    it('cancels a prompt sent just before the cancel', async () => {
+      const host = await newHost({ model: { kind: 'scripted', steps: [{ text: 'zero' }, { finish: 'hang' }] } });
+      const { raw, sessionId } = await opened(host);
+      raw.send(says(sessionId, 4, 'one'), { method: 'session/cancel', params: { sessionId } });
+      expect((await raw.answer(4)).result).toStrictEqual({ stopReason: 'cancelled' });
+      await raw.end();
+    });
+
+    it('refuses a prompt sent just after a close of its session as for a closed session', async () => {
+      const { raw, sessionId } = await opened(await newHost());
+      raw.send({ id: 4, method: 'session/close', params: { sessionId } }, says(sessionId, 5, 'one'));
+      expect((await raw.answer(4)).result).toStrictEqual({});
+      expect((await raw.answer(5)).error).toMatchObject({ code: -32002 });
+      await raw.end();
+    });
+
+    it('answers a load sent just after a close once the close is done, and serves the session it restored', async () => {
+      const host = await newHost({ persistence: { sqlite: join(dir, 'one-write-close-load.db') } });
+      const { raw, sessionId } = await opened(host);
+      const closing = host.agents.get(sessionId)!;
+      raw.send({ id: 4, method: 'session/close', params: { sessionId } }, { id: 5, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      expect([(await raw.answer(4)).result, (await raw.answer(5)).result]).toStrictEqual([{}, {}]);
+      expect(host.agents.get(sessionId)).not.toBe(closing);
+      raw.send(says(sessionId, 6, 'two'));
+      expect((await raw.answer(6)).result).toMatchObject({ stopReason: 'end_turn' });
+      await raw.end();
+    });
+  });
+
   it('closes a session without persistence too (advertised): it is gone for good', async () => {
     const host = await newHost();
     const client = await initialized(host);

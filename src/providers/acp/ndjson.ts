@@ -88,8 +88,15 @@ const QUEUE_BOUND = 64;
  */
 export type Intercept = (message: object) => boolean;
 
+/**
+ * Sees every parsed message, synchronously and in the order it arrived, before the SDK does: the
+ * SDK tries each message on its handlers one after another, awaiting each, so a message for a
+ * later-registered handler is handled after one that arrived after it.
+ */
+export type Observe = (message: object) => void;
+
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
-function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void, intercept?: Intercept): ReadableStream<AnyMessage> {
+function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void, intercept?: Intercept, observe?: Observe): ReadableStream<AnyMessage> {
   const errors = sdk.RequestError;
   // Thrown into the connection (which then closes), as the SDK's own stream does.
   const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
@@ -119,6 +126,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     }
     if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
+      observe?.(message);
       if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
       handOver();
       controller.enqueue(message as AnyMessage);
@@ -210,8 +218,8 @@ function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
  * An ACP stream over `input` (what the peer writes) and `output` (where this side writes);
  * `intercept` may take incoming messages before the SDK (see {@link Intercept}).
  */
-export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching, intercept?: Intercept): acp.Stream {
+export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching, intercept?: Intercept, observe?: Observe): acp.Stream {
   const writer = new LineWriter(output, batching);
   const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
-  return { readable: lineReader(input, sdk, reply, intercept), writable: messageWritable(writer) };
+  return { readable: lineReader(input, sdk, reply, intercept, observe), writable: messageWritable(writer) };
 }

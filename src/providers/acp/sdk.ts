@@ -2,7 +2,7 @@
 // code that actually speaks ACP pays, once, at first use; `import 'subagent-host'` stays cheap.
 import type * as AcpSdkModule from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
-import { ndJsonNodeStream, type Intercept } from './ndjson.js';
+import { ndJsonNodeStream, type Intercept, type Observe } from './ndjson.js';
 
 export type AcpSdk = typeof AcpSdkModule;
 export type AcpStream = AcpSdkModule.Stream;
@@ -24,6 +24,6 @@ export function loadAcpSdk(): Promise<AcpSdk> {
  * An ndjson ACP stream over a pair of Node streams (`output` is where this side writes); a client
  * sends the first message of a burst at once, an agent each burst in one write (see `Batching` in ndjson.ts).
  */
-export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable, side: 'client' | 'agent', intercept?: Intercept): AcpStream {
-  return ndJsonNodeStream(sdk, output, input, side === 'agent' ? 'whole-burst' : 'first-at-once', intercept);
+export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable, side: 'client' | 'agent', intercept?: Intercept, observe?: Observe): AcpStream {
+  return ndJsonNodeStream(sdk, output, input, side === 'agent' ? 'whole-burst' : 'first-at-once', intercept, observe);
 }

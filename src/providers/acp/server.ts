@@ -58,6 +58,13 @@ const routeSchema = z.strictObject({
 /** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
 const CLIENT_FAULTS: ReadonlySet<string> = new Set(['INVALID_OPTIONS', 'INVALID_MODEL_SPEC', 'INVALID_REQUEST']);
 
+/** A prompt as it arrived: whether a cancel or close of its session arrived after it, or a close before it. */
+interface ArrivedPrompt {
+  sessionId: string;
+  cancelled: boolean;
+  closed: boolean;
+}
+
 interface Served {
   agent: Agent;
   /** The prompt in flight, if any. */
@@ -96,6 +103,14 @@ class AcpServer {
   readonly #restoring = new Map<string, Promise<Served>>();
   /** Closes in flight: a load or resume of a session being closed waits until it is gone. */
   readonly #closing = new Map<string, Promise<void>>();
+  /**
+   * Prompts by request id, as they arrived (see `observe`), until their handler takes them: a cancel
+   * or close that arrived after a prompt applies to it even when its handler runs first (the SDK
+   * hands a message to its handlers one by one, so a method registered later is handled later).
+   */
+  readonly #arrivedPrompts = new Map<unknown, ArrivedPrompt>();
+  /** Sessions a close arrived for whose handler has not finished: a load or resume waits for it. */
+  readonly #closeArrived = new Map<string, { count: number; done: Promise<void>; resolve: () => void }>();
   readonly #images: boolean;
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
@@ -112,9 +127,38 @@ class AcpServer {
       .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
       .onRequest(methods.agent.session.load, ({ params, client }) => this.#guard(() => this.#load(params, client)))
       .onRequest(methods.agent.session.resume, ({ params }) => this.#guard(() => this.#resume(params)))
-      .onRequest(methods.agent.session.prompt, ({ params, client }) => this.#guard(() => this.#prompt(params, client)))
+      .onRequest(methods.agent.session.prompt, ({ params, client, requestId }) => this.#guard(() => this.#prompt(params, client, requestId)))
       .onRequest(methods.agent.session.close, ({ params }) => this.#guard(() => this.#close(params.sessionId)))
-      .onNotification(methods.agent.session.cancel, ({ params }) => this.#cancel(params.sessionId));
+      // Done on arrival (observe): here it would find the prompts of messages sent after it.
+      .onNotification(methods.agent.session.cancel, () => undefined);
+  }
+
+  /**
+   * Every message as it arrives, in order, before any handler: a prompt is recorded under its
+   * request id; a cancel cancels the running prompt and those that arrived before it; a close
+   * cancels those too, refuses the session's later prompts, and holds loads and resumes back.
+   */
+  observe(message: object): void {
+    const { method, params, id } = message as { method?: unknown; params?: { sessionId?: unknown }; id?: unknown };
+    const sessionId = params?.sessionId;
+    if (typeof sessionId !== 'string') return;
+    const { session } = this.#sdk.methods.agent;
+    if (method === session.prompt) {
+      if (id !== undefined && id !== null) this.#arrivedPrompts.set(id, { sessionId, cancelled: false, closed: this.#closeArrived.has(sessionId) });
+    } else if (method === session.cancel || method === session.close) {
+      for (const arrived of this.#arrivedPrompts.values()) if (arrived.sessionId === sessionId) arrived.cancelled = true;
+      this.#cancel(sessionId);
+      // A request only: a close sent as a notification reaches no handler that would open the gate again.
+      if (method === session.close && id !== undefined && id !== null) {
+        const gate = this.#closeArrived.get(sessionId);
+        if (gate) gate.count++;
+        else {
+          let resolve!: () => void;
+          const done = new Promise<void>((settle) => (resolve = settle));
+          this.#closeArrived.set(sessionId, { count: 1, done, resolve });
+        }
+      }
+    }
   }
 
   #initialize(): acp.InitializeResponse {
@@ -187,6 +231,7 @@ class AcpServer {
     const { sessionId } = params;
     // No session has an empty id: like any id not stored, it is not found.
     if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
+    await this.#closeArrived.get(sessionId)?.done;
     await this.#closing.get(sessionId)?.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
     if (served) return served;
@@ -237,7 +282,11 @@ class AcpServer {
     return served;
   }
 
-  async #prompt(params: acp.PromptRequest, client: acp.AgentContext): Promise<acp.PromptResponse> {
+  async #prompt(params: acp.PromptRequest, client: acp.AgentContext, requestId: unknown): Promise<acp.PromptResponse> {
+    const arrived = this.#arrivedPrompts.get(requestId);
+    this.#arrivedPrompts.delete(requestId);
+    // Sent after a close of its session: that session is gone for it.
+    if (arrived?.closed) throw this.#sdk.RequestError.sessionNotFound(params.sessionId);
     const served = this.#served(params.sessionId);
     const { agent } = served;
     if (served.active || agent.status === 'running') {
@@ -248,6 +297,8 @@ class AcpServer {
     if (content.every((block) => block.type === 'text' && block.text.trim() === '')) {
       throw this.#sdk.RequestError.invalidParams(undefined, 'the prompt is empty');
     }
+    // Cancelled (or its session closed) before its turn could start: it ends at once.
+    if (arrived?.cancelled) return { stopReason: 'cancelled' };
     const active = { cancelled: false };
     served.active = active;
     const answer = this.#run(agent, served, active, content, client, params.sessionId);
@@ -311,7 +362,15 @@ class AcpServer {
       closing = this.#closeServed(sessionId).finally(() => this.#closing.delete(sessionId));
       this.#closing.set(sessionId, closing);
     }
-    await closing;
+    try {
+      await closing;
+    } finally {
+      const gate = this.#closeArrived.get(sessionId);
+      if (gate && --gate.count === 0) {
+        this.#closeArrived.delete(sessionId);
+        gate.resolve();
+      }
+    }
     return {};
   }
 
@@ -356,7 +415,7 @@ export async function serveAcp(host: AcpServeHost, io?: AcpServeIo, options?: Ac
   assertServeArguments(host, io, options);
   const sdk = await loadAcpSdk();
   const server = new AcpServer(sdk, host, options?.images ?? true);
-  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent'));
+  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent', undefined, (message) => server.observe(message)));
   await connection.closed;
   await server.close();
 }
