@@ -456,14 +456,17 @@ describe('residency under pressure', () => {
     expect(host.pool.threads).toBeLessThanOrEqual(2);
   });
 
-  it('gives a stay built between two steps of one turn the steps the child took in that turn', async () => {
+  /**
+   * A resident spawn child on a 1-thread pool, in a `hold` call of its first turn: it is steered (its
+   * open turn gets a next step) and a one-shot start waits for the only slot; then `hold` returns.
+   * Resolves once the one-shot child completed and the resident child's epoch ended.
+   */
+  async function steeredWhileAStartWaits(model: ModelSpec) {
     const gate = deferred();
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 1 }, tools: [recordingTool('hold', { gate: gate.promise })] });
-    const model: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createCallThenHistoryEchoModel', options: { on: 'go', tool: 'hold', input: { value: 'x' } } };
     const { childId } = await startChild(host, parent, 'go', { provider: 'spawn', model });
     const child = host.agents.get(childId)!;
     await untilEvent(child, 'tool/call');
-    // The open turn gets a next step, and a one-shot start waits for the only slot when the first ends.
     child.steer([text('steered')]);
     const queued = startWaitingForSlot(host, childId);
     const run = host.subagents.start('spawn', { prompt: [text('one-shot')], parent, signal: new AbortController().signal });
@@ -471,6 +474,12 @@ describe('residency under pressure', () => {
     gate.resolve();
     expect((await (await run).result).stopReason).toBe('completed');
     await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    return { host, recorder, child, childId };
+  }
+
+  it('gives a stay built between two steps of one turn the steps the child took in that turn', async () => {
+    const model: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createCallThenHistoryEchoModel', options: { on: 'go', tool: 'hold', input: { value: 'x' } } };
+    const { recorder, child, childId } = await steeredWhileAStartWaits(model);
     expect(turnEnds(child.session.events)).toStrictEqual(['completed']);
     expect(recorder.ends.find((end) => end.id === childId)!.lastAssistantMessage).toStrictEqual([
       text('user: go | assistant:  | user:  | assistant: user: go | assistant:  | user:  | user: steered'),
@@ -478,20 +487,9 @@ describe('residency under pressure', () => {
   });
 
   it('yields its thread to a waiting start only once its host-side turn is over, not between two of its steps', async () => {
-    const gate = deferred();
-    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 1 }, tools: [recordingTool('hold', { gate: gate.promise })] });
     // A stay built anew would start this script again (its model is created afresh).
     const model: ModelSpec = { kind: 'scripted', steps: [call('hold', { value: 'x' }), { text: 'one' }, { text: 'two' }] };
-    const { childId } = await startChild(host, parent, 'go', { provider: 'spawn', model });
-    const child = host.agents.get(childId)!;
-    await untilEvent(child, 'tool/call');
-    child.steer([text('steered')]);
-    const queued = startWaitingForSlot(host, childId);
-    const run = host.subagents.start('spawn', { prompt: [text('one-shot')], parent, signal: new AbortController().signal });
-    await queued;
-    gate.resolve();
-    expect((await (await run).result).stopReason).toBe('completed');
-    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    const { host, recorder, childId } = await steeredWhileAStartWaits(model);
     expect(recorder.ends.find((end) => end.id === childId)!.lastAssistantMessage).toStrictEqual([text('two')]);
     expect(toolResults(host, childId, 'hold')).toStrictEqual([{ text: 'hold ok' }]);
   });
