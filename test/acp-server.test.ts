@@ -499,6 +499,13 @@ describe('serveAcp', () => {
       expect(host.agents.get(sessionId)).not.toBe(closing);
       raw.send(says(sessionId, 6, 'two'));
       expect((await raw.answer(6)).result).toMatchObject({ stopReason: 'end_turn' });
+      // Two closes, then a load: the load waits for both.
+      const reloaded = host.agents.get(sessionId)!;
+      raw.send({ id: 7, method: 'session/close', params: { sessionId } }, { id: 8, method: 'session/close', params: { sessionId } }, { id: 9, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      expect([(await raw.answer(7)).result, (await raw.answer(8)).result, (await raw.answer(9)).result]).toStrictEqual([{}, {}, {}]);
+      expect(host.agents.get(sessionId)).not.toBe(reloaded);
+      raw.send(says(sessionId, 10, 'three'));
+      expect((await raw.answer(10)).result).toMatchObject({ stopReason: 'end_turn' });
       await raw.end();
     });
   });

@@ -18,6 +18,7 @@ import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, promptContent } from './server-updates.js';
+import { Arrivals } from './arrivals.js';
 
 /** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
 const SESSION_OPTIONS_EVENT = 'acp/session-options';
@@ -58,13 +59,6 @@ const routeSchema = z.strictObject({
 /** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
 const CLIENT_FAULTS: ReadonlySet<string> = new Set(['INVALID_OPTIONS', 'INVALID_MODEL_SPEC', 'INVALID_REQUEST']);
 
-/** A prompt as it arrived: whether a cancel or close of its session arrived after it, or a close before it. */
-interface ArrivedPrompt {
-  sessionId: string;
-  cancelled: boolean;
-  closed: boolean;
-}
-
 interface Served {
   agent: Agent;
   /** The prompt in flight, if any. */
@@ -103,14 +97,8 @@ class AcpServer {
   readonly #restoring = new Map<string, Promise<Served>>();
   /** Closes in flight: a load or resume of a session being closed waits until it is gone. */
   readonly #closing = new Map<string, Promise<void>>();
-  /**
-   * Prompts by request id, as they arrived (see `observe`), until their handler takes them: a cancel
-   * or close that arrived after a prompt applies to it even when its handler runs first (the SDK
-   * hands a message to its handlers one by one, so a method registered later is handled later).
-   */
-  readonly #arrivedPrompts = new Map<unknown, ArrivedPrompt>();
-  /** Sessions a close arrived for whose handler has not finished: a load or resume waits for it. */
-  readonly #closeArrived = new Map<string, { count: number; done: Promise<void>; resolve: () => void }>();
+  /** What arrived in which order (see `observe`): a cancel or close applies to the prompts before it. */
+  readonly #arrivals = new Arrivals();
   readonly #images: boolean;
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
@@ -143,21 +131,14 @@ class AcpServer {
     const sessionId = params?.sessionId;
     if (typeof sessionId !== 'string') return;
     const { session } = this.#sdk.methods.agent;
+    const request = id !== undefined && id !== null;
     if (method === session.prompt) {
-      if (id !== undefined && id !== null) this.#arrivedPrompts.set(id, { sessionId, cancelled: false, closed: this.#closeArrived.has(sessionId) });
+      if (request) this.#arrivals.prompt(id, sessionId);
     } else if (method === session.cancel || method === session.close) {
-      for (const arrived of this.#arrivedPrompts.values()) if (arrived.sessionId === sessionId) arrived.cancelled = true;
+      this.#arrivals.cancel(sessionId);
       this.#cancel(sessionId);
       // A request only: a close sent as a notification reaches no handler that would open the gate again.
-      if (method === session.close && id !== undefined && id !== null) {
-        const gate = this.#closeArrived.get(sessionId);
-        if (gate) gate.count++;
-        else {
-          let resolve!: () => void;
-          const done = new Promise<void>((settle) => (resolve = settle));
-          this.#closeArrived.set(sessionId, { count: 1, done, resolve });
-        }
-      }
+      if (method === session.close && request) this.#arrivals.close(sessionId);
     }
   }
 
@@ -231,7 +212,7 @@ class AcpServer {
     const { sessionId } = params;
     // No session has an empty id: like any id not stored, it is not found.
     if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
-    await this.#closeArrived.get(sessionId)?.done;
+    await this.#arrivals.closing(sessionId);
     await this.#closing.get(sessionId)?.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
     if (served) return served;
@@ -283,8 +264,7 @@ class AcpServer {
   }
 
   async #prompt(params: acp.PromptRequest, client: acp.AgentContext, requestId: unknown): Promise<acp.PromptResponse> {
-    const arrived = this.#arrivedPrompts.get(requestId);
-    this.#arrivedPrompts.delete(requestId);
+    const arrived = this.#arrivals.takePrompt(requestId);
     // Sent after a close of its session: that session is gone for it.
     if (arrived?.closed) throw this.#sdk.RequestError.sessionNotFound(params.sessionId);
     const served = this.#served(params.sessionId);
@@ -365,11 +345,7 @@ class AcpServer {
     try {
       await closing;
     } finally {
-      const gate = this.#closeArrived.get(sessionId);
-      if (gate && --gate.count === 0) {
-        this.#closeArrived.delete(sessionId);
-        gate.resolve();
-      }
+      this.#arrivals.closed(sessionId);
     }
     return {};
   }
