@@ -1,6 +1,7 @@
 // Memo helpers: a memoized async teardown whose every call (concurrent, repeated or re-entrant from
 // inside the teardown itself) gets the same promise, a wait for settlement either way, and a value
-// built on first use (schemas: building them at module load would slow every worker thread's start).
+// built on first use (schemas: building them at module load would slow every worker thread's start),
+// and a wait bounded in time.
 
 /** Wraps `teardown` so it runs once, starting on a microtask after the first call returns. */
 export function once(teardown: () => Promise<void>): () => Promise<void> {
@@ -21,4 +22,18 @@ export function settled(promise: PromiseLike<unknown>): Promise<void> {
 export function lazy<T>(build: () => T): () => T {
   let value: { current: T } | undefined;
   return () => (value ??= { current: build() }).current;
+}
+
+/** Resolves true when `done` settles within `ms`, false otherwise; the timer never holds the loop. */
+export async function within(done: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([done.then(() => true), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

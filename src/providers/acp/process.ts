@@ -2,6 +2,7 @@
 // (stdin EOF → grace → SIGTERM → grace → SIGKILL → exit) that every path out of a run shares.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
+import { within } from '../../seam/once.js';
 
 export interface AgentProcessSpec {
   command: string;
@@ -30,20 +31,6 @@ export function describeExit(exit: AgentExit): string {
   if (exit.errno !== undefined) return `could not be spawned (${exit.errno})`;
   if (exit.signal !== null) return `was killed by ${exit.signal}`;
   return `exited with code ${exit.code ?? 'unknown'}`;
-}
-
-/** Resolves true when `done` settles within `ms`, false otherwise; the timer never holds the loop. */
-export async function within(done: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([done.then(() => true), expired]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** A spawned agent process and its teardown; `ended` resolves once it exited (or failed to spawn). */

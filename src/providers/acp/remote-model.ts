@@ -6,7 +6,8 @@ import type { ModelAdapter, ModelChunk, ModelMessage, ModelRequest } from '../..
 import { onAbort as whenAborted } from '../../seam/abort.js';
 import { describeAcpFailure, isJsonRpcError } from './client.js';
 import type { WarmChild } from './pool.js';
-import { describeExit, within } from './process.js';
+import { describeExit } from './process.js';
+import { within } from '../../seam/once.js';
 import { mapStopReason } from './run.js';
 
 /**

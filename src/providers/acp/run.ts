@@ -9,7 +9,8 @@ import type { LiveSessionStore } from '../../runtime/session-store.js';
 import { describeAcpFailure, isJsonRpcError } from './client.js';
 import type { SessionMirror } from './mirror.js';
 import type { WarmChild } from './pool.js';
-import { describeExit, within, type ReapGraces } from './process.js';
+import { describeExit, type ReapGraces } from './process.js';
+import { within } from '../../seam/once.js';
 
 /** ACP stop reason → ours; anything unknown is an error. */
 export function mapStopReason(reason: acp.StopReason | string): SubagentStopReason {

@@ -4,7 +4,8 @@
 import { SubagentError } from '../../seam/errors.js';
 import type { AgentOptions } from '../../seam/agent-types.js';
 import { describeAcpFailure, isJsonRpcError } from './client.js';
-import { type AgentProcess, describeExit, within, type AgentExit } from './process.js';
+import { type AgentProcess, describeExit, type AgentExit } from './process.js';
+import { within } from '../../seam/once.js';
 import { AGENT_OPTIONS_META } from './sdk.js';
 
 /** Thrown inside a startup step when the start's signal aborted. */

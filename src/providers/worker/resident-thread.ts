@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { HostApi, HostToolSchema, ResidentControlApi, ResidentMessage } from '../../seam/child-protocol.js';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
+import { within } from '../../seam/once.js';
 import type { CancelCause, SessionEvent } from '../../seam/session-types.js';
 import type { WorkerPoolEngine } from './pool.js';
 import { runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js';
@@ -130,16 +131,7 @@ export class ResidentThread {
    */
   async closeOwnInput(boundMs: number): Promise<void> {
     if (this.#over) return;
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, boundMs);
-      timer.unref();
-    });
-    try {
-      await Promise.race([this.#control.call((remote) => remote.closeOwnInput()).catch(() => undefined), this.ended.then(() => undefined), bound]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await within(Promise.race([this.#control.call((remote) => remote.closeOwnInput()).catch(() => undefined), this.ended]), boundMs);
   }
 
   /** Ends the stay; resolves once its task has ended (the thread is terminated if it does not leave in time). */
