@@ -67,9 +67,12 @@ function containedLogger(logger: Logger | undefined): Logger | undefined {
   return { warn: (message, data) => call('warn', message, data), ...(logger.debug ? { debug: (message: string, data?: unknown) => call('debug', message, data) } : {}) };
 }
 
-/** `INVALID_OPTIONS` (a model spec: `INVALID_MODEL_SPEC`) naming the first createHost option that is not usable. */
-function checkHostOptions(options: HostOptions): void {
-  containedLogger(options.logger);
+/**
+ * `INVALID_OPTIONS` (a model spec: `INVALID_MODEL_SPEC`) naming the first createHost option that is
+ * not usable; else the options the host is built with (its logger contained).
+ */
+function checkHostOptions(options: HostOptions): HostOptions {
+  const logger = containedLogger(options.logger);
   if (options.model !== undefined) assertModelSpec(options.model);
   if (options.providers !== undefined && typeof options.providers !== 'boolean') {
     throw new SubagentError('INVALID_OPTIONS', `options.providers must be true or false (got ${typeof options.providers})`);
@@ -79,6 +82,7 @@ function checkHostOptions(options: HostOptions): void {
     if (!isRecord(options.continuation)) throw new SubagentError('INVALID_OPTIONS', 'options.continuation must be an object: { lingerMs? }');
     assertKnownKeys('options.continuation', options.continuation, ['lingerMs']);
   }
+  return logger ? { ...options, logger } : options;
 }
 
 // Records, so that the compiler asks for a new option here.
@@ -172,7 +176,7 @@ class HostImpl implements Host {
   constructor(options: HostOptions, { persistence, owned }: ReturnType<typeof openPersistence>) {
     this.persistence = persistence;
     this.#ownsPersistence = owned;
-    const logger = containedLogger(options.logger);
+    const { logger } = options;
     this.sessions = new LiveSessionStore({ persistence, logger });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);
@@ -256,10 +260,10 @@ class HostImpl implements Host {
 /** Creates a host. */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
   assertKnownKeys('createHost options', options, HOST_OPTION_KEYS);
-  checkHostOptions(options);
-  const opened = openPersistence(options.persistence);
+  const checked = checkHostOptions(options);
+  const opened = openPersistence(checked.persistence);
   try {
-    return new HostImpl(options, opened);
+    return new HostImpl(checked, opened);
   } catch (error) {
     // No host is returned to close it, so a failed construction releases what it opened.
     if (opened.owned) await opened.persistence.close().catch(() => undefined);
