@@ -36,6 +36,20 @@ export interface HostOptions {
   logger?: Logger;
   /** Continuable children: how long a settled child stays resident (ms; 0 = until it settles). @default { lingerMs: 30000 } */
   continuation?: { lingerMs?: number };
+  /**
+   * After a cancel, how long a turn of an agent running on this thread (top-level, in-process child)
+   * waits for a tool or model adapter that ignores its signal before it ends without it (the call's
+   * result is `ABANDONED`). Worker children lose their thread instead (`pool.cancelGraceMs`). @default 5000
+   */
+  abandonGraceMs?: number;
+}
+
+function abandonGraceMsOf(value: unknown): number {
+  if (value === undefined) return 5000;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw new SubagentError('INVALID_OPTIONS', `options.abandonGraceMs must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${String(value)})`);
+  }
+  return value;
 }
 
 function lingerMsOf(option: HostOptions['continuation']): number {
@@ -86,7 +100,7 @@ function checkHostOptions(options: HostOptions): HostOptions {
 }
 
 // Records, so that the compiler asks for a new option here.
-const HOST_OPTION_KEYS = Object.keys({ model: 1, persistence: 1, tools: 1, pool: 1, providers: 1, logger: 1, continuation: 1 } satisfies Record<keyof HostOptions, 1>);
+const HOST_OPTION_KEYS = Object.keys({ model: 1, persistence: 1, tools: 1, pool: 1, providers: 1, logger: 1, continuation: 1, abandonGraceMs: 1 } satisfies Record<keyof HostOptions, 1>);
 const AGENT_OPTION_KEYS = Object.keys({
   sessionId: 1,
   header: 1,
@@ -101,6 +115,7 @@ const AGENT_OPTION_KEYS = Object.keys({
   cancelFlag: 1,
   loadToolModules: 1,
   ownInput: 1,
+  abandon: 1,
 } satisfies Record<keyof CreateAgentOptions, 1>);
 
 /** `INVALID_OPTIONS` naming the field unless `header` is the extra fields of a session header. */
@@ -185,6 +200,7 @@ class HostImpl implements Host {
       tools: this.tools,
       persistence,
       logger,
+      abandonGraceMs: abandonGraceMsOf(options.abandonGraceMs),
       ...(options.model ? { model: options.model } : {}),
     });
     this.subagents = new SubagentService({

@@ -41,6 +41,12 @@ interface CommonAgentOptions {
   loadToolModules?: boolean;
   /** Where input the agent adds to itself goes (see AgentInit.ownInput). @default its own inbox */
   ownInput?: OwnInput;
+  /**
+   * False: a cancelled turn waits for its model however long it takes, for `model` is a relay with
+   * bounds of its own (a worker thread's grace, an ACP process's). @default true: the registry's
+   * `abandonGraceMs`, if it has one
+   */
+  abandon?: boolean;
 }
 
 export interface CreateAgentOptions extends CommonAgentOptions {
@@ -71,7 +77,7 @@ export interface AgentHandle {
 function assertAgentOptionsObject(method: string, options: unknown, needsId: boolean): void {
   if (!isRecord(options)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options must be an object`);
   const bad = (field: string, what: string) => new SubagentError('INVALID_OPTIONS', `${method}(): options.${field} must be ${what}`);
-  const { model, tools, setup, hooks, signal, admit, cancelFlag, loadToolModules, ownInput } = options;
+  const { model, tools, setup, hooks, signal, admit, cancelFlag, loadToolModules, ownInput, abandon } = options;
   if (model !== undefined && !(isRecord(model) && typeof model['stream'] === 'function')) {
     throw bad('model', 'a ready model adapter (an object with a stream() method); a model spec goes in agentOptions.model');
   }
@@ -83,6 +89,7 @@ function assertAgentOptionsObject(method: string, options: unknown, needsId: boo
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw bad('signal', 'an AbortSignal');
   if (cancelFlag !== undefined && !(cancelFlag instanceof Int32Array)) throw bad('cancelFlag', 'an Int32Array');
   if (loadToolModules !== undefined && typeof loadToolModules !== 'boolean') throw bad('loadToolModules', 'true or false');
+  if (abandon !== undefined && typeof abandon !== 'boolean') throw bad('abandon', 'true or false');
   const { sessionId } = options;
   if (sessionId === undefined && !needsId) return;
   if (typeof sessionId !== 'string' || sessionId === '') throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be a non-empty string`);
@@ -140,6 +147,7 @@ export class AgentRegistry {
   readonly #model: ModelSpec;
   readonly #persistence: SessionPersistence | undefined;
   readonly #logger: Logger | undefined;
+  readonly #abandonGraceMs: number | undefined;
 
   constructor(options: {
     sessions: LiveSessionStore;
@@ -147,7 +155,12 @@ export class AgentRegistry {
     model?: ModelSpec | undefined;
     persistence?: SessionPersistence | undefined;
     logger?: Logger | undefined;
+    /**
+     * Given to its agents (but those created with `abandon: false`): see `TurnContext.abandonGraceMs`.
+     */
+    abandonGraceMs?: number | undefined;
   }) {
+    this.#abandonGraceMs = options.abandonGraceMs;
     this.#sessions = options.sessions;
     this.#tools = options.tools ?? new ToolRegistry();
     this.#model = options.model ?? { kind: 'scripted' };
@@ -220,6 +233,7 @@ export class AgentRegistry {
       ...(options.hooks ? { hooks: options.hooks } : {}),
       ...(options.cancelFlag ? { cancelFlag: options.cancelFlag } : {}),
       ...(options.ownInput ? { ownInput: options.ownInput } : {}),
+      ...(options.abandon !== false && this.#abandonGraceMs !== undefined ? { abandonGraceMs: this.#abandonGraceMs } : {}),
       onError: (error) => this.#logger?.warn(`agent ${session.id} failed`, describeError(error)),
     });
     if (options.setup) {

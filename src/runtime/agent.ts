@@ -32,6 +32,8 @@ export interface AgentInit {
    * logs and runs it. Input delivered here (`deliver`) still comes in.
    */
   ownInput?: OwnInput;
+  /** See `TurnContext.abandonGraceMs`: for agents whose model and tools run on this thread. */
+  abandonGraceMs?: number;
 }
 
 /** Takes input an agent added to itself, under the id it returned. */
@@ -81,6 +83,7 @@ export class LocalAgent implements Agent {
       hooks: init.hooks ?? {},
       newId,
       ...(init.cancelFlag ? { cancelFlag: init.cancelFlag } : {}),
+      ...(init.abandonGraceMs === undefined ? {} : { abandonGraceMs: init.abandonGraceMs }),
     };
     for (const { target, message } of pendingInbox(init.session.events)) this.#inbox.add(target, message);
   }

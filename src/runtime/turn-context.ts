@@ -38,4 +38,9 @@ export interface TurnContext {
   hooks: AgentHooks;
   newId(): string;
   cancelFlag?: Int32Array;
+  /**
+   * After a cancel, how long the turn waits for a model stream or tool that ignores its signal
+   * before it goes on without it (ends the step or call `aborted`); unset: as long as it takes.
+   */
+  abandonGraceMs?: number;
 }

@@ -3,7 +3,8 @@
 import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
-import type { FinishReason } from './models/types.js';
+import type { FinishReason, ModelChunk } from './models/types.js';
+import { ABANDONED, settled, unlessAbandoned } from '../seam/once.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
 import { runTools } from './tool-calls.js';
 import type { TurnContext } from './turn-context.js';
@@ -39,8 +40,25 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
     ...(ctx.options.maxTokens === undefined ? {} : { maxTokens: ctx.options.maxTokens }),
   };
   let finished = false;
+  let iterator: AsyncIterator<ModelChunk> | undefined;
+  let open = false;
   try {
-    for await (const chunk of ctx.model.stream(request)) {
+    iterator = ctx.model.stream(request)[Symbol.asyncIterator]();
+    open = true;
+    for (;;) {
+      const next = await unlessAbandoned(iterator.next(), signal, ctx.abandonGraceMs);
+      if (next === ABANDONED) {
+        // The adapter ignores its signal: the step ends aborted without it, and nothing waits on
+        // its stream again (not even its `return()`, which would wait for the pending `next()`).
+        open = false;
+        void settled(Promise.resolve().then(() => iterator?.return?.()));
+        break;
+      }
+      if (next.done === true) {
+        open = false;
+        break;
+      }
+      const chunk = next.value;
       switch (chunk.type) {
         case 'text-delta':
           out.text += chunk.text;
@@ -66,8 +84,17 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
     }
     if (!finished && !signal.aborted) out.failure = { code: 'NO_FINISH', message: 'the model stream ended without a finish' };
   } catch (error) {
+    open = false;
     out.finish = 'error';
     out.failure = { code: 'MODEL_FAILURE', message: describeError(error) };
+  }
+  // Left before its end (finished, or aborted): closed as `for await` would, so its `finally` runs.
+  if (open) {
+    try {
+      await unlessAbandoned(Promise.resolve(iterator?.return?.()), signal, ctx.abandonGraceMs);
+    } catch {
+      // A stream that fails while closing has given its answer already.
+    }
   }
   return out;
 }

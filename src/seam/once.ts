@@ -37,3 +37,38 @@ export async function within(done: Promise<unknown>, ms: number): Promise<boolea
     clearTimeout(timer);
   }
 }
+
+/** What `unlessAbandoned` resolves with when it stopped waiting. */
+export const ABANDONED: unique symbol = Symbol('abandoned');
+
+/**
+ * Resolves as `work` does, or with `ABANDONED` once `signal` has been aborted for `graceMs` while
+ * `work` still ran (no grace: waits as long as it takes). For work that should honour a cancel but
+ * may not (a tool or model adapter ignoring its signal): the caller stops waiting and the work runs
+ * on unobserved. The timer holds the loop: a close waiting on this must get to its end.
+ */
+export function unlessAbandoned<T>(work: Promise<T>, signal: AbortSignal, graceMs: number | undefined): Promise<T | typeof ABANDONED> {
+  if (graceMs === undefined) return work;
+  return new Promise<T | typeof ABANDONED>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      timer = setTimeout(() => resolve(ABANDONED), graceMs);
+    };
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', arm);
+    };
+    work.then(
+      (value) => {
+        done();
+        resolve(value);
+      },
+      (error: unknown) => {
+        done();
+        reject(error);
+      },
+    );
+    if (signal.aborted) arm();
+    else signal.addEventListener('abort', arm, { once: true });
+  });
+}

@@ -163,7 +163,7 @@ export async function createFresh(options: {
     header,
     seed: options.seed,
     agentOptions: optionsOf(descriptor, model, options.depth),
-    ...(options.prepared.model ? { model: options.prepared.model } : {}),
+    ...(options.prepared.model ? { model: options.prepared.model, abandon: false } : {}),
     ...(options.prepared.toolModulesHere === false ? { loadToolModules: false } : {}),
     setup: setupFor(descriptor, options.setups, out, true),
     ...(options.admit ? { admit: options.admit } : {}),
@@ -242,7 +242,7 @@ export async function resumeStored(options: {
       // The follow-up that brings it back is delivered next: its turn takes what was queued before it.
       wake: false,
       agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
-      ...(prepared.model ? { model: prepared.model } : {}),
+      ...(prepared.model ? { model: prepared.model, abandon: false } : {}),
       ...(prepared.toolModulesHere === false ? { loadToolModules: false } : {}),
       setup: setupFor(descriptor, options.setups, out, false),
       hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
