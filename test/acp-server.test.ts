@@ -404,6 +404,19 @@ describe('serveAcp', () => {
     expect(host.agents.get(sessionId)?.status).toBe('idle');
   });
 
+  it('answers session/close and the prompt it cancels while the model ignores the cancel, once the host stops waiting for it', async () => {
+    const host = await newHost({ abandonGraceMs: 50 });
+    const client = await initialized(host);
+    const model = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createDeafModel' };
+    const sessionId = await session(client, { _meta: { [META]: { model } } });
+    const first = client.nextUpdate();
+    const answer = prompt(client, sessionId, 'go');
+    await first;
+    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
+    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    expect(host.agents.get(sessionId)).toBeUndefined();
+  });
+
   it('serves a session/load sent right after session/close with the session restored afresh, not the agent being closed', async () => {
     const host = await newHost({ persistence: { sqlite: join(dir, 'close-load.db') } });
     const client = await initialized(host);
