@@ -3,9 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, memoryPersistence, text, type Agent } from 'subagent-host';
 import { fakeProvider } from './fake-provider.js';
-import { continuationSuite, eventually, HANG, startChild, untilEvent } from './continuation-helpers.js';
+import { continuationHost, continuationSuite, eventually, HANG, startChild, untilEvent, userTexts } from './continuation-helpers.js';
 
-const { track, setup } = continuationSuite('subagent-continuation-auth-');
+const { files, track, setup } = continuationSuite('subagent-continuation-auth-');
 
 describe('authority and validation', () => {
   it('refuses follow-ups from anyone but the exact live direct parent, and bad ids and content', async () => {
@@ -24,6 +24,27 @@ describe('authority and validation', () => {
     await expect(host.subagents.followup(parent, oneShot.id, [text('again')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE' });
     const child = host.sessions.get(childId)!;
     expect(child.events.filter((e) => e.type === 'user/message')).toHaveLength(1);
+  });
+
+  it("refuses another host's caller before touching the stored log of a child that host still runs", async () => {
+    const file = files.file();
+    const a = track(await continuationHost(file));
+    const parent = await a.createAgent();
+    const { childId } = await startChild(a, parent, 'first', { model: HANG });
+    await untilEvent(a.agents.get(childId)!, 'step/start');
+    await a.sessions.flush(childId);
+    const b = track(await continuationHost(file));
+    const stranger = await b.createAgent();
+    await expect(b.subagents.followup(stranger, childId, [text('not yours')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(b.subagents.followup(stranger, parent.id, [text('no child')])).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    // The running host's writes still land: nothing closed the child's open turn behind its back.
+    await a.subagents.followup(parent, childId, [text('from its parent')]);
+    await a.sessions.flush(childId);
+    expect(userTexts(a.sessions.get(childId)!.events)).toEqual(['first']);
+    await a.close();
+    const events = (await b.persistence.load(childId))!.events;
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: { kind: string } }).reason.kind)).toEqual(['aborted']);
+    expect(events.some((e) => e.type === 'inbox/accepted' && JSON.stringify(e.data).includes('from its parent'))).toBe(true);
   });
 
   it('rejects bad starts before any child exists', async () => {

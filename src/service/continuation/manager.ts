@@ -326,7 +326,7 @@ export class ContinuationManager implements ActivationHost {
     const built = await resumeStored({
       agents,
       setups: this.setups,
-      load: (id) => persistence.load(id),
+      store: persistence,
       childId,
       parent,
       signal,

@@ -11,6 +11,7 @@ import type { ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/typ
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
 import { budgetHooks, composeChildTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
+import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { AgentHooks } from '../../runtime/turn-context.js';
 import type { SetupBatch, SetupRegistry } from './setup-registry.js';
 
@@ -189,11 +190,38 @@ function parseModel(agentModel: string | undefined): ModelSpec | undefined {
   }
 }
 
+/**
+ * The refusals a follow-up can meet, asked of reads that write nothing: loading a log closes the turn
+ * it has open, which must not be done to another host's live child for a caller that is not its
+ * parent, nor to a session that is no continuable child.
+ */
+async function refuseBeforeLoad(store: Pick<SessionPersistence, 'list' | 'projections'>, childId: SessionId, parent: Agent, signal: AbortSignal | undefined): Promise<void> {
+  let siblings, projections;
+  try {
+    [siblings, projections] = await Promise.all([store.list({ parentSession: parent.id }), store.projections([childId])]);
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    throw new SubagentError('NOT_RESUMABLE', `child ${childId} cannot be read from persistence: ${describeError(error)}`, { cause: error });
+  }
+  const stored = projections.get(childId);
+  if (!stored) throw new SubagentError('NOT_RESUMABLE', `no continuable child ${childId} is stored; check the id`);
+  if (!siblings.some((header) => header.id === childId)) {
+    throw new SubagentError('UNAUTHORIZED', `only the direct parent of ${childId} may send it messages`);
+  }
+  if (!stored.ok) return; // The load says what is wrong with it.
+  if (stored.views.subagent === null) {
+    throw new SubagentError('NOT_RESUMABLE', `session ${childId} has no subagent descriptor: it is no child, or its start never completed (its host stopped before its first events were stored)`);
+  }
+  if (stored.views.subagent.mode !== 'continuable') {
+    throw new SubagentError('NOT_RESUMABLE', `session ${childId} is not a continuable child (one-shot children cannot receive follow-ups)`);
+  }
+}
+
 /** Restores a stored continuable child; `UNAUTHORIZED` unless `parent` is its stored parent. */
 export async function resumeStored(options: {
   agents: AgentRegistry;
   setups: SetupRegistry;
-  load: (id: SessionId) => Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined>;
+  store: Pick<SessionPersistence, 'load' | 'list' | 'projections'>;
   childId: SessionId;
   parent: Agent;
   signal: AbortSignal | undefined;
@@ -205,9 +233,11 @@ export async function resumeStored(options: {
   prepare: (descriptor: ContinuableDescriptor) => Promise<ContinuableCreateSpec>;
 }): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
+  await refuseBeforeLoad(options.store, childId, options.parent, options.signal);
+  options.recheck();
   let stored;
   try {
-    stored = await options.load(childId);
+    stored = await options.store.load(childId);
   } catch (error) {
     // A store read failing because the caller aborted meanwhile: no test times an abort into a read.
     if (options.signal?.aborted) throw options.signal.reason;
