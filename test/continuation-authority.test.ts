@@ -42,7 +42,7 @@ describe('authority and validation', () => {
     await a.sessions.flush(childId);
     expect(userTexts(a.sessions.get(childId)!.events)).toEqual(['first']);
     await a.close();
-    const events = (await b.persistence.load(childId))!.events;
+    const events = (await b.persistence!.load(childId))!.events;
     expect(events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: { kind: string } }).reason.kind)).toEqual(['aborted']);
     expect(events.some((e) => e.type === 'inbox/accepted' && JSON.stringify(e.data).includes('from its parent'))).toBe(true);
   });

@@ -305,6 +305,32 @@ describe('host.agents.dispose', () => {
   });
 });
 
+describe('host.agents.resume of a damaged log', () => {
+  it.each([
+    ['an accepted input without its id', { type: 'inbox/accepted', data: { content: [] } }],
+    ['an accepted input of null', { type: 'inbox/accepted', data: null }],
+    ['a user message of null', { type: 'user/message', data: null }],
+    ['a discard without its ids', { type: 'inbox/discarded', data: {} }],
+  ])('refuses %s CORRUPT_DATA naming the event, and leaves nothing live', async (_name, bad) => {
+    const persistence = memoryPersistence();
+    await persistence.create({ id: 'damaged', createdAt: 1 });
+    await persistence.append('damaged', [
+      { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
+      { seq: 1, time: 1, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+      { seq: 2, time: 2, ...bad },
+    ]);
+    const host = await createHost({ providers: false, persistence });
+    await expect(host.agents.resume({ sessionId: 'damaged' })).rejects.toMatchObject({
+      code: 'CORRUPT_DATA',
+      message: expect.stringContaining(`session event 2 (${bad.type}) is malformed`),
+    });
+    expect(host.agents.get('damaged')).toBeUndefined();
+    expect(host.sessions.get('damaged')).toBeUndefined();
+    await host.close();
+    await persistence.close();
+  });
+});
+
 describe('host lifecycle with children', () => {
   // The host closing is the cause, so the start rejects CLOSED, whichever step it was in.
   it.each(['in-process', 'spawn'])('rejects a %s start that close() interrupts CLOSED and leaves no child behind', async (provider) => {

@@ -4,6 +4,7 @@
 import type { Session } from '../seam/agent-types.js';
 import { deepFreeze, type MessageId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
+import { isRecord } from '../seam/parse.js';
 import type { InboxTarget, SessionEvent, SessionEventMap, SessionHeader } from '../seam/session-types.js';
 import type { InboxMessage } from './inbox.js';
 
@@ -130,17 +131,30 @@ export function completedTurnPrefix(events: readonly SessionEvent[]): readonly S
   return kept.map((event, seq) => (event.seq === seq ? event : { ...event, seq }));
 }
 
-/** Pending input of a stored log: accepted, not yet claimed by a step, not discarded. */
+/** `CORRUPT_DATA` naming a logged event whose data is not what its type says. */
+function malformed(event: SessionEvent, what: string): SubagentError {
+  return new SubagentError('CORRUPT_DATA', `session event ${event.seq} (${event.type}) is malformed: ${what}`);
+}
+
+/**
+ * Pending input of a stored log: accepted, not yet claimed by a step, not discarded. `CORRUPT_DATA`
+ * for an input event whose data could not be read (valid JSON of another shape).
+ */
 export function pendingInbox(events: readonly SessionEvent[]): { target: InboxTarget; message: InboxMessage }[] {
   const pending = new Map<MessageId, { target: InboxTarget; message: InboxMessage }>();
   for (const event of events) {
     if (event.type === 'inbox/accepted') {
-      const data = event.data as SessionEventMap['inbox/accepted'];
+      const data = event.data as SessionEventMap['inbox/accepted'] | null;
+      if (!isRecord(data) || typeof data.id !== 'string' || !Array.isArray(data.content)) throw malformed(event, 'its data must hold the message id and content');
       pending.set(data.id, { target: data.target, message: { id: data.id, content: data.content, source: data.source } });
     } else if (event.type === 'user/message') {
-      pending.delete((event.data as SessionEventMap['user/message']).id);
+      const data = event.data as SessionEventMap['user/message'] | null;
+      if (!isRecord(data)) throw malformed(event, 'its data must be an object');
+      pending.delete(data.id);
     } else if (event.type === 'inbox/discarded') {
-      for (const id of (event.data as SessionEventMap['inbox/discarded']).ids) pending.delete(id);
+      const data = event.data as SessionEventMap['inbox/discarded'] | null;
+      if (!isRecord(data) || !Array.isArray(data.ids)) throw malformed(event, 'its data must hold the discarded ids');
+      for (const id of data.ids) pending.delete(id);
     }
   }
   return [...pending.values()];
