@@ -82,9 +82,16 @@ function rowRefused(error: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('SQLITE_CONSTRAINT') || code === 'SQLITE_TOOBIG' || code === 'SQLITE_MISMATCH');
 }
 
-/** A storage failure (another connection's lock held past `busyTimeoutMs`, a full disk) as callers see it. */
+/**
+ * A storage failure as callers see it: `CORRUPT_DATA` for a damaged file (no retry mends it),
+ * else `PERSISTENCE_UNAVAILABLE` (another connection's lock held past `busyTimeoutMs`, a full disk).
+ */
 function storageFailure(error: unknown, operation: string): SubagentError {
   if (isSubagentError(error)) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')) {
+    return new SubagentError('CORRUPT_DATA', `SQLite could not ${operation}: the database file is damaged (${describeError(error)}); restore it from a backup or use a new file`, { cause: error });
+  }
   return new SubagentError('PERSISTENCE_UNAVAILABLE', `SQLite could not ${operation}: ${describeError(error)}`, { cause: error });
 }
 
