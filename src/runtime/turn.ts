@@ -4,7 +4,7 @@ import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason, ModelChunk } from './models/types.js';
-import { ABANDONED, settled, unlessAbandoned } from '../seam/once.js';
+import { ABANDONED, Abandonment, settled, unlessAbandoned } from '../seam/once.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
 import { runTools } from './tool-calls.js';
 import type { TurnContext } from './turn-context.js';
@@ -42,11 +42,12 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
   let finished = false;
   let iterator: AsyncIterator<ModelChunk> | undefined;
   let open = false;
+  const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs);
   try {
     iterator = ctx.model.stream(request)[Symbol.asyncIterator]();
     open = true;
     for (;;) {
-      const next = await unlessAbandoned(iterator.next(), signal, ctx.abandonGraceMs);
+      const next = await unlessAbandoned(abandonment, iterator.next());
       if (next === ABANDONED) {
         // The adapter ignores its signal: the step ends aborted without it, and nothing waits on
         // its stream again (not even its `return()`, which would wait for the pending `next()`).
@@ -91,11 +92,12 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
   // Left before its end (finished, or aborted): closed as `for await` would, so its `finally` runs.
   if (open) {
     try {
-      await unlessAbandoned(Promise.resolve(iterator?.return?.()), signal, ctx.abandonGraceMs);
+      await unlessAbandoned(abandonment, Promise.resolve(iterator?.return?.()));
     } catch {
       // A stream that fails while closing has given its answer already.
     }
   }
+  abandonment?.dispose();
   return out;
 }
 
