@@ -56,6 +56,29 @@ describe('startContinuable and followup', () => {
     expect(notices).toContain(`Background subagent ${cut.childId} ran out of room before finishing. | Its closing message: | partial`);
   });
 
+  it('tells the parent why a child failed, and keeps the tool calls of its closing message out of the notice', async () => {
+    const { host, parent, recorder } = await setup({ tools: [recordingTool('noop')] });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'looper',
+      request: {
+        prompt: [text('look')],
+        parent,
+        agentOptions: { maxStepsPerTurn: 1, model: { kind: 'scripted', steps: [{ text: 'checking', toolCalls: [{ name: 'noop', input: {} }] }] } },
+      },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => userTexts(parent.session.events).length === 1);
+    await parent.whenIdle();
+    const [notice] = parent.session.events.filter((e) => e.type === 'user/message').map((e) => (e.data as { content: { type: string }[] }).content);
+    expect(notice).toStrictEqual([
+      text(`Background subagent ${childId} failed before finishing.`),
+      text('Diagnostic: MAX_STEPS: the turn needed more than 1 model calls (maxStepsPerTurn)'),
+      text('Its closing message:'),
+      text('checking'),
+    ]);
+  });
+
   it('records a given persona and tool filter verbatim, keeps the parent’s folder, and resumes with them', async () => {
     const { host, recorder } = await setup({ tools: [recordingTool('noop')] });
     const parent = await host.createAgent({ header: { cwd: '/srv/project' } });

@@ -4,7 +4,7 @@ import type { Agent } from '../../seam/agent-types.js';
 import { BUDGET_EVENT, budgetStopOf, describeBudgetStop } from '../../seam/budget.js';
 import type { ContentBlock, MessageSource, SessionId } from '../../seam/content.js';
 import { isSubagentError } from '../../seam/errors.js';
-import { finalAssistantOutput } from '../../seam/output.js';
+import { finalAssistantOutput, limitDiagnostic } from '../../seam/output.js';
 import type { SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { SubagentStopReason } from '../../seam/types.js';
 
@@ -13,6 +13,8 @@ export interface EpochOutcome {
   output: ContentBlock[];
   /** The budget limit that stopped the epoch, e.g. `budget: turns limit 2 reached (3 used, child budget)`. */
   diagnostic?: string;
+  /** Why the epoch's last turn failed (`stopReason` `error`): its code and message. */
+  failure?: string;
 }
 
 /**
@@ -21,6 +23,7 @@ export interface EpochOutcome {
  */
 export function epochOutcome(events: readonly SessionEvent[]): EpochOutcome {
   let stopReason: SubagentStopReason | undefined;
+  let failure: string | undefined;
   let dropped = false;
   for (let i = events.length - 1; i >= 0 && stopReason === undefined; i--) {
     const event = events[i]!;
@@ -33,16 +36,19 @@ export function epochOutcome(events: readonly SessionEvent[]): EpochOutcome {
       case 'completed':
         stopReason = dropped ? 'aborted' : 'completed';
         break;
+      case 'error':
+        failure = limitDiagnostic(`${reason.error.code}: ${reason.error.message}`);
+        stopReason = reason.kind;
+        break;
       case 'max-tokens':
       case 'refusal':
-      case 'error':
         stopReason = reason.kind;
         break;
       default:
         stopReason = 'aborted';
     }
   }
-  const outcome: EpochOutcome = { stopReason: stopReason ?? 'aborted', output: finalAssistantOutput(events) };
+  const outcome: EpochOutcome = { stopReason: stopReason ?? 'aborted', output: finalAssistantOutput(events), ...(failure === undefined ? {} : { failure }) };
   const budget = events.findLast((event) => event.type === BUDGET_EVENT);
   const stop = budget && budgetStopOf(budget.data);
   return stop ? { ...outcome, diagnostic: describeBudgetStop(stop) } : outcome;
@@ -56,14 +62,20 @@ const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
   error: (id) => `Background subagent ${id} failed before finishing.`,
 };
 
-/** The parent's settlement notice: one sentence, then the closing message (or its absence). */
+/**
+ * The parent's settlement notice: one sentence (and why it failed or was stopped), then the text
+ * and images of its closing message, or their absence. The closing message's tool calls and
+ * reasoning stay out: they are the child's own turn's, and no model takes them in a user message.
+ */
 export function settlementNotice(childId: SessionId, outcome: EpochOutcome): { content: ContentBlock[]; source: MessageSource } {
   const sentence = SENTENCES[outcome.stopReason](childId);
   const head: ContentBlock[] = [{ type: 'text', text: sentence }];
+  if (outcome.failure !== undefined) head.push({ type: 'text', text: `Diagnostic: ${outcome.failure}` });
   if (outcome.diagnostic !== undefined) head.push({ type: 'text', text: `It was stopped by its ${outcome.diagnostic}.` });
+  const shown = outcome.output.filter((block) => block.type === 'text' || block.type === 'image');
   const content: ContentBlock[] =
-    outcome.output.length > 0
-      ? [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(outcome.output)]
+    shown.length > 0
+      ? [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(shown)]
       : [...head, { type: 'text', text: 'It left no closing message.' }];
   return { content, source: { kind: 'subagent-settled', senderSessionId: childId, summary: sentence.slice(0, 200) } };
 }
