@@ -272,7 +272,8 @@ describe('openai model: wire request', () => {
     const req: ModelRequest = {
       system: 'You are terse.',
       messages: [
-        { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+        // Two text blocks (a notice's sentence and a child's message, say): lines apart, not run together.
+        { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }, { type: 'text', text: 'In Celsius.' }] },
         {
           role: 'assistant',
           content: [
@@ -312,7 +313,7 @@ describe('openai model: wire request', () => {
       model: 'deepseek-chat',
       messages: [
         { role: 'system', content: 'You are terse.' },
-        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'user', content: 'Weather in Paris?\nIn Celsius.' },
         {
           role: 'assistant',
           content: '',

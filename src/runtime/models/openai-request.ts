@@ -66,10 +66,12 @@ function userMessages(content: readonly ContentBlock[]): WireMessage[] {
     parts.push({ type: 'text', text: `Images returned by tool call ${block.callId}:` });
     for (const image of images) parts.push({ type: 'image_url', image_url: { url: `data:${image.mimeType};base64,${image.data}` } });
   }
+  // Text blocks of one message are lines apart: a notice's sentence and the child's closing message
+  // (blocks of their own) must not run together as one line.
   for (const block of content) {
     if (block.type === 'text') {
       const last = parts.at(-1);
-      if (last?.type === 'text') last.text += block.text;
+      if (last?.type === 'text') last.text += `\n${block.text}`;
       else parts.push({ type: 'text', text: block.text });
     } else if (block.type === 'image') {
       hasImage = true;
@@ -77,7 +79,7 @@ function userMessages(content: readonly ContentBlock[]): WireMessage[] {
     }
   }
   if (hasImage) out.push({ role: 'user', content: parts });
-  else if (parts.length > 0) out.push({ role: 'user', content: textOf(content) });
+  else if (parts.length > 0) out.push({ role: 'user', content: parts.map((part) => (part.type === 'text' ? part.text : '')).join('') });
   return out;
 }
 
