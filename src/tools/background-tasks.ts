@@ -13,7 +13,8 @@ import { injectIfOpen } from '../service/continuation/notices.js';
 export interface BackgroundTask {
   readonly id: SessionId;
   readonly parentId: SessionId;
-  readonly run: SubagentRun;
+  /** Until it is disposed: a settled task is remembered without its child (agent and log). */
+  run: SubagentRun | undefined;
   result: SubagentResult | undefined;
   /** Resolves once the run settled and its notice went out (never rejects). */
   readonly settled: Promise<void>;
@@ -104,7 +105,12 @@ export class BackgroundTasks {
         )
         .finally(() => {
           this.#remember(task.id);
-          return run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error));
+          return run
+            .dispose()
+            .catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error))
+            .finally(() => {
+              task.run = undefined;
+            });
         })
         .finally(() => done()),
     };

@@ -31,8 +31,11 @@ export function liveLineage(agents: LiveAgents, agent: Agent): Agent[] {
 
 export class Admission {
   #draining = false;
-  /** Scoped-drain roots and the agents recorded below each. */
-  readonly #roots = new Map<Agent, Set<Agent>>();
+  /**
+   * Scoped-drain roots (by id) and the agents recorded below each, held weakly: an entry is only
+   * pruned at the next drain or check, and must not keep a disposed child and its log alive till then.
+   */
+  readonly #roots = new Map<SessionId, { root: WeakRef<Agent>; members: WeakSet<Agent> }>();
 
   constructor(private readonly agents: LiveAgents) {}
 
@@ -40,14 +43,22 @@ export class Admission {
     this.#draining = true;
   }
 
+  /** The root of `entry` while it is the live agent of its id; else the entry is dropped. */
+  #live(id: SessionId, entry: { root: WeakRef<Agent> }): Agent | undefined {
+    const root = entry.root.deref();
+    if (root && this.agents.get(root.id) === root) return root;
+    this.#roots.delete(id);
+    return undefined;
+  }
+
   /** Closes admission for `root` and everything below it until that root agent leaves the registry. */
   closeBelow(root: Agent, members: Iterable<Agent>): void {
-    // Every disposed one-shot local child closes admission below it: roots no longer live go here,
-    // so the map holds live roots only, however few checks run.
-    for (const gone of [...this.#roots.keys()].filter((agent) => this.agents.get(agent.id) !== agent)) this.#roots.delete(gone);
-    const set = this.#roots.get(root) ?? new Set<Agent>();
-    for (const member of members) set.add(member);
-    this.#roots.set(root, set);
+    // Every disposed one-shot local child closes admission below it: roots no longer live go here.
+    for (const [id, entry] of [...this.#roots]) this.#live(id, entry);
+    let entry = this.#roots.get(root.id);
+    if (entry && entry.root.deref() !== root) return; // A copy of a live root closes nothing (it is no live agent).
+    if (!entry) this.#roots.set(root.id, (entry = { root: new WeakRef(root), members: new WeakSet() }));
+    for (const member of members) entry.members.add(member);
   }
 
   /** Whether `agent`'s lineage is closing (manager drain or a scoped drain above it). */
@@ -55,12 +66,9 @@ export class Admission {
     if (this.#draining) return true;
     if (this.#roots.size === 0) return false;
     const lineage = liveLineage(this.agents, agent);
-    for (const [root, members] of this.#roots) {
-      if (this.agents.get(root.id) !== root) {
-        this.#roots.delete(root);
-        continue;
-      }
-      if (members.has(agent) || lineage.includes(root)) return true;
+    for (const [id, entry] of [...this.#roots]) {
+      const root = this.#live(id, entry);
+      if (root && (entry.members.has(agent) || lineage.includes(root))) return true;
     }
     return false;
   }
