@@ -7,7 +7,7 @@ import { AgentStatusTracker, FAILED_KEPT } from '../dist/src/tools/agent-status.
 import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
-import { call, lazyScript, messages, resultJson, startedId, toolResults } from './tool-helpers.js';
+import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-control-tools-');
 const track = closeAfterEach();
@@ -108,8 +108,35 @@ describe('interrupt_agent on what is no continuable child below the caller', () 
     parent.followup([text('go')]);
     await eventually(() => toolResults(parent).length === 3);
     expect(errorOf(parent, 1)).toStrictEqual({ isError: true, code: 'INVALID_REQUEST' });
+    expect(resultText(parent, 1)).toContain('is your one-shot background task; stop it with task_cancel');
     expect(errorOf(parent, 2)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
     expect(host.agents.get(startedId(parent, 0))?.status).toBe('running');
+  });
+
+  it('refuses a one-shot grandchild pointing at its continuable parent, not at task_cancel, which could not stop it', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', toolName: 'fg_hang', agentOptions: { model: HANG } });
+    subagentTool(host, {
+      provider: 'in-process',
+      toolName: 'ct',
+      mode: 'continuable',
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'fg_hang', input: { description: 'g', prompt: 'g' } }] }] } },
+    });
+    let grandchild: string | undefined;
+    host.subagents.on('subagent/start', (info) => {
+      if (host.agents.get(info.id)?.session.header.delegationDepth === 2) grandchild = info.id;
+    });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([call('ct', { description: 'c', prompt: 'p' }), { text: 'started' }, () => call('interrupt_agent', { agent_id: grandchild! }), { text: 'done' }]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => grandchild !== undefined);
+    await parent.whenIdle();
+    parent.followup([text('stop the grandchild')]);
+    await eventually(() => toolResults(parent).length === 2);
+    const child = startedId(parent, 0);
+    expect(errorOf(parent, 1)).toStrictEqual({ isError: true, code: 'INVALID_REQUEST' });
+    expect(resultText(parent, 1)).toContain(`is a one-shot subagent of ${child}; it cannot be interrupted on its own: interrupt its continuable parent instead`);
   });
 });
 

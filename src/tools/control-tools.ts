@@ -79,7 +79,16 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         // here rather than answer `accepted` for a turn nothing stops.
         const entry = (await host.subagents.listDescendants(ctx.agent.id, ctx.signal)).find((candidate) => candidate.id === agent_id);
         if (entry?.kind !== 'child') throw new SubagentError('UNAUTHORIZED', `${agent_id} is not a subagent below you; use list_agents for the ids of your subagents`);
-        if (entry.mode !== 'continuable') throw new SubagentError('INVALID_REQUEST', `${agent_id} is a one-shot background task; stop it with task_cancel`);
+        if (entry.mode !== 'continuable') {
+          // Only its parent's own tools stop a one-shot child: task_cancel if it is this caller's task.
+          const mine = tasks.has(agent_id) && tasks.runningOf(ctx.agent.id).some((task) => task.id === agent_id);
+          throw new SubagentError(
+            'INVALID_REQUEST',
+            mine
+              ? `${agent_id} is your one-shot background task; stop it with task_cancel`
+              : `${agent_id} is a one-shot subagent of ${entry.parentId ?? 'another agent'}; it cannot be interrupted on its own: interrupt its continuable parent instead`,
+          );
+        }
         host.subagents.interrupt(agent_id, { kind: 'ancestor', agent: ctx.agent });
         return json({ accepted: true });
       },
