@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, beforeAll, expect } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 import type { ModelAdapter, ModelChunk, ModelRequest } from 'subagent-host';
 import { createModel } from 'subagent-host/internals';
 
@@ -30,19 +30,38 @@ export interface TestServer {
 
 export const cleanups: (() => Promise<void>)[] = [];
 
-const timers = (): number => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
-/** Timers vitest itself may hold while a hook runs (it varies between 0 and 1). */
-let baselineTimers = 0;
+/** Timers the model adapters set (their code is on the stack) and have neither cleared nor seen fire. */
+const adapterTimers = new Set<unknown>();
+const ADAPTER_CODE = /[\\/]runtime[\\/]models[\\/]/;
 
 /** Registers the hooks: servers closed after each test, then the check that no adapter timer is left. */
 export function useServers(): void {
-  beforeAll(() => {
-    baselineTimers = timers();
+  const { setTimeout: realSet, clearTimeout: realClear } = globalThis;
+  beforeEach(() => {
+    adapterTimers.clear();
+    globalThis.setTimeout = ((callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+      const handle = realSet(
+        (...callArgs: unknown[]) => {
+          adapterTimers.delete(handle);
+          callback(...callArgs);
+        },
+        ms,
+        ...args,
+      );
+      if (ADAPTER_CODE.test(new Error().stack ?? '')) adapterTimers.add(handle);
+      return handle;
+    }) as typeof setTimeout;
+    globalThis.clearTimeout = ((handle: Parameters<typeof clearTimeout>[0]) => {
+      adapterTimers.delete(handle);
+      realClear(handle);
+    }) as typeof clearTimeout;
   });
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0)) await cleanup();
+    globalThis.setTimeout = realSet;
+    globalThis.clearTimeout = realClear;
     // Leak check: the adapter leaves no timer of its own behind (idle timer, retry backoff).
-    expect(timers()).toBeLessThanOrEqual(baselineTimers);
+    expect(adapterTimers.size, 'timers the adapter set and left running').toBe(0);
   });
 }
 

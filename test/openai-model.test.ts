@@ -1,6 +1,6 @@
 // The OpenAI-compatible adapter against a real local HTTP server replaying recorded-style SSE
 // streams: delta mapping, finish/usage mapping, error codes, retries, abort and the wire request.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ModelChunk, ModelRequest } from 'subagent-host';
 import { createModel } from 'subagent-host/internals';
 import { ENV, KEY, cleanups, collect, finishOf, fixture, model, request, serve, sse, status, useServers } from './openai-helpers.js';
@@ -244,15 +244,27 @@ describe('openai model: abort', () => {
     await connectionClosed;
   });
 
-  it('ends aborted while waiting to retry', async () => {
+  it('ends aborted while waiting to retry, and clears the wait', async () => {
     const controller = new AbortController();
     const server = await serve((res) => {
-      res.writeHead(503, { 'content-type': 'application/json' });
-      res.end('{"error":{"message":"overloaded"}}', () => controller.abort());
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '2' });
+      res.end('{"error":{"message":"overloaded"}}');
     });
-    const chunks = await collect(await model(server), request(controller.signal));
-    expect(chunks).toEqual([{ type: 'finish', reason: 'aborted' }]);
-    expect(server.received).toHaveLength(1);
+    const setTimer = vi.spyOn(globalThis, 'setTimeout');
+    const clearTimer = vi.spyOn(globalThis, 'clearTimeout');
+    try {
+      const collecting = collect(await model(server), request(controller.signal));
+      // Aborted once the adapter is in its wait for the retry (the server asked for 2 s).
+      await expect.poll(() => setTimer.mock.calls.findIndex(([, ms]) => ms === 2000), { timeout: 15_000 }).not.toBe(-1);
+      const wait = setTimer.mock.results[setTimer.mock.calls.findIndex(([, ms]) => ms === 2000)]!.value as unknown;
+      controller.abort();
+      expect(await collecting).toEqual([{ type: 'finish', reason: 'aborted' }]);
+      expect(server.received).toHaveLength(1);
+      expect(clearTimer.mock.calls.some(([timer]) => timer === wait)).toBe(true);
+    } finally {
+      setTimer.mockRestore();
+      clearTimer.mockRestore();
+    }
   });
 });
 
