@@ -26,7 +26,7 @@ export interface ProviderContractOptions {
   /** True for a forking provider: the parent completes a turn first, and the child must be seeded with it. */
   fork?: boolean;
   /** The resources the provider created that are still alive (threads, ports, processes); empty after `host.close()`. */
-  leftovers?(host: Host): unknown[];
+  leftovers?(host: Host): unknown[] | Promise<unknown[]>;
   /** A fresh host, created with `persistence`, with the provider registered under `provider`; called before each test. */
   setup(persistence: SessionPersistence): Promise<{ host: Host; provider: string; teardown?: () => Promise<void> }>;
 }

@@ -9,10 +9,23 @@ import { startRedis, startWorker, type RedisServer, type WorkerProcess } from '.
 const LOCK_MS = 30_000;
 let redis: RedisServer;
 let worker: WorkerProcess;
+/** The server's clients with only the worker connected: a closed host leaves none beyond them. */
+let workerClients: number;
+
+/** Connected clients, as the server counts them (the inspecting client excluded). */
+async function clients(): Promise<number> {
+  const client = redis.client();
+  try {
+    return String(await client.client('LIST')).trim().split('\n').length - 1;
+  } finally {
+    client.disconnect();
+  }
+}
 
 beforeAll(async () => {
   redis = await startRedis();
   worker = await startWorker(redis.url, ['--queue', 'contract', '--concurrency', '4', '--pool-threads', '2', '--lock-duration-ms', String(LOCK_MS)]);
+  workerClients = await clients();
 }, 30_000);
 
 afterAll(async () => {
@@ -27,5 +40,9 @@ providerContract('queue', {
     const host = await createHost({ providers: false });
     host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'contract', lockDurationMs: LOCK_MS }));
     return { host, provider: 'queue' };
+  },
+  async leftovers() {
+    const extra = (await clients()) - workerClients;
+    return extra > 0 ? [`${extra} Redis connection(s) beyond the worker's`] : [];
   },
 });
