@@ -166,7 +166,7 @@ describe('a cancelled turn and what ignores its signal', () => {
     host.tools.register(tool);
     const agent = await host.createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'slow_stop', input: {} }] }]) });
     agent.followup([text('go')]);
-    await expect.poll(() => dataOf(agent.session.events, 'tool/call').length).toBe(1);
+    await expect.poll(() => dataOf(agent.session.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
     agent.cancel();
     await agent.whenIdle();
     expect(dataOf<{ code?: string; content: { text: string }[] }>(agent.session.events, 'tool/result')[0]).toMatchObject({

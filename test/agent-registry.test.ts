@@ -50,7 +50,7 @@ describe('AgentRegistry', () => {
     const runtime = makeRuntime();
     const handle = await runtime.agents.create({ model: scriptedModel([{ finish: 'hang' }]) });
     handle.agent.followup([text('go')]);
-    await expect.poll(() => types(handle.agent.session.events)).toContain('step/start');
+    await expect.poll(() => types(handle.agent.session.events), { timeout: 15_000 }).toContain('step/start');
     const first = handle.dispose();
     expect(handle.dispose()).toBe(first);
     await first;

@@ -277,7 +277,7 @@ describe('agent input and cancellation', () => {
     const tool = recordingTool('lookup', { gate: gate.promise });
     const { agent, handle, model } = await agentWith([{ toolCalls: [{ name: 'lookup', input: { value: 'x' } }] }, { text: 'ok' }], { tools: [tool] });
     agent.followup([text('go')]);
-    await expect.poll(() => tool.calls.length).toBe(1);
+    await expect.poll(() => tool.calls.length, { timeout: 15_000 }).toBe(1);
     agent.steer([text('also this')]);
     gate.resolve();
     await agent.whenIdle();
@@ -360,7 +360,7 @@ describe('agent input and cancellation', () => {
     });
     const { agent, dispose } = await runtime.agents.create({ model });
     agent.followup([text('go')]);
-    await expect.poll(() => dataOf(agent.session.events, 'tool/call').length).toBe(1);
+    await expect.poll(() => dataOf(agent.session.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
     agent.cancel();
     expect(await aborted.promise).toBe('call_1');
     await agent.whenIdle();
@@ -389,7 +389,7 @@ describe('parallel tool calls', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'wait', input: { id: 'a' } }, { name: 'wait', input: { id: 'b' } }] }, { text: 'ok' }]);
     const { agent, dispose } = await runtime.agents.create({ model });
     agent.followup([text('go')]);
-    await expect.poll(() => started).toEqual(['a', 'b']);
+    await expect.poll(() => started, { timeout: 15_000 }).toEqual(['a', 'b']);
     gates.get('b')!.resolve();
     gates.get('a')!.resolve();
     await agent.whenIdle();

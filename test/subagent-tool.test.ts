@@ -242,7 +242,7 @@ describe('subagent tool execution', () => {
     subagentTool(h, { provider: 'p' });
     const parent = await h.createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'subagent', input: { description: 'a', prompt: 'b' } }] }]) });
     parent.followup([text('go')]);
-    await expect.poll(() => stats.starts).toBe(1);
+    await expect.poll(() => stats.starts, { timeout: 15_000 }).toBe(1);
     parent.cancel();
     await aborted.promise;
     await parent.whenIdle();
@@ -268,7 +268,7 @@ describe('subagent tool execution', () => {
       model: scriptedModel([{ toolCalls: [{ name: 'subagent', input: { description: 'a', prompt: '1' } }, { name: 'subagent', input: { description: 'b', prompt: '2' } }] }, { text: 'ok' }]),
     });
     parent.followup([text('go')]);
-    await expect.poll(() => started).toBe(2);
+    await expect.poll(() => started, { timeout: 15_000 }).toBe(2);
     gates[1]!.resolve({ output: [text('two')], stopReason: 'completed' });
     gates[0]!.resolve({ output: [text('one')], stopReason: 'completed' });
     await parent.whenIdle();

@@ -58,7 +58,7 @@ describe('worker entry', () => {
       await loading.promise;
       controller.abort();
       expect((await run.result).stopReason).toBe('aborted');
-      await expect.poll(() => seen).toEqual(['loading', 'loaded']);
+      await expect.poll(() => seen, { timeout: 15_000 }).toEqual(['loading', 'loaded']);
       await run.dispose();
     } finally {
       channel.close();

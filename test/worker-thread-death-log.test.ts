@@ -31,10 +31,10 @@ async function childCalling(tool: string, cancel: boolean, hold = true): Promise
     signal: new AbortController().signal,
     agentOptions: { model: { kind: 'scripted', steps }, toolModules: [toolModule] },
   });
-  if (hold) await expect.poll(() => dataOf(host!.sessions.get(run.id)!.events, 'tool/call').length).toBe(1);
+  if (hold) await expect.poll(() => dataOf(host!.sessions.get(run.id)!.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
   gate.resolve();
   if (cancel) {
-    await expect.poll(() => dataOf(host!.sessions.get(run.id)!.events, 'tool/call').length).toBe(2);
+    await expect.poll(() => dataOf(host!.sessions.get(run.id)!.events, 'tool/call').length, { timeout: 15_000 }).toBe(2);
     run.cancel();
   }
   const { stopReason } = await run.result;
