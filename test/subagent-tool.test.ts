@@ -215,6 +215,25 @@ describe('subagent tool execution', () => {
     expect(stats.disposals).toBe(1);
   });
 
+  it('says a run its budget stopped was stopped by its budget, not cancelled, in the foreground and in a background notice', async () => {
+    const h = await newHost();
+    const diagnostic = 'budget: toolCalls limit 1 reached (2 used, child budget)';
+    const { provider } = fakeProvider('p', async () => ({ output: [], diagnostic, stopReason: 'aborted' }));
+    h.subagents.registerProvider(provider);
+    subagentTool(h, { provider: 'p' });
+    subagentTool(h, { provider: 'p', toolName: 'subagent_bg', background: true });
+    const [foreground, background] = await callTool(h, [
+      { name: 'subagent', input: { description: 'a', prompt: 'b' } },
+      { name: 'subagent_bg', input: { description: 'a', prompt: 'b' } },
+    ]);
+    expect(foreground?.content[0]?.text).toBe(`subagent run was stopped by its budget\nDiagnostic: ${diagnostic}`);
+    const taskId = background!.content[0]!.text.replace('started task ', '');
+    const parent = h.agents.list().find((agent) => agent.session.events.some((e) => e.type === 'tool/result'))!;
+    await expect.poll(() => dataOf<{ content: { text: string }[] }>(parent.session.events, 'user/message').map((m) => m.content[0]?.text ?? ''), { timeout: 15_000 }).toContainEqual(
+      expect.stringContaining(`Background task ${taskId} was stopped by its budget before finishing (stop reason: aborted).\nDiagnostic: ${diagnostic}`),
+    );
+  });
+
   it('disposes exactly once when the result rejects', async () => {
     const h = await newHost();
     const { provider, stats } = fakeProvider('p', async () => {

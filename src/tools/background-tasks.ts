@@ -9,6 +9,7 @@ import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/ty
 import type { HeldWork } from '../service/held-work.js';
 import { heldWorkOf, type SubagentService } from '../service/service.js';
 import { injectIfOpen } from '../service/continuation/notices.js';
+import { stoppedByBudget } from './subagent-wording.js';
 
 export interface BackgroundTask {
   readonly id: SessionId;
@@ -32,7 +33,8 @@ const SENTENCES: Partial<Record<string, string>> & Record<SubagentStopReason, st
 
 /** The parent's notice of a settled background task: task id, stop reason, output. */
 export function taskNotice(task: BackgroundTask, result: SubagentResult): ContentBlock[] {
-  const sentence = `Background task ${task.id} ${SENTENCES[result.stopReason] ?? 'ended abnormally'} (stop reason: ${result.stopReason}).`;
+  const how = stoppedByBudget(result) ? 'was stopped by its budget before finishing' : (SENTENCES[result.stopReason] ?? 'ended abnormally');
+  const sentence = `Background task ${task.id} ${how} (stop reason: ${result.stopReason}).`;
   const output = textOf(result.output);
   const lines = [sentence];
   if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);

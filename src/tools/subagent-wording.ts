@@ -37,8 +37,14 @@ export function promptWording(inheritsParentContext: boolean): string {
 }
 
 /** The error text of a run that did not complete: headline, diagnostic, partial output. */
+/** Whether an `aborted` result was its budget's stop, not a cancel (its diagnostic names the limit). */
+export function stoppedByBudget(result: SubagentResult): boolean {
+  return result.stopReason === 'aborted' && result.diagnostic?.startsWith('budget: ') === true;
+}
+
 export function foregroundFailure(result: SubagentResult): string {
-  const lines = [WORDING.headlines[result.stopReason] ?? `subagent run ended abnormally (${result.stopReason})`];
+  const headline = stoppedByBudget(result) ? 'subagent run was stopped by its budget' : WORDING.headlines[result.stopReason];
+  const lines = [headline ?? `subagent run ended abnormally (${result.stopReason})`];
   if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);
   const partial = textOf(result.output);
   if (partial) lines.push(`Partial output before the run ended:\n${partial}`);
