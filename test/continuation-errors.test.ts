@@ -1,7 +1,7 @@
 // Continuable children given bad input or failing setup: every refusal is a typed SubagentError
 // naming the field or rule, and no child, installation or resident Activation is left behind.
 import { describe, expect, it } from 'vitest';
-import { SubagentService, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
+import { SubagentError, SubagentService, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
 import { makeRuntime } from './helpers.js';
 import { continuationSuite, HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
@@ -191,12 +191,21 @@ describe('cold resumes that cannot complete', () => {
   /** A memory store whose reads the test can break or rewrite, as a failing or damaged store would. */
   function tamperable() {
     const inner = memoryPersistence();
-    const state: { load?: (stored: StoredSession | undefined) => StoredSession | undefined } = {};
+    const state: {
+      load?: (stored: StoredSession | undefined) => StoredSession | undefined;
+      list?: () => never;
+      projections?: (read: Awaited<ReturnType<typeof inner.projections>>) => Awaited<ReturnType<typeof inner.projections>>;
+    } = {};
     const store = new Proxy(inner, {
       get(target, property) {
         if (property === 'load' && state.load) {
           const rewrite = state.load;
           return async (id: string) => rewrite(await target.load(id));
+        }
+        if (property === 'list' && state.list) return async () => state.list!();
+        if (property === 'projections' && state.projections) {
+          const rewrite = state.projections;
+          return async (ids: string[]) => rewrite(await target.projections(ids));
         }
         const value: unknown = Reflect.get(target, property, target);
         return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
@@ -231,7 +240,24 @@ describe('cold resumes that cannot complete', () => {
     await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('corrupt descriptor') });
     state.load = rewriteDescriptor({ agentModel: '{not json' });
     await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('stored model of this child is not readable') });
+    // The log, read whole, has the last word when it disagrees with the projections read before it.
+    state.load = rewriteDescriptor({ mode: 'one-shot' });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('is not a continuable child') });
+    state.load = () => undefined;
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('is stored; check the id') });
     delete state.load;
+    // The reads that come before the load (who the parent is, what the child is) fail the same way.
+    state.list = () => {
+      throw new Error('index offline');
+    };
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('cannot be read from persistence: Error: index offline') });
+    delete state.list;
+    // A session stored under the parent without a single event (its host stopped between storing the
+    // header and its first events) is named as such.
+    await store.create({ id: 'ghost', createdAt: 1, parentSession: parent.id, origin: 'subagent', delegationDepth: 1 });
+    await expect(host.subagents.followup(parent, 'ghost', [text('hello?')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('has no subagent descriptor') });
+    // Projections that cannot be read leave the verdict to the load, which reads the log itself.
+    state.projections = (read) => new Map([...read].map(([id]) => [id, { ok: false as const, error: new SubagentError('CORRUPT_DATA', 'unreadable row') }]));
     await follow();
     expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'again']);
   });
