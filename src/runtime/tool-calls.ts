@@ -2,7 +2,7 @@
 // concurrency-safe tools run together; either way `tool/result`s are committed in model order.
 import type { ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
-import { ABANDONED, Abandonment, unlessAbandoned } from '../seam/once.js';
+import { ABANDONED, type Abandonment } from '../seam/once.js';
 import type { SessionEventMap } from '../seam/session-types.js';
 import type { ToolResultContent } from './tool-registry.js';
 import type { TurnContext } from './turn-context.js';
@@ -93,29 +93,23 @@ function batches(ctx: TurnContext, calls: ToolCallBlock[]): ToolCallBlock[][] {
 }
 
 /** Runs the calls; true when one of them concluded the turn. */
-export async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], turnSignal: AbortSignal): Promise<boolean> {
+export async function runTools(ctx: TurnContext, turn: number, step: number, calls: ToolCallBlock[], turnSignal: AbortSignal, abandonment?: Abandonment): Promise<boolean> {
   const signal = flagAwareSignal(turnSignal, ctx.cancelFlag);
-  const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(turnSignal, ctx.abandonGraceMs);
   let concluded = false;
-  try {
-    for (const batch of batches(ctx, calls)) {
-      const running: (Promise<Outcome> | ResultData)[] = batch.map((call) => {
-        ctx.session.append('tool/call', { turn, step, callId: call.id, name: call.name, input: call.input });
-        if (signal.aborted) return failure('Error: the turn was cancelled before this tool call started', 'ABORTED_BEFORE_DISPATCH');
-        if (concluded) return failure('Error: not executed: an earlier call in this answer completed the turn', 'TURN_CONCLUDED');
-        return unlessAbandoned(abandonment, execute(ctx, call, signal)).then((outcome) =>
-          outcome === ABANDONED ? { result: abandoned(ctx.abandonGraceMs), concludes: false } : outcome,
-        );
-      });
-      for (const [index, pending] of running.entries()) {
-        const call = batch[index]!;
-        const outcome = pending instanceof Promise ? await pending : { result: pending, concludes: false };
-        ctx.session.append('tool/result', { turn, step, callId: call.id, name: call.name, ...outcome.result });
-        concluded ||= outcome.concludes;
-      }
+  for (const batch of batches(ctx, calls)) {
+    const running: (Promise<Outcome> | ResultData)[] = batch.map((call) => {
+      ctx.session.append('tool/call', { turn, step, callId: call.id, name: call.name, input: call.input });
+      if (signal.aborted) return failure('Error: the turn was cancelled before this tool call started', 'ABORTED_BEFORE_DISPATCH');
+      if (concluded) return failure('Error: not executed: an earlier call in this answer completed the turn', 'TURN_CONCLUDED');
+      if (!abandonment) return execute(ctx, call, signal);
+      return abandonment.wait(execute(ctx, call, signal)).then((outcome) => (outcome === ABANDONED ? { result: abandoned(ctx.abandonGraceMs), concludes: false } : outcome));
+    });
+    for (const [index, pending] of running.entries()) {
+      const call = batch[index]!;
+      const outcome = pending instanceof Promise ? await pending : { result: pending, concludes: false };
+      ctx.session.append('tool/result', { turn, step, callId: call.id, name: call.name, ...outcome.result });
+      concluded ||= outcome.concludes;
     }
-  } finally {
-    abandonment?.dispose();
   }
   return concluded;
 }

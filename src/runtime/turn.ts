@@ -30,7 +30,7 @@ interface Streamed {
   failure?: FailureInfo;
 }
 
-async function streamStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal): Promise<Streamed> {
+async function streamStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal, abandonment: Abandonment | undefined): Promise<Streamed> {
   const out: Streamed = { text: '', reasoning: '', toolCalls: [], finish: 'error' };
   const request = {
     messages: ctx.history.derive(ctx.session.events),
@@ -42,7 +42,6 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
   let finished = false;
   let iterator: AsyncIterator<ModelChunk> | undefined;
   let open = false;
-  const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs);
   try {
     iterator = ctx.model.stream(request)[Symbol.asyncIterator]();
     open = true;
@@ -97,12 +96,11 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
       // A stream that fails while closing has given its answer already.
     }
   }
-  abandonment?.dispose();
   return out;
 }
 
-async function runStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal): Promise<StepOutcome> {
-  const streamed = await streamStep(ctx, turn, step, signal);
+async function runStep(ctx: TurnContext, turn: number, step: number, signal: AbortSignal, abandonment: Abandonment | undefined): Promise<StepOutcome> {
+  const streamed = await streamStep(ctx, turn, step, signal, abandonment);
   const content: ContentBlock[] = [];
   if (streamed.reasoning !== '') content.push({ type: 'reasoning', text: streamed.reasoning });
   if (streamed.text !== '') content.push({ type: 'text', text: streamed.text });
@@ -128,7 +126,7 @@ async function runStep(ctx: TurnContext, turn: number, step: number, signal: Abo
     case 'stop':
     case 'tool-calls':
       if (streamed.toolCalls.length === 0) return { kind: 'done' };
-      if (await runTools(ctx, turn, step, streamed.toolCalls, signal)) return { kind: 'concluded' };
+      if (await runTools(ctx, turn, step, streamed.toolCalls, signal, abandonment)) return { kind: 'concluded' };
       return signal.aborted ? { kind: 'aborted' } : { kind: 'tools' };
   }
 }
@@ -148,6 +146,8 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   };
   let reason: TurnEndReason = { kind: 'completed' };
   let truncated = false;
+  // One for the whole turn: its model streams and tool batches wait through it after a cancel.
+  const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs);
   try {
     ctx.hooks.turnStart?.(turn);
     for (let step = 1; (observeFlag(), !signal.aborted); step++) {
@@ -167,7 +167,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
       for (const m of batch) session.append('user/message', { id: m.id, content: m.content, source: m.source });
       let outcome: StepOutcome;
       try {
-        outcome = await runStep(ctx, turn, step, signal);
+        outcome = await runStep(ctx, turn, step, signal, abandonment);
       } finally {
         // A model that writes another agent's steps into this log (a resident worker child's
         // turn) leaves the last of them open: this step/end closes it, and the count moves on.
@@ -191,6 +191,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   } catch (error) {
     reason = { kind: 'error', error: { code: isSubagentError(error) ? error.code : 'UNKNOWN', message: describeError(error) } };
   } finally {
+    abandonment?.dispose();
     if (signal.aborted && reason.kind !== 'max-tokens' && reason.kind !== 'aborted') reason = { kind: 'aborted', cause: causeOf(signal.reason) };
     else if (truncated && reason.kind === 'completed') reason = { kind: 'max-tokens' };
     session.append('turn/end', { turn, reason });
