@@ -2,7 +2,7 @@
 // model adapter or tool that ignores its signal: the turn ends `aborted`, the agent goes on, and
 // disposal and `host.close()` end instead of waiting for ever.
 import { describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, scriptedModel, text, type ModelAdapter, type ModelChunk, type Tool, type TurnEndReason } from 'subagent-host';
+import { createHost, inProcessProvider, scriptedModel, text, type Agent, type ModelAdapter, type ModelChunk, type Tool, type TurnEndReason } from 'subagent-host';
 import { dataOf, deferred } from './helpers.js';
 
 /** Streams "partial", then waits on `gate` whatever its signal says (first call only); later calls answer "fine". */
@@ -49,6 +49,17 @@ function deafTool(name: string, concurrencySafe = false) {
   return { tool, gate, started };
 }
 
+/** Sends `agent` a message and resolves once its model has streamed the first chunk of the answer. */
+async function streaming(agent: Agent): Promise<void> {
+  const streamed = deferred<void>();
+  const off = agent.subscribe((event) => {
+    if (event.type === 'assistant/chunk') streamed.resolve();
+  });
+  agent.followup([text('go')]);
+  await streamed.promise;
+  off();
+}
+
 const reasonsOf = (events: Parameters<typeof dataOf>[0]) => dataOf<{ reason: TurnEndReason }>(events, 'turn/end').map((d) => d.reason);
 
 describe('a cancelled turn and what ignores its signal', () => {
@@ -56,12 +67,7 @@ describe('a cancelled turn and what ignores its signal', () => {
     const host = await createHost({ providers: false, abandonGraceMs: 50 });
     const { adapter, gate, closed } = deafModel();
     const agent = await host.createAgent({ model: adapter });
-    const streamed = deferred<void>();
-    agent.subscribe((event) => {
-      if (event.type === 'assistant/chunk') streamed.resolve();
-    });
-    agent.followup([text('go')]);
-    await streamed.promise;
+    await streaming(agent);
     agent.cancel();
     await agent.whenIdle();
     expect(reasonsOf(agent.session.events)).toEqual([{ kind: 'aborted', cause: { kind: 'user' } }]);
@@ -121,12 +127,7 @@ describe('a cancelled turn and what ignores its signal', () => {
     const host = await createHost({ providers: false, abandonGraceMs: 50 });
     const { adapter, gate } = deafModel();
     const agent = await host.createAgent({ model: adapter });
-    const streamed = deferred<void>();
-    agent.subscribe((event) => {
-      if (event.type === 'assistant/chunk') streamed.resolve();
-    });
-    agent.followup([text('go')]);
-    await streamed.promise;
+    await streaming(agent);
     await host.close();
     expect(reasonsOf(agent.session.events).map((r) => r.kind)).toEqual(['aborted']);
     gate.resolve();

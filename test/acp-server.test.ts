@@ -92,6 +92,15 @@ describe('serveAcp', () => {
     return client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: value }] });
   }
 
+  /** Prompts 'go', and once the answer streams, closes the session: the close succeeds, the prompt is answered cancelled. */
+  async function closeWhileAnswering(client: Client, sessionId: string): Promise<void> {
+    const first = client.nextUpdate();
+    const answer = prompt(client, sessionId, 'go');
+    await first;
+    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
+    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+  }
+
   /** A session an earlier server stored in `db`, prompted once ('first'), with that server gone. */
   async function storedSession(db: string): Promise<string> {
     const first = await newHost({ persistence: { sqlite: db } });
@@ -389,11 +398,7 @@ describe('serveAcp', () => {
       label: 'helper',
       request: { prompt: [text('help')], parent: host.agents.get(sessionId)!, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } },
     });
-    const first = client.nextUpdate();
-    const answer = prompt(client, sessionId, 'go');
-    await first;
-    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
-    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    await closeWhileAnswering(client, sessionId);
     expect(host.agents.get(sessionId)).toBeUndefined();
     expect(host.sessions.get(sessionId)).toBeUndefined();
     expect(host.sessions.get(childId)).toBeUndefined();
@@ -409,11 +414,7 @@ describe('serveAcp', () => {
     const client = await initialized(host);
     const model = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createDeafModel' };
     const sessionId = await session(client, { _meta: { [META]: { model } } });
-    const first = client.nextUpdate();
-    const answer = prompt(client, sessionId, 'go');
-    await first;
-    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
-    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    await closeWhileAnswering(client, sessionId);
     expect(host.agents.get(sessionId)).toBeUndefined();
   });
 

@@ -12,20 +12,10 @@ let worker: WorkerProcess;
 /** The server's clients with only the worker connected: a closed host leaves none beyond them. */
 let workerClients: number;
 
-/** Connected clients, as the server counts them (the inspecting client excluded). */
-async function clients(): Promise<number> {
-  const client = redis.client();
-  try {
-    return String(await client.client('LIST')).trim().split('\n').length - 1;
-  } finally {
-    client.disconnect();
-  }
-}
-
 beforeAll(async () => {
   redis = await startRedis();
   worker = await startWorker(redis.url, ['--queue', 'contract', '--concurrency', '4', '--pool-threads', '2', '--lock-duration-ms', String(LOCK_MS)]);
-  workerClients = await clients();
+  workerClients = await redis.clients();
 }, 30_000);
 
 afterAll(async () => {
@@ -42,7 +32,7 @@ providerContract('queue', {
     return { host, provider: 'queue' };
   },
   async leftovers() {
-    const extra = (await clients()) - workerClients;
+    const extra = (await redis.clients()) - workerClients;
     return extra > 0 ? [`${extra} Redis connection(s) beyond the worker's`] : [];
   },
 });

@@ -34,16 +34,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 }, 30_000);
 
-/** Connected clients, as the server counts them (the caller's own inspection client excluded). */
-async function clients(): Promise<number> {
-  const client = redis.client();
-  try {
-    return String(await client.client('LIST')).trim().split('\n').length - 1;
-  } finally {
-    client.disconnect();
-  }
-}
-
 function gated(gate: string, label: string): Partial<SubagentStartRequest> {
   const steps = [{ toolCalls: [{ name: 'gate', input: { path: gate } }] }, { text: `done ${label}` }];
   return { label, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } };
@@ -78,7 +68,7 @@ describe('queue provider on two worker processes', () => {
   }
 
   it('spreads 20 children over both workers; each log is complete, in order, and names its worker', async () => {
-    const before = await clients();
+    const before = await redis.clients();
     host = await createHost();
     host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: QUEUE, lockDurationMs: LOCK_MS }));
     parent = await host.createAgent();
@@ -117,7 +107,7 @@ describe('queue provider on two worker processes', () => {
     await host.close();
     const keys = await redis.keys();
     expect(keys.filter((key) => key.includes(':sah:') || runs.some((run) => key.includes(run.id)))).toEqual([]);
-    expect(await clients()).toBe(before);
+    expect(await redis.clients()).toBe(before);
   }, 60_000);
 
   it('cancels a running remote child and a child no worker has taken yet', async () => {

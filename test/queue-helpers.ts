@@ -49,6 +49,8 @@ export interface RedisServer {
   client(): Redis;
   /** Keys now in the server. */
   keys(): Promise<string[]>;
+  /** Connected clients, as the server counts them (the one asking excluded). */
+  clients(): Promise<number>;
   /** Freezes the server (SIGSTOP): its sockets stay open, nothing is answered until `resume()`. */
   pause(): void;
   resume(): void;
@@ -74,6 +76,14 @@ export async function startRedis(): Promise<RedisServer> {
       const redis = client();
       try {
         return (await redis.keys('*')).sort();
+      } finally {
+        redis.disconnect();
+      }
+    },
+    async clients() {
+      const redis = client();
+      try {
+        return String(await redis.client('LIST')).trim().split('\n').length - 1;
       } finally {
         redis.disconnect();
       }
