@@ -197,6 +197,18 @@ describe('agent turns', () => {
     await dispose();
   });
 
+  it('takes a model stream given as a plain iterable, as `for await` does', async () => {
+    const runtime = makeRuntime();
+    const chunks: ModelChunk[] = [{ type: 'text-delta', text: 'from an array' }, { type: 'finish', reason: 'stop' }];
+    const model = { stream: () => chunks } as unknown as ModelAdapter;
+    const { agent, dispose } = await runtime.agents.create({ model });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(dataOf<{ content: unknown }>(agent.session.events, 'assistant/message')[0]?.content).toEqual([text('from an array')]);
+    expect(reasons(agent.session.events)).toEqual(['completed']);
+    await dispose();
+  });
+
   it('ends a turn that needs more steps than maxStepsPerTurn with MAX_STEPS', async () => {
     const tool = recordingTool('lookup');
     const call = { toolCalls: [{ name: 'lookup', input: { value: 'x' } }] };

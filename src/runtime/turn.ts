@@ -40,13 +40,15 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
     ...(ctx.options.maxTokens === undefined ? {} : { maxTokens: ctx.options.maxTokens }),
   };
   let finished = false;
-  let iterator: AsyncIterator<ModelChunk> | undefined;
+  let iterator: AsyncIterator<ModelChunk> | Iterator<ModelChunk> | undefined;
   let open = false;
   try {
-    iterator = ctx.model.stream(request)[Symbol.asyncIterator]();
+    // As `for await` would take it: an async iterable, or a plain one.
+    const stream = ctx.model.stream(request) as AsyncIterable<ModelChunk> & Partial<Iterable<ModelChunk>>;
+    iterator = typeof stream[Symbol.asyncIterator] === 'function' ? stream[Symbol.asyncIterator]() : stream[Symbol.iterator]!();
     open = true;
     for (;;) {
-      const next = await unlessAbandoned(abandonment, iterator.next());
+      const next = await unlessAbandoned(abandonment, Promise.resolve(iterator.next()));
       if (next === ABANDONED) {
         // The adapter ignores its signal: the step ends aborted without it, and nothing waits on
         // its stream again (not even its `return()`, which would wait for the pending `next()`).
