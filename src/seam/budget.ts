@@ -105,9 +105,16 @@ export function budgetStopReason(stop: BudgetStop): 'max-tokens' | 'aborted' {
   return stop.limit === 'tokens' ? 'max-tokens' : 'aborted';
 }
 
+const BUDGET_DIAGNOSTIC_PREFIX = 'budget: ';
+
 /** The diagnostic of a reached limit, e.g. `budget: tokens limit 500 reached (520 used, child budget)`. */
 export function describeBudgetStop(stop: BudgetStop): string {
-  return `budget: ${stop.limit} limit ${stop.max} reached (${stop.used} used, ${stop.scope} budget)`;
+  return `${BUDGET_DIAGNOSTIC_PREFIX}${stop.limit} limit ${stop.max} reached (${stop.used} used, ${stop.scope} budget)`;
+}
+
+/** Whether a result's diagnostic is a budget's stop (`describeBudgetStop`), not a cancel. */
+export function isBudgetDiagnostic(diagnostic: string | undefined): boolean {
+  return diagnostic?.startsWith(BUDGET_DIAGNOSTIC_PREFIX) === true;
 }
 
 /** A `subagent/budget` event payload, or undefined when it is not one. */

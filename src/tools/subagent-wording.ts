@@ -1,5 +1,6 @@
 // Every model-facing sentence of the subagent tool, in one table, derived from whether the bound
 // provider's children see the parent's completed turns.
+import { isBudgetDiagnostic } from '../seam/budget.js';
 import { textOf } from '../seam/content.js';
 import type { SubagentResult } from '../seam/types.js';
 
@@ -36,12 +37,12 @@ export function promptWording(inheritsParentContext: boolean): string {
   return inheritsParentContext ? WORDING.forkPrompt : WORDING.freshPrompt;
 }
 
-/** The error text of a run that did not complete: headline, diagnostic, partial output. */
 /** Whether an `aborted` result was its budget's stop, not a cancel (its diagnostic names the limit). */
 export function stoppedByBudget(result: SubagentResult): boolean {
-  return result.stopReason === 'aborted' && result.diagnostic?.startsWith('budget: ') === true;
+  return result.stopReason === 'aborted' && isBudgetDiagnostic(result.diagnostic);
 }
 
+/** The error text of a run that did not complete: headline, diagnostic, partial output. */
 export function foregroundFailure(result: SubagentResult): string {
   const headline = stoppedByBudget(result) ? 'subagent run was stopped by its budget' : WORDING.headlines[result.stopReason];
   const lines = [headline ?? `subagent run ended abnormally (${result.stopReason})`];
