@@ -81,7 +81,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         if (entry?.kind !== 'child') throw new SubagentError('UNAUTHORIZED', `${agent_id} is not a subagent below you; use list_agents for the ids of your subagents`);
         if (entry.mode !== 'continuable') {
           // Only its parent's own tools stop a one-shot child: task_cancel if it is this caller's task.
-          const mine = tasks.has(agent_id) && tasks.runningOf(ctx.agent.id).some((task) => task.id === agent_id);
+          const mine = entry.parentId === ctx.agent.id && tasks.has(agent_id);
           throw new SubagentError(
             'INVALID_REQUEST',
             mine
