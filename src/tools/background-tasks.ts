@@ -105,14 +105,10 @@ export class BackgroundTasks {
             notify(taskNotice(task, task.result));
           },
         )
-        .finally(() => {
+        .finally(async () => {
           this.#remember(task.id);
-          return run
-            .dispose()
-            .catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error))
-            .finally(() => {
-              task.run = undefined;
-            });
+          await run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error));
+          task.run = undefined;
         })
         .finally(() => done()),
     };
