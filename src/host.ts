@@ -44,21 +44,16 @@ export interface HostOptions {
   abandonGraceMs?: number;
 }
 
-function abandonGraceMsOf(value: unknown): number {
-  if (value === undefined) return 5000;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_TIMER_MS) {
-    throw new SubagentError('INVALID_OPTIONS', `options.abandonGraceMs must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${String(value)})`);
+/**
+ * A createHost option that sets a timer: `value` (or `fallback`) milliseconds, from 0 to 2^31-1 (a
+ * longer timer fires at once: Node clamps it to 1 ms), else `INVALID_OPTIONS` naming `field`.
+ */
+function timerOption(value: unknown, fallback: number, field: string): number {
+  const ms = value === undefined ? fallback : value;
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS) {
+    throw new SubagentError('INVALID_OPTIONS', `options.${field} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${String(ms)})`);
   }
-  return value;
-}
-
-function lingerMsOf(option: HostOptions['continuation']): number {
-  const value = option?.lingerMs ?? 30_000;
-  // A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms): the child would be evicted at once.
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_TIMER_MS) {
-    throw new SubagentError('INVALID_OPTIONS', `options.continuation.lingerMs must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${String(value)})`);
-  }
-  return value;
+  return ms;
 }
 
 /**
@@ -200,13 +195,13 @@ class HostImpl implements Host {
       tools: this.tools,
       persistence,
       logger,
-      abandonGraceMs: abandonGraceMsOf(options.abandonGraceMs),
+      abandonGraceMs: timerOption(options.abandonGraceMs, 5000, 'abandonGraceMs'),
       ...(options.model ? { model: options.model } : {}),
     });
     this.subagents = new SubagentService({
       logger,
       catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger }),
-      continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: lingerMsOf(options.continuation) },
+      continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: timerOption(options.continuation?.lingerMs ?? undefined, 30_000, 'continuation.lingerMs') },
     });
     // An agent's background tasks are cancelled (and their notices given) before the agent goes.
     const held = heldWorkOf(this.subagents);
