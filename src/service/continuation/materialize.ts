@@ -190,6 +190,13 @@ function parseModel(agentModel: string | undefined): ModelSpec | undefined {
   }
 }
 
+/** What a failed store read of a stored child is to the caller: its abort, if it aborted meanwhile, else `NOT_RESUMABLE`. */
+function readFailure(error: unknown, childId: SessionId, signal: AbortSignal | undefined): unknown {
+  // A store read failing because the caller aborted meanwhile: no test times an abort into a read.
+  if (signal?.aborted) return signal.reason;
+  return new SubagentError('NOT_RESUMABLE', `child ${childId} cannot be read from persistence: ${describeError(error)}`, { cause: error });
+}
+
 /**
  * The refusals a follow-up can meet, asked of reads that write nothing: loading a log closes the turn
  * it has open, which must not be done to another host's live child for a caller that is not its
@@ -200,8 +207,7 @@ async function refuseBeforeLoad(store: Pick<SessionPersistence, 'list' | 'projec
   try {
     [siblings, projections] = await Promise.all([store.list({ parentSession: parent.id }), store.projections([childId])]);
   } catch (error) {
-    if (signal?.aborted) throw signal.reason;
-    throw new SubagentError('NOT_RESUMABLE', `child ${childId} cannot be read from persistence: ${describeError(error)}`, { cause: error });
+    throw readFailure(error, childId, signal);
   }
   const stored = projections.get(childId);
   if (!stored) throw new SubagentError('NOT_RESUMABLE', `no continuable child ${childId} is stored; check the id`);
@@ -239,9 +245,7 @@ export async function resumeStored(options: {
   try {
     stored = await options.store.load(childId);
   } catch (error) {
-    // A store read failing because the caller aborted meanwhile: no test times an abort into a read.
-    if (options.signal?.aborted) throw options.signal.reason;
-    throw new SubagentError('NOT_RESUMABLE', `child ${childId} cannot be read from persistence: ${describeError(error)}`, { cause: error });
+    throw readFailure(error, childId, options.signal);
   }
   options.recheck();
   // Its parent was checked before the load (a stored header's parent never changes).
