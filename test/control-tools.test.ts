@@ -269,6 +269,21 @@ describe('task_output and task_cancel', () => {
     await eventually(() => parent.status === 'idle');
   });
 
+  it('tells why a background task failed: task_output carries its diagnostic, as its notice does', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'error', text: 'half' }] } } });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([call('subagent', { description: 'doomed', prompt: 'try' }), () => call('task_output', { task_id: startedId(parent, 0), wait: true }), { text: 'done' }]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 2 && parent.status === 'idle');
+    const view = resultJson(parent, 1) as { status: string; stopReason: string; diagnostic?: unknown };
+    expect(view).toMatchObject({ status: 'settled', stopReason: 'error' });
+    expect(view.diagnostic).toEqual(expect.any(String));
+    const notice = messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text;
+    expect(notice).toContain(`Diagnostic: ${String(view.diagnostic)}`);
+  });
+
   it('answers a task_output wait at once for a call whose signal is already aborted', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });

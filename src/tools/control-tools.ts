@@ -35,9 +35,11 @@ async function childIds(host: ControlToolsHost, caller: Agent, signal: AbortSign
   return new Set(entries.filter((entry) => entry.kind === 'child').map((entry) => entry.id));
 }
 
-function taskView(task: BackgroundTask): { status: 'running' | 'settled'; stopReason?: string; output?: string } {
+function taskView(task: BackgroundTask): { status: 'running' | 'settled'; stopReason?: string; output?: string; diagnostic?: string } {
   if (!task.result) return { status: 'running' };
-  return { status: 'settled', stopReason: task.result.stopReason, output: textOf(task.result.output) };
+  const { stopReason, output, diagnostic } = task.result;
+  // Why a task failed is worth as much to the model as in its settlement notice.
+  return { status: 'settled', stopReason, output: textOf(output), ...(diagnostic === undefined ? {} : { diagnostic }) };
 }
 
 function within(promise: Promise<void>, timeoutMs: number, signal: AbortSignal): Promise<void> {
@@ -135,7 +137,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
     },
     {
       name: 'task_output',
-      description: 'Read a background task’s state; with wait: true, wait first until it settles or timeout_ms passes. Returns { status: running|settled, stopReason?, output? }.',
+      description: 'Read a background task’s state; with wait: true, wait first until it settles or timeout_ms passes. Returns { status: running|settled, stopReason?, output?, diagnostic? }.',
       parameters: schema({ task_id: idSchema, wait: { type: 'boolean' }, timeout_ms: timeoutSchema }, ['task_id']),
       async execute(input, ctx: ToolContext) {
         const { task_id, wait = false, timeout_ms = DEFAULT_WAIT_MS } = input as { task_id: string; wait?: boolean; timeout_ms?: number };
