@@ -1,8 +1,13 @@
 // The worker entry as shipped: one CommonJS bundle that imports tool modules through the pool's
 // import gate, and recognises the package's SubagentError although it carries its own copy.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { once } from 'node:events';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Script } from 'node:vm';
+import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { createHost, text, type Host, type ScriptedStep } from 'subagent-host';
 import { dataOf, deferred } from './helpers.js';
@@ -22,6 +27,34 @@ function request(parent: Parameters<Host['subagents']['start']>[1]['parent'], st
 describe('worker entry', () => {
   it('is built as one CommonJS file', () => {
     expect(existsSync(new URL('../dist/workers/child.cjs', import.meta.url))).toBe(true);
+  });
+
+  it('writes the code cache of a V8 that finds none or rejects the one it finds, and later threads take it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'worker-entry-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    for (const name of ['child.cjs', 'child-bundle.cjs']) copyFileSync(fileURLToPath(new URL(`../dist/workers/${name}`, import.meta.url)), join(dir, name));
+    const cacheFile = join(dir, `child-bundle.${process.versions.v8}.cache`);
+    const loadInThread = async () => {
+      const thread = new Worker(`require(${JSON.stringify(join(dir, 'child.cjs'))});`, { eval: true });
+      const [code] = (await once(thread, 'exit')) as [number];
+      expect(code).toBe(0);
+    };
+    // What V8 says of the cache, in this process (whose V8 flags its threads share).
+    const rejected = () => {
+      const wrapper = `(function (exports, require, module, __filename, __dirname) {${readFileSync(join(dir, 'child-bundle.cjs'), 'utf8')}\n})`;
+      return new Script(wrapper, { filename: join(dir, 'child-bundle.cjs'), cachedData: readFileSync(cacheFile) }).cachedDataRejected;
+    };
+
+    await loadInThread();
+    expect(rejected()).toBe(false);
+    writeFileSync(cacheFile, 'not a code cache');
+    await loadInThread();
+    expect(rejected()).toBe(false);
+    // An accepted cache is left as it is (a rewrite renames a new file over it).
+    const { ino } = statSync(cacheFile);
+    await loadInThread();
+    expect(statSync(cacheFile).ino).toBe(ino);
+    expect(readdirSync(dir).sort()).toEqual(['child-bundle.cjs', `child-bundle.${process.versions.v8}.cache`, 'child.cjs'].sort());
   });
 
   it('that no thread can load fails each start with START_FAILED; close resolves and the process exits', async () => {
