@@ -19,7 +19,7 @@ const USAGE = `usage: subagent-host demo [options]
   --provider spawn|fork|in-process   where children run (default: spawn, one worker thread each)
   --children N                       number of chunks, one child each (default: 6)
   --dir PATH                         directory to analyse (default: this package's src/)
-  --continuable                      one continuable in-process child per chunk: each reports a partial
+  --continuable                      one continuable child per chunk (on --provider): each reports a partial
                                      finding, then the planner sends each a follow-up and waits for it
   --chaos                            add a child that crashes its thread and one that spins forever
   --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos)
