@@ -213,6 +213,24 @@ describe('arguments of the public functions', () => {
     expect(host.agents.list()).toEqual([]);
   });
 
+  it('say how to name a tool or model module given by a relative path, which resolves from the package, not the caller', async () => {
+    const host = await createHost();
+    hosts.push(host);
+    const advice = 'pass a file URL, e.g. new URL("./my-tools.js", import.meta.url).href, or an installed package name';
+    await expect(host.createAgent({ agentOptions: { toolModules: ['./my-tools.js'] } })).rejects.toThrow(refused('INVALID_OPTIONS', advice));
+    await expect(host.createAgent({ agentOptions: { model: { kind: 'module', specifier: '../my-model.js' } } })).rejects.toThrow(
+      refused('INVALID_MODEL_SPEC', 'pass a file URL, e.g. new URL("../my-model.js", import.meta.url).href'),
+    );
+    // In a worker thread the same path would be read from the worker entry's folder.
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('spawn', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { toolModules: ['./my-tools.js'] } }).catch((error: unknown) => error);
+    const failure = run instanceof Error ? run.message : (await (run as { result: Promise<{ diagnostic?: string }> }).result).diagnostic;
+    expect(failure).toContain(advice);
+    if (!(run instanceof Error)) await (run as { dispose(): Promise<void> }).dispose();
+    // A package name that is not installed keeps the short advice.
+    await expect(host.createAgent({ agentOptions: { toolModules: ['no-such-package-of-tools'] } })).rejects.toThrow(refused('INVALID_OPTIONS', 'use a file URL or an installed package name'));
+  });
+
   it('refuse a listener that is not a function, an unknown event and a listing without a session id', async () => {
     const host = await openHost();
     expect(() => host.subagents.on('subagent/start', null as unknown as () => void)).toThrow(refused('INVALID_REQUEST', 'the listener must be a function'));

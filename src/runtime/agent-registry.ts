@@ -10,7 +10,7 @@ import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent, type OwnInput } from './agent.js';
 import { createModel } from './models/create.js';
 import type { ModelAdapter } from './models/types.js';
-import { importModule } from './module-import.js';
+import { importModule, specifierAdvice } from './module-import.js';
 import { SessionLog } from './session.js';
 import type { SessionPersistence } from './session-persistence.js';
 import type { LiveSessionStore, Logger } from './session-store.js';
@@ -122,7 +122,7 @@ export async function loadToolModules(specifiers: readonly string[]): Promise<To
     try {
       mod = (await importModule(specifier)) as { tools?: unknown };
     } catch (error) {
-      throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}`, { cause: error });
+      throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}; ${specifierAdvice(specifier)}`, { cause: error });
     }
     if (!Array.isArray(mod.tools)) {
       throw new SubagentError('INVALID_OPTIONS', `tool module ${specifier} must export \`tools\`, an array of Tool`);

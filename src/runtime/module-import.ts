@@ -25,3 +25,14 @@ export function setModuleImporter(next: ModuleImporter): void {
 export function importModule(specifier: string): Promise<unknown> {
   return gate(() => importer(specifier));
 }
+
+/**
+ * What to do about a module that failed to load, for its error message. A relative specifier is
+ * resolved from this package's own files (the worker entry, in a worker thread), never the caller's.
+ */
+export function specifierAdvice(specifier: string): string {
+  if (/^\.\.?(\/|$)/.test(specifier)) {
+    return `a relative specifier is resolved from subagent-host's own files, not from your code: pass a file URL, e.g. new URL(${JSON.stringify(specifier)}, import.meta.url).href, or an installed package name`;
+  }
+  return 'use a file URL or an installed package name';
+}

@@ -5,7 +5,7 @@ import { plainJsonProblem } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import { isRecord } from '../../seam/parse.js';
 import type { FailureInfo, Usage } from '../../seam/session-types.js';
-import { importModule } from '../module-import.js';
+import { importModule, specifierAdvice } from '../module-import.js';
 import type { FinishReason, ModelAdapter, ModelAdapterFactory, ModelChunk, ModelRequest } from './types.js';
 
 const FINISH_REASONS: ReadonlySet<string> = new Set(['stop', 'tool-calls', 'max-tokens', 'refusal', 'aborted', 'error']);
@@ -87,7 +87,7 @@ export async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' 
   } catch (error) {
     throw new SubagentError(
       'INVALID_MODEL_SPEC',
-      `cannot load model module ${spec.specifier}: ${describeError(error)}; use a file URL or an installed package name`,
+      `cannot load model module ${spec.specifier}: ${describeError(error)}; ${specifierAdvice(spec.specifier)}`,
       { cause: error },
     );
   }
