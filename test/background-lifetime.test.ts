@@ -5,7 +5,7 @@
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createHost, inProcessProvider, subagentTool, text, type Agent, type Host, type SubagentProvider, type SubagentResult, type Tool } from 'subagent-host';
 import { deferred, holdTool, tempFiles, untilCancelled } from './helpers.js';
-import { call, messages } from './tool-helpers.js';
+import { call, messages, resultsOf } from './tool-helpers.js';
 
 const files = tempFiles('subagent-background-lifetime-');
 const hosts: Host[] = [];
@@ -158,7 +158,7 @@ describe('a background task and its parent', () => {
     await run.dispose();
   });
 
-  it('of a worker child, queued for a pool slot when that child is cancelled and disposed, never runs on after it', async () => {
+  it('of a worker child, queued for a pool slot: the call answers at once, and the child\'s dispose gives that start up first', async () => {
     const host = await createHost({ providers: true, pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 200 } });
     hosts.push(host);
     const starts: string[] = [];
@@ -172,20 +172,23 @@ describe('a background task and its parent', () => {
       prompt: [text('go')],
       parent: top,
       signal: new AbortController().signal,
-      agentOptions: { model: { kind: 'scripted', steps: [bg('g1'), bg('g2'), { text: 'done' }] } },
+      agentOptions: { model: { kind: 'scripted', steps: [bg('g1'), bg('g2'), { finish: 'hang' }] } },
     });
-    // The second start waits for the only thread, which the child and its first task hold.
-    await vi.waitFor(() => expect(host.sessions.get(run.id)!.events.filter((event) => event.type === 'tool/call')).toHaveLength(2), { timeout: 15_000 });
-    run.cancel();
-    // The child stops at once, though its host call (the waiting start) has not answered: its thread is not terminated.
-    expect(await run.result).toMatchObject({ stopReason: 'aborted' });
-    expect((await run.result).diagnostic).toBeUndefined();
+    // The first task runs on the slot its waiting parent lends; the second start waits for a slot,
+    // and its call answers at once: the child goes on to its last step.
+    const answers = () => resultsOf(host.sessions.get(run.id)!.events).map((result) => result.content.map((block) => (block.type === 'text' ? block.text : '')).join(''));
+    await vi.waitFor(() => expect(answers()).toHaveLength(2), { timeout: 15_000 });
+    const [first, second] = answers().map((answer) => /^started task (\S+)$/.exec(answer)![1]!);
+    expect(starts).toStrictEqual([run.id, first]);
+    // Its tasks go before it: the waiting start is given up before the child frees its thread.
     await run.dispose();
+    expect(await run.result).toMatchObject({ stopReason: 'aborted' });
     // Slots go in arrival order: a second start still waiting would take the thread before this run.
     const probe = await host.subagents.start('spawn', { prompt: [text('after')], parent: top, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'ok' }] } } });
     await probe.result;
     await probe.dispose();
     await vi.waitFor(() => expect(host.subagents.activeRuns).toBe(0), { timeout: 15_000 });
+    expect(starts).not.toContain(second);
     expect([...ends].sort()).toStrictEqual([...starts].sort());
     // Their notices had nowhere to go (the child's thread takes no input any more): no warning either.
     expect(warnings).toEqual([]);

@@ -1,10 +1,10 @@
 // The subagent tool's continuable and background modes through a scripted parent: the start
 // answers, the settled notices, exactly-once disposal of background runs, and host close.
 import { describe, expect, it } from 'vitest';
-import { subagentTool, text, type SubagentProvider, type SubagentResult } from 'subagent-host';
+import { controlTools, subagentTool, text, type SubagentProvider, type SubagentResult } from 'subagent-host';
 import { closeAfterEach, deferred, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, type Recorder } from './continuation-helpers.js';
-import { call, lazyScript, messages, resultText, startedId, toolResults } from './tool-helpers.js';
+import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-tool-modes-');
 const track = closeAfterEach();
@@ -111,24 +111,79 @@ function countingProvider() {
 }
 
 describe('subagent tool, background one-shot runs', () => {
-  it('gives up a start still waiting for a pool slot when the calling turn is cancelled: that task never starts', async () => {
+  it('answers at once when its start has to wait for a pool slot; the start goes on and runs once a slot frees', async () => {
+    const host = track(await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 1 } }));
+    const starts: string[] = [];
+    host.subagents.on('subagent/start', (start) => void starts.push(start.id));
+    subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'late answer' }] } } });
+    // Another child holds the only thread.
+    const blocker = await host.subagents.start('spawn', { prompt: [text('hold')], parent: await host.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'queued', prompt: 'x' }), () => call('task_output', { task_id: startedId(parent, 0) }), { text: 'went on' }]) });
+    controlTools(host);
+    parent.followup([text('go')]);
+    // The whole turn ran while the start waited: the call did not hold it.
+    await parent.whenIdle();
+    const taskId = startedId(parent, 0);
+    expect(resultText(parent, 0)).toBe(`started task ${taskId}`);
+    expect(resultJson(parent, 1)).toStrictEqual({ status: 'running' });
+    expect(starts).toStrictEqual([blocker.id]);
+    blocker.cancel();
+    await blocker.dispose();
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    // The child got the id the call answered with.
+    expect(starts).toStrictEqual([blocker.id, taskId]);
+    expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')).toStrictEqual({
+      source: { kind: 'subagent-settled', senderSessionId: taskId },
+      text: `Background task ${taskId} finished (stop reason: completed).\nIts output:\nlate answer`,
+    });
+  });
+
+  it('gives up a start still waiting for a pool slot on task_cancel, and on its parent\'s end: neither task ever starts', async () => {
     const host = track(await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 1 } }));
     const starts: string[] = [];
     host.subagents.on('subagent/start', (start) => void starts.push(start.id));
     subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: HANG } });
-    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'first', prompt: 'x' }), call('subagent', { description: 'second', prompt: 'x' }), { text: 'never' }]) });
+    controlTools(host);
+    const blocker = await host.subagents.start('spawn', { prompt: [text('hold')], parent: await host.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'cancelled', prompt: 'x' }),
+        () => call('task_cancel', { task_id: startedId(parent, 0) }),
+        call('subagent', { description: 'orphaned', prompt: 'x' }),
+        { text: 'done' },
+        { text: 'read the notice' },
+      ]),
+    });
     parent.followup([text('go')]);
-    // The first task holds the only thread; the second start waits for it.
-    await eventually(() => starts.length === 1 && parent.session.events.filter((event) => event.type === 'tool/call').length === 2);
-    parent.cancel();
-    await parent.whenIdle();
-    // Its parent gone, the first task ends and frees the thread.
+    await eventually(() => toolResults(parent).length === 3 && messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    const [cancelled, orphaned] = [startedId(parent, 0), startedId(parent, 2)];
+    expect(resultJson(parent, 1)).toStrictEqual({ cancelled: true });
+    expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text).toMatch(
+      new RegExp(`^Background task ${cancelled} was cancelled before finishing \\(stop reason: aborted\\)\\.\nDiagnostic: CANCELLED: `),
+    );
+    // Its parent's end gives the other start up before the parent goes.
     await host.agents.dispose(parent.id);
-    // Slots go in arrival order: a second start still waiting would take this thread before the run below.
+    blocker.cancel();
+    await blocker.dispose();
+    // Slots go in arrival order: a start still waiting would take this thread before the run below.
     const run = await host.subagents.start('spawn', { prompt: [text('after')], parent: await host.createAgent(), signal: new AbortController().signal });
     await run.result;
     await run.dispose();
-    expect(starts).toStrictEqual([starts[0], run.id]);
+    expect(starts).toStrictEqual([blocker.id, run.id]);
+    expect(starts).not.toContain(orphaned);
+  });
+
+  it('still answers an error the model can read for a start refused before it waits', async () => {
+    const host = track(await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 1 } }));
+    subagentTool(host, { provider: 'spawn', background: true, maxDepth: 0 });
+    // Every slot is taken, but the refusal comes before any wait.
+    const blocker = await host.subagents.start('spawn', { prompt: [text('hold')], parent: await host.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'too deep', prompt: 'x' }), { text: 'done' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    expect(toolResults(parent)[0]).toMatchObject({ isError: true, code: 'DEPTH_EXCEEDED' });
+    blocker.cancel();
+    await blocker.dispose();
   });
 
   it('answers started task <id> at once and notifies the parent with stop reason and output', async () => {

@@ -19,6 +19,7 @@ import { HeldWork } from './held-work.js';
 import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
 import { addUsage, emptyUsage } from '../seam/usage.js';
+import { forwardStartWaits } from '../seam/start-wait.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
 import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
@@ -162,6 +163,7 @@ export class SubagentService {
     const controller = new AbortController();
     const callerSignal = resolved.signal;
     const caller = callerAbort(callerSignal, () => controller.abort(callerSignal.reason));
+    forwardStartWaits(callerSignal, controller.signal);
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
     try {

@@ -14,14 +14,19 @@ import { stoppedByBudget } from './subagent-wording.js';
 export interface BackgroundTask {
   readonly id: SessionId;
   readonly parentId: SessionId;
-  /** Until it is disposed: a settled task is remembered without its child (agent and log). */
+  /** Once published and until it is disposed: a settled task is remembered without its child (agent and log). */
   run: SubagentRun | undefined;
   result: SubagentResult | undefined;
   /** Resolves once the run settled and its notice went out (never rejects). */
   readonly settled: Promise<void>;
   /** Set when its parent went first: the notice is only added to the parent's context. */
   released: boolean;
+  /** Cancels its run, or gives up its start while that still waits for room. */
+  cancel(reason: unknown): void;
 }
+
+/** What the tool hands over: a published run, or a start still waiting for room, whose child will be `id`. */
+export type TaskStart = { run: SubagentRun } | { id: SessionId; starting: Promise<SubagentRun>; stop: (reason: unknown) => void };
 
 const SENTENCES: Partial<Record<string, string>> & Record<SubagentStopReason, string> = {
   completed: 'finished',
@@ -53,6 +58,11 @@ function deliver(parent: Agent, content: ContentBlock[], senderSessionId: Sessio
   else parent.steer(content, { source });
 }
 
+/** The diagnostic of a start that failed before its child existed: its code and message. */
+function startFailure(error: unknown): string {
+  return error instanceof SubagentError ? `${error.code}: ${error.message}` : String(error);
+}
+
 /** Settled tasks remembered for `task_output` per service; older ones are forgotten (UNKNOWN_SESSION). */
 export const SETTLED_TASKS_KEPT = 1024;
 
@@ -75,39 +85,59 @@ export class BackgroundTasks {
   }
 
   /**
-   * Adopts a started run: from now on it is owned here and disposed once when it settles. It is
-   * held for its parent, which cannot go (dispose, evict, host close) before the task did.
+   * Adopts a started run, or a start that waits for room: from now on it is owned here and its run
+   * is disposed once when it settles. It is held for its parent, which cannot go (dispose, evict,
+   * host close) before the task did. A start that fails settles the task `error` (`aborted` when it
+   * was given up), with the failure as diagnostic.
    */
-  adopt(run: SubagentRun, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
+  adopt(start: TaskStart, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
     let done = () => undefined as void;
+    let stopped = false;
+    const id = 'run' in start ? start.run.id : start.id;
     const notify = (content: ContentBlock[]) => {
       try {
-        deliver(parent, content, run.id, task.released);
+        deliver(parent, content, id, task.released);
       } catch (error) {
-        onWarn(`the settlement notice of background task ${run.id} could not reach its parent`, error);
+        onWarn(`the settlement notice of background task ${id} could not reach its parent`, error);
       }
     };
+    const starting = 'run' in start ? Promise.resolve(start.run) : start.starting;
     const task: BackgroundTask = {
-      id: run.id,
+      id,
       parentId: parent.id,
-      run,
+      run: 'run' in start ? start.run : undefined,
       result: undefined,
       released: false,
-      settled: run.result
+      cancel(reason) {
+        if (task.result) return;
+        if (task.run) task.run.cancel(reason);
+        else if (!stopped && 'stop' in start) {
+          stopped = true;
+          start.stop(reason);
+        }
+      },
+      settled: starting
         .then(
-          (result) => {
-            task.result = result;
-            notify(taskNotice(task, result));
+          (run) => {
+            task.run = run;
+            return run.result.then(
+              (result) => {
+                task.result = result;
+              },
+              (error: unknown) => {
+                task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
+                onWarn(`background task ${id} failed`, error);
+              },
+            );
           },
           (error: unknown) => {
-            task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
-            onWarn(`background task ${run.id} failed`, error);
-            notify(taskNotice(task, task.result));
+            task.result = { stopReason: stopped ? 'aborted' : 'error', output: [], diagnostic: startFailure(error) };
           },
         )
+        .then(() => notify(taskNotice(task, task.result!)))
         .finally(async () => {
           this.#remember(task.id);
-          await run.dispose().catch((error: unknown) => onWarn(`disposing background task ${run.id} failed`, error));
+          await task.run?.dispose().catch((error: unknown) => onWarn(`disposing background task ${id} failed`, error));
           task.run = undefined;
         })
         .finally(() => done()),
@@ -116,7 +146,8 @@ export class BackgroundTasks {
     if (this.#held) {
       done = this.#held.hold(parent, async () => {
         task.released = true;
-        await run.dispose().catch(() => undefined);
+        if (task.run) await task.run.dispose().catch(() => undefined);
+        else task.cancel({ kind: 'parent' });
         await task.settled;
       });
     }

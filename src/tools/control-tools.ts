@@ -153,8 +153,8 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       async execute(input, ctx) {
         const { task_id } = input as { task_id: string };
         const task = tasks.ownedBy(ctx.agent, task_id);
-        if (task.result || !task.run) return json({ cancelled: false });
-        task.run.cancel({ kind: 'parent' });
+        if (task.result) return json({ cancelled: false });
+        task.cancel({ kind: 'parent' });
         return json({ cancelled: true });
       },
     },

@@ -3,16 +3,17 @@
 import { z } from 'zod';
 import { onAbort } from '../seam/abort.js';
 import type { Tool, ToolRestriction } from '../seam/agent-types.js';
-import { textOf, type ContentBlock } from '../seam/content.js';
+import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { parseBudget, type SubagentBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { SubagentError, describeError } from '../seam/errors.js';
-import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentRun, SubagentStartRequest } from '../seam/types.js';
+import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
 import { agentOptionsShape } from '../service/start-request.js';
-import { backgroundTasks } from './background-tasks.js';
+import { backgroundTasks, type TaskStart } from './background-tasks.js';
+import { onStartWaits } from '../seam/start-wait.js';
 import { foregroundFailure, promptWording, toolDescription } from './subagent-wording.js';
 import { parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
@@ -149,18 +150,26 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
         return `started subagent ${childId}`;
       }
       if (config.background === true) {
-        // Once started, the run outlives this turn: only task_cancel, its parent's end or host close
-        // stop it. Until then the turn's abort stops the start (one waiting for a pool slot, above all).
+        // The call answers once the child is published, or at once when its start has to wait for
+        // room (a pool slot): the start goes on as the task. Until the call answers, the turn's
+        // abort stops the start; after it, only task_cancel, the parent's end or host close do.
         const starting = new AbortController();
         const off = onAbort(ctx.signal, () => starting.abort(ctx.signal.reason));
         if (ctx.signal.aborted) starting.abort(ctx.signal.reason);
-        let run: SubagentRun;
+        let stopListening = () => undefined as void;
+        const waits = new Promise<SessionId>((resolve) => (stopListening = onStartWaits(starting.signal, resolve)));
+        const started = host.subagents.start(provider.name, { ...shared, label: description, signal: starting.signal });
+        let first: TaskStart;
         try {
-          run = await host.subagents.start(provider.name, { ...shared, label: description, signal: starting.signal });
+          first = await Promise.race([
+            started.then((run) => ({ run })),
+            waits.then((id) => ({ id, starting: started, stop: (reason: unknown) => starting.abort(reason) })),
+          ]);
         } finally {
           off();
+          stopListening();
         }
-        const task = backgroundTasks(host.subagents).adopt(run, ctx.agent, warn);
+        const task = backgroundTasks(host.subagents).adopt(first, ctx.agent, warn);
         return `started task ${task.id}`;
       }
       const request: SubagentStartRequest = { ...shared, label: description, signal: ctx.signal };

@@ -28,6 +28,8 @@ export interface AdmissionRequest {
   /** A session's parent id: finds the nearest worker-child ancestor through thread-less ones (in-process children). */
   readonly parentOf: (sessionId: string) => string | undefined;
   readonly signal: AbortSignal;
+  /** Called once when the start has to queue for a slot (none is free for it now). */
+  readonly onWait?: () => void;
 }
 
 /**
@@ -123,6 +125,7 @@ export class Admission {
       request.signal.addEventListener('abort', pending.onAbort, { once: true });
       this.#queue.push(pending);
       this.#pump();
+      if (this.#queue.includes(pending)) request.onWait?.();
     });
   }
 

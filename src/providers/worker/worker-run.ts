@@ -11,6 +11,7 @@ import type { CancelCause, InboxTarget, SessionEvent, TurnEndReason } from '../.
 import { DESCRIPTOR_EVENT } from '../../seam/descriptor.js';
 import type { ResolvedSubagentStartRequest, SubagentResult, SubagentRun } from '../../seam/types.js';
 import { usageOf } from '../../seam/usage.js';
+import { startWaits } from '../../seam/start-wait.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { ProviderHost } from '../provider-host.js';
 import type { Slot } from './admission.js';
@@ -124,7 +125,13 @@ export class WorkerRun implements SubagentRun {
     // Waits for a slot before any channel exists: a start cancelled or refused here leaves nothing.
     let slot: Slot;
     try {
-      slot = await host.pool.admission.acquire({ child: header.id, parent: request.parent.id, parentOf: (id) => host.sessions.get(id)?.header.parentSession, signal });
+      slot = await host.pool.admission.acquire({
+        child: header.id,
+        parent: request.parent.id,
+        parentOf: (id) => host.sessions.get(id)?.header.parentSession,
+        signal,
+        onWait: () => startWaits(signal, header.id),
+      });
     } catch (error) {
       releaseHold();
       throw error;
