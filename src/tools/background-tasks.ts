@@ -93,6 +93,8 @@ export class BackgroundTasks {
   adopt(start: TaskStart, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
     let done = () => undefined as void;
     let stopped = false;
+    // Dropped once settled, like the run: a remembered task must keep neither its child nor its start alive.
+    let stopStart = 'stop' in start ? start.stop : undefined;
     const id = 'run' in start ? start.run.id : start.id;
     const notify = (content: ContentBlock[]) => {
       try {
@@ -111,9 +113,9 @@ export class BackgroundTasks {
       cancel(reason) {
         if (task.result) return;
         if (task.run) task.run.cancel(reason);
-        else if (!stopped && 'stop' in start) {
+        else if (!stopped && stopStart) {
           stopped = true;
-          start.stop(reason);
+          stopStart(reason);
         }
       },
       settled: starting
@@ -137,6 +139,7 @@ export class BackgroundTasks {
         .then(() => notify(taskNotice(task, task.result!)))
         .finally(async () => {
           this.#remember(task.id);
+          stopStart = undefined;
           await task.run?.dispose().catch((error: unknown) => onWarn(`disposing background task ${id} failed`, error));
           task.run = undefined;
         })
