@@ -20,7 +20,10 @@ export default defineConfig({
   },
   test: {
     pool: 'forks',
-    setupFiles: ['test/coverage-flush.ts'],
+    // Every file must leave nothing running (threads, processes, handles, open files) once its hooks
+    // are done; leak-guard comes after coverage-flush so that it runs after the file's own hooks.
+    globalSetup: ['test/setup/orphan-guard.ts'],
+    setupFiles: ['test/coverage-flush.ts', 'test/setup/leak-guard.ts'],
     server: { deps: { external: [dist] } },
     testTimeout: 20_000,
     hookTimeout: 20_000,
