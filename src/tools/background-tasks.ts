@@ -4,7 +4,7 @@
 import type { Agent } from '../seam/agent-types.js';
 import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { settledOneShot } from '../seam/descriptor.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, isSubagentError } from '../seam/errors.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { HeldWork } from '../service/held-work.js';
 import { heldWorkOf, type SubagentService } from '../service/service.js';
@@ -58,6 +58,48 @@ function deliver(parent: Agent, content: ContentBlock[], senderSessionId: Sessio
   else parent.steer(content, { source });
 }
 
+/**
+ * A task as remembered. Its cancel state lives here, not in closures of `adopt`: those also hold the
+ * parent, and a settled task stays readable (up to SETTLED_TASKS_KEPT) after its parent is gone.
+ */
+class Task implements BackgroundTask {
+  run: SubagentRun | undefined;
+  result: SubagentResult | undefined = undefined;
+  released = false;
+  settled: Promise<void> = Promise.resolve();
+  /** Gives the start up while it waits; dropped once settled, like the run. */
+  #stopStart: ((reason: unknown) => void) | undefined;
+  #stopped = false;
+
+  constructor(
+    readonly id: SessionId,
+    readonly parentId: SessionId,
+    run: SubagentRun | undefined,
+    stopStart: ((reason: unknown) => void) | undefined,
+  ) {
+    this.run = run;
+    this.#stopStart = stopStart;
+  }
+
+  /** True once its waiting start was given up. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  cancel(reason: unknown): void {
+    if (this.result) return;
+    if (this.run) this.run.cancel(reason);
+    else if (!this.#stopped && this.#stopStart) {
+      this.#stopped = true;
+      this.#stopStart(reason);
+    }
+  }
+
+  forgetStart(): void {
+    this.#stopStart = undefined;
+  }
+}
+
 /** The diagnostic of a start that failed before its child existed: its code and message. */
 function startFailure(error: unknown): string {
   return error instanceof SubagentError ? `${error.code}: ${error.message}` : String(error);
@@ -88,14 +130,12 @@ export class BackgroundTasks {
    * Adopts a started run, or a start that waits for room: from now on it is owned here and its run
    * is disposed once when it settles. It is held for its parent, which cannot go (dispose, evict,
    * host close) before the task did. A start that fails settles the task `error` (`aborted` when it
-   * was given up), with the failure as diagnostic.
+   * was given up, or cancelled by a host that closed), with the failure as diagnostic.
    */
   adopt(start: TaskStart, parent: Agent, onWarn: (message: string, error: unknown) => void): BackgroundTask {
     let done = () => undefined as void;
-    let stopped = false;
-    // Dropped once settled, like the run: a remembered task must keep neither its child nor its start alive.
-    let stopStart = 'stop' in start ? start.stop : undefined;
-    const id = 'run' in start ? start.run.id : start.id;
+    const task = new Task('run' in start ? start.run.id : start.id, parent.id, 'run' in start ? start.run : undefined, 'stop' in start ? start.stop : undefined);
+    const { id } = task;
     const notify = (content: ContentBlock[]) => {
       try {
         deliver(parent, content, id, task.released);
@@ -104,48 +144,34 @@ export class BackgroundTasks {
       }
     };
     const starting = 'run' in start ? Promise.resolve(start.run) : start.starting;
-    const task: BackgroundTask = {
-      id,
-      parentId: parent.id,
-      run: 'run' in start ? start.run : undefined,
-      result: undefined,
-      released: false,
-      cancel(reason) {
-        if (task.result) return;
-        if (task.run) task.run.cancel(reason);
-        else if (!stopped && stopStart) {
-          stopped = true;
-          stopStart(reason);
-        }
-      },
-      settled: starting
-        .then(
-          (run) => {
-            task.run = run;
-            return run.result.then(
-              (result) => {
-                task.result = result;
-              },
-              (error: unknown) => {
-                task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
-                onWarn(`background task ${id} failed`, error);
-              },
-            );
-          },
-          (error: unknown) => {
-            task.result = { stopReason: stopped ? 'aborted' : 'error', output: [], diagnostic: startFailure(error) };
-          },
-        )
-        .then(() => notify(taskNotice(task, task.result!)))
-        .finally(async () => {
-          this.#remember(task.id);
-          stopStart = undefined;
-          await task.run?.dispose().catch((error: unknown) => onWarn(`disposing background task ${id} failed`, error));
-          task.run = undefined;
-        })
-        .finally(() => done()),
-    };
-    this.#tasks.set(task.id, task);
+    task.settled = starting
+      .then(
+        (run) => {
+          task.run = run;
+          return run.result.then(
+            (result) => {
+              task.result = result;
+            },
+            (error: unknown) => {
+              task.result = { stopReason: 'error', output: [], diagnostic: String(error) };
+              onWarn(`background task ${id} failed`, error);
+            },
+          );
+        },
+        (error: unknown) => {
+          const givenUp = task.stopped || isSubagentError(error, 'CANCELLED') || isSubagentError(error, 'CLOSED');
+          task.result = { stopReason: givenUp ? 'aborted' : 'error', output: [], diagnostic: startFailure(error) };
+        },
+      )
+      .then(() => notify(taskNotice(task, task.result!)))
+      .finally(async () => {
+        this.#remember(id);
+        task.forgetStart();
+        await task.run?.dispose().catch((error: unknown) => onWarn(`disposing background task ${id} failed`, error));
+        task.run = undefined;
+      })
+      .finally(() => done());
+    this.#tasks.set(id, task);
     if (this.#held) {
       done = this.#held.hold(parent, async () => {
         task.released = true;
