@@ -1,7 +1,7 @@
 // The subagent tool's continuable and background modes through a scripted parent: the start
 // answers, the settled notices, exactly-once disposal of background runs, and host close.
 import { describe, expect, it } from 'vitest';
-import { controlTools, subagentTool, text, type SubagentProvider, type SubagentResult } from 'subagent-host';
+import { controlTools, subagentTool, text, type Agent, type SubagentProvider, type SubagentResult } from 'subagent-host';
 import { closeAfterEach, deferred, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
@@ -171,6 +171,37 @@ describe('subagent tool, background one-shot runs', () => {
     await run.dispose();
     expect(starts).toStrictEqual([blocker.id, run.id]);
     expect(starts).not.toContain(orphaned);
+  });
+
+  it('keeps a waiting start whose call answered though a sibling call of the same step cancels the turn', async () => {
+    const host = track(await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 1 } }));
+    subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'kept' }] } } });
+    const calling: { agent?: Agent } = {};
+    host.tools.register({ name: 'stop_turn', description: 'cancels the turn', parameters: { type: 'object' }, concurrencySafe: true, execute: async () => (calling.agent!.cancel(), 'stopped') });
+    const blocker = await host.subagents.start('spawn', { prompt: [text('hold')], parent: await host.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent = (calling.agent = await host.createAgent({ model: lazyScript([{ toolCalls: [{ name: 'subagent', input: { description: 'q', prompt: 'x' } }, { name: 'stop_turn', input: {} }] }, { text: 'read it' }]) }));
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    const taskId = startedId(parent, 0);
+    blocker.cancel();
+    await blocker.dispose();
+    await eventually(() => messages(parent).some((m) => m.source.kind === 'subagent-settled') && parent.status === 'idle');
+    expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text).toBe(`Background task ${taskId} finished (stop reason: completed).\nIts output:\nkept`);
+  });
+
+  it('settles a start still waiting when the host closes as given up: aborted', async () => {
+    const host = await continuationHost(files.file(), { providers: true, pool: { minThreads: 0, maxThreads: 1 } });
+    subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: HANG } });
+    await host.subagents.start('spawn', { prompt: [text('hold')], parent: await host.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'q', prompt: 'x' }), { text: 'started' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    const taskId = startedId(parent, 0);
+    await host.close();
+    // The parent was going away: the notice is only added to its log.
+    expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text).toMatch(
+      new RegExp(`^Background task ${taskId} was cancelled before finishing \\(stop reason: aborted\\)\\.`),
+    );
   });
 
   it('still answers an error the model can read for a start refused before it waits', async () => {

@@ -157,7 +157,15 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
         const off = onAbort(ctx.signal, () => starting.abort(ctx.signal.reason));
         if (ctx.signal.aborted) starting.abort(ctx.signal.reason);
         let stopListening = () => undefined as void;
-        const waits = new Promise<SessionId>((resolve) => (stopListening = onStartWaits(starting.signal, resolve)));
+        // A start that has to wait makes the call answer: from that moment the turn's abort no longer
+        // stops it (a sibling call of the same step could cancel the turn before this await resumes).
+        const waits = new Promise<SessionId>(
+          (resolve) =>
+            (stopListening = onStartWaits(starting.signal, (id) => {
+              off();
+              resolve(id);
+            })),
+        );
         const started = host.subagents.start(provider.name, { ...shared, label: description, signal: starting.signal });
         let first: TaskStart;
         try {

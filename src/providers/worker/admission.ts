@@ -125,7 +125,13 @@ export class Admission {
       request.signal.addEventListener('abort', pending.onAbort, { once: true });
       this.#queue.push(pending);
       this.#pump();
-      if (this.#queue.includes(pending)) request.onWait?.();
+      if (this.#queue.includes(pending)) {
+        try {
+          request.onWait?.();
+        } catch {
+          // Only a listener of the caller's failed: the start waits on, as it would without one.
+        }
+      }
     });
   }
 
