@@ -1,5 +1,9 @@
 // Operations that cannot be honoured reject or throw a typed SubagentError instead of doing nothing,
 // and schema failures name the full path of the bad field whichever boundary they come through.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   SubagentService,
@@ -229,6 +233,17 @@ describe('arguments of the public functions', () => {
     if (!(run instanceof Error)) await (run as { dispose(): Promise<void> }).dispose();
     // A package name that is not installed keeps the short advice.
     await expect(host.createAgent({ agentOptions: { toolModules: ['no-such-package-of-tools'] } })).rejects.toThrow(refused('INVALID_OPTIONS', 'use a file URL or an installed package name'));
+    // A module that was found but failed to run gets no advice about how to name it.
+    const dir = mkdtempSync(join(tmpdir(), 'fail-loud-'));
+    try {
+      const broken = join(dir, 'broken-tools.mjs');
+      writeFileSync(broken, 'export const tools = [;\n');
+      const failure = await host.createAgent({ agentOptions: { toolModules: [pathToFileURL(broken).href] } }).catch((error: unknown) => error as Error);
+      expect(failure).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('SyntaxError') as string });
+      expect((failure as Error).message).not.toContain('file URL');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuse a listener that is not a function, an unknown event and a listing without a session id', async () => {

@@ -122,7 +122,7 @@ export async function loadToolModules(specifiers: readonly string[]): Promise<To
     try {
       mod = (await importModule(specifier)) as { tools?: unknown };
     } catch (error) {
-      throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}; ${specifierAdvice(specifier)}`, { cause: error });
+      throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}${specifierAdvice(specifier, error)}`, { cause: error });
     }
     if (!Array.isArray(mod.tools)) {
       throw new SubagentError('INVALID_OPTIONS', `tool module ${specifier} must export \`tools\`, an array of Tool`);

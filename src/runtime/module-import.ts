@@ -26,13 +26,18 @@ export function importModule(specifier: string): Promise<unknown> {
   return gate(() => importer(specifier));
 }
 
+/** Node's codes for a module that could not be found or named (not for one that failed to run). */
+const NOT_FOUND = new Set(['ERR_MODULE_NOT_FOUND', 'MODULE_NOT_FOUND', 'ERR_UNSUPPORTED_DIR_IMPORT', 'ERR_INVALID_MODULE_SPECIFIER', 'ERR_UNSUPPORTED_ESM_URL_SCHEME', 'ERR_INVALID_URL']);
+
 /**
- * What to do about a module that failed to load, for its error message. A relative specifier is
- * resolved from this package's own files (the worker entry, in a worker thread), never the caller's.
+ * What to do about a module that failed to load, for its error message ('' when its own code failed,
+ * e.g. a syntax error: the message says so). A relative specifier is resolved from this package's own
+ * files (the worker entry, in a worker thread), never the caller's.
  */
-export function specifierAdvice(specifier: string): string {
+export function specifierAdvice(specifier: string, error: unknown): string {
   if (/^\.\.?(\/|$)/.test(specifier)) {
-    return `a relative specifier is resolved from subagent-host's own files, not from your code: pass a file URL, e.g. new URL(${JSON.stringify(specifier)}, import.meta.url).href, or an installed package name`;
+    return `; a relative specifier is resolved from subagent-host's own files, not from your code: pass a file URL, e.g. new URL(${JSON.stringify(specifier)}, import.meta.url).href, or an installed package name`;
   }
-  return 'use a file URL or an installed package name';
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && NOT_FOUND.has(code) ? '; use a file URL or an installed package name' : '';
 }

@@ -87,7 +87,7 @@ export async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' 
   } catch (error) {
     throw new SubagentError(
       'INVALID_MODEL_SPEC',
-      `cannot load model module ${spec.specifier}: ${describeError(error)}; ${specifierAdvice(spec.specifier)}`,
+      `cannot load model module ${spec.specifier}: ${describeError(error)}${specifierAdvice(spec.specifier, error)}`,
       { cause: error },
     );
   }
