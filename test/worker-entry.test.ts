@@ -33,7 +33,10 @@ describe('worker entry', () => {
     const dir = mkdtempSync(join(tmpdir(), 'worker-entry-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     for (const name of ['child.cjs', 'child-bundle.cjs']) copyFileSync(fileURLToPath(new URL(`../dist/workers/${name}`, import.meta.url)), join(dir, name));
-    const cacheFile = join(dir, `child-bundle.${process.versions.v8}.cache`);
+    // The loader names its cache by the bundle's digest and this V8's version.
+    const [, digest] = /child-bundle\.([0-9a-f]{16})\.<V8 version>\.cache/.exec(readFileSync(join(dir, 'child.cjs'), 'utf8'))!;
+    const cacheName = `child-bundle.${digest}.${process.versions.v8}.cache`;
+    const cacheFile = join(dir, cacheName);
     const loadInThread = async () => {
       const thread = new Worker(`require(${JSON.stringify(join(dir, 'child.cjs'))});`, { eval: true });
       const [code] = (await once(thread, 'exit')) as [number];
@@ -54,7 +57,7 @@ describe('worker entry', () => {
     const { ino } = statSync(cacheFile);
     await loadInThread();
     expect(statSync(cacheFile).ino).toBe(ino);
-    expect(readdirSync(dir).sort()).toEqual(['child-bundle.cjs', `child-bundle.${process.versions.v8}.cache`, 'child.cjs'].sort());
+    expect(readdirSync(dir).sort()).toEqual(['child-bundle.cjs', cacheName, 'child.cjs'].sort());
   });
 
   it('that no thread can load fails each start with START_FAILED; close resolves and the process exits', async () => {
