@@ -49,9 +49,11 @@ const { Script } = require('node:vm');
 
 const file = join(__dirname, ${JSON.stringify(BUNDLE)});
 const cacheFile = join(__dirname, ${JSON.stringify(`${CACHE_PREFIX}${digest}.`)} + process.versions.v8 + '.cache');
+// Under coverage (NODE_V8_COVERAGE) a function loaded from a cache has no block counts: compiled anew.
+const measured = Boolean(process.env.NODE_V8_COVERAGE);
 let cachedData;
 try {
-  cachedData = readFileSync(cacheFile);
+  cachedData = measured ? undefined : readFileSync(cacheFile);
 } catch {
   cachedData = undefined;
 }
@@ -60,7 +62,7 @@ const script = new Script(wrapper, { filename: file, cachedData });
 const bundle = { exports: {} };
 script.runInThisContext()(bundle.exports, createRequire(file), bundle, file, __dirname);
 bundle.exports.setModuleImporter((specifier) => import(specifier));
-if (cachedData === undefined || script.cachedDataRejected) {
+if (!measured && (cachedData === undefined || script.cachedDataRejected)) {
   // Written whole under a new name of its own, then renamed over: no thread reads half a cache. The
   // file is created first, so that a folder this process may not write costs no serialisation.
   const partial = cacheFile + '.' + require('node:crypto').randomBytes(8).toString('hex') + '.tmp';

@@ -38,7 +38,10 @@ describe('worker entry', () => {
     const cacheName = `child-bundle.${digest}.${process.versions.v8}.cache`;
     const cacheFile = join(dir, cacheName);
     const loadInThread = async () => {
-      const thread = new Worker(`require(${JSON.stringify(join(dir, 'child.cjs'))});`, { eval: true });
+      // Under coverage the loader leaves the cache alone (a cached function has no block counts).
+      const env = { ...process.env };
+      delete env['NODE_V8_COVERAGE'];
+      const thread = new Worker(`require(${JSON.stringify(join(dir, 'child.cjs'))});`, { eval: true, env });
       const [code] = (await once(thread, 'exit')) as [number];
       expect(code).toBe(0);
     };
