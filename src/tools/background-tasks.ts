@@ -4,6 +4,7 @@
 import type { Agent } from '../seam/agent-types.js';
 import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { settledOneShot } from '../seam/descriptor.js';
+import { limitDiagnostic } from '../seam/output.js';
 import { SubagentError, isSubagentError } from '../seam/errors.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { HeldWork } from '../service/held-work.js';
@@ -100,9 +101,9 @@ class Task implements BackgroundTask {
   }
 }
 
-/** The diagnostic of a start that failed before its child existed: its code and message. */
+/** The diagnostic of a start that failed before its child existed: its code and message, bounded as any diagnostic. */
 function startFailure(error: unknown): string {
-  return error instanceof SubagentError ? `${error.code}: ${error.message}` : String(error);
+  return limitDiagnostic(isSubagentError(error) ? `${error.code}: ${error.message}` : String(error));
 }
 
 /** Settled tasks remembered for `task_output` per service; older ones are forgotten (UNKNOWN_SESSION). */
