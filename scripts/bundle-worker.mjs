@@ -62,31 +62,34 @@ const script = new Script(wrapper, { filename: file, cachedData });
 const bundle = { exports: {} };
 script.runInThisContext()(bundle.exports, createRequire(file), bundle, file, __dirname);
 bundle.exports.setModuleImporter((specifier) => import(specifier));
-if (!measured && (cachedData === undefined || script.cachedDataRejected)) {
-  // Written whole under a new name of its own, then renamed over: no thread reads half a cache. The
-  // file is created first, so that a folder this process may not write costs no serialisation.
+/**
+ * Writes the cache whole under a new name of its own, then renames it over: no thread reads half a
+ * cache. The file is created first, so that a folder this process may not write costs no serialisation.
+ */
+function storeCache() {
   const partial = cacheFile + '.' + require('node:crypto').randomBytes(8).toString('hex') + '.tmp';
   let fd;
   try {
     fd = openSync(partial, 'wx');
   } catch {
-    fd = undefined;
+    return;
   }
-  if (fd !== undefined) {
+  try {
     try {
-      try {
-        writeFileSync(fd, script.createCachedData());
-      } finally {
-        closeSync(fd);
-      }
-      renameSync(partial, cacheFile);
-    } catch {
-      try {
-        rmSync(partial, { force: true });
-      } catch {
-        // Nothing to remove.
-      }
+      writeFileSync(fd, script.createCachedData());
+    } finally {
+      closeSync(fd);
     }
+    renameSync(partial, cacheFile);
+  } catch {
+    rmSync(partial, { force: true });
+  }
+}
+if (!measured && (cachedData === undefined || script.cachedDataRejected)) {
+  try {
+    storeCache();
+  } catch {
+    // A partial file that could not be removed: a later build deletes it.
   }
 }
 // piscina takes \`default\` (and named tasks) from an ES-module-shaped export.
