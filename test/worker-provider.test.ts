@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SubagentError, createHost, text, type Host, type ScriptedStep, type SubagentRun, type SubagentStartRequest, type Tool } from 'subagent-host';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { onStartWaits } from 'subagent-host/internals';
 import { dataOf, deferred, recordingTool, tempFiles, type Deferred } from './helpers.js';
 
 const toolModule = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
@@ -456,22 +457,27 @@ describe('worker children', () => {
       },
     };
     const { host, parent } = await setup({ tools: [hold], pool: { minThreads: 1, maxThreads: 2, childrenPerThread: 2 } });
-    const extra = deferred();
     let started = 0;
-    const runs = Array.from({ length: cap + 1 }, (_, i) =>
-      host.subagents.start('spawn', request(parent, [call('hold', { value: `c${i}` }), { text: `done ${i}` }])).then((run: SubagentRun) => {
+    // A start that has to queue for a slot says so (the background tool's cue): which ones did.
+    const waited: number[] = [];
+    const queued = deferred();
+    const runs = Array.from({ length: cap + 1 }, (_, i) => {
+      const controller = new AbortController();
+      onStartWaits(controller.signal, () => {
+        waited.push(i);
+        queued.resolve();
+      });
+      return host.subagents.start('spawn', request(parent, [call('hold', { value: `c${i}` }), { text: `done ${i}` }], { signal: controller.signal })).then((run: SubagentRun) => {
         log.push('started');
-        if (++started > cap) extra.resolve();
+        started++;
         return run;
-      }),
-    );
+      });
+    });
     await expect.poll(() => active, LONG).toBeGreaterThanOrEqual(cap);
-    // With every slot held, the extra start must stay pending; a pool over its cap would resolve
-    // it (and let its child in) well within this bound.
-    let window: NodeJS.Timeout | undefined;
-    await Promise.race([extra.promise, new Promise((resolve) => (window = setTimeout(resolve, 2000)))]);
-    clearTimeout(window);
-    expect({ started, active, peak }).toEqual({ started: cap, active: cap, peak: cap });
+    // With every slot held, the extra start queues instead of letting its child in; it stays
+    // queued until a slot is released, which only the gates below allow.
+    await queued.promise;
+    expect({ waited: waited.length, started, active, peak }).toEqual({ waited: 1, started: cap, active: cap, peak: cap });
     open = true;
     for (const gate of gates) gate.resolve();
     const all = await Promise.all(runs);
