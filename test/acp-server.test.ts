@@ -29,8 +29,10 @@ interface Client {
 
 const open: Client[] = [];
 
-function connect(host: AcpServeHost, options?: AcpServeOptions): Client {
+/** `onInput` sees each chunk the server's input receives. */
+function connect(host: AcpServeHost, options?: AcpServeOptions, onInput?: (chunk: Buffer) => void): Client {
   const toServer = new PassThrough();
+  if (onInput) toServer.on('data', onInput);
   const toClient = new PassThrough();
   const served = serveAcp(host, { input: toServer, output: toClient }, options);
   const updates: acp.SessionNotification[] = [];
@@ -59,8 +61,8 @@ function connect(host: AcpServeHost, options?: AcpServeOptions): Client {
   return client;
 }
 
-async function initialized(host: AcpServeHost): Promise<Client> {
-  const client = connect(host);
+async function initialized(host: AcpServeHost, onInput?: (chunk: Buffer) => void): Promise<Client> {
+  const client = connect(host, undefined, onInput);
   await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
   return client;
 }
@@ -250,6 +252,13 @@ describe('serveAcp', () => {
     // Loading the session waits until all three requests are in: they overlap for certain.
     const stored = sqlitePersistence(db);
     const gate = deferred<void>();
+    let restores = 0;
+    // Once the server's input has the third, the turn of the event loop after it has taken each
+    // up to where it waits for the one load (only resolved promises lie on that path).
+    const countRestores = (chunk: Buffer) => {
+      restores += chunk.toString('utf8').match(/"method":"session\/(?:load|resume)"/g)?.length ?? 0;
+      if (restores === 3) setImmediate(() => gate.resolve());
+    };
     let loads = 0;
     const slowLoad: SessionPersistence = {
       create: (header) => stored.create(header),
@@ -267,9 +276,8 @@ describe('serveAcp', () => {
       close: () => stored.close(),
     };
     const second = await newHost({ persistence: slowLoad });
-    const client = await initialized(second);
+    const client = await initialized(second, countRestores);
     const params = { sessionId, cwd: dir, mcpServers: [] };
-    setTimeout(() => gate.resolve(), 100);
     await expect(
       Promise.all([
         client.agent.request(acp.methods.agent.session.load, params),
