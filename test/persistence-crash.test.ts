@@ -51,34 +51,3 @@ it('keeps every acknowledged event, with contiguous seqs, after the writer is SI
     await store.close();
   }
 });
-
-it('stores a new session with its first events or not at all: a SIGKILL before that commit leaves no header behind', async () => {
-  const file = path.join(tmp, 'creation.db');
-  const fixture = fileURLToPath(new URL('./fixtures/uncommitted-creation.mjs', import.meta.url));
-  const child = spawn(process.execPath, [fixture, packageUrl, file], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-  const lines: string[] = [];
-  try {
-    for await (const line of readline.createInterface({ input: child.stdout })) {
-      lines.push(line);
-      if (line === 'queued') break;
-    }
-  } finally {
-    child.kill('SIGKILL');
-  }
-  expect(await exited, stderr).toBe('SIGKILL');
-  expect(lines, stderr).toStrictEqual(['queued']);
-
-  const store = sqlitePersistence(file);
-  try {
-    // The flushed session is there with its event; the two whose creation was still queued are not.
-    expect((await store.list()).map((header) => header.id)).toStrictEqual(['kept']);
-    expect((await store.load('kept'))?.events).toHaveLength(1);
-    expect(await store.load('bare')).toBeUndefined();
-    expect(await store.load('agent')).toBeUndefined();
-  } finally {
-    await store.close();
-  }
-});

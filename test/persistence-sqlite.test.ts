@@ -77,8 +77,6 @@ describe('sqlitePersistence', () => {
     const file = newFile();
     const a = open(file);
     await a.create(header('s'));
-    // A creation is committed with the next commit, like an append.
-    await a.flush();
     const b = open(file, { flushIntervalMs: 60_000 });
     const stale = b.append('s', [ev(0, 'from b')]);
     await a.append('s', [ev(0, 'from a')]);
@@ -87,26 +85,6 @@ describe('sqlitePersistence', () => {
     await expect(stale).rejects.toMatchObject({ code: 'SEQ_MISMATCH' });
     await Promise.all([b.append('s', [ev(1, 'from b')]), b.flush()]);
     expect((await b.load('s'))?.events).toEqual([ev(0, 'from a'), ev(1, 'from b')]);
-  });
-
-  it('refuses at its commit a creation another writer stored first, and later appends to that id, leaving that log alone', async () => {
-    const file = newFile();
-    const a = open(file, { flushIntervalMs: 60_000 });
-    const b = open(file);
-    await a.create(header('s'));
-    const lost = a.append('s', [ev(0, 'from a')]);
-    // Not stored yet, so free for b.
-    await b.create(header('s', { createdAt: 5 }));
-    await Promise.all([b.append('s', [ev(0, 'from b')]), b.flush()]);
-    await a.flush();
-    await expect(lost).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
-    await expect(a.append('s', [ev(1, 'from a')])).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
-    await a.flush();
-    expect(await b.load('s')).toStrictEqual({ header: header('s', { createdAt: 5 }), events: [ev(0, 'from b')] });
-    // Loaded, the session is a's to append to like any stored one.
-    expect((await a.load('s'))?.events).toStrictEqual([ev(0, 'from b')]);
-    await Promise.all([a.append('s', [ev(1, 'from a')]), a.flush()]);
-    expect((await b.load('s'))?.events).toStrictEqual([ev(0, 'from b'), ev(1, 'from a')]);
   });
 
   it('appends in order to sessions evicted from its bounded next-seq cache, with events queued or committed', async () => {
@@ -226,7 +204,6 @@ describe('sqlitePersistence with damaged rows and unusable paths', () => {
     const p = open(file);
     await p.create(header('parent'));
     await p.create(header('child', { parentSession: 'parent', origin: 'subagent' }));
-    await p.flush();
     raw(file).prepare("UPDATE sessions SET origin = 'robot' WHERE id = 'child'").run();
     const error = await p.childRecords('parent').catch((caught: unknown) => caught);
     expect(error).toMatchObject({ code: 'CORRUPT_DATA' });
@@ -237,7 +214,6 @@ describe('sqlitePersistence with damaged rows and unusable paths', () => {
     const file = newFile();
     const p = open(file);
     await p.create(header('s'));
-    await p.flush();
     raw(file).prepare("UPDATE sessions SET next_seq = -1 WHERE id = 's'").run();
     expect((await p.projections(['s'])).get('s')).toMatchObject({ ok: false, error: { code: 'CORRUPT_DATA' } });
   });

@@ -8,7 +8,7 @@ import type {
   StoredProjections,
   StoredSession,
 } from '../runtime/session-persistence.js';
-import { DISCARD_UNCOMMITTED, QUEUED_APPENDS } from '../runtime/session-persistence.js';
+import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import { MAX_TIMER_MS, parseOrThrow } from '../seam/parse.js';
@@ -74,8 +74,7 @@ interface HeaderParams {
   seedLength: number | null;
 }
 
-type Batch = PendingBatch<EncodedEvent, HeaderParams>;
-type Batches = readonly Batch[];
+type Batches = readonly PendingBatch<EncodedEvent>[];
 
 /** SQLite refused a row itself (a constraint, a value too big): writing it again cannot succeed. */
 function rowRefused(error: unknown): boolean {
@@ -99,12 +98,7 @@ function storageFailure(error: unknown, operation: string): SubagentError {
 class SqlitePersistence implements SessionPersistence {
   readonly [QUEUED_APPENDS] = true;
   readonly #db: Database.Database;
-  readonly #queue: WriteQueue<EncodedEvent, HeaderParams>;
-  /**
-   * Sessions whose queued creation a commit refused (another writer stored the id first): their
-   * appends are refused too, until this store creates or loads the id again.
-   */
-  readonly #refusedCreates = new Map<SessionId, Error>();
+  readonly #queue: WriteQueue<EncodedEvent>;
   /**
    * Next seq of recently written sessions, counting queued events; dropped when a commit finds it
    * stale. Bounded, so a long-lived store does not keep an entry for every session it ever wrote.
@@ -170,9 +164,7 @@ class SqlitePersistence implements SessionPersistence {
     this.#insertEvent = db.prepare('INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)');
     // Each session's batch is a savepoint of the commit: a row SQLite refuses drops that session's
     // batch alone, never the other sessions' (a retry could not store it either).
-    const writeBatch = db.transaction(({ sessionId, firstSeq, items, create }: Batch): Error | undefined => {
-      // A new session's row is stored with its first events: a crash leaves both or neither.
-      if (create !== undefined && !this.#storeSession(create)) return duplicateSession(sessionId);
+    const writeBatch = db.transaction(({ sessionId, firstSeq, items }: PendingBatch<EncodedEvent>): Error | undefined => {
       const stored = this.#selectState.get(sessionId);
       const states = stored === undefined || stored[0] !== firstSeq ? undefined : this.#catalog.statesOf(sessionId, stored, 1, firstSeq);
       // An unreadable log leaves the states NULL; reading them then reports the log corrupt.
@@ -199,43 +191,24 @@ class SqlitePersistence implements SessionPersistence {
     });
   }
 
-  /**
-   * Lazy: the session's row is queued, and committed in one transaction with the events appended
-   * before the next commit (a crash never leaves a header without its first events). An id stored
-   * already is refused now; one another writer stores before that commit is refused at the commit,
-   * to the appends that wait for it and to every later append (until the id is loaded).
-   */
   async create(header: SessionHeader): Promise<void> {
     this.#assertOpen('create a session');
     const clean = parseHeader(header);
-    const id = clean.id;
-    if (this.#queue.has(id) || this.#storing(() => this.#selectNextSeq.get(id), 'create a session') !== undefined) throw duplicateSession(id);
-    this.#refusedCreates.delete(id);
-    const committed = this.#queue.enqueueCreate(id, {
-      id,
+    const stored = this.#storing(() => this.#storeSession.immediate({
+      id: clean.id,
       createdAt: clean.createdAt,
       cwd: clean.cwd ?? null,
       parentSession: clean.parentSession ?? null,
       origin: clean.origin ?? null,
       delegationDepth: clean.delegationDepth ?? null,
       seedLength: clean.seedLength ?? null,
-    });
-    // A refusal reaches whoever appends to the session, and flush(); none may be waiting.
-    committed.catch(() => undefined);
-    this.#nextSeqs.set(id, 0);
-  }
-
-  /** Drops a session whose creation is still queued, with its queued events; false once it was committed. */
-  [DISCARD_UNCOMMITTED](id: SessionId): boolean {
-    const discarded = this.#queue.discardCreate(id, new SubagentError('CANCELLED', `session "${id}" was discarded before it was stored`));
-    if (discarded) this.#nextSeqs.delete(id);
-    return discarded;
+    }), 'create a session');
+    if (!stored) throw duplicateSession(clean.id);
+    this.#nextSeqs.set(clean.id, 0);
   }
 
   async append(id: SessionId, events: readonly SessionEvent[]): Promise<void> {
     this.#assertOpen('append events');
-    const refused = this.#refusedCreates.get(id);
-    if (refused !== undefined) throw refused;
     const nextSeq = this.#nextSeqOf(id);
     const encoded = encodeEvents(id, nextSeq, events);
     if (encoded.length === 0) return;
@@ -259,15 +232,12 @@ class SqlitePersistence implements SessionPersistence {
       events.push(...closers);
     }
     this.#nextSeqs.set(id, events.length);
-    this.#refusedCreates.delete(id);
     return { header, events };
   }
 
   async list(filter?: { parentSession?: SessionId }): Promise<SessionHeader[]> {
     this.#assertOpen('list sessions');
     const parent = filter?.parentSession;
-    // Created sessions are listed even before their first commit.
-    if (this.#queue.hasCreates()) this.#commitQueued('list sessions');
     const rows = this.#storing(() => (parent === undefined ? this.#listAll.all() : this.#listChildren.all(parent)), 'list sessions');
     return rows.map((row) => decodeSession(row).header);
   }
@@ -341,13 +311,7 @@ class SqlitePersistence implements SessionPersistence {
   /** One IMMEDIATE transaction; sessions found stale are skipped, and their cache entry dropped. */
   #commit(batches: Batches): Map<SessionId, Error> {
     const refused = this.#writeBatches.immediate(batches);
-    for (const batch of batches) {
-      const error = refused.get(batch.sessionId);
-      if (error === undefined) continue;
-      this.#nextSeqs.delete(batch.sessionId);
-      // Its row is not ours (or not stored): nothing more of this writer's may go to that id.
-      if (batch.create !== undefined) this.#refusedCreates.set(batch.sessionId, error);
-    }
+    for (const id of refused.keys()) this.#nextSeqs.delete(id);
     return refused;
   }
 

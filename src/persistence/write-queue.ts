@@ -3,23 +3,21 @@
 import type { SessionId } from '../seam/content.js';
 
 /** Everything queued for one session since its last commit. */
-export interface PendingBatch<T, C = never> {
+export interface PendingBatch<T> {
   readonly sessionId: SessionId;
   /** Seq of `items[0]`; the rest follow contiguously. */
   readonly firstSeq: number;
   readonly items: T[];
-  /** The session's creation, when it is not stored yet: committed in the same transaction as `items`. */
-  readonly create?: C;
 }
 
 /**
  * Commits `batches` in one transaction, synchronously. Throwing means nothing was committed.
  * Returns the sessions whose batch was refused (and skipped) while the others committed.
  */
-export type CommitBatches<T, C = never> = (batches: readonly PendingBatch<T, C>[]) => ReadonlyMap<SessionId, Error>;
+export type CommitBatches<T> = (batches: readonly PendingBatch<T>[]) => ReadonlyMap<SessionId, Error>;
 
-interface Entry<T, C> {
-  batch: PendingBatch<T, C>;
+interface Entry<T> {
+  batch: PendingBatch<T>;
   promise: Promise<void>;
   resolve: () => void;
   reject: (error: Error) => void;
@@ -34,69 +32,35 @@ const MAX_RETRY_MS = 5_000;
  * while data is unwritten) only while writes are pending; every commit clears it. A failed commit
  * keeps its batches: the next commit retries them and their append promises stay pending until then.
  */
-export class WriteQueue<T, C = never> {
-  readonly #commitBatches: CommitBatches<T, C>;
+export class WriteQueue<T> {
+  readonly #commitBatches: CommitBatches<T>;
   readonly #intervalMs: number;
-  readonly #pending = new Map<SessionId, Entry<T, C>>();
-  /** Queued creations not committed yet. */
-  #creates = 0;
+  readonly #pending = new Map<SessionId, Entry<T>>();
   #timer: NodeJS.Timeout | undefined;
   /** Delay of the next retry after failed background commits (0: the last commit did not fail). */
   #retryMs = 0;
 
-  constructor(commitBatches: CommitBatches<T, C>, intervalMs: number) {
+  constructor(commitBatches: CommitBatches<T>, intervalMs: number) {
     this.#commitBatches = commitBatches;
     this.#intervalMs = intervalMs;
   }
 
   /** Queues `items` (seqs from `firstSeq`); resolves once they are committed. */
   enqueue(sessionId: SessionId, firstSeq: number, items: readonly T[]): Promise<void> {
-    const entry = this.#pending.get(sessionId) ?? this.#add({ sessionId, firstSeq, items: [] });
+    let entry = this.#pending.get(sessionId);
+    if (entry === undefined) {
+      let resolve!: () => void;
+      let reject!: (error: Error) => void;
+      const promise = new Promise<void>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      entry = { batch: { sessionId, firstSeq, items: [] }, promise, resolve, reject };
+      this.#pending.set(sessionId, entry);
+    }
     for (const item of items) entry.batch.items.push(item);
     this.#timer ??= setTimeout(() => this.#onTimer(), this.#intervalMs);
     return entry.promise;
-  }
-
-  /**
-   * Queues the creation of `sessionId` (nothing may be queued for it yet): it is committed with the
-   * events enqueued for the session before the next commit, in one transaction. Resolves once committed.
-   */
-  enqueueCreate(sessionId: SessionId, create: C): Promise<void> {
-    if (this.#pending.has(sessionId)) throw new Error(`writes are already queued for session ${sessionId}`);
-    const entry = this.#add({ sessionId, firstSeq: 0, items: [], create });
-    this.#creates += 1;
-    this.#timer ??= setTimeout(() => this.#onTimer(), this.#intervalMs);
-    return entry.promise;
-  }
-
-  /**
-   * Drops the queued creation of `sessionId` with everything queued for it, rejecting its appends
-   * with `reason`. False (nothing dropped) when no creation of it is queued: it was committed.
-   */
-  discardCreate(sessionId: SessionId, reason: Error): boolean {
-    const entry = this.#pending.get(sessionId);
-    if (entry?.batch.create === undefined) return false;
-    this.#pending.delete(sessionId);
-    this.#creates -= 1;
-    entry.reject(reason);
-    return true;
-  }
-
-  /** True when a creation is queued. */
-  hasCreates(): boolean {
-    return this.#creates > 0;
-  }
-
-  #add(batch: PendingBatch<T, C>): Entry<T, C> {
-    let resolve!: () => void;
-    let reject!: (error: Error) => void;
-    const promise = new Promise<void>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    const entry = { batch, promise, resolve, reject };
-    this.#pending.set(batch.sessionId, entry);
-    return entry;
   }
 
   /** True when writes for `sessionId` are queued. */
@@ -130,7 +94,6 @@ export class WriteQueue<T, C = never> {
     }
     this.#retryMs = 0;
     this.#pending.clear();
-    this.#creates = 0;
     for (const entry of entries) {
       const error = refused.get(entry.batch.sessionId);
       if (error === undefined) entry.resolve();
@@ -148,7 +111,6 @@ export class WriteQueue<T, C = never> {
       const failed = failure(error);
       for (const entry of this.#pending.values()) entry.reject(failed);
       this.#pending.clear();
-      this.#creates = 0;
       throw failed;
     }
   }

@@ -98,19 +98,6 @@ export interface SessionPersistence {
  */
 export const QUEUED_APPENDS: unique symbol = Symbol('subagent-host.queuedAppends');
 
-/**
- * Optional method of a store whose `create` is lazy: drops a session whose creation is not committed
- * yet, with everything queued for it, so that none of it is ever stored. Returns false when its
- * creation was committed already (or the store does not know the id).
- */
-export const DISCARD_UNCOMMITTED: unique symbol = Symbol('subagent-host.discardUncommitted');
-
-/** `persistence`'s {@link DISCARD_UNCOMMITTED} method, when it has one. */
-export function discarderOf(persistence: SessionPersistence): ((id: SessionId) => boolean) | undefined {
-  const method = (persistence as { [DISCARD_UNCOMMITTED]?: unknown })[DISCARD_UNCOMMITTED];
-  return typeof method === 'function' ? (id: SessionId) => (method as (id: SessionId) => unknown).call(persistence, id) === true : undefined;
-}
-
 /** Whether `persistence` declares {@link QUEUED_APPENDS}. */
 export function takesQueuedAppends(persistence: SessionPersistence): boolean {
   return (persistence as { [QUEUED_APPENDS]?: unknown })[QUEUED_APPENDS] === true;

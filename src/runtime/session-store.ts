@@ -5,7 +5,7 @@ import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { SessionLog } from './session.js';
-import { discarderOf, takesQueuedAppends, type SessionPersistence } from './session-persistence.js';
+import { takesQueuedAppends, type SessionPersistence } from './session-persistence.js';
 
 export interface Logger {
   warn(message: string, data?: unknown): void;
@@ -28,8 +28,6 @@ interface Entry {
   uncreated: SessionEvent[] | undefined;
   /** Why the store refused to create it for good: its events are not written anywhere. */
   refused: unknown;
-  /** Dropped unflushed (`discard`): its writes that fail were meant to. */
-  discarded: boolean;
 }
 
 /** Codes of a creation the store refuses for good (the id is taken, the header bad, the store closed): not retried. */
@@ -98,10 +96,6 @@ export class LiveSessionStore implements SessionStore {
     const persistence = this.#persistence!;
     try {
       await persistence.create(entry.session.header);
-      const events = entry.uncreated ?? [];
-      entry.uncreated = undefined;
-      // A lazy store (SQLite) commits them with the creation, which it may refuse only then.
-      if (events.length > 0) await persistence.append(entry.session.id, events);
     } catch (error) {
       if (isSubagentError(error) && (FINAL_REFUSALS as readonly string[]).includes(error.code)) {
         // None of its events may go to a log it did not create (say another writer's session).
@@ -110,6 +104,9 @@ export class LiveSessionStore implements SessionStore {
       }
       throw error;
     }
+    const events = entry.uncreated ?? [];
+    entry.uncreated = undefined;
+    if (events.length > 0) await persistence.append(entry.session.id, events);
   }
 
   #assertFree(id: SessionId): void {
@@ -127,7 +124,6 @@ export class LiveSessionStore implements SessionStore {
       failure: undefined,
       uncreated: undefined,
       refused: undefined,
-      discarded: false,
     };
     if (this.#persistence) {
       entry.unsubscribe = session.subscribe((event) => {
@@ -182,7 +178,6 @@ export class LiveSessionStore implements SessionStore {
   #guard(entry: Entry, write: Promise<void>): Promise<void> {
     return write.catch((error: unknown) => {
       entry.failure ??= error;
-      if (entry.discarded) return;
       this.#logger?.warn('session persistence write failed', describeError(error));
     });
   }
@@ -216,23 +211,6 @@ export class LiveSessionStore implements SessionStore {
       failed.failure = undefined;
       throw unavailable(failure);
     }
-  }
-
-  /**
-   * Drops `id` from the live store, unflushed, and (when persistence can: SQLite) its creation if
-   * that is not committed yet, with everything queued for it: then nothing of the session is ever
-   * stored. What was committed already stays.
-   */
-  discard(id: SessionId): void {
-    const entry = this.#entries.get(id);
-    if (!entry) return;
-    entry.unsubscribe();
-    this.#entries.delete(id);
-    // A creation not handed to the store yet is never tried again, and its events go nowhere.
-    entry.uncreated = undefined;
-    entry.refused ??= new SubagentError('CANCELLED', `session ${id} was discarded before it was stored`);
-    entry.discarded = true;
-    if (this.#persistence) discarderOf(this.#persistence)?.(id);
   }
 
   /** Flushes `id`, then drops it from the live store (it stays in persistence). */

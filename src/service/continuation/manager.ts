@@ -278,14 +278,9 @@ export class ContinuationManager implements ActivationHost {
     try {
       await sessions.flush(childId);
     } catch (error) {
-      // Not acknowledged, so not started: the child that is already running goes (child-first),
-      // and so does what is still queued of it (its creation with its log, when nothing of it was
-      // committed: a store that cannot drop it keeps what it has).
-      sessions.discard(childId);
+      // Not acknowledged, so not started: the child that is already running goes (child-first).
       const activation = this.activations.get(childId);
       if (activation) await settled(activation.dispose());
-      // Another process stored the id between the check above and this commit.
-      if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `${error.message}; reserve another child id`, { cause: error });
       throw error;
     }
     return { childId, messageId };
