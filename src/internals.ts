@@ -34,4 +34,4 @@ export type { SubagentUsageState } from './seam/usage.js';
 export { parseBudget, describeBudgetStop } from './seam/budget.js';
 export { NO_START_CAPABILITIES } from './seam/types.js';
 export { parseOrThrow, describeIssue } from './seam/parse.js';
-export { onStartWaits, startWaits } from './seam/start-wait.js';
+export { onStartWaits } from './seam/start-wait.js';

@@ -458,13 +458,13 @@ describe('worker children', () => {
     };
     const { host, parent } = await setup({ tools: [hold], pool: { minThreads: 1, maxThreads: 2, childrenPerThread: 2 } });
     let started = 0;
-    // A start that has to queue for a slot says so (the background tool's cue): which ones did.
-    const waited: number[] = [];
+    // A start that has to queue for a slot says so (the background tool's cue): how many did.
+    let waited = 0;
     const queued = deferred();
     const runs = Array.from({ length: cap + 1 }, (_, i) => {
       const controller = new AbortController();
       onStartWaits(controller.signal, () => {
-        waited.push(i);
+        waited++;
         queued.resolve();
       });
       return host.subagents.start('spawn', request(parent, [call('hold', { value: `c${i}` }), { text: `done ${i}` }], { signal: controller.signal })).then((run: SubagentRun) => {
@@ -477,7 +477,7 @@ describe('worker children', () => {
     // With every slot held, the extra start queues instead of letting its child in; it stays
     // queued until a slot is released, which only the gates below allow.
     await queued.promise;
-    expect({ waited: waited.length, started, active, peak }).toEqual({ waited: 1, started: cap, active: cap, peak: cap });
+    expect({ waited, started, active, peak }).toEqual({ waited: 1, started: cap, active: cap, peak: cap });
     open = true;
     for (const gate of gates) gate.resolve();
     const all = await Promise.all(runs);
