@@ -1,5 +1,6 @@
 // Worker plumbing: a process that used the host (workers, ACP, SQLite) ends every resource on close
-// and exits by itself, and error codes cross the control channel in both directions.
+// and exits by itself (a tool module that never finishes loading holds neither it nor a run), and
+// error codes cross the control channel in both directions.
 import { spawn } from 'node:child_process';
 import { MessageChannel } from 'node:worker_threads';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -38,6 +39,46 @@ describe('host shutdown', () => {
       resources: [],
       wal: false,
     });
+  });
+});
+
+describe('a tool module that never finishes loading', () => {
+  const hanging = new URL('./fixtures/hanging-import.mjs', import.meta.url).pathname;
+  const toolModule = new URL('./fixtures/hanging-import-tools.mjs', import.meta.url).href;
+
+  /** Runs the fixture in its own process; resolves with its exit code and output once it exits. */
+  async function runFixture(who: string, mode: string) {
+    const child = spawn(process.execPath, [hanging, packageUrl, toolModule, who, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const [ended, ...rest] = out.split('\n');
+    return { code, err, rest, ended: JSON.parse(ended || 'null') as unknown };
+  }
+
+  // The thread cannot be terminated while the import is in flight (that may abort the process on
+  // Node 20), and the import never ends: the thread is asked to end itself instead.
+  it.each(['cancel', 'close'])('holds neither a worker child’s run nor the host (%s)', async (mode) => {
+    expect(await runFixture('spawn', mode)).toEqual({
+      code: 0,
+      err: '',
+      rest: ['closed', ''],
+      ended: { stopReason: 'aborted', diagnostic: 'the child did not stop within 50 ms of cancellation; its thread was terminated' },
+    });
+  });
+
+  it.each([
+    ['in-process', 'cancel', 'CANCELLED'],
+    ['in-process', 'close', 'CLOSED'],
+    ['create', 'cancel', 'CANCELLED'],
+    ['create', 'close', 'CLOSED'],
+  ])('holds neither a start nor the host on the host’s thread (%s, %s)', async (who, mode, code) => {
+    expect(await runFixture(who, mode)).toEqual({ code: 0, err: '', rest: ['closed', ''], ended: { rejected: code } });
   });
 });
 

@@ -2,6 +2,7 @@
 // scope, setup) and publishes last, so a failed create leaves nothing behind. The handle is the
 // owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
 import { once } from '../seam/once.js';
+import { onAbort } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
@@ -139,6 +140,21 @@ function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
 }
 
+/**
+ * `loading` (caller modules being imported), or `CANCELLED` as soon as `signal` aborts: an import
+ * cannot be stopped, and one whose top-level await never settles must not hold the create. What it
+ * does later is dropped.
+ */
+function whileNotAborted<T>(loading: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return loading;
+  let stop = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    stop = onAbort(signal, () => reject(SubagentError.cancelled('agent creation', signal.reason)));
+  });
+  loading.catch(() => undefined);
+  return Promise.race([loading, aborted]).finally(stop);
+}
+
 export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
   #beforeDispose: ((agent: LocalAgent) => Promise<void>) | undefined;
@@ -221,9 +237,11 @@ export class AgentRegistry {
     const agentOptions = options.agentOptions ?? {};
     assertAgentOptions(agentOptions);
     checkSignal(options.signal);
-    const model = options.model ?? (await createModel(agentOptions.model ?? this.#model));
+    const model = options.model ?? (await whileNotAborted(createModel(agentOptions.model ?? this.#model), options.signal));
     const tools = (options.tools ?? this.#tools).scope();
-    if (agentOptions.toolModules?.length && options.loadToolModules !== false) tools.register(...(await loadToolModules(agentOptions.toolModules)));
+    if (agentOptions.toolModules?.length && options.loadToolModules !== false) {
+      tools.register(...(await whileNotAborted(loadToolModules(agentOptions.toolModules), options.signal)));
+    }
     checkSignal(options.signal);
     const agent = new LocalAgent({
       options: agentOptions,

@@ -6,28 +6,45 @@
 // then checks the fence and the closing flag; the main thread raises the fence (or the flag) and
 // then waits for the count to drop to zero. Atomics are sequentially consistent, so one side always
 // sees the other: no import starts under a fence, and none is cut short by a termination.
+//
+// An import may never finish (a module whose top-level await never settles), and waiting for it
+// would keep its thread, and whoever waits to end it, forever. So a slot also has an exit word: the
+// main thread sets it instead of waiting, and the thread, which watches the word while it imports,
+// ends itself (`process.exit`) from a task of its own event loop, where no module is being
+// instantiated. A thread that never returns to its event loop (a synchronous loop in a module's top
+// level, an import loop that never yields) cannot see it: that one is still waited for.
 import { SubagentError } from '../../seam/errors.js';
 import type { ImportGate } from '../../runtime/module-import.js';
 
 const FENCE = 1 << 30;
 const CLOSING = 0;
 const POLL_MS = 2;
+const WORDS_PER_SLOT = 3;
+/** The exit code of a thread that ended itself on its exit word. */
+export const GATE_EXIT_CODE = 87;
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const ownerWord = (slot: number) => 1 + 2 * slot;
-const countWord = (slot: number) => 2 + 2 * slot;
+const ownerWord = (slot: number) => 1 + WORDS_PER_SLOT * slot;
+const countWord = (slot: number) => 2 + WORDS_PER_SLOT * slot;
+const exitWord = (slot: number) => 3 + WORDS_PER_SLOT * slot;
+const slotsOf = (words: Int32Array) => (words.length - 1) / WORDS_PER_SLOT;
+
+type WaitAsyncResult = { async: false; value: string } | { async: true; value: Promise<string> };
+/** `Atomics.waitAsync` (ES2024; in Node since 16, not in this project's ES2023 library types). */
+const waitAsync = (words: Int32Array, index: number, value: number): WaitAsyncResult =>
+  (Atomics as unknown as { waitAsync(array: Int32Array, index: number, value: number): WaitAsyncResult }).waitAsync(words, index, value);
 
 /** The shared words of one pool's gate (sent to each thread in its workerData). */
 export function createGateBuffer(maxThreads: number): SharedArrayBuffer {
   // Room for every live thread, plus threads that have exited but are not yet reaped.
   const slots = 2 * maxThreads + 8;
-  return new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * (1 + 2 * slots));
+  return new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * (1 + WORDS_PER_SLOT * slots));
 }
 
 /** Thread side: claims a free slot for `threadId` (waiting if none is free); returns its index. */
 export function claimSlot(buffer: SharedArrayBuffer, threadId: number): number {
   const words = new Int32Array(buffer);
-  const slots = (words.length - 1) / 2;
+  const slots = slotsOf(words);
   for (;;) {
     for (let slot = 0; slot < slots; slot++) {
       if (Atomics.compareExchange(words, ownerWord(slot), 0, threadId) === 0) return slot;
@@ -38,11 +55,31 @@ export function claimSlot(buffer: SharedArrayBuffer, threadId: number): number {
   }
 }
 
+/**
+ * Thread side: ends this thread once the main thread sets the slot's exit word. The check runs in a
+ * task of the thread's own event loop (never inside a module's instantiation).
+ */
+function watchExitWord(words: Int32Array, slot: number): void {
+  const word = exitWord(slot);
+  const check = (): void => {
+    if (Atomics.load(words, word) !== 0) process.exit(GATE_EXIT_CODE);
+    const wait = waitAsync(words, word, 0);
+    if (wait.async) void wait.value.then(check);
+    else check();
+  };
+  check();
+}
+
 /** Thread side: runs each import only while no termination of this thread is pending. */
 export function threadImportGate(buffer: SharedArrayBuffer, slot: number): ImportGate {
   const words = new Int32Array(buffer);
   const count = countWord(slot);
+  let watching = false;
   return async (load) => {
+    if (!watching) {
+      watching = true;
+      watchExitWord(words, slot);
+    }
     for (;;) {
       const before = Atomics.add(words, count, 1);
       if ((before & FENCE) === 0 && Atomics.load(words, CLOSING) === 0) break;
@@ -71,11 +108,15 @@ export class ImportFence {
   }
 
   get #slots(): number {
-    return (this.#words.length - 1) / 2;
+    return slotsOf(this.#words);
   }
 
-  /** Raises the fence of `slot`; resolves, once no import runs there, with its release. */
-  async fence(slot: number): Promise<() => void> {
+  /**
+   * Raises the fence of `slot`; resolves, once no import runs there, with its release. When imports
+   * are in flight and `exitIfBusy` returns true, the thread is asked to end itself instead of being
+   * waited for; it counts no import once it has exited (see `free`).
+   */
+  async fence(slot: number, exitIfBusy?: () => boolean): Promise<() => void> {
     const previous = this.#queues.get(slot) ?? Promise.resolve();
     let lower!: () => void;
     const mine = new Promise<void>((resolve) => (lower = resolve));
@@ -84,6 +125,7 @@ export class ImportFence {
     await previous;
     const count = countWord(slot);
     Atomics.or(this.#words, count, FENCE);
+    if ((Atomics.load(this.#words, count) & ~FENCE) !== 0 && exitIfBusy?.()) this.#askExit(slot);
     while ((Atomics.load(this.#words, count) & ~FENCE) !== 0) await pause(POLL_MS);
     return () => {
       Atomics.and(this.#words, count, ~FENCE);
@@ -92,9 +134,15 @@ export class ImportFence {
     };
   }
 
+  #askExit(slot: number): void {
+    Atomics.store(this.#words, exitWord(slot), 1);
+    Atomics.notify(this.#words, exitWord(slot));
+  }
+
   /** Frees the slot of a thread that has exited (whatever it left counted there). */
   free(slot: number): void {
     Atomics.store(this.#words, countWord(slot), 0);
+    Atomics.store(this.#words, exitWord(slot), 0);
     Atomics.store(this.#words, ownerWord(slot), 0);
   }
 
@@ -111,9 +159,15 @@ export class ImportFence {
     return true;
   }
 
-  /** Closes, then resolves once `drained`. */
+  /**
+   * Closes, then resolves once `drained`. The threads of imports still in flight are asked to end
+   * themselves: they are about to be ended anyway, and such an import may never finish.
+   */
   async drain(): Promise<void> {
     this.close();
+    for (let slot = 0; slot < this.#slots; slot++) {
+      if ((Atomics.load(this.#words, countWord(slot)) & ~FENCE) !== 0) this.#askExit(slot);
+    }
     while (!this.drained) await pause(POLL_MS);
   }
 }

@@ -246,10 +246,17 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
           await tracker.settle([thread]);
           const slot = tracker.slotOf(thread);
           if (slot === undefined) return;
-          const lower = await fence.fence(slot);
+          // Decided once: with an import in flight the thread is asked to end itself (see
+          // import-gate.ts), as the import may never finish; otherwise it is terminated here.
+          let wanted: boolean | undefined;
+          const want = () => {
+            wanted ??= thread.threadId !== -1 && stillWanted();
+            if (wanted) doomed.add(threadId);
+            return wanted;
+          };
+          const lower = await fence.fence(slot, want);
           try {
-            if (thread.threadId === -1 || !stillWanted()) return;
-            doomed.add(threadId);
+            if (!want() || thread.threadId === -1) return;
             await thread.terminate();
           } finally {
             doomed.delete(threadId);
