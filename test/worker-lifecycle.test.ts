@@ -44,10 +44,11 @@ describe('host shutdown', () => {
 
 describe('a tool module that never finishes loading', () => {
   const hanging = new URL('./fixtures/hanging-import.mjs', import.meta.url).pathname;
-  const toolModule = new URL('./fixtures/hanging-import-tools.mjs', import.meta.url).href;
+  const awaiting = new URL('./fixtures/hanging-import-tools.mjs', import.meta.url).href;
+  const spinning = new URL('./fixtures/spinning-import-tools.mjs', import.meta.url).href;
 
   /** Runs the fixture in its own process; resolves with its exit code and output once it exits. */
-  async function runFixture(who: string, mode: string) {
+  async function runFixture(who: string, mode: string, toolModule = awaiting) {
     const child = spawn(process.execPath, [hanging, packageUrl, toolModule, who, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
     onTestFinished(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
@@ -61,10 +62,16 @@ describe('a tool module that never finishes loading', () => {
     return { code, err, rest, ended: JSON.parse(ended || 'null') as unknown };
   }
 
-  // The thread cannot be terminated while the import is in flight (that may abort the process on
-  // Node 20), and the import never ends: the thread is asked to end itself instead.
-  it.each(['cancel', 'close'])('holds neither a worker child’s run nor the host (%s)', async (mode) => {
-    expect(await runFixture('spawn', mode)).toEqual({
+  // The thread is not terminated while the import is in flight (that may abort the process on Node
+  // 20), and the import never ends: the thread is asked to end itself instead. One whose module's
+  // top level spins never hears it, and is terminated after the grace.
+  it.each([
+    ['cancel', 'awaits forever', awaiting],
+    ['close', 'awaits forever', awaiting],
+    ['cancel', 'spins', spinning],
+    ['close', 'spins', spinning],
+  ])('holds neither a worker child’s run nor the host (%s; the module %s)', async (mode, _, toolModule) => {
+    expect(await runFixture('spawn', mode, toolModule)).toEqual({
       code: 0,
       err: '',
       rest: ['closed', ''],

@@ -12,7 +12,8 @@
 // main thread sets it instead of waiting, and the thread, which watches the word while it imports,
 // ends itself (`process.exit`) from a task of its own event loop, where no module is being
 // instantiated. A thread that never returns to its event loop (a synchronous loop in a module's top
-// level, an import loop that never yields) cannot see it: that one is still waited for.
+// level, an import loop that never yields) cannot see it: after a grace it is terminated after all,
+// which then almost surely stops it while it runs that code, not while it instantiates a module.
 import { SubagentError } from '../../seam/errors.js';
 import type { ImportGate } from '../../runtime/module-import.js';
 
@@ -114,9 +115,10 @@ export class ImportFence {
   /**
    * Raises the fence of `slot`; resolves, once no import runs there, with its release. When imports
    * are in flight and `exitIfBusy` returns true, the thread is asked to end itself instead of being
-   * waited for; it counts no import once it has exited (see `free`).
+   * waited for (it counts no import once it has exited, see `free`); if it has not within `graceMs`,
+   * this resolves anyway.
    */
-  async fence(slot: number, exitIfBusy?: () => boolean): Promise<() => void> {
+  async fence(slot: number, exitIfBusy?: () => boolean, graceMs = Infinity): Promise<() => void> {
     const previous = this.#queues.get(slot) ?? Promise.resolve();
     let lower!: () => void;
     const mine = new Promise<void>((resolve) => (lower = resolve));
@@ -125,8 +127,12 @@ export class ImportFence {
     await previous;
     const count = countWord(slot);
     Atomics.or(this.#words, count, FENCE);
-    if ((Atomics.load(this.#words, count) & ~FENCE) !== 0 && exitIfBusy?.()) this.#askExit(slot);
-    while ((Atomics.load(this.#words, count) & ~FENCE) !== 0) await pause(POLL_MS);
+    let deadline = Infinity;
+    if ((Atomics.load(this.#words, count) & ~FENCE) !== 0 && exitIfBusy?.()) {
+      this.#askExit(slot);
+      deadline = performance.now() + graceMs;
+    }
+    while ((Atomics.load(this.#words, count) & ~FENCE) !== 0 && performance.now() < deadline) await pause(POLL_MS);
     return () => {
       Atomics.and(this.#words, count, ~FENCE);
       lower();
@@ -160,14 +166,19 @@ export class ImportFence {
   }
 
   /**
-   * Closes, then resolves once `drained`. The threads of imports still in flight are asked to end
-   * themselves: they are about to be ended anyway, and such an import may never finish.
+   * Closes, then resolves true once `drained`, or false at `deadline` (a `performance.now()` time).
+   * The threads of imports still in flight are asked to end themselves: they are about to be ended
+   * anyway, and such an import may never finish.
    */
-  async drain(): Promise<void> {
+  async drain(deadline = Infinity): Promise<boolean> {
     this.close();
     for (let slot = 0; slot < this.#slots; slot++) {
       if ((Atomics.load(this.#words, countWord(slot)) & ~FENCE) !== 0) this.#askExit(slot);
     }
-    while (!this.drained) await pause(POLL_MS);
+    while (!this.drained) {
+      if (performance.now() >= deadline) return false;
+      await pause(POLL_MS);
+    }
+    return true;
   }
 }

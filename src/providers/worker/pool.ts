@@ -254,7 +254,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
             if (wanted) doomed.add(threadId);
             return wanted;
           };
-          const lower = await fence.fence(slot, want);
+          const lower = await fence.fence(slot, want, resolved.cancelGraceMs);
           try {
             if (!want() || thread.threadId === -1) return;
             await thread.terminate();
@@ -295,11 +295,14 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
           if (instance) {
             const pool = instance;
             // Threads keep appearing while tasks queue or die; destroy only when none loads and no
-            // import runs, in the same tick as the last check.
+            // import runs, in the same tick as the last check. A thread asked to end itself that
+            // has not within the grace (it does not return to its event loop) is terminated too.
+            const deadline = performance.now() + resolved.cancelGraceMs;
             for (;;) {
               await tracker.settle(pool.threads);
-              await fence.drain();
-              if (fence.drained && !pool.threads.some((thread) => tracker.loading(thread))) break;
+              const drained = await fence.drain(deadline);
+              if (drained && !fence.drained) continue;
+              if (!pool.threads.some((thread) => tracker.loading(thread))) break;
             }
             await pool.destroy();
           }
