@@ -84,8 +84,16 @@ describe('a tool module that never finishes loading', () => {
     ['in-process', 'close', 'CLOSED'],
     ['create', 'cancel', 'CANCELLED'],
     ['create', 'close', 'CLOSED'],
+    ['continuable-in-process', 'cancel', 'CANCELLED'],
+    ['continuable-in-process', 'drain', 'DRAINING'],
+    ['continuable-in-process', 'close', 'CLOSED'],
   ])('holds neither a start nor the host on the host’s thread (%s, %s)', async (who, mode, code) => {
     expect(await runFixture(who, mode)).toEqual({ code: 0, err: '', rest: ['closed', ''], ended: { rejected: code } });
+  });
+
+  // Accepted once its prompt is durable; its stay, still being built in the thread, is what hangs.
+  it.each(['drain', 'close'])('holds neither a drain nor the host with a resident worker child (%s)', async (mode) => {
+    expect(await runFixture('continuable-spawn', mode)).toEqual({ code: 0, err: '', rest: ['closed', ''], ended: { created: true } });
   });
 });
 

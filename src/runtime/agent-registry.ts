@@ -2,7 +2,7 @@
 // scope, setup) and publishes last, so a failed create leaves nothing behind. The handle is the
 // owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
 import { once } from '../seam/once.js';
-import { onAbort } from '../seam/abort.js';
+import { unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
@@ -140,19 +140,9 @@ function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
 }
 
-/**
- * `loading` (caller modules being imported), or `CANCELLED` as soon as `signal` aborts: an import
- * cannot be stopped, and one whose top-level await never settles must not hold the create. What it
- * does later is dropped.
- */
+/** `loading` (caller modules being imported), or `CANCELLED` once `signal` aborts (see unlessAborted). */
 function whileNotAborted<T>(loading: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return loading;
-  let stop = () => {};
-  const aborted = new Promise<never>((_, reject) => {
-    stop = onAbort(signal, () => reject(SubagentError.cancelled('agent creation', signal.reason)));
-  });
-  loading.catch(() => undefined);
-  return Promise.race([loading, aborted]).finally(stop);
+  return unlessAborted(loading, signal, () => SubagentError.cancelled('agent creation', signal?.reason));
 }
 
 export class AgentRegistry {

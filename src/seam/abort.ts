@@ -41,3 +41,19 @@ export function onAbort(signal: AbortSignal, callback: () => void): () => void {
     signal.removeEventListener('abort', listener);
   };
 }
+
+/**
+ * `work`, or a rejection with `abortError()` as soon as `signal` aborts (at once if it has): for
+ * waits that cannot be stopped themselves (an import whose top-level await never settles). What
+ * `work` does later is dropped.
+ */
+export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined, abortError: () => Error): Promise<T> {
+  if (signal === undefined) return work;
+  work.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(abortError());
+  let stop = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    stop = onAbort(signal, () => reject(abortError()));
+  });
+  return Promise.race([work, aborted]).finally(stop);
+}

@@ -3,6 +3,7 @@
 // is one turn of it. The host-side agent keeps the inbox, the epochs and the log that is persisted;
 // the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
 import type { HostToolSchema, ResidentHostApi, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
+import { unlessAborted } from '../../seam/abort.js';
 import { limitsOf } from '../../seam/budget.js';
 import { encode, stringify } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
@@ -274,7 +275,13 @@ export class ResidentWorkerModel implements ModelAdapter {
         process.emitWarning(`continuable child ${this.#childId} lost its stay between turns (${outcome.diagnostic}); its next message brings it back from its log`, 'SubagentWarning');
       }
     });
-    await thread.ready;
+    try {
+      await unlessAborted(thread.ready, signal, () => SubagentError.cancelled('the turn', signal.reason, 'while the child was being built in its thread'));
+    } catch (error) {
+      // Cancelled while the stay is being built (e.g. a tool module that never finishes loading): it goes.
+      if (signal.aborted) this.#leave(stay);
+      throw error;
+    }
     return stay;
   }
 

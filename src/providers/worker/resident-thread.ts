@@ -22,6 +22,8 @@ export class ResidentThread {
   #threadId: number | undefined;
   #killTimer: NodeJS.Timeout | undefined;
   #killed = false;
+  /** The grace after a cancel or leave passed before any thread was known to run the stay. */
+  #graceSpent = false;
   #over = false;
   /** Resolves once the child's agent is built; rejects if the stay ends first. */
   readonly ready: Promise<void>;
@@ -45,6 +47,8 @@ export class ResidentThread {
       else if (notice.type === 'attach') {
         this.#threadId = notice.threadId;
         held.task = undefined;
+        // The grace passed before any thread was known to run the stay: it ends now.
+        if (this.#graceSpent) this.#terminate(notice.threadId);
       }
       else if (notice.type === 'ready') built();
     });
@@ -147,13 +151,17 @@ export class ResidentThread {
     if (this.#killTimer) return;
     this.#killTimer = setTimeout(() => {
       const threadId = this.#threadId;
-      if (threadId === undefined) return;
-      void this.#pool.terminateThread(threadId, () => {
-        if (this.#over) return false;
-        this.#killed = true;
-        return true;
-      });
+      if (threadId === undefined) this.#graceSpent = true;
+      else this.#terminate(threadId);
     }, this.#pool.options.cancelGraceMs);
+  }
+
+  #terminate(threadId: number): void {
+    void this.#pool.terminateThread(threadId, () => {
+      if (this.#over) return false;
+      this.#killed = true;
+      return true;
+    });
   }
 }
 

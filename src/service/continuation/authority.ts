@@ -75,9 +75,14 @@ export class Admission {
 
   /** `DRAINING` when `agent` may not start or receive new continuable work. */
   check(agent: Agent): void {
-    if (this.isClosing(agent)) {
-      throw new SubagentError('DRAINING', this.#draining ? 'the host is closing; continuable children accept no new work' : `agent ${agent.id} is below a draining parent; start no new continuable work there`);
-    }
+    const refused = this.refusal(agent);
+    if (refused) throw refused;
+  }
+
+  /** The `DRAINING` error `check` would throw for `agent`, or undefined. */
+  refusal(agent: Agent): SubagentError | undefined {
+    if (!this.isClosing(agent)) return undefined;
+    return new SubagentError('DRAINING', this.#draining ? 'the host is closing; continuable children accept no new work' : `agent ${agent.id} is below a draining parent; start no new continuable work there`);
   }
 }
 

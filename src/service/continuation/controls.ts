@@ -113,6 +113,8 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
   }
   if (roots.length === 0) return;
   const disposing = disposingAll([...targets]);
+  // Creations below a root stop now, rather than at the admission check they may never reach.
+  m.creations.drain((parent) => m.admission.refusal(parent));
   await Promise.allSettled([...m.materializing]);
   // Creations that were in flight rolled back; anything they left resident below a root goes too.
   const late = [...m.activations.values()].filter((a) => !targets.has(a) && roots.some((root) => a.agent !== root && a.ancestry.has(root)));

@@ -18,6 +18,7 @@ import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import type { TreeAdmission } from '../budget-ledger.js';
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
+import { Creations } from './creations.js';
 import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
@@ -58,8 +59,8 @@ export class ContinuationManager implements ActivationHost {
   readonly #locks = new Map<SessionId, Promise<unknown>>();
   /** Creations in flight: drains wait for them (they roll back on the admission re-check). */
   readonly materializing = new Set<Promise<unknown>>();
-  /** Aborted at host shutdown: a provider still bringing a child back (an ACP agent that never answers) gives up. */
-  readonly #shutdown = new AbortController();
+  /** Creations in flight, stopped by shutdown and drains (a provider bringing a child back, an import that never ends). */
+  readonly creations = new Creations();
 
   constructor(deps: ContinuationDeps) {
     this.deps = deps;
@@ -71,9 +72,9 @@ export class ContinuationManager implements ActivationHost {
     return this.deps.lingerMs;
   }
 
-  /** Host shutdown: provider work of cold resumes still in flight is aborted, so drains that wait for it end. */
+  /** Host shutdown: creations and provider work of cold resumes still in flight are aborted, so drains that wait for them end. */
   shutdown(): void {
-    this.#shutdown.abort(SubagentError.closed('the host'));
+    this.creations.shutdown();
   }
 
   /** Resident continuable children (for leak checks). */
@@ -260,9 +261,9 @@ export class ContinuationManager implements ActivationHost {
           // Published once admitted: an abort or a drain landing after that comes too late, and the
           // start is accepted (a rollback would leave its stored session and catalog row behind).
           const admit = () => this.admission.check(parent);
-          const built = await createFresh({
-            agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal, admit, treeStop: budgetTree?.link.stop,
-          });
+          const built = await this.creations.run(parent, signal, `child ${childId} was being created`, (creating) =>
+            createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal: creating, admit, treeStop: budgetTree?.link.stop }),
+          );
           return this.#adopt(
             built, spec.provider, parent, built.handle.agent.session.seq,
             (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal, true),
@@ -323,13 +324,13 @@ export class ContinuationManager implements ActivationHost {
     }
     // Trees covering the parent now cover the resumed child (a spent one refuses it).
     let budgetTree: TreeAdmission | undefined;
-    const built = await resumeStored({
+    const built = await this.creations.run(parent, signal, `child ${childId} was resuming`, (resuming) => resumeStored({
       agents,
       setups: this.setups,
       store: persistence,
       childId,
       parent,
-      signal,
+      signal: resuming,
       recheck: () => {
         checkAborted(signal);
         this.admission.check(parent);
@@ -339,7 +340,7 @@ export class ContinuationManager implements ActivationHost {
         return budgetTree?.link.stop;
       },
       prepare: (descriptor) => this.#resumeProvider(descriptor, childId, parent, signal),
-    });
+    }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }
 
@@ -358,7 +359,7 @@ export class ContinuationManager implements ActivationHost {
     }
     // The follow-up's signal, or host shutdown: drains wait for this resume, so it must be able to end.
     const resume = new AbortController();
-    const shutdown = this.#shutdown.signal;
+    const shutdown = this.creations.shutdownSignal;
     const sources = signal ? [signal, shutdown] : [shutdown];
     const unwatch = sources.map((source) => {
       if (source.aborted) resume.abort(source.reason);
