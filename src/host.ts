@@ -256,9 +256,12 @@ class HostImpl implements Host {
     // A signal of the wrong type is the registry's to refuse.
     if (own !== undefined && !(own instanceof AbortSignal)) return this.agents.create(options);
     const controller = new AbortController();
-    const stops = [onAbort(this.#closingSignal.signal, () => controller.abort(HOST_CLOSING))];
-    if (own?.aborted) controller.abort(own.reason);
-    else if (own) stops.push(onAbort(own, () => controller.abort(own.reason)));
+    // close() may have begun during an await before this (an id's lookup): an aborted signal never calls back.
+    const stops = [own, this.#closingSignal.signal].flatMap((source) => {
+      if (!source) return [];
+      if (source.aborted) controller.abort(source.reason);
+      return [onAbort(source, () => controller.abort(source.reason))];
+    });
     try {
       return await this.agents.create({ ...options, signal: controller.signal });
     } catch (error) {

@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { MessageChannel } from 'node:worker_threads';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { SubagentError } from 'subagent-host';
+import { SubagentError, createHost } from 'subagent-host';
 import { FIXTURE_AGENT } from './acp-helpers.js';
 import { tempFiles } from './helpers.js';
 // The control channel is internal; its protocol is tested over the two ends of a MessageChannel.
@@ -89,6 +89,15 @@ describe('a tool module that never finishes loading', () => {
     ['continuable-in-process', 'close', 'CLOSED'],
   ])('holds neither a start nor the host on the host’s thread (%s, %s)', async (who, mode, code) => {
     expect(await runFixture(who, mode)).toEqual({ code: 0, err: '', rest: ['closed', ''], ended: { rejected: code } });
+  });
+
+  it('rejects CLOSED a createAgent whose id was still being looked up when close() began', async () => {
+    const host = await createHost({ providers: false });
+    // Without the close, this creation would wait for the module for ever.
+    const creating = host.createAgent({ sessionId: 'looked-up-first', agentOptions: { toolModules: [`${awaiting}?lookup`] } });
+    const closing = host.close();
+    await expect(creating).rejects.toMatchObject({ code: 'CLOSED' });
+    await closing;
   });
 
   // Accepted once its prompt is durable; its stay, still being built in the thread, is what hangs.

@@ -9,11 +9,12 @@
 //
 // An import may never finish (a module whose top-level await never settles), and waiting for it
 // would keep its thread, and whoever waits to end it, forever. So a slot also has an exit word: the
-// main thread sets it instead of waiting, and the thread, which watches the word while it imports,
-// ends itself (`process.exit`) from a task of its own event loop, where no module is being
-// instantiated. A thread that never returns to its event loop (a synchronous loop in a module's top
-// level, an import loop that never yields) cannot see it: after a grace it is terminated after all,
-// which then almost surely stops it while it runs that code, not while it instantiates a module.
+// main thread asks there instead of waiting, and the thread, which watches the word from its first
+// import on, parks itself in `Atomics.wait` from a task of its own event loop (where no module is
+// being instantiated) and says so in the word; a parked thread is safe to terminate. A thread that
+// never returns to its event loop (a synchronous loop in a module's top level, an import loop that
+// never yields) cannot see it: after a grace it is terminated after all, which then almost surely
+// stops it while it runs that code, not while it instantiates a module.
 import { SubagentError } from '../../seam/errors.js';
 import type { ImportGate } from '../../runtime/module-import.js';
 
@@ -21,8 +22,9 @@ const FENCE = 1 << 30;
 const CLOSING = 0;
 const POLL_MS = 2;
 const WORDS_PER_SLOT = 3;
-/** The exit code of a thread that ended itself on its exit word. */
-export const GATE_EXIT_CODE = 87;
+/** Exit word values: the main thread asks the thread to park; the thread says it has. */
+const EXIT_ASKED = 1;
+const EXIT_PARKED = 2;
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const ownerWord = (slot: number) => 1 + WORDS_PER_SLOT * slot;
@@ -57,13 +59,18 @@ export function claimSlot(buffer: SharedArrayBuffer, threadId: number): number {
 }
 
 /**
- * Thread side: ends this thread once the main thread sets the slot's exit word. The check runs in a
- * task of the thread's own event loop (never inside a module's instantiation).
+ * Thread side: parks this thread for good once the main thread asks in the slot's exit word. The
+ * check runs in a task of the thread's own event loop (never inside a module's instantiation), and
+ * the thread then blocks in this frame until it is terminated.
  */
 function watchExitWord(words: Int32Array, slot: number): void {
   const word = exitWord(slot);
   const check = (): void => {
-    if (Atomics.load(words, word) !== 0) process.exit(GATE_EXIT_CODE);
+    if (Atomics.load(words, word) === EXIT_ASKED) {
+      Atomics.store(words, word, EXIT_PARKED);
+      Atomics.notify(words, word);
+      for (;;) Atomics.wait(words, word, Atomics.load(words, word));
+    }
     const wait = waitAsync(words, word, 0);
     if (wait.async) void wait.value.then(check);
     else check();
@@ -114,9 +121,8 @@ export class ImportFence {
 
   /**
    * Raises the fence of `slot`; resolves, once no import runs there, with its release. When imports
-   * are in flight and `exitIfBusy` returns true, the thread is asked to end itself instead of being
-   * waited for (it counts no import once it has exited, see `free`); if it has not within `graceMs`,
-   * this resolves anyway.
+   * are in flight and `exitIfBusy` returns true, the thread is asked to park instead of being waited
+   * for (see `#settled`); if it has not within `graceMs`, this resolves anyway.
    */
   async fence(slot: number, exitIfBusy?: () => boolean, graceMs = Infinity): Promise<() => void> {
     const previous = this.#queues.get(slot) ?? Promise.resolve();
@@ -128,11 +134,18 @@ export class ImportFence {
     const count = countWord(slot);
     Atomics.or(this.#words, count, FENCE);
     let deadline = Infinity;
-    if ((Atomics.load(this.#words, count) & ~FENCE) !== 0 && exitIfBusy?.()) {
+    if (!this.#settled(slot) && exitIfBusy) {
+      // Not wanted any more (the child is done, the thread gone): nothing to wait for.
+      if (!exitIfBusy()) return this.#lowering(count, lower, queued, slot);
       this.#askExit(slot);
       deadline = performance.now() + graceMs;
     }
-    while ((Atomics.load(this.#words, count) & ~FENCE) !== 0 && performance.now() < deadline) await pause(POLL_MS);
+    while (!this.#settled(slot) && performance.now() < deadline) await pause(POLL_MS);
+    return this.#lowering(count, lower, queued, slot);
+  }
+
+  /** The release of a raised fence. */
+  #lowering(count: number, lower: () => void, queued: Promise<void>, slot: number): () => void {
     return () => {
       Atomics.and(this.#words, count, ~FENCE);
       lower();
@@ -141,8 +154,12 @@ export class ImportFence {
   }
 
   #askExit(slot: number): void {
-    Atomics.store(this.#words, exitWord(slot), 1);
-    Atomics.notify(this.#words, exitWord(slot));
+    if (Atomics.compareExchange(this.#words, exitWord(slot), 0, EXIT_ASKED) === 0) Atomics.notify(this.#words, exitWord(slot));
+  }
+
+  /** No import runs in `slot`'s thread, or it is parked (safe to terminate), or it has exited (see `free`). */
+  #settled(slot: number): boolean {
+    return (Atomics.load(this.#words, countWord(slot)) & ~FENCE) === 0 || Atomics.load(this.#words, exitWord(slot)) === EXIT_PARKED;
   }
 
   /** Frees the slot of a thread that has exited (whatever it left counted there). */
@@ -158,23 +175,21 @@ export class ImportFence {
     Atomics.notify(this.#words, CLOSING);
   }
 
-  /** True once closed and no import runs in any thread (stays true). */
+  /** True once closed and no import runs in any thread but a parked one (stays true). */
   get drained(): boolean {
     if (Atomics.load(this.#words, CLOSING) === 0) return false;
-    for (let slot = 0; slot < this.#slots; slot++) if ((Atomics.load(this.#words, countWord(slot)) & ~FENCE) !== 0) return false;
+    for (let slot = 0; slot < this.#slots; slot++) if (!this.#settled(slot)) return false;
     return true;
   }
 
   /**
    * Closes, then resolves true once `drained`, or false at `deadline` (a `performance.now()` time).
-   * The threads of imports still in flight are asked to end themselves: they are about to be ended
+   * The threads of imports still in flight are asked to park: they are about to be terminated
    * anyway, and such an import may never finish.
    */
   async drain(deadline = Infinity): Promise<boolean> {
     this.close();
-    for (let slot = 0; slot < this.#slots; slot++) {
-      if ((Atomics.load(this.#words, countWord(slot)) & ~FENCE) !== 0) this.#askExit(slot);
-    }
+    for (let slot = 0; slot < this.#slots; slot++) if (!this.#settled(slot)) this.#askExit(slot);
     while (!this.drained) {
       if (performance.now() >= deadline) return false;
       await pause(POLL_MS);
