@@ -1,10 +1,10 @@
 // Shared test helpers: a runtime wired from public exports, deferreds, event-type listings, temp
-// files and resources closed after each test.
-import { execFileSync } from 'node:child_process';
+// files, resources closed after each test and Node scripts run in processes of their own.
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach } from 'vitest';
+import { afterAll, afterEach, onTestFinished } from 'vitest';
 import { memoryPersistence, type ModelSpec, type SessionEvent, type SessionPersistence, type Tool } from 'subagent-host';
 import { AgentRegistry, LiveSessionStore, ToolRegistry } from 'subagent-host/internals';
 
@@ -195,4 +195,21 @@ export function writeBehindPersistence(): SessionPersistence {
       await inner.close();
     },
   };
+}
+
+/**
+ * Runs `node script ...args` in a process of its own (killed if the test ends first); resolves with
+ * its exit code and output once it exits.
+ */
+export async function runNodeScript(script: string, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  onTestFinished(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { code, out, err };
 }

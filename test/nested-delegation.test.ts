@@ -1,10 +1,10 @@
 // Nested foreground delegation never deadlocks the pool: worker children that call the host's
 // `subagent` tool settle on a 2-thread pool, and the thread count stays within
 // maxThreads × (1 + maxNestingDepth) — in this process and in plain Node processes.
-import { spawn } from 'node:child_process';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as api from 'subagent-host';
 import { THREAD_BOUND, runScenario, type ScenarioSummary } from './fixtures/nested-scenarios.mjs';
+import { runNodeScript } from './helpers.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const runner = new URL('./fixtures/nested-delegation.mjs', import.meta.url).pathname;
@@ -43,15 +43,7 @@ describe('nested foreground delegation on a 2-thread pool', () => {
 
 describe('nested foreground delegation in a plain process', () => {
   it.each(cases)('$name: the process finishes, threads stay within the bound', async (expected) => {
-    const child = spawn(process.execPath, [runner, packageUrl, expected.name], { stdio: ['ignore', 'pipe', 'pipe'] });
-    onTestFinished(() => {
-      if (child.exitCode === null) child.kill('SIGKILL');
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { code, out, err } = await runNodeScript(runner, [packageUrl, expected.name]);
     expect({ code, err }).toEqual({ code: 0, err: '' });
     check(JSON.parse(out) as ScenarioSummary, expected);
   }, 120_000);

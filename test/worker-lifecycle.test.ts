@@ -1,12 +1,11 @@
 // Worker plumbing: a process that used the host (workers, ACP, SQLite) ends every resource on close
 // and exits by itself (a tool module that never finishes loading holds neither it nor a run), and
 // error codes cross the control channel in both directions.
-import { spawn } from 'node:child_process';
 import { MessageChannel } from 'node:worker_threads';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SubagentError, createHost } from 'subagent-host';
 import { FIXTURE_AGENT } from './acp-helpers.js';
-import { tempFiles } from './helpers.js';
+import { runNodeScript, tempFiles } from './helpers.js';
 // The control channel is internal; its protocol is tested over the two ends of a MessageChannel.
 import { GuardedRemote, RunRouter, exposeOn } from '../dist/src/providers/worker/wire-channel.js';
 
@@ -16,15 +15,7 @@ const files = tempFiles('host-exit-');
 
 describe('host shutdown', () => {
   it('leaves no thread, port, timer, process or open database behind: the process exits by itself', async () => {
-    const child = spawn(process.execPath, [script, packageUrl, files.file(), FIXTURE_AGENT], { stdio: ['ignore', 'pipe', 'pipe'] });
-    onTestFinished(() => {
-      if (child.exitCode === null) child.kill('SIGKILL');
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { code, out, err } = await runNodeScript(script, [packageUrl, files.file(), FIXTURE_AGENT]);
     const [report, ...rest] = out.split('\n');
     expect({ code, rest, err }).toEqual({ code: 0, rest: ['closed', ''], err: '' });
     // What the host created (worker threads, their channels, ACP agents, timers, the SQLite file's WAL),
@@ -49,15 +40,7 @@ describe('a tool module that never finishes loading', () => {
 
   /** Runs the fixture in its own process; resolves with its exit code and output once it exits. */
   async function runFixture(who: string, mode: string, toolModule = awaiting) {
-    const child = spawn(process.execPath, [hanging, packageUrl, toolModule, who, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
-    onTestFinished(() => {
-      if (child.exitCode === null) child.kill('SIGKILL');
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { code, out, err } = await runNodeScript(hanging, [packageUrl, toolModule, who, mode]);
     const [ended, ...rest] = out.split('\n');
     return { code, err, rest, ended: JSON.parse(ended || 'null') as unknown };
   }
