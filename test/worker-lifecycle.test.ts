@@ -67,6 +67,8 @@ describe('a tool module that never finishes loading', () => {
     ['in-process', 'close', 'CLOSED'],
     ['create', 'cancel', 'CANCELLED'],
     ['create', 'close', 'CLOSED'],
+    ['resume', 'cancel', 'CANCELLED'],
+    ['resume', 'close', 'CLOSED'],
     ['continuable-in-process', 'cancel', 'CANCELLED'],
     ['continuable-in-process', 'drain', 'DRAINING'],
     ['continuable-in-process', 'close', 'CLOSED'],

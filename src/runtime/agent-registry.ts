@@ -147,6 +147,8 @@ function whileNotAborted<T>(loading: Promise<T>, signal: AbortSignal | undefined
 
 export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
+  /** Aborted by close(): agents still being built stop waiting for their modules and are not published. */
+  readonly #closed = new AbortController();
   #beforeDispose: ((agent: LocalAgent) => Promise<void>) | undefined;
   readonly #sessions: LiveSessionStore;
   readonly #tools: ToolRegistry;
@@ -227,10 +229,10 @@ export class AgentRegistry {
     const agentOptions = options.agentOptions ?? {};
     assertAgentOptions(agentOptions);
     checkSignal(options.signal);
-    const model = options.model ?? (await whileNotAborted(createModel(agentOptions.model ?? this.#model), options.signal));
+    const model = options.model ?? (await this.#loading(createModel(agentOptions.model ?? this.#model), options.signal));
     const tools = (options.tools ?? this.#tools).scope();
     if (agentOptions.toolModules?.length && options.loadToolModules !== false) {
-      tools.register(...(await whileNotAborted(loadToolModules(agentOptions.toolModules), options.signal)));
+      tools.register(...(await this.#loading(loadToolModules(agentOptions.toolModules), options.signal)));
     }
     checkSignal(options.signal);
     const agent = new LocalAgent({
@@ -248,6 +250,8 @@ export class AgentRegistry {
       await options.setup({ agent, tools });
       checkSignal(options.signal);
     }
+    // Nothing is published into a closed registry: close() has disposed what it had.
+    if (this.#closed.signal.aborted) throw this.#closedWhileBuilding();
     options.admit?.();
     if (this.#agents.has(session.id)) throw new SubagentError('DUPLICATE_SESSION', `session ${session.id} became live during creation`);
     this.#sessions.publish(session, { stored });
@@ -293,6 +297,16 @@ export class AgentRegistry {
 
   /** Disposes every agent. */
   async close(): Promise<void> {
+    this.#closed.abort(this.#closedWhileBuilding());
     await Promise.all([...this.#agents.values()].map((handle) => handle.dispose()));
+  }
+
+  /** `work` (caller modules being loaded), unless `signal` aborts (`CANCELLED`) or the registry closes (`CLOSED`) first. */
+  #loading<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    return unlessAborted(whileNotAborted(work, signal), this.#closed.signal, () => this.#closedWhileBuilding());
+  }
+
+  #closedWhileBuilding(): SubagentError {
+    return SubagentError.closedWhile('the host', 'the agent was being built');
   }
 }
