@@ -1,7 +1,7 @@
 // Continuable children given bad input or failing setup: every refusal is a typed SubagentError
 // naming the field or rule, and no child, installation or resident Activation is left behind.
 import { describe, expect, it } from 'vitest';
-import { SubagentError, SubagentService, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
+import { SubagentError, SubagentService, inProcessProvider, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
 import { makeRuntime } from './helpers.js';
 import { continuationSuite, HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
@@ -260,6 +260,28 @@ describe('cold resumes that cannot complete', () => {
     state.projections = (read) => new Map([...read].map(([id]) => [id, { ok: false as const, error: new SubagentError('CORRUPT_DATA', 'unreadable row') }]));
     await follow();
     expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'again']);
+  });
+
+  it('stops a resume whose provider never brings the child back when a drain above it begins: DRAINING', async () => {
+    const { host, parent } = await setup();
+    const local = inProcessProvider(host);
+    let resuming = 0;
+    // A remote child whose agent never answers the load (but honours the resume's signal).
+    host.subagents.registerProvider({
+      ...local,
+      name: 'remote',
+      prepareContinuable: async (request) => ({ ...(await local.prepareContinuable!(request)), providerData: { remote: true } }),
+      resumeContinuable: ({ signal }) => {
+        resuming++;
+        return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }));
+      },
+    });
+    const { childId } = await startChild(host, parent, 'first', { provider: 'remote' });
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    const follow = host.subagents.followup(parent, childId, [text('again')]);
+    await eventually(() => resuming === 1);
+    await host.subagents.drainContinuableDescendants([parent]);
+    await expect(follow).rejects.toMatchObject({ code: 'DRAINING' });
   });
 
   it('refuses a resume whose setup contribution fails or is removed meanwhile; the child stays stored', async () => {

@@ -1,7 +1,8 @@
 // Continuable spawn and fork children, resident in their worker threads: turns through the
 // service on a real SQLite file and real threads, follow-ups, interrupts, drains and leaks.
 import { existsSync, readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import type { Worker } from 'node:worker_threads';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
 import { deferred, recordingTool } from './helpers.js';
 import { hostParts } from 'subagent-host/internals';
@@ -233,6 +234,28 @@ describe('continuable spawn children', () => {
     expect(userTexts(child.session.events)).toStrictEqual(['work', 'queued', 'next']);
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed', 'completed']);
     expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
+  });
+
+  // What the host posts to a stay before a thread has taken it is dropped (its route has no port
+  // yet): a leave lost there would leave the stay to the grace's termination, which these graces
+  // put past the test's timeout.
+  it('interrupted before a thread took its stay, it keeps that thread: the next follow-up runs there at once', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 60_000 } });
+    await host.pool.warm();
+    const exited: number[] = [];
+    const onWorker = (worker: Worker) => {
+      const id = worker.threadId;
+      worker.once('exit', () => exited.push(id));
+    };
+    process.on('worker', onWorker);
+    onTestFinished(() => void process.off('worker', onWorker));
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn' });
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => recorder.ends.length >= 1);
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
+    expect(exited).toStrictEqual([]);
   });
 
   it('drains child-first and leaves no thread behind', async () => {

@@ -22,6 +22,8 @@ const FENCE = 1 << 30;
 const CLOSING = 0;
 const POLL_MS = 2;
 const WORDS_PER_SLOT = 3;
+/** How long a thread asked to park is given at least (a grace of 0 still lets it park first). */
+export const MIN_PARK_WAIT_MS = 100;
 /** Exit word values: the main thread asks the thread to park; the thread says it has. */
 const EXIT_ASKED = 1;
 const EXIT_PARKED = 2;
@@ -122,7 +124,7 @@ export class ImportFence {
   /**
    * Raises the fence of `slot`; resolves, once no import runs there, with its release. When imports
    * are in flight and `exitIfBusy` returns true, the thread is asked to park instead of being waited
-   * for (see `#settled`); if it has not within `graceMs`, this resolves anyway.
+   * for (see `#settled`); if it has not within `graceMs` (at least MIN_PARK_WAIT_MS), this resolves anyway.
    */
   async fence(slot: number, exitIfBusy?: () => boolean, graceMs = Infinity): Promise<() => void> {
     const previous = this.#queues.get(slot) ?? Promise.resolve();
@@ -138,7 +140,7 @@ export class ImportFence {
       // Not wanted any more (the child is done, the thread gone): nothing to wait for.
       if (!exitIfBusy()) return this.#lowering(count, lower, queued, slot);
       this.#askExit(slot);
-      deadline = performance.now() + graceMs;
+      deadline = performance.now() + Math.max(graceMs, MIN_PARK_WAIT_MS);
     }
     while (!this.#settled(slot) && performance.now() < deadline) await pause(POLL_MS);
     return this.#lowering(count, lower, queued, slot);

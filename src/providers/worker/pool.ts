@@ -12,7 +12,7 @@ import { RunRouter } from './wire-channel.js';
 import { Admission } from './admission.js';
 import { leastBusyBalancer } from './balancer.js';
 import { EntryWatch } from './entry-watch.js';
-import { ImportFence, createGateBuffer } from './import-gate.js';
+import { ImportFence, MIN_PARK_WAIT_MS, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
 import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
@@ -297,7 +297,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
             // Threads keep appearing while tasks queue or die; destroy only when none loads and no
             // import runs, in the same tick as the last check. A thread asked to end itself that
             // has not within the grace (it does not return to its event loop) is terminated too.
-            const deadline = performance.now() + resolved.cancelGraceMs;
+            const deadline = performance.now() + Math.max(resolved.cancelGraceMs, MIN_PARK_WAIT_MS);
             for (;;) {
               await tracker.settle(pool.threads);
               const drained = await fence.drain(deadline);

@@ -22,8 +22,13 @@ export class ResidentThread {
   #threadId: number | undefined;
   #killTimer: NodeJS.Timeout | undefined;
   #killed = false;
-  /** The grace after a cancel or leave passed before any thread was known to run the stay. */
+  /** The grace after a leave passed before any thread was known to run the stay. */
   #graceSpent = false;
+  /**
+   * Resolves once a thread has taken the stay: what is posted to the child before that is dropped
+   * (its route has no port yet), so calls that may come first (leave, closeOwnInput) wait for it.
+   */
+  readonly #attached: Promise<void>;
   #over = false;
   /** Resolves once the child's agent is built; rejects if the stay ends first. */
   readonly ready: Promise<void>;
@@ -38,6 +43,8 @@ export class ResidentThread {
     this.#route = pool.channels.route(randomUUID());
     let built!: () => void;
     const ready = new Promise<void>((resolve) => (built = resolve));
+    let attached!: () => void;
+    this.#attached = new Promise<void>((resolve) => (attached = resolve));
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
     // Held until the child attaches: only a task that never reached its child may be sent again.
@@ -47,8 +54,10 @@ export class ResidentThread {
       else if (notice.type === 'attach') {
         this.#threadId = notice.threadId;
         held.task = undefined;
-        // The grace passed before any thread was known to run the stay: it ends now.
-        if (this.#graceSpent) this.#terminate(notice.threadId);
+        attached();
+        // The grace of a leave passed before any thread was known to run the stay: the leave,
+        // sent again now, gets a grace of its own.
+        if (this.#graceSpent) this.#killTimer = setTimeout(() => this.#terminate(notice.threadId), pool.options.cancelGraceMs);
       }
       else if (notice.type === 'ready') built();
     });
@@ -135,13 +144,14 @@ export class ResidentThread {
    */
   async closeOwnInput(boundMs: number): Promise<void> {
     if (this.#over) return;
-    await within(Promise.race([this.#control.call((remote) => remote.closeOwnInput()).catch(() => undefined), this.ended]), boundMs);
+    const closing = this.#attached.then(() => this.#control.call((remote) => remote.closeOwnInput()));
+    await within(Promise.race([closing.catch(() => undefined), this.ended]), boundMs);
   }
 
   /** Ends the stay; resolves once its task has ended (the thread is terminated if it does not leave in time). */
   async leave(): Promise<void> {
     if (!this.#over) {
-      this.#control.call((remote) => remote.leave()).catch(() => undefined);
+      void this.#attached.then(() => this.#control.call((remote) => remote.leave())).catch(() => undefined);
       this.#armKill();
     }
     await this.ended;

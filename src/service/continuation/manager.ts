@@ -339,7 +339,7 @@ export class ContinuationManager implements ActivationHost {
         budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
         return budgetTree?.link.stop;
       },
-      prepare: (descriptor) => this.#resumeProvider(descriptor, childId, parent, signal),
+      prepare: (descriptor) => this.#resumeProvider(descriptor, childId, parent, signal, resuming),
     }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }
@@ -350,6 +350,8 @@ export class ContinuationManager implements ActivationHost {
     childId: SessionId,
     parent: Agent,
     signal: AbortSignal | undefined,
+    /** The resume's own signal (see Creations.run): also aborted by a drain above the child. */
+    resuming: AbortSignal,
   ): Promise<ContinuableCreateSpec> {
     const { providerData } = descriptor;
     if (providerData === undefined) return {};
@@ -357,10 +359,10 @@ export class ContinuationManager implements ActivationHost {
     if (!provider?.resumeContinuable) {
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
     }
-    // The follow-up's signal, or host shutdown: drains wait for this resume, so it must be able to end.
+    // The follow-up's signal, host shutdown or a drain: drains wait for this resume, so it must be able to end.
     const resume = new AbortController();
     const shutdown = this.creations.shutdownSignal;
-    const sources = signal ? [signal, shutdown] : [shutdown];
+    const sources = signal ? [signal, shutdown, resuming] : [shutdown, resuming];
     const unwatch = sources.map((source) => {
       if (source.aborted) resume.abort(source.reason);
       return onAbort(source, () => resume.abort(source.reason));
@@ -370,6 +372,7 @@ export class ContinuationManager implements ActivationHost {
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
     } catch (error) {
       if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);
+      if (resuming.aborted && !signal?.aborted) throw resuming.reason;
       this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
       if (isSubagentError(error)) throw error;
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
