@@ -2,11 +2,10 @@
 // subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { plainJsonProblem } from './seam/content.js';
-import { onAbort } from './seam/abort.js';
-import { SubagentError, isSubagentError } from './seam/errors.js';
+import { SubagentError } from './seam/errors.js';
 import { MAX_TIMER_MS, assertKnownKeys, isRecord } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
-import { AgentRegistry, type AgentHandle, type CreateAgentOptions } from './runtime/agent-registry.js';
+import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
@@ -173,9 +172,6 @@ function openPersistence(option: HostOptions['persistence']): { persistence: Ses
   throw new SubagentError('INVALID_OPTIONS', "options.persistence must be 'memory', { sqlite: path } or a SessionPersistence");
 }
 
-/** The reason `close()` aborts creations with (told apart from a caller's own abort). */
-const HOST_CLOSING = Object.freeze({ kind: 'disposed' as const });
-
 class HostImpl implements Host {
   readonly subagents: SubagentService;
   readonly agents: AgentRegistry;
@@ -186,8 +182,6 @@ class HostImpl implements Host {
   readonly #ownsPersistence: boolean;
   readonly #closeHooks = new Set<() => Promise<void>>();
   #closing: Promise<void> | undefined;
-  /** Aborted once `close()` begins: creations still waiting on modules stop waiting. */
-  readonly #closingSignal = new AbortController();
 
   constructor(options: HostOptions, { persistence, owned }: ReturnType<typeof openPersistence>) {
     this.persistence = persistence;
@@ -238,40 +232,13 @@ class HostImpl implements Host {
     if (typeof id === 'string' && id !== '' && (await this.persistence.projections([id])).has(id)) {
       throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already stored; resume it with host.agents.resume({ sessionId }) or choose another id`);
     }
-    const handle = await this.#createUntilClose(options);
+    const handle = await this.agents.create(options);
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.
       await handle.dispose().catch(() => undefined);
       throw SubagentError.closedWhile('the host', 'the agent was being created');
     }
     return handle.agent;
-  }
-
-  /**
-   * `agents.create`, which `close()` also cancels: a creation that waits on a caller's module (one
-   * whose top-level await never settles) rejects `CLOSED` instead of staying pending after close.
-   */
-  async #createUntilClose(options: CreateAgentOptions | undefined): Promise<AgentHandle> {
-    const own = options?.signal;
-    // A signal of the wrong type is the registry's to refuse.
-    if (own !== undefined && !(own instanceof AbortSignal)) return this.agents.create(options);
-    const controller = new AbortController();
-    // close() may have begun during an await before this (an id's lookup): an aborted signal never calls back.
-    const stops = [own, this.#closingSignal.signal].flatMap((source) => {
-      if (!source) return [];
-      if (source.aborted) controller.abort(source.reason);
-      return [onAbort(source, () => controller.abort(source.reason))];
-    });
-    try {
-      return await this.agents.create({ ...options, signal: controller.signal });
-    } catch (error) {
-      if (controller.signal.reason === HOST_CLOSING && isSubagentError(error, 'CANCELLED')) {
-        throw SubagentError.closedWhile('the host', 'the agent was being created');
-      }
-      throw error;
-    } finally {
-      for (const stop of stops) stop();
-    }
   }
 
   /** For providers (ProviderHost): teardown of provider-owned resources, awaited by `close()` after runs. */
@@ -283,7 +250,6 @@ class HostImpl implements Host {
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      this.#closingSignal.abort(HOST_CLOSING);
       try {
         await this.subagents.close();
         await Promise.allSettled([...this.#closeHooks].map((hook) => hook()));

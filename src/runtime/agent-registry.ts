@@ -140,10 +140,6 @@ function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
 }
 
-/** `loading` (caller modules being imported), or `CANCELLED` once `signal` aborts (see unlessAborted). */
-function whileNotAborted<T>(loading: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  return unlessAborted(loading, signal, () => SubagentError.cancelled('agent creation', signal?.reason));
-}
 
 export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
@@ -303,7 +299,8 @@ export class AgentRegistry {
 
   /** `work` (caller modules being loaded), unless `signal` aborts (`CANCELLED`) or the registry closes (`CLOSED`) first. */
   #loading<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-    return unlessAborted(whileNotAborted(work, signal), this.#closed.signal, () => this.#closedWhileBuilding());
+    const cancelled = () => SubagentError.cancelled('agent creation', signal?.reason);
+    return unlessAborted(unlessAborted(work, signal, cancelled), this.#closed.signal, () => this.#closedWhileBuilding());
   }
 
   #closedWhileBuilding(): SubagentError {
