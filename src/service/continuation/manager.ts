@@ -2,7 +2,6 @@
 // owns the resident Activations, the per-child lock, admission and the setup registry; every
 // accepted message is flushed to persistence before its id is returned.
 import { randomUUID } from 'node:crypto';
-import { onAbort } from '../../seam/abort.js';
 import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
@@ -359,16 +358,11 @@ export class ContinuationManager implements ActivationHost {
     if (!provider?.resumeContinuable) {
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
     }
-    // The follow-up's signal, host shutdown or a drain: drains wait for this resume, so it must be able to end.
-    const resume = new AbortController();
+    // `resuming` aborts with the follow-up's signal, at shutdown and on a drain: drains wait for this
+    // resume, so it must be able to end.
     const shutdown = this.creations.shutdownSignal;
-    const sources = signal ? [signal, shutdown, resuming] : [shutdown, resuming];
-    const unwatch = sources.map((source) => {
-      if (source.aborted) resume.abort(source.reason);
-      return onAbort(source, () => resume.abort(source.reason));
-    });
     try {
-      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resume.signal, providerData });
+      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData });
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
     } catch (error) {
       if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);
@@ -376,9 +370,6 @@ export class ContinuationManager implements ActivationHost {
       this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
       if (isSubagentError(error)) throw error;
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
-    } finally {
-      // Both watches go: a caller's long-lived signal must not collect one per resume.
-      for (const stop of unwatch) stop();
     }
   }
 }
