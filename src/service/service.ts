@@ -261,8 +261,11 @@ export class SubagentService {
 
   /** Releases what `child` started: its held work and its continuable descendants (the first failure is thrown). */
   async #releaseBelow(child: Agent, continuation: ContinuationManager | undefined): Promise<void> {
+    const holding = this.#held.holds(child);
     const held = this.#held.release(child);
     if (!continuation) return held;
+    // Most children hold nothing: their release is the drain alone.
+    if (!holding) return drainDescendants(continuation, [child]);
     const [, drained] = await Promise.allSettled([held, drainDescendants(continuation, [child])]);
     if (drained.status === 'rejected') throw drained.reason;
   }

@@ -269,7 +269,7 @@ export class WorkerRun implements SubagentRun {
       clearTimeout(timer);
     }
     this.#child.release();
-    await Promise.all([...this.#deliveries].map(settled));
+    if (this.#deliveries.size > 0) await Promise.all([...this.#deliveries].map(settled));
     const result = outcome.type === 'result' ? outcome.result : this.#deadThreadResult(outcome);
     if (outcome.type === 'result' && result.stopReason !== 'completed') this.#closeUnrunTurn(result);
     if (this.#refused.length === 0) return result;

@@ -111,7 +111,9 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
     m.admission.closeBelow(root, below.flatMap((a) => lineageBelow(m, a.agent, root)));
     for (const target of below) targets.add(target);
   }
-  if (roots.length === 0) return;
+  // Nothing resident below and nothing being created or resumed (creations are all materializing):
+  // admission is closed, and there is nothing to wait for (every disposed child comes here).
+  if (roots.length === 0 || (targets.size === 0 && m.materializing.size === 0)) return;
   const disposing = disposingAll([...targets]);
   // Creations below a root stop now, rather than at the admission check they may never reach.
   m.creations.drain((parent) => m.admission.refusal(parent));
