@@ -36,15 +36,18 @@ export interface HeldTask {
 }
 
 /**
- * Runs a child task. While the router knows fewer ports than the pool has threads, the task offers
- * a new port (a thread without a hub adopts it, one with a hub closes it); a thread that has no hub
- * yet and got no port answers `need-port`, and the task is sent again with one. A retiring thread
+ * Runs a child task. While the router knows no port at all, the task offers a new one (a thread
+ * without a hub adopts it, one with a hub closes it); a thread that has no hub yet and got no port
+ * answers `need-port`, and the task is sent again with one. Each further thread so costs one round
+ * trip once, where offering a port while some thread might lack one cost a channel per task: the
+ * pool gives a lone task to the same idle thread, so a thread that never ran one kept the count of
+ * hubs below the count of threads for good. A retiring thread
  * answers `retired`, and the task goes to another, as does a task whose thread ended before its
  * child attached. A child whose code let an error escape rejects with an `EscapedError`; the last
  * task of a retiring thread asks the pool to end that thread.
  */
 export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise<PoolOutcome> {
-  const wantsPort = () => pool.channels.ports < Math.max(1, pool.threads);
+  const wantsPort = () => pool.channels.ports === 0;
   for (let offer = wantsPort(), lost = 0; ; ) {
     let value: ThreadTaskReturn;
     try {
