@@ -167,6 +167,9 @@ export function foldSubagentDescriptor(events: readonly SessionEvent[]): Subagen
   return event === undefined ? undefined : parseSubagentDescriptor(event.data);
 }
 
+/** How far each log was searched for its own descriptor, and what that said once found. */
+const searchedLogs = new WeakMap<readonly SessionEvent[], { searched: number; oneShot: boolean | undefined }>();
+
 /**
  * Whether an agent is a one-shot child whose result has settled: idle, and its own descriptor (the
  * first after its seed) says one-shot. Its one turn was its result: a notice for it (a background
@@ -175,9 +178,21 @@ export function foldSubagentDescriptor(events: readonly SessionEvent[]): Subagen
 export function settledOneShot(agent: { readonly status: string; readonly session: { readonly header: { readonly seedLength?: number }; readonly events: readonly SessionEvent[] } }): boolean {
   if (agent.status !== 'idle') return false;
   const { events, header } = agent.session;
-  for (let index = header.seedLength ?? 0; index < events.length; index++) {
+  // Logs only grow: each is searched once up to its end, then only what came since (a parent that
+  // is no child has no descriptor, and is asked at every notice its children send it).
+  const known = searchedLogs.get(events);
+  if (known?.oneShot !== undefined) return known.oneShot;
+  const from = header.seedLength ?? 0;
+  const start = known !== undefined && known.searched <= events.length ? Math.max(from, known.searched) : from;
+  for (let index = start; index < events.length; index++) {
     const event = events[index]!;
-    if (event.type === DESCRIPTOR_EVENT) return (event.data as { mode?: unknown } | null)?.mode === 'one-shot';
+    if (event.type === DESCRIPTOR_EVENT) {
+      const oneShot = (event.data as { mode?: unknown } | null)?.mode === 'one-shot';
+      searchedLogs.set(events, { searched: index + 1, oneShot });
+      return oneShot;
+    }
   }
+  if (known) known.searched = events.length;
+  else searchedLogs.set(events, { searched: events.length, oneShot: undefined });
   return false;
 }
