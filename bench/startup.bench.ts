@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { createHost, inProcessProvider, text, type Agent, type Host } from '../src/index.js';
-import { latency, sampled, type Row, type Suite } from './lib.js';
+import { latency, rowOf, sampled, type Row, type Suite } from './lib.js';
 
 const noopTask = new URL('./fixtures/noop-task.js', import.meta.url).href;
 const sameImports = new URL('./fixtures/same-imports.js', import.meta.url);
@@ -66,7 +66,26 @@ export const startupSuite: Suite = {
       pending = run.result.then(() => run.dispose());
     };
     rows.push(await latency('startup/in-process', timedStart('in-process', parent), { iterations: 1000, ...finish }));
-    rows.push(await latency('startup/spawn-warm', timedStart('spawn', parent), { iterations: 1000, ...finish }));
+    // The floor again, paired: a round trip to a thread that sat idle about as long as the spawn
+    // row's thread does, taken right after each of its samples. The back-to-back floor above keeps
+    // its thread busy, so it never pays the wake-up of an idle thread, which a lone delegation does.
+    const pairedPool = new Piscina({ filename: noopTask, minThreads: 1, maxThreads: 1, atomics: 'disabled' });
+    await pairedPool.run(0);
+    const paired: number[] = [];
+    const warm = await latency('startup/spawn-warm', timedStart('spawn', parent), {
+      iterations: 1000,
+      afterEach: async () => {
+        await pending;
+        const t0 = performance.now();
+        await pairedPool.run(0);
+        paired.push(performance.now() - t0);
+      },
+    });
+    await pairedPool.destroy();
+    const pairedFloor = rowOf('startup/floor-piscina-paired', paired.slice(20));
+    pairedFloor.note = 'a piscina round trip to an idle thread, sampled after each startup/spawn-warm sample';
+    warm.note = `×${(warm.medianMs / pairedFloor.medianMs).toFixed(2)} of startup/floor-piscina-paired`;
+    rows.push(warm, pairedFloor);
     const seed10 = await parentWithHistory(host, 10);
     const seed1000 = await parentWithHistory(host, 1000);
     rows.push(await latency('startup/fork-seed-10', timedStart('fork', seed10), { iterations: 500, ...finish }));
