@@ -22,7 +22,7 @@ export interface WorkerTask {
   run: string;
   /**
    * A port the thread adopts as its hub if it has none (a thread with a hub closes it). Sent while
-   * the host knows fewer hubs than threads; a thread without a hub answers `need-port`.
+   * the host knows no port at all, and again with a task a thread answered `need-port` (it had no hub).
    */
   port?: MessagePort;
 }
