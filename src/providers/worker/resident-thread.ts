@@ -57,7 +57,7 @@ export class ResidentThread {
         attached();
         // The grace of a leave passed before any thread was known to run the stay: the leave,
         // sent again now, gets a grace of its own.
-        if (this.#graceSpent) this.#killTimer = setTimeout(() => this.#terminate(notice.threadId), pool.options.cancelGraceMs);
+        if (this.#graceSpent) this.#armKill();
       }
       else if (notice.type === 'ready') built();
     });
@@ -161,8 +161,10 @@ export class ResidentThread {
     if (this.#killTimer) return;
     this.#killTimer = setTimeout(() => {
       const threadId = this.#threadId;
-      if (threadId === undefined) this.#graceSpent = true;
-      else this.#terminate(threadId);
+      if (threadId !== undefined) return this.#terminate(threadId);
+      // No thread to end yet: the attach arms the grace again.
+      this.#graceSpent = true;
+      this.#killTimer = undefined;
     }, this.#pool.options.cancelGraceMs);
   }
 
