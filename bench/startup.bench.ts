@@ -72,8 +72,10 @@ export const startupSuite: Suite = {
     const pairedPool = new Piscina({ filename: noopTask, minThreads: 1, maxThreads: 1, atomics: 'disabled' });
     await pairedPool.run(0);
     const paired: number[] = [];
+    const warmup = 20;
     const warm = await latency('startup/spawn-warm', timedStart('spawn', parent), {
       iterations: 1000,
+      warmup,
       afterEach: async () => {
         await pending;
         const t0 = performance.now();
@@ -82,7 +84,7 @@ export const startupSuite: Suite = {
       },
     });
     await pairedPool.destroy();
-    const pairedFloor = rowOf('startup/floor-piscina-paired', paired.slice(20));
+    const pairedFloor = rowOf('startup/floor-piscina-paired', paired.slice(warmup));
     pairedFloor.note = 'a piscina round trip to an idle thread, sampled after each startup/spawn-warm sample';
     warm.note = `×${(warm.medianMs / pairedFloor.medianMs).toFixed(2)} of startup/floor-piscina-paired`;
     rows.push(warm, pairedFloor);

@@ -140,7 +140,6 @@ function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
 }
 
-
 export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
   /** Aborted by close(): agents still being built stop waiting for their modules and are not published. */
