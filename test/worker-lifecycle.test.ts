@@ -89,6 +89,18 @@ describe('a tool module that never finishes loading', () => {
   it.each(['drain', 'close'])('holds neither a drain nor the host with a resident worker child (%s)', async (mode) => {
     expect(await runFixture('continuable-spawn', mode)).toEqual({ code: 0, err: '', rest: ['closed', ''], ended: { created: true } });
   });
+
+  // The stay is left while its task waits for a thread busy in a synchronous loop, and the leave's
+  // grace passes before that thread takes it; the module it then loads ignores the leave, so only a
+  // grace counted again from that moment ends the thread.
+  it('holds no drain with a resident worker child left before its busy thread took it', async () => {
+    expect(await runFixture('continuable-spawn-busy', 'drain', spinning)).toEqual({
+      code: 0,
+      err: '',
+      rest: [JSON.stringify({ loaded: true, busy: 'completed' }), 'closed', ''],
+      ended: { created: true },
+    });
+  });
 });
 
 describe('control channel', () => {
