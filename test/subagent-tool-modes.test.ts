@@ -70,6 +70,22 @@ describe('subagent tool, continuable mode', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
+  it.each(['one-shot', 'background', 'continuable'] as const)('answers a blank prompt with an error result and starts no child (%s)', async (mode) => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', ...(mode === 'background' ? { background: true } : mode === 'continuable' ? { mode } : {}) });
+    const parent = await host.createAgent({
+      model: lazyScript([call('subagent', { description: 'look', prompt: '' }), call('subagent', { description: 'look', prompt: ' \n\t' }), { text: 'ok' }]),
+    });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    expect(toolResults(parent)).toMatchObject([
+      { isError: true, code: 'INVALID_TOOL_INPUT' },
+      { isError: true, code: 'INVALID_TOOL_INPUT' },
+    ]);
+    expect(resultText(parent, 1)).toContain('prompt must not be blank');
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
   it('answers an unsupported provider with an error result the model reads', async () => {
     const { host } = await setup();
     const provider: SubagentProvider = {

@@ -134,8 +134,10 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
     async execute(input, ctx) {
       const { description, prompt } = input as { description: string; prompt: string };
       // Checked here, not by a schema `pattern` (servers that turn schemas into grammars, such as
-      // llama.cpp's, refuse the whole request for one): children are listed by it.
+      // llama.cpp's, refuse the whole request for one): children are listed by their description,
+      // and a blank prompt would only spend a child's model call on nothing.
       if (description.trim() === '') throw new SubagentError('INVALID_TOOL_INPUT', 'subagent input.description must not be blank: give the task a short label');
+      if (prompt.trim() === '') throw new SubagentError('INVALID_TOOL_INPUT', 'subagent input.prompt must not be blank: give the whole task');
       const shared = {
         prompt: [{ type: 'text', text: prompt }] as ContentBlock[],
         parent: ctx.agent,
