@@ -448,6 +448,8 @@ describe('serveAcp', () => {
       const toClient = new PassThrough();
       const served = serveAcp(host, { input: toServer, output: toClient });
       const answers = new Map<number, unknown>();
+      /** Request ids in the order their answers arrived. */
+      const order: unknown[] = [];
       let arrived = deferred();
       let buffered = '';
       toClient.setEncoding('utf8').on('data', (chunk: string) => {
@@ -456,11 +458,15 @@ describe('serveAcp', () => {
         buffered = lines.pop()!;
         for (const line of lines) {
           const message = JSON.parse(line) as { id?: number; method?: string };
-          if (message.id !== undefined && message.method === undefined) answers.set(message.id, message);
+          if (message.id !== undefined && message.method === undefined) {
+            answers.set(message.id, message);
+            order.push(message.id);
+          }
         }
         arrived.resolve();
       });
       return {
+        order,
         send: (...messages: object[]) => void toServer.write(messages.map((m) => `${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`).join('')),
         async answer(id: number): Promise<{ result?: Record<string, unknown>; error?: { code: number } }> {
           while (!answers.has(id)) {
@@ -528,6 +534,48 @@ describe('serveAcp', () => {
       expect(host.agents.get(sessionId)).not.toBe(reloaded);
       raw.send(says(sessionId, 10, 'three'));
       expect((await raw.answer(10)).result).toMatchObject({ stopReason: 'end_turn' });
+      await raw.end();
+    });
+
+    // The SDK answers these -32600 without handing them to a handler: they must not act on arrival either.
+    it('lets a cancel or close the SDK refuses (no "jsonrpc", an object id) change nothing', async () => {
+      const host = await newHost({ persistence: { sqlite: join(dir, 'one-write-refused.db') } });
+      const { raw, sessionId } = await opened(host);
+      raw.send(says(sessionId, 4, 'one'), { jsonrpc: undefined, method: 'session/cancel', params: { sessionId } });
+      expect((await raw.answer(4)).result).toMatchObject({ stopReason: 'end_turn' });
+      raw.send(
+        { jsonrpc: undefined, id: 5, method: 'session/close', params: { sessionId } },
+        { id: { not: 'an id' }, method: 'session/close', params: { sessionId } },
+        says(sessionId, 6, 'two'),
+      );
+      expect((await raw.answer(6)).result).toMatchObject({ stopReason: 'end_turn' });
+      raw.send({ id: 7, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      expect((await raw.answer(7)).result).toStrictEqual({});
+      expect(host.agents.get(sessionId)).toBeDefined();
+      await raw.end();
+    });
+
+    it('answers a load sent just before a close first, then closes the session: its later prompts are refused', async () => {
+      const host = await newHost({ persistence: { sqlite: join(dir, 'one-write-load-close.db') } });
+      const { raw, sessionId } = await opened(host);
+      const load = (id: number) => ({ id, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      const resume = (id: number) => ({ id, method: 'session/resume', params: { sessionId, cwd: dir, mcpServers: [] } });
+      const close = (id: number) => ({ id, method: 'session/close', params: { sessionId } });
+      // Served live when they arrive.
+      raw.send(load(4), close(5), says(sessionId, 6, 'one'));
+      expect([(await raw.answer(4)).result, (await raw.answer(5)).result, (await raw.answer(6)).error]).toMatchObject([{}, {}, { code: -32002 }]);
+      expect(host.agents.get(sessionId)).toBeUndefined();
+      // Stored only: the close waits until the session is restored, then closes it.
+      raw.send(resume(7), load(8), close(9), says(sessionId, 10, 'two'));
+      expect([(await raw.answer(7)).result, (await raw.answer(8)).result, (await raw.answer(9)).result]).toStrictEqual([{}, {}, {}]);
+      expect((await raw.answer(10)).error).toMatchObject({ code: -32002 });
+      expect(host.agents.get(sessionId)).toBeUndefined();
+      // Each close answered after the loads and resumes sent before it (the refused prompts come at once).
+      const at = (id: number) => raw.order.indexOf(id);
+      expect([at(4) < at(5), at(7) < at(9), at(8) < at(9)]).toStrictEqual([true, true, true]);
+      // A load the SDK refuses (bad params) before any handler sees it holds no close back.
+      raw.send({ id: 11, method: 'session/load', params: { sessionId } }, close(12));
+      expect([(await raw.answer(11)).error, (await raw.answer(12)).result]).toMatchObject([{ code: -32602 }, {}]);
       await raw.end();
     });
   });

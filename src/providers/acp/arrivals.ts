@@ -1,7 +1,11 @@
 // The order in which an ACP server's messages arrived, kept apart from the order their handlers
 // run in: the SDK hands a message to its handlers one by one, awaiting each, so a message for a
 // later-registered handler is handled after one that arrived after it (a cancel after the prompt
-// sent next, a load before the close sent first). Fed synchronously from the line reader.
+// sent next, a load before the close sent first, or after the close sent next). Fed synchronously
+// from the line reader, and told of each response as it is written: that ends its request, whether
+// a handler answered it or the SDK refused it first (bad params), so nothing waits on a request
+// no handler will ever see.
+import type { Observe } from './ndjson.js';
 
 /** A prompt as it arrived: whether a cancel or close of its session arrived after it, or a close before it. */
 export interface ArrivedPrompt {
@@ -16,23 +20,120 @@ interface CloseGate {
   resolve: () => void;
 }
 
-export class Arrivals {
+/** A load or resume until it is answered: what it waits for, and what waits for it. */
+interface ArrivedRestore {
+  sessionId: string;
+  /** The closes of its session that arrived before it, done. */
+  after: Promise<void> | undefined;
+  answered: Promise<void>;
+  resolve: () => void;
+}
+
+/** The session methods whose arrival matters, as the SDK names them. */
+interface SessionMethods {
+  prompt: string;
+  load: string;
+  resume: string;
+  cancel: string;
+  close: string;
+}
+
+export class Arrivals implements Observe {
+  readonly #methods: SessionMethods;
+  /** Cancels the running prompt of a session (a cancel or close arrived). */
+  readonly #cancelRunning: (sessionId: string) => void;
   /** Prompts by request id until their handler takes them. */
   readonly #prompts = new Map<unknown, ArrivedPrompt>();
   /** Sessions a close arrived for whose handler has not finished. */
   readonly #closes = new Map<string, CloseGate>();
+  /** Loads and resumes by request id until they are answered. */
+  readonly #restores = new Map<unknown, ArrivedRestore>();
+  /** Closes by request id until they are answered: the loads and resumes that arrived before them, answered. */
+  readonly #closeWaits = new Map<unknown, Promise<unknown>>();
 
-  prompt(id: unknown, sessionId: string): void {
+  constructor(methods: SessionMethods, cancelRunning: (sessionId: string) => void) {
+    this.#methods = methods;
+    this.#cancelRunning = cancelRunning;
+  }
+
+  /**
+   * Every message as it arrives, in order, before any handler: a prompt, load or resume is recorded
+   * under its request id; a cancel cancels the running prompt and those that arrived before it; a
+   * close cancels those too, refuses the session's later prompts, holds later loads and resumes
+   * back, and waits for those before it.
+   */
+  arrived(message: object): void {
+    const kind = dispatchedAs(message);
+    // A message the SDK refuses (-32600) reaches no handler: it changes nothing here either.
+    if (kind === undefined) return;
+    const { method, params, id } = message as { method?: unknown; params?: { sessionId?: unknown }; id?: unknown };
+    const sessionId = params?.sessionId;
+    if (typeof sessionId !== 'string') return;
+    const methods = this.#methods;
+    const request = kind === 'request';
+    if (method === methods.prompt) {
+      if (request) this.#prompt(id, sessionId);
+    } else if (method === methods.load || method === methods.resume) {
+      if (request) this.#restore(id, sessionId);
+    } else if (method === methods.cancel || method === methods.close) {
+      this.#cancel(sessionId);
+      this.#cancelRunning(sessionId);
+      // A request only: a close sent as a notification reaches no handler that would open the gate again.
+      if (method === methods.close && request) this.#close(sessionId, id);
+    }
+  }
+
+  /** Every message written to the client: a response ends its request. */
+  sent(message: object): void {
+    if (!('method' in message) && 'id' in message) this.#answered(message.id);
+  }
+
+  #prompt(id: unknown, sessionId: string): void {
     this.#prompts.set(id, { sessionId, cancelled: false, closed: this.#closes.has(sessionId) });
   }
 
   /** A cancel or close of `sessionId` arrived: the prompts that arrived before it are cancelled. */
-  cancel(sessionId: string): void {
+  #cancel(sessionId: string): void {
     for (const arrived of this.#prompts.values()) if (arrived.sessionId === sessionId) arrived.cancelled = true;
   }
 
-  /** A close of `sessionId` arrived: later prompts of it are refused, and loads wait until its handler is done. */
-  close(sessionId: string): void {
+  /** A load or resume of `sessionId` arrived (request `id`): it waits for the closes before it; the closes after it wait for its answer. */
+  #restore(id: unknown, sessionId: string): void {
+    // A client that reuses the id of a request still open gets no ordering for the first.
+    this.#answered(id);
+    let resolve!: () => void;
+    const answered = new Promise<void>((settle) => (resolve = settle));
+    this.#restores.set(id, { sessionId, after: this.#closes.get(sessionId)?.done, answered, resolve });
+  }
+
+  /** Resolves once the closes that arrived before the load or resume `id` are done. */
+  restoreMayRun(id: unknown): Promise<void> | undefined {
+    return this.#restores.get(id)?.after;
+  }
+
+  /** Resolves once the loads and resumes that arrived before the close `id` are answered. */
+  closeMayRun(id: unknown): Promise<unknown> | undefined {
+    return this.#closeWaits.get(id);
+  }
+
+  /** The response to request `id` is written: it no longer holds anything back, nor is it kept. */
+  #answered(id: unknown): void {
+    this.#restores.get(id)?.resolve();
+    this.#restores.delete(id);
+    this.#closeWaits.delete(id);
+    // A prompt the SDK refused before its handler took it.
+    this.#prompts.delete(id);
+  }
+
+  /**
+   * A close of `sessionId` arrived (request `id`, none for a notification): later prompts of it are
+   * refused, and later loads wait until its handler is done; it waits for the loads before it.
+   */
+  #close(sessionId: string, id?: unknown): void {
+    if (id !== undefined) {
+      const before = [...this.#restores.values()].filter((arrived) => arrived.sessionId === sessionId);
+      if (before.length > 0) this.#closeWaits.set(id, Promise.all(before.map((arrived) => arrived.answered)));
+    }
     const gate = this.#closes.get(sessionId);
     if (gate) {
       gate.count++;
@@ -51,15 +152,22 @@ export class Arrivals {
     gate.resolve();
   }
 
-  /** Resolves once every close of `sessionId` that arrived so far was handled. */
-  closing(sessionId: string): Promise<void> | undefined {
-    return this.#closes.get(sessionId)?.done;
-  }
-
   /** The prompt `id` as it arrived, now taken by its handler. */
   takePrompt(id: unknown): ArrivedPrompt | undefined {
     const arrived = this.#prompts.get(id);
     this.#prompts.delete(id);
     return arrived;
   }
+}
+
+/**
+ * How the SDK takes `message` (its own rules, checked as it checks them): a request (`jsonrpc`
+ * "2.0", a string method, an `id` that is a string, a finite number or null), a notification (no
+ * `id`), or neither (undefined: it answers -32600, or drops a response-shaped one).
+ */
+export function dispatchedAs(message: object): 'request' | 'notification' | undefined {
+  const { jsonrpc, method, id } = message as { jsonrpc?: unknown; method?: unknown; id?: unknown };
+  if (jsonrpc !== '2.0' || typeof method !== 'string') return undefined;
+  if (!('id' in message)) return 'notification';
+  return id === null || typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? 'request' : undefined;
 }

@@ -89,11 +89,16 @@ const QUEUE_BOUND = 64;
 export type Intercept = (message: object) => boolean;
 
 /**
- * Sees every parsed message, synchronously and in the order it arrived, before the SDK does: the
- * SDK tries each message on its handlers one after another, awaiting each, so a message for a
- * later-registered handler is handled after one that arrived after it.
+ * `arrived` sees every parsed message, synchronously and in the order it arrived, before the SDK
+ * does: the SDK tries each message on its handlers one after another, awaiting each, so a message
+ * for a later-registered handler is handled after one that arrived after it. `sent` sees every
+ * message the SDK writes, as it writes it: a response ends its request, whether a handler answered
+ * it or the SDK refused it before any handler saw it (bad params).
  */
-export type Observe = (message: object) => void;
+export interface Observe {
+  arrived(message: object): void;
+  sent(message: AnyMessage): void;
+}
 
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
 function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void, intercept?: Intercept, observe?: Observe): ReadableStream<AnyMessage> {
@@ -126,7 +131,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     }
     if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
-      observe?.(message);
+      observe?.arrived(message);
       if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
       handOver();
       controller.enqueue(message as AnyMessage);
@@ -192,7 +197,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
  * side hands out light writers instead, with the same outcomes: writes in order through the line
  * writer, one writer at a time, and no writes once closed or aborted (the Node stream is left as is).
  */
-function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
+function messageWritable(writer: LineWriter, observe?: Observe): WritableStream<AnyMessage> {
   let holder: object | undefined;
   let closed = false;
   const refuse = () => Promise.reject(new TypeError('the ACP message stream is closed'));
@@ -203,7 +208,11 @@ function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
     getWriter() {
       if (holder !== undefined) throw new TypeError('the ACP message stream is locked to a writer');
       const lease = {
-        write: (message: AnyMessage) => (closed ? refuse() : writer.write(message)),
+        write: (message: AnyMessage) => {
+          // Seen even once closed: a handler that finished has answered, whether or not it is sent.
+          observe?.sent(message);
+          return closed ? refuse() : writer.write(message);
+        },
         close: () => (closed ? refuse() : ((closed = true), Promise.resolve())),
         abort: () => ((closed = true), Promise.resolve()),
         releaseLock: () => void (holder === lease && (holder = undefined)),
@@ -221,5 +230,5 @@ function messageWritable(writer: LineWriter): WritableStream<AnyMessage> {
 export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching, intercept?: Intercept, observe?: Observe): acp.Stream {
   const writer = new LineWriter(output, batching);
   const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
-  return { readable: lineReader(input, sdk, reply, intercept, observe), writable: messageWritable(writer) };
+  return { readable: lineReader(input, sdk, reply, intercept, observe), writable: messageWritable(writer, observe) };
 }

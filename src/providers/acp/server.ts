@@ -19,6 +19,7 @@ import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sd
 import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, promptContent } from './server-updates.js';
 import { Arrivals } from './arrivals.js';
+import type { Observe } from './ndjson.js';
 
 /** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
 const SESSION_OPTIONS_EVENT = 'acp/session-options';
@@ -97,14 +98,15 @@ class AcpServer {
   readonly #restoring = new Map<string, Promise<Served>>();
   /** Closes in flight: a load or resume of a session being closed waits until it is gone. */
   readonly #closing = new Map<string, Promise<void>>();
-  /** What arrived in which order (see `observe`): a cancel or close applies to the prompts before it. */
-  readonly #arrivals = new Arrivals();
+  /** What arrived in which order: a cancel or close applies to the prompts before it, and more. */
+  readonly #arrivals: Arrivals;
   readonly #images: boolean;
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
     this.#sdk = sdk;
     this.#host = host;
     this.#images = images;
+    this.#arrivals = new Arrivals(sdk.methods.agent.session, (sessionId) => this.#cancel(sessionId));
   }
 
   app(): acp.AgentApp {
@@ -113,33 +115,17 @@ class AcpServer {
       .agent({ name: 'subagent-host' })
       .onRequest(methods.agent.initialize, () => this.#initialize())
       .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
-      .onRequest(methods.agent.session.load, ({ params, client }) => this.#guard(() => this.#load(params, client)))
-      .onRequest(methods.agent.session.resume, ({ params }) => this.#guard(() => this.#resume(params)))
+      .onRequest(methods.agent.session.load, ({ params, client, requestId }) => this.#guard(() => this.#load(params, client, requestId)))
+      .onRequest(methods.agent.session.resume, ({ params, requestId }) => this.#guard(() => this.#resume(params, requestId)))
       .onRequest(methods.agent.session.prompt, ({ params, client, requestId }) => this.#guard(() => this.#prompt(params, client, requestId)))
-      .onRequest(methods.agent.session.close, ({ params }) => this.#guard(() => this.#close(params.sessionId)))
-      // Done on arrival (observe): here it would find the prompts of messages sent after it.
+      .onRequest(methods.agent.session.close, ({ params, requestId }) => this.#guard(() => this.#close(params.sessionId, requestId)))
+      // Done on arrival (Arrivals): here it would find the prompts of messages sent after it.
       .onNotification(methods.agent.session.cancel, () => undefined);
   }
 
-  /**
-   * Every message as it arrives, in order, before any handler: a prompt is recorded under its
-   * request id; a cancel cancels the running prompt and those that arrived before it; a close
-   * cancels those too, refuses the session's later prompts, and holds loads and resumes back.
-   */
-  observe(message: object): void {
-    const { method, params, id } = message as { method?: unknown; params?: { sessionId?: unknown }; id?: unknown };
-    const sessionId = params?.sessionId;
-    if (typeof sessionId !== 'string') return;
-    const { session } = this.#sdk.methods.agent;
-    const request = id !== undefined && id !== null;
-    if (method === session.prompt) {
-      if (request) this.#arrivals.prompt(id, sessionId);
-    } else if (method === session.cancel || method === session.close) {
-      this.#arrivals.cancel(sessionId);
-      this.#cancel(sessionId);
-      // A request only: a close sent as a notification reaches no handler that would open the gate again.
-      if (method === session.close && request) this.#arrivals.close(sessionId);
-    }
+  /** What the connection reports of each message in and out (see Arrivals). */
+  get observer(): Observe {
+    return this.#arrivals;
   }
 
   #initialize(): acp.InitializeResponse {
@@ -206,13 +192,13 @@ class AcpServer {
   }
 
   /** The served session `params` names, restored from persistence when it is not live. */
-  async #restore(params: acp.LoadSessionRequest | acp.ResumeSessionRequest, method: string): Promise<Served> {
+  async #restore(params: acp.LoadSessionRequest | acp.ResumeSessionRequest, method: string, requestId: unknown): Promise<Served> {
     if (!this.#host.persistence) throw this.#sdk.RequestError.methodNotFound(method);
     this.#checkScope({ ...params, mcpServers: params.mcpServers ?? [] });
     const { sessionId } = params;
     // No session has an empty id: like any id not stored, it is not found.
     if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
-    await this.#arrivals.closing(sessionId);
+    await this.#arrivals.restoreMayRun(requestId);
     await this.#closing.get(sessionId)?.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
     if (served) return served;
@@ -244,13 +230,13 @@ class AcpServer {
     return (await this.#host.agents.resume({ sessionId, agentOptionsFrom })).agent;
   }
 
-  async #resume(params: acp.ResumeSessionRequest): Promise<acp.ResumeSessionResponse> {
-    await this.#restore(params, this.#sdk.methods.agent.session.resume);
+  async #resume(params: acp.ResumeSessionRequest, requestId: unknown): Promise<acp.ResumeSessionResponse> {
+    await this.#restore(params, this.#sdk.methods.agent.session.resume, requestId);
     return {};
   }
 
-  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext): Promise<acp.LoadSessionResponse> {
-    const served = await this.#restore(params, this.#sdk.methods.agent.session.load);
+  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext, requestId: unknown): Promise<acp.LoadSessionResponse> {
+    const served = await this.#restore(params, this.#sdk.methods.agent.session.load, requestId);
     const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
     for (const update of historyUpdates(served.agent.session.events)) updates.send(update);
     await updates.drain();
@@ -335,8 +321,10 @@ class AcpServer {
    * children, then disposes its agent (its stored log stays: session/load brings it back). A session
    * not served (unknown, or closed already) is closed: ACP asks that this succeed.
    */
-  async #close(sessionId: string): Promise<acp.CloseSessionResponse> {
-    // Registered at once: a load or resume that arrives while this runs waits, then restores afresh.
+  async #close(sessionId: string, requestId: unknown): Promise<acp.CloseSessionResponse> {
+    // After the loads and resumes sent before it; then registered at once: a load or resume that
+    // arrives while this runs waits, then restores afresh.
+    await this.#arrivals.closeMayRun(requestId);
     let closing = this.#closing.get(sessionId);
     if (!closing) {
       closing = this.#closeServed(sessionId).finally(() => this.#closing.delete(sessionId));
@@ -391,7 +379,7 @@ export async function serveAcp(host: AcpServeHost, io?: AcpServeIo, options?: Ac
   assertServeArguments(host, io, options);
   const sdk = await loadAcpSdk();
   const server = new AcpServer(sdk, host, options?.images ?? true);
-  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent', undefined, (message) => server.observe(message)));
+  const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent', undefined, server.observer));
   await connection.closed;
   await server.close();
 }
