@@ -160,6 +160,21 @@ describe('acpProvider', () => {
       expect([...warm, ...pool].filter(isAlive)).toEqual([]);
     });
 
+    it('does not hand out a warm process whose connection closed while it idled: it is reaped, and the start runs on another', async () => {
+      const before = childPids();
+      const once = join(dir, 'warm-stdout-closed');
+      const provider = acpProvider(host, { name: 'closing', command: process.execPath, args: [FIXTURE_AGENT, `--close-stdout-once=${once}`], cwd: dir, prewarm: 1, ...GRACES });
+      host.subagents.registerProvider(provider);
+      await provider.whenWarm();
+      const [warm] = newChildPids(before);
+      expect(warm).toBeDefined();
+      // Its stdout ends, its process stays: the pool reaps it.
+      while (isAlive(warm!)) await new Promise((resolve) => setTimeout(resolve, 10));
+      const run = await start('closing');
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+      await run.dispose();
+    });
+
     it('rejects prewarm without a configured cwd', () => {
       expect(() => acpProvider(host, { command: process.execPath, prewarm: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
     });

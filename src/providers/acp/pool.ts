@@ -15,6 +15,11 @@ export interface WarmChild {
 /** Spawns and initializes one process; on failure or abort it reaps what it spawned and rejects. */
 export type Launch = (signal: AbortSignal) => Promise<WarmChild>;
 
+/** Whether a warm child can still take a session: its process runs and its connection is open. */
+function usable(child: WarmChild): boolean {
+  return !child.proc.exit && !child.client.signal.aborted;
+}
+
 /** Initialized agent processes waiting for a child; see the file header. */
 export class WarmPool {
   readonly #size: number;
@@ -37,10 +42,12 @@ export class WarmPool {
       const warming: Promise<void> = this.#launch(this.#closer.signal).then(
         (child) => {
           this.#warming.delete(warming);
-          if (this.#closer.signal.aborted || child.proc.exit) return this.#retire(child);
+          if (this.#closer.signal.aborted || !usable(child)) return this.#retire(child);
           this.#ready.push(child);
-          // A warm process that dies while idle just leaves the pool.
+          // A warm process that dies, or whose connection closes (its stdout ended, a line too
+          // long), while idle just leaves the pool.
           void child.proc.ended.then(() => this.#drop(child));
+          child.client.signal.addEventListener('abort', () => this.#drop(child), { once: true });
         },
         () => {
           this.#warming.delete(warming);
@@ -64,13 +71,13 @@ export class WarmPool {
 
   /** The ready process `take()` would hand out next (still the pool's), or undefined. */
   peek(): WarmChild | undefined {
-    return this.#ready.find((child) => !child.proc.exit);
+    return this.#ready.find(usable);
   }
 
   /** A ready process (now the caller's, who calls `fill()` later), or undefined (the pool refills now). */
   take(): WarmChild | undefined {
     let child: WarmChild | undefined;
-    while ((child = this.#ready.shift()) && child.proc.exit) void this.#retire(child);
+    while ((child = this.#ready.shift()) && !usable(child)) void this.#retire(child);
     if (!child) this.fill();
     return child;
   }
