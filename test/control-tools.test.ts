@@ -2,7 +2,7 @@
 // wait_agent on continuable children; task_output and task_cancel on background tasks; each with
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
 import { describe, expect, it } from 'vitest';
-import { controlTools, scriptedModel, subagentTool, text, type Agent, type Host } from 'subagent-host';
+import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host } from 'subagent-host';
 import { AgentStatusTracker, FAILED_KEPT } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
@@ -246,6 +246,69 @@ describe('wait_agent', () => {
     expect(errorOf(parent, 3)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
     // Nothing of the caller's is running: the default wait answers at once instead of waiting out its timeout.
     expect(resultJson(parent, 4)).toStrictEqual({ status: {}, timed_out: false });
+    await eventually(() => parent.status === 'idle');
+  });
+
+  // No pool slot is free: the task's start waits, with no child and no subagent/start yet. Its
+  // holder hangs until the third step cancels it, so the first wait can only time out.
+  it.each([
+    ['every running subagent', false],
+    ['its id', true],
+  ])('waits for a background task whose start waits for room (%s)', async (_, named) => {
+    const pooled = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 1 } });
+    track(pooled);
+    pooled.subagents.registerProvider(spawnProvider(pooled));
+    controlTools(pooled);
+    subagentTool(pooled, { provider: 'spawn', background: true });
+    const holder = await pooled.subagents.start('spawn', { prompt: [text('hold')], parent: await pooled.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent: Agent = await pooled.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'queued', prompt: 'wait your turn' }),
+        () => call('wait_agent', { ...(named ? { agent_ids: [startedId(parent, 0)] } : {}), timeout_ms: 200 }),
+        () => {
+          holder.cancel();
+          return call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 });
+        },
+        () => call('task_output', { task_id: startedId(parent, 0) }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 4);
+    const taskId = startedId(parent, 0);
+    expect(resultJson(parent, 1)).toStrictEqual({ status: { [taskId]: 'running' }, timed_out: true });
+    expect(resultJson(parent, 2)).toStrictEqual({ status: { [taskId]: 'idle' }, timed_out: false });
+    expect(resultJson(parent, 3)).toMatchObject({ status: 'settled', stopReason: 'completed' });
+    await holder.dispose();
+    await eventually(() => parent.status === 'idle');
+  });
+
+  // Given up while it still waits for room (task_cancel, here from the host's side while the
+  // model waits): no subagent/start or subagent/end of it comes, and the wait ends all the same.
+  it('ends a wait on a background task whose start was given up while it waited for room', async () => {
+    const pooled = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 1 } });
+    track(pooled);
+    pooled.subagents.registerProvider(spawnProvider(pooled));
+    controlTools(pooled);
+    subagentTool(pooled, { provider: 'spawn', background: true });
+    const holder = await pooled.subagents.start('spawn', { prompt: [text('hold')], parent: await pooled.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const parent: Agent = await pooled.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'given up', prompt: 'wait your turn' }),
+        () => call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => parent.session.events.some((event) => event.type === 'tool/call' && (event.data as { name: string }).name === 'wait_agent'));
+    const taskId = startedId(parent, 0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const cancelled = await pooled.tools.get('task_cancel')!.execute({ task_id: taskId }, { agent: parent, callId: 'host-side', signal: new AbortController().signal });
+    expect(JSON.parse(String(cancelled))).toStrictEqual({ cancelled: true });
+    await eventually(() => toolResults(parent).length === 2);
+    expect(resultJson(parent, 1)).toStrictEqual({ status: { [taskId]: 'idle' }, timed_out: false });
+    expect(pooled.sessions.get(taskId)).toBeUndefined();
+    await holder.dispose();
     await eventually(() => parent.status === 'idle');
   });
 });

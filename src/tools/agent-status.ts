@@ -82,14 +82,18 @@ export class AgentStatusTracker {
 }
 
 /**
- * Resolves `true` once `ready()` holds (checked now and whenever a child settles), or `false`
- * when `timeoutMs` passes or `signal` aborts first. Owns its timer and subscription.
+ * Resolves `true` once `ready()` holds (checked now, whenever a child settles and whenever one of
+ * `alsoWhen` settles), or `false` when `timeoutMs` passes or `signal` aborts first. Owns its timer
+ * and subscription.
  */
-export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
+export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, timeoutMs: number, signal: AbortSignal, alsoWhen: readonly Promise<void>[] = []): Promise<boolean> {
   if (ready()) return Promise.resolve(true);
   if (signal.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
+    let done = false;
     const finish = (value: boolean) => {
+      if (done) return;
+      done = true;
       off();
       clearTimeout(timer);
       unwatch();
@@ -102,5 +106,6 @@ export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, tim
     });
     const timer = setTimeout(() => finish(false), timeoutMs);
     const unwatch = onAbort(signal, () => finish(false));
+    for (const settled of alsoWhen) void settled.then(() => ready() && finish(true));
   });
 }

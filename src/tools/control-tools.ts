@@ -128,10 +128,19 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         for (const id of agent_ids ?? []) {
           if (!mine.has(id)) throw new SubagentError('UNAUTHORIZED', `${id} is not a subagent of yours; use list_agents for their ids`);
         }
-        const targets = agent_ids ? [...new Set(agent_ids)] : [...mine].filter((id) => tracker.statusOf(id) === 'running');
-        const view = () => Object.fromEntries(targets.map((id) => [id, tracker.statusOf(id)])) as Record<string, AgentStatus>;
+        // A background task whose start still waits for room has no child yet (no subagent/start):
+        // it is running all the same, and one whose start failed has failed (no subagent/end).
+        const unpublished = new Map(tasks.runningOf(ctx.agent.id).filter((task) => !task.run).map((task) => [task.id, task]));
+        const statusOf = (id: SessionId): AgentStatus => {
+          const task = unpublished.get(id);
+          if (task?.result) return task.result.stopReason === 'error' ? 'failed' : 'idle';
+          return task && !task.run ? 'running' : tracker.statusOf(id);
+        };
+        const targets = agent_ids ? [...new Set(agent_ids)] : [...mine].filter((id) => statusOf(id) === 'running');
+        const view = () => Object.fromEntries(targets.map((id) => [id, statusOf(id)])) as Record<string, AgentStatus>;
         if (targets.length === 0) return json({ status: {}, timed_out: false });
-        const settled = await waitUntil(tracker, () => targets.some((id) => tracker.statusOf(id) !== 'running'), timeout_ms, ctx.signal);
+        const startsEnd = [...unpublished.values()].map((task) => task.settled);
+        const settled = await waitUntil(tracker, () => targets.some((id) => statusOf(id) !== 'running'), timeout_ms, ctx.signal, startsEnd);
         return json({ status: view(), timed_out: !settled });
       },
     },
