@@ -231,21 +231,24 @@ export class ContinuationManager implements ActivationHost {
     if (!provider.prepareContinuable) {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${given.provider} cannot run continuable children (use in-process, spawn or fork)`);
     }
+    const prepareContinuable = provider.prepareContinuable.bind(provider);
     const budget = startBudget(given, provider);
     // Validated before the provider spends anything (an ACP provider spawns a process).
     continuableDescriptor(given, budget);
     // From here on (after awaits) the copy is read, never the caller's objects.
     const spec = detachedSpec(given);
-    const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
-    const created = await provider.prepareContinuable({
-      sessionId: childId,
-      parent,
-      signal: signal ?? new AbortController().signal,
-      ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
-    });
-    const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
-    const messageId = await this.#locked(childId, () =>
-      this.#track(
+    // The child's lock is taken at once, before the first await: a drain naming a reserved id waits
+    // for this start, then releases the child it brought.
+    const messageId = await this.#locked(childId, async () => {
+      const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
+      const created = await prepareContinuable({
+        sessionId: childId,
+        parent,
+        signal: signal ?? new AbortController().signal,
+        ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
+      });
+      const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
+      return this.#track(
         (async () => {
           checkAborted(signal);
           this.admission.check(parent);
@@ -269,11 +272,11 @@ export class ContinuationManager implements ActivationHost {
             budgetTree,
           );
         })(),
-      ),
-    ).catch(async (error: unknown) => {
-      // Whatever the provider holds for a child that never became resident goes (idempotent).
-      await prepared.release?.();
-      throw error;
+      ).catch(async (error: unknown) => {
+        // Whatever the provider holds for a child that never became resident goes (idempotent).
+        await prepared.release?.();
+        throw error;
+      });
     });
     try {
       await sessions.flush(childId);
