@@ -128,6 +128,8 @@ describe('continuable operations refuse malformed input', () => {
     const copy = { ...parent, id: parent.id, session: parent.session } as Agent;
     expect(interrupt({ kind: 'ancestor', agent: copy })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
     await expect(host.subagents.drainContinuableChildren(parent, loose<string[]>(childId))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(host.subagents.drainContinuableChildren(parent, loose<string[]>([childId, 42]))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    expect(() => host.subagents.interrupt(loose<string>(42), { kind: 'user', parentSessionId: parent.id })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
     await expect(host.subagents.drainContinuableDescendants(loose<Agent[]>(parent))).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
     // A stale copy of the parent is no drain root: nothing below the real parent stops.
     await host.subagents.drainContinuableDescendants([copy]);
@@ -146,6 +148,10 @@ describe('continuable operations refuse malformed input', () => {
     aborted.abort(reason);
     await expect(host.subagents.reportFrom(child, [text('x')], { delivery: 'quiet', signal: aborted.signal })).rejects.toBe(reason);
     await expect(host.subagents.reportFrom(child, [], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    // Not an AbortSignal: ignored, the caller could never stop it; a look-alike's reason must not leak out untyped.
+    for (const signal of ['nope', { aborted: true, reason: 'boom' }]) {
+      await expect(host.subagents.reportFrom(child, [text('x')], { delivery: 'quiet', signal: loose<AbortSignal>(signal) })).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('opts.signal') });
+    }
     await expect(host.subagents.reportFrom(loose<Agent>(null), [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
     expect(parent.session.events.filter((e) => e.type === 'inbox/accepted' && (e.data as { source: { kind: string } }).source.kind === 'subagent-report')).toHaveLength(0);
   });
@@ -168,6 +174,17 @@ describe('continuable children whose parent or own Activation is going away', ()
     expect(host.agents.get(childId)).not.toBe(child);
     expect(userTexts(host.sessions.get(childId)!.events)).toContain('after the drain');
     expect(userTexts(parent.session.events).some((t) => t.includes('late news'))).toBe(false);
+  });
+
+  it('releases a child whose start with a reserved id was in flight when its drain began: the start is accepted, then the child goes', async () => {
+    const { host, parent, recorder } = await setup();
+    const starting = host.subagents.startContinuable({ provider: 'in-process', label: 'late', childId: 'reserved-kid', request: { prompt: [text('hello')], parent } });
+    await host.subagents.drainContinuableChildren(parent, ['reserved-kid']);
+    await expect(starting).resolves.toMatchObject({ childId: 'reserved-kid' });
+    expect(host.agents.get('reserved-kid')).toBeUndefined();
+    expect(host.subagents.residentChildren).toBe(0);
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([expect.objectContaining({ id: 'reserved-kid', activity: 'inactive' })]);
+    expect(recorder.starts.filter((start) => start.id === 'reserved-kid')).toHaveLength(recorder.ends.filter((end) => end.id === 'reserved-kid').length);
   });
 
   it('keeps a scoped drain to its root: other parents stay open, and the root’s resumed agent may start children again', async () => {

@@ -51,6 +51,21 @@ describe('a continuable child settling after its one-shot parent’s result', ()
     expect(child.session.events.filter((event) => event.type === 'inbox/accepted' && JSON.stringify(event.data).includes(grandchildId))).toHaveLength(1);
     await run.dispose();
   });
+
+  it('gives the settled parent a next-step report as context only too', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('in-process', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: QUICK } });
+    await run.result;
+    const child = run.localAgent!;
+    const { childId: grandchildId } = await startChild(host, child, 'below', { model: HANG });
+    const grandchild = host.agents.get(grandchildId)!;
+    await untilEvent(grandchild, 'step/start');
+    await host.subagents.reportFrom(grandchild, [text('news')], { delivery: 'next-step' });
+    await child.whenIdle();
+    expect(child.session.events.filter((event) => event.type === 'turn/start')).toHaveLength(1);
+    expect(child.session.events.filter((event) => event.type === 'inbox/accepted' && JSON.stringify(event.data).includes('news'))).toHaveLength(1);
+    await run.dispose();
+  });
 });
 
 describe('reportFrom', () => {

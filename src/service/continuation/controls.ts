@@ -2,6 +2,7 @@
 // child's report to its parent, and the drains (scoped, per child, and the whole manager's).
 import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, type ContentBlock, type MessageId, type SessionId } from '../../seam/content.js';
+import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SubagentInterruptAuthority } from '../../seam/types.js';
 import type { Activation } from './activation.js';
@@ -20,6 +21,7 @@ function isAncestor(m: ContinuationManager, activation: Activation, agent: Agent
 
 /** Cancels the target's current turn; its inbox, the child and its descendants stay. */
 export function interrupt(m: ContinuationManager, targetId: SessionId, authority: SubagentInterruptAuthority): void {
+  if (typeof targetId !== 'string') throw new SubagentError('INVALID_REQUEST', 'the interrupt target must be a session id string');
   if (authority === null || typeof authority !== 'object') throw new SubagentError('INVALID_REQUEST', "authority must be { kind: 'user', parentSessionId } or { kind: 'ancestor', agent }");
   if (authority.kind === 'ancestor') {
     if (!isExactLive(m.live, authority.agent)) throw new SubagentError('UNAUTHORIZED', 'the interrupting agent is not a live agent of this host');
@@ -43,6 +45,7 @@ export async function reportFrom(
   content: ContentBlock[],
   opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal },
 ): Promise<MessageId> {
+  if (opts?.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
   checkAborted(opts?.signal);
   assertDelivery(opts?.delivery);
   assertMessageContent(content);
@@ -56,7 +59,9 @@ export async function reportFrom(
   const { content: framed, source } = reportMessage(child.id, content);
   let id: MessageId;
   try {
-    id = opts.delivery === 'next-step' ? parent.steer(framed, { source }) : parent.inject(framed, { source });
+    // A one-shot parent whose result settled takes it as context only, as it does a settlement
+    // notice: a turn woken there would run outside every result and budget.
+    id = opts.delivery === 'next-step' && !settledOneShot(parent) ? parent.steer(framed, { source }) : parent.inject(framed, { source });
   } catch (error) {
     throw new SubagentError('PARENT_UNAVAILABLE', `the parent of ${child.id} did not accept the report`, { cause: error });
   }
@@ -82,7 +87,7 @@ function disposingAll(targets: Activation[]): Promise<void> {
  */
 export async function drainChildren(m: ContinuationManager, parent: Agent, childIds: SessionId[]): Promise<void> {
   if (!isExactLive(m.live, parent)) throw new SubagentError('UNAUTHORIZED', 'drainContinuableChildren needs the live parent agent');
-  if (!Array.isArray(childIds)) throw new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids');
+  if (!Array.isArray(childIds) || !childIds.every((id) => typeof id === 'string')) throw new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids');
   const ids = [...new Set(childIds)];
   const ours = (target: Activation) => target.parentSession === parent.id && isAncestor(m, target, parent);
   const targets = ids.flatMap((id) => m.activations.get(id) ?? []);
