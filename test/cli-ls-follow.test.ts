@@ -2,9 +2,12 @@
 // this test process writes, printing a hanging child as running and exiting once it has settled.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text } from 'subagent-host';
+import { describe, expect, it, vi } from 'vitest';
+import { DESCRIPTOR_EVENT, createHost, inProcessProvider, sqlitePersistence, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
+// The watch loop itself, driven with a listing a commit lands in the middle of.
+import { follow } from '../dist/src/cli/ls-follow.js';
+import { createSubagentCatalog } from '../dist/src/service/catalog.js';
 
 const cliPath = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
 const files = tempFiles('subagent-ls-follow-');
@@ -137,4 +140,50 @@ describe('subagent-host ls --follow', () => {
       await host.close();
     }
   }, 60_000);
+});
+
+// The watch lists (the catalog) and then reads activity from the log: a host committing between the
+// two made it stop on a listing of no one state, which it then left on screen.
+describe('the --follow loop', () => {
+  it('ends only on a listing of one state: a commit between the listing and its log reads is listed again', async () => {
+    const db = files.file();
+    const writer = sqlitePersistence(db);
+    const reader = sqlitePersistence(db);
+    const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    try {
+      await writer.create({ id: 'R', createdAt: 0 });
+      await writer.append('R', [{ seq: 0, time: 0, type: 'turn/start', data: { turn: 1 } }]);
+      await writer.create({ id: 'L', createdAt: 1, parentSession: 'R', origin: 'subagent' });
+      const descriptor = { version: 2, mode: 'one-shot', provider: 'spawn', label: 'live' };
+      await writer.append('L', [{ seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } }, { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: descriptor }]);
+      await writer.flush();
+      const catalog = createSubagentCatalog({ persistence: reader, sessions: { get: () => undefined, list: () => [] } });
+      let lists = 0;
+      const list = async () => {
+        const rows = await catalog.listChildren('R');
+        // The child's last answer and both turn ends, committed right after the first listing's read.
+        if (++lists === 1) {
+          const usage = { inputTokens: 10, outputTokens: 5 };
+          void writer.append('L', [
+            { seq: 2, time: 5, type: 'assistant/message', data: { turn: 1, step: 1, id: 'm', content: [], usage } },
+            { seq: 3, time: 6, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+          ]);
+          void writer.append('R', [{ seq: 1, time: 6, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } }]);
+          await writer.flush();
+        }
+        return rows;
+      };
+      const listings: string[] = [];
+      await follow(db, 'R', list, (entries) => {
+        const listing = JSON.stringify(entries.map((entry) => (entry.kind === 'diagnostic' ? [entry.id] : [entry.id, entry.activity, entry.usage.totalTokens])));
+        listings.push(listing);
+        return `${listing}\n`;
+      });
+      expect(listings.at(-1)).toBe(JSON.stringify([['L', 'inactive', 15]]));
+    } finally {
+      stdout.mockRestore();
+      await writer.close();
+      await reader.close();
+    }
+  });
 });

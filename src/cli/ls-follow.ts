@@ -56,8 +56,11 @@ export async function follow<E extends Listed>(
         // Only a changed listing is printed again; a blank line separates successive listings.
         if (text !== last) process.stdout.write(`${last === '' ? '' : '\n'}${text}`);
         last = text;
-        // Its parent still in a turn may start children yet: only both quiet end the watch.
-        if (!entries.some((entry) => entry.activity === 'running') && !reader.turnOpen(rootId)) return;
+        // Its parent still in a turn may start children yet: only both quiet end the watch, and only
+        // on a listing of one state (a commit between the listing and the log reads is read again).
+        const quiet = !entries.some((entry) => entry.activity === 'running') && !reader.turnOpen(rootId);
+        if (reader.version() !== seen) continue;
+        if (quiet) return;
       }
       await sleep(POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
     }
