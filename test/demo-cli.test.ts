@@ -1,9 +1,9 @@
 // The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
 // text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createHost } from 'subagent-host';
@@ -133,6 +133,25 @@ describe('subagent-host demo', () => {
     const failed = await run(process.execPath, [cli, 'demo', ...args], { env: { ...process.env, ...env } }).catch((error: unknown) => error);
     expect(failed).toMatchObject({ code: 2, stdout: '' });
     expect((failed as { stderr: string }).stderr).toMatch(/^subagent-host demo: [^\n]+\n$/);
+  });
+
+  // SQLite opens a file it may not write as read-only, quietly: the demo would start, then fail (exit 1).
+  it('rejects a --db file it may not write with one line and exit code 2, before any work', async () => {
+    const db = join(mkdtempSync(join(tmpdir(), 'demo-readonly-')), 'sessions.db');
+    const host = await createHost({ persistence: { sqlite: db }, providers: false });
+    await host.close();
+    // Root writes any file its mode forbids: an immutable one it may not.
+    const root = process.getuid?.() === 0;
+    if (root) await run('chattr', ['+i', db]);
+    else chmodSync(db, 0o444);
+    try {
+      const failed = await run(process.execPath, [cli, 'demo', '--children', '1', '--db', db]).catch((error: unknown) => error);
+      expect(failed).toMatchObject({ code: 2, stdout: '' });
+      expect((failed as { stderr: string }).stderr).toMatch(/^subagent-host demo: cannot use .*sessions\.db: SQLite may not write it \([^\n]*readonly[^\n]*\)\n$/);
+    } finally {
+      if (root) await run('chattr', ['-i', db]);
+      rmSync(dirname(db), { recursive: true, force: true });
+    }
   });
 
   it('names the variables that are set and those missing for --model openai', async () => {

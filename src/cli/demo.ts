@@ -2,6 +2,7 @@
 // children, with live progress and a report of what the model delegated and what it cost.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { ModelSpec } from '../seam/agent-types.js';
 import type { DemoProvider } from '../demo/report.js';
@@ -154,10 +155,33 @@ async function oneShot(o: {
 async function unusableDatabase(db: string): Promise<string | undefined> {
   try {
     await sqlitePersistence(db).close();
-    return undefined;
   } catch (error) {
     if (isSubagentError(error)) return `${error.code}: ${error.message}`;
     return `cannot use ${db}: ${describeError(error)}`;
+  }
+  return writeRefusal(db);
+}
+
+/**
+ * Why this process may not write `db`, or undefined: SQLite opens a file it may only read as
+ * read-only without a word, so a write (rolled back) asks.
+ */
+function writeRefusal(db: string): string | undefined {
+  let probe: Database.Database | undefined;
+  try {
+    probe = new Database(db, { fileMustExist: true });
+    const version = Number(probe.pragma('user_version', { simple: true }));
+    probe.exec('BEGIN IMMEDIATE');
+    try {
+      probe.pragma(`user_version = ${version}`);
+    } finally {
+      probe.exec('ROLLBACK');
+    }
+    return undefined;
+  } catch (error) {
+    return `cannot use ${db}: SQLite may not write it (${describeError(error)})`;
+  } finally {
+    probe?.close();
   }
 }
 
