@@ -158,6 +158,17 @@ describe('sqlitePersistence', () => {
     expect(fs.existsSync(`${file}-wal`)).toBe(false);
   });
 
+  it.each([1, 2, 3])('refuses a database claiming older schema version %i without its tables as CORRUPT_DATA, leaving its bytes as they were', (version) => {
+    const file = newFile();
+    const other = new Database(file);
+    other.exec('CREATE TABLE notes (body TEXT)');
+    other.pragma(`user_version = ${version}`);
+    other.close();
+    const before = fs.readFileSync(file);
+    expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA', message: expect.stringContaining(`claims schema version ${version}`) });
+    expect(fs.readFileSync(file).equals(before)).toBe(true);
+  });
+
   it('refuses a file that is not a database as CORRUPT_DATA', () => {
     const file = newFile();
     fs.writeFileSync(file, 'this is not sqlite, just some text that is long enough to have a header'.repeat(10));

@@ -4,7 +4,7 @@
 // Version 4 added each row's lineage key (lineage.ts).
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import type { SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionStates } from './projection-states.js';
 import { LINEAGE_SCHEMA, backfillLineage } from './lineage.js';
@@ -192,9 +192,16 @@ export function migrate(db: Database.Database, path: string): void {
       db.exec(V1);
       version = 1;
     }
-    if (version === 1) db.exec(V2);
-    if (version <= 2) upgradeToV3(db);
-    upgradeToV4(db);
+    try {
+      if (version === 1) db.exec(V2);
+      if (version <= 2) upgradeToV3(db);
+      upgradeToV4(db);
+    } catch (error) {
+      // An upgrade that finds no table, index or column of ours (SQL errors, not a lock or the disk):
+      // the file claims our schema without holding it. Rolled back, it stays as it was.
+      if ((error as { code?: unknown } | null)?.code !== 'SQLITE_ERROR') throw error;
+      throw new SubagentError('CORRUPT_DATA', `"${path}" claims schema version ${version} of subagent-host but its tables differ (${describeError(error)}). Use a new file.`, { cause: error });
+    }
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }
