@@ -83,5 +83,7 @@ export async function run(args: string[]): Promise<number> {
     return 1;
   }
   log('drained');
+  // The drain is done; BullMQ's blocking connection may still be retrying a Redis that went away.
+  setImmediate(() => process.exit()).unref();
   return 0;
 }

@@ -16,7 +16,10 @@ export async function connectRedis(client: Redis, who: string): Promise<Redis> {
     timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS + 500);
   });
   // Errors are also reported through the promise below; the event alone would crash the process.
-  client.on('error', () => undefined);
+  // The last one says why the server refused (WRONGPASS, …) where the promise says only that the
+  // connection closed.
+  let refusal: unknown;
+  client.on('error', (error: unknown) => (refusal = error));
   // A first connection that fails ends the client instead of scheduling a reconnection: disconnecting
   // a client whose socket already closed leaves ioredis's 2 s timer behind, holding the process.
   const { retryStrategy } = client.options;
@@ -31,8 +34,16 @@ export async function connectRedis(client: Redis, who: string): Promise<Redis> {
     return client;
   } catch (error) {
     if (client.status !== 'end') client.disconnect();
-    throw new SubagentError('START_FAILED', `${who} could not reach Redis at ${target(client)}: ${describeError(error)}`, { cause: error });
+    const why = refusal !== undefined && refusal !== error ? `${describeError(error)} (${describeError(refusal)})` : describeError(error);
+    throw new SubagentError('START_FAILED', `${who} could not reach Redis at ${target(client)}: ${why}`, { cause: error });
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Waits for `promise` at most a few seconds, ignoring its outcome. */
+export function bounded(promise: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, 3000)));
+  return Promise.race([promise.then(() => undefined, () => undefined), limit]).finally(() => clearTimeout(timer));
 }

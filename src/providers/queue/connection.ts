@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import { parse } from '../../seam/codec.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { Encoded } from '../../seam/codec.js';
-import { connectRedis } from './connect.js';
+import { bounded, connectRedis } from './connect.js';
 import { redisOptions, type ResolvedQueueOptions } from './options.js';
 import { PREFIX, replyKey, type QueueJobData, type ReplyEntry } from './protocol.js';
 
@@ -205,11 +205,4 @@ export class QueueConnection {
     this.client.disconnect();
     await bounded(this.queue.close());
   }
-}
-
-/** Waits for `promise` at most a few seconds, ignoring its outcome. */
-function bounded(promise: Promise<unknown>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, 3000)));
-  return Promise.race([promise.then(() => undefined, () => undefined), limit]).finally(() => clearTimeout(timer));
 }

@@ -11,7 +11,7 @@ import type { SubagentResult } from '../../seam/types.js';
 import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { ThreadChild } from '../worker/thread-child.js';
 import { redisOptions } from './options.js';
-import { connectRedis } from './connect.js';
+import { bounded, connectRedis } from './connect.js';
 import { JOB_NAME, PREFIX, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
 
 // Each child runs on this process's pool exactly like a spawn child (a ThreadChild: encoded task,
@@ -208,7 +208,8 @@ export class QueueWorker {
         clearTimeout(giveUp);
         clearTimeout(timer);
         await this.#pool.close();
-        await Promise.allSettled([this.#subscriber.quit(), this.#client.quit()]);
+        // A client that is not connected would queue its QUIT behind its unsent commands for good.
+        await Promise.all([this.#subscriber, this.#client].map((client) => (client.status === 'ready' ? bounded(client.quit()) : undefined)));
         this.#subscriber.disconnect();
         this.#client.disconnect();
       }
