@@ -45,11 +45,13 @@ async function waitFor(condition: () => boolean): Promise<void> {
 
 describe('queue provider options', () => {
   it.each([
-    ['not a url', 'not a URL'],
+    ['not-a-url', 'not a URL'],
     ['http://127.0.0.1:6379', 'protocol http:'],
     ['redis://', 'no host'],
     ['redis://127.0.0.1:6379/abc', 'database'],
     ['redis://127.0.0.1:6379/0?x=1', 'query'],
+    [' redis://127.0.0.1:6379', 'spaces or control characters'],
+    ['redis://127.0.0.1:6379\n', 'spaces or control characters'],
   ])('rejects the connection string %s with INVALID_OPTIONS', async (connection, words) => {
     const host = await createHost({ providers: false });
     expect(() => queueProvider(host, { connection })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(words) as string }));
@@ -72,6 +74,8 @@ describe('queue provider options', () => {
     const bad = spawnSync(process.execPath, [CLI, 'worker', '--redis', 'http://nowhere'], { encoding: 'utf8', timeout: 15_000 });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('INVALID_OPTIONS');
+    const spaced = spawnSync(process.execPath, [CLI, 'worker', '--redis', ' redis://127.0.0.1:6379'], { encoding: 'utf8', timeout: 15_000 });
+    expect({ status: spaced.status, stderr: spaced.stderr }).toMatchObject({ status: 2, stderr: expect.stringContaining('INVALID_OPTIONS') as string });
     const port = await freePort();
     const down = spawnSync(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { encoding: 'utf8', timeout: 15_000 });
     expect(down.status).toBe(1);
@@ -167,6 +171,15 @@ describe('queue provider failures', () => {
     queued.cancel();
     await expect(queued.result).resolves.toMatchObject({ stopReason: 'aborted' });
     await queued.dispose();
+  });
+
+  it('rejects START_FAILED with the server\'s reason when it refuses the credentials', async () => {
+    const refused = redis.url.replace('redis://', 'redis://nobody:wrong@');
+    host.subagents.registerProvider(queueProvider(host, { connection: refused, name: 'refused', queue: 'refused' }));
+    const starting = host.subagents.start('refused', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
+    await expect(starting).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('WRONGPASS') as string });
+    const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', refused], { encoding: 'utf8', timeout: 15_000 });
+    expect({ status: worker.status, stderr: worker.stderr }).toMatchObject({ status: 1, stderr: expect.stringContaining('WRONGPASS') as string });
   });
 
   it('keeps delegating after Redis lost its data (FLUSHALL): the next child completes', async () => {
@@ -383,7 +396,7 @@ describe('queue provider when Redis goes away mid-run', () => {
     const host = await createHost({ providers: false });
     let worker: WorkerProcess | undefined;
     try {
-      worker = await startWorker(redis.url, ['--queue', 'vanish', '--lock-duration-ms', '500']);
+      worker = await startWorker(redis.url, ['--queue', 'vanish', '--lock-duration-ms', '500', '--drain-grace-ms', '100']);
       host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'vanish', lockDurationMs: 500 }));
       const parent = await host.createAgent();
       const run = await host.subagents.start('queue', { label: 'orphan', prompt: [text('work')], parent, signal: new AbortController().signal, ...hang });
@@ -395,6 +408,9 @@ describe('queue provider when Redis goes away mid-run', () => {
       const next = host.subagents.start('queue', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
       await expect(next).rejects.toMatchObject({ code: 'START_FAILED' });
       expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
+      // Its worker, told to stop with Redis still gone, drains and exits 0 (its quits would wait for ever).
+      worker.child.kill('SIGTERM');
+      expect(await worker.exited).toBe(0);
     } finally {
       await host.close();
       await worker?.stop('SIGKILL');

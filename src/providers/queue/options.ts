@@ -48,6 +48,8 @@ export interface ResolvedQueueOptions {
 /** Checks a Redis URL; `INVALID_OPTIONS` names what is wrong (the password never appears). */
 export function parseRedisUrl(value: unknown, field: string): string {
   if (typeof value !== 'string' || value === '') throw new SubagentError('INVALID_OPTIONS', `${field} must be a redis:// URL`);
+  // The URL parser drops such characters where ioredis does not, which then fails untyped at connect.
+  if (/[\u0000-\u0020\u007f]/.test(value)) throw new SubagentError('INVALID_OPTIONS', `${field} must not contain spaces or control characters`);
   let url: URL;
   try {
     url = new URL(value);
