@@ -1,12 +1,13 @@
 // Continuation: a follow-up to a resident continuable child (a spawn child resident in its worker
 // thread, also on a store opened with `synchronous: 'normal'`, and an in-process one), and to an
 // evicted one whose log has about 1,000 events (cold resume from SQLite), each timed from the call
-// to the epoch's end.
+// to the epoch's end. Beside them, the floor of an acknowledged follow-up: one durable SQLite commit.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { createHost, inProcessProvider, spawnProvider, text, type Agent, type Host } from '../src/index.js';
-import { sampled, type Row, type Suite } from './lib.js';
+import { rowOf, sampled, type Row, type Suite } from './lib.js';
 
 const LOG_EVENTS = 1000;
 
@@ -27,6 +28,30 @@ function nextEnd(host: Host, childId: string): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * The least a follow-up waits before it is acknowledged: raw better-sqlite3 committing one row the
+ * size of an `inbox/accepted` event, in WAL mode with `synchronous` FULL (the store's default), on a
+ * file beside the store's.
+ */
+function durableCommit(path: string): { commit: () => number; close: () => void } {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec('CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session, seq))');
+  const insert = db.prepare('INSERT INTO events (session, seq, data) VALUES (?, ?, ?)');
+  const data = JSON.stringify({ type: 'inbox/accepted', data: { id: 'm'.repeat(36), content: [{ type: 'text', text: 'again' }], source: { kind: 'user' } } });
+  let seq = 0;
+  const commit = db.transaction(() => insert.run('worker-child', seq++, data));
+  return {
+    commit: () => {
+      const t0 = performance.now();
+      commit();
+      return performance.now() - t0;
+    },
+    close: () => db.close(),
+  };
 }
 
 /** Milliseconds from `followup` to the end of the epoch it started. */
@@ -73,8 +98,19 @@ export const continuationSuite: Suite = {
       const resident = await open(path, 60_000);
       const parent = await resident.createAgent({ sessionId: 'parent' });
       await start(resident, parent, 'spawn', 'worker-child');
-      const rows: Row[] = [await sampled('continuation/followup-resident', 50, () => timedFollowup(resident, parent, 'worker-child'), 5)];
-      rows[0]!.note = 'spawn child resident in its thread';
+      // The floor is sampled right after each follow-up, on the disk as the follow-ups leave it.
+      const floor = durableCommit(join(dir, 'floor.db'));
+      const commits: number[] = [];
+      const followups = await sampled('continuation/followup-resident', 50, async () => {
+        const ms = await timedFollowup(resident, parent, 'worker-child');
+        commits.push(floor.commit());
+        return ms;
+      }, 5);
+      floor.close();
+      const commitFloor = rowOf('continuation/floor-durable-commit', commits.slice(5));
+      commitFloor.note = 'raw better-sqlite3: one event-sized row, WAL, synchronous FULL, sampled after each followup-resident sample';
+      followups.note = 'spawn child resident in its thread';
+      const rows: Row[] = [followups];
       await start(resident, parent, 'in-process', 'child');
       rows.push(await sampled('continuation/followup-resident-in-process', 50, () => timedFollowup(resident, parent, 'child'), 5));
       rows[1]!.note = 'in-process child';
@@ -91,7 +127,7 @@ export const continuationSuite: Suite = {
       };
       const row = await sampled('continuation/cold-resume-1000', 20, sample, 2);
       row.note = `log ≥ ${LOG_EVENTS} events, SQLite`;
-      rows.push(row);
+      rows.push(row, commitFloor);
       await cold.close();
       return rows;
     } finally {

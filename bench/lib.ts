@@ -74,6 +74,7 @@ const FLOORS: Record<string, { floor: string; kind: 'ratio' | 'delta' | 'ops' }>
   'throughput/spawn-100-inflight': { floor: 'throughput/floor-piscina', kind: 'ops' },
   'throughput/spawn-1000-inflight': { floor: 'throughput/floor-piscina', kind: 'ops' },
   'listing/list-children-10k-cold': { floor: 'listing/floor-sqlite-children-10k', kind: 'ratio' },
+  'continuation/followup-resident': { floor: 'continuation/floor-durable-commit', kind: 'ratio' },
   'acp/start-prewarmed': { floor: 'acp/start-fresh', kind: 'ratio' },
   'acp/prompt-roundtrip': { floor: 'acp/floor-sdk-roundtrip', kind: 'ratio' },
   'acp/followup-resident': { floor: 'acp/floor-sdk-roundtrip', kind: 'ratio' },
