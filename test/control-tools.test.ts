@@ -249,18 +249,24 @@ describe('wait_agent', () => {
     await eventually(() => parent.status === 'idle');
   });
 
-  // No pool slot is free: the task's start waits, with no child and no subagent/start yet. Its
-  // holder hangs until the third step cancels it, so the first wait can only time out.
-  it.each([
-    ['every running subagent', false],
-    ['its id', true],
-  ])('waits for a background task whose start waits for room (%s)', async (_, named) => {
+  /** A host whose one pool slot a hanging spawn child (`holder`) takes, with background `subagent` on spawn. */
+  async function fullPool() {
     const pooled = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 1 } });
     track(pooled);
     pooled.subagents.registerProvider(spawnProvider(pooled));
     controlTools(pooled);
     subagentTool(pooled, { provider: 'spawn', background: true });
     const holder = await pooled.subagents.start('spawn', { prompt: [text('hold')], parent: await pooled.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    return { pooled, holder };
+  }
+
+  // No pool slot is free: the task's start waits, with no child and no subagent/start yet. Its
+  // holder hangs until the third step cancels it, so the first wait can only time out.
+  it.each([
+    ['every running subagent', false],
+    ['its id', true],
+  ])('waits for a background task whose start waits for room (%s)', async (_, named) => {
+    const { pooled, holder } = await fullPool();
     const parent: Agent = await pooled.createAgent({
       model: lazyScript([
         call('subagent', { description: 'queued', prompt: 'wait your turn' }),
@@ -286,12 +292,7 @@ describe('wait_agent', () => {
   // Given up while it still waits for room (task_cancel, here from the host's side while the
   // model waits): no subagent/start or subagent/end of it comes, and the wait ends all the same.
   it('ends a wait on a background task whose start was given up while it waited for room', async () => {
-    const pooled = await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 1 } });
-    track(pooled);
-    pooled.subagents.registerProvider(spawnProvider(pooled));
-    controlTools(pooled);
-    subagentTool(pooled, { provider: 'spawn', background: true });
-    const holder = await pooled.subagents.start('spawn', { prompt: [text('hold')], parent: await pooled.createAgent(), signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const { pooled, holder } = await fullPool();
     const parent: Agent = await pooled.createAgent({
       model: lazyScript([
         call('subagent', { description: 'given up', prompt: 'wait your turn' }),
