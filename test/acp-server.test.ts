@@ -576,6 +576,12 @@ describe('serveAcp', () => {
       // A load the SDK refuses (bad params) before any handler sees it holds no close back.
       raw.send({ id: 11, method: 'session/load', params: { sessionId } }, close(12));
       expect([(await raw.answer(11)).error, (await raw.answer(12)).result]).toMatchObject([{ code: -32602 }, {}]);
+      // Interleaved: each waits only for what was sent before it (no two wait for each other).
+      raw.send(load(13), close(14), load(15), close(16), says(sessionId, 17, 'three'));
+      expect([(await raw.answer(13)).result, (await raw.answer(14)).result, (await raw.answer(15)).result, (await raw.answer(16)).result]).toStrictEqual([{}, {}, {}, {}]);
+      expect((await raw.answer(17)).error).toMatchObject({ code: -32002 });
+      expect([at(13) < at(14), at(14) < at(15), at(15) < at(16)]).toStrictEqual([true, true, true]);
+      expect(host.agents.get(sessionId)).toBeUndefined();
       await raw.end();
     });
   });

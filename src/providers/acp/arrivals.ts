@@ -14,19 +14,28 @@ export interface ArrivedPrompt {
   closed: boolean;
 }
 
-interface CloseGate {
-  count: number;
+/** A request (a close, a load or resume) until it is done: what waits for it waits on `done`. */
+interface Ticket {
+  sessionId: string;
   done: Promise<void>;
   resolve: () => void;
 }
 
-/** A load or resume until it is answered: what it waits for, and what waits for it. */
-interface ArrivedRestore {
-  sessionId: string;
-  /** The closes of its session that arrived before it, done. */
-  after: Promise<void> | undefined;
-  answered: Promise<void>;
-  resolve: () => void;
+/** A load or resume until it is answered, with the closes of its session that arrived before it. */
+interface ArrivedRestore extends Ticket {
+  after: Promise<unknown> | undefined;
+}
+
+function ticket(sessionId: string): Ticket {
+  let resolve!: () => void;
+  const done = new Promise<void>((settle) => (resolve = settle));
+  return { sessionId, done, resolve };
+}
+
+/** When every ticket of `sessionId` among `tickets` is done; undefined when there is none. */
+function allDone(tickets: Iterable<Ticket>, sessionId: string): Promise<unknown> | undefined {
+  const of = [...tickets].filter((t) => t.sessionId === sessionId);
+  return of.length === 0 ? undefined : Promise.all(of.map((t) => t.done));
 }
 
 /** The session methods whose arrival matters, as the SDK names them. */
@@ -44,8 +53,8 @@ export class Arrivals implements Observe {
   readonly #cancelRunning: (sessionId: string) => void;
   /** Prompts by request id until their handler takes them. */
   readonly #prompts = new Map<unknown, ArrivedPrompt>();
-  /** Sessions a close arrived for whose handler has not finished. */
-  readonly #closes = new Map<string, CloseGate>();
+  /** Closes by request id until their handler is done (or they are answered, should none run). */
+  readonly #closes = new Map<unknown, Ticket>();
   /** Loads and resumes by request id until they are answered. */
   readonly #restores = new Map<unknown, ArrivedRestore>();
   /** Closes by request id until they are answered: the loads and resumes that arrived before them, answered. */
@@ -89,7 +98,8 @@ export class Arrivals implements Observe {
   }
 
   #prompt(id: unknown, sessionId: string): void {
-    this.#prompts.set(id, { sessionId, cancelled: false, closed: this.#closes.has(sessionId) });
+    const closed = [...this.#closes.values()].some((close) => close.sessionId === sessionId);
+    this.#prompts.set(id, { sessionId, cancelled: false, closed });
   }
 
   /** A cancel or close of `sessionId` arrived: the prompts that arrived before it are cancelled. */
@@ -101,13 +111,11 @@ export class Arrivals implements Observe {
   #restore(id: unknown, sessionId: string): void {
     // A client that reuses the id of a request still open gets no ordering for the first.
     this.#answered(id);
-    let resolve!: () => void;
-    const answered = new Promise<void>((settle) => (resolve = settle));
-    this.#restores.set(id, { sessionId, after: this.#closes.get(sessionId)?.done, answered, resolve });
+    this.#restores.set(id, { ...ticket(sessionId), after: allDone(this.#closes.values(), sessionId) });
   }
 
   /** Resolves once the closes that arrived before the load or resume `id` are done. */
-  restoreMayRun(id: unknown): Promise<void> | undefined {
+  restoreMayRun(id: unknown): Promise<unknown> | undefined {
     return this.#restores.get(id)?.after;
   }
 
@@ -121,35 +129,27 @@ export class Arrivals implements Observe {
     this.#restores.get(id)?.resolve();
     this.#restores.delete(id);
     this.#closeWaits.delete(id);
+    this.closed(id);
     // A prompt the SDK refused before its handler took it.
     this.#prompts.delete(id);
   }
 
   /**
-   * A close of `sessionId` arrived (request `id`, none for a notification): later prompts of it are
-   * refused, and later loads wait until its handler is done; it waits for the loads before it.
+   * A close of `sessionId` arrived (request `id`): later prompts of it are refused, and later loads
+   * and resumes wait until its handler is done; it waits for the loads and resumes before it. Each
+   * close waits only for what arrived before it, so no two requests wait for each other.
    */
-  #close(sessionId: string, id?: unknown): void {
-    if (id !== undefined) {
-      const before = [...this.#restores.values()].filter((arrived) => arrived.sessionId === sessionId);
-      if (before.length > 0) this.#closeWaits.set(id, Promise.all(before.map((arrived) => arrived.answered)));
-    }
-    const gate = this.#closes.get(sessionId);
-    if (gate) {
-      gate.count++;
-      return;
-    }
-    let resolve!: () => void;
-    const done = new Promise<void>((settle) => (resolve = settle));
-    this.#closes.set(sessionId, { count: 1, done, resolve });
+  #close(sessionId: string, id: unknown): void {
+    this.closed(id);
+    const before = allDone(this.#restores.values(), sessionId);
+    if (before) this.#closeWaits.set(id, before);
+    this.#closes.set(id, ticket(sessionId));
   }
 
-  /** The handler of a close of `sessionId` is done. */
-  closed(sessionId: string): void {
-    const gate = this.#closes.get(sessionId);
-    if (!gate || --gate.count > 0) return;
-    this.#closes.delete(sessionId);
-    gate.resolve();
+  /** The handler of the close `id` is done. */
+  closed(id: unknown): void {
+    this.#closes.get(id)?.resolve();
+    this.#closes.delete(id);
   }
 
   /** The prompt `id` as it arrived, now taken by its handler. */

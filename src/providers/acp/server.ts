@@ -333,7 +333,7 @@ class AcpServer {
     try {
       await closing;
     } finally {
-      this.#arrivals.closed(sessionId);
+      this.#arrivals.closed(requestId);
     }
     return {};
   }
