@@ -328,6 +328,8 @@ describe('queue provider failures', () => {
     await run.dispose();
   });
 
+  // Two worker processes start and a stalled-job check must run: about 4.5 s with two busy loops on
+  // the cores, 13 s beside another suite, and once over 20 s in a full suite run beside them.
   it('restarts a child whose worker was killed while attempts remain; the log shows both attempts', async () => {
     register({ queue: 'retried', attempts: 2 });
     const first = await worker('retried');
@@ -353,7 +355,7 @@ describe('queue provider failures', () => {
     expect(events[restartAt - 1]).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
     expect(types(events).at(-1)).toBe('turn/end');
     await run.dispose();
-  });
+  }, 60_000);
 
   it('a worker drains on SIGTERM: it takes no new job, lets its child finish, and exits 0; the jobs queued meanwhile run on the next worker', async () => {
     register({ queue: 'drain', lockDurationMs: 30_000 });
