@@ -57,10 +57,10 @@ export async function follow<E extends Listed>(
         if (text !== last) process.stdout.write(`${last === '' ? '' : '\n'}${text}`);
         last = text;
         // Its parent still in a turn may start children yet: only both quiet end the watch, and only
-        // on a listing of one state (a commit between the listing and the log reads is read again).
+        // on a listing of one state (after a commit between the listing and the log reads, the next
+        // poll lists again).
         const quiet = !entries.some((entry) => entry.activity === 'running') && !reader.turnOpen(rootId);
-        if (reader.version() !== seen) continue;
-        if (quiet) return;
+        if (quiet && reader.version() === seen) return;
       }
       await sleep(POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
     }
