@@ -2,7 +2,7 @@
 // (in-process, worker thread, fork), on results and `subagent/end`, and in listings of a reopened
 // SQLite file (read from the stored projection, not the log).
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import {
   createHost,
   inProcessProvider,
@@ -101,6 +101,29 @@ describe('usage of a child', () => {
     expect(usageOf(log.slice(0, 5))).toMatchObject({ turns: 1, requests: 1, wallMs: 20 });
     expect(usageOf(log.slice(0, 6))).toMatchObject({ turns: 1, wallMs: 30 });
     expect(usageOf(log)).toStrictEqual(usageOf(log.slice(0, 6)));
+  });
+
+  it('counts the usage a model reported before a cancel, also for an answer that streamed no text', async () => {
+    const host = await open();
+    const parent = await host.createAgent();
+    const model = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createUsageThenHangModel' } as const;
+    const hook = globalThis as { usageThenHangWaiting?: () => void };
+    const waiting = new Promise<void>((resolve) => (hook.usageThenHangWaiting = resolve));
+    onTestFinished(() => void delete hook.usageThenHangWaiting);
+    const run = await host.subagents.start('in-process', { prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model } });
+    const session = host.sessions.get(run.id)!;
+    // Cancelled once the turn has taken the model's usage (the step is still streaming).
+    await waiting;
+    run.cancel();
+    const result = await run.result;
+    expect(result.stopReason).toBe('aborted');
+    expect(result.usage).toMatchObject({ inputTokens: 1000, outputTokens: 500, totalTokens: 1500, requests: 1, toolCalls: 0 });
+    // The interrupted answer is logged with its usage but no content; its tool call was never run.
+    expect(session.events.filter((event) => event.type === 'assistant/message').map((event) => event.data)).toEqual([
+      expect.objectContaining({ content: [], interrupted: true, usage: { inputTokens: 1000, outputTokens: 500 } }),
+    ]);
+    expect(await host.subagents.listChildren(parent.id)).toEqual([expect.objectContaining({ kind: 'child', usage: result.usage })]);
+    await run.dispose();
   });
 
   it('reports the scripted model’s default usage: one token per started 4 characters', async () => {

@@ -110,7 +110,8 @@ async function runStep(ctx: TurnContext, turn: number, step: number, signal: Abo
   const message = { turn, step, id: ctx.newId(), content, ...(streamed.usage ? { usage: streamed.usage } : {}) };
   if (signal.aborted) {
     // What was streamed stays in history; tool calls of an interrupted answer are dropped.
-    if (content.length > 0) ctx.session.append('assistant/message', { ...message, interrupted: true });
+    // Usage the model reported before the abort was spent all the same: it is kept (history skips an empty message).
+    if (content.length > 0 || streamed.usage) ctx.session.append('assistant/message', { ...message, interrupted: true });
     return { kind: 'aborted' };
   }
   // Only calls that will run (and so get their results) enter history: a truncated answer's may be
