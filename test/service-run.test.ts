@@ -95,6 +95,10 @@ describe('result', () => {
     ['a block without type', { output: [{ text: 'x' }], stopReason: 'completed' }],
     ['a hole in its output', { output: holed({ type: 'text', text: 'x' }), stopReason: 'completed' }],
     ['an infinite token count', { output: [], stopReason: 'completed', usage: { inputTokens: Infinity, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 } }],
+    // A negative figure would let a tree budget be overspent; a fraction or 1e300 is no count either.
+    ['a negative token count', { output: [], stopReason: 'completed', usage: { inputTokens: 0, outputTokens: 0, totalTokens: -5000, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 } }],
+    ['a fractional request count', { output: [], stopReason: 'completed', usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 1.5, turns: 0, toolCalls: 0, wallMs: 0 } }],
+    ['a token count beyond safe integers', { output: [], stopReason: 'completed', usage: { inputTokens: 1e300, outputTokens: 0, totalTokens: 1e300, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 } }],
     ['an uncloneable structured value', { output: [], structured: () => 1, stopReason: 'completed' }],
     // Not plain JSON: a frozen Map or Date still changes, and a typed array cannot be frozen at all.
     ['a Map as structured value', { output: [], structured: new Map([['a', 1]]), stopReason: 'completed' }],

@@ -21,14 +21,15 @@ const runShape = z.object({
 });
 
 // The figures of SubagentUsage, once: `z.object` drops keys a provider put beside them.
+const count = z.number().int().nonnegative();
 const usageShape = z.object({
-  inputTokens: z.number(),
-  outputTokens: z.number(),
-  totalTokens: z.number(),
-  requests: z.number(),
-  turns: z.number(),
-  toolCalls: z.number(),
-  wallMs: z.number(),
+  inputTokens: count,
+  outputTokens: count,
+  totalTokens: count,
+  requests: count,
+  turns: count,
+  toolCalls: count,
+  wallMs: count,
 }) satisfies z.ZodType<SubagentUsage>;
 
 const resultShape = z.object({
@@ -63,7 +64,7 @@ function plainResult(raw: unknown): RawResult | undefined {
   if ('structured' in raw) fields.structured = structured;
   if (diagnostic !== undefined) fields.diagnostic = diagnostic;
   if (usage === undefined) return fields;
-  if (!isRecord(usage) || !USAGE_FIELDS.every((key) => Number.isFinite(usage[key]))) return undefined;
+  if (!isRecord(usage) || !USAGE_FIELDS.every((key) => Number.isSafeInteger(usage[key]) && (usage[key] as number) >= 0)) return undefined;
   fields.usage = Object.fromEntries(USAGE_FIELDS.map((key) => [key, usage[key]])) as RawResult['usage'];
   return fields;
 }
