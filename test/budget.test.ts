@@ -122,6 +122,16 @@ describe('budget validation', () => {
     expect(starts).toBe(0);
   });
 
+  it('takes a limit of -0 as 0 (a negative zero does not survive the descriptor’s JSON round trip)', async () => {
+    const host = await open();
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', request(parent, [{ text: 'never said' }], { tokens: -0 }));
+    const result = await run.result;
+    expect(result.stopReason).toBe('max-tokens');
+    expect(result.diagnostic).toContain('tokens limit 0');
+    await run.dispose();
+  });
+
   it('refuses a budget for a provider that cannot enforce one with UNSUPPORTED_CAPABILITY', async () => {
     const host = await open();
     const parent = await host.createAgent();

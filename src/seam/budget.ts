@@ -44,7 +44,8 @@ export const budgetSchema = z.strictObject({
 export function parseBudget(budget: unknown, field = 'request.budget'): SubagentBudget {
   const parsed = parseOrThrow(budgetSchema, budget, 'INVALID_REQUEST', field, 'limits are whole numbers ≥ 0: tokens, turns, wallMs, toolCalls');
   const copy: SubagentBudget = {};
-  for (const key of LIMITS) if (parsed[key] !== undefined) copy[key] = parsed[key];
+  // `-0 + 0` is 0: a negative zero would not survive the descriptor's JSON round trip.
+  for (const key of LIMITS) if (parsed[key] !== undefined) copy[key] = parsed[key] + 0;
   if (parsed.scope !== undefined) copy.scope = parsed.scope;
   return copy;
 }
