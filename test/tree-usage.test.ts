@@ -98,3 +98,38 @@ describe('tree usage with continuable descendants', () => {
     expect(result.treeUsage).toEqual(addUsage(result.usage!, grandchild.usage!));
   });
 });
+
+describe('tree usage of a descendant that settles after its own parent', () => {
+  it('passes it on to the nearest ancestor still open, so the result agrees with the listing', async () => {
+    host = await continuationHost(files.file());
+    // The grandchild spends 1,000 tokens, then waits in `hold` until it is cancelled.
+    host.tools.register({
+      name: 'hold',
+      description: 'waits for its cancel',
+      parameters: { type: 'object' },
+      execute: (_input, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve('cancelled'), { once: true })),
+    });
+    const grandchild: ScriptedStep[] = [{ toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 1000, outputTokens: 0 } }, { text: 'never' }];
+    subagentTool(host, { provider: 'in-process', toolName: 'background', background: true, agentOptions: { model: { kind: 'scripted', steps: grandchild } } });
+    // The child starts the grandchild in the background and answers: its disposal cancels the grandchild.
+    const child: ScriptedStep[] = [
+      { toolCalls: [{ name: 'background', input: { description: 'dig', prompt: 'dig' } }], usage: { inputTokens: 10, outputTokens: 0 } },
+      { text: 'child done', usage: { inputTokens: 10, outputTokens: 0 } },
+    ];
+    subagentTool(host, { provider: 'in-process', agentOptions: { model: { kind: 'scripted', steps: child } } });
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (info) => void ends.push(info));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', request(parent, [delegate('do it', 1), { text: 'done', usage: { inputTokens: 1, outputTokens: 0 } }]));
+    const result = await run.result;
+    await run.dispose();
+    expect(ends.map((end) => end.stopReason)).toEqual(['completed', 'aborted', 'completed']);
+    const [middle, late] = [ends[0]!, ends[1]!];
+    // The middle child's result settled before its grandchild was cancelled: its tree is itself.
+    expect(middle.treeUsage).toBeUndefined();
+    expect(late.usage).toMatchObject({ totalTokens: 1000 });
+    expect(result.treeUsage).toEqual(addUsage(addUsage(result.usage!, middle.usage!), late.usage!));
+    const listed = await host.subagents.listDescendants(parent.id);
+    expect(listed.find((row) => row.id === run.id)).toMatchObject({ kind: 'child', treeUsage: result.treeUsage });
+  });
+});

@@ -97,7 +97,7 @@ export class SubagentService {
         },
         emit: (event, payload, parent, spent) => {
           // A continuable epoch reports what it spent (its own and its descendants') to its parent's tree.
-          if (event === 'subagent/start') this.#subtrees.open(payload.id);
+          if (event === 'subagent/start') this.#subtrees.open(payload.id, parent);
           else this.#subtrees.close(payload.id, parent, spent && addUsage(spent, this.#subtrees.descendants(payload.id) ?? emptyUsage()));
           this.#events.emit(event, deepFreeze(payload), parent);
         },
@@ -217,7 +217,7 @@ export class SubagentService {
       await disposeQuietly(raw);
       throw SubagentError.closedWhile('the host', 'the child was starting');
     }
-    this.#subtrees.open(raw.id);
+    this.#subtrees.open(raw.id, parent.id);
     const continuation = this.#continuation;
     const child = raw.localAgent;
     const run = new ManagedRun(raw, provider.name, controller, caller, {
