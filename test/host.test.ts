@@ -15,6 +15,7 @@ import {
   type SessionPersistence,
   type Tool,
 } from 'subagent-host';
+import { dataOf } from './helpers.js';
 
 let dir: string;
 const hosts: Host[] = [];
@@ -187,6 +188,31 @@ describe('createAgent options', () => {
     await agent.whenIdle();
     await host.sessions.flush();
     expect((await host.persistence!.load(agent.id))?.header).toMatchObject({ cwd: '/srv' });
+  });
+});
+
+describe('a session listener that appends', () => {
+  it('has its append delivered after the event it answers reached every listener, so the whole log is stored', async () => {
+    const host = await open({ persistence: { sqlite: join(dir, 'listener-appends.db') } });
+    let sent = false;
+    // A setup listener comes before the store's own: it follows up once on the first turn's end.
+    const agent = await host.createAgent({
+      setup: ({ agent: self }) => {
+        self.subscribe((event) => {
+          if (event.type !== 'turn/end' || sent) return;
+          sent = true;
+          self.followup([text('again')]);
+        });
+      },
+    });
+    const seen: number[] = [];
+    agent.subscribe((event) => void seen.push(event.seq));
+    agent.followup([text('hi')]);
+    await expect.poll(() => dataOf(agent.session.events, 'turn/end').length).toBe(2);
+    await agent.whenIdle();
+    await host.sessions.flush();
+    expect(seen).toEqual(agent.session.events.map((event) => event.seq));
+    expect((await host.persistence!.load(agent.id))?.events).toEqual(agent.session.events);
   });
 });
 

@@ -24,6 +24,9 @@ export class SessionLog implements Session {
   readonly #events: SessionEvent[];
   readonly #listeners = new Set<SessionListener>();
   readonly #onListenerError: ((error: unknown) => void) | undefined;
+  /** Events appended while listeners were being called, delivered in order once they return. */
+  readonly #undelivered: SessionEvent[] = [];
+  #delivering = false;
 
   private constructor(header: SessionHeader, events: SessionEvent[], onListenerError?: (error: unknown) => void) {
     this.header = deepFreeze({ ...header });
@@ -91,12 +94,25 @@ export class SessionLog implements Session {
   }
 
   #notify(event: SessionEvent): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener(event);
-      } catch (error) {
-        this.#onListenerError?.(error);
+    // An append made by a listener (a follow-up sent on `turn/end`) is delivered after every
+    // listener has seen the event being delivered: each listener sees the log in seq order.
+    this.#undelivered.push(event);
+    if (this.#delivering) return;
+    this.#delivering = true;
+    try {
+      for (let index = 0; index < this.#undelivered.length; index++) {
+        const next = this.#undelivered[index]!;
+        for (const listener of this.#listeners) {
+          try {
+            listener(next);
+          } catch (error) {
+            this.#onListenerError?.(error);
+          }
+        }
       }
+    } finally {
+      this.#undelivered.length = 0;
+      this.#delivering = false;
     }
   }
 
