@@ -222,6 +222,37 @@ describe('agent turns', () => {
   });
 });
 
+describe('agent steps at the limit', () => {
+  it('ends a turn whose last allowed step answered as it answered; input steered meanwhile runs as the next turn', async () => {
+    const runtime = makeRuntime();
+    const gate = deferred();
+    const requests: ModelRequest[] = [];
+    const model: ModelAdapter = {
+      async *stream(request) {
+        requests.push(request);
+        yield { type: 'text-delta', text: 'answer' };
+        await gate.promise;
+        yield { type: 'finish', reason: 'stop' };
+      },
+    };
+    const handle = await runtime.agents.create({ model, agentOptions: { maxStepsPerTurn: 1 } });
+    const { agent } = handle;
+    const streaming = deferred();
+    agent.subscribe((event) => {
+      if (event.type === 'assistant/chunk') streaming.resolve();
+    });
+    agent.followup([text('go')]);
+    await streaming.promise;
+    agent.steer([text('also this')]);
+    gate.resolve();
+    await agent.whenIdle();
+    expect(reasons(agent.session.events)).toEqual(['completed', 'completed']);
+    expect(requests).toHaveLength(2);
+    expect(requests[1]?.messages.at(-1)).toEqual({ role: 'user', content: [text('also this')] });
+    await handle.dispose();
+  });
+});
+
 describe('agent input and cancellation', () => {
   it('keeps streamed text as an interrupted message when a turn is aborted mid-stream', async () => {
     const { agent, handle } = await agentWith([{ finish: 'hang', text: 'partial answer' }]);

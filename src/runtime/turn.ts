@@ -190,7 +190,9 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
       if (outcome.kind === 'max-tokens') truncated = true;
       if (outcome.kind === 'concluded') break;
       if (outcome.kind === 'tools') continue;
-      if (inbox.nextStep.length === 0) break;
+      // The model has answered: input that came meanwhile gets another step only if the turn may
+      // take one; otherwise it waits for the next turn, and this one ends as its answer did.
+      if (inbox.nextStep.length === 0 || step >= maxSteps) break;
     }
   } catch (error) {
     reason = { kind: 'error', error: { code: isSubagentError(error) ? error.code : 'UNKNOWN', message: describeError(error) } };
