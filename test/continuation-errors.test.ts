@@ -23,6 +23,10 @@ describe('continuable operations refuse malformed input', () => {
       [{ provider: 'in-process', label: 'c', signal: 'abort', request: { prompt, parent } }, 'spec.signal'],
       [{ provider: 'in-process', label: 'c', request: null }, 'spec.request must'],
       [{ provider: 'in-process', label: 'c', request: { prompt, parent: { name: 'p' } } }, 'spec.request.parent'],
+      // A misspelt field would give a child without what it names.
+      [{ provider: 'in-process', label: 'c', request: { prompt, parent, maxdepth: 0 } }, 'spec.request.maxdepth is not a field'],
+      [{ provider: 'in-process', label: 'c', request: { prompt, parent, signal: new AbortController().signal } }, 'spec.request.signal is not a field'],
+      [{ provider: 'in-process', label: 'c', childid: 'mine', request: { prompt, parent } }, 'spec.childid is not a field'],
     ];
     for (const [spec, field] of cases) {
       await expect(start(spec)).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining(field) });

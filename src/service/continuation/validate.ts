@@ -13,6 +13,25 @@ function invalid(message: string): SubagentError {
   return new SubagentError('INVALID_REQUEST', message);
 }
 
+// Records, so that the compiler asks for a new field here.
+const SPEC_KEYS = Object.keys({ provider: 1, label: 1, childId: 1, request: 1, signal: 1 } satisfies Record<keyof ContinuableStartSpec, 1>);
+const REQUEST_KEYS = Object.keys({
+  prompt: 1,
+  parent: 1,
+  agentOptions: 1,
+  maxDepth: 1,
+  toolFilter: 1,
+  persona: 1,
+  budget: 1,
+} satisfies Record<keyof ContinuableStartSpec['request'], 1>);
+
+/** A misspelt field (maxdepth, childid) would give a child without what it names. */
+function assertFields(object: object, at: string, known: readonly string[]): void {
+  for (const key of Object.keys(object)) {
+    if (!known.includes(key)) throw invalid(`${at}.${key} is not a field of a continuable start (fields: ${known.join(', ')})`);
+  }
+}
+
 /** Validates a `startContinuable` spec. */
 export function assertStartSpec(spec: unknown): asserts spec is ContinuableStartSpec {
   if (spec === null || typeof spec !== 'object') throw invalid('startContinuable needs a spec object { provider, label, request }');
@@ -23,6 +42,8 @@ export function assertStartSpec(spec: unknown): asserts spec is ContinuableStart
   if (childId !== undefined && !wellFormed(childId)) throw invalid('spec.childId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('spec.signal must be an AbortSignal when given');
   if (request === null || typeof request !== 'object') throw invalid('spec.request must be an object { prompt, parent, … }');
+  assertFields(spec, 'spec', SPEC_KEYS);
+  assertFields(request, 'spec.request', REQUEST_KEYS);
   const { parent, prompt } = request as Record<string, unknown>;
   if (parent === null || typeof parent !== 'object' || typeof (parent as { id?: unknown }).id !== 'string') {
     throw invalid('spec.request.parent must be the delegating agent');
