@@ -244,6 +244,43 @@ describe('lifecycle events', () => {
 });
 
 describe('a logger that throws', () => {
+  it('keeps an async logger’s rejection from becoming an unhandled rejection', async () => {
+    const { createHost } = await import('subagent-host');
+    let warned = 0;
+    const host = await createHost({
+      providers: false,
+      // `warn(): void` takes an async function too: its rejection is the host's to contain.
+      logger: {
+        warn: (() => {
+          warned++;
+          return Promise.reject(new Error('logger down'));
+        }) as () => void,
+      },
+    });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const parent = await host.createAgent();
+      const provider = fakeProvider('fake');
+      host.subagents.registerProvider(provider);
+      host.subagents.on('subagent/end', () => {
+        throw new Error('listener failed');
+      });
+      const run = await host.subagents.start('fake', { prompt: [text('go')], parent, signal: new AbortController().signal });
+      provider.runs[0]!.settle.resolve({ output: [], stopReason: 'completed' });
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+      await run.dispose();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(warned).toBeGreaterThan(0);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await host.close();
+    }
+  });
+
+
   it('fails neither the start nor the end: the run is the caller’s, its end is heard, nothing is left unhandled', async () => {
     const { createHost } = await import('subagent-host');
     const host = await createHost({
