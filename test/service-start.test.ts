@@ -29,6 +29,8 @@ const schema = { type: 'object', properties: { n: { type: 'number' } }, required
 describe('start validation', () => {
   it('S1: rejects NO_PROVIDER for an unknown name', async () => {
     await expect(t.host.subagents.start('missing', t.request())).rejects.toMatchObject({ code: 'NO_PROVIDER' });
+    // A name that is no string (not even convertible to one) is no provider's either.
+    await expect(t.host.subagents.start(Object.create(null) as string, t.request())).rejects.toMatchObject({ code: 'NO_PROVIDER', message: expect.stringContaining('not a name') });
   });
 
   it.each([

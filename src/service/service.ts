@@ -151,7 +151,7 @@ export class SubagentService {
     try {
       if (this.#closed) throw SubagentError.closed('the host', 'start children on an open host');
       provider = this.#providers.get(name);
-      if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${String(name)} (registered: ${this.list().join(', ') || 'none'})`);
+      if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${typeof name === 'string' ? name : `<a ${typeof name}, not a name>`} (registered: ${this.list().join(', ') || 'none'})`);
       resolved = resolveStartRequest(provider, request);
       admission = this.#budgets.admit(resolved.parent.id, resolved.budget);
       if (admission) resolved.budgetTree = admission.link;
