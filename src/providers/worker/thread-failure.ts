@@ -60,7 +60,7 @@ export function recordUnrunTurn(session: SessionLog, seedLength: number, reason:
  * `turn/end` with `reason`), so the stored log says how the child ended instead of staying open.
  * `seedLength` events at the start are a fork's inherited prefix, not the child's own turns.
  */
-export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, reason: TurnEndReason): void {
+export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, reason: TurnEndReason, inside: readonly { type: string; data: unknown }[] = []): void {
   let closers;
   try {
     closers = closeInterruptedTurn(session.events);
@@ -69,7 +69,7 @@ export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, r
   }
   // The thread died before any of its events reached this side: the turn it had begun is recorded.
   // (How far a dying thread got before its death is timing; no test pins it.)
-  if (closers.length === 0 && recordUnrunTurn(session, seedLength, reason)) return;
+  if (closers.length === 0 && recordUnrunTurn(session, seedLength, reason, inside)) return;
   for (const closer of closers) {
     session.append(closer.type, closer.type === 'turn/end' ? { ...(closer.data as object), reason } : closer.data);
   }

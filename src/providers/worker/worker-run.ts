@@ -291,7 +291,10 @@ export class WorkerRun implements SubagentRun {
   #deadThreadResult({ diagnostic, aborted }: Extract<ThreadOutcome, { type: 'thread-failed' }>): SubagentResult {
     const session = this.#session;
     const own = () => session.events.slice(this.#seedLength);
-    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } });
+    // A thread that died before the child's first events got here: the turn recorded for it says what was delegated.
+    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } }, [
+      { type: DESCRIPTOR_EVENT, data: structuredClone(this.#descriptor) },
+    ]);
     return { output: finalAssistantOutput(own()), diagnostic, stopReason: aborted ? 'aborted' : 'error', usage: usageOf(own()) };
   }
 
