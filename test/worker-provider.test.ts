@@ -75,6 +75,21 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it('carries a host tool’s error code and message into the child’s log when its cause cannot cross (a function)', async () => {
+    const { host, parent } = await setup({
+      tools: [
+        { name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you', { cause: () => 1 }); } },
+        { name: 'fail', description: 'fails', parameters: { type: 'object' }, execute: async () => { throw new Error('boom', { cause: new Map([[1, () => 2]]) }); } },
+      ],
+    });
+    const run = await host.subagents.start('spawn', request(parent, [call('refuse'), call('fail'), { text: 'ok' }]));
+    await run.result;
+    const results = dataOf<{ code: string; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
+    expect(results[0]).toMatchObject({ code: 'UNAUTHORIZED', content: [{ text: expect.stringContaining('not for you') }] });
+    expect(results[1]).toMatchObject({ content: [{ text: expect.stringContaining('boom') }] });
+    await run.dispose();
+  });
+
   it('lets a child busy in synchronous code see cancellation through its signal', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call('spin_polite'), { text: 'after' }]));

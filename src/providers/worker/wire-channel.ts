@@ -183,6 +183,32 @@ export class RunRouter {
 
 let installed = false;
 
+/**
+ * A thrown value, encoded. An error whose cause cannot be encoded (a function, a class instance
+ * holding one) still crosses with its class, code and message: its cause is replaced by a
+ * description, instead of the whole error becoming Comlink's "Unserializable return value".
+ */
+function encodeThrown(value: unknown): Encoded {
+  try {
+    const encoded = encode(value);
+    // superjson leaves what it does not know (a function, a class instance holding one) in place,
+    // where postMessage would refuse it: checked here, on the rare path of an error.
+    structuredClone(encoded);
+    return encoded;
+  } catch (error) {
+    if (!(value instanceof Error) || !('cause' in value)) throw error;
+    let cause: string;
+    try {
+      cause = String(value.cause);
+    } catch {
+      cause = 'a cause that cannot be read';
+    }
+    const copy = value instanceof SubagentError ? new SubagentError(value.code, value.message, { cause }) : Object.assign(new Error(value.message, { cause }), { name: value.name, code: (value as { code?: unknown }).code });
+    if (typeof value.stack === 'string') Object.defineProperty(copy, 'stack', { value: value.stack, writable: true, configurable: true, enumerable: false });
+    return encode(copy);
+  }
+}
+
 /** Makes Comlink carry thrown values through the codec (idempotent; once per thread). */
 function installErrorTransfer(): void {
   if (installed) return;
@@ -191,7 +217,7 @@ function installErrorTransfer(): void {
   if (!base) return;
   Comlink.transferHandlers.set('throw', {
     canHandle: (value: unknown): value is unknown => base.canHandle(value),
-    serialize: (value: unknown) => [encode((value as { value: unknown }).value), []],
+    serialize: (value: unknown) => [encodeThrown((value as { value: unknown }).value), []],
     deserialize: (serialized: unknown) => {
       throw decode(serialized as Encoded);
     },
