@@ -274,6 +274,15 @@ describe('acpProvider with misbehaving agents', () => {
       expect(newChildPids(before).filter(isAlive)).toEqual([]);
     });
 
+    it('rejects START_FAILED and reaps a command that floods its stdout with lines that are not JSON and never reads its stdin', async () => {
+      // Each junk line is answered with a parse error; those answers must not pile up unread.
+      const flood = "const chunk = 'x\\n'.repeat(10000); let i = 0; const more = () => { while (i < 200000) { i += 10000; if (!process.stdout.write(chunk)) return process.stdout.once('drain', more); } }; more(); setInterval(() => {}, 1e9);";
+      host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: ['-e', flood], stderr: 'ignore', startupTimeoutMs: 1000, ...GRACES }));
+      const before = childPids();
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('did not answer initialize within 1000 ms') });
+      expect(newChildPids(before).filter(isAlive)).toEqual([]);
+    }, 60_000);
+
     it('rejects START_FAILED naming the step when the agent answers initialize with null', async () => {
       use(['--null-init']);
       await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: 'the ACP agent answered initialize with no result object' });

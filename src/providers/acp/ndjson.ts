@@ -33,6 +33,7 @@ class LineWriter {
   readonly #holdFirst: boolean;
   #held: string[] | undefined;
   #failed = false;
+  #drained: Promise<void> | undefined;
 
   constructor(output: Writable, batching: Batching) {
     this.#output = output;
@@ -58,15 +59,22 @@ class LineWriter {
       process.nextTick(() => this.#flush());
     }
     // Backpressure: a peer that stopped reading holds the writer until it drains (or goes away).
+    // One pair of listeners for every waiting write (one pair each made a drain O(n²)).
     if (!this.#output.writableNeedDrain) return Promise.resolve();
-    return new Promise((resolve, reject) => {
+    return (this.#drained ??= new Promise<void>((resolve, reject) => {
       const done = () => {
         this.#output.off('drain', done).off('close', done);
+        this.#drained = undefined;
         if (this.#closed) reject(new Error('the ACP output stream is closed'));
         else resolve();
       };
       this.#output.on('drain', done).on('close', done);
-    });
+    }));
+  }
+
+  /** True while the peer is not reading what was written. */
+  get backedUp(): boolean {
+    return this.#output.writableNeedDrain && !this.#closed;
   }
 
   #flush(): void {
@@ -101,7 +109,14 @@ export interface Observe {
 }
 
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
-function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) => void, intercept?: Intercept, observe?: Observe): ReadableStream<AnyMessage> {
+function lineReader(
+  input: Readable,
+  sdk: WireSdk,
+  reply: (message: AnyMessage) => boolean,
+  intercept?: Intercept,
+  observe?: Observe,
+  onResume?: (wake: () => void) => void,
+): ReadableStream<AnyMessage> {
   const errors = sdk.RequestError;
   // Thrown into the connection (which then closes), as the SDK's own stream does.
   const tooLarge = () => new sdk.MessageTooLargeError(MAX_MESSAGE_BYTES);
@@ -119,6 +134,20 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     setImmediate(() => (handedOver = false));
   };
   let detach = () => undefined as void;
+  /** A reply to a malformed line waits for the peer to read: reading stops meanwhile, as in the SDK's stream. */
+  let replying = false;
+  let queue: ReadableStreamDefaultController<AnyMessage> | undefined;
+  onResume?.(() => {
+    if (!replying) return;
+    replying = false;
+    // Still paused while the SDK's queue is full: its next pull resumes reading.
+    if ((queue?.desiredSize ?? 1) > 0) input.resume();
+  });
+  const answer = (message: AnyMessage) => {
+    if (reply(message) || replying) return;
+    replying = true;
+    input.pause();
+  };
   const parse = (controller: ReadableStreamDefaultController<AnyMessage>, text: string) => {
     const line = text.trim();
     if (line === '') return;
@@ -126,21 +155,22 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
     try {
       message = JSON.parse(line);
     } catch {
-      reply({ jsonrpc: '2.0', id: null, error: errors.parseError().toErrorResponse() });
+      answer({ jsonrpc: '2.0', id: null, error: errors.parseError().toErrorResponse() });
       return;
     }
-    if (Array.isArray(message)) reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
+    if (Array.isArray(message)) answer({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
       observe?.arrived(message);
       if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
       handOver();
       controller.enqueue(message as AnyMessage);
     }
-    else reply({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
+    else answer({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
   };
   return new ReadableStream<AnyMessage>(
     {
       start(controller) {
+        queue = controller;
         const onData = (chunk: Buffer) => {
           let start = 0;
           let end = chunk.indexOf(NEWLINE);
@@ -179,7 +209,7 @@ function lineReader(input: Readable, sdk: WireSdk, reply: (message: AnyMessage) 
         input.on('data', onData).once('end', onEnd).once('error', fail);
       },
       pull() {
-        if (input.isPaused()) input.resume();
+        if (input.isPaused() && !replying) input.resume();
       },
       cancel() {
         detach();
@@ -229,6 +259,15 @@ function messageWritable(writer: LineWriter, observe?: Observe): WritableStream<
  */
 export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching, intercept?: Intercept, observe?: Observe): acp.Stream {
   const writer = new LineWriter(output, batching);
-  const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
-  return { readable: lineReader(input, sdk, reply, intercept, observe), writable: messageWritable(writer, observe) };
+  let resume: (() => void) | undefined;
+  // True when the reply left (or the output is gone); false when reading should wait for `resume`.
+  const reply = (message: AnyMessage): boolean => {
+    const written = writer.write(message);
+    written.catch(() => undefined);
+    if (!writer.backedUp) return true;
+    void written.then(() => resume?.(), () => resume?.());
+    return false;
+  };
+  const readable = lineReader(input, sdk, reply, intercept, observe, (wake) => (resume = wake));
+  return { readable, writable: messageWritable(writer, observe) };
 }
