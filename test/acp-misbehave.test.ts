@@ -208,6 +208,16 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  it('records a tool call whose rawInput nests too deeply to store with a marker instead, so the whole log is stored', async () => {
+    use(['--deep-input']);
+    const run = await start();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+    const events = host.sessions.get(run.id)!.events;
+    expect(events.find((event) => event.type === 'tool/call')?.data).toMatchObject({ name: 'dig', input: '[input nested too deeply to record]' });
+    await run.dispose();
+    expect((await host.persistence!.load(run.id))?.events).toHaveLength(events.length);
+  });
+
   describe('before the session is ready', () => {
     it('rejects CANCELLED and reaps a stubborn agent that never answers initialize when the start is aborted', async () => {
       use(['--hang-init', '--ignore-eof', '--trap-sigterm']);

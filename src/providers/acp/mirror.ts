@@ -38,6 +38,21 @@ function toolContent(content: readonly acp.ToolCallContent[] | null | undefined)
   return blocks;
 }
 
+/** How deeply an agent's `rawInput` may nest: deeper JSON parses, but fails to be stored (stack depth). */
+const MAX_INPUT_DEPTH = 256;
+
+/** `input` when it nests no deeper than {@link MAX_INPUT_DEPTH} (checked without recursion), else a marker. */
+function storableInput(input: unknown): unknown {
+  const stack: Array<[unknown, number]> = [[input, 0]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_INPUT_DEPTH) return '[input nested too deeply to record]';
+    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+  }
+  return input;
+}
+
 /** The local session of one ACP child; `end` closes its one turn. */
 export class SessionMirror {
   readonly session: SessionLog;
@@ -89,7 +104,7 @@ export class SessionMirror {
   #toolCall(callId: string, title: string, input: unknown): void {
     if (this.#calls.has(callId)) return;
     this.#calls.set(callId, { name: title, done: false });
-    this.session.append('tool/call', { turn: TURN, step: STEP, callId, name: title, input: input ?? null });
+    this.session.append('tool/call', { turn: TURN, step: STEP, callId, name: title, input: storableInput(input ?? null) });
   }
 
   #toolResult(callId: string, status: acp.ToolCallStatus | null | undefined, content: acp.ToolCallContent[] | null | undefined): void {
