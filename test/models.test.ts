@@ -23,6 +23,9 @@ describe('createModel', () => {
     ['a scripted step of no known shape', { kind: 'scripted', steps: [{ say: 'x' }] }],
     ['openai without a model', { kind: 'openai', baseURL: 'http://127.0.0.1:1' }],
     ['openai with a non-URL baseURL', { kind: 'openai', baseURL: 'localhost', model: 'm' }],
+    // Headers fetch cannot send as given: a set content-length made every request hang.
+    ['openai with a content-length header', { kind: 'openai', baseURL: 'http://127.0.0.1:1', model: 'm', headers: { 'Content-Length': '5' } }],
+    ['openai with a transfer-encoding header', { kind: 'openai', baseURL: 'http://127.0.0.1:1', model: 'm', headers: { 'transfer-encoding': 'chunked' } }],
     ['module without a specifier', { kind: 'module' }],
     ['a hole in the scripted steps', { kind: 'scripted', steps: holed({ text: 'x' }) }],
     ['a tool call without input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't' }] }] }],
@@ -43,6 +46,7 @@ describe('createModel', () => {
     ['a missing module', { kind: 'module', specifier: fixture('missing.mjs') }],
     ['an export that is not a function', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'notAFactory' }],
     ['a factory that returns no adapter', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createNothing' }],
+    ['a factory that throws', { kind: 'module', specifier: fixture('echo-model.mjs'), export: 'createByThrowing' }],
   ] as const)('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
     await expect(createModel(spec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
   });

@@ -132,6 +132,37 @@ describe('openai model: streams', () => {
     });
   });
 
+  it('skips an event whose data is empty (a bare `data:` line), as the SSE spec does', async () => {
+    const server = await serve(sse(`data:\n\n${fixture('text-usage')}`));
+    expect(finishOf(await collect(await model(server)))).toEqual({ type: 'finish', reason: 'stop' });
+  });
+
+  it('leaves no fragment of the key in the message about an event that is not JSON', async () => {
+    // The key straddles the 80th character of the quoted payload.
+    const payload = `${'x'.repeat(70)}${KEY} more`;
+    const server = await serve(sse(`data: ${payload}\n\ndata: [DONE]\n\n`));
+    const finish = finishOf(await collect(await model(server)));
+    expect(finish).toMatchObject({ failure: { code: 'MALFORMED_RESPONSE' } });
+    const message = (finish as { failure: { message: string } }).failure.message;
+    for (let length = 4; length <= KEY.length; length++) expect(message).not.toContain(KEY.slice(0, length));
+  });
+
+  it.each([
+    ['an HTML page', 'text/html', '<html><body>Welcome</body></html>'],
+    ['NDJSON', 'application/x-ndjson', '{"choices":[]}\n'],
+  ])('ends MALFORMED_RESPONSE naming the content type for a 200 that is %s, not an event stream', async (_what, type, body) => {
+    const server = await serve((res) => {
+      res.writeHead(200, { 'content-type': type });
+      res.end(body);
+    });
+    expect(finishOf(await collect(await model(server)))).toMatchObject({ failure: { code: 'MALFORMED_RESPONSE', message: expect.stringContaining(type) } });
+  });
+
+  it('quotes and classifies the error of a 200 whose JSON body is an error', async () => {
+    const server = await serve(status(200, '{"error":{"message":"Insufficient Balance","type":"unknown_error","code":"insufficient_quota"}}'));
+    expect(finishOf(await collect(await model(server)))).toMatchObject({ failure: { code: 'QUOTA_EXCEEDED', message: expect.stringContaining('Insufficient Balance') } });
+  });
+
   it('ends TIMEOUT when no byte arrives within idleTimeoutMs', async () => {
     const server = await serve((res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });

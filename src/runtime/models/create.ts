@@ -19,8 +19,12 @@ function withoutCredentials(url: string): boolean {
   return parsed.username === '' && parsed.password === '' && parsed.hash === '';
 }
 
+/** Headers undici's fetch refuses or mishandles (a set `content-length` makes it hang). */
+const UNSENDABLE_HEADERS = new Set(['content-length', 'transfer-encoding', 'keep-alive', 'upgrade', 'expect']);
+
 /** Headers fetch can send (checked when the spec arrives, not found wrong mid-turn). */
 function sendableHeaders(headers: Record<string, string>): boolean {
+  if (Object.keys(headers).some((name) => UNSENDABLE_HEADERS.has(name.toLowerCase()))) return false;
   try {
     new Headers(Object.entries(headers));
     return true;
@@ -59,7 +63,7 @@ const modelSpecSchema = lazy(() => {
         .refine(withoutCredentials, 'must not hold a user name, password or #fragment (the key goes in the environment, see apiKeyEnv)'),
       model: z.string().min(1),
       apiKeyEnv: z.string().min(1).optional(),
-      headers: z.record(z.string(), z.string()).refine(sendableHeaders, 'must be valid HTTP header names and values (no line breaks)').optional(),
+      headers: z.record(z.string(), z.string()).refine(sendableHeaders, 'must be headers fetch can send: valid names and values (no line breaks), none of content-length, transfer-encoding, keep-alive, upgrade, expect').optional(),
       maxRetries: z.number().int().min(0).max(5).optional(),
       // A timer longer than 2^31-1 ms would fire at once.
       idleTimeoutMs: z.number().int().positive().max(MAX_TIMER_MS).optional(),

@@ -98,7 +98,12 @@ export async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' 
       `model module ${spec.specifier} has no function export '${exportName}'; export a factory (options) => ModelAdapter`,
     );
   }
-  const adapter: unknown = await (factory as ModelAdapterFactory)(spec.options);
+  let adapter: unknown;
+  try {
+    adapter = await (factory as ModelAdapterFactory)(spec.options);
+  } catch (error) {
+    throw new SubagentError('INVALID_MODEL_SPEC', `the factory '${exportName}' of ${spec.specifier} threw: ${describeError(error)}`, { cause: error });
+  }
   if (adapter === null || typeof adapter !== 'object' || typeof (adapter as ModelAdapter).stream !== 'function') {
     throw new SubagentError(
       'INVALID_MODEL_SPEC',

@@ -128,7 +128,7 @@ export class CompletionAssembler {
     try {
       json = JSON.parse(payload);
     } catch {
-      return this.#malformed(`an event is not JSON: ${payload.slice(0, 80)}`);
+      return this.#malformed(`an event is not JSON: ${this.#scrub(payload).slice(0, 80)}`);
     }
     const parsed = wireChunk().safeParse(json);
     if (!parsed.success) {

@@ -10,6 +10,7 @@ import {
   scrubberFor,
   serverDetail,
   streamClosedFailure,
+  streamErrorFailure,
 } from './openai-errors.js';
 import { toWireRequest } from './openai-request.js';
 import { CompletionAssembler } from './openai-stream.js';
@@ -198,6 +199,15 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       // instead of reporting the missing [DONE] as a dropped connection.
       const type = response.headers.get('content-type') ?? '';
       if (type.includes('application/json') || !response.body) {
+        // Some gateways answer an error with 200 and a JSON `{ error }`: quote it, classified.
+        const text = response.body ? await readErrorBody(response, exchange) : '';
+        let error: unknown;
+        try {
+          error = (JSON.parse(text) as { error?: unknown } | null)?.error;
+        } catch {
+          error = undefined;
+        }
+        if (error !== undefined && error !== null) return yield* fail(streamErrorFailure(error, scrub));
         return yield* fail({
           code: 'MALFORMED_RESPONSE',
           message: `expected an event stream from ${url}, got ${type || 'no body'}; does it support stream: true?`,
@@ -206,6 +216,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       const reader = response.body.getReader();
       const decoder = new SseDecoder();
       const assembler = new CompletionAssembler(scrub);
+      let sawEvent = false;
       for (;;) {
         let read: Awaited<ReturnType<typeof reader.read>>;
         try {
@@ -215,11 +226,15 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
           return yield* failure ? assembler.fail(failure) : assembler.abort();
         }
         for (const payload of read.done ? decoder.end() : decoder.push(read.value)) {
+          sawEvent = true;
           if (payload.trim() === '[DONE]') return yield* assembler.complete();
           yield* assembler.accept(payload);
           if (assembler.failure) return yield* assembler.fail(assembler.failure);
           // The caller may abort while we are suspended at a yield, with no read pending to reject.
           if (signal.aborted) return yield* assembler.abort();
+        }
+        if (read.done && !sawEvent && !type.includes('text/event-stream')) {
+          return yield* fail({ code: 'MALFORMED_RESPONSE', message: `expected an event stream from ${url}, got ${type || 'no content-type'} without events; check baseURL` });
         }
         if (read.done) return yield* assembler.fail(streamClosedFailure(undefined, scrub));
       }

@@ -45,7 +45,9 @@ export class SseDecoder {
 
   #line(line: string, events: string[]): void {
     if (line === '') {
-      if (this.#data.length > 0) events.push(this.#data.join('\n'));
+      // As the spec: an event whose data is empty (a bare `data:`) is not dispatched.
+      const data = this.#data.join('\n');
+      if (data !== '') events.push(data);
       this.#data = [];
       return;
     }
