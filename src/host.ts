@@ -12,6 +12,8 @@ import { ToolRegistry } from './runtime/tool-registry.js';
 import { memoryPersistence } from './persistence/memory.js';
 import { parseHeader } from './persistence/validate.js';
 import { assertModelSpec } from './runtime/models/create.js';
+import { checkedAdapter } from './runtime/models/module-model.js';
+import type { ModelAdapter } from './runtime/models/types.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService, heldWorkOf } from './service/service.js';
@@ -136,6 +138,16 @@ function checkNewHeader(header: unknown): void {
  * could continue from: each must be `{ seq, time, type, data }` with plain-JSON data, and a turn's
  * start and end must carry its number. (Contiguous seqs from 0 are the session's check: `SEQ_MISMATCH`.)
  */
+/**
+ * A caller's ready adapter is the caller's code: its chunks are checked as a module adapter's are
+ * (its output goes into the log as it is). Anything that is no adapter is left for the registry to refuse.
+ */
+function withCheckedModel(options: CreateAgentOptions | undefined): CreateAgentOptions | undefined {
+  const model: unknown = options?.model;
+  if (!isRecord(model) || typeof model['stream'] !== 'function') return options;
+  return { ...options, model: checkedAdapter(model as unknown as ModelAdapter, 'the model adapter given to createAgent') };
+}
+
 function checkSeed(seed: unknown): void {
   if (!Array.isArray(seed)) throw new SubagentError('INVALID_OPTIONS', 'createAgent options.seed must be an array of session events');
   seed.forEach((event: unknown, index) => {
@@ -237,7 +249,7 @@ class HostImpl implements Host {
     if (typeof id === 'string' && id !== '' && (await this.persistence.projections([id])).has(id)) {
       throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already stored; resume it with host.agents.resume({ sessionId }) or choose another id`);
     }
-    const handle = await this.agents.create(options);
+    const handle = await this.agents.create(withCheckedModel(options));
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.
       await handle.dispose().catch(() => undefined);

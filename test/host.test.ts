@@ -191,6 +191,32 @@ describe('createAgent options', () => {
   });
 });
 
+describe('a ready model adapter given to createAgent', () => {
+  it.each<[string, unknown[], string]>([
+    ['a tool call without an id', [{ type: 'tool-call', name: 'lookup', input: {} }, { type: 'finish', reason: 'tool-calls' }], 'tool-call.id must be a non-empty string'],
+    ['an unknown finish reason', [{ type: 'text-delta', text: 'hi' }, { type: 'finish', reason: 'weird' }], 'finish.reason must be one of'],
+    ['text that is not a string', [{ type: 'text-delta', text: 42 }, { type: 'finish', reason: 'stop' }], 'text-delta.text must be a string'],
+    ['two tool calls with one id', [{ type: 'tool-call', id: 'same', name: 'lookup', input: {} }, { type: 'tool-call', id: 'same', name: 'lookup', input: {} }, { type: 'finish', reason: 'tool-calls' }], 'two tool calls of one answer the id "same"'],
+  ])('is checked chunk by chunk: %s ends the turn MODEL_CONTRACT, and no tool of that answer runs', async (_what, chunks, message) => {
+    const calls: unknown[] = [];
+    const host = await open({ tools: [{ name: 'lookup', description: 'looks up', parameters: { type: 'object' }, execute: (input) => {
+          calls.push(input);
+          return Promise.resolve('ok');
+        } }] });
+    const model = {
+      async *stream() {
+        for (const chunk of chunks) yield chunk;
+      },
+    };
+    const agent = await host.createAgent({ model: model as never });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(dataOf(agent.session.events, 'turn/end')).toEqual([{ turn: 1, reason: { kind: 'error', error: { code: 'MODEL_CONTRACT', message: expect.stringContaining(message) } } }]);
+    expect(dataOf(agent.session.events, 'tool/call')).toEqual([]);
+    expect(calls).toEqual([]);
+  });
+});
+
 describe('a session listener that appends', () => {
   it('has its append delivered after the event it answers reached every listener, so the whole log is stored', async () => {
     const host = await open({ persistence: { sqlite: join(dir, 'listener-appends.db') } });

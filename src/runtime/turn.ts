@@ -72,6 +72,13 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
           ctx.session.append('assistant/chunk', { turn, step, chunk: { type: 'reasoning-delta', text: chunk.text } });
           break;
         case 'tool-call':
+          // Results are matched to calls by id: an answer may not give two calls one id.
+          if (out.toolCalls.some((call) => call.id === chunk.id)) {
+            out.finish = 'error';
+            out.failure = { code: 'MODEL_CONTRACT', message: `the model gave two tool calls of one answer the id ${JSON.stringify(chunk.id)}` };
+            finished = true;
+            break;
+          }
           out.toolCalls.push({ type: 'tool_call', id: chunk.id, name: chunk.name, input: chunk.input });
           break;
         case 'usage':

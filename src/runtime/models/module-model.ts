@@ -59,16 +59,17 @@ function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string }
 }
 
 /**
- * The module's stream with each chunk checked and copied (unknown fields dropped); the first one
- * that is not a ModelChunk ends the step `error` (`MODEL_CONTRACT`) and stops the module's stream.
+ * A user's adapter (`source` names it) whose stream has each chunk checked and copied (unknown
+ * fields dropped); the first one that is not a ModelChunk ends the step `error` (`MODEL_CONTRACT`)
+ * and stops the adapter's stream.
  */
-function checked(adapter: ModelAdapter, specifier: string): ModelAdapter {
+export function checkedAdapter(adapter: ModelAdapter, source: string): ModelAdapter {
   return {
     async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
       for await (const chunk of adapter.stream(request)) {
         const checked = checkChunk(chunk);
         if ('problem' in checked) {
-          const message = `model module ${specifier} yielded a chunk that is not a ModelChunk: ${checked.problem}`;
+          const message = `${source} yielded a chunk that is not a ModelChunk: ${checked.problem}`;
           yield { type: 'finish', reason: 'error', failure: { code: 'MODEL_CONTRACT', message } };
           return;
         }
@@ -110,5 +111,5 @@ export async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' 
       `the factory '${exportName}' of ${spec.specifier} did not return an object with a stream() method`,
     );
   }
-  return checked(adapter as ModelAdapter, spec.specifier);
+  return checkedAdapter(adapter as ModelAdapter, `model module ${spec.specifier}`);
 }
