@@ -182,6 +182,31 @@ describe('subagent-host inspect server', () => {
     }
   });
 
+  it('serves a database replaced at its path to a client that never opened the change stream', async () => {
+    const path = join(files.dir, 'replaced.db');
+    const writeRoot = async (title: string) => {
+      const host = await createHost({ providers: false, persistence: { sqlite: path } });
+      try {
+        const agent = await host.createAgent();
+        agent.followup([text(title)]);
+        await agent.whenIdle();
+      } finally {
+        await host.close();
+      }
+    };
+    await writeRoot('first run');
+    const other = await startInspect(path);
+    const titles = async () => (JSON.parse((await rawGet(other.url, '/api/roots')).body) as { title?: string }[]).map((root) => root.title);
+    try {
+      expect(await titles()).toStrictEqual(['first run']);
+      for (const name of [path, `${path}-wal`, `${path}-shm`]) rmSync(name, { force: true });
+      await writeRoot('second run');
+      expect(await titles()).toStrictEqual(['second run']);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('keeps the loopback rules on any loopback address: no warning, and only loopback names are answered', async () => {
     for (const address of ['127.0.0.2', '0:0:0:0:0:0:0:1']) {
       const other = await startInspect(db, '--host', address);

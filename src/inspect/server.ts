@@ -186,6 +186,11 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     if (path === '/page.js') return send(res, 200, 'text/javascript; charset=utf-8', bundle);
     if (path === '/page.css') return send(res, 200, 'text/css; charset=utf-8', PAGE_CSS);
     if (path === '/api/changes') return openStream(req, res);
+    // Without a page listening nothing polls: a file replaced since is noticed here, not read stale.
+    if (path.startsWith('/api/') && poller === undefined) {
+      const now = fileIdentity(options.db);
+      if (now !== file) reopen(now);
+    }
     if (path === '/api/roots') return sendJson(res, 200, reader.roots());
     if (path === '/api/info') return sendJson(res, 200, { db: options.db });
     const tree = /^\/api\/roots\/([^/]+)\/tree$/.exec(path);
