@@ -171,6 +171,8 @@ describe('createAgent options', () => {
     ['a negative delegation depth', { header: { delegationDepth: -1 } }, 'createAgent options.header.delegationDepth'],
     ['a header id (the host sets it)', { header: { id: 'x' } }, 'createAgent options.header.id is set by the host'],
     ['a misspelt agent option', { agentOptions: { maxToken: 5 } }, 'createAgent options.agentOptions has unknown field(s) maxToken'],
+    ['a negative subagent depth', { agentOptions: { subagentDepth: -1 } }, 'subagentDepth'],
+    ['a fractional subagent depth', { agentOptions: { subagentDepth: 1.5 } }, 'subagentDepth'],
     ['a model spec where a ready adapter goes', { model: { kind: 'scripted' } }, 'options.model must be a ready model adapter'],
     ['tools that are not a ToolRegistry', { tools: [] }, 'options.tools must be a ToolRegistry'],
     ['hooks that are not an object', { hooks: 5 }, 'options.hooks must be an object'],

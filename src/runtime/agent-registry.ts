@@ -108,6 +108,9 @@ function assertAgentOptions(options: unknown): asserts options is AgentOptions {
   if (!isRecord(options)) throw new SubagentError('INVALID_OPTIONS', 'agentOptions must be an object');
   if (!positiveCount(options['maxStepsPerTurn'])) throw bad('maxStepsPerTurn', 'a whole number ≥ 1');
   if (!positiveCount(options['maxTokens'])) throw bad('maxTokens', 'a whole number ≥ 1');
+  const depth = options['subagentDepth'];
+  // Checked here, not first at each delegation (which would refuse every start of this agent).
+  if (depth !== undefined && !(Number.isSafeInteger(depth) && (depth as number) >= 0 && !Object.is(depth, -0))) throw bad('subagentDepth', 'a whole number ≥ 0');
   const { persona, toolModules } = options;
   if (persona !== undefined && typeof persona !== 'string') throw bad('persona', 'a string');
   if (toolModules !== undefined && !(Array.isArray(toolModules) && toolModules.every((specifier) => typeof specifier === 'string' && specifier !== ''))) {
