@@ -27,6 +27,15 @@ describe('ToolRegistry', () => {
     );
   });
 
+  it('rejects parameters that are not a plain JSON Schema (a function as a default) with INVALID_OPTIONS naming the field', () => {
+    const root = new ToolRegistry();
+    const parameters = { type: 'object', properties: { n: { type: 'number', default: () => 1 } } };
+    expect(() => root.register({ name: 'odd', description: 'x', parameters, execute: async () => '' })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('tool odd parameters.properties.n.default') }),
+    );
+    expect(root.get('odd')).toBeUndefined();
+  });
+
   it('unregisters through the returned disposer', () => {
     const root = new ToolRegistry();
     const off = root.register(recordingTool('a'));

@@ -3,7 +3,7 @@
 // One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
-import { contentProblem, type ContentBlock } from '../seam/content.js';
+import { contentProblem, plainJsonProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import type { ToolSchema } from './models/types.js';
@@ -60,6 +60,10 @@ function jsonError(text: string): string | undefined {
 /** Validates a tool's shape; throws `INVALID_OPTIONS` naming the bad field. */
 export function assertTool(tool: unknown): asserts tool is Tool {
   parseOrThrow(toolShape(), tool, 'INVALID_OPTIONS', 'tool');
+  // The schema crosses to worker threads and into model requests: a function in it (a `default`)
+  // would fail every worker child's start instead of this registration.
+  const problem = plainJsonProblem((tool as Tool).parameters, `tool ${(tool as Tool).name} parameters`);
+  if (problem) throw new SubagentError('INVALID_OPTIONS', `${problem}; a tool's parameters are a plain JSON Schema`);
   validatorOf(tool as Tool);
 }
 
