@@ -96,6 +96,19 @@ describe('openai model: streams', () => {
     expect(await collect(await model(server))).toEqual([{ type: 'finish', reason: 'refusal' }]);
   });
 
+  it('streams a structured-outputs refusal as text and ends refusal', async () => {
+    const events = [
+      { id: 'chatcmpl-r', choices: [{ index: 0, delta: { role: 'assistant', refusal: '' } }] },
+      { id: 'chatcmpl-r', choices: [{ index: 0, delta: { refusal: 'I cannot help with that.' } }] },
+      { id: 'chatcmpl-r', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    ];
+    const server = await serve(sse(`${events.map((event) => `data: ${JSON.stringify(event)}\n\n`).join('')}data: [DONE]\n\n`));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'text-delta', text: 'I cannot help with that.' },
+      { type: 'finish', reason: 'refusal' },
+    ]);
+  });
+
   it('ends EMPTY_RESPONSE when a stop carries nothing', async () => {
     const stop = { choices: [{ index: 0, delta: { content: '' }, finish_reason: 'stop' }] };
     const empty = `data: ${JSON.stringify(stop)}\n\ndata: [DONE]\n\n`;
@@ -213,6 +226,31 @@ describe('openai model: HTTP errors and retries', () => {
     const chunks = await collect(await model(server));
     expect(finishOf(chunks)).toEqual({ type: 'finish', reason: 'stop' });
     expect(server.received).toHaveLength(2);
+  });
+
+  it('waits its usual delay before retrying a 429 whose Retry-After is empty (not a retry at once)', async () => {
+    const server = await serve(status(429, '{"error":{"message":"Rate limit reached"}}', { 'retry-after': '' }), sse(fixture('text-usage')));
+    const setTimer = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      expect(finishOf(await collect(await model(server)))).toEqual({ type: 'finish', reason: 'stop' });
+      expect(server.received).toHaveLength(2);
+      expect(setTimer.mock.calls.some(([, ms]) => ms === 200)).toBe(true);
+      expect(setTimer.mock.calls.some(([, ms]) => ms === 0)).toBe(false);
+    } finally {
+      setTimer.mockRestore();
+    }
+  });
+
+  it('ends REDIRECT naming where a redirect points, without following it (that would drop the request body)', async () => {
+    const server = await serve((res) => {
+      res.writeHead(301, { location: 'https://api.example.test/v1/chat/completions' });
+      res.end();
+    });
+    expect(finishOf(await collect(await model(server)))).toMatchObject({
+      reason: 'error',
+      failure: { code: 'REDIRECT', status: 301, message: expect.stringContaining('https://api.example.test/v1/chat/completions') },
+    });
+    expect(server.received).toHaveLength(1);
   });
 
   it('ends SERVER after exactly one retry of a 500', async () => {

@@ -21,6 +21,8 @@ const wireChunk = lazy(() => {
           delta: z
             .object({
               content: z.string().nullish(),
+              // OpenAI's structured outputs stream a refusal's text here instead of `content`.
+              refusal: z.string().nullish(),
               reasoning_content: z.string().nullish(),
               reasoning: z.string().nullish(),
               tool_calls: z
@@ -105,6 +107,7 @@ export class CompletionAssembler {
   #scrub: Scrub;
   #sawText = false;
   #sawReasoning = false;
+  #sawRefusal = false;
   #calls = new Map<number, PendingCall>();
   /** Per wire index, the key of the newest call sent at it (see #addFragment). */
   readonly #newestAt = new Map<number, number>();
@@ -153,6 +156,10 @@ export class CompletionAssembler {
         this.#sawText = true;
         out.push({ type: 'text-delta', text: delta.content });
       }
+      if (delta?.refusal) {
+        this.#sawRefusal = true;
+        out.push({ type: 'text-delta', text: delta.refusal });
+      }
       for (const fragment of delta?.tool_calls ?? []) this.#addFragment(fragment);
       if (choice.finish_reason) this.#finishReason = choice.finish_reason;
     }
@@ -176,6 +183,7 @@ export class CompletionAssembler {
         // `tool_calls` finish without calls would leave the driver nothing to run.
         const calls = this.#toolCalls();
         if (calls.length > 0) return [...calls, ...this.#close('tool-calls')];
+        if (this.#sawRefusal) return this.#close('refusal');
         if (this.#sawText || this.#sawReasoning) return this.#close('stop');
         return this.fail({ code: 'EMPTY_RESPONSE', message: 'the model returned no content and no tool calls' });
       }

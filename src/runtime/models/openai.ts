@@ -86,7 +86,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 }
 
 function retryDelay(response: Response): number {
-  const seconds = Number(response.headers.get('retry-after') ?? Number.NaN);
+  // An empty or blank header is no delay given (Number('') would be 0: a retry at once).
+  const given = response.headers.get('retry-after')?.trim();
+  const seconds = given ? Number(given) : Number.NaN;
   if (Number.isFinite(seconds) && seconds >= 0 && seconds * 1000 <= MAX_RETRY_AFTER_MS) return seconds * 1000;
   return RETRY_DELAY_MS;
 }
@@ -147,7 +149,8 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       let outcome: Response | FailureInfo;
       try {
         outcome = await exchange.wait(() =>
-          fetch(url, { method: 'POST', headers, body, signal: exchange.controller.signal }),
+          // Not followed: fetch would turn a 301/302 POST into a GET without its body.
+          fetch(url, { method: 'POST', headers, body, signal: exchange.controller.signal, redirect: 'manual' }),
         );
       } catch (error) {
         outcome = networkFailure(url, error, scrub);
@@ -156,7 +159,13 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       let delay = RETRY_DELAY_MS;
       if (outcome instanceof Response) {
         if (outcome.ok) return { response: outcome, exchange };
+        const location = outcome.status >= 300 && outcome.status < 400 ? outcome.headers.get('location') : null;
         const text = await readErrorBody(outcome, exchange);
+        if (location !== null) {
+          exchange.dispose();
+          const to = scrub(location.slice(0, 200));
+          return { end: fail({ code: 'REDIRECT', status: outcome.status, message: `${url} redirects (HTTP ${outcome.status}) to ${to}; set baseURL to where it points (a redirected request would lose its body)` }) };
+        }
         const requestId = outcome.headers.get('x-request-id') ?? undefined;
         failure = httpFailure({ status: outcome.status, apiKeyEnv, requestId }, serverDetail(text, scrub));
         delay = retryDelay(outcome);
