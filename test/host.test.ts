@@ -275,6 +275,19 @@ describe('host lifecycle', () => {
     await expect(host.createAgent()).rejects.toMatchObject({ code: 'CLOSED' });
   });
 
+  it('refuses providers, continuable starts, follow-ups and reports with CLOSED once closed', async () => {
+    const host = await open({ persistence: { sqlite: join(dir, 'closed.db') } });
+    const parent = await host.createAgent();
+    await host.close();
+    const added: string[] = [];
+    host.subagents.on('subagent/provider-added', (provider) => void added.push(provider.name));
+    expect(() => host.subagents.registerProvider(inProcessProvider(host))).toThrow(expect.objectContaining({ code: 'CLOSED' }));
+    expect(added).toEqual([]);
+    await expect(host.subagents.startContinuable({ provider: 'in-process', label: 'late', request: { prompt: [text('x')], parent } })).rejects.toMatchObject({ code: 'CLOSED' });
+    await expect(host.subagents.followup(parent, 'some-child', [text('x')])).rejects.toMatchObject({ code: 'CLOSED' });
+    await expect(host.subagents.reportFrom(parent, [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
   it('rejects CLOSED for an agent whose creation raced close(), leaving nothing registered', async () => {
     const host = await open();
     const rejected = expect(host.createAgent()).rejects.toMatchObject({ code: 'CLOSED' });

@@ -107,6 +107,7 @@ export class SubagentService {
 
   /** Registers a provider (validated, snapshotted); returns an idempotent disposer. */
   registerProvider(provider: SubagentProvider): () => void {
+    if (this.#closed) throw SubagentError.closed('the host', 'register providers on an open host');
     const snapshot = snapshotProvider(provider);
     this.#providers.add(snapshot);
     try {
@@ -278,6 +279,7 @@ export class SubagentService {
   startContinuable(spec: ContinuableStartSpec): Promise<{ childId: SessionId; messageId: MessageId }> {
     const manager = this.#continuation;
     if (!manager) return Promise.reject(SubagentError.continuationUnavailable('startContinuable'));
+    if (this.#closed) return Promise.reject(SubagentError.closed('the host', 'start children on an open host'));
     return manager.startContinuable(spec);
   }
 
@@ -285,6 +287,7 @@ export class SubagentService {
   followup(parent: Agent, childId: SessionId, content: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
     const manager = this.#continuation;
     if (!manager) return Promise.reject(SubagentError.continuationUnavailable('followup'));
+    if (this.#closed) return Promise.reject(SubagentError.closed('the host', 'send follow-ups on an open host'));
     return manager.followup(parent, childId, content, opts);
   }
 
@@ -297,6 +300,7 @@ export class SubagentService {
   reportFrom(child: Agent, content: ContentBlock[], opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal }): Promise<MessageId> {
     const manager = this.#continuation;
     if (!manager) return Promise.reject(SubagentError.continuationUnavailable('reportFrom'));
+    if (this.#closed) return Promise.reject(SubagentError.closed('the host', 'report on an open host'));
     return reportFrom(manager, child, content, opts);
   }
 
