@@ -92,6 +92,35 @@ describe('continuable spawn children', () => {
     expect((await host.subagents.listDescendants(parent.id)).map((row) => row.id)).toStrictEqual([childId]);
   });
 
+  it('counts a resident ancestor that left its thread toward pool.maxNestingDepth: a refused grandchild stays refused', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 1, maxNestingDepth: 1 } });
+    // Each child delegates to a continuable spawn child whenever its last user text is 'deeper'.
+    const model: ModelSpec = {
+      kind: 'module',
+      specifier: ECHO_MODELS,
+      export: 'createCallThenHistoryEchoModel',
+      options: { on: 'deeper', tool: 'csub', input: { description: 'deeper', prompt: 'deeper' } },
+    };
+    subagentTool(host, { provider: 'spawn', toolName: 'csub', mode: 'continuable', maxDepth: 10, agentOptions: { model } });
+    const { childId: first } = await host.subagents.startContinuable({ provider: 'spawn', label: 'first', request: { prompt: [text('deeper')], parent, maxDepth: 10, agentOptions: { model } } });
+    // The first child starts a second; the second's own start is one generation too deep.
+    await recorder.until(() => recorder.ends.length >= 2);
+    const second = recorder.starts.map((start) => start.id).find((id) => id !== first)!;
+    expect(toolResults(host, second, 'csub')).toStrictEqual([{ text: expect.stringContaining('above pool.maxNestingDepth 1'), isError: true }]);
+    // A one-shot start takes the one thread: both resident children leave it.
+    const oneShot = await host.subagents.start('spawn', { prompt: [text('x')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'x' }] } } });
+    await oneShot.result;
+    await oneShot.dispose();
+    const ended = recorder.ends.length;
+    await host.subagents.followup(host.agents.get(first)!, second, [text('deeper')]);
+    await recorder.until(() => recorder.ends.filter((end) => end.id === second).length >= 2 && recorder.ends.length > ended);
+    expect(toolResults(host, second, 'csub')).toStrictEqual([
+      { text: expect.stringContaining('above pool.maxNestingDepth 1'), isError: true },
+      { text: expect.stringContaining('above pool.maxNestingDepth 1'), isError: true },
+    ]);
+    expect(new Set(recorder.starts.map((start) => start.id))).toStrictEqual(new Set([first, second, oneShot.id]));
+  });
+
   it('answers a follow-up that reaches the idle child just as a start asks it to yield its thread', async () => {
     // The yield and the follow-up meet at a different moment for each gap (in microtasks).
     for (let gap = 0; gap < 6; gap++) {

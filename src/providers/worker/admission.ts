@@ -28,6 +28,11 @@ export interface AdmissionRequest {
   /** A session's parent id: finds the nearest worker-child ancestor through thread-less ones (in-process children). */
   readonly parentOf: (sessionId: string) => string | undefined;
   readonly signal: AbortSignal;
+  /**
+   * A resident (continuable) child: its nesting level is remembered between its stays, until
+   * `forget`, so children started below it while it holds no thread still count it.
+   */
+  readonly resident?: boolean;
   /** Called once when the start has to queue for a slot (none is free for it now). */
   readonly onWait?: () => void;
 }
@@ -75,6 +80,8 @@ export class Admission {
   readonly #maxNestingDepth: number;
   readonly #onLoansChanged: (loans: number) => void;
   readonly #holders = new Map<string, Holder>();
+  /** Nesting levels of resident children, kept while they hold no thread (see AdmissionRequest.resident). */
+  readonly #residentLevels = new Map<string, number>();
   #free: number;
   #loans = 0;
   /** Holders asked to yield whose slots are not released yet. */
@@ -102,8 +109,7 @@ export class Admission {
   acquire(request: AdmissionRequest): Promise<Slot> {
     if (this.#closed) return Promise.reject(SubagentError.closed('the worker pool'));
     if (request.signal.aborted) return Promise.reject(cancelled(request.signal));
-    const lender = this.#nearestHolder(request);
-    const level = levelUnder(lender);
+    const { lender, level } = this.#lineage(request);
     if (level > this.#maxNestingDepth) return Promise.reject(this.#tooDeep(level));
     // Nobody waits and a slot is free: granted now, with no abort listener to add and remove.
     if (this.#queue.length === 0 && (loanable(lender) || this.#free > 0)) {
@@ -149,8 +155,13 @@ export class Admission {
    * (checked by a continuable start before its child exists; each of its turns checks again).
    */
   checkNesting(request: Pick<AdmissionRequest, 'parent' | 'parentOf'>): void {
-    const level = levelUnder(this.#nearestHolder(request));
+    const { level } = this.#lineage(request);
     if (level > this.#maxNestingDepth) throw this.#tooDeep(level);
+  }
+
+  /** A resident child left residence for good: its level is no longer kept. */
+  forget(child: string): void {
+    this.#residentLevels.delete(child);
   }
 
   #tooDeep(level: number): SubagentError {
@@ -160,14 +171,22 @@ export class Admission {
     );
   }
 
-  #nearestHolder(request: Pick<AdmissionRequest, 'parent' | 'parentOf'>): Holder | undefined {
+  /**
+   * The lender of a start (its nearest worker-child ancestor holding a slot) and its nesting level,
+   * from its nearest worker-child ancestor: a holder, or a resident child between stays (which
+   * lends nothing, but is a generation all the same).
+   */
+  #lineage(request: Pick<AdmissionRequest, 'parent' | 'parentOf'>): { lender: Holder | undefined; level: number } {
+    let level: number | undefined;
     let id: string | undefined = request.parent;
     for (let step = 0; id !== undefined && step < MAX_LINEAGE_STEPS; step++) {
       const holder = this.#holders.get(id);
-      if (holder) return holder;
+      if (holder) return { lender: holder, level: level ?? levelUnder(holder) };
+      const resident = this.#residentLevels.get(id);
+      if (level === undefined && resident !== undefined) level = resident + 1;
       id = request.parentOf(id);
     }
-    return undefined;
+    return { lender: undefined, level: level ?? 0 };
   }
 
   /** Grants every waiting start that can run now, in arrival order. */
@@ -213,6 +232,7 @@ export class Admission {
       this.#free--;
     }
     this.#holders.set(holder.id, holder);
+    if (request.resident === true) this.#residentLevels.set(holder.id, level);
     resolve({
       wait: () => this.#wait(holder),
       release: () => this.#release(holder),

@@ -233,6 +233,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       parent: this.#parentId,
       parentOf: (id) => sessions.get(id)?.header.parentSession,
       signal,
+      resident: true,
     });
     // The stay's turn, as the thread's calls and notices find it (the stay is built below).
     const current: { stay?: Stay } = {};
@@ -329,6 +330,7 @@ export class ResidentWorkerModel implements ModelAdapter {
   /** The child left residence for good (its Activation ended): its stay ends with it. */
   async release(): Promise<void> {
     this.#released = true;
+    this.#host.pool.admission.forget(this.#childId);
     await this.#entering;
     await this.#previous;
     const live = [...this.#live];
