@@ -190,6 +190,30 @@ describe('startContinuable and followup', () => {
     expect(recorder.ends.map((e) => e.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
   });
 
+  it('starts no turn for input that reaches a child while it is evicted; the next follow-up’s turn takes it first', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 0 } });
+    let late = true;
+    // Its setup is undone during its eviction: input given then stands for input still on its way.
+    host.subagents.registerContinuableSetup((child) => () => {
+      if (!late) return;
+      late = false;
+      child.followup([text('late')]);
+    });
+    const { childId } = await startChild(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const stored = (await host.persistence!.load(childId))!.events;
+    expect(turnEnds(stored)).toStrictEqual(['completed']);
+    expect(userTexts(stored)).toStrictEqual(['first']);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(userTexts(events)).toStrictEqual(['first', 'late', 'second']);
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed', 'completed']);
+    expect(recorder.starts.map((s) => s.runId)).toStrictEqual(recorder.ends.map((e) => e.runId));
+  });
+
   it('seeds an in-process-fork child with the parent’s completed turns', async () => {
     const { host, parent, recorder } = await setup();
     parent.followup([text('context')]);

@@ -160,6 +160,14 @@ export class LocalAgent implements Agent {
     this.cancel({ kind: 'disposed' });
   }
 
+  /**
+   * No later input wakes the agent (it is logged, and stays pending there): its owner is tearing it
+   * down, and a turn started now would only be aborted by that teardown, its input claimed by it.
+   */
+  holdTurns(): void {
+    this.#disposing = true;
+  }
+
   /** Refuses all later input with `CLOSED`; the registry calls it when it disposes the agent. */
   release(): void {
     this.#released = true;

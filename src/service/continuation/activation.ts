@@ -167,6 +167,9 @@ export class Activation {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.agent.cancel({ kind: 'parent' }, { keepInbox });
+    // Input that still arrives (its own code's, on its way from its thread) starts no turn now: it
+    // stays pending in the log, for the child loaded from it next.
+    this.agent.holdTurns();
     // Children (and held work) are cancelled in this same synchronous span, top-down; they finish first.
     const children = [...this.#host.childrenOf(this.childId).map((child) => child.dispose(opts)), this.#host.releaseWork(this.agent)];
     this.disposal = (async () => {
