@@ -121,6 +121,25 @@ describe('continuable spawn children', () => {
     expect(new Set(recorder.starts.map((start) => start.id))).toStrictEqual(new Set([first, second, oneShot.id]));
   });
 
+  it('holds a resident child’s turn to maxStepsPerTurn model calls, also when a steer makes it two turns in the thread', async () => {
+    const { host, parent, recorder } = await setup();
+    const model: ModelSpec = {
+      kind: 'scripted',
+      steps: [call('queue_input', { how: 'steer', text: 'more' }), { text: 'first answer' }, call('count', {}), { text: 'one call too many' }],
+    };
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'steps',
+      request: { prompt: [text('go')], parent, agentOptions: { model, toolModules: [TOOLS], maxStepsPerTurn: 3 } },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    const events = host.sessions.get(childId)!.events;
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toStrictEqual([
+      { turn: 1, reason: { kind: 'error', error: { code: 'MAX_STEPS', message: 'the turn needed more than 3 model calls (maxStepsPerTurn)' } } },
+    ]);
+    expect(recorder.ends[0]!.usage).toMatchObject({ requests: 3 });
+  });
+
   it('answers a follow-up that reaches the idle child just as a start asks it to yield its thread', async () => {
     // The yield and the follow-up meet at a different moment for each gap (in microtasks).
     for (let gap = 0; gap < 6; gap++) {

@@ -184,6 +184,11 @@ export class LocalAgent implements Agent {
     return id;
   }
 
+  /** The next turn makes at most `steps` model calls (fewer than maxStepsPerTurn; see TurnContext.stepAllowance). */
+  allowSteps(steps: number): void {
+    this.#turn.stepAllowance = steps;
+  }
+
   /** Starts the driver if input is pending (used after restoring a session with queued input). */
   wake(): void {
     if (this.#disposing) return;

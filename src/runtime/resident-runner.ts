@@ -42,9 +42,10 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
     ownInput.add(sent);
   };
   transport.serve({
-    prompt(messages, hostTools) {
+    prompt(messages, hostTools, steps) {
       if (!agent) throw new Error('the resident child is not built yet');
       if (hostTools) setHostTools(hostTools);
+      if (steps !== undefined) agent.allowSteps(steps);
       // The previous turn's cancellation is spent: this turn starts afresh.
       if (flag) Atomics.store(flag, 0, 0);
       let reply!: (events: SessionEvent[]) => void;

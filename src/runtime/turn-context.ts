@@ -37,6 +37,11 @@ export interface TurnContext {
   options: AgentOptions;
   hooks: AgentHooks;
   newId(): string;
+  /**
+   * Model calls the next turn may make, when fewer than `options.maxStepsPerTurn`: a resident
+   * child's turn is one step of a host-side turn, and may use only what that turn has left.
+   */
+  stepAllowance?: number | undefined;
   cancelFlag?: Int32Array;
   /**
    * After a cancel, how long the turn waits for a model stream or tool that ignores its signal

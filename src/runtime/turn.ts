@@ -146,7 +146,9 @@ async function runStep(ctx: TurnContext, turn: number, step: number, signal: Abo
 export async function runTurn(ctx: TurnContext, turn: number, controller: AbortController): Promise<TurnEndReason> {
   const { session, inbox } = ctx;
   const signal = controller.signal;
-  const maxSteps = ctx.options.maxStepsPerTurn ?? DEFAULT_MAX_STEPS_PER_TURN;
+  const perTurn = ctx.options.maxStepsPerTurn ?? DEFAULT_MAX_STEPS_PER_TURN;
+  const maxSteps = Math.min(perTurn, ctx.stepAllowance ?? perTurn);
+  ctx.stepAllowance = undefined;
   session.append('turn/start', { turn });
   // A cancel flag set by another thread aborts the turn at its next checkpoint, even if the
   // message carrying the cancellation has not been delivered yet.
@@ -163,7 +165,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
     ctx.hooks.turnStart?.(turn);
     for (let step = 1; (observeFlag(), !signal.aborted); step++) {
       if (step > maxSteps) {
-        reason = { kind: 'error', error: { code: 'MAX_STEPS', message: `the turn needed more than ${maxSteps} model calls (maxStepsPerTurn)` } };
+        reason = { kind: 'error', error: { code: 'MAX_STEPS', message: `the turn needed more than ${perTurn} model calls (maxStepsPerTurn)` } };
         break;
       }
       const verdict = ctx.hooks.beforeStep?.(turn, step);

@@ -101,9 +101,10 @@ export interface ResidentControlApi {
    * Runs one turn: the first message opens it, the others join its first step. `hostTools`, when
    * given, replaces the host tools the child sees (setup contributions come and go). Resolves at
    * the turn's end with its events not sent as notices yet (its `turn/end` last), so a turn that
-   * ends within one event-loop turn costs one message each way.
+   * ends within one event-loop turn costs one message each way. `steps`: the model calls the turn
+   * may make (what its host-side turn has left of maxStepsPerTurn).
    */
-  prompt(messages: ResidentMessage[], hostTools?: HostToolSchema[]): Promise<SessionEvent[]>;
+  prompt(messages: ResidentMessage[], hostTools?: HostToolSchema[], steps?: number): Promise<SessionEvent[]>;
   /** Cancels the running turn; the child stays. */
   cancel(cause: CancelCause): void;
   /** Ends the stay: the agent is disposed and the task returns. */

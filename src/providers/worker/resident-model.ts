@@ -14,7 +14,7 @@ import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-ty
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
 import type { LocalAgent } from '../../runtime/agent.js';
-import { openStep } from '../../runtime/turn.js';
+import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
@@ -142,7 +142,10 @@ export class ResidentWorkerModel implements ModelAdapter {
       return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
     }
     // A budget stop inside the child's turn stops the host-side turn the same way (its input is discarded).
-    const relay = new TurnRelay(signal, agent.session, openStep(agent.session.events) ?? { turn: 0, step: 1 }, (cause) => agent.cancel(cause));
+    const at = openStep(agent.session.events) ?? { turn: 0, step: 1 };
+    const relay = new TurnRelay(signal, agent.session, at, (cause) => agent.cancel(cause));
+    // The child's turn is this host-side step and those after it: it may use what this turn has left.
+    const steps = (agent.options.maxStepsPerTurn ?? DEFAULT_MAX_STEPS_PER_TURN) - at.step + 1;
     stay.turn = relay;
     stay.slot.busy();
     this.#previous = relay.ended;
@@ -161,7 +164,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       const tools = agent.tools.list();
       const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
       stay.tools = tools;
-      const tail = stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined);
+      const tail = stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined, steps);
       // A cancel that landed before the listener was added still reaches the turn: it follows the prompt.
       if (signal.aborted) cancel();
       try {

@@ -115,8 +115,8 @@ export class ResidentThread {
    * Runs one turn; resolves at its end with its last events (those not sent as notices), rejects
    * `CLOSED` if the stay ends first.
    */
-  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined): Promise<SessionEvent[]> {
-    return this.#control.call((remote) => remote.prompt(messages, hostTools));
+  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined, steps: number): Promise<SessionEvent[]> {
+    return this.#control.call((remote) => remote.prompt(messages, hostTools, steps));
   }
 
   /**
