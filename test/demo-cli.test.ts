@@ -1,6 +1,6 @@
 // The demo command, run as a user runs it: every child is accounted for, chaos is contained, and the
 // text a terminal shows (progress lines, or a redrawn bar on a TTY, then the report) says what ran.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -160,6 +160,29 @@ describe('subagent-host demo', () => {
     expect((failed as { stderr: string }).stderr).toBe(
       'subagent-host demo: --model openai needs OPENAI_BASE_URL, OPENAI_MODEL, OPENAI_API_KEY: OPENAI_MODEL is set, OPENAI_BASE_URL and OPENAI_API_KEY not\n',
     );
+  });
+});
+
+describe('subagent-host demo interrupted during its one-by-one comparison run', () => {
+  it('stops that run too: exit 130, no report', { timeout: 90_000 }, async () => {
+    // A large folder, so the one-by-one run lasts; the demo makes its folder under TMPDIR.
+    const big = new URL('../node_modules/typescript', import.meta.url).pathname;
+    const temp = mkdtempSync(join(tmpdir(), 'demo-sigint-'));
+    const db = join(dir, `run-${++runs}.db`);
+    const child = spawn(process.execPath, [cli, 'demo', '--children', '2', '--dir', big, '--db', db], { env: { ...process.env, TMPDIR: temp }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      while (!readdirSync(temp).some((name) => name.startsWith('subagent-host-baseline-'))) await new Promise((resolve) => setTimeout(resolve, 10));
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+      expect(stdout).not.toContain('speed-up');
+      expect(readdirSync(temp)).toEqual([]);
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(temp, { recursive: true, force: true });
+    }
   });
 });
 

@@ -117,10 +117,12 @@ const BASELINE_RUNS = 3;
  * SQLite file of their own (same settings as the demo's), removed afterwards: the user's database
  * holds the run the report is about, not three copies of its children under a stand-in parent.
  */
-async function sequentialBaseline(delegated: readonly Delegated[], warmUpFiles: readonly string[]): Promise<Baseline> {
+async function sequentialBaseline(delegated: readonly Delegated[], warmUpFiles: readonly string[], signal?: AbortSignal): Promise<Baseline> {
   const dir = await mkdtemp(join(tmpdir(), 'subagent-host-baseline-'));
   try {
     const host = await createHost({ providers: false, persistence: { sqlite: join(dir, 'baseline.db') }, pool: { minThreads: 0 } });
+    // Ctrl-C stops the one-by-one run too: its host closes, cancelling the child it runs.
+    const stop = closeOnAbort(host, signal);
     try {
       const baseline = inProcessProvider(host, { name: 'baseline' });
       host.subagents.registerProvider(baseline);
@@ -128,12 +130,14 @@ async function sequentialBaseline(delegated: readonly Delegated[], warmUpFiles: 
       await warmUpChild(parent, baseline, warmUpFiles, analystModel());
       let fastest: Baseline | undefined;
       for (let i = 0; i < BASELINE_RUNS; i++) {
-        const measured = await oneByOne(host, parent, delegated);
+        await checkpoint(signal);
+        const measured = await oneByOne(host, parent, delegated, signal);
         if (measured.stopReasons.some((reason) => reason !== 'completed')) return measured;
         if (fastest === undefined || measured.ms < fastest.ms) fastest = measured;
       }
       return fastest!;
     } finally {
+      stop();
       await host.close();
     }
   } finally {
@@ -142,15 +146,25 @@ async function sequentialBaseline(delegated: readonly Delegated[], warmUpFiles: 
 }
 
 /**
+ * Lets the event loop turn (in-process children chain only microtasks, so a Ctrl-C would wait for
+ * the whole one-by-one run), then throws if the run was interrupted.
+ */
+async function checkpoint(signal: AbortSignal | undefined): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+  signal?.throwIfAborted();
+}
+
+/**
  * One pass over the children, timed like the parallel run: from the first start to the last result.
  * Disposing (which waits for each session to be on disk) comes after the clock, as it does there.
  */
-async function oneByOne(host: Host, parent: Agent, delegated: readonly Delegated[]): Promise<Baseline> {
+async function oneByOne(host: Host, parent: Agent, delegated: readonly Delegated[], signal?: AbortSignal): Promise<Baseline> {
   const runs: SubagentRun[] = [];
   const stopReasons: string[] = [];
   const t0 = performance.now();
   try {
     for (const { request } of delegated) {
+      await checkpoint(signal);
       const run = await host.subagents.start('baseline', { ...request, parent, signal: new AbortController().signal });
       runs.push(run);
       stopReasons.push((await run.result).stopReason);
@@ -212,7 +226,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason ?? { kind: 'error', error: { code: 'UNKNOWN', message: 'the turn did not end' } };
     const ranChildren = delegated.map(ran);
     const model = options.model ? 'openai' : 'scripted';
-    const baseline = noBaselineReason(model, ranChildren) === undefined ? await sequentialBaseline(delegated, children[0]!.files) : undefined;
+    const baseline = noBaselineReason(model, ranChildren) === undefined && !options.signal?.aborted ? await sequentialBaseline(delegated, children[0]!.files, options.signal) : undefined;
     return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
   } finally {
     stop();
