@@ -231,7 +231,7 @@ describe('subagent-host ls', () => {
     const store = sqlitePersistence(file);
     await store.create({ id: 'p', createdAt: 1 });
     await store.create({ id: 'c', createdAt: 2, parentSession: 'p', origin: 'subagent' });
-    const label = 'fine\nforged  one-shot  inactive\u001b]0;title\u0007\u001b[31m';
+    const label = 'fine\nforged  one-shot  inactive\u001b]0;title\u0007\u001b[31m \u202eexe.txt\u202c\u2028';
     await store.append('c', [
       { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
       { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: { version: 2, mode: 'one-shot', provider: 'spawn', label } },
@@ -240,6 +240,7 @@ describe('subagent-host ls', () => {
     await store.close();
     const { code, stdout } = await ls(['p', '--db', file]);
     expect(code).toBe(0);
-    expect(stdout).toBe('c  one-shot     inactive  -  0  fine\\x0aforged  one-shot  inactive\\x1b]0;title\\x07\\x1b[31m\n');
+    // Bidirectional controls too: they would show the label reversed.
+    expect(stdout).toBe('c  one-shot     inactive  -  0  fine\\x0aforged  one-shot  inactive\\x1b]0;title\\x07\\x1b[31m \\u202eexe.txt\\u202c\\u2028\n');
   });
 });

@@ -2,6 +2,7 @@
 // parallelism alone; a ratio beyond the cores measures a stall of that run, and the report says so.
 import { describe, expect, it } from 'vitest';
 import { buildReport, type RanChild } from '../dist/src/demo/report.js';
+import { reportText } from '../dist/src/demo/report-text.js';
 
 const children: RanChild[] = [0, 1].map((i) => ({
   id: `c${i}`,
@@ -44,5 +45,17 @@ describe('demo speed-up', () => {
       "the one-by-one run took ×6.73 the parallel run's time, more than 2 cores can explain: it waited on something other than its work (a slow disk or a busy machine), so the runs are not compared",
     );
     expect(report(673, 8)).toMatchObject({ speedup: 6.73 });
+  });
+});
+
+describe('demo report text', () => {
+  it('shows control characters of a label and of the answer (the model’s text) escaped, keeping the answer’s lines', () => {
+    const built = report(200, 2);
+    const forged = { ...built, children: built.children.map((child, i) => (i === 0 ? { ...child, label: 'evil\n  forged row\u001b]0;pwned\u0007\u001b[31m' } : child)), answer: 'line one\nline \u001b[2Jtwo' };
+    const text = reportText(forged);
+    expect(text).not.toMatch(/[\u001b\u0007]/);
+    expect(text).toContain('evil\\x0a  forged row\\x1b]0;pwned\\x07\\x1b[31m');
+    expect(text).toContain('line one\n');
+    expect(text).toContain('line \\x1b[2Jtwo');
   });
 });

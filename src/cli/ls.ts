@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
+import { visible } from '../seam/visible.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { InspectReader } from '../inspect/reader.js';
@@ -38,14 +39,6 @@ function name(entry: Entry): string {
 function tokensOf(entry: Entry, subtree: boolean): number {
   if (entry.kind !== 'child') return 0;
   return subtree && 'treeUsage' in entry ? entry.treeUsage.totalTokens : entry.usage.totalTokens;
-}
-
-/**
- * Control characters shown as `\xNN`: a label is the model's text, and a newline or an escape
- * sequence in it would forge rows or drive the terminal.
- */
-function visible(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }
 
 /** One aligned line per entry; the label comes last because it may contain spaces. */

@@ -1,6 +1,7 @@
 // Live progress of the demo's children: one line per child (queued → running → done, with times),
 // redrawn with a progress bar on a TTY, printed as plain lines otherwise.
 import type { Writable } from 'node:stream';
+import { visible } from '../seam/visible.js';
 
 export type ChildState = 'queued' | 'running' | 'done';
 
@@ -74,7 +75,7 @@ export class ProgressView {
           ? `running since ${ms(since)}`
           : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? since) - since)}`;
     const note = child.note ? ` — ${child.note}` : '';
-    return `  ${child.label.padEnd(14)} ${status}${note}`;
+    return `  ${visible(child.label).padEnd(14)} ${status}${note}`;
   }
 
   #changed(child: ChildProgress): void {

@@ -1,6 +1,7 @@
 // The demo report as text for a terminal: the children table, the model's answer, then plain
 // sentences on what the model delegated and what the timings do (and do not) show.
 import type { DemoReport } from './report.js';
+import { visible, visibleLines } from '../seam/visible.js';
 
 const indent = (text: string) =>
   text
@@ -38,11 +39,11 @@ function timing(report: DemoReport): string {
 export function reportText(report: DemoReport): string {
   const figure = (value: number | null) => (value === null ? '-' : String(value));
   const rows = report.children.map(
-    (c) => `  ${c.label.padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms ${figure(c.tokens).padStart(7)} ${figure(c.turns).padStart(5)}  ${c.id}`,
+    (c) => `  ${visible(c.label).padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms ${figure(c.tokens).padStart(7)} ${figure(c.turns).padStart(5)}  ${c.id}`,
   );
   const header = `  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)} ${'tokens'.padStart(7)} ${'turns'.padStart(5)}  session`;
   const table = rows.length === 0 ? [] : [header, ...rows, ''];
-  const answer = report.answer.trim() === '' ? ['  The model gave no answer.'] : [`  The model's answer:`, indent(indent(report.answer.trim()))];
+  const answer = report.answer.trim() === '' ? ['  The model gave no answer.'] : [`  The model's answer:`, indent(indent(visibleLines(report.answer.trim())))];
   const db = shellWord(report.db);
   const look = [
     `  Parent session ${report.parentId}, saved in ${report.db}. Look at it with:`,
