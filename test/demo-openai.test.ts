@@ -21,7 +21,7 @@ afterAll(() => {
   rmSync(dbDir, { recursive: true, force: true });
 });
 
-type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'children-hang';
+type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'children-hang' | 'children-delegate';
 type Message = { role: string; content: string };
 interface Seen {
   who: 'planner' | 'child';
@@ -78,6 +78,8 @@ async function modelServer(behaviour: Behaviour): Promise<{ baseURL: string; see
         res.end(JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error' } }));
       } else if (last.role === 'tool') {
         answer(res, body.model, who === 'planner' ? SUMMARY : `Analysed: ${last.content.slice(0, 60)}`);
+      } else if (who === 'child' && behaviour === 'children-delegate' && user !== 'sub-task') {
+        toolCalls(res, body.model, [{ name: 'subagent', input: { description: 'nested', prompt: 'sub-task' } }]);
       } else if (who === 'child' && behaviour === 'children-hang') {
         res.writeHead(200, { 'content-type': 'text/event-stream' }); // and nothing more
       } else if (who === 'child') {
@@ -146,6 +148,16 @@ describe('demo --model openai against a local OpenAI-compatible server', () => {
     const planner = server.seen.filter((s) => s.who === 'planner');
     expect(planner).toHaveLength(2);
     expect(planner[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(Array.from({ length: 3 }, () => expect.stringMatching(/^Analysed: \{"files"/)));
+  });
+
+  it('reports only the parent’s own children when the children delegate again', { timeout: 90_000 }, async () => {
+    const server = await modelServer('children-delegate');
+    const { code, report } = await json(server.baseURL);
+    expect(code).toBe(0);
+    expect(report.children.map((c) => c.label)).toEqual(['chunk 1/3', 'chunk 2/3', 'chunk 3/3']);
+    expect(report.chunks).toEqual({ planned: 3, delegated: 3, missing: [] });
+    // The grandchildren did run: each child's model saw its own child's answer.
+    expect(server.seen.filter((s) => s.who === 'child' && s.messages.some((m) => m.content === 'sub-task'))).not.toEqual([]);
   });
 
   it('says which chunks were left out when the model delegates only some', { timeout: 90_000 }, async () => {

@@ -63,13 +63,18 @@ interface Delegated {
   request: Pick<SubagentStartRequest, 'label' | 'agentOptions'> & { prompt: ContentBlock[] };
 }
 
-/** Wraps a provider so the demo sees each child's life and a runaway child meets a deadline. */
-function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number, delegated: Delegated[]): SubagentProvider {
+/**
+ * Wraps a provider so the demo sees the life of each child of the run's parent (`ours` says which
+ * starts those are: a child that delegates again is not another of the parent's children) and a
+ * runaway child meets a deadline.
+ */
+function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number, delegated: Delegated[], ours: (parentId: string) => boolean): SubagentProvider {
   return {
     name: inner.name,
     capabilities: inner.capabilities,
     inheritsParentContext: inner.inheritsParentContext,
     async start(request) {
+      if (!ours(request.parent.id)) return inner.start(request);
       const child = view.queued(request.label ?? 'child');
       const { label, prompt, agentOptions } = request;
       delegated.push({ progress: child, request: { prompt: [...prompt], ...(label === undefined ? {} : { label }), ...(agentOptions ? { agentOptions } : {}) } });
@@ -201,7 +206,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   try {
     const inner =
       options.provider === 'in-process' ? inProcessProvider(host) : options.provider === 'fork' ? forkProvider(host) : spawnProvider(host);
-    host.subagents.registerProvider(tracked(inner, view, options.deadlineMs, delegated));
+    // Set once the run's parent exists (the warm-up's children are not tracked).
+    const run: { parentId?: string } = {};
+    host.subagents.registerProvider(tracked(inner, view, options.deadlineMs, delegated, (id) => id === run.parentId));
     const childModel = options.model ?? analystModel();
     subagentTool(host, { provider: inner.name, agentOptions: { model: childModel, toolModules: [childTools] } });
     // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are, with
@@ -214,6 +221,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         ? { agentOptions: { model: options.model, persona: 'You coordinate code analysis. Delegate each chunk with the subagent tool, all chunks in one answer, then summarize their results.' } }
         : { model: createPlannerModel(children) },
     );
+    run.parentId = parent.id;
     const t0 = performance.now();
     parent.followup([text(`Analyse the ${files.length} files under ${dir} in ${children.length} parallel children:\n\n${children.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();
