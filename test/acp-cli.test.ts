@@ -123,6 +123,16 @@ describe('subagent-host acp', () => {
     expect(storedTypes(db, sessionId).at(-1)).toBe('turn/end');
   });
 
+  it('ends as a finished server, exit 0, when its client stops reading its output', async () => {
+    const agent = startAgent([]);
+    await agent.request('initialize', { protocolVersion: 1, clientCapabilities: {} });
+    // The client goes away from our stdout but still writes: the answer to this request cannot be read.
+    agent.child.stdout.destroy();
+    agent.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'session/new', params: { cwd: files.dir, mcpServers: [] } })}\n`);
+    expect(await agent.exited).toBe(0);
+    expect(agent.stderr()).not.toContain('Error');
+  });
+
   it('answers a prompt only once its turn is stored: killed (SIGKILL) right after the answer, the turn is in --db', async () => {
     const db = files.file();
     const agent = startAgent(['--db', db]);

@@ -7,6 +7,7 @@ import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
 import { startWarmUp } from './acp-warm-up.js';
 import { parseCommand, readValues } from './args.js';
+import { outputGone } from './output.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE] [--text-only]
 
@@ -65,7 +66,8 @@ export async function run(args: string[]): Promise<number> {
   // SIGTERM (a client's dispose ladder) and SIGINT (Ctrl-C) still flush the sessions before exiting.
   const exitAfterClose = (code: number) => () => void host.close().finally(() => process.exit(code));
   const onTerm = exitAfterClose(143);
-  const onInt = exitAfterClose(130);
+  // A client that went away (its end of our stdout closed) ends the server as a finished one: exit 0.
+  const onInt = () => exitAfterClose(outputGone() ? 0 : 130)();
   process.once('SIGTERM', onTerm);
   process.once('SIGINT', onInt);
   // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a
