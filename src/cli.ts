@@ -30,9 +30,14 @@ function usage(): string {
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
+    // A usage error, as every other one: on stderr.
+    process.stderr.write(`subagent-host: no command given\n\n${usage()}\n`);
+    return 2;
+  }
+  if (name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${usage()}\n`);
-    return name === undefined ? 2 : 0;
+    return 0;
   }
   const entry = COMMANDS[name];
   if (!entry) {

@@ -29,11 +29,12 @@ async function runCli(...args: string[]): Promise<Outcome> {
 const COMMANDS = ['demo', 'bench', 'ls', 'inspect', 'acp', 'worker'];
 
 describe('subagent-host', () => {
-  it('without a command lists every command on stdout and exits 2', async () => {
-    const { code, stdout } = await runCli();
+  it('without a command says so and lists every command on stderr (a usage error), exit 2', async () => {
+    const { code, stdout, stderr } = await runCli();
     expect(code).toBe(2);
-    expect(stdout).toMatch(/^usage: subagent-host <command> \[options\]/);
-    for (const name of COMMANDS) expect(stdout).toMatch(new RegExp(`^  ${name} +\\S`, 'm'));
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(/^subagent-host: no command given\n\nusage: subagent-host <command> \[options\]/);
+    for (const name of COMMANDS) expect(stderr).toMatch(new RegExp(`^  ${name} +\\S`, 'm'));
   });
 
   it.each([['--help'], ['-h'], ['help']])('%s lists the commands and exits 0', async (flag) => {
