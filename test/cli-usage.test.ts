@@ -159,6 +159,11 @@ describe('subagent-host worker', () => {
     const { code, stdout } = await runCli('worker', '--help');
     expect(code).toBe(0);
     expect(stdout).toMatch(/^usage: subagent-host worker --redis URL/);
+    // The usage names every option described below it.
+    const [synopsis, ...rest] = stdout.split('\n\n');
+    const described = [...rest.join('\n\n').matchAll(/^ {2}(--[a-z-]+)/gm)].map((match) => match[1]!);
+    expect(described).toHaveLength(6);
+    for (const option of described) expect(synopsis).toContain(option);
   });
 
   it.each([[['--bogus']], [['stray']]])('names the bad argument %j with the usage on stderr and exits 2 without connecting', async (args) => {

@@ -7,6 +7,7 @@ import { QueueWorker } from '../providers/queue/queue-worker.js';
 import { MAX_TIMER_MS, integerValue, parseCommand, readValues } from './args.js';
 
 const USAGE = `usage: subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]
+                            [--lock-duration-ms N] [--drain-grace-ms N]
 
 Runs children queued by a host's queue provider, each in a worker thread of this process.
 
