@@ -35,6 +35,18 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** Writes one root session, whose first message is `title`, to the database at `path`. */
+async function writeRootAt(path: string, title: string): Promise<void> {
+  const host = await createHost({ providers: false, persistence: { sqlite: path } });
+  try {
+    const agent = await host.createAgent();
+    agent.followup([text(title)]);
+    await agent.whenIdle();
+  } finally {
+    await host.close();
+  }
+}
+
 describe('subagent-host inspect server', () => {
   it('serves its page, its script, its stylesheet and the roots', async () => {
     const answers = await Promise.all(['/', '/page.js', '/page.css', '/api/roots'].map((path) => rawGet(server.url, path)));
@@ -140,16 +152,7 @@ describe('subagent-host inspect server', () => {
 
   it('follows a database deleted and written again at its path: says it is gone, then serves the new one', async () => {
     const path = join(files.dir, 'rewritten.db');
-    const writeRoot = async (title: string) => {
-      const host = await createHost({ providers: false, persistence: { sqlite: path } });
-      try {
-        const agent = await host.createAgent();
-        agent.followup([text(title)]);
-        await agent.whenIdle();
-      } finally {
-        await host.close();
-      }
-    };
+    const writeRoot = (title: string) => writeRootAt(path, title);
     await writeRoot('first run');
     const other = await startInspect(path);
     const { hostname, port } = new URL(other.url);
@@ -184,16 +187,7 @@ describe('subagent-host inspect server', () => {
 
   it('serves a database replaced at its path to a client that never opened the change stream', async () => {
     const path = join(files.dir, 'replaced.db');
-    const writeRoot = async (title: string) => {
-      const host = await createHost({ providers: false, persistence: { sqlite: path } });
-      try {
-        const agent = await host.createAgent();
-        agent.followup([text(title)]);
-        await agent.whenIdle();
-      } finally {
-        await host.close();
-      }
-    };
+    const writeRoot = (title: string) => writeRootAt(path, title);
     await writeRoot('first run');
     const other = await startInspect(path);
     const titles = async () => (JSON.parse((await rawGet(other.url, '/api/roots')).body) as { title?: string }[]).map((root) => root.title);

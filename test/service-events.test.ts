@@ -1,9 +1,9 @@
 // Lifecycle events of one-shot runs: ordering around start(), parent scoping, run ids, end payloads
 // and listener containment (seam-spec S6–S11).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { text, type SubagentEvents, type SubagentRun } from 'subagent-host';
+import { text, type Agent, type Host, type SubagentEvents, type SubagentRun } from 'subagent-host';
 import { deferred } from './helpers.js';
-import { fakeProvider, fakeRun, testHost, type FakeRun, type TestHost } from './fake-provider.js';
+import { fakeProvider, fakeRun, testHost, type FakeProvider, type FakeRun, type TestHost } from './fake-provider.js';
 
 let t: TestHost;
 let heard: unknown[][];
@@ -243,27 +243,37 @@ describe('lifecycle events', () => {
   });
 });
 
+/**
+ * Runs `body` on a host whose logger is `warn`, with a fake provider registered; resolves with the
+ * unhandled rejections seen meanwhile.
+ */
+async function withLogger(warn: () => void, body: (host: Host, parent: Agent, provider: FakeProvider) => Promise<void>): Promise<unknown[]> {
+  const { createHost } = await import('subagent-host');
+  const host = await createHost({ providers: false, logger: { warn } });
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const parent = await host.createAgent();
+    const provider = fakeProvider('fake');
+    host.subagents.registerProvider(provider);
+    await body(host, parent, provider);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+    await host.close();
+  }
+  return unhandled;
+}
+
 describe('a logger that throws', () => {
   it('keeps an async logger’s rejection from becoming an unhandled rejection', async () => {
-    const { createHost } = await import('subagent-host');
     let warned = 0;
-    const host = await createHost({
-      providers: false,
-      // `warn(): void` takes an async function too: its rejection is the host's to contain.
-      logger: {
-        warn: (() => {
-          warned++;
-          return Promise.reject(new Error('logger down'));
-        }) as () => void,
-      },
-    });
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
-      const parent = await host.createAgent();
-      const provider = fakeProvider('fake');
-      host.subagents.registerProvider(provider);
+    // `warn(): void` takes an async function too: its rejection is the host's to contain.
+    const warn = (() => {
+      warned++;
+      return Promise.reject(new Error('logger down'));
+    }) as () => void;
+    const unhandled = await withLogger(warn, async (host, parent, provider) => {
       host.subagents.on('subagent/end', () => {
         throw new Error('listener failed');
       });
@@ -272,32 +282,16 @@ describe('a logger that throws', () => {
       await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
       await run.dispose();
       await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(warned).toBeGreaterThan(0);
-      expect(unhandled).toEqual([]);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-      await host.close();
-    }
+    });
+    expect(warned).toBeGreaterThan(0);
+    expect(unhandled).toEqual([]);
   });
 
-
   it('fails neither the start nor the end: the run is the caller’s, its end is heard, nothing is left unhandled', async () => {
-    const { createHost } = await import('subagent-host');
-    const host = await createHost({
-      providers: false,
-      logger: {
-        warn() {
-          throw new Error('logger down');
-        },
-      },
-    });
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
-      const parent = await host.createAgent();
-      const provider = fakeProvider('fake');
-      host.subagents.registerProvider(provider);
+    const warn = () => {
+      throw new Error('logger down');
+    };
+    const unhandled = await withLogger(warn, async (host, parent, provider) => {
       const ends: string[] = [];
       host.subagents.on('subagent/start', () => {
         throw new Error('listener failed');
@@ -312,11 +306,8 @@ describe('a logger that throws', () => {
       await run.dispose();
       await new Promise((resolve) => setImmediate(resolve));
       expect(ends).toEqual(['completed']);
-      expect(unhandled).toEqual([]);
       expect(host.subagents.activeRuns).toBe(0);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-      await host.close();
-    }
+    });
+    expect(unhandled).toEqual([]);
   });
 });
