@@ -72,10 +72,7 @@ function containedLogger(logger: Logger | undefined): Logger | undefined {
     try {
       const returned: unknown = logger[method]?.(message, data);
       // An async logger that rejects must not become an unhandled rejection (which ends the process).
-      if (returned instanceof Promise) returned.catch(() => undefined);
-      else if (returned !== null && typeof returned === 'object' && typeof (returned as { then?: unknown }).then === 'function') {
-        (returned as PromiseLike<unknown>).then(undefined, () => undefined);
-      }
+      if (isRecord(returned) && typeof returned['then'] === 'function') (returned as unknown as PromiseLike<unknown>).then(undefined, () => undefined);
     } catch {
       // Nothing to report a failing logger to.
     }

@@ -156,7 +156,7 @@ export class LocalAgent implements Agent {
    * then waits for idle, then `release()`.
    */
   beginDispose(): void {
-    this.#disposing = true;
+    this.holdTurns();
     this.cancel({ kind: 'disposed' });
   }
 

@@ -3,7 +3,7 @@
 // lists ACP children like any other, and the log is complete when the run's result settles.
 import { randomUUID } from 'node:crypto';
 import type * as acp from '@agentclientprotocol/sdk';
-import type { ContentBlock } from '../../seam/content.js';
+import { plainJsonProblem, type ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { AssistantOutputFold } from '../../seam/output.js';
 import type { SessionHeader, TurnEndReason, Usage } from '../../seam/session-types.js';
@@ -38,19 +38,12 @@ function toolContent(content: readonly acp.ToolCallContent[] | null | undefined)
   return blocks;
 }
 
-/** How deeply an agent's `rawInput` may nest: deeper JSON parses, but fails to be stored (stack depth). */
-const MAX_INPUT_DEPTH = 256;
-
-/** `input` when it nests no deeper than {@link MAX_INPUT_DEPTH} (checked without recursion), else a marker. */
+/**
+ * An agent's `rawInput` as the log can keep it: JSON nested deeper than content may be (it parses,
+ * but fails to be stored) is recorded as a marker.
+ */
 function storableInput(input: unknown): unknown {
-  const stack: Array<[unknown, number]> = [[input, 0]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop()!;
-    if (value === null || typeof value !== 'object') continue;
-    if (depth >= MAX_INPUT_DEPTH) return '[input nested too deeply to record]';
-    for (const child of Object.values(value)) stack.push([child, depth + 1]);
-  }
-  return input;
+  return plainJsonProblem(input, 'rawInput') === undefined ? input : '[input nested too deeply to record]';
 }
 
 /** The local session of one ACP child; `end` closes its one turn. */

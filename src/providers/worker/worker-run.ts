@@ -285,16 +285,19 @@ export class WorkerRun implements SubagentRun {
     const reason: TurnEndReason =
       result.stopReason === 'aborted' ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' } };
     // As the child itself would have, inside its first turn: the log says what was delegated.
-    recordUnrunTurn(this.#session, this.#seedLength, reason, [{ type: DESCRIPTOR_EVENT, data: structuredClone(this.#descriptor) }]);
+    recordUnrunTurn(this.#session, this.#seedLength, reason, this.#delegated());
+  }
+
+  /** What the child logs inside its first turn, recorded for it when it logged nothing: what was delegated. */
+  #delegated(): { type: string; data: unknown }[] {
+    return [{ type: DESCRIPTOR_EVENT, data: structuredClone(this.#descriptor) }];
   }
 
   #deadThreadResult({ diagnostic, aborted }: Extract<ThreadOutcome, { type: 'thread-failed' }>): SubagentResult {
     const session = this.#session;
     const own = () => session.events.slice(this.#seedLength);
     // A thread that died before the child's first events got here: the turn recorded for it says what was delegated.
-    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } }, [
-      { type: DESCRIPTOR_EVENT, data: structuredClone(this.#descriptor) },
-    ]);
+    closeTurnOfDeadThread(session, this.#seedLength, aborted ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'THREAD_FAILED', message: diagnostic } }, this.#delegated());
     return { output: finalAssistantOutput(own()), diagnostic, stopReason: aborted ? 'aborted' : 'error', usage: usageOf(own()) };
   }
 
