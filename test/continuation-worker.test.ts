@@ -459,6 +459,25 @@ describe('continuable spawn children', () => {
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
   });
 
+  it('never starts a host tool whose call reaches the host after the turn was interrupted (a sibling call interrupted it)', async () => {
+    const { host, parent, recorder } = await setup();
+    const after = recordingTool('after');
+    host.tools.register({ ...after, concurrencySafe: true });
+    host.tools.register({
+      name: 'stop',
+      description: 'interrupts the child',
+      parameters: { type: 'object' },
+      concurrencySafe: true,
+      // Called by the child's turn: its context's agent is the child's host-side agent.
+      execute: async (_input, ctx) => (host.subagents.interrupt(ctx.agent.id, { kind: 'user', parentSessionId: parent.id }), 'stopped'),
+    });
+    const model: ModelSpec = { kind: 'scripted', steps: [{ toolCalls: [{ name: 'stop', input: {} }, { name: 'after', input: { value: 'x' } }] }, { text: 'never' }] };
+    await host.subagents.startContinuable({ provider: 'spawn', label: 'stopped', request: { prompt: [text('go')], parent, agentOptions: { model } } });
+    await recorder.until(() => recorder.ends.length >= 1);
+    expect(recorder.ends[0]!.stopReason).toBe('aborted');
+    expect(after.calls).toStrictEqual([]);
+  });
+
   it('stops a turn at the step where the child’s budget runs out, in its thread, as in-process', async () => {
     const { host, parent, recorder } = await setup();
     const usage = { inputTokens: 60, outputTokens: 40 };

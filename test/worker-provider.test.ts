@@ -65,6 +65,18 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it('never starts a host tool whose call reaches the host after the run was cancelled (a sibling call cancelled it)', async () => {
+    const after = recordingTool('after');
+    const runs: { run?: SubagentRun } = {};
+    const stop: Tool = { name: 'stop', description: 'cancels the run', parameters: { type: 'object' }, concurrencySafe: true, execute: async () => (runs.run!.cancel(), 'stopped') };
+    const { host, parent } = await setup({ tools: [stop, { ...after, concurrencySafe: true }] });
+    const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'stop', input: {} }, { name: 'after', input: { value: 'x' } }] }, { text: 'never' }];
+    runs.run = await host.subagents.start('spawn', request(parent, steps));
+    expect(await runs.run.result).toMatchObject({ stopReason: 'aborted' });
+    expect(after.calls).toEqual([]);
+    await runs.run.dispose();
+  });
+
   it('carries a host tool’s SubagentError code into the child’s log', async () => {
     const { host, parent } = await setup({
       tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],

@@ -24,13 +24,11 @@ export function hostTool(schema: HostToolSchema, transport: ChildTransport): Too
   return {
     ...schema,
     execute: (input, ctx) => {
-      const call = transport.callHost((host) => host.callTool(schema.name, input, ctx.callId));
       const { signal } = ctx;
       const cancelled = () => SubagentError.cancelled(`the host tool call ${schema.name}`, signal.reason);
-      if (signal.aborted) {
-        call.catch(() => undefined);
-        return Promise.reject(cancelled());
-      }
+      // Not sent once cancelled: the host would refuse it anyway.
+      if (signal.aborted) return Promise.reject(cancelled());
+      const call = transport.callHost((host) => host.callTool(schema.name, input, ctx.callId));
       return new Promise((resolve, reject) => {
         const off = onAbort(signal, () => reject(cancelled()));
         call.then(

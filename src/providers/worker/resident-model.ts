@@ -244,6 +244,8 @@ export class ResidentWorkerModel implements ModelAdapter {
       callTool: async (name, input, callId) => {
         const turn = current.stay?.turn;
         if (!turn) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child between turns`);
+        // A call still in flight when the turn was cancelled never starts.
+        if (turn.callSignal.aborted) throw SubagentError.cancelled(`the ${name} call`, turn.callSignal.reason, 'before it reached the host');
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {

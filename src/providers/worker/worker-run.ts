@@ -149,6 +149,8 @@ export class WorkerRun implements SubagentRun {
       async callTool(name, input, callId) {
         const run = published.run;
         if (!allowedTools.has(name) || !run) throw new SubagentError('UNKNOWN_TOOL', `no tool named ${name} is available to this child`);
+        // A call still in flight when the run was cancelled never starts: its result may have settled already.
+        if (calls.stopped !== undefined) throw SubagentError.cancelled(`the ${name} call`, calls.stopped, 'before it reached the host');
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
