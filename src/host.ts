@@ -267,8 +267,13 @@ class HostImpl implements Host {
       try {
         await this.subagents.close();
         await Promise.allSettled([...this.#closeHooks].map((hook) => hook()));
-        await this.agents.close();
+        // The sessions are flushed also when an agent's own flush failed; that failure is then reported.
+        const disposed = await this.agents.close().then(
+          () => undefined,
+          (error: unknown) => ({ error }),
+        );
         await this.sessions.flush();
+        if (disposed) throw disposed.error;
       } finally {
         await this.pool.close();
         if (this.#ownsPersistence) await this.persistence.close();

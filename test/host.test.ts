@@ -12,6 +12,7 @@ import {
   text,
   type Host,
   type HostOptions,
+  type SessionEvent,
   type SessionPersistence,
   type Tool,
 } from 'subagent-host';
@@ -306,6 +307,39 @@ describe('host lifecycle', () => {
     expect(agent.session.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
     expect(host.agents.list()).toEqual([]);
     expect(host.sessions.list()).toEqual([]);
+  });
+
+  it("ends every agent before close() settles, also when another agent's session cannot be written", async () => {
+    const inner = memoryPersistence();
+    let failing = '';
+    const persistence = new Proxy(inner, {
+      get(target, key) {
+        const value: unknown = Reflect.get(target, key);
+        if (key === 'append') return (id: string, events: SessionEvent[]) => (id === failing ? Promise.reject(new Error('disk full')) : target.append(id, events));
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    // A tool that ignores its signal for a while: the agent's turn ends only once it returns.
+    const slow: Tool = {
+      name: 'slow',
+      description: 'takes its time',
+      parameters: { type: 'object', properties: {} },
+      execute: () => new Promise((resolve) => setTimeout(() => resolve('late'), 300)),
+    };
+    // Not closed again after the test: its close() rejects, by design.
+    const host = await createHost({ providers: false, persistence, tools: [slow] });
+    const broken = await host.createAgent();
+    failing = broken.id;
+    broken.followup([text('unsaved')]);
+    await broken.whenIdle();
+    const busy = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'slow', input: {} }] }, { text: 'done' }] } } });
+    busy.followup([text('go')]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await expect(host.close()).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+    expect(busy.status).toBe('idle');
+    expect(host.agents.list()).toEqual([]);
+    expect((await inner.load(busy.id))?.events).toEqual(busy.session.events);
+    await inner.close();
   });
 });
 

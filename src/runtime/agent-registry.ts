@@ -293,10 +293,12 @@ export class AgentRegistry {
     this.#beforeDispose = hook;
   }
 
-  /** Disposes every agent. */
+  /** Disposes every agent, also when one's disposal fails (its flush); then throws the first failure. */
   async close(): Promise<void> {
     this.#closed.abort(this.#closedWhileBuilding());
-    await Promise.all([...this.#agents.values()].map((handle) => handle.dispose()));
+    const outcomes = await Promise.allSettled([...this.#agents.values()].map((handle) => handle.dispose()));
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   /** `work` (caller modules being loaded), unless `signal` aborts (`CANCELLED`) or the registry closes (`CLOSED`) first. */
