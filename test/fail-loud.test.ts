@@ -251,6 +251,8 @@ describe('arguments of the public functions', () => {
     expect(() => host.subagents.on('subagent/start', null as unknown as () => void)).toThrow(refused('INVALID_REQUEST', 'the listener must be a function'));
     expect(() => host.subagents.on('subagent/begin' as 'subagent/start', () => undefined)).toThrow(refused('INVALID_REQUEST', 'unknown event subagent/begin'));
     expect(() => host.subagents.on('subagent/end', () => undefined, { parent: 5 as unknown as string })).toThrow(refused('INVALID_REQUEST', 'opts must be { parent?'));
+    // A misspelt `parent` would make a listener meant for one parent hear every parent's runs.
+    expect(() => host.subagents.on('subagent/end', () => undefined, { parnet: 'p' } as unknown as { parent: string })).toThrow(refused('INVALID_REQUEST', 'opts must be { parent?'));
     expect(host.subagents.listenerCount).toBe(0);
     await expect(host.subagents.listChildren(undefined as unknown as string)).rejects.toThrow(refused('INVALID_REQUEST', 'listChildren(): the session id'));
     await expect(host.subagents.listDescendants('root', {} as AbortSignal)).rejects.toThrow(refused('INVALID_REQUEST', 'signal must be an AbortSignal'));

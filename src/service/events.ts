@@ -34,7 +34,9 @@ export class SubagentEventBus {
   on<E extends EventName>(event: E, listener: Listener<E>, opts?: { parent?: SessionId }): () => void {
     if (!EVENT_NAMES.includes(event)) throw new SubagentError('INVALID_REQUEST', `on(): unknown event ${String(event)} (events: ${EVENT_NAMES.join(', ')})`);
     if (typeof listener !== 'function') throw new SubagentError('INVALID_REQUEST', `on('${event}'): the listener must be a function`);
-    if (opts !== undefined && (!isRecord(opts) || (opts.parent !== undefined && (typeof opts.parent !== 'string' || opts.parent === '')))) {
+    // A misspelt key (`parnet`) would leave a listener meant for one parent hearing every parent's runs.
+    const badKeys = isRecord(opts) && Object.keys(opts).some((key) => key !== 'parent');
+    if (opts !== undefined && (!isRecord(opts) || badKeys || (opts.parent !== undefined && (typeof opts.parent !== 'string' || opts.parent === '')))) {
       throw new SubagentError('INVALID_REQUEST', `on('${event}'): opts must be { parent?: a session id }`);
     }
     const registration: Registration = { event, listener: listener as Listener<EventName>, parent: opts?.parent };
