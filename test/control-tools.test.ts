@@ -312,6 +312,28 @@ describe('wait_agent', () => {
     await holder.dispose();
     await eventually(() => parent.status === 'idle');
   });
+
+  // Such a task never had a child, so no catalog lists it: a later wait on its id is still the caller's.
+  it('answers a wait on a task whose start was given up before it had a slot, not UNAUTHORIZED', async () => {
+    const { pooled, holder } = await fullPool();
+    const parent: Agent = await pooled.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'given up', prompt: 'wait your turn' }),
+        () => call('task_cancel', { task_id: startedId(parent, 0) }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true }),
+        () => call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 4);
+    const taskId = startedId(parent, 0);
+    expect(resultJson(parent, 2)).toMatchObject({ status: 'settled', stopReason: 'aborted' });
+    expect(toolResults(parent)[3]!.isError).toBeUndefined();
+    expect(resultJson(parent, 3)).toStrictEqual({ status: { [taskId]: 'idle' }, timed_out: false });
+    await holder.dispose();
+    await eventually(() => parent.status === 'idle');
+  });
 });
 
 describe('task_output and task_cancel', () => {

@@ -196,8 +196,13 @@ export class BackgroundTasks {
     return task;
   }
 
+  /** The parent's tasks: every running one and the settled ones still remembered. */
+  of(parentId: SessionId): BackgroundTask[] {
+    return [...this.#tasks.values()].filter((task) => task.parentId === parentId);
+  }
+
   runningOf(parentId: SessionId): BackgroundTask[] {
-    return [...this.#tasks.values()].filter((task) => task.parentId === parentId && task.result === undefined);
+    return this.of(parentId).filter((task) => task.result === undefined);
   }
 }
 

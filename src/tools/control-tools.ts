@@ -124,22 +124,25 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       async execute(input, ctx) {
         const { agent_ids, timeout_ms = DEFAULT_WAIT_MS } = input as { agent_ids?: string[]; timeout_ms?: number };
         const mine = await childIds(host, ctx.agent, ctx.signal);
-        for (const task of tasks.runningOf(ctx.agent.id)) mine.add(task.id);
+        // Its settled tasks too: one whose start was given up or failed before it had a slot never
+        // had a child (no catalog entry), yet its id came from "started task <id>".
+        const own = new Map(tasks.of(ctx.agent.id).map((task) => [task.id, task]));
+        for (const task of own.values()) if (!task.result) mine.add(task.id);
         for (const id of agent_ids ?? []) {
-          if (!mine.has(id)) throw new SubagentError('UNAUTHORIZED', `${id} is not a subagent of yours; use list_agents for their ids`);
+          if (!mine.has(id) && !own.has(id)) throw new SubagentError('UNAUTHORIZED', `${id} is not a subagent of yours; use list_agents for their ids`);
         }
         // A background task whose start still waits for room has no child yet (no subagent/start):
         // it is running all the same, and one whose start failed has failed (no subagent/end).
-        const unpublished = new Map(tasks.runningOf(ctx.agent.id).filter((task) => !task.run).map((task) => [task.id, task]));
+        const unpublished = [...own.values()].filter((task) => !task.run && !task.result);
         const statusOf = (id: SessionId): AgentStatus => {
-          const task = unpublished.get(id);
+          const task = own.get(id);
           if (task?.result) return task.result.stopReason === 'error' ? 'failed' : 'idle';
           return task && !task.run ? 'running' : tracker.statusOf(id);
         };
         const targets = agent_ids ? [...new Set(agent_ids)] : [...mine].filter((id) => statusOf(id) === 'running');
         const view = () => Object.fromEntries(targets.map((id) => [id, statusOf(id)])) as Record<string, AgentStatus>;
         if (targets.length === 0) return json({ status: {}, timed_out: false });
-        const startsEnd = [...unpublished.values()].map((task) => task.settled);
+        const startsEnd = unpublished.map((task) => task.settled);
         const settled = await waitUntil(tracker, () => targets.some((id) => statusOf(id) !== 'running'), timeout_ms, ctx.signal, startsEnd);
         return json({ status: view(), timed_out: !settled });
       },
