@@ -94,6 +94,15 @@ describe('report tool', () => {
     reportTool(host)();
   });
 
+  // Otherwise every continuable child's start would fail on the duplicate name, as a tool error its parent's model cannot act on.
+  it('refuses to install over a host tool named report (DUPLICATE_TOOL)', async () => {
+    const { host } = await setup();
+    const remove = host.tools.register(recordingTool('report'));
+    expect(() => reportTool(host)).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL', message: expect.stringContaining('host.tools') }));
+    remove();
+    reportTool(host)();
+  });
+
   it('stops installing once disposed, and rejects a bad delivery', async () => {
     const { host } = await setup();
     expect(() => reportTool(host, { delivery: 'loud' as never })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));

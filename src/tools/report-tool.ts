@@ -48,6 +48,11 @@ export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): 
   if (delivery !== 'next-step' && delivery !== 'quiet') throw new SubagentError('INVALID_OPTIONS', "reportTool opts.delivery must be 'next-step' or 'quiet'");
   // A second one would make every continuable child's setup fail on the duplicate name: refuse it here.
   if (installed.has(host.subagents)) throw new SubagentError('DUPLICATE_TOOL', 'reportTool is already installed on this host; call its disposer first');
+  // So would a host tool of that name, which every continuable child inherits.
+  const tools = (host as { tools?: { get?: unknown } }).tools;
+  if (typeof tools?.get === 'function' && (tools.get as (name: string) => unknown)('report') !== undefined) {
+    throw new SubagentError('DUPLICATE_TOOL', 'reportTool: host.tools already has a tool named report, which every continuable child inherits; rename or remove it first');
+  }
   const tool = buildTool(host, delivery);
   const remove = host.subagents.registerContinuableSetup((child: Agent) => {
     const tools = (child as { tools?: unknown }).tools;
