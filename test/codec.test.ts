@@ -103,6 +103,15 @@ const cases: [string, () => unknown][] = [
     return { a: leaf, list: [leaf, [leaf]] };
   }],
   ['content blocks', () => blocks],
+  // The sharing sits inside a payload encoded on its own (an error's cause, a `constructor`-keyed object).
+  ['an error whose cause holds one object twice', () => {
+    const request = { url: 'https://api.example.com', retries: 3 };
+    return new SubagentError('UNAUTHORIZED', 'the API refused the key', { cause: { request, lastAttempt: request } });
+  }],
+  ['an object with a `constructor` key holding one object twice', () => {
+    const leaf = { text: 'same' };
+    return Object.assign(JSON.parse('{"constructor":"x"}') as Record<string, unknown>, { a: leaf, list: [leaf] });
+  }],
 ];
 
 describe('codec through a real MessageChannel', () => {

@@ -45,10 +45,23 @@ const inProgress = new Set<object>();
 function nested(owner: object, value: unknown): Encoded {
   inProgress.add(owner);
   try {
-    return toEncoded(instance.serialize(value as SuperJSONValue));
+    return unshared(toEncoded(instance.serialize(value as SuperJSONValue))) as Encoded;
   } finally {
     inProgress.delete(owner);
   }
+}
+
+/**
+ * A copy of a payload's arrays and plain objects in which none is reached twice. superjson's output
+ * reuses one object for a value met twice (its own annotations restore the sharing); the outer
+ * encode walks into a nested payload and would annotate that sharing too, with paths inside the
+ * payload that do not exist once it is decoded, so the result could not be decoded at all.
+ */
+function unshared(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(unshared);
+  if (!isPlainObject(value)) return value;
+  // `Object.fromEntries` defines own properties: no key touches the prototype.
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, unshared(item)]));
 }
 
 function toEncoded(result: SuperJSONResult): Encoded {
