@@ -63,6 +63,24 @@ describe('storage failures', () => {
     expect((await host.persistence!.load('late'))!.events).toStrictEqual(agent.session.events);
   });
 
+  it('does not report a creation that met the lock once a retry stored it: close() resolves', async () => {
+    const file = files.file();
+    const host = await createHost({ persistence: { sqlite: file, busyTimeoutMs: 50 }, providers: false, pool: { minThreads: 0 } });
+    hosts.push(host);
+    const lock = lockWriters(file);
+    const agent = await host.createAgent({ sessionId: 'retried' });
+    lock.release();
+    agent.followup([text('after the lock')]);
+    await agent.whenIdle();
+    await host.close();
+    const reopened = sqlitePersistence(file);
+    try {
+      expect((await reopened.load('retried'))!.events).toStrictEqual(agent.session.events);
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it('a continuable start that could not be made durable rejects, and its running child is ended, not listed or stored', async () => {
     const file = files.file();
     const host = await continuationHost(file, { persistence: { sqlite: file, busyTimeoutMs: 50 } });

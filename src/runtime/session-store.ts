@@ -104,6 +104,9 @@ export class LiveSessionStore implements SessionStore {
       }
       throw error;
     }
+    // Every write of an uncreated session goes through its creation: the failures of earlier
+    // attempts were passing ones, and this one stores what they would have. None is lost to report.
+    entry.failure = undefined;
     const events = entry.uncreated ?? [];
     entry.uncreated = undefined;
     if (events.length > 0) await persistence.append(entry.session.id, events);
