@@ -15,6 +15,8 @@ interface Agent {
   child: ChildProcessWithoutNullStreams;
   exited: Promise<number | null>;
   stderr(): string;
+  /** The stdout lines that were no JSON (stdout must carry protocol only). */
+  junk: string[];
   /** Sends a request; resolves with its response (notifications in between are skipped). */
   request(method: string, params: object): Promise<{ result?: Record<string, unknown>; error?: unknown }>;
 }
@@ -26,12 +28,20 @@ function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env): Agent
   let buffered = '';
   let stderr = '';
   let nextId = 1;
+  const junk: string[] = [];
   child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
   child.stdout.on('data', (chunk: Buffer) => {
     buffered += chunk.toString();
     for (let end = buffered.indexOf('\n'); end !== -1; end = buffered.indexOf('\n')) {
-      const message = JSON.parse(buffered.slice(0, end)) as { id?: number; result?: Record<string, unknown>; error?: unknown };
+      const line = buffered.slice(0, end);
       buffered = buffered.slice(end + 1);
+      let message: { id?: number; result?: Record<string, unknown>; error?: unknown };
+      try {
+        message = JSON.parse(line) as typeof message;
+      } catch {
+        junk.push(line);
+        continue;
+      }
       if (message.id !== undefined) waiting.get(message.id)?.(message);
     }
   });
@@ -39,6 +49,7 @@ function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env): Agent
     child,
     exited,
     stderr: () => stderr,
+    junk,
     request(method, params) {
       const id = nextId++;
       return new Promise((resolve) => {
@@ -108,6 +119,17 @@ describe('subagent-host acp', () => {
     expect(refused.error).toMatchObject({ code: -32602 });
     agent.child.stdin.end();
     expect(await agent.exited).toBe(0);
+  });
+
+  it('keeps stdout protocol only when a module model prints through the console: that goes to stderr', async () => {
+    const model = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createChattyModel' };
+    const agent = startAgent(['--model', JSON.stringify(model)]);
+    await prompt(agent, 'hello');
+    agent.child.stdin.end();
+    expect(await agent.exited).toBe(0);
+    expect(agent.junk).toStrictEqual([]);
+    expect(agent.stderr()).toContain('chatty model created');
+    expect(agent.stderr()).toContain('chatty model asked with 1 message(s)');
   });
 
   it.each([

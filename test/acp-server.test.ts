@@ -596,6 +596,14 @@ describe('serveAcp', () => {
     await expect(prompt(client, sessionId, 'again')).rejects.toMatchObject({ code: -32002 });
   });
 
+  it('rejects INVALID_REQUEST when a message is too large to read (the connection ends), not as if the client had finished', async () => {
+    const host = await newHost();
+    const input = new PassThrough();
+    const served = serveAcp(host, { input, output: new PassThrough() });
+    input.write(Buffer.alloc(32 * 1024 * 1024 + 1, 'x'));
+    await expect(served).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('33554432 bytes') });
+  });
+
   it('returns when its input ends, cancelling the turn still running', async () => {
     const host = await newHost();
     const client = await initialized(host);

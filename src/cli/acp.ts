@@ -1,6 +1,7 @@
 // `subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE] [--text-only]`: serves our agent over
 // ACP on stdio until stdin ends. stdout carries protocol only; every log line goes to stderr.
 import type { ModelSpec } from '../seam/agent-types.js';
+import { Console } from 'node:console';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
@@ -56,6 +57,9 @@ export async function run(args: string[]): Promise<number> {
     return parseModel(values.model);
   });
   if (typeof model === 'number') return model;
+  // stdout carries protocol only: what code the agent loads (a module model) prints through the
+  // console goes to stderr, not into the client's message stream.
+  globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
   const host = await createHost({
     model,
     persistence: values.db === undefined ? 'memory' : { sqlite: values.db },

@@ -373,7 +373,8 @@ function assertServeArguments(host: unknown, io: unknown, options: unknown): voi
 
 /**
  * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
- * to `output`: it carries protocol only.
+ * to `output`: it carries protocol only. A message too large to read ends the connection (as the
+ * SDK's own stream does): then it rejects `INVALID_REQUEST`, not as if the client had finished.
  */
 export async function serveAcp(host: AcpServeHost, io?: AcpServeIo, options?: AcpServeOptions): Promise<void> {
   assertServeArguments(host, io, options);
@@ -382,4 +383,8 @@ export async function serveAcp(host: AcpServeHost, io?: AcpServeIo, options?: Ac
   const connection = server.app().connect(nodeAcpStream(sdk, io?.output ?? process.stdout, io?.input ?? process.stdin, 'agent', undefined, server.observer));
   await connection.closed;
   await server.close();
+  const reason: unknown = connection.signal.reason;
+  if (reason instanceof sdk.MessageTooLargeError) {
+    throw new SubagentError('INVALID_REQUEST', `serveAcp: the client sent a message over ${reason.maxMessageBytes} bytes; the connection was closed`, { cause: reason });
+  }
 }
