@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   createHost,
   inProcessProvider,
+  scriptedModel,
   subagentTool,
   text,
   type Host,
@@ -97,6 +98,28 @@ describe.each(['in-process', 'spawn'])('a tree budget on %s', (provider) => {
     hold.release();
     expect(await run.result).toMatchObject({ stopReason: 'completed' });
     await run.dispose();
+  });
+});
+
+describe.each(['in-process', 'spawn'])('the subagent tool’s own budget under a tree on %s', (provider) => {
+  // The model does not choose the tool's budget, so it could not act on "ask for at most that":
+  // the tree above still binds the child, and its own budget stands for what it may spend of it.
+  it('delegates again through the same tool once the tree has spent part of that budget; the tree still stops it', async () => {
+    const host = track(await createHost({ pool: { minThreads: 0, maxThreads: 3 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    // Every child spends 400 and delegates once more through the same tool: the third spends the tree.
+    const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'subagent', input: { description: 'nested', prompt: 'dig' } }], usage: { inputTokens: 400, outputTokens: 0 } }, { text: 'never' }];
+    subagentTool(host, { provider, budget: { tokens: 1000, scope: 'tree' }, agentOptions: { model: { kind: 'scripted', steps } } });
+    const ends: SubagentRunEndInfo[] = [];
+    host.subagents.on('subagent/end', (end) => void ends.push(end));
+    const parent = await host.createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'subagent', input: { description: 'top', prompt: 'go' } }] }, { text: 'parent done' }]) });
+    parent.followup([text('go')]);
+    await parent.whenIdle();
+    expect(ends.map((end) => [end.stopReason, end.usage?.totalTokens])).toStrictEqual([
+      ['max-tokens', 400],
+      ['max-tokens', 400],
+      ['max-tokens', 400],
+    ]);
   });
 });
 

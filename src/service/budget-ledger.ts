@@ -20,6 +20,13 @@ interface Tree {
 }
 
 
+/**
+ * Start requests whose budget is the `subagent` tool's config, not a caller's ask: a model cannot
+ * choose it, so one above what a covering tree has left is not refused (the tree still binds the
+ * child; its own budget stands for what it may spend of it).
+ */
+export const CONFIGURED_BUDGET_REQUESTS = new WeakSet<object>();
+
 /** The trees a new child joins: refused when one is spent or cannot fit the child's own budget. */
 export class BudgetLedger {
   /** The trees covering each running member. */
@@ -33,14 +40,15 @@ export class BudgetLedger {
   /**
    * Admits a child of `parentId` with `budget`, or throws `INVALID_REQUEST`. Undefined when no tree
    * covers the child. A `resumed` child (admitted before) re-opens its own tree from its start with
-   * what its descendants already spent; its own log is counted when it joins.
+   * what its descendants already spent; its own log is counted when it joins. A `configured` budget
+   * (see `CONFIGURED_BUDGET_REQUESTS`) may ask for more than a tree has left.
    */
-  admit(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { startedAt: number; descendants: SubagentUsage }): TreeAdmission | undefined {
+  admit(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { startedAt: number; descendants: SubagentUsage }, configured = false): TreeAdmission | undefined {
     const inherited = this.#members.get(parentId) ?? [];
     for (const tree of inherited) {
       const stop = check(tree);
       if (stop) throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); no new child may start under it`);
-      if (budget === undefined || resumed) continue;
+      if (budget === undefined || resumed || configured) continue;
       const left = remaining(tree.budget, tree.total, Date.now() - tree.startedAt);
       for (const limit of limitsOf(budget)) {
         const have = left[limit];

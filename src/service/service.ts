@@ -14,7 +14,7 @@ import type {
   SubagentStartRequest,
 } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
-import { BudgetLedger, type TreeAdmission } from './budget-ledger.js';
+import { BudgetLedger, CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from './budget-ledger.js';
 import { HeldWork } from './held-work.js';
 import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
@@ -86,8 +86,8 @@ export class SubagentService {
         held: this.#held,
         runAgent: (id) => this.#runAgents.get(id),
         getProvider: (name) => this.#providers.get(name),
-        admitBudget: async (parentId, budget, resumed) => {
-          if (!resumed) return this.#budgets.admit(parentId, budget);
+        admitBudget: async (parentId, budget, resumed, configured) => {
+          if (!resumed) return this.#budgets.admit(parentId, budget, undefined, configured);
           // A resumed tree owner: its stored descendants' spend counts against its tree again.
           let descendants = emptyUsage();
           if (budget?.scope === 'tree') {
@@ -154,7 +154,7 @@ export class SubagentService {
       provider = this.#providers.get(name);
       if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${typeof name === 'string' ? name : `<a ${typeof name}, not a name>`} (registered: ${this.list().join(', ') || 'none'})`);
       resolved = resolveStartRequest(provider, request);
-      admission = this.#budgets.admit(resolved.parent.id, resolved.budget);
+      admission = this.#budgets.admit(resolved.parent.id, resolved.budget, undefined, CONFIGURED_BUDGET_REQUESTS.has(request));
       if (admission) resolved.budgetTree = admission.link;
     } catch (error) {
       return Promise.reject(error as Error);

@@ -11,6 +11,7 @@ import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStart
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
+import { CONFIGURED_BUDGET_REQUESTS } from '../service/budget-ledger.js';
 import { agentOptionsShape } from '../service/start-request.js';
 import { backgroundTasks, type TaskStart } from './background-tasks.js';
 import { onStartWaits } from '../seam/start-wait.js';
@@ -147,8 +148,10 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
         ...(maxDepth !== undefined ? { maxDepth } : {}),
         ...(config.budget ? { budget: config.budget } : {}),
       };
+      // Each request the tool sends carries the config's budget, not one the model asked for.
+      const configured = <T extends object>(request: T): T => (config.budget && CONFIGURED_BUDGET_REQUESTS.add(request), request);
       if (config.mode === 'continuable') {
-        const { childId } = await host.subagents.startContinuable({ provider: provider.name, label: description, request: shared, signal: ctx.signal });
+        const { childId } = await host.subagents.startContinuable({ provider: provider.name, label: description, request: configured(shared), signal: ctx.signal });
         return `started subagent ${childId}`;
       }
       if (config.background === true) {
@@ -168,7 +171,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
               resolve(id);
             })),
         );
-        const started = host.subagents.start(provider.name, { ...shared, label: description, signal: starting.signal });
+        const started = host.subagents.start(provider.name, configured({ ...shared, label: description, signal: starting.signal }));
         let first: TaskStart;
         try {
           first = await Promise.race([
@@ -182,7 +185,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
         const task = backgroundTasks(host.subagents).adopt(first, ctx.agent, warn);
         return `started task ${task.id}`;
       }
-      const request: SubagentStartRequest = { ...shared, label: description, signal: ctx.signal };
+      const request: SubagentStartRequest = configured({ ...shared, label: description, signal: ctx.signal });
       const run = await host.subagents.start(provider.name, request);
       let result: SubagentResult;
       try {

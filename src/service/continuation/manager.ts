@@ -14,7 +14,7 @@ import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentEvents, Subag
 import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
-import type { TreeAdmission } from '../budget-ledger.js';
+import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
@@ -35,7 +35,8 @@ export interface ContinuationDeps {
    * Admits a child under the tree budgets covering its parent (and its own, `scope: 'tree'`);
    * throws when one is spent. A `resumed` child's own tree counts what its subtree already spent.
    */
-  admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }): Promise<TreeAdmission | undefined>;
+  /** `configured`: the budget is the `subagent` tool's config (see `CONFIGURED_BUDGET_REQUESTS`). */
+  admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }, configured?: boolean): Promise<TreeAdmission | undefined>;
   /**
    * The agent of a live one-shot run the registry does not hold (a worker child's main-thread proxy):
    * such a child may start and address continuable children of its own.
@@ -233,6 +234,7 @@ export class ContinuationManager implements ActivationHost {
     }
     const prepareContinuable = provider.prepareContinuable.bind(provider);
     const budget = startBudget(given, provider);
+    const configured = CONFIGURED_BUDGET_REQUESTS.has(given.request);
     // Validated before the provider spends anything (an ACP provider spawns a process).
     continuableDescriptor(given, budget);
     // From here on (after awaits) the copy is read, never the caller's objects.
@@ -240,7 +242,7 @@ export class ContinuationManager implements ActivationHost {
     // The child's lock is taken at once, before the first await: a drain naming a reserved id waits
     // for this start, then releases the child it brought.
     const messageId = await this.#locked(childId, async () => {
-      const budgetTree = await this.deps.admitBudget?.(parent.id, budget);
+      const budgetTree = await this.deps.admitBudget?.(parent.id, budget, undefined, configured);
       const created = await prepareContinuable({
         sessionId: childId,
         parent,
