@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createHost,
@@ -388,6 +389,47 @@ describe('queue provider failures', () => {
     draining.child.kill('SIGTERM');
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
     expect(await draining.exited).toBe(0);
+    await run.dispose();
+  });
+
+  it('cancels a child its worker took but that waits for a thread (more children than threads): it ends at once, not when a thread frees', async () => {
+    register({ queue: 'slot', lockDurationMs: 30_000 });
+    await worker('slot', '--lock-duration-ms', '30000', '--concurrency', '2', '--pool-threads', '1');
+    const gate = join(dir, 'slot-gate');
+    const first = await start(gated(gate));
+    await waitFor(() => types(host.sessions.get(first.id)!.events).includes('tool/call'));
+    const second = await start(gated(gate));
+    const admin = redis.client();
+    const queue = new Queue('slot', { connection: admin });
+    while ((await queue.getJobCounts('active'))['active'] !== 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    await queue.close();
+    admin.disconnect();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    second.cancel();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise((resolve) => (timer = setTimeout(() => resolve('still waiting for a thread'), 10_000)));
+    await expect(Promise.race([second.result, late])).resolves.toMatchObject({ stopReason: 'aborted' });
+    clearTimeout(timer);
+    expect(attempts(host.sessions.get(second.id)!.events)).toEqual([]);
+    writeFileSync(gate, '');
+    await expect(first.result).resolves.toMatchObject({ stopReason: 'completed' });
+    await Promise.all([first.dispose(), second.dispose()]);
+  }, 30_000);
+
+  it('a worker given the largest drain grace lets its running child finish on SIGTERM (no timer overflow)', async () => {
+    register({ queue: 'long-grace', lockDurationMs: 30_000 });
+    const draining = await worker('long-grace', '--lock-duration-ms', '30000', '--drain-grace-ms', '2147483647');
+    const gate = join(dir, 'long-grace-gate');
+    const run = await start(gated(gate));
+    await waitFor(() => types(host.sessions.get(run.id)!.events).includes('tool/call'));
+    draining.child.kill('SIGTERM');
+    while (!draining.stderr.includes('SIGTERM')) await new Promise((resolve) => setImmediate(resolve));
+    // The drain must still be waiting for the child a moment later.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    writeFileSync(gate, '');
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'completed', output: [text('through the gate')] });
+    expect(await draining.exited).toBe(0);
+    expect(draining.stderr).not.toContain('TimeoutOverflowWarning');
     await run.dispose();
   });
 });

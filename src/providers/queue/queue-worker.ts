@@ -8,6 +8,9 @@ import { encode, stringify, type Encoded } from '../../seam/codec.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { HostApi } from '../../seam/child-protocol.js';
 import type { SubagentResult } from '../../seam/types.js';
+import type { SessionEvent } from '../../seam/session-types.js';
+import { MAX_TIMER_MS } from '../../seam/parse.js';
+import type { Slot } from '../worker/admission.js';
 import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { ThreadChild } from '../worker/thread-child.js';
 import { redisOptions } from './options.js';
@@ -161,17 +164,30 @@ export class QueueWorker {
     if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) {
       result = { output: [], stopReason: 'aborted' };
     } else {
-      const thread = new ThreadChild(this.#pool, run, task, noHostTools, {
-        attach: (threadId) => quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } }),
-        events: (events) => quiet({ run, kind: 'events', attempt, events }),
-      });
-      child = {
-        result: thread.outcome
-          .then((outcome): SubagentResult => (outcome.type === 'result' ? outcome.result : { output: [], diagnostic: outcome.diagnostic, stopReason: outcome.aborted ? 'aborted' : 'error' }))
-          .finally(() => thread.release()),
-        cancel: () => thread.cancel(),
-        reply,
+      // A child waits for a slot of the pool (more children than threads) where a cancel reaches it.
+      const waiting = new AbortController();
+      let thread: ThreadChild | undefined;
+      const sink = {
+        attach: (threadId: number) => quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } }),
+        events: (events: SessionEvent[]) => quiet({ run, kind: 'events', attempt, events }),
       };
+      const onThread = async (): Promise<SubagentResult> => {
+        let slot: Slot;
+        try {
+          slot = await this.#pool.admission.acquire({ child: run, parent: '', parentOf: () => undefined, signal: waiting.signal });
+        } catch (error) {
+          return waiting.signal.aborted ? { output: [], stopReason: 'aborted' } : { output: [], stopReason: 'error', diagnostic: describeError(error) };
+        }
+        if (waiting.signal.aborted) {
+          slot.release();
+          return { output: [], stopReason: 'aborted' };
+        }
+        const started = new ThreadChild(this.#pool, run, task, noHostTools, sink, () => slot.release());
+        thread = started;
+        const outcome = await started.outcome.finally(() => started.release());
+        return outcome.type === 'result' ? outcome.result : { output: [], diagnostic: outcome.diagnostic, stopReason: outcome.aborted ? 'aborted' : 'error' };
+      };
+      child = { result: onThread(), cancel: () => (thread ? thread.cancel() : waiting.abort()), reply };
       this.#active.set(run, child);
       // A cancel published before this child was listed is caught by its key.
       if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) child.cancel();
@@ -201,7 +217,7 @@ export class QueueWorker {
       }, graceMs);
       // BullMQ's close waits for Redis; with Redis gone the drain ends once the children have.
       let giveUp: NodeJS.Timeout | undefined;
-      const limit = new Promise<void>((resolve) => (giveUp = setTimeout(resolve, graceMs + this.#pool.options.cancelGraceMs + 5000)));
+      const limit = new Promise<void>((resolve) => (giveUp = setTimeout(resolve, Math.min(graceMs + this.#pool.options.cancelGraceMs + 5000, MAX_TIMER_MS))));
       try {
         await Promise.race([drained, limit]);
       } finally {
