@@ -85,22 +85,6 @@ describe('subagent tool, continuable mode', () => {
     expect(resultText(parent, 1)).toContain('prompt must not be blank');
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
-
-  it('answers an unsupported provider with an error result the model reads', async () => {
-    const { host } = await setup();
-    const provider: SubagentProvider = {
-      name: 'plain',
-      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
-      inheritsParentContext: false,
-      start: () => Promise.reject(new Error('not used')),
-    };
-    host.subagents.registerProvider(provider);
-    subagentTool(host, { provider: 'plain', mode: 'continuable' });
-    const parent = await host.createAgent({ model: lazyScript([call('subagent', { description: 'x', prompt: 'y' }), { text: 'ok' }]) });
-    parent.followup([text('go')]);
-    await parent.whenIdle();
-    expect(toolResults(parent)[0]).toMatchObject({ isError: true, code: 'UNSUPPORTED_CAPABILITY' });
-  });
 });
 
 /** A provider whose runs settle when told (or `aborted` on cancel) and count their disposals. */

@@ -154,6 +154,16 @@ describe('subagent tool config', () => {
     expect(h.tools.names()).not.toContain('late_tool');
   });
 
+  it('needs a provider that can run continuable children for mode continuable, at install and for a late provider', async () => {
+    const h = await newHost();
+    h.subagents.registerProvider(fakeProvider('one-shot-only', async () => ({ output: [], stopReason: 'completed' })).provider);
+    expect(() => subagentTool(h, { provider: 'one-shot-only', mode: 'continuable' })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining('continuable') }));
+    expect(h.tools.names()).not.toContain('subagent');
+    subagentTool(h, { provider: 'late', toolName: 'late_tool', mode: 'continuable' });
+    expect(() => h.subagents.registerProvider(fakeProvider('late', async () => ({ output: [], stopReason: 'completed' })).provider)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_CAPABILITY' }));
+    expect(h.tools.names()).not.toContain('late_tool');
+  });
+
   it('needs depthLimit for a numeric maxDepth, and rolls a late provider back otherwise', async () => {
     const h = await newHost();
     const { provider } = fakeProvider('shallow', async () => ({ output: [], stopReason: 'completed' }), {

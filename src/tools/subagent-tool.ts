@@ -114,6 +114,9 @@ function assertCapabilities(config: SubagentToolConfig, provider: SubagentProvid
       );
     }
   }
+  if (config.mode === 'continuable' && typeof provider.prepareContinuable !== 'function') {
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${provider.name} cannot run continuable children, so subagentTool cannot use mode 'continuable' with it; use in-process, spawn, fork or acp`);
+  }
 }
 
 function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider: SubagentProvider, name: string): Tool {
