@@ -87,18 +87,23 @@ describe('worker children', () => {
     await run.dispose();
   });
 
-  it('carries a host tool’s error code and message into the child’s log when its cause cannot cross (a function)', async () => {
+  it('carries a host tool’s error code and message into the child’s log when its cause cannot cross (a function), and a description of a thrown value that cannot', async () => {
     const { host, parent } = await setup({
       tools: [
         { name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you', { cause: () => 1 }); } },
         { name: 'fail', description: 'fails', parameters: { type: 'object' }, execute: async () => { throw new Error('boom', { cause: new Map([[1, () => 2]]) }); } },
+        // Values no boundary carries: their description crosses, as a main-thread agent words them.
+        { name: 'throw_symbol', description: 'throws a symbol', parameters: { type: 'object' }, execute: async () => { throw Symbol('odd'); } },
+        { name: 'throw_function', description: 'throws a function', parameters: { type: 'object' }, execute: async () => { throw function named() {}; } },
       ],
     });
-    const run = await host.subagents.start('spawn', request(parent, [call('refuse'), call('fail'), { text: 'ok' }]));
+    const run = await host.subagents.start('spawn', request(parent, [call('refuse'), call('fail'), call('throw_symbol'), call('throw_function'), { text: 'ok' }]));
     await run.result;
     const results = dataOf<{ code: string; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
     expect(results[0]).toMatchObject({ code: 'UNAUTHORIZED', content: [{ text: expect.stringContaining('not for you') }] });
     expect(results[1]).toMatchObject({ content: [{ text: expect.stringContaining('boom') }] });
+    expect(results[2]).toMatchObject({ code: 'TOOL_FAILED', content: [{ text: 'Error: Symbol(odd)' }] });
+    expect(results[3]).toMatchObject({ code: 'TOOL_FAILED', content: [{ text: expect.stringContaining('function named') }] });
     await run.dispose();
   });
 

@@ -7,7 +7,7 @@
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { decode, encode, type Encoded } from '../../seam/codec.js';
-import { SubagentError } from '../../seam/errors.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
 
 export type Lane = 'host' | 'control' | 'notice';
 
@@ -195,18 +195,33 @@ function encodeThrown(value: unknown): Encoded {
     // where postMessage would refuse it: checked here, on the rare path of an error.
     structuredClone(encoded);
     return encoded;
-  } catch (error) {
-    if (!(value instanceof Error) || !('cause' in value)) throw error;
-    let cause: string;
-    try {
-      cause = String(value.cause);
-    } catch {
-      cause = 'a cause that cannot be read';
+  } catch {
+    if (value instanceof Error && 'cause' in value) {
+      try {
+        return encodeWithDescribedCause(value);
+      } catch {
+        // An Error whose fields cannot be read: described below.
+      }
     }
-    const copy = value instanceof SubagentError ? new SubagentError(value.code, value.message, { cause }) : Object.assign(new Error(value.message, { cause }), { name: value.name, code: (value as { code?: unknown }).code });
-    if (typeof value.stack === 'string') Object.defineProperty(copy, 'stack', { value: value.stack, writable: true, configurable: true, enumerable: false });
-    return encode(copy);
+    // A thrown Symbol, function or proxy, or an Error that cannot be read: its description crosses,
+    // as a main-thread agent would word it (not Comlink's "Unserializable return value").
+    return encode(new Error(describeError(value)));
   }
+}
+
+/** `value` with its cause (which could not cross) replaced by the cause's description. */
+function encodeWithDescribedCause(value: Error): Encoded {
+  let cause: string;
+  try {
+    cause = String(value.cause);
+  } catch {
+    cause = 'a cause that cannot be read';
+  }
+  const copy = value instanceof SubagentError ? new SubagentError(value.code, value.message, { cause }) : Object.assign(new Error(value.message, { cause }), { name: value.name, code: (value as { code?: unknown }).code });
+  if (typeof value.stack === 'string') Object.defineProperty(copy, 'stack', { value: value.stack, writable: true, configurable: true, enumerable: false });
+  const encoded = encode(copy);
+  structuredClone(encoded);
+  return encoded;
 }
 
 /** Makes Comlink carry thrown values through the codec (idempotent; once per thread). */
