@@ -77,6 +77,19 @@ describe('worker children', () => {
     await runs.run.dispose();
   });
 
+  it('refuses a fork whose seed cannot fit a thread’s heap limit before any thread holds it (it could abort the process)', async () => {
+    const { host } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
+    const long = 'x'.repeat(1_000_000);
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: long }, { text: long }, { text: long }] } } });
+    for (const question of ['a', 'b', 'c']) {
+      parent.followup([text(question)]);
+      await parent.whenIdle();
+    }
+    const fork = host.subagents.start('fork', { prompt: [text('go on')], parent, signal: new AbortController().signal });
+    await expect(fork).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
   it('carries a host tool’s SubagentError code into the child’s log', async () => {
     const { host, parent } = await setup({
       tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],

@@ -37,6 +37,20 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
   return text;
 }
 
+/**
+ * A thread holds a fork's seed about three times while it starts (the text, the parsed events, the
+ * log's copy). One above a quarter of its heap limit never fits (measured: past that, the child ran
+ * out of memory, and from about half of it V8 aborted the whole process, which Node cannot contain).
+ */
+function assertSeedFits(seed: string, heapLimitMb: number | undefined): void {
+  if (heapLimitMb === undefined || seed.length <= (heapLimitMb * 2 ** 20) / 4) return;
+  const mb = (seed.length / 2 ** 20).toFixed(1);
+  throw new SubagentError(
+    'INVALID_REQUEST',
+    `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
+  );
+}
+
 function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): WorkerTaskPlan {
   const plan = localChildPlan(request, fork);
   // The host tools this child may call: filtered here, before any child exists, and again per call.
@@ -54,9 +68,11 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
     createdAt: Date.now(),
     ...(plan.seed.length > 0 ? { seedLength: plan.seed.length } : {}),
   };
+  const seed = encodedSeed(request.parent.session, plan.seed);
+  assertSeedFits(seed, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
   const data: ChildTaskData = {
     header,
-    seed: encodedSeed(request.parent.session, plan.seed),
+    seed,
     prompt: request.prompt,
     agentOptions: { ...plan.agentOptions, model: plan.agentOptions.model ?? host.agents.defaultModel },
     descriptor: request.descriptor,
