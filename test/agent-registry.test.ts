@@ -76,6 +76,31 @@ describe('AgentRegistry', () => {
     await expect(runtime.agents.create({ agentOptions: { toolModules: [fixture('echo-model.mjs')] } })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
   });
 
+  const toolModule = (source: string) => `data:text/javascript,${encodeURIComponent(source)}`;
+  const toolSource = (name: string, parameters = "{ type: 'object' }") => `{ name: '${name}', description: '', parameters: ${parameters}, execute: () => 'x' }`;
+
+  it.each([
+    ['a tool with a bad name', [toolModule(`export const tools = [${toolSource('ok')}, ${toolSource('bad name')}];`)], 'INVALID_OPTIONS', /^tool module data:.*, tools\[1\]: tool\.name: /],
+    ['a tool whose parameters are no usable JSON Schema', [toolModule(`export const tools = [${toolSource('bad', "{ type: 'frobnicate' }")}];`)], 'INVALID_OPTIONS', /^tool module data:.*, tools\[0\]: tool bad: parameters is not a usable JSON Schema \(Error: Unsupported type: frobnicate\)/],
+    ['two tools of one name in a module', [toolModule(`export const tools = [${toolSource('dup')}, ${toolSource('dup')}];`)], 'DUPLICATE_TOOL', /^tool module data:.* exports a tool named dup, as does another of its tools/],
+    ['one name in two modules', [toolModule(`export const tools = [${toolSource('dup')}];`), toolModule(`export const tools = [${toolSource('dup')}]; // 2`)], 'DUPLICATE_TOOL', /^tool module data:.*2.* exports a tool named dup, as does a tool of tool module data:/],
+    ['the name of a host tool', [toolModule(`export const tools = [${toolSource('host_tool')}];`)], 'DUPLICATE_TOOL', /^tool module data:.* exports a tool named host_tool, as does a tool the agent already has/],
+  ])('refuses a tool module with %s, naming the module', async (_name, toolModules, code, message) => {
+    const runtime = makeRuntime();
+    runtime.tools.register({ name: 'host_tool', description: '', parameters: { type: 'object' }, execute: async () => 'host' });
+    await expect(runtime.agents.create({ agentOptions: { toolModules } })).rejects.toMatchObject({ code, message: expect.stringMatching(message) });
+    expect(runtime.agents.list()).toEqual([]);
+  });
+
+  it('says so when a tool module’s default export holds its tools (not exported by name)', async () => {
+    const runtime = makeRuntime();
+    const toolModules = [toolModule(`export default { tools: [${toolSource('inside')}] };`)];
+    await expect(runtime.agents.create({ agentOptions: { toolModules } })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringMatching(/must export `tools`, an array of Tool \(its default export holds them: export them by name/),
+    });
+  });
+
   it('needs persistence to resume', async () => {
     const runtime = makeRuntime();
     await expect(runtime.agents.resume({ sessionId: 'x' })).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });

@@ -5,7 +5,7 @@ import { once } from '../seam/once.js';
 import { unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
-import { SubagentError, describeError } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import { isRecord, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent, type OwnInput } from './agent.js';
@@ -118,21 +118,39 @@ function assertAgentOptions(options: unknown): asserts options is AgentOptions {
   }
 }
 
-/** Loads `toolModules` (each exporting `tools: Tool[]`). */
-export async function loadToolModules(specifiers: readonly string[]): Promise<Tool[]> {
+/**
+ * Loads `toolModules` (each exporting `tools: Tool[]`). Every refusal names the module: a bad tool
+ * (`INVALID_OPTIONS`), or a name that another module's tool or one `scope` has already takes
+ * (`DUPLICATE_TOOL`).
+ */
+export async function loadToolModules(specifiers: readonly string[], scope?: ToolRegistry): Promise<Tool[]> {
   const tools: Tool[] = [];
+  const from = new Map<string, string>();
   for (const specifier of specifiers) {
-    let mod: { tools?: unknown };
+    let mod: { tools?: unknown; default?: unknown };
     try {
-      mod = (await importModule(specifier)) as { tools?: unknown };
+      mod = (await importModule(specifier)) as { tools?: unknown; default?: unknown };
     } catch (error) {
       throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}${specifierAdvice(specifier, error)}`, { cause: error });
     }
     if (!Array.isArray(mod.tools)) {
-      throw new SubagentError('INVALID_OPTIONS', `tool module ${specifier} must export \`tools\`, an array of Tool`);
+      // A default export holding them: `export default { tools }`, or CommonJS exports Node could not name.
+      const inDefault = isRecord(mod.default) && Array.isArray(mod.default['tools']);
+      const hint = inDefault ? ' (its default export holds them: export them by name, `export const tools = […]`, or in CommonJS `exports.tools = […]`)' : '';
+      throw new SubagentError('INVALID_OPTIONS', `tool module ${specifier} must export \`tools\`, an array of Tool${hint}`);
     }
-    for (const tool of mod.tools as unknown[]) {
-      assertTool(tool);
+    for (const [index, tool] of (mod.tools as unknown[]).entries()) {
+      try {
+        assertTool(tool);
+      } catch (error) {
+        throw isSubagentError(error) ? new SubagentError(error.code, `tool module ${specifier}, tools[${index}]: ${error.message}`, { cause: error.cause }) : error;
+      }
+      const other = from.get(tool.name);
+      if (other !== undefined || scope?.get(tool.name)) {
+        const holder = other === undefined ? 'a tool the agent already has' : other === specifier ? 'another of its tools' : `a tool of tool module ${other}`;
+        throw new SubagentError('DUPLICATE_TOOL', `tool module ${specifier} exports a tool named ${tool.name}, as does ${holder}; pick another name`);
+      }
+      from.set(tool.name, specifier);
       tools.push(tool);
     }
   }
@@ -230,7 +248,7 @@ export class AgentRegistry {
     const model = options.model ?? (await this.#loading(createModel(agentOptions.model ?? this.#model), options.signal));
     const tools = (options.tools ?? this.#tools).scope();
     if (agentOptions.toolModules?.length && options.loadToolModules !== false) {
-      tools.register(...(await this.#loading(loadToolModules(agentOptions.toolModules), options.signal)));
+      tools.register(...(await this.#loading(loadToolModules(agentOptions.toolModules, tools), options.signal)));
     }
     checkSignal(options.signal);
     const agent = new LocalAgent({

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
 import { contentProblem, plainJsonProblem, type ContentBlock } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import type { ToolSchema } from './models/types.js';
 import { parseOrThrow } from '../seam/parse.js';
@@ -40,7 +40,7 @@ function validatorOf(tool: Tool): z.ZodType {
     try {
       validator = z.fromJSONSchema(tool.parameters as Parameters<typeof z.fromJSONSchema>[0]);
     } catch (error) {
-      throw new SubagentError('INVALID_OPTIONS', `tool ${tool.name}: parameters is not a usable JSON Schema`, { cause: error });
+      throw new SubagentError('INVALID_OPTIONS', `tool ${tool.name}: parameters is not a usable JSON Schema (${describeError(error)})`, { cause: error });
     }
     validators.set(tool, validator);
   }
