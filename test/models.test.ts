@@ -29,12 +29,25 @@ describe('createModel', () => {
     ['module without a specifier', { kind: 'module' }],
     ['a hole in the scripted steps', { kind: 'scripted', steps: holed({ text: 'x' }) }],
     ['a tool call without input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't' }] }] }],
+    // JSON drops it: the spec stored for a cold resume would lack the input, and be refused there.
+    ['a tool call whose input is undefined', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't', input: undefined }] }] }],
     ['a negative token count', { kind: 'scripted', steps: [{ text: 'x', usage: { inputTokens: -1, outputTokens: 0 } }] }],
     ['a scripted spec with an inherited key', Object.assign(Object.create({ extra: 1 }) as object, { kind: 'scripted' })],
     ['a module spec with an empty export', { kind: 'module', specifier: 'x', export: '' }],
     ['not an object', 'scripted'],
   ])('rejects %s with INVALID_MODEL_SPEC', async (_name, spec) => {
     await expect(createModel(spec as ModelSpec)).rejects.toMatchObject({ code: 'INVALID_MODEL_SPEC' });
+  });
+
+  it.each<[string, unknown]>([
+    ['of an unknown field', { say: 'x' }],
+    ['whose text is no string', { text: 5 }],
+    ['with an unknown finish', { finish: 'stop' }],
+  ])('names the step shapes when a scripted step is of none (one %s)', async (_name, step) => {
+    await expect(createModel({ kind: 'scripted', steps: [step] } as ModelSpec)).rejects.toMatchObject({
+      code: 'INVALID_MODEL_SPEC',
+      message: expect.stringContaining('model spec.steps[0]: must be one of { text, usage? }, { toolCalls: [{ name, input }, …], text?, usage? } or { finish: max-tokens | refusal | error | hang, text?, usage? }'),
+    });
   });
 
   it('loads a user adapter from a module export and passes its options', async () => {
@@ -63,6 +76,18 @@ describe('createModel', () => {
       expect(chunks).toHaveLength(2);
     },
   );
+
+  it('ends the step of a user adapter whose stream() returns no iterable with MODEL_CONTRACT, naming the module, its export and the fix', async () => {
+    const specifier = fixture('echo-model.mjs');
+    const model = await createModel({ kind: 'module', specifier, export: 'createPromiseStreamModel' });
+    expect(await collect(model.stream(request('hey')))).toStrictEqual([
+      {
+        type: 'finish',
+        reason: 'error',
+        failure: { code: 'MODEL_CONTRACT', message: `model module ${specifier} (export 'createPromiseStreamModel'): stream() returned a promise, not an async iterable of ModelChunk; declare it \`async *stream(request)\`` },
+      },
+    ]);
+  });
 
   it.each<[string, unknown, RegExp]>([
     ['a function in a scripted tool input', { kind: 'scripted', steps: [{ toolCalls: [{ name: 't', input: { run() {} } }] }] }, /toolCalls\[0\]\.input: must be plain JSON \(input\.run is a function/],

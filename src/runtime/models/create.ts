@@ -33,9 +33,14 @@ function sendableHeaders(headers: Record<string, string>): boolean {
   }
 }
 
-/** Plain JSON (or absent): a spec's values go into session logs and across threads as they are. */
-function plainJson(field: string) {
+/**
+ * Plain JSON (or absent, unless `required`): a spec's values go into session logs and across threads
+ * as they are. A required one may not be `undefined` either, which JSON drops (a stored spec would
+ * then lack it).
+ */
+function plainJson(field: string, required = false) {
   return z.unknown().superRefine((value, ctx) => {
+    if (required && value === undefined) return void ctx.addIssue({ code: 'custom', message: 'is required ({} for no input)' });
     const problem = value === undefined ? undefined : plainJsonProblem(value, field);
     if (problem) ctx.addIssue({ code: 'custom', message: `must be plain JSON (${problem})` });
   });
@@ -47,12 +52,12 @@ const modelSpecSchema = lazy(() => {
   const scriptedStep = z.union([
     z.strictObject({ text: z.string(), usage: stepUsage }),
     z.strictObject({
-      toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: plainJson('input') })).min(1),
+      toolCalls: z.array(z.strictObject({ name: z.string().min(1), input: plainJson('input', true) })).min(1),
       text: z.string().optional(),
       usage: stepUsage,
     }),
     z.strictObject({ finish: z.enum(['max-tokens', 'refusal', 'error', 'hang']), text: z.string().optional(), usage: stepUsage }),
-  ]);
+  ], { error: 'must be one of { text, usage? }, { toolCalls: [{ name, input }, …], text?, usage? } or { finish: max-tokens | refusal | error | hang, text?, usage? }' });
 
   return z.discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('scripted'), steps: z.array(scriptedStep).optional() }),

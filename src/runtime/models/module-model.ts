@@ -58,6 +58,20 @@ function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string }
   }
 }
 
+/** Whether `for await` can take `value`: an async iterable, or a plain one. */
+function iterable(value: unknown): value is AsyncIterable<unknown> | Iterable<unknown> {
+  if (value === null || value === undefined) return false;
+  const object = value as Partial<AsyncIterable<unknown> & Iterable<unknown>>;
+  return typeof object[Symbol.asyncIterator] === 'function' || typeof object[Symbol.iterator] === 'function';
+}
+
+/** What a value that is no stream is, for its error message. */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (value instanceof Promise) return 'a promise';
+  return typeof value === 'object' ? 'an object' : typeof value === 'undefined' ? 'undefined' : `a ${typeof value}`;
+}
+
 /**
  * A user's adapter (`source` names it) whose stream has each chunk checked and copied (unknown
  * fields dropped); the first one that is not a ModelChunk ends the step `error` (`MODEL_CONTRACT`)
@@ -66,7 +80,13 @@ function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string }
 export function checkedAdapter(adapter: ModelAdapter, source: string): ModelAdapter {
   return {
     async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
-      for await (const chunk of adapter.stream(request)) {
+      const stream: unknown = adapter.stream(request);
+      if (!iterable(stream)) {
+        const message = `${source}: stream() returned ${describeValue(stream)}, not an async iterable of ModelChunk; declare it \`async *stream(request)\``;
+        yield { type: 'finish', reason: 'error', failure: { code: 'MODEL_CONTRACT', message } };
+        return;
+      }
+      for await (const chunk of stream) {
         const checked = checkChunk(chunk);
         if ('problem' in checked) {
           const message = `${source} yielded a chunk that is not a ModelChunk: ${checked.problem}`;
@@ -111,5 +131,5 @@ export async function loadModuleModel(spec: Extract<ModelSpec, { kind: 'module' 
       `the factory '${exportName}' of ${spec.specifier} did not return an object with a stream() method`,
     );
   }
-  return checkedAdapter(adapter as ModelAdapter, `model module ${spec.specifier}`);
+  return checkedAdapter(adapter as ModelAdapter, `model module ${spec.specifier} (export '${exportName}')`);
 }

@@ -26,7 +26,8 @@ function stepUsage(usage: unknown): boolean {
 const plainOrAbsent = (value: unknown) => value === undefined || plainJsonProblem(value, 'value') === undefined;
 
 function toolCall(call: unknown): boolean {
-  return plainWith(call, ['name', 'input']) && name(call['name']) && 'input' in call && plainOrAbsent(call['input']);
+  // An input of `undefined` is none: JSON drops it, and a stored spec would then lack it.
+  return plainWith(call, ['name', 'input']) && name(call['name']) && call['input'] !== undefined && plainOrAbsent(call['input']);
 }
 
 function step(value: unknown): boolean {
