@@ -4,6 +4,8 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI } from './acp-helpers.js';
@@ -130,6 +132,16 @@ describe('subagent-host acp', () => {
     expect(agent.junk).toStrictEqual([]);
     expect(agent.stderr()).toContain('chatty model created');
     expect(agent.stderr()).toContain('chatty model asked with 1 message(s)');
+  });
+
+  it('resolves a module model\'s relative specifier from its current directory', async () => {
+    const specifier = relative(files.dir, fileURLToPath(new URL('./fixtures/echo-model.mjs', import.meta.url)));
+    expect(specifier).toMatch(/^\.\.\//);
+    const agent = startAgent(['--model', JSON.stringify({ kind: 'module', specifier, export: 'createChattyModel' })]);
+    await prompt(agent, 'hello');
+    agent.child.stdin.end();
+    expect(await agent.exited).toBe(0);
+    expect(agent.stderr()).toContain('chatty model created');
   });
 
   it.each([

@@ -2,6 +2,8 @@
 // ACP on stdio until stdin ends. stdout carries protocol only; every log line goes to stderr.
 import type { ModelSpec } from '../seam/agent-types.js';
 import { Console } from 'node:console';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
@@ -15,7 +17,8 @@ const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec
 Serves an agent over the Agent Client Protocol on stdin/stdout (logs go to stderr).
 
   --model M   scripted (default; deterministic, echoes), openai (OPENAI_BASE_URL, OPENAI_MODEL,
-              key in OPENAI_API_KEY), or a ModelSpec as JSON
+              key in OPENAI_API_KEY), or a ModelSpec as JSON (a module's relative specifier is
+              resolved from the current directory)
   --db FILE   keep sessions in this SQLite database (enables session/load across runs)
   --text-only advertise no image support and refuse prompts with images (for a model that takes
               text only: an image would stay in the session and fail every later turn)`;
@@ -37,6 +40,9 @@ export function parseModel(value: string | undefined): ModelSpec {
     throw new SubagentError('INVALID_MODEL_SPEC', '--model must be scripted, openai or a ModelSpec as JSON');
   }
   assertModelSpec(spec);
+  // On a command line, a relative path means one from the current directory (the library would
+  // resolve it from its own files).
+  if (spec.kind === 'module' && /^\.\.?(\/|$)/.test(spec.specifier)) return { ...spec, specifier: pathToFileURL(resolve(spec.specifier)).href };
   return spec;
 }
 
