@@ -243,4 +243,34 @@ describe('subagent-host ls', () => {
     // Bidirectional controls too: they would show the label reversed.
     expect(stdout).toBe('c  one-shot     inactive  -  0  fine\\x0aforged  one-shot  inactive\\x1b]0;title\\x07\\x1b[31m \\u202eexe.txt\\u202c\\u2028\n');
   });
+
+  it('says CORRUPT_DATA when a page of a grandchild’s log is damaged, never an untyped SQLite error', async () => {
+    const file = path.join(tmp, 'torn.db');
+    const store = sqlitePersistence(file);
+    const turn = (text: string) => [
+      { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
+      { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: { version: 2, mode: 'one-shot', provider: 'spawn', label: 'l' } },
+      { seq: 2, time: 2, type: 'assistant/message', data: { turn: 1, step: 1, id: 'm', content: [{ type: 'text', text }], usage: { inputTokens: 1, outputTokens: 1 } } },
+      { seq: 3, time: 2, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+    ];
+    await store.create({ id: 'p', createdAt: 1 });
+    await store.create({ id: 'c', createdAt: 2, parentSession: 'p', origin: 'subagent' });
+    await store.append('c', turn('short'));
+    await store.create({ id: 'g', createdAt: 3, parentSession: 'c', origin: 'subagent' });
+    await store.append('g', turn('x'.repeat(100_000)));
+    await store.close();
+    // The pages holding the grandchild's long answer overwritten (a disk error, a torn copy): the
+    // children's own rows still read, the activity of every descendant does not.
+    const raw = new Database(file, { readonly: true });
+    const pages = raw.prepare("SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'overflow'").pluck().all() as number[];
+    const size = raw.pragma('page_size', { simple: true }) as number;
+    raw.close();
+    expect(pages.length).toBeGreaterThan(0);
+    const fd = fs.openSync(file, 'r+');
+    for (const page of pages) fs.writeSync(fd, Buffer.alloc(size, 0xff), 0, size, (page - 1) * size);
+    fs.closeSync(fd);
+    const { code, stderr } = await ls(['p', '--db', file]);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^subagent-host: CORRUPT_DATA: /);
+  });
 });

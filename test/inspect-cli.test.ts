@@ -3,7 +3,7 @@
 // out-of-range values (exit 2), a port in use, IPv6 loopback, --open with and without a browser
 // opener on the PATH, and a damaged database shown as far as it can be read.
 import { execFile } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -278,6 +278,56 @@ describe('subagent-host inspect on a damaged database', () => {
       const log = await rawGet(server.url, `/api/sessions/${parentId}`);
       expect([log.status, log.type.split(';')[0]]).toEqual([500, 'application/json']);
       expect((JSON.parse(log.body) as { error: { code: string } }).error.code).toBe('CORRUPT_DATA');
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+
+  it('titles a root whose first message holds a null block from its text blocks', async () => {
+    const odd = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: odd } });
+    try {
+      const root = await host.createAgent();
+      root.followup([text('replaced below')]);
+      await root.whenIdle();
+    } finally {
+      await host.close();
+    }
+    const file = new Database(odd);
+    file.prepare(`UPDATE events SET data = '{"content":[null,{"type":"text","text":"still a title"}]}' WHERE type = 'user/message'`).run();
+    file.close();
+    const server = await startInspectWith(process.env, odd);
+    try {
+      const roots = await rawGet(server.url, '/api/roots');
+      expect(roots.status).toBe(200);
+      expect((JSON.parse(roots.body) as { title?: string }[]).map((root) => root.title)).toEqual(['still a title']);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+
+  it('answers a file whose pages are damaged with 500 CORRUPT_DATA, never an untyped SQLite error', async () => {
+    const broken = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: broken } });
+    try {
+      const root = await host.createAgent();
+      root.followup([text('hello')]);
+      await root.whenIdle();
+    } finally {
+      await host.close();
+    }
+    // The events table's first page overwritten (a disk error, a bad copy): the schema still reads.
+    const file = new Database(broken, { readonly: true });
+    const page = file.prepare("SELECT rootpage FROM sqlite_schema WHERE name = 'events'").pluck().get() as number;
+    const size = file.pragma('page_size', { simple: true }) as number;
+    file.close();
+    const fd = openSync(broken, 'r+');
+    writeSync(fd, Buffer.alloc(size, 0xff), 0, size, (page - 1) * size);
+    closeSync(fd);
+    const server = await startInspectWith(process.env, broken);
+    try {
+      const roots = await rawGet(server.url, '/api/roots');
+      expect([roots.status, (JSON.parse(roots.body) as { error: { code: string } }).error.code]).toEqual([500, 'CORRUPT_DATA']);
     } finally {
       expect(await server.stop()).toBe(0);
     }

@@ -62,6 +62,19 @@ function parse(text: string | null): unknown {
   }
 }
 
+/**
+ * A query's failure as callers see it: `CORRUPT_DATA` for a damaged file (no retry mends it), else
+ * `PERSISTENCE_UNAVAILABLE` (a lock, an I/O error); a `SubagentError` (a damaged row) as it is.
+ */
+function readFailure(path: string, error: unknown): SubagentError {
+  if (error instanceof SubagentError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')) {
+    return new SubagentError('CORRUPT_DATA', `${path} is damaged (${String(error)}); restore it from a backup`, { cause: error });
+  }
+  return new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot read ${path} (${String(error)})`, { cause: error });
+}
+
 function usageTotals(text: string | null): UsageTotals | undefined {
   const value = parse(text) as { in?: unknown; out?: unknown } | undefined;
   // Both sums are null when no assistant message reports usage; a usage always has both counts.
@@ -107,6 +120,7 @@ function nodeOf(row: TreeRow): ChildNode {
 
 /** A read-only view of one database file. */
 export class InspectReader {
+  readonly #path: string;
   readonly #db: Database.Database;
   readonly #roots: Database.Statement<[number], { id: string; createdAt: number; events: number; children: number; first: string | null }>;
   readonly #root: Database.Statement<[string], { id: string; createdAt: number; events: number; children: number; first: string | null }>;
@@ -121,6 +135,7 @@ export class InspectReader {
    * `CORRUPT_DATA` when it is not a subagent-host database of this schema version.
    */
   constructor(path: string) {
+    this.#path = path;
     try {
       // Read-write handle refusing writes: a read-only handle leaves -wal/-shm files behind on close.
       this.#db = new Database(path, { fileMustExist: true });
@@ -167,30 +182,39 @@ export class InspectReader {
     }
   }
 
+  /** `query()`, its SQLite failure (a file damaged or replaced in place) turned into a `SubagentError`. */
+  #read<T>(query: () => T): T {
+    try {
+      return query();
+    } catch (error) {
+      throw readFailure(this.#path, error);
+    }
+  }
+
   /** Whether the session's log has a turn that has not ended (as a running agent's does). */
   turnOpen(id: string): boolean {
-    return this.#openTurn.get({ id }) === 1;
+    return this.#read(() => this.#openTurn.get({ id })) === 1;
   }
 
   /** Changes whenever another connection commits (SQLite's `data_version`). */
   version(): number {
     // `PRAGMA data_version` always answers one row.
-    return this.#version.get() as number;
+    return this.#read(() => this.#version.get()) as number;
   }
 
   roots(): RootSummary[] {
-    return this.#roots.all(ROOTS_SHOWN).map(summary);
+    return this.#read(() => this.#roots.all(ROOTS_SHOWN)).map(summary);
   }
 
   /** The summary of any stored session, or undefined when there is none with this id. */
   root(id: string): RootSummary | undefined {
-    const row = this.#root.get(id);
+    const row = this.#read(() => this.#root.get(id));
     return row === undefined ? undefined : summary(row);
   }
 
   /** Every descendant of `rootId` in pre-order (creation order among siblings). */
   tree(rootId: string): ChildNode[] {
-    const nodes = this.#tree.all({ root: rootId }).map(nodeOf);
+    const nodes = this.#read(() => this.#tree.all({ root: rootId })).map(nodeOf);
     const childrenOf = new Map<string, ChildNode[]>();
     for (const node of nodes) {
       const siblings = childrenOf.get(node.parentId);
@@ -208,10 +232,10 @@ export class InspectReader {
 
   /** One session's log as transcript entries, or undefined when there is no such session. */
   transcript(id: string): TranscriptResponse | undefined {
-    const row = this.#session.get(id);
+    const row = this.#read(() => this.#session.get(id));
     if (row === undefined) return undefined;
     const { header } = decodeSession(row);
-    const events: SessionEvent[] = this.#events.all(id).map((event) => decodeEvent(id, event));
+    const events: SessionEvent[] = this.#read(() => this.#events.all(id)).map((event) => decodeEvent(id, event));
     const response: TranscriptResponse = { id, createdAt: header.createdAt, entries: transcriptOf(events, header.seedLength ?? 0) };
     if (header.parentSession !== undefined) response.parentId = header.parentSession;
     const usage = tokenTotalsOf(events);
@@ -228,7 +252,8 @@ function summary(row: { id: string; createdAt: number; events: number; children:
   const root: RootSummary = { id: row.id, createdAt: row.createdAt, children: row.children, events: row.events };
   const content = (parse(row.first) as { content?: unknown } | undefined)?.content;
   if (Array.isArray(content)) {
-    const text = content.map((block) => ((block as { type?: unknown }).type === 'text' ? String((block as { text?: unknown }).text) : '')).join(' ').trim();
+    // A block may be anything the row holds (null included): only a text block gives text.
+    const text = content.map((block) => ((block as { type?: unknown } | null)?.type === 'text' ? String((block as { text?: unknown }).text) : '')).join(' ').trim();
     if (text !== '') root.title = text.length > TITLE_CHARS ? `${text.slice(0, TITLE_CHARS)}…` : text;
   }
   return root;
