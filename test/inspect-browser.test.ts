@@ -149,4 +149,17 @@ describe('subagent-host inspect in a browser', () => {
     expect(await page.$$('#app img, #app script')).toHaveLength(0);
     expect(await page.evaluate(() => (globalThis as { __pwned?: unknown }).__pwned)).toBeUndefined();
   });
+
+  it('follows a link to another selection in the same tab: the hash changes, the page does not reload', async () => {
+    await page.evaluate(() => ((globalThis as { __sameDocument?: number }).__sameDocument = 2));
+    const [first, second] = started();
+    // Any stored session can be the root of a view.
+    await page.goto(`${server.url}#root=${first!.id}`);
+    await expect.poll(() => page.textContent('#root-head .mono')).toBe(first!.id);
+    await page.goto(`${server.url}#root=${report.parentId}&child=${second!.id}`);
+    await expect.poll(() => page.textContent('#root-head .mono')).toBe(report.parentId);
+    await expect.poll(() => page.textContent('#transcript .mono')).toBe(second!.id);
+    await page.waitForSelector(`#tree .row.selected[data-child-id="${second!.id}"]`);
+    expect(await page.evaluate(() => (globalThis as { __sameDocument?: number }).__sameDocument)).toBe(2);
+  });
 });

@@ -115,6 +115,23 @@ async function selectChild(id: string): Promise<void> {
   await show(loadTranscript());
 }
 
+/** A link or an edited address naming another selection (`replaceState` never fires this). */
+function followHash(): void {
+  const shown = { root: state.root, child: state.child };
+  readHash();
+  state.root ??= shown.root;
+  writeHash();
+  if (state.child !== shown.child) {
+    state.transcript = undefined;
+    byId('transcript').replaceChildren(el('p', { className: 'muted', text: 'Click a child to read its transcript.' }));
+    void show(loadTranscript());
+  }
+  if (state.root === shown.root) return drawTree();
+  state.tree = undefined;
+  renderRoots();
+  void show(loadTree());
+}
+
 /** Shows a failed load in the header instead of leaving a stale page silently. */
 async function show(work: Promise<void>): Promise<void> {
   try {
@@ -181,6 +198,7 @@ async function start(): Promise<void> {
   await show(loadTree());
   await show(loadTranscript());
   listen();
+  window.addEventListener('hashchange', followHash);
   // Running bars end at "now": redraw while any child runs.
   setInterval(() => {
     if (state.tree?.nodes.some((node) => node.activity === 'running')) drawTree();
