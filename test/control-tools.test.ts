@@ -54,6 +54,19 @@ describe('send_message', () => {
     await eventually(() => parent.status === 'idle');
   });
 
+  it('refuses a blank message from the child’s own parent: it would wake the child for a turn on nothing', async () => {
+    const { host, recorder } = await setup();
+    subagentTool(host, { provider: 'in-process', mode: 'continuable' });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([call('subagent', { description: 'scout', prompt: 'first' }), () => call('send_message', { agent_id: startedId(parent, 0), message: ' \n\t' }), { text: 'sent' }]),
+    });
+    parent.followup([text('go')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => toolResults(parent).length === 2 && parent.status === 'idle');
+    expect(errorOf(parent, 1)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    expect(userTexts(host.sessions.get(startedId(parent, 0))!.events)).toStrictEqual(['first']);
+  });
+
   it('answers a wrong id, another agent\'s child and bad input with error results', async () => {
     const { host } = await setup();
     const owner = await host.createAgent();
@@ -66,6 +79,7 @@ describe('send_message', () => {
     expect(errorOf(other, 0)).toStrictEqual({ isError: true, code: 'NOT_RESUMABLE' });
     expect(errorOf(other, 1)).toStrictEqual({ isError: true, code: 'UNAUTHORIZED' });
     expect(errorOf(other, 2)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+
     expect(turnEnds(other.session.events)).toStrictEqual(['completed']);
   });
 });

@@ -71,6 +71,20 @@ describe('report tool', () => {
     expect(turnEnds(parent.session.events)).toHaveLength(wakes ? 2 : 1);
   });
 
+  it('refuses a blank report: it would spend a turn of the parent it wakes on nothing', async () => {
+    const { host, recorder } = await setup();
+    reportTool(host);
+    const parent = await host.createAgent();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'blank',
+      request: { prompt: [text('go')], parent, agentOptions: { model: { kind: 'scripted', steps: [call('report', { output: '  \n' }), { text: 'done' }] } } },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(toolResults(host.agents.get(childId)!)[0]).toMatchObject({ isError: true, code: 'INVALID_TOOL_INPUT' });
+    expect(parent.session.events.some((e) => e.type === 'inbox/accepted' && (e.data as { source: { kind: string } }).source.kind === 'subagent-report')).toBe(false);
+  });
+
   it('is absent from one-shot children', async () => {
     const { host } = await setup();
     reportTool(host);

@@ -66,6 +66,8 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       parameters: schema({ agent_id: idSchema, message: { type: 'string', minLength: 1 } }, ['agent_id', 'message']),
       async execute(input, ctx) {
         const { agent_id, message } = input as { agent_id: string; message: string };
+        // As the subagent tool's prompt: a blank message would only spend the child's turn on nothing.
+        if (message.trim() === '') throw new SubagentError('INVALID_TOOL_INPUT', 'send_message input.message must not be blank: say what the subagent should do next');
         const messageId = await host.subagents.followup(ctx.agent, agent_id, [{ type: 'text', text: message }], { signal: ctx.signal });
         return json({ messageId });
       },

@@ -34,6 +34,8 @@ function buildTool(host: ReportToolHost, delivery: 'next-step' | 'quiet'): Tool 
     concurrencySafe: true,
     async execute(input, ctx) {
       const { output } = input as { output: string };
+      // A blank report would only spend a turn of the parent it may wake on nothing.
+      if (output.trim() === '') throw new SubagentError('INVALID_TOOL_INPUT', 'report input.output must not be blank: give the finding itself');
       const messageId = await host.subagents.reportFrom(ctx.agent, [{ type: 'text', text: output }], { delivery, signal: ctx.signal });
       return JSON.stringify({ messageId });
     },
