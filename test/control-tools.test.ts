@@ -328,6 +328,26 @@ describe('wait_agent', () => {
   });
 
   // Such a task never had a child, so no catalog lists it: a later wait on its id is still the caller's.
+  it('points interrupt_agent on a task still waiting for a slot to task_cancel, and on a settled one to task_output', async () => {
+    const { pooled, holder } = await fullPool();
+    const parent: Agent = await pooled.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'waiting', prompt: 'wait your turn' }),
+        () => call('interrupt_agent', { agent_id: startedId(parent, 0) }),
+        () => call('task_cancel', { task_id: startedId(parent, 0) }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true }),
+        () => call('interrupt_agent', { agent_id: startedId(parent, 0) }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 5);
+    expect(toolResults(parent)[1]).toMatchObject({ isError: true, code: 'INVALID_REQUEST', content: [{ text: expect.stringContaining('stop it with task_cancel') }] });
+    expect(toolResults(parent)[4]).toMatchObject({ isError: true, code: 'INVALID_REQUEST', content: [{ text: expect.stringContaining('read its output with task_output') }] });
+    await holder.dispose();
+    await eventually(() => parent.status === 'idle');
+  });
+
   it('answers a wait on a task whose start was given up before it had a slot, not UNAUTHORIZED', async () => {
     const { pooled, holder } = await fullPool();
     const parent: Agent = await pooled.createAgent({

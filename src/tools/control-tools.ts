@@ -78,6 +78,11 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       parameters: schema({ agent_id: idSchema }, ['agent_id']),
       async execute(input, ctx) {
         const { agent_id } = input as { agent_id: string };
+        // The caller's own task without a child to interrupt (still waiting for a slot, or settled):
+        // its own tools are the way, not list_agents (which lists no task).
+        const task = tasks.of(ctx.agent.id).find((candidate) => candidate.id === agent_id);
+        if (task?.result) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your background task and it has already settled; read its output with task_output`);
+        if (task && !task.run) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your background task and it is still waiting to start; stop it with task_cancel`);
         if (!host.agents.get(agent_id)) throw new SubagentError('UNKNOWN_SESSION', `no resident agent ${agent_id}; use list_agents for the ids of your subagents`);
         // The service ignores targets that are no continuable child (the reference's contract): say so
         // here rather than answer `accepted` for a turn nothing stops.
