@@ -1,7 +1,7 @@
 // Background tasks of a long-lived host: every settled task is disposed once and its parent told,
 // and only the most recent settled tasks stay readable, so the registry does not grow per task.
 import { describe, expect, it } from 'vitest';
-import type { Agent, SubagentResult, SubagentRun } from 'subagent-host';
+import { SubagentError, type Agent, type SubagentResult, type SubagentRun } from 'subagent-host';
 import { BackgroundTasks } from '../dist/src/tools/background-tasks.js';
 
 function fakeRun(id: string): SubagentRun & { disposals: number } {
@@ -57,5 +57,20 @@ describe('background tasks', () => {
     expect(delivered.disposals).toBe(1);
     // Two tasks of their own: their warnings come in no set order.
     expect([...warnings].sort()).toStrictEqual(['background task t-broken failed', 'the settlement notice of background task t-notice could not reach its parent']);
+  });
+
+  it('drops without warning the notice to a worker child that has just finished (its face still reads running)', async () => {
+    const tasks = new BackgroundTasks();
+    const warnings: string[] = [];
+    const closed = () => {
+      throw new SubagentError('CLOSED', 'child parent has finished; its worker no longer takes input');
+    };
+    const finished = { id: 'parent', status: 'running', session: { header: {}, events: [] }, followup: closed, steer: closed, inject: closed } as unknown as Agent;
+    const run = fakeRun('t-late');
+    const task = tasks.adopt({ run }, finished, (message) => void warnings.push(message));
+    await task.settled;
+    expect(task.result?.stopReason).toBe('completed');
+    expect(run.disposals).toBe(1);
+    expect(warnings).toStrictEqual([]);
   });
 });

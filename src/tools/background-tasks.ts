@@ -54,9 +54,15 @@ export function taskNotice(task: BackgroundTask, result: SubagentResult): Conten
  */
 function deliver(parent: Agent, content: ContentBlock[], senderSessionId: SessionId, released: boolean): void {
   const source = { kind: 'subagent-settled' as const, senderSessionId };
-  if (released || settledOneShot(parent)) injectIfOpen(parent, content, source);
-  else if (parent.status === 'idle') parent.followup(content, { source });
-  else parent.steer(content, { source });
+  if (released || settledOneShot(parent)) return injectIfOpen(parent, content, source);
+  try {
+    if (parent.status === 'idle') parent.followup(content, { source });
+    else parent.steer(content, { source });
+  } catch (error) {
+    // A worker child that has just finished takes no input, before its main-thread face reads idle:
+    // it gets nothing (as a settled one-shot parent would), which is no failure to warn about.
+    if (!isSubagentError(error, 'CLOSED')) throw error;
+  }
 }
 
 /**
