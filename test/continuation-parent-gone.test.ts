@@ -112,4 +112,22 @@ describe('disposing a resumed top-level parent', () => {
     expect(host.agents.get(drainedChild)).toBeUndefined();
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
   });
+
+  it('releases the child it left when the resumed parent drains its descendants later, and stops its turn', async () => {
+    const file = files.file();
+    const first = await continuationHost(file);
+    const parentId = (await first.createAgent()).id;
+    await first.close();
+    const host = track(await continuationHost(file));
+    const before = await host.agents.resume({ sessionId: parentId });
+    const { childId } = await startChild(host, before.agent, 'work', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'step/start');
+    await before.dispose();
+    const parent = (await host.agents.resume({ sessionId: parentId })).agent;
+    await host.subagents.drainContinuableDescendants([parent]);
+    expect(host.agents.get(childId)).toBeUndefined();
+    expect(turnEnds(child.session.events)).toStrictEqual(['aborted']);
+    expect(await host.subagents.listChildren(parentId)).toMatchObject([{ id: childId, activity: 'inactive' }]);
+  });
 });

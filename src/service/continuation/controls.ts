@@ -112,7 +112,7 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
   const roots = parents.filter((parent) => isExactLive(m.live, parent));
   const targets = new Set<Activation>();
   for (const root of roots) {
-    const below = [...m.activations.values()].filter((a) => a.agent !== root && a.ancestry.has(root));
+    const below = [...m.activations.values()].filter((a) => a.agent !== root && isAncestor(m, a, root));
     m.admission.closeBelow(root, below.flatMap((a) => lineageBelow(m, a.agent, root)));
     for (const target of below) targets.add(target);
   }
@@ -124,7 +124,7 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
   m.creations.drain((parent) => m.admission.refusal(parent));
   await Promise.allSettled([...m.materializing]);
   // Creations that were in flight rolled back; anything they left resident below a root goes too.
-  const late = [...m.activations.values()].filter((a) => !targets.has(a) && roots.some((root) => a.agent !== root && a.ancestry.has(root)));
+  const late = [...m.activations.values()].filter((a) => !targets.has(a) && roots.some((root) => a.agent !== root && isAncestor(m, a, root)));
   await Promise.all([disposing, disposeAll(late)]);
 }
 
