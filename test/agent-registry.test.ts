@@ -145,6 +145,27 @@ describe('AgentRegistry', () => {
     expect(first.agent.status).toBe('idle');
     await persistence.close();
   });
+
+  it('starts no turn on resume for input that was only context (inject): the next message’s turn takes it', async () => {
+    const persistence = memoryPersistence();
+    const runtime = makeRuntime({ persistence });
+    const first = await runtime.agents.create({ sessionId: 'q' });
+    first.agent.inject([text('quiet context')]);
+    await runtime.sessions.flush('q');
+    // A second host over the same storage, as after a crash of the first.
+    const other = makeRuntime({ persistence });
+    const model = scriptedModel([{ text: 'done' }]);
+    const resumed = await other.agents.resume({ sessionId: 'q', model });
+    expect(resumed.agent.status).toBe('idle');
+    expect(resumed.agent.pendingInput).toBe(1);
+    resumed.agent.followup([text('next')]);
+    await resumed.agent.whenIdle();
+    expect(model.requests).toHaveLength(1);
+    expect(model.requests[0]?.messages.map((m) => m.content)).toEqual([[text('next')], [text('quiet context')]]);
+    await resumed.dispose();
+    await expect(first.dispose()).rejects.toMatchObject({ code: 'SEQ_MISMATCH' });
+    await persistence.close();
+  });
 });
 
 describe('completedTurnPrefix', () => {

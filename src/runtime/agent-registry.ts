@@ -237,7 +237,7 @@ export class AgentRegistry {
     const session = SessionLog.restore(stored.header, stored.events, (error) => this.#logger?.warn(`session ${stored.header.id} listener failed`, describeError(error)));
     const kept = options.agentOptionsFrom?.(stored.events);
     const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true);
-    if (options.wake !== false) handle.agent.wake();
+    if (options.wake !== false) handle.agent.wakeRestored();
     return handle;
   }
 

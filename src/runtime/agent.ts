@@ -65,6 +65,8 @@ export class LocalAgent implements Agent {
   #released = false;
   /** Set by `beginDispose()`: input is still logged (nothing lost), but no turn starts any more. */
   #disposing = false;
+  /** Some input restored from the log was waking (a `followup` or `steer`, not only `inject`s). */
+  #restoredWaking = false;
 
   constructor(init: AgentInit) {
     this.options = Object.freeze({ ...init.options });
@@ -85,7 +87,10 @@ export class LocalAgent implements Agent {
       ...(init.cancelFlag ? { cancelFlag: init.cancelFlag } : {}),
       ...(init.abandonGraceMs === undefined ? {} : { abandonGraceMs: init.abandonGraceMs }),
     };
-    for (const { target, message } of pendingInbox(init.session.events)) this.#inbox.add(target, message);
+    for (const { target, message, wake } of pendingInbox(init.session.events)) {
+      this.#inbox.add(target, message);
+      if (wake) this.#restoredWaking = true;
+    }
   }
 
   get id(): string {
@@ -177,7 +182,7 @@ export class LocalAgent implements Agent {
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
     assertMessageContent(content);
     const from = source === undefined ? { kind: 'user' as const } : copyMessageSource(source);
-    const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: from });
+    const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: from, ...(wake ? {} : { wake: false as const }) });
     const data = event.data as SessionEventMap['inbox/accepted'];
     this.#inbox.add(target, { id, content: data.content, source: data.source });
     if (wake) this.wake();
@@ -187,6 +192,14 @@ export class LocalAgent implements Agent {
   /** The next turn makes at most `steps` model calls (fewer than maxStepsPerTurn; see TurnContext.stepAllowance). */
   allowSteps(steps: number): void {
     this.#turn.stepAllowance = steps;
+  }
+
+  /**
+   * Starts the driver for input restored from the log, unless all of it was context only (`inject`:
+   * a quiet report is for the next turn, and starts none after a restart either).
+   */
+  wakeRestored(): void {
+    if (this.#restoredWaking) this.wake();
   }
 
   /** Starts the driver if input is pending (used after restoring a session with queued input). */

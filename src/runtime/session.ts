@@ -156,13 +156,13 @@ function malformed(event: SessionEvent, what: string): SubagentError {
  * Pending input of a stored log: accepted, not yet claimed by a step, not discarded. `CORRUPT_DATA`
  * for an input event whose data could not be read (valid JSON of another shape).
  */
-export function pendingInbox(events: readonly SessionEvent[]): { target: InboxTarget; message: InboxMessage }[] {
-  const pending = new Map<MessageId, { target: InboxTarget; message: InboxMessage }>();
+export function pendingInbox(events: readonly SessionEvent[]): { target: InboxTarget; message: InboxMessage; wake: boolean }[] {
+  const pending = new Map<MessageId, { target: InboxTarget; message: InboxMessage; wake: boolean }>();
   for (const event of events) {
     if (event.type === 'inbox/accepted') {
       const data = event.data as SessionEventMap['inbox/accepted'] | null;
       if (!isRecord(data) || typeof data.id !== 'string' || !Array.isArray(data.content)) throw malformed(event, 'its data must hold the message id and content');
-      pending.set(data.id, { target: data.target, message: { id: data.id, content: data.content, source: data.source } });
+      pending.set(data.id, { target: data.target, message: { id: data.id, content: data.content, source: data.source }, wake: data.wake !== false });
     } else if (event.type === 'user/message') {
       const data = event.data as SessionEventMap['user/message'] | null;
       if (!isRecord(data)) throw malformed(event, 'its data must be an object');

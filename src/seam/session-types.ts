@@ -81,7 +81,8 @@ export interface SessionEventMap {
     isError?: boolean;
     code?: string;
   };
-  'inbox/accepted': { id: MessageId; target: InboxTarget; content: ContentBlock[]; source: MessageSource };
+  /** `wake: false`: input that starts no turn by itself (`inject`); a restored agent does not wake for it alone. */
+  'inbox/accepted': { id: MessageId; target: InboxTarget; content: ContentBlock[]; source: MessageSource; wake?: false };
   'inbox/discarded': { ids: MessageId[] };
   'session/end-seed': Record<string, never>;
   'subagent/descriptor': unknown;
