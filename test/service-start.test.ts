@@ -55,6 +55,11 @@ describe('start validation', () => {
     ['a string-rooted outputSchema', { outputSchema: { type: 'string' } }],
     ['a oneOf-rooted outputSchema', { outputSchema: { type: 'object', oneOf: [] } }],
     ['an outputSchema with a function default', { outputSchema: { type: 'object', default: () => 1 } }],
+    // Constraints the capture tool's validator would skip: structured output could break them.
+    ['an outputSchema whose allOf branch has no type', { outputSchema: { type: 'object', allOf: [{ properties: { n: { type: 'number' } }, required: ['n'] }] } }],
+    ['an outputSchema property with constraints but no type', { outputSchema: { type: 'object', properties: { s: { minLength: 3 } } } }],
+    ['an outputSchema $ref with sibling constraints', { outputSchema: { type: 'object', $defs: { n: { type: 'object' } }, properties: { a: { $ref: '#/$defs/n', required: ['x'] } } } }],
+    ['an outputSchema whose required is no array', { outputSchema: { type: 'object', required: 'n' } }],
     ['an empty prompt', { prompt: [] }],
     ['a missing signal', { signal: undefined }],
     ['an empty toolFilter', { toolFilter: {} }],
