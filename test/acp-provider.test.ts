@@ -96,6 +96,21 @@ describe('acpProvider', () => {
       await free.dispose();
     });
 
+    it("loads agentOptions.toolModules in the child agent, and refuses a start whose module does not load", async () => {
+      const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'shout', input: { value: 'hi' } }] }, { text: 'done' }];
+      const toolModules = [new URL('./fixtures/tool-module.mjs', import.meta.url).href];
+      const run = await start('acp', { agentOptions: { model: { kind: 'scripted', steps }, toolModules } });
+      await expect(run.result).resolves.toMatchObject({ output: [text('done')], stopReason: 'completed' });
+      const results = host.sessions.get(run.id)!.events.filter((event) => event.type === 'tool/result');
+      expect(results).toMatchObject([{ data: { name: 'shout', content: [text('HI')] } }]);
+      expect(results[0]!.data).not.toHaveProperty('isError');
+      await run.dispose();
+      // Not a child that lacks its tools: the agent refuses the session (-32602) before any prompt.
+      const before = childPids();
+      await expect(start('acp', { agentOptions: { toolModules: ['file:///nonexistent/tools.mjs'] } })).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('-32602') });
+      expect(newChildPids(before).filter(isAlive)).toEqual([]);
+    });
+
     it('lists the ACP child among the children of its parent', async () => {
       const run = await start('acp');
       await run.result;

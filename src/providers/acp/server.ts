@@ -55,6 +55,7 @@ const routeSchema = z.strictObject({
   model: z.unknown().optional(),
   maxTokens: z.number().int().positive().optional(),
   maxStepsPerTurn: z.number().int().positive().optional(),
+  toolModules: z.array(z.string().min(1)).optional(),
 });
 
 /** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
@@ -167,10 +168,12 @@ class AcpServer {
   #agentOptions(meta: acp.NewSessionRequest['_meta']): AgentOptions {
     const parsed = routeSchema.safeParse(meta?.[AGENT_OPTIONS_META] ?? {});
     if (!parsed.success) throw this.#sdk.RequestError.invalidParams(undefined, `_meta.${AGENT_OPTIONS_META} is invalid`);
-    const { model, maxTokens, maxStepsPerTurn } = parsed.data;
+    const { model, maxTokens, maxStepsPerTurn, toolModules } = parsed.data;
     const options: AgentOptions = {};
     if (maxTokens !== undefined) options.maxTokens = maxTokens;
     if (maxStepsPerTurn !== undefined) options.maxStepsPerTurn = maxStepsPerTurn;
+    // Loaded where this agent runs, as a worker child's are in its thread; one that does not load is -32602.
+    if (toolModules !== undefined) options.toolModules = toolModules;
     if (model === undefined) return options;
     try {
       assertModelSpec(model);

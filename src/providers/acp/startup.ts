@@ -51,8 +51,13 @@ export async function startupStep<T>(step: Promise<T>, proc: AgentProcess, signa
 
 /** The route overrides our own ACP agent honours, as session/new `_meta` (undefined when none). */
 export function routeMeta(options: AgentOptions | undefined): Record<string, unknown> | undefined {
-  const { model, maxTokens, maxStepsPerTurn } = options ?? {};
-  const route = { ...(model && { model }), ...(maxTokens && { maxTokens }), ...(maxStepsPerTurn && { maxStepsPerTurn }) };
+  const { model, maxTokens, maxStepsPerTurn, toolModules } = options ?? {};
+  const route = {
+    ...(model && { model }),
+    ...(maxTokens && { maxTokens }),
+    ...(maxStepsPerTurn && { maxStepsPerTurn }),
+    ...(toolModules?.length ? { toolModules } : {}),
+  };
   return Object.keys(route).length > 0 ? { [AGENT_OPTIONS_META]: route } : undefined;
 }
 
