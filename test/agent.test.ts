@@ -342,6 +342,30 @@ describe('agent input and cancellation', () => {
     await handle.dispose();
   });
 
+  it('has a message queued when its inbox/accepted is delivered: a cancel there discards it, input sent there runs after it', async () => {
+    const { agent, handle } = await agentWith([]);
+    const stop = agent.subscribe((event) => {
+      if (event.type !== 'inbox/accepted') return;
+      const said = (event.data as { content: { text: string }[] }).content[0]?.text;
+      if (said === '/stop') agent.cancel();
+      if (said === 'x') agent.followup([text('y')]);
+    });
+    const context = agent.inject([text('context')]);
+    const stopped = agent.followup([text('/stop')]);
+    await agent.whenIdle();
+    expect(dataOf<{ ids: string[] }>(agent.session.events, 'inbox/discarded').map((d) => [...d.ids].sort())).toEqual([[context, stopped].sort()]);
+    expect(types(agent.session.events)).not.toContain('turn/start');
+    expect(agent.pendingInput).toBe(0);
+    agent.followup([text('x')]);
+    await agent.whenIdle();
+    stop();
+    const taken = dataOf<{ content: { text: string }[] }>(agent.session.events, 'user/message').map((m) => m.content[0]?.text);
+    const accepted = dataOf<{ content: { text: string }[] }>(agent.session.events, 'inbox/accepted').map((m) => m.content[0]?.text);
+    expect(accepted.slice(-2)).toEqual(['x', 'y']);
+    expect(taken).toEqual(['x', 'y']);
+    await handle.dispose();
+  });
+
   it('rejects empty or malformed content with INVALID_REQUEST', async () => {
     const { agent, handle } = await agentWith([]);
     expect(() => agent.followup([])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));

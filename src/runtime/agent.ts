@@ -4,7 +4,7 @@ import type { Agent, AgentOptions } from '../seam/agent-types.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
 import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
-import type { CancelCause, InboxTarget, SessionEvent, SessionEventMap } from '../seam/session-types.js';
+import type { CancelCause, InboxTarget, SessionEvent } from '../seam/session-types.js';
 import { History } from './history.js';
 import { Inbox } from './inbox.js';
 import type { ModelAdapter } from './models/types.js';
@@ -182,9 +182,11 @@ export class LocalAgent implements Agent {
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
     assertMessageContent(content);
     const from = source === undefined ? { kind: 'user' as const } : copyMessageSource(source);
-    const event = this.#session.append('inbox/accepted', { id, target, content: structuredClone(content), source: from, ...(wake ? {} : { wake: false as const }) });
-    const data = event.data as SessionEventMap['inbox/accepted'];
-    this.#inbox.add(target, { id, content: data.content, source: data.source });
+    const message = { id, content: structuredClone(content), source: from };
+    // Queued before it is logged (the append freezes it): a listener of its `inbox/accepted` that
+    // cancels discards it too, and input that listener sends queues after it, as the log has it.
+    this.#inbox.add(target, message);
+    this.#session.append('inbox/accepted', { id, target, content: message.content, source: message.source, ...(wake ? {} : { wake: false as const }) });
     if (wake) this.wake();
     return id;
   }
