@@ -89,6 +89,11 @@ describe('authority and validation', () => {
     expect(() => host.subagents.interrupt(childId, { kind: 'ancestor', agent: stranger })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
     expect(() => host.subagents.interrupt(childId, { kind: 'ancestor', agent: child })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
     expect(host.subagents.interrupt('absent', { kind: 'user', parentSessionId: 'anyone' })).toBeUndefined();
+    // A malformed authority is refused whether or not its target is resident.
+    for (const target of ['absent', childId]) {
+      expect(() => host.subagents.interrupt(target, { kind: 'user', parentSessionId: 5 as unknown as string })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+      expect(() => host.subagents.interrupt(target, { kind: 'user' } as unknown as { kind: 'user'; parentSessionId: string })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    }
     expect(child.status).toBe('running');
     host.subagents.interrupt(childId, { kind: 'ancestor', agent: parent });
     await child.whenIdle();

@@ -28,6 +28,9 @@ export function interrupt(m: ContinuationManager, targetId: SessionId, authority
     if (authority.agent.id === targetId) throw new SubagentError('UNAUTHORIZED', 'an agent cannot interrupt itself');
   } else if (authority.kind !== 'user') {
     throw new SubagentError('INVALID_REQUEST', "authority.kind must be 'user' or 'ancestor'");
+  } else if (typeof authority.parentSessionId !== 'string' || authority.parentSessionId === '') {
+    // Checked whether or not the target is resident: a caller's mistake must not depend on timing.
+    throw new SubagentError('INVALID_REQUEST', "a user authority must be { kind: 'user', parentSessionId: the child's parent session id }");
   }
   const activation = m.activations.get(targetId);
   if (!activation) return;
