@@ -43,6 +43,24 @@ describe('ToolRegistry', () => {
     expect(root.get('a')).toBeUndefined();
   });
 
+  it('ignores a disposer called again: a later registration of the same tool object stays', () => {
+    const root = new ToolRegistry();
+    const tool = recordingTool('a');
+    const off = root.register(tool);
+    off();
+    root.register(tool);
+    off();
+    expect(root.get('a')).toBe(tool);
+  });
+
+  it('rejects a concurrencySafe that is not a boolean with INVALID_OPTIONS', () => {
+    const root = new ToolRegistry();
+    expect(() => root.register({ ...recordingTool('a'), concurrencySafe: 'yes' } as unknown as Tool)).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('concurrencySafe') }),
+    );
+    expect(root.get('a')).toBeUndefined();
+  });
+
   it('hides denied tools from list, get and execute', async () => {
     const root = new ToolRegistry();
     root.register(recordingTool('a'), recordingTool('b'));

@@ -55,6 +55,17 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it('end their turn when a host tool they call concludes it, as an agent on the host does', async () => {
+    const finish: Tool = { ...recordingTool('finish'), execute: async (_input, ctx) => (ctx.concludeTurn?.(), 'finished') };
+    const { host, parent } = await setup({ tools: [finish] });
+    const run = await host.subagents.start('spawn', request(parent, [call('finish', { value: 'a' }), { text: 'never asked' }]));
+    expect((await run.result).stopReason).toBe('completed');
+    const events = host.sessions.get(run.id)!.events;
+    expect(dataOf<{ content: unknown }>(events, 'tool/result').map((r) => r.content)).toEqual([[text('finished')]]);
+    expect(events.filter((e) => e.type === 'assistant/message')).toHaveLength(1);
+    await run.dispose();
+  });
+
   it('never executes a host tool its toolFilter denies', async () => {
     const secret = recordingTool('secret');
     const { host, parent } = await setup({ tools: [secret, recordingTool('open')] });

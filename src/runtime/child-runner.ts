@@ -32,8 +32,10 @@ export function hostTool(schema: HostToolSchema, transport: ChildTransport): Too
       return new Promise((resolve, reject) => {
         const off = onAbort(signal, () => reject(cancelled()));
         call.then(
-          (output) => {
+          ({ concludes, ...output }) => {
             off();
+            // The host ran the tool: its concludeTurn() came back as `concludes`, and ends this turn.
+            if (concludes) ctx.concludeTurn?.();
             resolve(output);
           },
           (error: unknown) => {

@@ -21,6 +21,7 @@ const toolShape = lazy(() =>
     description: z.string(),
     parameters: z.record(z.string(), z.unknown()),
     execute: z.custom<Tool['execute']>((value) => typeof value === 'function', 'must be a function'),
+    concurrencySafe: z.boolean().optional(),
   }),
 );
 
@@ -82,6 +83,21 @@ export function normalizeToolOutput(name: string, output: ToolOutput): ToolResul
   return output.isError === undefined ? { content } : { content, isError: output.isError };
 }
 
+/**
+ * Runs a tool for an agent of another thread (a worker child's host tool call): a `concludeTurn()`
+ * of the tool travels back as `concludes`, for the child's turn to end as an agent's here would.
+ */
+export async function executeForChild(tools: ToolRegistry, name: string, input: unknown, ctx: Omit<ToolContext, 'concludeTurn'>): Promise<ToolResultContent & { concludes?: true }> {
+  let concludes = false;
+  const result = await tools.execute(name, input, {
+    ...ctx,
+    concludeTurn: () => {
+      concludes = true;
+    },
+  });
+  return concludes && !result.isError ? { ...result, concludes } : result;
+}
+
 export class ToolRegistry {
   readonly #parent: ToolRegistry | undefined;
   readonly #own = new Map<string, Tool>();
@@ -108,7 +124,11 @@ export class ToolRegistry {
       names.add(tool.name);
     }
     for (const tool of tools) this.#own.set(tool.name, tool);
+    let removed = false;
+    // Once only: a disposer called again must not remove a later registration of the same tool object.
     return () => {
+      if (removed) return;
+      removed = true;
       for (const tool of tools) if (this.#own.get(tool.name) === tool) this.#own.delete(tool.name);
     };
   }

@@ -50,8 +50,11 @@ export interface ChildTaskData {
 
 /** Served by the host for one child (`host` lane). */
 export interface HostApi {
-  /** Runs a host tool for the child; the host side enforces the tool filter again. */
-  callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean }>;
+  /**
+   * Runs a host tool for the child; the host side enforces the tool filter again. `concludes`: the
+   * tool called `ctx.concludeTurn()` and succeeded, so the child's turn ends after this call.
+   */
+  callTool(name: string, input: unknown, callId: string): Promise<{ content: ContentBlock[]; isError?: boolean; concludes?: true }>;
 }
 
 /** Served by the host for one resident child's stay (`host` lane). */

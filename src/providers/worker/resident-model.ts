@@ -14,6 +14,7 @@ import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-ty
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
 import type { LocalAgent } from '../../runtime/agent.js';
+import { executeForChild } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
@@ -249,7 +250,7 @@ export class ResidentWorkerModel implements ModelAdapter {
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
-          return await agent.tools.execute(name, input, { agent, callId, signal: turn.callSignal });
+          return await executeForChild(agent.tools, name, input, { agent, callId, signal: turn.callSignal });
         } finally {
           done();
         }

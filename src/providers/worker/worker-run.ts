@@ -13,6 +13,7 @@ import type { ResolvedSubagentStartRequest, SubagentResult, SubagentRun } from '
 import { usageOf } from '../../seam/usage.js';
 import { startWaits } from '../../seam/start-wait.js';
 import type { SessionLog } from '../../runtime/session.js';
+import { executeForChild } from '../../runtime/tool-registry.js';
 import type { ProviderHost } from '../provider-host.js';
 import type { Slot } from './admission.js';
 import { WorkerChildAgent } from './child-agent.js';
@@ -155,7 +156,7 @@ export class WorkerRun implements SubagentRun {
         const done = slot.wait();
         try {
           calls.out++;
-          return await host.tools.execute(name, input, { agent: run.localAgent, callId, signal: callSignal(calls) });
+          return await executeForChild(host.tools, name, input, { agent: run.localAgent, callId, signal: callSignal(calls) });
         } finally {
           calls.out--;
           done();
