@@ -48,3 +48,34 @@ describe('nested foreground delegation in a plain process', () => {
     check(JSON.parse(out) as ScenarioSummary, expected);
   }, 120_000);
 });
+
+describe('cancelling a worker child whose subagent call is out', () => {
+  const workerTools = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+
+  it('settles the child after its grandchild, counting it, and leaves nothing running once disposed', async () => {
+    const host = await api.createHost({ pool: { minThreads: 1, maxThreads: 2, cancelGraceMs: 300 } });
+    try {
+      // The grandchild ignores its cancel: it ends only when its thread is terminated after the grace.
+      api.subagentTool(host, { provider: 'spawn', agentOptions: { toolModules: [workerTools], model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'spin', input: {} }] }] } } });
+      const ends: string[] = [];
+      const started: string[] = [];
+      host.subagents.on('subagent/start', (info) => void started.push(info.id));
+      host.subagents.on('subagent/end', (info) => void ends.push(info.id));
+      const parent = await host.createAgent();
+      const steps = [{ toolCalls: [{ name: 'subagent', input: { description: 'nested', prompt: 'go' } }] }, { text: 'done' }];
+      const run = await host.subagents.start('spawn', { prompt: [api.text('go')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } } });
+      await expect.poll(() => started.length, { timeout: 10_000 }).toBe(2);
+      await expect.poll(async () => (await host.persistence!.load(started[1]!))?.events.some((event) => event.type === 'tool/call'), { timeout: 10_000 }).toBe(true);
+      run.cancel();
+      const result = await run.result;
+      expect(result.stopReason).toBe('aborted');
+      expect(ends).toEqual([started[1], run.id]);
+      expect(result.treeUsage?.totalTokens).toBeGreaterThan(result.usage!.totalTokens);
+      await run.dispose();
+      const rows = await host.subagents.listDescendants(parent.id);
+      expect(rows.map((row) => row.kind === 'child' && row.activity)).toEqual(['inactive', 'inactive']);
+    } finally {
+      await host.close();
+    }
+  }, 30_000);
+});

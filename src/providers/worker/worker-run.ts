@@ -264,7 +264,14 @@ export class WorkerRun implements SubagentRun {
       // Its thread is gone: the calls it left out stop, and the result waits for them (bounded).
       this.#stopCalls();
       await callsDone(this.#calls, ANSWERS_GRACE_MS);
-    } else if (this.#deliveries.size > 0) {
+    } else if (this.#calls.out > 0) {
+      // A cancelled child's turn ends without waiting for its host calls (see `hostTool`), which
+      // were stopped with it: the result waits for them (bounded) as for a dead thread, so a
+      // `subagent` call's child ends first, is counted, and a dispose leaves nothing running.
+      this.#stopCalls();
+      await callsDone(this.#calls, ANSWERS_GRACE_MS);
+    }
+    if (outcome.type === 'result' && this.#deliveries.size > 0) {
       // Bounded all the same: should an answer never come, the message counts as not delivered.
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise((resolve) => (timer = setTimeout(resolve, ANSWERS_GRACE_MS)));
