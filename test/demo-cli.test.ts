@@ -171,12 +171,23 @@ describe('subagent-host demo interrupted during its one-by-one comparison run', 
     const db = join(dir, `run-${++runs}.db`);
     const child = spawn(process.execPath, [cli, 'demo', '--children', '2', '--dir', big, '--db', db], { env: { ...process.env, TMPDIR: temp }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
+    let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+    let code: number | null | undefined;
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (exit) => resolve((code = exit))));
     try {
-      while (!readdirSync(temp).some((name) => name.startsWith('subagent-host-baseline-'))) await new Promise((resolve) => setTimeout(resolve, 10));
+      while (!readdirSync(temp).some((name) => name.startsWith('subagent-host-baseline-'))) {
+        // A demo that ended before its one-by-one run says why, rather than the test waiting out its timeout.
+        if (code !== undefined) throw new Error(`the demo exited ${code} before its one-by-one run:\n${stdout}\n${stderr}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
       child.kill('SIGINT');
-      expect(await exited).toBe(130);
+      let timer: NodeJS.Timeout | undefined;
+      const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still running 60 s after SIGINT'), 60_000)));
+      const ended = await Promise.race([exited, hung]);
+      clearTimeout(timer);
+      expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(130);
       expect(stdout).not.toContain('speed-up');
       expect(readdirSync(temp)).toEqual([]);
     } finally {
