@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DESCRIPTOR_EVENT, sqlitePersistence, type SessionHeader } from 'subagent-host';
-import { withUnwritableFolder } from './helpers.js';
+import { damageSqlitePages, withUnwritableFolder } from './helpers.js';
 
 const cliPath = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'subagent-cli-ls-'));
@@ -261,14 +261,8 @@ describe('subagent-host ls', () => {
     await store.close();
     // The pages holding the grandchild's long answer overwritten (a disk error, a torn copy): the
     // children's own rows still read, the activity of every descendant does not.
-    const raw = new Database(file, { readonly: true });
-    const pages = raw.prepare("SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'overflow'").pluck().all() as number[];
-    const size = raw.pragma('page_size', { simple: true }) as number;
-    raw.close();
+    const pages = damageSqlitePages(file, "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'overflow'");
     expect(pages.length).toBeGreaterThan(0);
-    const fd = fs.openSync(file, 'r+');
-    for (const page of pages) fs.writeSync(fd, Buffer.alloc(size, 0xff), 0, size, (page - 1) * size);
-    fs.closeSync(fd);
     const { code, stderr } = await ls(['p', '--db', file]);
     expect(code).toBe(1);
     expect(stderr).toMatch(/^subagent-host: CORRUPT_DATA: /);

@@ -4,6 +4,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, afterEach, onTestFinished } from 'vitest';
 import { memoryPersistence, type ModelSpec, type SessionEvent, type SessionPersistence, type Tool } from 'subagent-host';
 import { AgentRegistry, LiveSessionStore, ToolRegistry } from 'subagent-host/internals';
@@ -212,4 +213,21 @@ export async function runNodeScript(script: string, args: string[]): Promise<{ c
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   return { code, out, err };
+}
+
+/**
+ * Overwrites whole pages of a SQLite file with `byte` (a disk error, a torn copy): the pages `query`
+ * names (one column of page numbers, e.g. a table's `rootpage` in `sqlite_schema`, or `pageno` in
+ * `dbstat`), after a checkpoint so they are in the file itself. Returns those page numbers.
+ */
+export function damageSqlitePages(file: string, query: string, byte = 0xff): number[] {
+  const db = new Database(file);
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  const pages = db.prepare(query).pluck().all() as number[];
+  const size = db.pragma('page_size', { simple: true }) as number;
+  db.close();
+  const fd = fs.openSync(file, 'r+');
+  for (const page of pages) fs.writeSync(fd, Buffer.alloc(size, byte), 0, size, (page - 1) * size);
+  fs.closeSync(fd);
+  return pages;
 }

@@ -3,14 +3,14 @@
 // out-of-range values (exit 2), a port in use, IPv6 loopback, --open with and without a browser
 // opener on the PATH, and a damaged database shown as far as it can be read.
 import { execFile } from 'node:child_process';
-import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text } from 'subagent-host';
-import { tempFiles, withUnwritableFolder } from './helpers.js';
+import { damageSqlitePages, tempFiles, withUnwritableFolder } from './helpers.js';
 import { cli, rawGet, startInspectWith } from './inspect-helpers.js';
 
 const files = tempFiles('inspect-cli-');
@@ -317,13 +317,7 @@ describe('subagent-host inspect on a damaged database', () => {
       await host.close();
     }
     // The events table's first page overwritten (a disk error, a bad copy): the schema still reads.
-    const file = new Database(broken, { readonly: true });
-    const page = file.prepare("SELECT rootpage FROM sqlite_schema WHERE name = 'events'").pluck().get() as number;
-    const size = file.pragma('page_size', { simple: true }) as number;
-    file.close();
-    const fd = openSync(broken, 'r+');
-    writeSync(fd, Buffer.alloc(size, 0xff), 0, size, (page - 1) * size);
-    closeSync(fd);
+    damageSqlitePages(broken, "SELECT rootpage FROM sqlite_schema WHERE name = 'events'");
     const server = await startInspectWith(process.env, broken);
     try {
       const roots = await rawGet(server.url, '/api/roots');

@@ -2,11 +2,11 @@
 // PERSISTENCE_UNAVAILABLE, a continuable start that could not be made durable leaves no child, and
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
-import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, writeSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, sqlitePersistence, text, type Host } from 'subagent-host';
 import { continuationHost, type Recorder } from './continuation-helpers.js';
-import { tempFiles } from './helpers.js';
+import { damageSqlitePages, tempFiles } from './helpers.js';
 
 const files = tempFiles('storage-failures-');
 const hosts: Host[] = [];
@@ -146,14 +146,7 @@ describe('the SQLite store on its own', () => {
     await writer.create({ id: 'damaged', createdAt: 1 });
     await writer.append('damaged', [{ seq: 0, type: 'turn/start', time: 1, data: { turn: 1 } }, { seq: 1, type: 'turn/end', time: 1, data: { turn: 1, reason: { kind: 'completed' } } }]);
     await writer.close();
-    const db = new Database(file);
-    db.pragma('wal_checkpoint(TRUNCATE)');
-    const root = db.prepare("SELECT rootpage FROM sqlite_schema WHERE name = 'events'").pluck().get() as number;
-    const pageSize = db.pragma('page_size', { simple: true }) as number;
-    db.close();
-    const fd = openSync(file, 'r+');
-    writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (root - 1) * pageSize);
-    closeSync(fd);
+    damageSqlitePages(file, "SELECT rootpage FROM sqlite_schema WHERE name = 'events'", 0xa5);
     const store = sqlitePersistence(file);
     await expect(store.load('damaged')).rejects.toMatchObject({ code: 'CORRUPT_DATA', message: expect.stringContaining('the database file is damaged') });
     await store.close();
