@@ -7,6 +7,7 @@ import type { SessionEvent } from '../seam/session-types.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { decodeEvent, decodeSession, readonlyFolderError } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
+import { storageFailure } from '../persistence/sqlite.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
 import { tokenTotalsOf, transcriptOf } from './transcript.js';
 
@@ -60,19 +61,6 @@ function parse(text: string | null): unknown {
   } catch {
     return undefined;
   }
-}
-
-/**
- * A query's failure as callers see it: `CORRUPT_DATA` for a damaged file (no retry mends it), else
- * `PERSISTENCE_UNAVAILABLE` (a lock, an I/O error); a `SubagentError` (a damaged row) as it is.
- */
-function readFailure(path: string, error: unknown): SubagentError {
-  if (error instanceof SubagentError) return error;
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')) {
-    return new SubagentError('CORRUPT_DATA', `${path} is damaged (${String(error)}); restore it from a backup`, { cause: error });
-  }
-  return new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot read ${path} (${String(error)})`, { cause: error });
 }
 
 function usageTotals(text: string | null): UsageTotals | undefined {
@@ -187,7 +175,7 @@ export class InspectReader {
     try {
       return query();
     } catch (error) {
-      throw readFailure(this.#path, error);
+      throw storageFailure(error, `read ${this.#path}`);
     }
   }
 

@@ -86,7 +86,7 @@ function rowRefused(error: unknown): boolean {
  * A storage failure as callers see it: `CORRUPT_DATA` for a damaged file (no retry mends it),
  * else `PERSISTENCE_UNAVAILABLE` (another connection's lock held past `busyTimeoutMs`, a full disk).
  */
-function storageFailure(error: unknown, operation: string): SubagentError {
+export function storageFailure(error: unknown, operation: string): SubagentError {
   if (isSubagentError(error)) return error;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')) {
