@@ -192,6 +192,17 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  it.each([
+    ['names a code word the agent put in the error data', 'AUTH', 'the ACP prompt failed (JSON-RPC error -32603, AUTH)'],
+    ['leaves out error data that is not a code word', SECRET, 'the ACP prompt failed (JSON-RPC error -32603)'],
+  ])('%s', async (_name, code, diagnostic) => {
+    use([`--fail-code=${code}`]);
+    const run = await start();
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'error', diagnostic });
+    await run.dispose();
+  });
+
   it('ignores junk lines on the agent stdout', async () => {
     use(['--junk']);
     const run = await start();

@@ -22,10 +22,19 @@ export function isJsonRpcError(error: unknown): error is { code: number } {
   return typeof code === 'number' && Number.isSafeInteger(code);
 }
 
-/** A short, secret-free description of a failed ACP call (never the peer's message text). */
+/** An error code word (`MODEL_AUTH`): what a peer's `data.code` may add to a description, no free text. */
+const CODE_WORD = /^[A-Z][A-Z0-9_]{0,63}$/;
+
+/**
+ * A short, secret-free description of a failed ACP call (never the peer's message text). A peer that
+ * puts a bare code word in the error's `data.code` (ours does: `{ code: 'MODEL_AUTH' }`) has it named.
+ */
 export function describeAcpFailure(error: unknown): string {
   if (error instanceof SubagentError && error.code === 'CONTRACT_VIOLATION') return error.message;
-  return isJsonRpcError(error) ? `JSON-RPC error ${error.code}` : 'the connection closed';
+  if (!isJsonRpcError(error)) return 'the connection closed';
+  const data = (error as { data?: unknown }).data;
+  const word = typeof data === 'object' && data !== null ? (data as { code?: unknown }).code : undefined;
+  return typeof word === 'string' && CODE_WORD.test(word) ? `JSON-RPC error ${error.code}, ${word}` : `JSON-RPC error ${error.code}`;
 }
 
 /**
