@@ -12,6 +12,7 @@ import { continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, 
 
 const suite = continuationSuite('subagent-continuation-worker-');
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
+const WORKER_TOOLS = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
 const ECHO_MODELS = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
 const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
 
@@ -457,6 +458,23 @@ describe('continuable spawn children', () => {
     expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['aborted', 'completed']);
     expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([text('echo: calm')]);
     expect(turnEnds(child.session.events)).toStrictEqual(['aborted', 'completed']);
+  });
+
+  it.each(['interrupted', 'drained'] as const)('ends a turn %s while its subagent call is out after that call’s child, and leaves nothing running', async (how) => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 3, cancelGraceMs: 300 } });
+    // The grandchild ignores its cancel: it ends only when its thread is terminated after the grace.
+    subagentTool(host, { provider: 'spawn', agentOptions: { toolModules: [WORKER_TOOLS], model: { kind: 'scripted', steps: [call('spin', {})] } } });
+    const model: ModelSpec = { kind: 'scripted', steps: [call('subagent', { description: 'nested', prompt: 'go' }), { text: 'done' }] };
+    const { childId } = await startChild(host, parent, 'go', { provider: 'spawn', model });
+    await recorder.until(() => recorder.starts.length >= 2);
+    const grandchild = recorder.starts[1]!.id;
+    await expect.poll(() => host.sessions.get(grandchild)?.events.some((event) => event.type === 'tool/call'), { timeout: 10_000 }).toBe(true);
+    if (how === 'interrupted') host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    else await host.subagents.drainContinuableChildren(parent, [childId]);
+    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    expect(recorder.ends.map((end) => [end.id, end.stopReason])).toStrictEqual([[grandchild, 'aborted'], [childId, 'aborted']]);
+    const rows = await host.subagents.listDescendants(parent.id);
+    expect(rows.map((row) => row.kind === 'child' && [row.id, row.activity])).toStrictEqual([[childId, how === 'interrupted' ? 'running' : 'inactive'], [grandchild, 'inactive']]);
   });
 
   it('never starts a host tool whose call reaches the host after the turn was interrupted (a sibling call interrupted it)', async () => {

@@ -78,6 +78,9 @@ const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
 /** How long closing a stay's own input waits for a thread that does not answer (one in a synchronous loop). */
 const OWN_INPUT_CLOSE_BOUND_MS = 250;
 
+/** How long a turn's end waits for the host calls its child left out (see TurnRelay.chunks), as a one-shot child's result does. */
+const CALLS_BOUND_MS = 5000;
+
 /** How often a turn whose thread ended before it began there is sent to a stay built anew. */
 const LOST_TURN_RETRIES = 3;
 
@@ -195,7 +198,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       }
       break;
     }
-    yield* relay.chunks();
+    yield* relay.chunks(CALLS_BOUND_MS);
   }
 
   /**
@@ -250,7 +253,7 @@ export class ResidentWorkerModel implements ModelAdapter {
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
-          return await executeForChild(agent.tools, name, input, { agent, callId, signal: turn.callSignal });
+          return await turn.call(() => executeForChild(agent.tools, name, input, { agent, callId, signal: turn.callSignal }));
         } finally {
           done();
         }

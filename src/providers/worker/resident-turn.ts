@@ -6,6 +6,7 @@ import type { ModelChunk } from '../../seam/model-types.js';
 import type { CancelCause, SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
 import { closeInterruptedTurn } from '../../persistence/repair.js';
 import type { SessionLog } from '../../runtime/session.js';
+import { settled, within } from '../../seam/once.js';
 
 /** The child's events the host-side turn writes itself: its frame, its input and its inbox. */
 const FRAMED = new Set(['turn/start', 'user/message', 'inbox/accepted', 'inbox/discarded']);
@@ -51,6 +52,8 @@ export class TurnRelay {
   /** The signal of the host calls the child's turn makes (see `callSignal`). */
   readonly #calls = new AbortController();
   readonly #relayAbort = () => this.#calls.abort(this.#signal.reason);
+  /** The host calls of the child's turn still out (a `subagent` call's child still ending). */
+  readonly #out = new Set<Promise<void>>();
 
   /** `hookStop` cancels the host-side turn with the cause a hook (the child's budget) stopped the child's turn with. */
   constructor(signal: AbortSignal, session: SessionLog, at: { turn: number; step: number }, hookStop: (cause: CancelCause) => void) {
@@ -66,6 +69,14 @@ export class TurnRelay {
   /** Aborted when the host-side turn is cancelled or the child's turn is over (its thread gone included): host calls it made stop. */
   get callSignal(): AbortSignal {
     return this.#calls.signal;
+  }
+
+  /** Runs one host call of the child's turn, kept until it is answered (see `chunks`). */
+  call<T>(run: () => Promise<T>): Promise<T> {
+    const answered = run();
+    const out: Promise<void> = settled(answered).then(() => void this.#out.delete(out));
+    this.#out.add(out);
+    return answered;
   }
 
   /** Whether the turn has its finish (its end came, or it was lost). */
@@ -139,11 +150,17 @@ export class TurnRelay {
     this.#settle(this.#signal.aborted ? { type: 'finish', reason: 'aborted' } : { type: 'finish', reason: 'error', failure: { code: 'THREAD_FAILED', message: why } });
   }
 
-  async *chunks(): AsyncGenerator<ModelChunk> {
+  /**
+   * Yields the turn's finish once it came and the host calls it left are answered, within `callsBoundMs`:
+   * a cancelled child's turn ends in its thread without waiting for them (they were stopped with it),
+   * so a `subagent` call's child ends first and is counted, and a drain leaves nothing running.
+   */
+  async *chunks(callsBoundMs: number): AsyncGenerator<ModelChunk> {
     while (!this.#finish) {
       await new Promise<void>((resolve) => (this.#wake = resolve));
       this.#wake = undefined;
     }
+    if (this.#out.size > 0) await within(Promise.all(this.#out), callsBoundMs);
     yield this.#finish;
   }
 }
