@@ -13,6 +13,7 @@ import { continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, 
 const suite = continuationSuite('subagent-continuation-worker-');
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
 const WORKER_TOOLS = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
+const SHOUT_TOOLS = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
 const ECHO_MODELS = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
 const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
 
@@ -544,6 +545,40 @@ describe('continuable spawn children', () => {
     await recorder.until(() => recorder.ends.length >= 2);
     expect(probe.calls).toHaveLength(1);
     expect(toolResults(host, childId, 'probe')).toStrictEqual([{ text: 'probed' }, { text: expect.stringContaining('no tool named probe'), isError: true }]);
+  });
+});
+
+describe('continuable children’s tools, in-process and resident', () => {
+  it.each(['in-process', 'spawn'])('%s: a tool module’s tool takes the name of a host tool the filter hides, fresh and resumed', async (provider) => {
+    const hidden = recordingTool('shout');
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 0 }, tools: [hidden] });
+    const model: ModelSpec = { kind: 'scripted', steps: [call('shout', { value: 'hi' }), { text: 'done' }] };
+    const { childId } = await host.subagents.startContinuable({
+      provider,
+      label: 'shadowing',
+      request: { prompt: [text('first')], parent, toolFilter: { deny: ['shout'] }, agentOptions: { model, toolModules: [SHOUT_TOOLS] } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    // Left at settlement (lingerMs 0), it comes back from the database with its filter and modules.
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(recorder.ends.map((end) => end.stopReason)).toStrictEqual(['completed', 'completed']);
+    const results = (await host.persistence!.load(childId))!.events.filter((e) => e.type === 'tool/result').map((e) => (e.data as { content: unknown }).content);
+    expect(results).toStrictEqual([[text('HI')], [text('HI')]]);
+    expect(hidden.calls).toStrictEqual([]);
+  });
+
+  it.each(['in-process', 'spawn'])('%s: offers each turn the host tools of that moment, one registered after the start included', async (provider) => {
+    const { host, parent, recorder } = await setup();
+    const model: ModelSpec = { kind: 'scripted', steps: [call('late', { value: 'a' }), { text: 'one' }, call('late', { value: 'b' }), { text: 'two' }] };
+    const { childId } = await startChild(host, parent, 'first', { provider, model });
+    await recorder.until(() => recorder.ends.length >= 1);
+    const late = recordingTool('late', { output: 'late ok' });
+    host.tools.register(late);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    expect(late.calls).toStrictEqual([{ value: 'b' }]);
+    expect(toolResults(host, childId, 'late')).toStrictEqual([{ text: expect.stringContaining('no tool named late'), isError: true }, { text: 'late ok' }]);
   });
 });
 

@@ -15,6 +15,8 @@ import {
 import { types } from './helpers.js';
 
 export const ECHO_MODEL = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
+/** Exports one tool, `shout`, that upper-cases `value`. */
+export const TOOL_MODULE = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
 
 /** Request options making the child's model follow `steps` (a serializable ModelSpec). */
 export function scripted(...steps: ScriptedStep[]): Pick<SubagentStartRequest, 'agentOptions'> {

@@ -13,7 +13,7 @@ import {
   type SubagentStartRequest,
 } from 'subagent-host';
 import { recordingTool, writeBehindPersistence } from './helpers.js';
-import { ECHO_MODEL, localContract, scripted, type ContractContext } from './provider-contract-local.js';
+import { ECHO_MODEL, TOOL_MODULE, localContract, scripted, type ContractContext } from './provider-contract-local.js';
 
 /** What a provider's test file hands the contract. */
 export interface ProviderContractOptions {
@@ -281,6 +281,26 @@ export function providerContract(label: string, options: ProviderContractOptions
         expect(result).toMatchObject({ output: [text('done')], stopReason: 'completed' });
         expect(probe.calls).toEqual([]);
       });
+
+      if (local) {
+        it('lets a tool module’s tool take the name of a host tool the filter hides', async () => {
+          const probe = recordingTool('shout');
+          host.tools.register(probe);
+          const run = await start({
+            agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'shout', input: { value: 'hi' } }] }, { text: 'done' }] }, toolModules: [TOOL_MODULE] },
+            toolFilter: { deny: ['shout'] },
+          });
+          try {
+            await expect(run.result).resolves.toMatchObject({ output: [text('done')], stopReason: 'completed' });
+            // The module's tool ran, in the child; the host's never did.
+            const results = host.sessions.get(run.id)!.events.filter((e) => e.type === 'tool/result');
+            expect(results.map((e) => (e.data as { content: unknown }).content)).toEqual([[text('HI')]]);
+            expect(probe.calls).toEqual([]);
+          } finally {
+            await run.dispose();
+          }
+        });
+      }
 
       it('rejects INVALID_REQUEST for an unknown tool name and starts nothing', async () => {
         const before = liveIds();

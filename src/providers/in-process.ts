@@ -4,7 +4,7 @@
 import { once, settled } from '../seam/once.js';
 import { SubagentError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../seam/types.js';
-import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
+import { budgetHooks, composeChildTools, descriptorHooks, inheritedTools, readChildResult, type StructuredCapture } from '../runtime/child-run.js';
 import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
 import { completedTurnPrefix } from '../runtime/session.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
@@ -27,8 +27,9 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
     header: plan.header,
     seed: plan.seed,
     agentOptions: plan.agentOptions,
+    tools: inheritedTools(host.tools, request.toolFilter),
     setup: ({ tools }) => {
-      capture = composeChildTools(tools, request);
+      capture = composeChildTools(tools, { outputSchema: request.outputSchema });
     },
     hooks: {
       ...descriptorHooks(() => handle.agent.session, request.descriptor),

@@ -192,6 +192,11 @@ export class AgentRegistry {
     this.#logger = options.logger;
   }
 
+  /** The host tools: what an agent's scope inherits unless its options name other tools. */
+  get tools(): ToolRegistry {
+    return this.#tools;
+  }
+
   /** The model agents get when their options name none. */
   get defaultModel(): ModelSpec {
     return this.#model;

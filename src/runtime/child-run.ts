@@ -33,23 +33,27 @@ export function childPersona(persona: string | undefined, structured: boolean): 
 }
 
 /**
- * Restricts the child's inherited tools (an unknown name is the caller's mistake:
- * `INVALID_REQUEST`) and registers the capture tool when an output schema was asked for.
+ * What a child with `toolFilter` inherits from `tools`: a scope hiding what the filter hides (an
+ * unknown name is the caller's mistake: `INVALID_REQUEST`), or `tools` itself without a filter. The
+ * child's own scope is made under it, so a tool module's tool may take the name of a tool it hides,
+ * wherever the child runs (a worker child is only ever sent the tools it may call).
  */
-export function composeChildTools(
-  tools: ToolRegistry,
-  request: { toolFilter?: ToolRestriction | undefined; outputSchema?: JsonSchema | undefined },
-): StructuredCapture | undefined {
-  if (request.toolFilter) {
-    try {
-      tools.restrict(request.toolFilter);
-    } catch (error) {
-      if (isSubagentError(error, 'UNKNOWN_TOOL') || isSubagentError(error, 'INVALID_OPTIONS')) {
-        throw new SubagentError('INVALID_REQUEST', `request.toolFilter: ${error.message}`, { cause: error });
-      }
-      throw error;
+export function inheritedTools(tools: ToolRegistry, toolFilter: ToolRestriction | undefined): ToolRegistry {
+  if (!toolFilter) return tools;
+  const scope = tools.scope();
+  try {
+    scope.restrict(toolFilter);
+  } catch (error) {
+    if (isSubagentError(error, 'UNKNOWN_TOOL') || isSubagentError(error, 'INVALID_OPTIONS')) {
+      throw new SubagentError('INVALID_REQUEST', `request.toolFilter: ${error.message}`, { cause: error });
     }
+    throw error;
   }
+  return scope;
+}
+
+/** Registers the capture tool in a child's scope when an output schema was asked for. */
+export function composeChildTools(tools: ToolRegistry, request: { outputSchema?: JsonSchema | undefined }): StructuredCapture | undefined {
   if (!request.outputSchema) return undefined;
   const capture: StructuredCapture = { captured: false };
   tools.register({

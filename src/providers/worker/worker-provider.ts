@@ -7,7 +7,7 @@ import { newId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
-import { STRUCTURED_OUTPUT_TOOL, composeChildTools } from '../../runtime/child-run.js';
+import { STRUCTURED_OUTPUT_TOOL, inheritedTools } from '../../runtime/child-run.js';
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
@@ -54,9 +54,7 @@ function assertSeedFits(seed: string, heapLimitMb: number | undefined): void {
 function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): WorkerTaskPlan {
   const plan = localChildPlan(request, fork);
   // The host tools this child may call: filtered here, before any child exists, and again per call.
-  const scope = host.tools.scope();
-  composeChildTools(scope, { toolFilter: request.toolFilter });
-  const allowed = scope.list();
+  const allowed = inheritedTools(host.tools, request.toolFilter).list();
   // The capture tool is added in the thread; a host tool of its name is refused now, as in-process
   // refuses it, before any child exists (not as a child that fails once it started).
   if (request.outputSchema && allowed.some((tool) => tool.name === STRUCTURED_OUTPUT_TOOL)) {

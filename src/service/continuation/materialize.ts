@@ -9,7 +9,7 @@ import { SubagentError, describeError, isSubagentError } from '../../seam/errors
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
-import { budgetHooks, composeChildTools } from '../../runtime/child-run.js';
+import { budgetHooks, inheritedTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { AgentHooks } from '../../runtime/turn-context.js';
@@ -65,10 +65,9 @@ function guard(descriptor: ContinuableDescriptor, out: { session?: SessionLog },
 }
 
 function setupFor(descriptor: ContinuableDescriptor, setups: SetupRegistry, out: { batch?: SetupBatch; session?: SessionLog }, append: boolean) {
-  return ({ agent, tools }: AgentSetupScope) => {
+  return ({ agent }: AgentSetupScope) => {
     out.session = agent.session;
     if (append) agent.session.append('subagent/descriptor', structuredClone(descriptor));
-    composeChildTools(tools, { toolFilter: descriptor.toolFilter });
     out.batch = setups.apply(agent);
   };
 }
@@ -166,6 +165,7 @@ export async function createFresh(options: {
     agentOptions: optionsOf(descriptor, model, options.depth),
     ...(options.prepared.model ? { model: options.prepared.model, abandon: false } : {}),
     ...(options.prepared.toolModulesHere === false ? { loadToolModules: false } : {}),
+    tools: inheritedTools(options.agents.tools, descriptor.toolFilter),
     setup: setupFor(descriptor, options.setups, out, true),
     ...(options.admit ? { admit: options.admit } : {}),
     hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
@@ -276,6 +276,7 @@ export async function resumeStored(options: {
       agentOptions: optionsOf(descriptor, model, stored.header.delegationDepth ?? 1),
       ...(prepared.model ? { model: prepared.model, abandon: false } : {}),
       ...(prepared.toolModulesHere === false ? { loadToolModules: false } : {}),
+      tools: inheritedTools(options.agents.tools, descriptor.toolFilter),
       setup: setupFor(descriptor, options.setups, out, false),
       hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
