@@ -60,6 +60,8 @@ describe('start validation', () => {
     ['an outputSchema property with constraints but no type', { outputSchema: { type: 'object', properties: { s: { minLength: 3 } } } }],
     ['an outputSchema $ref with sibling constraints', { outputSchema: { type: 'object', $defs: { n: { type: 'object' } }, properties: { a: { $ref: '#/$defs/n', required: ['x'] } } } }],
     ['an outputSchema whose required is no array', { outputSchema: { type: 'object', required: 'n' } }],
+    // Validating against it would recurse until the stack overflows.
+    ['an outputSchema with a $ref cycle reaching no property', { outputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, $defs: { A: { anyOf: [{ $ref: '#/$defs/A' }] } } } }],
     ['an empty prompt', { prompt: [] }],
     ['a missing signal', { signal: undefined }],
     ['an empty toolFilter', { toolFilter: {} }],

@@ -6,6 +6,7 @@ import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from 
 import { contentProblem, plainJsonProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
+import { compileJsonSchema } from './json-schema.js';
 import type { ToolSchema } from './models/types.js';
 import { parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
@@ -39,7 +40,7 @@ function validatorOf(tool: Tool): z.ZodType {
   let validator = validators.get(tool);
   if (!validator) {
     try {
-      validator = z.fromJSONSchema(tool.parameters as Parameters<typeof z.fromJSONSchema>[0]);
+      validator = compileJsonSchema(tool.parameters, 'parameters');
     } catch (error) {
       throw new SubagentError('INVALID_OPTIONS', `tool ${tool.name}: parameters is not a usable JSON Schema (${describeError(error)})`, { cause: error });
     }

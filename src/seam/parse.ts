@@ -25,9 +25,16 @@ export function everyItem(values: unknown[], check: (value: unknown) => boolean)
 /** `field: problem` for the first issue of `error`, its field path rooted at `path`. */
 export function describeIssue(error: z.ZodError, path: string): string {
   // A failed parse has at least one issue; every caller roots the path at a named value.
-  const issue = error.issues[0]!;
+  let issue = error.issues[0]!;
   let field = path;
   for (const key of issue.path) field += typeof key === 'number' ? `[${key}]` : `.${String(key)}`;
+  // A union where only one option takes the value's type: that option's issue says what to fix.
+  while (issue.code === 'invalid_union') {
+    const typed = issue.errors.filter((issues) => issues[0] !== undefined && !(issues[0].code === 'invalid_type' && issues[0].path.length === 0));
+    if (typed.length !== 1) break;
+    issue = typed[0]![0]!;
+    for (const key of issue.path) field += typeof key === 'number' ? `[${key}]` : `.${String(key)}`;
+  }
   const problem = issue.code === 'unrecognized_keys' ? `has unknown field(s) ${issue.keys.join(', ')}` : issue.message;
   return `${field}: ${problem}`;
 }

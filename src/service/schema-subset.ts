@@ -4,14 +4,7 @@
 // siblings of a `$ref`. A schema relying on either would hand back "valid" structured output that
 // breaks it, so such a schema is refused at start instead.
 import { isRecord } from '../seam/parse.js';
-
-/** Keywords that constrain a value only when the subschema names its `type`. */
-const TYPED_KEYWORDS = [
-  'properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
-  'items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems', 'uniqueItems', 'contains', 'minContains', 'maxContains',
-  'minLength', 'maxLength', 'pattern', 'format',
-  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
-];
+import { TYPED_KEYWORDS } from '../runtime/json-schema.js';
 
 /** Keywords holding one subschema, and those holding a map or a list of them. */
 const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];

@@ -8,8 +8,9 @@ import { parseBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { snapshotSubagentDescriptor } from '../seam/descriptor.js';
 import { contentProblem, plainJsonProblem } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
+import { compileJsonSchema } from '../runtime/json-schema.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { everyItem, isRecord, parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
@@ -98,9 +99,9 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
   try {
     const problem = plainJsonProblem(schema, 'outputSchema');
     if (problem) throw new Error(problem);
-    z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
+    compileJsonSchema(schema, 'request.outputSchema');
   } catch (error) {
-    throw new SubagentError('INVALID_REQUEST', 'request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema)', { cause: error });
+    throw new SubagentError('INVALID_REQUEST', `request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema: ${describeError(error)})`, { cause: error });
   }
   // Accepted by the converter, yet partly unenforced: structured output could break it.
   const unenforced = unenforcedSchemaProblem(schema, 'request.outputSchema');

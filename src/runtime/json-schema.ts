@@ -1,0 +1,201 @@
+// A tool's input validator, built from its JSON Schema. zod's `fromJSONSchema` reads a subschema's
+// constraints only through its `type`, ignores what sits beside a `$ref` (composition included)
+// or beside an `enum`/`const` when the keyword is a constraint, enforces `required` only for names under
+// `properties`, and `minItems`/`maxItems` only with `items`. The validator is built from an
+// equivalent rewrite that zod enforces in full (the model is still shown the schema as given);
+// what has no such rewrite, or could only recurse until the stack overflows, is refused.
+import { z } from 'zod';
+import { isRecord } from '../seam/parse.js';
+
+type Schema = Record<string, unknown>;
+
+/** Keywords that constrain a value only when the subschema names its `type`. */
+export const TYPED_KEYWORDS = [
+  'properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
+  'items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems', 'uniqueItems', 'contains', 'minContains', 'maxContains',
+  'minLength', 'maxLength', 'pattern', 'format',
+  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
+];
+
+/** A typeless subschema constrains every type its keywords name and lets the others pass. */
+const ALL_TYPES = ['object', 'array', 'string', 'number', 'boolean', 'null'];
+/** What a `$ref`'s or an `enum`'s siblings may hold without constraining anything. */
+const ANNOTATIONS = new Set(['$schema', '$id', '$defs', 'definitions', '$comment', 'title', 'description', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly']);
+const COMPOSITION = ['allOf', 'anyOf', 'oneOf', 'not'];
+
+const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
+const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
+const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
+/** The references zod resolves: it reads `#/$defs/A/properties/b` as `#/$defs/A`. */
+const SUPPORTED_REF = /^#(?:\/(?:\$defs|definitions)\/[^/]+)?$/;
+
+/** Sets an own property, `__proto__` included (an assignment would call the inherited setter). */
+function put(target: Schema, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+const hasType = (node: Schema, type: string) => node['type'] === type || (Array.isArray(node['type']) && node['type'].includes(type));
+
+function matchesType(value: unknown, type: unknown): boolean {
+  if (Array.isArray(type)) return type.some((one) => matchesType(value, one));
+  if (type === 'integer') return Number.isInteger(value);
+  if (type === 'null') return value === null;
+  if (type === 'array') return Array.isArray(value);
+  if (type === 'object') return isRecord(value);
+  return typeof value === type;
+}
+
+/** `node` split into its annotations and an `allOf` of `first` and the rest, or `node` when the rest says nothing. */
+function splitOff(node: Schema, first: Schema, path: string): Schema {
+  const outer: Schema = {};
+  const rest: Schema = {};
+  for (const [key, value] of Object.entries(node)) if (key !== '$ref') put(ANNOTATIONS.has(key) ? outer : rest, key, value);
+  put(outer, 'allOf', [first, rewriteNode(rest, path)]);
+  return outer;
+}
+
+/** `required` names `properties` lacks, added with the schema their value must meet. */
+function withRequired(node: Schema): Schema {
+  const required = node['required'] as string[];
+  const properties = (node['properties'] ?? {}) as Schema;
+  const missing = required.filter((name) => !Object.hasOwn(properties, name));
+  if (missing.length === 0) return node;
+  const patterns = Object.keys((node['patternProperties'] ?? {}) as Schema).map((pattern) => new RegExp(pattern));
+  const additional = node['additionalProperties'] ?? {};
+  const filled = { ...properties };
+  for (const name of missing) put(filled, name, patterns.some((pattern) => pattern.test(name)) || additional === true ? {} : additional);
+  return { ...node, properties: filled };
+}
+
+function rewriteNode(node: Schema, path: string): Schema {
+  const ref = node['$ref'];
+  const constrains = (key: string) => key === 'type' || key === 'enum' || key === 'const' || COMPOSITION.includes(key) || TYPED_KEYWORDS.includes(key);
+  if (ref !== undefined) {
+    if (typeof ref !== 'string' || !SUPPORTED_REF.test(ref)) throw new Error(`${path}.$ref must be "#", "#/$defs/<name>" or "#/definitions/<name>"`);
+    return Object.keys(node).some(constrains) ? splitOff(node, { $ref: ref }, path) : node;
+  }
+  for (const keyword of ['enum', 'const'] as const) {
+    if (!(keyword in node) || node[keyword] === undefined) continue;
+    const values = keyword === 'enum' ? (Array.isArray(node['enum']) ? node['enum'] : []) : [node['const']];
+    const typed = TYPED_KEYWORDS.some((key) => node[key] !== undefined);
+    const mistyped = node['type'] !== undefined && values.some((value) => !matchesType(value, node['type']));
+    if (typed || mistyped) {
+      const { [keyword]: value, ...rest } = node;
+      return splitOff(rest, { [keyword]: value }, path);
+    }
+    return node;
+  }
+  let out = node;
+  if (out['type'] === undefined && TYPED_KEYWORDS.some((key) => out[key] !== undefined)) out = { ...out, type: ALL_TYPES };
+  if (hasType(out, 'object')) {
+    if (out['patternProperties'] !== undefined && isRecord(out['additionalProperties'])) {
+      throw new Error(`${path} has additionalProperties beside patternProperties, which the validator would not enforce: make it true or false, or list the properties`);
+    }
+    if (out['required'] !== undefined) out = withRequired(out);
+  }
+  if (hasType(out, 'array') && out['items'] === undefined && out['prefixItems'] === undefined && (out['minItems'] !== undefined || out['maxItems'] !== undefined)) {
+    out = { ...out, items: {} };
+  }
+  return out;
+}
+
+function shapeProblem(node: Schema, path: string): string | undefined {
+  const required = node['required'];
+  if (required !== undefined && !(Array.isArray(required) && required.every((name) => typeof name === 'string'))) {
+    return `${path}.required must be an array of property names`;
+  }
+  for (const keyword of SCHEMA_MAP_KEYWORDS) {
+    if (node[keyword] !== undefined && !isRecord(node[keyword])) return `${path}.${keyword} must be an object of subschemas`;
+  }
+  return undefined;
+}
+
+/** `schema` (plain, acyclic JSON) rewritten so that zod enforces all it says; throws naming what cannot be. */
+function rewrite(schema: unknown, path: string): unknown {
+  if (!isRecord(schema)) return schema;
+  const problem = shapeProblem(schema, path);
+  if (problem) throw new Error(problem);
+  const node: Schema = { ...schema };
+  for (const keyword of SCHEMA_KEYWORDS) if (isRecord(node[keyword])) node[keyword] = rewrite(node[keyword], `${path}.${keyword}`);
+  for (const keyword of SCHEMA_MAP_KEYWORDS) {
+    if (!isRecord(node[keyword])) continue;
+    const map: Schema = {};
+    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`));
+    node[keyword] = map;
+  }
+  for (const keyword of SCHEMA_LIST_KEYWORDS) {
+    const list = node[keyword];
+    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`));
+  }
+  return rewriteNode(node, path);
+}
+
+/** The `$ref`s a subschema checks the very value it is given against (not one of its parts). */
+function inPlaceRefs(node: unknown, out: string[]): string[] {
+  if (!isRecord(node)) return out;
+  if (typeof node['$ref'] === 'string') out.push(node['$ref']);
+  for (const keyword of COMPOSITION) {
+    const sub = node[keyword];
+    for (const item of Array.isArray(sub) ? sub : [sub]) inPlaceRefs(item, out);
+  }
+  return out;
+}
+
+function resolve(root: Schema, ref: string): unknown {
+  if (ref === '#') return root;
+  const [, keyword, name] = ref.split('/');
+  const defs = root[keyword!];
+  const key = name!.replaceAll('~1', '/').replaceAll('~0', '~');
+  return isRecord(defs) && Object.hasOwn(defs, key) ? defs[key] : undefined;
+}
+
+/**
+ * A `$ref` cycle that comes back to the same value without passing a property or an item (`{ $ref: "#" }`,
+ * `A: { anyOf: [{ $ref: "#/$defs/A" }] }`) never ends: validating against it overflows the stack.
+ * Walked without recursion, as a long chain of definitions must not overflow this check either.
+ */
+function refCycleProblem(root: Schema, path: string): string | undefined {
+  const done = new Set<string>();
+  const defs = (keyword: string) => Object.keys(isRecord(root[keyword]) ? root[keyword] : {}).map((name) => `#/${keyword}/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`);
+  // Every cycle passes the root or a definition: the only places a reference leads.
+  const refs = ['#', ...defs('$defs'), ...defs('definitions')];
+  for (const start of refs) {
+    const onPath = new Set<string>();
+    const stack: { ref: string; next: string[] }[] = [];
+    const enter = (ref: string) => {
+      onPath.add(ref);
+      stack.push({ ref, next: inPlaceRefs(resolve(root, ref), []) });
+    };
+    if (done.has(start)) continue;
+    enter(start);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      const ref = top.next.pop();
+      if (ref === undefined) {
+        stack.pop();
+        onPath.delete(top.ref);
+        done.add(top.ref);
+      } else if (onPath.has(ref)) {
+        return `${path} has a $ref cycle (${[...onPath, ref].join(' → ')}) that never reaches a property or an item, so no value could be checked against it`;
+      } else if (!done.has(ref) && SUPPORTED_REF.test(ref)) {
+        enter(ref);
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The validator of a value meeting `schema` (plain, acyclic JSON: checked before). Throws an
+ * `Error` saying what in the schema cannot be enforced; the caller words it as its error code.
+ */
+export function compileJsonSchema(schema: unknown, path: string): z.ZodType {
+  const enforceable = rewrite(schema, path);
+  if (isRecord(enforceable)) {
+    const cycle = refCycleProblem(enforceable, path);
+    if (cycle) throw new Error(cycle);
+  }
+  // Without `$schema`, zod resolves only `#/$defs/…`; a schema of `definitions` is draft-07's.
+  const drafted = isRecord(enforceable) && enforceable['$defs'] === undefined && enforceable['definitions'] !== undefined;
+  return z.fromJSONSchema(enforceable as Parameters<typeof z.fromJSONSchema>[0], drafted ? { defaultTarget: 'draft-7' } : undefined);
+}

@@ -1,0 +1,65 @@
+// Tool parameters as JSON Schema: what the input validator enforces, and the schemas it refuses
+// at registration because validating against them could not work.
+import { describe, expect, it } from 'vitest';
+import type { Tool } from 'subagent-host';
+import { ToolRegistry } from 'subagent-host/internals';
+
+const tool = (parameters: Record<string, unknown>): Tool => ({ name: 't', description: 'x', parameters, execute: async () => 'ran' });
+
+describe('tool parameters', () => {
+  it.each([
+    ['a root $ref to itself', { $ref: '#' }],
+    ['an allOf of the root', { type: 'object', allOf: [{ $ref: '#' }] }],
+    ['definitions referring to each other in place', { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, $defs: { A: { $ref: '#/$defs/B' }, B: { anyOf: [{ $ref: '#/$defs/A' }] } } }],
+  ])('refuses %s (a $ref cycle reaching no property or item) with INVALID_OPTIONS at registration', (_label, parameters) => {
+    const root = new ToolRegistry();
+    expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('$ref cycle') }));
+    expect(root.get('t')).toBeUndefined();
+  });
+
+  it('validates a recursive schema whose cycle passes a property', async () => {
+    const root = new ToolRegistry();
+    root.register(tool({ type: 'object', properties: { n: { type: 'number' }, child: { $ref: '#' } } }));
+    await expect(root.execute('t', { child: { child: { n: 'x' } } }, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT' });
+    await expect(root.execute('t', { child: { child: { n: 1 } } }, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+  });
+
+  it.each([
+    ['properties and required without a type', { properties: { n: { type: 'number' } }, required: ['n'] }, {}, { n: 1 }],
+    ['a constraint beside a $ref', { type: 'object', properties: { n: { $ref: '#/$defs/N', maximum: 3 } }, $defs: { N: { type: 'number' } } }, { n: 4 }, { n: 3 }],
+    ['an allOf beside a $ref', { type: 'object', properties: { n: { $ref: '#/$defs/N', allOf: [{ type: 'integer' }] } }, $defs: { N: { type: 'number', maximum: 3 } } }, { n: 4 }, { n: 3 }],
+    ['a required name properties does not list', { type: 'object', required: ['n'] }, {}, { n: null }],
+    ['minItems without items', { type: 'object', properties: { l: { type: 'array', minItems: 1 } } }, { l: [] }, { l: [1] }],
+    ['a minimum beside an enum', { type: 'object', properties: { n: { type: 'number', enum: [1, 2, 3], minimum: 2 } } }, { n: 1 }, { n: 2 }],
+    ['a type an enum value breaks', { type: 'object', properties: { s: { type: 'string', enum: ['a', 1] } } }, { s: 1 }, { s: 'a' }],
+    ['definitions without $schema', { type: 'object', properties: { a: { $ref: '#/definitions/A' } }, definitions: { A: { type: 'string' } } }, { a: 1 }, { a: 'x' }],
+  ])('enforces %s', async (_label, parameters, bad, good) => {
+    const root = new ToolRegistry();
+    root.register(tool(parameters));
+    await expect(root.execute('t', bad, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT' });
+    await expect(root.execute('t', good, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+  });
+
+  it('lets a typeless subschema pass values of the types its keywords do not constrain', async () => {
+    const root = new ToolRegistry();
+    root.register(tool({ type: 'object', properties: { v: { minLength: 2, required: ['k'] } } }));
+    await expect(root.execute('t', { v: 5 }, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+    await expect(root.execute('t', { v: 'a' }, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT' });
+  });
+
+  it('shows the model the parameters as registered', () => {
+    const root = new ToolRegistry();
+    const parameters = { properties: { n: { $ref: '#/$defs/N', maximum: 3 } }, $defs: { N: { type: 'number' } } };
+    root.register(tool(parameters));
+    expect(root.schemas()[0]!.parameters).toEqual(parameters);
+  });
+
+  it.each([
+    ['a $ref into a definition', { type: 'object', properties: { a: { $ref: '#/$defs/A/properties/b' } }, $defs: { A: { type: 'object', properties: { b: { type: 'string' } } } } }],
+    ['an additionalProperties schema beside patternProperties', { type: 'object', patternProperties: { '^a': { type: 'string' } }, additionalProperties: { type: 'number' } }],
+    ['a required that is no array', { type: 'object', properties: { name: { type: 'string' } }, required: 'name' }],
+  ])('refuses %s, which the validator would not enforce, with INVALID_OPTIONS', (_label, parameters) => {
+    const root = new ToolRegistry();
+    expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
+  });
+});
