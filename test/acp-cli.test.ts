@@ -1,12 +1,14 @@
 // `subagent-host acp` as an ACP client runs it, over raw JSON-RPC lines: `--model openai` asks the
 // OpenAI-compatible server of its environment, and SIGTERM (a client's dispose ladder) saves the
 // sessions to `--db` before it exits 143.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { chmodSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { createHost } from 'subagent-host';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI } from './acp-helpers.js';
 import { tempFiles } from './helpers.js';
@@ -155,6 +157,26 @@ describe('subagent-host acp', () => {
     agent.child.kill(signal);
     expect(await agent.exited).toBe(code);
     expect(storedTypes(db, sessionId).at(-1)).toBe('turn/end');
+  });
+
+  // SQLite opens a file it may not write as read-only, quietly: the server would take sessions
+  // whose every prompt fails, then exit 1.
+  it('refuses a --db file it may not write with one line on stderr and exit code 2, before serving', async () => {
+    const db = files.file();
+    await (await createHost({ persistence: { sqlite: db }, providers: false })).close();
+    // Root writes any file its mode forbids: an immutable one it may not.
+    const root = process.getuid?.() === 0;
+    if (root) execFileSync('chattr', ['+i', db]);
+    else chmodSync(db, 0o444);
+    try {
+      const agent = startAgent(['--db', db]);
+      agent.child.stdin.end();
+      expect(await agent.exited).toBe(2);
+      expect(agent.stderr()).toMatch(/^subagent-host acp: cannot use .*\.db: SQLite may not write it \([^\n]*readonly[^\n]*\)\n$/);
+      expect(agent.junk).toStrictEqual([]);
+    } finally {
+      if (root) execFileSync('chattr', ['-i', db]);
+    }
   });
 
   it('ends as a finished server, exit 0, when its client stops reading its output', async () => {

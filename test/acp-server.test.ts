@@ -385,6 +385,20 @@ describe('serveAcp', () => {
     await expect(client.agent.request(acp.methods.agent.session.prompt, audio)).rejects.toMatchObject({ code: -32602 });
   });
 
+  it.each([
+    ['data that is not base64', { mimeType: 'image/png', data: 'not base64!!' }],
+    ['no data', { mimeType: 'image/png', data: '' }],
+    ['a type that is no image type', { mimeType: 'text/html', data: 'aGVsbG8=' }],
+  ])('refuses an image with %s as invalid params before anything is stored, and runs the next prompt', async (_name, image) => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    const refused = client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: 'look' }, { type: 'image', ...image }] });
+    await expect(refused).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('an image block needs') });
+    expect(host.agents.get(sessionId)!.session.events.filter((event) => event.type === 'inbox/accepted')).toStrictEqual([]);
+    await expect(prompt(client, sessionId, 'x')).resolves.toMatchObject({ stopReason: 'end_turn' });
+  });
+
   it('rejects a prompt of blank text blocks alone as empty, storing nothing, and runs the next', async () => {
     const host = await newHost();
     const client = await initialized(host);

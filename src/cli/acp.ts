@@ -10,6 +10,7 @@ import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
 import { startWarmUp } from './acp-warm-up.js';
 import { parseCommand, readValues } from './args.js';
+import { unusableDatabase } from './db-check.js';
 import { outputGone } from './output.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE] [--text-only]
@@ -63,6 +64,13 @@ export async function run(args: string[]): Promise<number> {
     return parseModel(values.model);
   });
   if (typeof model === 'number') return model;
+  // SQLite opens a file this process may only read as read-only without a word: checked before
+  // serving, or the client would get sessions whose every prompt fails.
+  const unusable = values.db === undefined ? undefined : await unusableDatabase(values.db);
+  if (unusable !== undefined) {
+    process.stderr.write(`subagent-host acp: ${unusable}\n`);
+    return 2;
+  }
   // stdout carries protocol only: what code the agent loads (a module model) prints through the
   // console goes to stderr, not into the client's message stream.
   globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });

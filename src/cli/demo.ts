@@ -2,18 +2,16 @@
 // children, with live progress and a report of what the model delegated and what it cost.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import Database from 'better-sqlite3';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { ModelSpec } from '../seam/agent-types.js';
 import type { DemoProvider } from '../demo/report.js';
 import { reportText, shellWord } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
-import { sqlitePersistence } from '../persistence/sqlite.js';
-import { describeError, isSubagentError } from '../seam/errors.js';
 import { DEFAULT_DB } from './ls.js';
 import { outputGone } from './output.js';
 import { MAX_TIMER_MS, integerValue, parseCommand, usageError } from './args.js';
+import { unusableDatabase } from './db-check.js';
 
 const USAGE = `usage: subagent-host demo [options]
 
@@ -149,40 +147,6 @@ async function oneShot(o: {
   }
   // The report is printed either way; a parent turn that failed is still a failed run.
   return report.turn === 'error' ? 1 : 0;
-}
-
-/** Why `db` cannot hold the demo's sessions, or undefined when it can. */
-async function unusableDatabase(db: string): Promise<string | undefined> {
-  try {
-    await sqlitePersistence(db).close();
-  } catch (error) {
-    if (isSubagentError(error)) return `${error.code}: ${error.message}`;
-    return `cannot use ${db}: ${describeError(error)}`;
-  }
-  return writeRefusal(db);
-}
-
-/**
- * Why this process may not write `db`, or undefined: SQLite opens a file it may only read as
- * read-only without a word, so a write (rolled back) asks.
- */
-function writeRefusal(db: string): string | undefined {
-  let probe: Database.Database | undefined;
-  try {
-    probe = new Database(db, { fileMustExist: true });
-    const version = Number(probe.pragma('user_version', { simple: true }));
-    probe.exec('BEGIN IMMEDIATE');
-    try {
-      probe.pragma(`user_version = ${version}`);
-    } finally {
-      probe.exec('ROLLBACK');
-    }
-    return undefined;
-  } catch (error) {
-    return `cannot use ${db}: SQLite may not write it (${describeError(error)})`;
-  } finally {
-    probe?.close();
-  }
 }
 
 /** `demo --continuable`: live progress, then the report (text or JSON). */

@@ -8,9 +8,29 @@ import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/se
 /** A prompt block we cannot take (audio, embedded resources): the caller rejects the request. */
 export class UnsupportedPromptBlock extends Error {}
 
+/** An image media type (`image/png`, `image/svg+xml`). */
+const IMAGE_TYPE = /^image\/[a-z0-9][a-z0-9.+-]*$/i;
+const NOT_BASE64 = /[^A-Za-z0-9+/=]/;
+
+/** Standard padded base64 (what a model's API takes as an image's bytes), checked in one scan of a large image. */
+function isBase64(data: string): boolean {
+  if (data === '' || data.length % 4 !== 0 || NOT_BASE64.test(data)) return false;
+  const pad = data.indexOf('=');
+  return pad === -1 || (pad >= data.length - 2 && data.endsWith('='));
+}
+
+/**
+ * An image the model could not take (no image type, no bytes, bytes that are not base64) is
+ * refused: stored, it would stay in the session's history and fail that turn and every later one.
+ */
+function checkImage(block: acp.ImageContent): void {
+  if (!IMAGE_TYPE.test(block.mimeType)) throw new UnsupportedPromptBlock('an image block needs an image mimeType (say image/png)');
+  if (!isBase64(block.data)) throw new UnsupportedPromptBlock('an image block needs its bytes as padded base64 data');
+}
+
 /**
  * ACP prompt blocks → ours. Resource links become a text marker; audio and embedded resources are
- * refused, and images too when the server does not take them (`images: false`).
+ * refused, and images too when the server does not take them (`images: false`) or they are malformed.
  */
 export function promptContent(prompt: readonly acp.ContentBlock[], images = true): ContentBlock[] {
   return prompt.map((block): ContentBlock => {
@@ -19,6 +39,7 @@ export function promptContent(prompt: readonly acp.ContentBlock[], images = true
         return { type: 'text', text: block.text };
       case 'image':
         if (!images) throw new UnsupportedPromptBlock('this agent takes no images (it is served text-only)');
+        checkImage(block);
         return { type: 'image', mimeType: block.mimeType, data: block.data };
       case 'resource_link':
         return { type: 'text', text: `[resource ${block.name}: ${block.uri}]` };
