@@ -2,8 +2,8 @@
 // subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { plainJsonProblem } from './seam/content.js';
-import { SubagentError } from './seam/errors.js';
-import { MAX_TIMER_MS, assertKnownKeys, isRecord } from './seam/parse.js';
+import { SubagentError, printable } from './seam/errors.js';
+import { MAX_TIMER_MS, assertKnownKeys, isRecord, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
@@ -53,7 +53,7 @@ export interface HostOptions {
 function timerOption(value: unknown, fallback: number, field: string): number {
   const ms = value === undefined ? fallback : value;
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS) {
-    throw new SubagentError('INVALID_OPTIONS', `options.${field} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${String(ms)})`);
+    throw new SubagentError('INVALID_OPTIONS', `options.${field} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${printable(ms)})`);
   }
   return ms;
 }
@@ -154,6 +154,8 @@ function checkSeed(seed: unknown): void {
     if (typeof type !== 'string' || type === '' || !Number.isFinite(time)) {
       throw new SubagentError('INVALID_OPTIONS', `${at} must have a non-empty string type and a numeric time`);
     }
+    // The store refuses it (at the first flush, failing close()): refused here, before the agent exists.
+    if (!wellFormed(type)) throw new SubagentError('INVALID_OPTIONS', `${at}.type must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)`);
     const problem = plainJsonProblem(data, `${at}.data`);
     if (problem) throw new SubagentError('INVALID_OPTIONS', `${problem} (event data is stored as JSON)`);
     if ((type === 'turn/start' || type === 'turn/end') && !(isRecord(data) && Number.isSafeInteger(data['turn']) && (data['turn'] as number) > 0)) {

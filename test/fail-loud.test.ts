@@ -7,20 +7,26 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   SubagentService,
+  assertSubagentMaxDepth,
   controlTools,
   createHost,
   createWorkerPool,
+  delegationDepthOf,
+  foldSubagentDescriptor,
   forkProvider,
   inProcessProvider,
+  memoryPersistence,
   reportTool,
   scriptedModel,
   serveAcp,
   spawnProvider,
+  sqlitePersistence,
   subagentTool,
   text,
   textOf,
   type AcpServeHost,
   type AcpServeIo,
+  type AcpServeOptions,
   type Agent,
   type CreateAgentOptions,
   type Host,
@@ -29,6 +35,7 @@ import {
   type ReportToolOptions,
   type ResumeAgentOptions,
   type ScriptedStep,
+  type SessionEvent,
   type WorkerProviderOptions,
 } from 'subagent-host';
 
@@ -271,5 +278,77 @@ describe('arguments of the public functions', () => {
     expect(() => scriptedModel(null as unknown as [])).toThrow(refused('INVALID_MODEL_SPEC', 'model spec.steps'));
     expect(() => scriptedModel([{ txt: 'hi' } as unknown as ScriptedStep])).toThrow(refused('INVALID_MODEL_SPEC', 'model spec.steps[0]'));
     expect(textOf([text('a'), text('b')])).toBe('ab');
+  });
+});
+
+describe('arguments of the wrong type or shape (fuzzed)', () => {
+  const refused = (expected: string, words: string) => expect.objectContaining({ name: 'SubagentError', code: expected, message: expect.stringContaining(words) as string });
+
+  it('are described in the error even when they have no string form (a null-prototype object, a Symbol)', async () => {
+    // String() of a null-prototype object, and a template of a Symbol, throw a TypeError.
+    const bare = Object.create(null) as unknown;
+    expect(() => assertSubagentMaxDepth(bare)).toThrow(refused('INVALID_REQUEST', 'maxDepth must be a non-negative safe integer (got <an object>)'));
+    await expect(createHost({ providers: false, abandonGraceMs: bare as number })).rejects.toThrow(refused('INVALID_OPTIONS', 'options.abandonGraceMs'));
+    const host = await openHost();
+    expect(() => host.subagents.on(bare as 'subagent/start', () => undefined)).toThrow(refused('INVALID_REQUEST', 'unknown event <an object>'));
+    const seed = [{ seq: Symbol('s'), time: 1, type: 'user/message', data: {} }] as unknown as SessionEvent[];
+    await expect(host.createAgent({ seed })).rejects.toThrow(refused('SEQ_MISMATCH', 'has seq Symbol(s)'));
+    await expect(memoryPersistence().append(bare as string, [])).rejects.toThrow(refused('UNKNOWN_SESSION', 'No session "<an object>"'));
+  });
+
+  it('to the content, descriptor and depth helpers are refused, not met with a TypeError', () => {
+    expect(() => textOf([text('a'), null] as unknown as [])).toThrow(refused('INVALID_REQUEST', 'textOf() takes content blocks, and one is null'));
+    expect(() => delegationDepthOf(null as unknown as Agent)).toThrow(refused('INVALID_REQUEST', 'delegationDepthOf() takes an Agent'));
+    expect(() => delegationDepthOf({ options: {} } as unknown as Agent)).toThrow(refused('INVALID_REQUEST', 'delegationDepthOf() takes an Agent'));
+    expect(() => foldSubagentDescriptor(undefined as unknown as [])).toThrow(refused('INVALID_REQUEST', 'foldSubagentDescriptor() takes an array of session events'));
+    expect(() => foldSubagentDescriptor([null] as unknown as [])).toThrow(refused('INVALID_REQUEST', 'foldSubagentDescriptor() takes session events'));
+    expect(foldSubagentDescriptor([])).toBeUndefined();
+  });
+
+  it('refuse a seed event type no store keeps at createAgent, so that the host still closes', async () => {
+    const host = await createHost({ providers: false, persistence: { sqlite: ':memory:' } });
+    const seed = [{ seq: 0, time: 1, type: 'user/\uD800', data: {} }];
+    await expect(host.createAgent({ seed })).rejects.toThrow(refused('INVALID_OPTIONS', 'options.seed[0].type must be well-formed text'));
+    expect(host.agents.list()).toEqual([]);
+    // An agent made from it would have failed the first flush, and close() with it.
+    await expect(host.close()).resolves.toBeUndefined();
+  });
+
+  it('refuse input options that are no object or name an unknown field, a non-agent to drain and a listener that is no function', async () => {
+    const host = await createHost({ providers: false });
+    hosts.push(host);
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    // A misspelt `source` would be dropped and the message logged as the user's.
+    for (const method of ['followup', 'steer', 'inject'] as const) {
+      expect(() => parent[method]([text('x')], { sorce: { kind: 'user' } } as unknown as { source: { kind: 'user' } })).toThrow(refused('INVALID_REQUEST', 'message opts has unknown field(s) sorce'));
+      expect(() => parent[method]([text('x')], 5 as unknown as { source: { kind: 'user' } })).toThrow(refused('INVALID_REQUEST', 'message opts must be an object'));
+    }
+    expect(parent.session.events.filter((event) => event.type === 'inbox/accepted')).toEqual([]);
+    expect(() => parent.subscribe(null as unknown as () => void)).toThrow(refused('INVALID_REQUEST', 'subscribe(): the listener must be a function'));
+    const { childId } = await host.subagents.startContinuable({ provider: 'in-process', label: 'c', request: { prompt: [text('go')], parent } });
+    // A misspelt `signal` would leave the follow-up uncancellable.
+    await expect(host.subagents.followup(parent, childId, [text('more')], { signl: AbortSignal.abort() } as unknown as { signal: AbortSignal })).rejects.toThrow(
+      refused('INVALID_REQUEST', 'followup opts has unknown field(s) signl'),
+    );
+    await expect(host.subagents.followup(parent, childId, [text('more')], 'quiet' as unknown as { signal: AbortSignal })).rejects.toThrow(refused('INVALID_REQUEST', 'followup opts must be an object'));
+    await expect(host.subagents.reportFrom(parent, [text('r')], { delivery: 'quiet', signl: AbortSignal.abort() } as unknown as { delivery: 'quiet' })).rejects.toThrow(
+      refused('INVALID_REQUEST', 'reportFrom opts has unknown field(s) signl'),
+    );
+    await expect(host.subagents.drainContinuableDescendants([null, 5] as unknown as Agent[])).rejects.toThrow(refused('INVALID_REQUEST', 'parents must be an array of agents'));
+    expect(host.subagents.residentChildren).toBe(1);
+    await expect(serveAcp(host, { input: process.stdin, output: process.stdout }, { image: false } as unknown as AcpServeOptions)).rejects.toThrow(refused('INVALID_OPTIONS', 'serveAcp: options must be { images?: boolean }'));
+  });
+
+  it('refuse persistence appends and projection reads of the wrong shape in both stores', async () => {
+    for (const store of [memoryPersistence(), sqlitePersistence(':memory:')]) {
+      await store.create({ id: 's', createdAt: 1 });
+      await expect(store.append('s', null as unknown as [])).rejects.toThrow(refused('INVALID_OPTIONS', 'append(): events must be an array of session events, not null'));
+      await expect(store.append('s', 5 as unknown as [])).rejects.toThrow(refused('INVALID_OPTIONS', 'append(): events must be an array'));
+      await expect(store.append('s', [null] as unknown as [])).rejects.toThrow(refused('CORRUPT_DATA', 'session "s" events[0]'));
+      await expect(store.projections(null as unknown as [])).rejects.toThrow(refused('INVALID_OPTIONS', 'projections(): ids must be an array of session ids'));
+      expect((await store.load('s'))?.events).toEqual([]);
+      await store.close();
+    }
   });
 });

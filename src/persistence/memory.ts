@@ -13,7 +13,7 @@ import type { ProjectionStates } from './projection-states.js';
 import { initialStates, listedOf, stepStates, viewsOf } from './projection-states.js';
 import { closersFor } from './repair.js';
 import type { EncodedEvent } from './validate.js';
-import { closedError, duplicateSession, encodeEvents, parseHeader, unknownSession } from './validate.js';
+import { assertIdList, closedError, duplicateSession, encodeEvents, parseHeader, unknownSession } from './validate.js';
 
 /**
  * One session's log, column by column (an event's seq is its index): a host without durable
@@ -141,6 +141,7 @@ class MemoryPersistence implements SessionPersistence {
 
   async projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>> {
     this.#assertOpen('read projections');
+    assertIdList(ids);
     const found = new Map<SessionId, StoredProjections>();
     for (const id of ids) {
       const log = this.#sessions.get(id);

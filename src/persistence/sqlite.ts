@@ -23,6 +23,7 @@ import { NO_STATES, STATE_COLUMNS, stateValues } from './state-columns.js';
 import type { EncodedEvent } from './validate.js';
 import {
   assertContiguous,
+  assertIdList,
   closedError,
   duplicateSession,
   encodeEvents,
@@ -258,6 +259,7 @@ class SqlitePersistence implements SessionPersistence {
 
   async projections(ids: readonly SessionId[]): Promise<Map<SessionId, StoredProjections>> {
     this.#assertOpen('read projections');
+    assertIdList(ids);
     // Queued appends of these sessions are committed first, so the states match what load() returns.
     if (ids.some((id) => this.#queue.has(id))) this.#commitQueued('read projections');
     return this.#storing(() => this.#catalog.projections(ids), 'read projections');

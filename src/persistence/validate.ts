@@ -1,8 +1,8 @@
 // Boundary checks shared by both backends: header validation, the seq contract of `append`, and
 // event encoding to the JSON text both backends store.
 import { z } from 'zod';
-import type { SessionId } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { describeKind, type SessionId } from '../seam/content.js';
+import { SubagentError, printable } from '../seam/errors.js';
 import { describeIssue, isRecord, parseOrThrow, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 
@@ -90,19 +90,23 @@ export function encodeEvents(
   nextSeq: number,
   events: readonly SessionEvent[],
 ): EncodedEvent[] {
+  if (!Array.isArray(events)) throw new SubagentError('INVALID_OPTIONS', `append(): events must be an array of session events, not ${describeKind(events)}`);
   const encoded: EncodedEvent[] = [];
   for (let index = 0; index < events.length; index++) {
-    const event = events[index]!;
+    const event: unknown = events[index];
+    // Not an event at all: refused as a malformed envelope, before its seq is read.
+    if (!isRecord(event)) parseOrThrow(envelopeSchema, event, 'CORRUPT_DATA', `session "${printable(id)}" events[${index}]`);
     const expected = nextSeq + index;
-    if (event.seq !== expected) {
+    const { seq, data } = event as SessionEvent;
+    if (seq !== expected) {
       throw new SubagentError(
         'SEQ_MISMATCH',
-        `Session "${id}": events[${index}].seq is ${String(event.seq)} but ${expected} was expected. ` +
+        `Session "${printable(id)}": events[${index}].seq is ${printable(seq)} but ${expected} was expected. ` +
           'Append contiguous seqs starting at the session length (reload the session if it changed).',
       );
     }
-    const envelope = plainEnvelope(event) ? event : parseOrThrow(envelopeSchema, event, 'CORRUPT_DATA', `session "${id}" events[${index}]`);
-    encoded.push({ seq: expected, type: envelope.type, time: envelope.time, data: toJson(id, index, event.data) });
+    const envelope = plainEnvelope(event) ? (event as SessionEvent) : parseOrThrow(envelopeSchema, event, 'CORRUPT_DATA', `session "${printable(id)}" events[${index}]`);
+    encoded.push({ seq: expected, type: envelope.type, time: envelope.time, data: toJson(id, index, data) });
   }
   return encoded;
 }
@@ -155,12 +159,17 @@ export function assertContiguous(id: SessionId, events: readonly SessionEvent[],
 
 /** `UNKNOWN_SESSION` for an append to a session that was never created. */
 export function unknownSession(id: SessionId): SubagentError {
-  return new SubagentError('UNKNOWN_SESSION', `No session "${id}": create it before appending.`);
+  return new SubagentError('UNKNOWN_SESSION', `No session "${printable(id)}": create it before appending.`);
 }
 
 /** `DUPLICATE_SESSION` for a second `create` of the same id. */
 export function duplicateSession(id: SessionId): SubagentError {
-  return new SubagentError('DUPLICATE_SESSION', `Session "${id}" already exists: pick a new id or load it.`);
+  return new SubagentError('DUPLICATE_SESSION', `Session "${printable(id)}" already exists: pick a new id or load it.`);
+}
+
+/** `INVALID_OPTIONS` unless `ids` (of `projections(ids)`) is an array. */
+export function assertIdList(ids: unknown): void {
+  if (!Array.isArray(ids)) throw new SubagentError('INVALID_OPTIONS', `projections(): ids must be an array of session ids, not ${describeKind(ids)}`);
 }
 
 /** `CLOSED` for any call after `close()`. */

@@ -2,7 +2,7 @@
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
-import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
+import { assertMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../seam/session-types.js';
 import { History } from './history.js';
@@ -121,7 +121,7 @@ export class LocalAgent implements Agent {
   }
 
   followup(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#own('next-turn', content, opts?.source, true);
+    return this.#own('next-turn', content, sourceOption(opts), true);
   }
 
   /** Accepts input under a given id (transports that already returned the id to their caller). */
@@ -130,11 +130,11 @@ export class LocalAgent implements Agent {
   }
 
   steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#own('next-step', content, opts?.source, true);
+    return this.#own('next-step', content, sourceOption(opts), true);
   }
 
   inject(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#own('next-step', content, opts?.source, false);
+    return this.#own('next-step', content, sourceOption(opts), false);
   }
 
   /** Input the agent's own code adds: to this inbox, or to the one kept elsewhere (`ownInput`). */

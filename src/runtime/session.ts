@@ -3,7 +3,7 @@
 // proxies) are notified after each append, each one contained.
 import type { Session } from '../seam/agent-types.js';
 import { deepFreeze, type MessageId } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, printable } from '../seam/errors.js';
 import { isRecord } from '../seam/parse.js';
 import type { InboxTarget, SessionEvent, SessionEventMap, SessionHeader } from '../seam/session-types.js';
 import type { InboxMessage } from './inbox.js';
@@ -13,7 +13,7 @@ export type SessionListener = (event: SessionEvent) => void;
 function checkContiguous(events: readonly SessionEvent[], what: string): void {
   events.forEach((event, index) => {
     if (event.seq !== index) {
-      throw new SubagentError('SEQ_MISMATCH', `${what}: event ${index} has seq ${event.seq}; seqs must count up from 0`);
+      throw new SubagentError('SEQ_MISMATCH', `${what}: event ${index} has seq ${printable(event.seq)}; seqs must count up from 0`);
     }
   });
 }
@@ -118,6 +118,8 @@ export class SessionLog implements Session {
 
   /** Calls `listener` after every later append; returns the unsubscriber. */
   subscribe(listener: SessionListener): () => void {
+    // Refused here, not at each later append (where its TypeError would only be contained).
+    if (typeof listener !== 'function') throw new SubagentError('INVALID_REQUEST', 'subscribe(): the listener must be a function');
     // Subscribed while an event is being delivered (its seq is below `from`): that one was appended before.
     const from = this.#events.length;
     const entry: SessionListener = (event) => {

@@ -2,6 +2,7 @@
 // made of. All of it is plain JSON-safe data so it can cross threads, processes and SQLite.
 import { randomUUID } from 'node:crypto';
 import { SubagentError } from './errors.js';
+import { assertKnownKeys, isRecord } from './parse.js';
 
 /** A piece of message content. */
 export type ContentBlock =
@@ -53,7 +54,7 @@ export function text(value: string): TextBlock {
 }
 
 /** `null`, `an array` or the typeof of `value`, for messages about a wrong argument. */
-function describeKind(value: unknown): string {
+export function describeKind(value: unknown): string {
   return value === null ? 'null' : Array.isArray(value) ? 'an array' : `a value of type ${typeof value}`;
 }
 
@@ -61,7 +62,10 @@ function describeKind(value: unknown): string {
 export function textOf(content: readonly ContentBlock[]): string {
   if (!Array.isArray(content)) throw new SubagentError('INVALID_REQUEST', `textOf() takes an array of content blocks, not ${describeKind(content)}`);
   let out = '';
-  for (const block of content) if (block.type === 'text') out += block.text;
+  for (const block of content as readonly unknown[]) {
+    if (!isRecord(block)) throw new SubagentError('INVALID_REQUEST', `textOf() takes content blocks, and one is ${describeKind(block)}`);
+    if (block['type'] === 'text') out += block['text'] as string;
+  }
   return out;
 }
 
@@ -242,4 +246,14 @@ export function copyMessageSource(source: unknown): MessageSource {
   });
   if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
   return copy as unknown as MessageSource;
+}
+
+/**
+ * The `source` of the `opts` of an agent's `followup`, `steer` or `inject`; `INVALID_REQUEST` for
+ * opts that are no object (null is none) or name another field (a misspelt `source` would be dropped unseen).
+ */
+export function sourceOption(opts: { source?: MessageSource } | undefined): MessageSource | undefined {
+  if (opts == null) return undefined;
+  assertKnownKeys('message opts', opts, ['source'], 'INVALID_REQUEST');
+  return opts.source;
 }

@@ -1,7 +1,8 @@
 // Delegation depth: a child's depth is its parent's + 1; the persisted header is a monotone floor
 // that a runtime option can raise but never lower.
 import type { Agent } from './agent-types.js';
-import { SubagentError } from './errors.js';
+import { SubagentError, printable } from './errors.js';
+import { isRecord } from './parse.js';
 
 function isDepth(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && !Object.is(value, -0);
@@ -12,20 +13,24 @@ export function assertSubagentMaxDepth(value: unknown): void {
   if (value === undefined || isDepth(value)) return;
   throw new SubagentError(
     'INVALID_REQUEST',
-    `maxDepth must be a non-negative safe integer (got ${String(value)})`,
+    `maxDepth must be a non-negative safe integer (got ${printable(value)})`,
   );
 }
 
 /** The agent's delegation depth: max(header.delegationDepth, options.subagentDepth). */
 export function delegationDepthOf(agent: Agent): number {
-  const runtime = agent.options.subagentDepth;
+  const { options, session } = (isRecord(agent) ? agent : {}) as Partial<Agent>;
+  if (!isRecord(options) || !isRecord(session) || !isRecord(session.header)) {
+    throw new SubagentError('INVALID_REQUEST', 'delegationDepthOf() takes an Agent (with options and session.header)');
+  }
+  const runtime = options.subagentDepth;
   if (runtime !== undefined && !isDepth(runtime)) {
     throw new SubagentError(
       'INVALID_OPTIONS',
-      `options.subagentDepth must be a non-negative safe integer (got ${String(runtime)})`,
+      `options.subagentDepth must be a non-negative safe integer (got ${printable(runtime)})`,
     );
   }
-  return Math.max(agent.session.header.delegationDepth ?? 0, runtime ?? 0);
+  return Math.max(session.header.delegationDepth ?? 0, runtime ?? 0);
 }
 
 /** The depth a child of `parent` gets; `DEPTH_EXCEEDED` when it would pass `maxDepth`. */

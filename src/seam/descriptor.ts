@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { budgetSchema, type SubagentBudget } from './budget.js';
 import { SubagentError } from './errors.js';
 import { lazy } from './once.js';
-import { parseOrThrow } from './parse.js';
+import { isRecord, parseOrThrow } from './parse.js';
 import type { SessionEvent } from './session-types.js';
 import { toolFilterSchema, type ToolRestriction } from './tool-filter.js';
 
@@ -163,7 +163,11 @@ export function parseSubagentDescriptor(data: unknown): SubagentDescriptorData |
  * own suffix). No descriptor, or one of another version → undefined; malformed → `CORRUPT_DATA`.
  */
 export function foldSubagentDescriptor(events: readonly SessionEvent[]): SubagentDescriptorData | undefined {
-  const event = events.find((candidate) => candidate.type === DESCRIPTOR_EVENT);
+  if (!Array.isArray(events)) throw new SubagentError('INVALID_REQUEST', 'foldSubagentDescriptor() takes an array of session events');
+  const event = events.find((candidate: unknown) => {
+    if (!isRecord(candidate)) throw new SubagentError('INVALID_REQUEST', 'foldSubagentDescriptor() takes session events ({ seq, time, type, data }), and one is not an object');
+    return candidate['type'] === DESCRIPTOR_EVENT;
+  });
   return event === undefined ? undefined : parseSubagentDescriptor(event.data);
 }
 

@@ -95,6 +95,19 @@ export function isSubagentError(value: unknown, code?: SubagentErrorCode): value
   return value instanceof SubagentError && (code === undefined || value.code === code);
 }
 
+/**
+ * `String(value)` for a message about a caller's value, even where that throws: a template or
+ * `String()` of a null-prototype object (or of a proxy that throws) is a TypeError, which would
+ * replace the SubagentError being built.
+ */
+export function printable(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return typeof value === 'object' && value !== null ? '<an object>' : `<a ${typeof value}>`;
+  }
+}
+
 /** Renders any thrown value as one short line, even when its own `String()` throws. */
 export function describeError(value: unknown): string {
   try {

@@ -9,11 +9,11 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
 export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** `INVALID_OPTIONS` unless `value` is an object with only `known` keys: a misspelt option is not silently dropped. */
-export function assertKnownKeys(what: string, value: unknown, known: readonly string[]): void {
-  if (!isRecord(value)) throw new SubagentError('INVALID_OPTIONS', `${what} must be an object`);
+/** `code` (`INVALID_OPTIONS`) unless `value` is an object with only `known` keys: a misspelt option is not silently dropped. */
+export function assertKnownKeys(what: string, value: unknown, known: readonly string[], code: SubagentErrorCode = 'INVALID_OPTIONS'): void {
+  if (!isRecord(value)) throw new SubagentError(code, `${what} must be an object`);
   const unknown = Object.keys(value).filter((key) => !known.includes(key));
-  if (unknown.length > 0) throw new SubagentError('INVALID_OPTIONS', `${what} has unknown field(s) ${unknown.join(', ')} (known: ${known.join(', ')})`);
+  if (unknown.length > 0) throw new SubagentError(code, `${what} has unknown field(s) ${unknown.join(', ')} (known: ${known.join(', ')})`);
 }
 
 /** Like `every`, but a hole counts as `undefined` (which no hand-written check passes), as a schema reads it. */

@@ -1,7 +1,7 @@
 // Lifecycle events of the service. Run events are scoped to the delegating parent; every listener
 // is called inside a containment wrapper, except provider-added, whose throw rolls back a registration.
 import type { SessionId } from '../seam/content.js';
-import { SubagentError, describeError } from '../seam/errors.js';
+import { SubagentError, describeError, printable } from '../seam/errors.js';
 import { isRecord } from '../seam/parse.js';
 import type { SubagentEvents } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
@@ -32,7 +32,7 @@ export class SubagentEventBus {
 
   /** `INVALID_REQUEST` for an unknown event, a listener that is not a function or a bad `opts.parent`. */
   on<E extends EventName>(event: E, listener: Listener<E>, opts?: { parent?: SessionId }): () => void {
-    if (!EVENT_NAMES.includes(event)) throw new SubagentError('INVALID_REQUEST', `on(): unknown event ${String(event)} (events: ${EVENT_NAMES.join(', ')})`);
+    if (!EVENT_NAMES.includes(event)) throw new SubagentError('INVALID_REQUEST', `on(): unknown event ${printable(event)} (events: ${EVENT_NAMES.join(', ')})`);
     if (typeof listener !== 'function') throw new SubagentError('INVALID_REQUEST', `on('${event}'): the listener must be a function`);
     // A misspelt key (`parnet`) would leave a listener meant for one parent hearing every parent's runs.
     const badKeys = isRecord(opts) && Object.keys(opts).some((key) => key !== 'parent');

@@ -368,7 +368,7 @@ function assertServeArguments(host: unknown, io: unknown, options: unknown): voi
     ? 'host must be a host made by createHost()'
     : io !== undefined && (!isRecord(io) || typeof (io['input'] as { on?: unknown } | undefined)?.on !== 'function' || typeof (io['output'] as { write?: unknown } | undefined)?.write !== 'function')
       ? 'io must be { input: Readable, output: Writable }'
-      : options !== undefined && (!isRecord(options) || (options['images'] !== undefined && typeof options['images'] !== 'boolean'))
+      : options !== undefined && (!isRecord(options) || Object.keys(options).some((key) => key !== 'images') || (options['images'] !== undefined && typeof options['images'] !== 'boolean'))
         ? 'options must be { images?: boolean }'
         : undefined;
   if (problem !== undefined) throw new SubagentError('INVALID_OPTIONS', `serveAcp: ${problem}`);

@@ -1,7 +1,7 @@
 // The main-thread face of a worker child: an Agent whose session mirrors the child's log (events
 // arrive in batches) and whose input and cancel act on the real child across the port.
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
-import { assertMessageContent, copyMessageSource, newId, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
+import { assertMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
@@ -77,15 +77,15 @@ export class WorkerChildAgent implements Agent {
   }
 
   followup(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#sendNow('next-turn', content, true, opts?.source);
+    return this.#sendNow('next-turn', content, true, sourceOption(opts));
   }
 
   steer(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#sendNow('next-step', content, true, opts?.source);
+    return this.#sendNow('next-step', content, true, sourceOption(opts));
   }
 
   inject(content: ContentBlock[], opts?: { source?: MessageSource }): MessageId {
-    return this.#sendNow('next-step', content, false, opts?.source);
+    return this.#sendNow('next-step', content, false, sourceOption(opts));
   }
 
   cancel(cause: CancelCause = { kind: 'user' }): void {

@@ -4,6 +4,7 @@ import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, type ContentBlock, type MessageId, type SessionId } from '../../seam/content.js';
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError } from '../../seam/errors.js';
+import { assertKnownKeys, everyItem, isRecord } from '../../seam/parse.js';
 import type { SubagentInterruptAuthority } from '../../seam/types.js';
 import type { Activation } from './activation.js';
 import { checkAborted, isExactLive, liveLineage } from './authority.js';
@@ -48,6 +49,7 @@ export async function reportFrom(
   content: ContentBlock[],
   opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal },
 ): Promise<MessageId> {
+  assertKnownKeys('reportFrom opts', opts, ['delivery', 'signal'], 'INVALID_REQUEST');
   if (opts?.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
   checkAborted(opts?.signal);
   assertDelivery(opts?.delivery);
@@ -112,6 +114,7 @@ function lineageBelow(m: ContinuationManager, agent: Agent, root: Agent): Agent[
 /** Closes admission below each live parent and releases every continuable descendant. */
 export async function drainDescendants(m: ContinuationManager, parents: Agent[]): Promise<void> {
   if (!Array.isArray(parents)) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents');
+  if (!everyItem(parents, (parent) => isRecord(parent) && typeof parent['id'] === 'string')) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents, and an item is no Agent');
   const roots = parents.filter((parent) => isExactLive(m.live, parent));
   const targets = new Set<Activation>();
   for (const root of roots) {

@@ -8,6 +8,7 @@ import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
+import { assertKnownKeys } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
 import type { SubagentUsage } from '../../seam/usage.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
@@ -295,6 +296,8 @@ export class ContinuationManager implements ActivationHost {
     assertMessageContent(given);
     // Copied now: the message is taken after awaits, and the caller may change its arrays meanwhile.
     const content = structuredClone(given);
+    // null is taken as no options; anything else must be them (a misspelt `signal` is not dropped).
+    if (opts != null) assertKnownKeys('followup opts', opts, ['source', 'signal'], 'INVALID_REQUEST');
     const signal = opts?.signal;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
     const source: MessageSource = opts?.source === undefined ? { kind: 'user' } : copyMessageSource(opts.source);
