@@ -98,10 +98,14 @@ export async function run(args: string[]): Promise<number> {
     await serveAcp(host, undefined, { images: values['text-only'] !== true });
   } finally {
     ended = true;
-    process.off('SIGTERM', onTerm);
-    process.off('SIGINT', onInt);
-    await idleRounds;
-    await host.close();
+    // The handlers stay until the host closed: a SIGTERM during the close still waits for it to store what ran.
+    try {
+      await idleRounds;
+      await host.close();
+    } finally {
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+    }
   }
   return 0;
 }
