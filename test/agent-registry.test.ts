@@ -81,7 +81,7 @@ describe('AgentRegistry', () => {
 
   it.each([
     ['a tool with a bad name', [toolModule(`export const tools = [${toolSource('ok')}, ${toolSource('bad name')}];`)], 'INVALID_OPTIONS', /^tool module data:.*, tools\[1\]: tool\.name: /],
-    ['a tool whose parameters are no usable JSON Schema', [toolModule(`export const tools = [${toolSource('bad', "{ type: 'frobnicate' }")}];`)], 'INVALID_OPTIONS', /^tool module data:.*, tools\[0\]: tool bad: parameters is not a usable JSON Schema \(Error: Unsupported type: frobnicate\)/],
+    ['a tool whose parameters are no usable JSON Schema', [toolModule(`export const tools = [${toolSource('bad', "{ type: 'object', properties: { a: { type: 'frobnicate' } } }")}];`)], 'INVALID_OPTIONS', /^tool module data:.*, tools\[0\]: tool bad: parameters is not a usable JSON Schema \(Error: Unsupported type: frobnicate\)/],
     ['two tools of one name in a module', [toolModule(`export const tools = [${toolSource('dup')}, ${toolSource('dup')}];`)], 'DUPLICATE_TOOL', /^tool module data:.* exports a tool named dup, as does another of its tools/],
     ['one name in two modules', [toolModule(`export const tools = [${toolSource('dup')}];`), toolModule(`export const tools = [${toolSource('dup')}]; // 2`)], 'DUPLICATE_TOOL', /^tool module data:.*2.* exports a tool named dup, as does a tool of tool module data:/],
     ['the name of a host tool', [toolModule(`export const tools = [${toolSource('host_tool')}];`)], 'DUPLICATE_TOOL', /^tool module data:.* exports a tool named host_tool, as does a tool the agent already has/],

@@ -8,12 +8,23 @@ const tool = (parameters: Record<string, unknown>): Tool => ({ name: 't', descri
 
 describe('tool parameters', () => {
   it.each([
-    ['a root $ref to itself', { $ref: '#' }],
+    ['a root $ref to itself', { type: 'object', $ref: '#' }],
     ['an allOf of the root', { type: 'object', allOf: [{ $ref: '#' }] }],
     ['definitions referring to each other in place', { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, $defs: { A: { $ref: '#/$defs/B' }, B: { anyOf: [{ $ref: '#/$defs/A' }] } } }],
   ])('refuses %s (a $ref cycle reaching no property or item) with INVALID_OPTIONS at registration', (_label, parameters) => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('$ref cycle') }));
+    expect(root.get('t')).toBeUndefined();
+  });
+
+  it.each([
+    ['a string schema', { type: 'string' }],
+    ['an empty schema', {}],
+    ['an object schema without its type', { properties: { n: { type: 'number' } } }],
+    ['a list of types', { type: ['object', 'null'] }],
+  ])('refuses %s as parameters with INVALID_OPTIONS: a model sends one JSON object', (_label, parameters) => {
+    const root = new ToolRegistry();
+    expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining("parameters must be an object schema ({ type: 'object'") }));
     expect(root.get('t')).toBeUndefined();
   });
 
@@ -25,7 +36,7 @@ describe('tool parameters', () => {
   });
 
   it.each([
-    ['properties and required without a type', { properties: { n: { type: 'number' } }, required: ['n'] }, {}, { n: 1 }],
+    ['properties and required without a type', { type: 'object', properties: { o: { properties: { n: { type: 'number' } }, required: ['n'] } } }, { o: {} }, { o: { n: 1 } }],
     ['a constraint beside a $ref', { type: 'object', properties: { n: { $ref: '#/$defs/N', maximum: 3 } }, $defs: { N: { type: 'number' } } }, { n: 4 }, { n: 3 }],
     ['an allOf beside a $ref', { type: 'object', properties: { n: { $ref: '#/$defs/N', allOf: [{ type: 'integer' }] } }, $defs: { N: { type: 'number', maximum: 3 } } }, { n: 4 }, { n: 3 }],
     ['a required name properties does not list', { type: 'object', required: ['n'] }, {}, { n: null }],
@@ -49,7 +60,7 @@ describe('tool parameters', () => {
 
   it('shows the model the parameters as registered', () => {
     const root = new ToolRegistry();
-    const parameters = { properties: { n: { $ref: '#/$defs/N', maximum: 3 } }, $defs: { N: { type: 'number' } } };
+    const parameters = { type: 'object', properties: { n: { $ref: '#/$defs/N', maximum: 3 } }, $defs: { N: { type: 'number' } } };
     root.register(tool(parameters));
     expect(root.schemas()[0]!.parameters).toEqual(parameters);
   });

@@ -66,6 +66,11 @@ export function assertTool(tool: unknown): asserts tool is Tool {
   // would fail every worker child's start instead of this registration.
   const problem = plainJsonProblem((tool as Tool).parameters, `tool ${(tool as Tool).name} parameters`);
   if (problem) throw new SubagentError('INVALID_OPTIONS', `${problem}; a tool's parameters are a plain JSON Schema`);
+  // A model sends a tool's input as one JSON object (an OpenAI-compatible server refuses any other
+  // function parameters, failing every request of every agent that sees the tool): refused here.
+  if ((tool as Tool).parameters['type'] !== 'object') {
+    throw new SubagentError('INVALID_OPTIONS', `tool ${(tool as Tool).name}: parameters must be an object schema ({ type: 'object', properties: { … } }): a model sends a tool's input as one JSON object`);
+  }
   validatorOf(tool as Tool);
 }
 
