@@ -3,6 +3,7 @@
 // and a worker's SIGTERM drain. Every worker and redis-server here is a real process.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -181,6 +182,18 @@ describe('queue provider failures', () => {
     await expect(starting).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('WRONGPASS') as string });
     const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', refused], { encoding: 'utf8', timeout: 15_000 });
     expect({ status: worker.status, stderr: worker.stderr }).toMatchObject({ status: 1, stderr: expect.stringContaining('WRONGPASS') as string });
+  });
+
+  it('names the protocol error of a server that does not speak Redis (START_FAILED), not the aftermath', async () => {
+    const server = createServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 400 Bad Request\r\n\r\n')));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      host.subagents.registerProvider(queueProvider(host, { connection: `redis://127.0.0.1:${port}` }));
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('Protocol error') as string });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('keeps delegating after Redis lost its data (FLUSHALL): the next child completes', async () => {
@@ -482,6 +495,47 @@ describe('queue provider when Redis goes away mid-run', () => {
       await host.close();
       await worker?.stop('SIGKILL');
       await redis.stop();
+    }
+  });
+
+  it('leaves nothing running once a host whose Redis went away has closed: its process can exit at once (its own process)', async () => {
+    const redis = await startRedis();
+    const script = `
+      import { createHost, queueProvider, text } from 'subagent-host';
+      const host = await createHost({ providers: false });
+      host.subagents.registerProvider(queueProvider(host, { connection: '${redis.url}', queue: 'gone', lockDurationMs: 500 }));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('queue', { prompt: [text('hi')], parent, signal: new AbortController().signal });
+      console.log('queued');
+      const { stopReason } = await run.result;
+      await host.close();
+      // Whatever the close left to run at once has run after this timer.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      console.log(JSON.stringify({ stopReason, left: process.getActiveResourcesInfo().filter((kind) => kind !== 'PipeWrap') }));`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      await waitFor(() => out.includes('queued\n') || child.exitCode !== null);
+      await redis.stop();
+      expect(await exited).toBe(0);
+      expect(JSON.parse(out.split('\n')[1]!)).toEqual({ stopReason: 'error', left: [] });
+    } finally {
+      child.kill('SIGKILL');
+      await redis.stop();
+    }
+  });
+
+  it('a worker with no child running exits at once on SIGTERM when its Redis is gone, whatever its drain grace', async () => {
+    const redis = await startRedis();
+    const worker = await startWorker(redis.url, ['--queue', 'idle', '--drain-grace-ms', String(2 ** 31 - 1)]);
+    try {
+      await redis.stop();
+      expect(await worker.stop('SIGTERM')).toBe(0);
+      expect(worker.stderr).toContain('drained');
+    } finally {
+      await worker.stop('SIGKILL');
     }
   });
 });

@@ -16,10 +16,10 @@ export async function connectRedis(client: Redis, who: string): Promise<Redis> {
     timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS + 500);
   });
   // Errors are also reported through the promise below; the event alone would crash the process.
-  // The last one says why the server refused (WRONGPASS, …) where the promise says only that the
-  // connection closed.
+  // The first one says why the server refused (WRONGPASS, not speaking Redis, …) where the promise
+  // says only that the connection closed; later ones are the aftermath (a stream no longer writable).
   let refusal: unknown;
-  client.on('error', (error: unknown) => (refusal = error));
+  client.on('error', (error: unknown) => (refusal ??= error));
   // A first connection that fails ends the client instead of scheduling a reconnection: disconnecting
   // a client whose socket already closed leaves ioredis's 2 s timer behind, holding the process.
   const { retryStrategy } = client.options;

@@ -92,5 +92,9 @@ export function redisOptions(blocking: boolean): RedisOptions {
     ...(blocking ? {} : { commandTimeout: 5000 }),
     // Reconnect quickly at first, then every second; the owner decides when to give up.
     retryStrategy: (times) => Math.min(times * 100, 1000),
+    // A disconnect ends the socket and destroys it after this long unless it closed: ioredis's 2 s
+    // default held the process that long after any close while Redis was down, frozen or not Redis
+    // (a socket that already closed never clears that timer). Graceful closes QUIT first.
+    disconnectTimeout: 0,
   };
 }

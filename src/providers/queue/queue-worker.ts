@@ -64,6 +64,8 @@ export class QueueWorker {
   /** Re-reads the cancel keys of running children: a cancel published while the subscriber was away is not lost. */
   #sweeper: NodeJS.Timeout | undefined;
   #sweeping = false;
+  /** Set while closing: ends the drain once no child runs and Redis is not connected. */
+  #drainOffline: (() => void) | undefined;
 
   private constructor(options: QueueWorkerOptions, client: Redis, subscriber: Redis) {
     this.#options = options;
@@ -195,6 +197,7 @@ export class QueueWorker {
         result = await child.result;
       } finally {
         this.#active.delete(run);
+        this.#checkDrain();
       }
       if (this.#unlocked.delete(run)) {
         result = { ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job (Redis lost it, or it was taken back as stalled) and stopped the child' };
@@ -202,6 +205,11 @@ export class QueueWorker {
     }
     await send({ run, kind: 'end', attempt, result });
     return encode(result);
+  }
+
+  /** While closing: with no child running and Redis not connected, nothing is left to wait for. */
+  #checkDrain(): void {
+    if (this.#active.size === 0 && this.#client.status !== 'ready') this.#drainOffline?.();
   }
 
   /**
@@ -215,12 +223,18 @@ export class QueueWorker {
       const timer = setTimeout(() => {
         for (const child of this.#active.values()) child.cancel();
       }, graceMs);
-      // BullMQ's close waits for Redis; with Redis gone the drain ends once the children have.
+      // BullMQ's close waits for Redis; with Redis gone the drain ends once the children have (their
+      // last replies could not be sent anyway), and at the latest some time after their cancel grace.
       let giveUp: NodeJS.Timeout | undefined;
       const limit = new Promise<void>((resolve) => (giveUp = setTimeout(resolve, Math.min(graceMs + this.#pool.options.cancelGraceMs + 5000, MAX_TIMER_MS))));
+      const offline = new Promise<void>((resolve) => (this.#drainOffline = resolve));
+      const check = () => this.#checkDrain();
+      this.#client.on('close', check);
+      check();
       try {
-        await Promise.race([drained, limit]);
+        await Promise.race([drained, limit, offline]);
       } finally {
+        this.#client.off('close', check);
         clearTimeout(giveUp);
         clearTimeout(timer);
         await this.#pool.close();
