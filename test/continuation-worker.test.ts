@@ -7,8 +7,7 @@ import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentToo
 import { deferred, recordingTool } from './helpers.js';
 import { hostParts } from 'subagent-host/internals';
 import { call } from './tool-helpers.js';
-import type { continuationHost} from './continuation-helpers.js';
-import { continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
+import { continuationHost, continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
 
 const suite = continuationSuite('subagent-continuation-worker-');
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
@@ -667,6 +666,39 @@ describe('continuable fork children', () => {
     expect(recorder.ends[1]!.lastAssistantMessage).toStrictEqual([
       text('user: context | assistant: echo: context | user: go | assistant: user: context | assistant: echo: context | user: go | user: again'),
     ]);
+  });
+
+  // As a one-shot fork is: a stay built from a seed past a quarter of the heap limit ran out of
+  // memory, and one of about half of it aborted the whole process.
+  it('refuses a fork whose seed cannot fit a thread’s heap limit before the child exists', async () => {
+    const { host } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
+    const long = 'x'.repeat(1_000_000);
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: long }, { text: long }] } } });
+    for (const question of ['a', 'b']) {
+      parent.followup([text(question)]);
+      await parent.whenIdle();
+    }
+    const start = startChild(host, parent, 'go on', { provider: 'fork' });
+    await expect(start).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
+  it('brings back no stay whose log cannot fit a thread’s heap limit (a host reopened with a lower one): the turn ends with why', async () => {
+    const db = suite.files.file();
+    const register = (host: Host) => host.subagents.registerProvider(spawnProvider(host));
+    const first = suite.track(await continuationHost(db, { pool: { minThreads: 0 } }));
+    register(first);
+    const parent = await first.createAgent();
+    const long = 'x'.repeat(1_500_000);
+    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: long }] } });
+    await first.recorder.until(() => first.recorder.ends.length >= 1);
+    await first.close();
+    const second = suite.track(await continuationHost(db, { pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } }));
+    register(second);
+    await second.subagents.followup((await second.agents.resume({ sessionId: parent.id })).agent, childId, [text('again')]);
+    await second.recorder.until(() => second.recorder.ends.length >= 1);
+    const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
+    expect(ends.at(-1)).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large to bring into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
   });
 });
 

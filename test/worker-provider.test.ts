@@ -101,6 +101,18 @@ describe('worker children', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
+  // Under a quarter in characters, over it in bytes: V8 keeps such text at two bytes a character.
+  it('counts a seed of text past Latin-1 at two bytes a character against the heap limit', async () => {
+    const { host } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
+    const long = '漢'.repeat(600_000);
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: long }] } } });
+    parent.followup([text('a')]);
+    await parent.whenIdle();
+    const fork = host.subagents.start('fork', { prompt: [text('go on')], parent, signal: new AbortController().signal });
+    await expect(fork).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
   it('carries a host tool’s SubagentError code into the child’s log', async () => {
     const { host, parent } = await setup({
       tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],

@@ -17,6 +17,7 @@ import type { LocalAgent } from '../../runtime/agent.js';
 import { executeForChild } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
+import { tooLargeForThread } from './pool.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
 import type { WorkerProviderHost } from './worker-run.js';
@@ -234,6 +235,12 @@ export class ResidentWorkerModel implements ModelAdapter {
       hostTools: schemasOf(tools),
       ...(budget ? { budget } : {}),
     };
+    // A log no thread can hold would only run it out of memory, or abort the whole process.
+    const mb = tooLargeForThread(data.events, pool);
+    if (mb !== undefined) {
+      const limit = pool.options.resourceLimits?.maxOldGenerationSizeMb;
+      throw new SubagentError('START_FAILED', `continuable child ${this.#childId}'s log (${mb} MB encoded) is too large to bring into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${limit}; raise that limit (to at least 4 × the log)`);
+    }
     const task = encode(data);
     const slot = await pool.admission.acquire({
       child: this.#childId,

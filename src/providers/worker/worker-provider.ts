@@ -11,6 +11,7 @@ import { STRUCTURED_OUTPUT_TOOL, inheritedTools } from '../../runtime/child-run.
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
+import { tooLargeForThread } from './pool.js';
 import { ResidentWorkerModel } from './resident-model.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
@@ -37,17 +38,13 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
   return text;
 }
 
-/**
- * A thread holds a fork's seed about three times while it starts (the text, the parsed events, the
- * log's copy). One above a quarter of its heap limit never fits (measured: past that, the child ran
- * out of memory, and from about half of it V8 aborted the whole process, which Node cannot contain).
- */
-function assertSeedFits(seed: string, heapLimitMb: number | undefined): void {
-  if (heapLimitMb === undefined || seed.length <= (heapLimitMb * 2 ** 20) / 4) return;
-  const mb = (seed.length / 2 ** 20).toFixed(1);
+/** A fork's seed a pool thread cannot hold (see tooLargeForThread) is refused before any thread gets it. */
+function assertSeedFits(seed: string, pool: WorkerProviderHost['pool']): void {
+  const mb = tooLargeForThread(seed, pool);
+  if (mb === undefined) return;
   throw new SubagentError(
     'INVALID_REQUEST',
-    `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
+    `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${pool.options.resourceLimits?.maxOldGenerationSizeMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
   );
 }
 
@@ -67,7 +64,7 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
     ...(plan.seed.length > 0 ? { seedLength: plan.seed.length } : {}),
   };
   const seed = encodedSeed(request.parent.session, plan.seed);
-  assertSeedFits(seed, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
+  assertSeedFits(seed, host.pool);
   const data: ChildTaskData = {
     header,
     seed,
@@ -118,13 +115,16 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
     start: (request) => startWorkerChild(host, request, fork),
     // A continuable fork child starts from the parent's completed turns, like a one-shot fork.
     prepareContinuable: (request) => {
+      const seed = fork ? completedTurnPrefix(request.parent.session.events) : undefined;
       try {
         // Past the pool's nesting limit now: refused before the child exists, as a one-shot start is.
         host.pool.admission.checkNesting({ parent: request.parent.id, parentOf: (id) => host.sessions.get(id)?.header.parentSession });
+        // A seed no thread can hold, too: its stays would only fail (or abort the process).
+        if (seed) assertSeedFits(encodedSeed(request.parent.session, seed), host.pool);
       } catch (error) {
         return Promise.reject(error as Error);
       }
-      return Promise.resolve({ ...residentSpec(host, request), ...(fork ? { seed: completedTurnPrefix(request.parent.session.events) } : {}) });
+      return Promise.resolve({ ...residentSpec(host, request), ...(seed ? { seed } : {}) });
     },
     resumeContinuable: (request) => resumeResident(host, name, request),
   };
