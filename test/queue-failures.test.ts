@@ -184,6 +184,18 @@ describe('queue provider failures', () => {
     expect({ status: worker.status, stderr: worker.stderr }).toMatchObject({ status: 1, stderr: expect.stringContaining('WRONGPASS') as string });
   });
 
+  it('a worker whose Redis user may not subscribe exits 1 with the reason, leaving nothing open', async () => {
+    const admin = redis.client();
+    try {
+      await admin.call('ACL', 'SETUSER', 'nosub', 'on', '>pw', '~*', '&*', '+@all', '-subscribe');
+    } finally {
+      admin.disconnect();
+    }
+    const url = redis.url.replace('redis://', 'redis://nosub:pw@');
+    const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', url], { encoding: 'utf8', timeout: 30_000 });
+    expect({ status: worker.status, stderr: worker.stderr }).toMatchObject({ status: 1, stderr: expect.stringContaining('NOPERM') as string });
+  });
+
   it('names the protocol error of a server that does not speak Redis (START_FAILED), not the aftermath', async () => {
     const server = createServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 400 Bad Request\r\n\r\n')));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

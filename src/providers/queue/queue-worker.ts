@@ -85,7 +85,13 @@ export class QueueWorker {
       throw error;
     }
     const worker = new QueueWorker(options, client, subscriber);
-    await worker.#listen();
+    try {
+      await worker.#listen();
+    } catch (error) {
+      // Its pool and both connections are open by now: closed, or they would hold the process.
+      await worker.close(0).catch(() => undefined);
+      throw error;
+    }
     return worker;
   }
 
