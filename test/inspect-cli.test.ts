@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text } from 'subagent-host';
+import { createHost, inProcessProvider, sqlitePersistence, text } from 'subagent-host';
 import { damageSqlitePages, tempFiles, withUnwritableFolder } from './helpers.js';
 import { cli, rawGet, startInspectWith } from './inspect-helpers.js';
 
@@ -206,6 +206,36 @@ describe('subagent-host inspect roots', () => {
     }
     // It only read the file: SQLite's -wal and -shm files of its connection are gone with it.
     expect([existsSync(`${db}-wal`), existsSync(`${db}-shm`)]).toEqual([false, false]);
+  });
+});
+
+describe('subagent-host inspect while another process writes', () => {
+  it('leaves out a child still being created (stored, no events of its own yet), as `ls` does, rather than noting it has no descriptor', async () => {
+    const file = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: file } });
+    let parentId: string;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', { label: 'done', prompt: [text('hello')], parent, signal: new AbortController().signal });
+      await run.result;
+      await run.dispose();
+      parentId = parent.id;
+    } finally {
+      await host.close();
+    }
+    // A child's header is stored before its first turn writes its descriptor: what a reader sees
+    // when it reads between the two commits of a host running in another process.
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'being-created', createdAt: Date.now(), parentSession: parentId, origin: 'subagent' });
+    await store.close();
+    const server = await startInspectWith(process.env, file);
+    try {
+      const tree = JSON.parse((await rawGet(server.url, `/api/roots/${parentId}/tree`)).body) as { nodes: { label?: string; problem?: string }[] };
+      expect(tree.nodes.map(({ label, problem }) => ({ label, problem }))).toStrictEqual([{ label: 'done', problem: undefined }]);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
   });
 });
 

@@ -83,6 +83,9 @@ describe('sqlitePersistence', () => {
     await a.flush();
     await b.flush();
     await expect(stale).rejects.toMatchObject({ code: 'SEQ_MISMATCH' });
+    // Until b loads the session again, none of its appends lands after a's event, also one whose seq lines up.
+    await expect(b.append('s', [ev(1, 'from b')])).rejects.toMatchObject({ code: 'SEQ_MISMATCH', message: expect.stringContaining('load it again') });
+    expect((await b.load('s'))?.events).toEqual([ev(0, 'from a')]);
     await Promise.all([b.append('s', [ev(1, 'from b')]), b.flush()]);
     expect((await b.load('s'))?.events).toEqual([ev(0, 'from a'), ev(1, 'from b')]);
   });

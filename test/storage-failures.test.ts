@@ -2,7 +2,10 @@
 // PERSISTENCE_UNAVAILABLE, a continuable start that could not be made durable leaves no child, and
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
+import { execFile } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, sqlitePersistence, text, type Host } from 'subagent-host';
 import { continuationHost, type Recorder } from './continuation-helpers.js';
@@ -255,6 +258,36 @@ describe('a session id that is already stored', () => {
     await expect(host.sessions.flush('y')).rejects.toMatchObject({ code: 'DUPLICATE_SESSION' });
     await host.persistence!.flush();
     expect((await host.persistence!.load('y'))!.events).toStrictEqual([]);
+  });
+});
+
+describe('a session another host wrote meanwhile', () => {
+  const resumeWriter = fileURLToPath(new URL('./fixtures/resume-writer.mjs', import.meta.url));
+  const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+
+  it('gets none of the stale host’s later events, also one whose seq lines up with the stored log', async () => {
+    const file = files.file();
+    const host = await createHost({ persistence: { sqlite: file }, providers: false });
+    hosts.push(host);
+    const stale = await host.createAgent({ sessionId: 'shared' });
+    stale.followup([text('first turn')]);
+    await stale.whenIdle();
+    await host.sessions.flush();
+    const base = stale.session.events.length;
+    // Another process resumes the session this host still holds and appends three events to it.
+    const { stdout } = await promisify(execFile)(process.execPath, [resumeWriter, packageUrl, file, 'shared', '3']);
+    const reader = sqlitePersistence(file);
+    const written = (await reader.load('shared'))!.events;
+    expect(written).toHaveLength(Number(stdout));
+    expect(written.length).toBeGreaterThanOrEqual(base + 3);
+    // The stale host goes on, one event per write: one of them has the seq the stored log goes on
+    // at, and would land after the other host's events, as if it belonged to that history.
+    for (let n = 0; stale.session.events.length <= written.length + 1; n++) {
+      stale.inject([text(`stale ${n}`)]);
+      await expect(host.sessions.flush()).rejects.toMatchObject({ name: 'SubagentError', code: 'SEQ_MISMATCH' });
+    }
+    expect((await reader.load('shared'))!.events).toStrictEqual(written);
+    await reader.close();
   });
 });
 

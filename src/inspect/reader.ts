@@ -22,7 +22,7 @@ WITH RECURSIVE tree(id, depth) AS (
   UNION ALL
   SELECT c.id, tree.depth + 1 FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
 )
-SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.next_seq AS events,
+SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.next_seq AS events, s.seed_length AS seedLength,
   s.identity_mode AS mode, s.identity_label AS label, s.timing_settled AS settled, tree.depth,
   (SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1) AS lastTime,
   (SELECT max(seq) FROM events e WHERE e.session_id = s.id AND e.type = 'turn/start') AS startSeq,
@@ -41,6 +41,7 @@ interface TreeRow {
   origin: string | null;
   createdAt: number;
   events: number;
+  seedLength: number | null;
   /** Stored projection columns; settled is NULL when the states are not stored. */
   mode: string | null;
   label: string | null;
@@ -68,6 +69,14 @@ function usageTotals(text: string | null): UsageTotals | undefined {
   // Both sums are null when no assistant message reports usage; a usage always has both counts.
   if (typeof value?.in !== 'number' || typeof value.out !== 'number') return undefined;
   return { inputTokens: value.in, outputTokens: value.out };
+}
+
+/**
+ * A child still being created (stored, no events of its own yet: its descriptor comes with its first
+ * turn). Left out, as the catalog leaves it out, rather than shown as a log without a descriptor.
+ */
+function creating(row: TreeRow): boolean {
+  return row.origin === 'subagent' && row.events <= (row.seedLength ?? 0);
 }
 
 /** The tree node of one row; the log facts come from the row's sub-queries. */
@@ -202,7 +211,7 @@ export class InspectReader {
 
   /** Every descendant of `rootId` in pre-order (creation order among siblings). */
   tree(rootId: string): ChildNode[] {
-    const nodes = this.#read(() => this.#tree.all({ root: rootId })).map(nodeOf);
+    const nodes = this.#read(() => this.#tree.all({ root: rootId })).filter((row) => !creating(row)).map(nodeOf);
     const childrenOf = new Map<string, ChildNode[]>();
     for (const node of nodes) {
       const siblings = childrenOf.get(node.parentId);

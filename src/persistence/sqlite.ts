@@ -105,6 +105,11 @@ class SqlitePersistence implements SessionPersistence {
    * stale. Bounded, so a long-lived store does not keep an entry for every session it ever wrote.
    */
   readonly #nextSeqs = new SeqCache();
+  /**
+   * Sessions a commit found appended to by another writer: their appends are refused until they are
+   * loaded again, since a later event could otherwise land after that writer's as if it continued them.
+   */
+  readonly #stale = new Set<SessionId>();
   #closing: Promise<void> | undefined;
 
   readonly #insertSession: Database.Statement<[HeaderParams], number>;
@@ -210,6 +215,12 @@ class SqlitePersistence implements SessionPersistence {
 
   async append(id: SessionId, events: readonly SessionEvent[]): Promise<void> {
     this.#assertOpen('append events');
+    if (this.#stale.has(id)) {
+      throw new SubagentError(
+        'SEQ_MISMATCH',
+        `Session "${id}" was appended to by another writer since this store last loaded it; load it again before appending (until then its appends are refused, so none lands after that writer's events).`,
+      );
+    }
     const nextSeq = this.#nextSeqOf(id);
     const encoded = encodeEvents(id, nextSeq, events);
     if (encoded.length === 0) return;
@@ -233,6 +244,7 @@ class SqlitePersistence implements SessionPersistence {
       events.push(...closers);
     }
     this.#nextSeqs.set(id, events.length);
+    this.#stale.delete(id);
     return { header, events };
   }
 
@@ -313,7 +325,10 @@ class SqlitePersistence implements SessionPersistence {
   /** One IMMEDIATE transaction; sessions found stale are skipped, and their cache entry dropped. */
   #commit(batches: Batches): Map<SessionId, Error> {
     const refused = this.#writeBatches.immediate(batches);
-    for (const id of refused.keys()) this.#nextSeqs.delete(id);
+    for (const [id, error] of refused) {
+      this.#nextSeqs.delete(id);
+      if (isSubagentError(error, 'SEQ_MISMATCH')) this.#stale.add(id);
+    }
     return refused;
   }
 
