@@ -59,3 +59,19 @@ describe('demo report text', () => {
     expect(text).toContain('line \\x1b[2Jtwo');
   });
 });
+
+describe('demo report of an interrupted run', () => {
+  it('reports a child that never started as not started, with no run time, outside the parallel time', () => {
+    const ranOne = { ...children[0]!, stopReason: 'aborted' };
+    const never: RanChild = { id: '', label: 'chunk 2/2', prompt: children[1]!.prompt, stopReason: 'not started', queuedAt: 0, startedAt: undefined, endedAt: 500 };
+    const built = buildReport({ ...facts(), children: [ranOne, never], turn: { kind: 'aborted', cause: { kind: 'user' } }, baseline: undefined });
+    expect(built.children.map((c) => [c.stopReason, c.ms])).toEqual([['aborted', 99], ['not started', 0]]);
+    expect(built).toMatchObject({ parallelMs: 100, speedup: null, noSpeedup: 'chunk 1/2 ended aborted, 1 child never started (cancelled before it ran); a speed-up is measured only when every child completed' });
+    expect(reportText(built)).toContain('(up to 1 running at once; 1 of them never started: cancelled before it ran).');
+  });
+});
+
+function facts() {
+  const chunks = [{ label: 'chunk 1/2', files: ['src/f0.ts'] }, { label: 'chunk 2/2', files: ['src/f1.ts'] }];
+  return { provider: 'spawn', model: 'scripted', parentId: 'p', db: 'x.db', dir: 'src', files: 2, chunks, totalMs: 110, answer: '', cores: 2 } as const;
+}

@@ -5,6 +5,9 @@ import { visible } from '../seam/visible.js';
 
 export type ChildState = 'queued' | 'running' | 'done';
 
+/** The outcome of a child whose start was cancelled (Ctrl-C) while it waited for a thread: it never ran. */
+export const NOT_STARTED = 'not started';
+
 export interface ChildProgress {
   label: string;
   id?: string;
@@ -73,7 +76,9 @@ export class ProgressView {
         ? 'queued'
         : child.state === 'running'
           ? `running since ${ms(since)}`
-          : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? since) - since)}`;
+          : child.stopReason === NOT_STARTED
+            ? `${NOT_STARTED} after ${ms((child.endedAt ?? since) - since)} queued`
+            : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? since) - since)}`;
     const note = child.note ? ` — ${child.note}` : '';
     return `  ${visible(child.label).padEnd(14)} ${status}${note}`;
   }

@@ -1,6 +1,7 @@
 // The demo report as text for a terminal: the children table, the model's answer, then plain
 // sentences on what the model delegated and what the timings do (and do not) show.
 import type { DemoReport } from './report.js';
+import { NOT_STARTED } from './progress.js';
 import { visible, visibleLines } from '../seam/visible.js';
 
 const indent = (text: string) =>
@@ -15,7 +16,8 @@ function delegation(report: DemoReport): string {
   const failed = report.failure ? `The model's turn failed (${report.failure}). ` : report.turn !== 'completed' ? `The model's turn ended ${report.turn}. ` : '';
   if (n === 0) return `${failed}The model delegated nothing: it did not call the subagent tool, so no child ran.`;
   const many = `${n} ${n === 1 ? 'child' : 'children'}`;
-  const at = `up to ${report.maxConcurrent} running at once`;
+  const unstarted = children.filter((c) => c.stopReason === NOT_STARTED).length;
+  const at = `up to ${report.maxConcurrent} running at once${unstarted === 0 ? '' : `; ${unstarted} of them never started: cancelled before ${unstarted === 1 ? 'it' : 'they'} ran`}`;
   if (chunks.missing.length === 0) return `${failed}The model delegated ${many} covering all ${chunks.planned} chunks (${at}).`;
   return (
     `${failed}The model delegated ${many} covering ${chunks.delegated} of ${chunks.planned} chunks (${at}); ` +
@@ -39,9 +41,9 @@ function timing(report: DemoReport): string {
 export function reportText(report: DemoReport): string {
   const figure = (value: number | null) => (value === null ? '-' : String(value));
   const rows = report.children.map(
-    (c) => `  ${visible(c.label).padEnd(14)} ${c.stopReason.padEnd(10)} ${String(c.ms).padStart(7)} ms ${figure(c.tokens).padStart(7)} ${figure(c.turns).padStart(5)}  ${c.id}`,
+    (c) => `  ${visible(c.label).padEnd(14)} ${c.stopReason.padEnd(11)} ${String(c.ms).padStart(7)} ms ${figure(c.tokens).padStart(7)} ${figure(c.turns).padStart(5)}  ${c.id}`,
   );
-  const header = `  ${'child'.padEnd(14)} ${'result'.padEnd(10)} ${'time'.padStart(10)} ${'tokens'.padStart(7)} ${'turns'.padStart(5)}  session`;
+  const header = `  ${'child'.padEnd(14)} ${'result'.padEnd(11)} ${'time'.padStart(10)} ${'tokens'.padStart(7)} ${'turns'.padStart(5)}  session`;
   const table = rows.length === 0 ? [] : [header, ...rows, ''];
   const answer = report.answer.trim() === '' ? ['  The model gave no answer.'] : [`  The model's answer:`, indent(indent(visibleLines(report.answer.trim())))];
   const db = shellWord(report.db);

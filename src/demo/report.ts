@@ -2,6 +2,7 @@
 // outcome, and a speed-up only when the very same children also ran one by one (else why not).
 import { relative } from 'node:path';
 import type { TurnEndReason } from '../seam/session-types.js';
+import { NOT_STARTED } from './progress.js';
 
 export type DemoProvider = 'spawn' | 'fork' | 'in-process';
 
@@ -88,8 +89,13 @@ export function noBaselineReason(model: DemoReport['model'], children: readonly 
   if (model !== 'scripted') {
     return 'the children asked a real model: running them again one by one would ask it again, and its answers and latency change from call to call, so it would not be the same work';
   }
-  const failed = children.filter((c) => c.stopReason !== 'completed');
-  if (failed.length > 0) return `${failed.map((c) => `${c.label} ended ${c.stopReason}`).join(', ')}; a speed-up is measured only when every child completed`;
+  const failed = children.filter((c) => c.stopReason !== 'completed' && c.stopReason !== NOT_STARTED);
+  const unstarted = children.filter((c) => c.stopReason === NOT_STARTED);
+  const why = [
+    ...failed.map((c) => `${c.label} ended ${c.stopReason}`),
+    ...(unstarted.length === 0 ? [] : [`${unstarted.length} ${unstarted.length === 1 ? 'child' : 'children'} never started (cancelled before ${unstarted.length === 1 ? 'it' : 'they'} ran)`]),
+  ];
+  if (why.length > 0) return `${why.join(', ')}; a speed-up is measured only when every child completed`;
   return undefined;
 }
 
@@ -114,8 +120,10 @@ export interface DemoFacts {
 export function buildReport(facts: DemoFacts): DemoReport {
   const { children } = facts;
   const covered = delegatedChunks(facts.chunks, children.map((c) => c.prompt), facts.dir);
-  const ends = children.map((c) => c.endedAt ?? c.queuedAt);
-  const parallelMs = children.length === 0 ? null : Math.round(Math.max(...ends) - Math.min(...children.map((c) => c.queuedAt)));
+  // A child that never started took no part in the parallel run.
+  const started = children.filter((c) => c.stopReason !== NOT_STARTED);
+  const ends = started.map((c) => c.endedAt ?? c.queuedAt);
+  const parallelMs = started.length === 0 ? null : Math.round(Math.max(...ends) - Math.min(...started.map((c) => c.queuedAt)));
   let noSpeedup = noBaselineReason(facts.model, children);
   const baseline = facts.baseline;
   if (noSpeedup === undefined && baseline === undefined) noSpeedup = 'the one-by-one run was not made';
@@ -140,7 +148,8 @@ export function buildReport(facts: DemoFacts): DemoReport {
       id: c.id,
       label: c.label,
       stopReason: c.stopReason,
-      ms: Math.round((c.endedAt ?? c.queuedAt) - (c.startedAt ?? c.queuedAt)),
+      // A child that never started ran for no time, however long it waited for a thread.
+      ms: c.stopReason === NOT_STARTED ? 0 : Math.round((c.endedAt ?? c.queuedAt) - (c.startedAt ?? c.queuedAt)),
       tokens: c.usage?.tokens ?? null,
       turns: c.usage?.turns ?? null,
     })),

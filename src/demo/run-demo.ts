@@ -8,14 +8,14 @@ import type { Agent, ModelSpec } from '../seam/agent-types.js';
 import { text, textOf, type ContentBlock } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { onAbort } from '../seam/abort.js';
-import type { TurnEndReason } from '../seam/session-types.js';
+import type { SessionEvent, TurnEndReason } from '../seam/session-types.js';
 import type { SubagentProvider, SubagentRun, SubagentStartRequest } from '../seam/types.js';
 import { createHost, type Host } from '../host.js';
 import { inProcessProvider } from '../providers/in-process.js';
 import { forkProvider, spawnProvider } from '../providers/worker/worker-provider.js';
 import { subagentTool } from '../tools/subagent-tool.js';
 import { CHAOS_CRASH, CHAOS_SPIN, createPlannerModel, type PlannedChild } from './models.js';
-import { ProgressView, type ChildProgress } from './progress.js';
+import { NOT_STARTED, ProgressView, type ChildProgress } from './progress.js';
 import { buildReport, noBaselineReason, type Baseline, type DemoProvider, type DemoReport, type PlannedChunk, type RanChild } from './report.js';
 
 export interface DemoOptions {
@@ -79,7 +79,10 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
       const { label, prompt, agentOptions } = request;
       delegated.push({ progress: child, request: { prompt: [...prompt], ...(label === undefined ? {} : { label }), ...(agentOptions ? { agentOptions } : {}) } });
       const run = await inner.start(request).catch((error: unknown) => {
-        view.done(child, 'error', error instanceof SubagentError ? error.code : 'start failed');
+        // A start rejected leaves no session: one cancelled (Ctrl-C) while it waited for a thread never ran.
+        const cancelled = error instanceof SubagentError && (error.code === 'CANCELLED' || error.code === 'CLOSED');
+        if (cancelled) view.done(child, NOT_STARTED, 'cancelled before it ran');
+        else view.done(child, 'error', error instanceof SubagentError ? error.code : 'start failed');
         throw error;
       });
       view.running(child, run.id);
@@ -193,6 +196,24 @@ function ran({ progress, request }: Delegated): RanChild {
   };
 }
 
+/**
+ * The `subagent` calls of the parent that never reached the provider: the turn was cancelled
+ * (Ctrl-C) while they waited for a tool slot. The model delegated them; they never ran.
+ */
+function undispatched(events: readonly SessionEvent[]): RanChild[] {
+  const calls = events
+    .filter((e) => e.type === 'assistant/message')
+    .flatMap((e) => (e.data as { content: ContentBlock[] }).content)
+    .flatMap((block) => (block.type === 'tool_call' && block.name === 'subagent' ? [block] : []));
+  return events
+    .filter((e) => e.type === 'tool/result' && (e.data as { code?: string }).code === 'ABORTED_BEFORE_DISPATCH')
+    .flatMap((e) => calls.filter((call) => call.id === (e.data as { callId: string }).callId))
+    .map((call) => {
+      const { description, prompt } = call.input as { description?: unknown; prompt?: unknown };
+      return { id: '', label: String(description ?? 'child'), prompt: String(prompt ?? ''), stopReason: NOT_STARTED, queuedAt: 0, startedAt: undefined, endedAt: undefined };
+    });
+}
+
 /** Runs the demo job and reports what ran. */
 export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const { dir, files } = options;
@@ -232,7 +253,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const answer = textOf((messages.at(-1)?.data as { content?: [] } | undefined)?.content ?? []);
     const turnEnd = events.findLast((e) => e.type === 'turn/end');
     const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason ?? { kind: 'error', error: { code: 'UNKNOWN', message: 'the turn did not end' } };
-    const ranChildren = delegated.map(ran);
+    const ranChildren = [...delegated.map(ran), ...undispatched(events)];
     const model = options.model ? 'openai' : 'scripted';
     const baseline = noBaselineReason(model, ranChildren) === undefined && !options.signal?.aborted ? await sequentialBaseline(delegated, children[0]!.files, options.signal) : undefined;
     return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
