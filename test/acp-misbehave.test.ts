@@ -203,6 +203,15 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  it('names the oversized message when the agent sends one over 32 MiB, not the exit that follows', async () => {
+    use(['--huge']);
+    const run = await start();
+    const result = await run.result;
+    expect(result).toMatchObject({ output: [text('hello ')], stopReason: 'error' });
+    expect(result.diagnostic).toMatch(/^the ACP agent sent a message over 33554432 bytes/);
+    await run.dispose();
+  });
+
   it('ignores junk lines on the agent stdout', async () => {
     use(['--junk']);
     const run = await start();

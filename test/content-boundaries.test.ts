@@ -15,6 +15,13 @@ afterEach(async () => {
 const cycle: Record<string, unknown> = { type: 'text', text: 'c' };
 cycle['self'] = cycle;
 
+/** Tool results nested `depth` deep: far past the 256 levels a log holds, deep enough to overflow a naive recursive check. */
+function nestedResults(depth: number): ContentBlock {
+  let block: ContentBlock = { type: 'text', text: 'x' };
+  for (let level = 0; level < depth; level++) block = { type: 'tool_result', callId: 'c', content: [block] };
+  return block;
+}
+
 const unfit: [string, unknown, RegExp][] = [
   ['a bigint', { type: 'text', text: 'x', n: 1n }, /prompt\[0\]\.n is a bigint/],
   ['a function', { type: 'text', text: 'x', run() {} }, /prompt\[0\]\.run is a function/],
@@ -26,6 +33,7 @@ const unfit: [string, unknown, RegExp][] = [
   ['a class instance', new (class Block { type = 'text'; text = 'x'; })(), /prompt\[0\] is a class instance/],
   ['NaN', { type: 'tool_call', id: 'c', name: 'n', input: { x: Number.NaN } }, /input\.x is NaN/],
   ['a getter that throws', { type: 'text', get text(): string { throw new Error('boom'); } }, /could not be read/],
+  ['tool results nested 20,000 deep', nestedResults(20_000), /prompt\[0\](\.content\[0\])+\.content is nested more than 256 levels deep/],
   ['a nested tool result with a bad block', { type: 'tool_result', callId: 'c', content: [{ type: 'text' }] }, /prompt\[0\]\.content\[0\]\.text must be a string/],
 ];
 

@@ -82,6 +82,14 @@ describe('continuable spawn children', () => {
     expect(host.pool.threads).toBeGreaterThan(0);
   });
 
+  it('ends a turn INVALID_REQUEST, before any thread holds it, when its message cannot fit a thread’s heap limit', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
+    const { childId } = await startChild(host, parent, 'x'.repeat(3 * 2 ** 20), { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.length >= 1);
+    const end = host.sessions.get(childId)!.events.find((e) => e.type === 'turn/end')!.data;
+    expect(end).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('the message (3.0 MB encoded) is too large for a worker thread') } } });
+  });
+
   it('refuses a continuable worker grandchild past pool.maxNestingDepth at its start, leaving no child behind', async () => {
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, maxNestingDepth: 0 } });
     subagentTool(host, { provider: 'spawn', mode: 'continuable' });
@@ -698,7 +706,7 @@ describe('continuable fork children', () => {
     await second.subagents.followup((await second.agents.resume({ sessionId: parent.id })).agent, childId, [text('again')]);
     await second.recorder.until(() => second.recorder.ends.length >= 1);
     const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
-    expect(ends.at(-1)).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large to bring into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
+    expect(ends.at(-1)).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
   });
 });
 

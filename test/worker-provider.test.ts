@@ -113,6 +113,26 @@ describe('worker children', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
+  it('refuses a prompt that cannot fit a thread’s heap limit before any thread holds it (one about that size aborted the process)', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
+    const start = host.subagents.start('spawn', { prompt: [text('x'.repeat(3 * 2 ** 20))], parent, signal: new AbortController().signal });
+    await expect(start).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('the prompt (3.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
+  it('refuses to hand a child’s thread a host tool result that cannot fit its heap limit: the call fails CONTRACT_VIOLATION, the child goes on', async () => {
+    const { host, parent } = await setup({
+      pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 16 } },
+      tools: [{ name: 'dump', description: 'returns 5 MB', parameters: { type: 'object' }, execute: async () => 'z'.repeat(5 * 2 ** 20) }],
+    });
+    const run = await host.subagents.start('spawn', request(parent, [call('dump'), { text: 'ok' }]));
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
+    const [result] = dataOf<{ code: string; isError: boolean; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
+    expect(result).toMatchObject({ code: 'CONTRACT_VIOLATION', isError: true });
+    expect(result!.content[0]!.text).toContain('the result of tool dump (5.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 16');
+    await run.dispose();
+  });
+
   it('carries a host tool’s SubagentError code into the child’s log', async () => {
     const { host, parent } = await setup({
       tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],

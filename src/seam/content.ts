@@ -146,8 +146,11 @@ const BLOCK_FIELDS: Record<ContentBlock['type'], readonly (readonly [string, (va
   ],
 };
 
-function blocksProblem(content: unknown, path: string, ancestors: Set<object>): string | undefined {
+/** `depth`: how many values enclose `content` (a `tool_result` nests its blocks two levels down). */
+function blocksProblem(content: unknown, path: string, ancestors: Set<object>, depth = 0): string | undefined {
   if (!Array.isArray(content)) return `${path} must be an array of content blocks`;
+  // Before recursing: results nested thousands deep would overflow the stack here.
+  if (depth >= MAX_CONTENT_DEPTH) return `${path} is nested more than ${MAX_CONTENT_DEPTH} levels deep`;
   for (let index = 0; index < content.length; index++) {
     const at = `${path}[${index}]`;
     const block: unknown = content[index];
@@ -158,7 +161,7 @@ function blocksProblem(content: unknown, path: string, ancestors: Set<object>): 
     for (const [field, check, what] of fields) {
       if (!check((block as Record<string, unknown>)[field])) return `${at}.${field} must be ${what}`;
     }
-    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, ancestors) : undefined;
+    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, ancestors, depth + 2) : undefined;
     if (problem) return problem;
     const json = jsonProblem(block, at, ancestors);
     if (json) return json;

@@ -22,6 +22,18 @@ export function isJsonRpcError(error: unknown): error is { code: number } {
   return typeof code === 'number' && Number.isSafeInteger(code);
 }
 
+/**
+ * What a turn that failed because the agent sent a message over the wire's bound (the SDK's
+ * `MessageTooLargeError`, which closes the connection) says; undefined for any other failure. The
+ * agent usually exits once its output is closed, which must not hide why the turn ended.
+ */
+export function describeOversizeMessage(error: unknown): string | undefined {
+  if (!(error instanceof Error) || error.name !== 'MessageTooLargeError') return undefined;
+  const limit = (error as { maxMessageBytes?: unknown }).maxMessageBytes;
+  const bound = typeof limit === 'number' ? `${limit} bytes` : 'the size limit';
+  return `the ACP agent sent a message over ${bound} (one JSON-RPC line), so the connection was closed; have it send large output in smaller updates`;
+}
+
 /** An error code word (`MODEL_AUTH`): what a peer's `data.code` may add to a description, no free text. */
 const CODE_WORD = /^[A-Z][A-Z0-9_]{0,63}$/;
 

@@ -4,7 +4,7 @@
 import type * as acp from '@agentclientprotocol/sdk';
 import type { ModelAdapter, ModelChunk, ModelMessage, ModelRequest } from '../../seam/model-types.js';
 import { onAbort as whenAborted } from '../../seam/abort.js';
-import { describeAcpFailure, isJsonRpcError } from './client.js';
+import { describeAcpFailure, describeOversizeMessage, isJsonRpcError } from './client.js';
 import type { WarmChild } from './pool.js';
 import { describeExit } from './process.js';
 import { within } from '../../seam/once.js';
@@ -134,6 +134,8 @@ export class RemoteSessionModel implements ModelAdapter {
       const reason = mapStopReason(outcome.response.stopReason);
       return FINISH[reason] ?? { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: 'the ACP agent ended the turn with an unexpected stop reason' } };
     }
+    const oversize = describeOversizeMessage(outcome.error);
+    if (oversize !== undefined) return { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: oversize } };
     const { proc } = this.#child;
     if (!isJsonRpcError(outcome.error)) await within(proc.ended, Math.min(this.#graceMs, 1000));
     const message = proc.exit ? `the ACP agent process ${describeExit(proc.exit)} before the turn finished` : `the ACP prompt failed (${describeAcpFailure(outcome.error)})`;

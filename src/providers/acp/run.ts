@@ -6,7 +6,7 @@ import type { Usage } from '../../seam/session-types.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../../seam/types.js';
 import { usageOf } from '../../seam/usage.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
-import { describeAcpFailure, isJsonRpcError } from './client.js';
+import { describeAcpFailure, describeOversizeMessage, isJsonRpcError } from './client.js';
 import type { SessionMirror } from './mirror.js';
 import type { WarmChild } from './pool.js';
 import { describeExit, type ReapGraces } from './process.js';
@@ -120,6 +120,8 @@ export class AcpRun implements SubagentRun {
       return { output, stopReason, diagnostic: `the ACP agent ended the turn with stop reason ${quotable(outcome.response.stopReason)}` };
     }
     // The connection failed: say whether the process died (its exit usually follows stdout's end).
+    const oversize = describeOversizeMessage(outcome.error);
+    if (oversize !== undefined) return { output, stopReason: 'error', diagnostic: oversize };
     const { proc } = this.#init.child;
     if (!isJsonRpcError(outcome.error)) await within(proc.ended, Math.min(this.#init.graces.graceMs, 1000));
     const diagnostic = proc.exit

@@ -130,21 +130,6 @@ function threadLimits(limits: WorkerPoolOptions['resourceLimits'] = {}): NonNull
   return { ...limits, maxYoungGenerationSizeMb: limits.maxYoungGenerationSizeMb ?? MAX_YOUNG_GENERATION_MB };
 }
 
-/**
- * The megabytes `text` takes in a thread's heap when it is larger than a quarter of the pool's
- * `maxOldGenerationSizeMb`, else undefined. A thread holds a log it starts from (a fork's seed, a
- * resident stay's log) about three times while it starts (the text, the parsed events, the log's
- * copy): past a quarter of the limit it never fits (measured: the child ran out of memory, and from
- * about half of it V8 aborted the whole process, which Node cannot contain). V8 keeps a string with
- * any character past U+00FF at two bytes a character.
- */
-export function tooLargeForThread(text: string, pool: Pick<WorkerPool, 'options'>): string | undefined {
-  const heapLimitMb = pool.options.resourceLimits?.maxOldGenerationSizeMb;
-  if (heapLimitMb === undefined || text.length <= (heapLimitMb * 2 ** 20) / 8) return undefined;
-  const bytes = /[\u0100-\uffff]/.test(text) ? 2 * text.length : text.length;
-  return bytes > (heapLimitMb * 2 ** 20) / 4 ? (bytes / 2 ** 20).toFixed(1) : undefined;
-}
-
 /** Creates a worker pool; `INVALID_OPTIONS` names a bad option. */
 export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
   return openWorkerPool(options);

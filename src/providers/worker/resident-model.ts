@@ -17,7 +17,7 @@ import type { LocalAgent } from '../../runtime/agent.js';
 import { executeForChild } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
-import { tooLargeForThread } from './pool.js';
+import { assertFitsThread, resultForThread } from './heap-fit.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
 import type { WorkerProviderHost } from './worker-run.js';
@@ -136,6 +136,9 @@ export class ResidentWorkerModel implements ModelAdapter {
       messages = stepMessages(agent.session.events);
       // A step with no input gives the child nothing to take a turn for.
       if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
+      const heapLimitMb = this.#host.pool.options.resourceLimits?.maxOldGenerationSizeMb;
+      // Messages are plain JSON, checked where they entered: this cannot throw.
+      if (heapLimitMb !== undefined) assertFitsThread('the message', JSON.stringify(messages), heapLimitMb, 'send less');
       await this.#previous;
       if (signal.aborted) return yield aborted;
       // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
@@ -236,11 +239,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       ...(budget ? { budget } : {}),
     };
     // A log no thread can hold would only run it out of memory, or abort the whole process.
-    const mb = tooLargeForThread(data.events, pool);
-    if (mb !== undefined) {
-      const limit = pool.options.resourceLimits?.maxOldGenerationSizeMb;
-      throw new SubagentError('START_FAILED', `continuable child ${this.#childId}'s log (${mb} MB encoded) is too large to bring into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${limit}; raise that limit (to at least 4 × the log)`);
-    }
+    assertFitsThread(`the log of continuable child ${this.#childId}`, data.events, pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', 'START_FAILED');
     const task = encode(data);
     const slot = await pool.admission.acquire({
       child: this.#childId,
@@ -260,7 +259,8 @@ export class ResidentWorkerModel implements ModelAdapter {
         // While the call is out (a `subagent` call above all) the child only waits: its slot is lent to its children.
         const done = slot.wait();
         try {
-          return await turn.call(() => executeForChild(agent.tools, name, input, { agent, callId, signal: turn.callSignal }));
+          const result = await turn.call(() => executeForChild(agent.tools, name, input, { agent, callId, signal: turn.callSignal }));
+          return resultForThread(name, result, pool.options.resourceLimits?.maxOldGenerationSizeMb);
         } finally {
           done();
         }

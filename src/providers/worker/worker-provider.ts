@@ -3,7 +3,7 @@
 // involved: its header, its host tools (filtered once now, again per call) and its fork seed.
 import type { ChildTaskData } from '../../seam/child-protocol.js';
 import { stringify } from '../../seam/codec.js';
-import { newId } from '../../seam/content.js';
+import { newId, type ContentBlock } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
@@ -11,7 +11,7 @@ import { STRUCTURED_OUTPUT_TOOL, inheritedTools } from '../../runtime/child-run.
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
-import { tooLargeForThread } from './pool.js';
+import { assertFitsThread, tooLargeForThread } from './heap-fit.js';
 import { ResidentWorkerModel } from './resident-model.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
@@ -38,14 +38,22 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
   return text;
 }
 
-/** A fork's seed a pool thread cannot hold (see tooLargeForThread) is refused before any thread gets it. */
-function assertSeedFits(seed: string, pool: WorkerProviderHost['pool']): void {
-  const mb = tooLargeForThread(seed, pool);
+/** A fork's seed a pool thread cannot hold (see heap-fit.ts) is refused before any thread gets it. */
+function assertSeedFits(seed: string, heapLimitMb: number | undefined): void {
+  const mb = tooLargeForThread(seed, heapLimitMb);
   if (mb === undefined) return;
   throw new SubagentError(
     'INVALID_REQUEST',
-    `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${pool.options.resourceLimits?.maxOldGenerationSizeMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
+    `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
   );
+}
+
+/** Refuses a start a thread could not take in: its fork seed, and the seed with the prompt. */
+function assertStartFits(seed: string, prompt: readonly ContentBlock[], heapLimitMb: number | undefined): void {
+  assertSeedFits(seed, heapLimitMb);
+  if (heapLimitMb === undefined) return;
+  // Prompts are plain JSON, checked where they entered: this cannot throw.
+  assertFitsThread(seed.length > 0 ? 'the prompt with the fork seed' : 'the prompt', seed + JSON.stringify(prompt), heapLimitMb, 'send less');
 }
 
 function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): WorkerTaskPlan {
@@ -64,7 +72,7 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
     ...(plan.seed.length > 0 ? { seedLength: plan.seed.length } : {}),
   };
   const seed = encodedSeed(request.parent.session, plan.seed);
-  assertSeedFits(seed, host.pool);
+  assertStartFits(seed, request.prompt, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
   const data: ChildTaskData = {
     header,
     seed,
@@ -120,7 +128,7 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
         // Past the pool's nesting limit now: refused before the child exists, as a one-shot start is.
         host.pool.admission.checkNesting({ parent: request.parent.id, parentOf: (id) => host.sessions.get(id)?.header.parentSession });
         // A seed no thread can hold, too: its stays would only fail (or abort the process).
-        if (seed) assertSeedFits(encodedSeed(request.parent.session, seed), host.pool);
+        if (seed) assertSeedFits(encodedSeed(request.parent.session, seed), host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
       } catch (error) {
         return Promise.reject(error as Error);
       }

@@ -14,6 +14,7 @@ import { usageOf } from '../../seam/usage.js';
 import { startWaits } from '../../seam/start-wait.js';
 import type { SessionLog } from '../../runtime/session.js';
 import { executeForChild } from '../../runtime/tool-registry.js';
+import { resultForThread } from './heap-fit.js';
 import type { ProviderHost } from '../provider-host.js';
 import type { Slot } from './admission.js';
 import { WorkerChildAgent } from './child-agent.js';
@@ -156,7 +157,8 @@ export class WorkerRun implements SubagentRun {
         const done = slot.wait();
         try {
           calls.out++;
-          return await executeForChild(host.tools, name, input, { agent: run.localAgent, callId, signal: callSignal(calls) });
+          const result = await executeForChild(host.tools, name, input, { agent: run.localAgent, callId, signal: callSignal(calls) });
+          return resultForThread(name, result, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
         } finally {
           calls.out--;
           done();

@@ -1,0 +1,37 @@
+// How much a worker thread can be handed at once. A thread holds what it starts from (a fork's
+// seed, a resident child's log, a prompt) about three times while it takes it in (the text, the
+// parsed events, the log's copy), so more than a quarter of its heap limit never fits (measured:
+// past that, the child ran out of memory; from about half of it, and for a payload about the size
+// of the heap limit as the thread received it, V8 aborted the whole process, which Node cannot
+// contain). Such payloads are refused before any thread holds them. V8 keeps a string with any
+// character past U+00FF at two bytes a character.
+import { SubagentError, type SubagentErrorCode } from '../../seam/errors.js';
+import type { ToolResultContent } from '../../runtime/tool-registry.js';
+
+const WIDE = /[\u0100-\uffff]/;
+
+/** The megabytes `text` takes in a thread's heap when that is more than a quarter of `heapLimitMb`, else undefined. */
+export function tooLargeForThread(text: string, heapLimitMb: number | undefined): string | undefined {
+  if (heapLimitMb === undefined) return undefined;
+  const bound = (heapLimitMb * 2 ** 20) / 4;
+  if (2 * text.length <= bound) return undefined;
+  const bytes = WIDE.test(text) ? 2 * text.length : text.length;
+  return bytes > bound ? (bytes / 2 ** 20).toFixed(1) : undefined;
+}
+
+/** Throws `code` (`INVALID_REQUEST`) naming `what` when `text` would not fit a thread with `heapLimitMb`. */
+export function assertFitsThread(what: string, text: string, heapLimitMb: number | undefined, remedy: string, code: SubagentErrorCode = 'INVALID_REQUEST'): void {
+  const mb = tooLargeForThread(text, heapLimitMb);
+  if (mb === undefined) return;
+  throw new SubagentError(
+    code,
+    `${what} (${mb} MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × that size) or ${remedy}`,
+  );
+}
+
+/** A host tool's result, unless it is too large to hand to the calling child's thread (`CONTRACT_VIOLATION`, the call's error). */
+export function resultForThread<T extends ToolResultContent>(name: string, result: T, heapLimitMb: number | undefined): T {
+  // Tool results are plain JSON, checked as the tool returned them: this cannot throw.
+  if (heapLimitMb !== undefined) assertFitsThread(`the result of tool ${name}`, JSON.stringify(result.content), heapLimitMb, 'have the tool return less', 'CONTRACT_VIOLATION');
+  return result;
+}
