@@ -130,6 +130,13 @@ describe('subagent-host inspect server', () => {
     expect(raw).toMatch(/^HTTP\/1\.1 403 /);
   });
 
+  it('answers a loopback name in any letter case (host names are case-insensitive)', async () => {
+    const { port } = new URL(server.url);
+    for (const name of [`LOCALHOST:${port}`, `LocalHost:${port}`, `[::FFFF:127.0.0.1]:${port}`]) {
+      expect([name, (await rawGet(server.url, '/api/roots', { headers: { host: name } })).status]).toEqual([name, 200]);
+    }
+  });
+
   it('ends an open change stream when it is stopped, and exits 0', async () => {
     const other = await startInspect(db);
     const { hostname, port } = new URL(other.url);
@@ -207,7 +214,12 @@ describe('subagent-host inspect server', () => {
       try {
         expect(other.output()).not.toContain('warning');
         const port = new URL(other.url).port;
-        expect((await rawGet(other.url, '/api/roots', { headers: { host: 'attacker.example' } })).status).toBe(403);
+        const refused = await rawGet(other.url, '/api/roots', { headers: { host: 'attacker.example' } });
+        // The refusal names the address this server listens on, not one it does not.
+        expect([refused.status, (JSON.parse(refused.body) as { error: { message: string } }).error.message]).toEqual([
+          403,
+          `only localhost or a loopback address names this server: use ${other.url}`,
+        ]);
         for (const name of [`127.0.0.2:${port}`, `[::1]:${port}`, `localhost:${port}`]) {
           expect((await rawGet(other.url, '/api/roots', { headers: { host: name } })).status).toBe(200);
         }

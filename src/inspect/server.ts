@@ -88,7 +88,8 @@ function isLoopback(address: string): boolean {
  */
 function hostAllowed(req: http.IncomingMessage, loopback: boolean): boolean {
   if (!loopback) return true;
-  const name = (req.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+  // Host names are case-insensitive (RFC 3986 §3.2.2): `LOCALHOST` names this server too.
+  const name = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
   return name === 'localhost' || isLoopback(name);
 }
 
@@ -113,6 +114,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   let version = reader.version();
   // Set once it listens, from the address it bound (before that no request arrives).
   let loopback = true;
+  let url = '';
   const tell = (event: string, data: string | number): void => {
     for (const res of streams) res.write(`event: ${event}\ndata: ${data}\n\n`);
   };
@@ -216,7 +218,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       res.setHeader('allow', 'GET, HEAD');
       return sendError(res, 405, 'METHOD_NOT_ALLOWED', 'the inspector is read-only: GET only');
     }
-    if (!hostAllowed(req, loopback)) return sendError(res, 403, 'FORBIDDEN_HOST', 'use http://127.0.0.1 or http://localhost');
+    if (!hostAllowed(req, loopback)) return sendError(res, 403, 'FORBIDDEN_HOST', `only localhost or a loopback address names this server: use ${url}`);
     try {
       route(req, res);
     } catch (error) {
@@ -238,10 +240,11 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   const address = server.address() as AddressInfo;
   loopback = isLoopback(address.address);
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  url = `http://${shown}:${address.port}/`;
 
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${shown}:${address.port}/`,
+    url,
     loopback,
     close() {
       closing ??= new Promise<void>((resolve) => {
