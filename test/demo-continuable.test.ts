@@ -1,6 +1,6 @@
 // `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, the tree
 // `ls --tree --json` prints afterwards from the same database, compared as a whole, and what the inspector shows of it.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,8 @@ interface Report {
   files: number;
   children: { id: string; label: string; status: string; turns: number; reports: string[] }[];
   followups: number;
+  followupsRefused: number;
+  interrupted: boolean;
   turn: string;
   answer: string;
 }
@@ -44,6 +46,8 @@ describe('subagent-host demo --continuable', () => {
         { id: 'C', label: 'chunk 2/2', status: 'completed', turns: 2, reports: ['partial finding: 2 files, 46 lines, 264 tokens'] },
       ],
       followups: 2,
+      followupsRefused: 0,
+      interrupted: false,
       totalMs: 0,
       turn: 'completed',
       answer: 'Started 2 continuable children and sent each a follow-up; all are idle. Heard 2 partial findings and 2 lists of largest files so far.',
@@ -117,6 +121,60 @@ describe('subagent-host demo --continuable', () => {
     const pasted = await run('/bin/sh', ['-c', `${ls.replace(/^subagent-host /, `'${process.execPath}' '${cli}' `)} --json`], { timeout: 60_000 });
     expect((JSON.parse(pasted.stdout) as { label: string }[]).map((entry) => entry.label)).toEqual(['chunk 1/2', 'chunk 2/2']);
   }, 180_000);
+
+  it('after Ctrl-C says it was interrupted and counts the children stopped, never started and the follow-ups refused', { timeout: 120_000 }, async () => {
+    // 64 chunks of a large folder: Ctrl-C as the first child runs stops the started children mid-turn
+    // and refuses what the planner asks for afterwards (more children, follow-ups).
+    const big = new URL('../node_modules/typescript/lib', import.meta.url).pathname;
+    const db = join(dir, 'interrupted.db');
+    const child = spawn(process.execPath, [cli, 'demo', '--continuable', '--children', '64', '--dir', big, '--db', db], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let sent = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (!sent && /^ {2}chunk \d+\/64 +running since/m.test(stdout)) {
+        sent = true;
+        child.kill('SIGINT');
+      }
+    });
+    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    try {
+      let timer: NodeJS.Timeout | undefined;
+      const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still running after 100 s'), 100_000)));
+      const ended = await Promise.race([exited, hung]);
+      clearTimeout(timer);
+      const output = `stdout:\n${stdout}\nstderr:\n${stderr}`;
+      expect(ended, output).toBe(130);
+      expect(stderr).toContain(`subagent-host demo: interrupted; its children were stopped and ${db} closed`);
+      const rows = [...stdout.matchAll(/^ {2}chunk \d+\/64: (\d+) (turns?), ([^;]+); reported: .*$/gm)].map(([, turns, word, status]) => ({ turns: Number(turns), word, status: status! }));
+      // Every child the planner asked for is listed, started or not, and "1 turn" is singular.
+      expect(rows, output).toHaveLength(64);
+      for (const row of rows) expect(row.word).toBe(row.turns === 1 ? 'turn' : 'turns');
+      const unstarted = rows.filter((row) => row.status === 'not started');
+      for (const row of unstarted) expect(row.turns).toBe(0);
+      const started = rows.length - unstarted.length;
+      const stopped = rows.filter((row) => row.status === 'aborted').length;
+      expect(stopped + unstarted.length, output).toBeGreaterThan(0);
+      const summary = /^ {2}64 children, (\d+) follow-ups?(?: \((\d+) refused\))?, \d+ ms\.$/m.exec(stdout);
+      expect(summary, output).not.toBeNull();
+      const [accepted, refused] = [Number(summary![1]), Number(summary![2] ?? 0)];
+      expect(accepted + refused).toBeLessThanOrEqual(started);
+      const never = unstarted.length === 0 ? '' : `, ${unstarted.length} never started (cancelled before ${unstarted.length === 1 ? 'it' : 'they'} ran)`;
+      expect(stdout).toContain(
+        `\n  Interrupted (Ctrl-C): the host closed, so ${stopped} of the ${started} started ${started === 1 ? 'child' : 'children'} stopped before finishing${never} and ${refused} follow-up${refused === 1 ? ' was' : 's were'} refused.\n`,
+      );
+      // The model's answer claims no follow-up the host refused and no child it did not start.
+      expect(stdout).not.toContain('sent each a follow-up; all are idle');
+      if (!stdout.includes("The model's turn ended")) {
+        const claimed = `Started ${started} of 64 continuable children${unstarted.length === 0 ? '' : ` (${unstarted.length} refused)`}; sent ${accepted} of ${started} follow-ups${refused === 0 ? '' : ` (${refused} refused)`}. Heard `;
+        expect(stdout).toContain(`  The model's answer:\n    ${claimed}`);
+      }
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
 
   it('refuses --chaos and real models with exit code 2 before any work', async () => {
     const failure = await run(process.execPath, [cli, 'demo', '--continuable', '--chaos', '--dir', dir, '--db', join(dir, 'never.db')]).catch((error: { code: number; stderr: string }) => error);

@@ -58,6 +58,7 @@ describe('start validation', () => {
     // Constraints the capture tool's validator would skip: structured output could break them.
     ['an outputSchema whose allOf branch has no type', { outputSchema: { type: 'object', allOf: [{ properties: { n: { type: 'number' } }, required: ['n'] }] } }],
     ['an outputSchema property with constraints but no type', { outputSchema: { type: 'object', properties: { s: { minLength: 3 } } } }],
+    ['an outputSchema array whose items have constraints but no type', { outputSchema: { type: 'object', properties: { l: { type: 'array', items: { properties: { n: { type: 'number' } } } } } } }],
     ['an outputSchema $ref with sibling constraints', { outputSchema: { type: 'object', $defs: { n: { type: 'object' } }, properties: { a: { $ref: '#/$defs/n', required: ['x'] } } } }],
     ['an outputSchema whose required is no array', { outputSchema: { type: 'object', required: 'n' } }],
     // Validating against it would recurse until the stack overflows.

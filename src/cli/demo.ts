@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { ModelSpec } from '../seam/agent-types.js';
 import type { DemoProvider } from '../demo/report.js';
-import { reportText, shellWord } from '../demo/report-text.js';
+import { continuableText, reportText } from '../demo/report-text.js';
 import { runDemo } from '../demo/run-demo.js';
 import { runContinuableDemo } from '../demo/run-continuable.js';
 import { DEFAULT_DB } from './ls.js';
@@ -156,20 +156,7 @@ async function continuable(o: { provider: DemoProvider; dir: string; files: stri
   if (o.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    const lines = report.children.map((c) => `  ${c.label}: ${c.turns} turns, ${c.status}; reported: ${c.reports.join(' | ') || 'nothing'}`);
-    process.stdout.write(
-      [
-        '',
-        ...lines,
-        '',
-        `  The model's answer:\n    ${report.answer}`,
-        `  ${report.children.length} children, ${report.followups} follow-ups, ${report.totalMs} ms.`,
-        '',
-        `Saved to ${report.db}. Parent session: ${report.parentId}`,
-        `  subagent-host ls ${report.parentId} --tree --db ${shellWord(report.db)}`,
-        '',
-      ].join('\n'),
-    );
+    process.stdout.write(continuableText(report));
   }
   return report.turn === 'error' ? 1 : 0;
 }

@@ -80,10 +80,18 @@ export function createContinuablePlannerModel(children: PlannedChild[]): ModelAd
       const heard = request.messages.filter((m) => m.role === 'user').map((m) => textOf(m.content));
       const reports = heard.filter((t) => /partial finding: \d+ files/.test(t)).length;
       const largest = heard.filter((t) => t.includes('The three largest files')).length;
-      return reply(
-        [{ type: 'text-delta', text: `Started ${ids.length} continuable children and sent each a follow-up; all are idle. Heard ${reports} partial findings and ${largest} lists of largest files so far.` }, { type: 'finish', reason: 'stop' }],
-        request,
-      );
+      // A start or follow-up the host refused (it was closing: Ctrl-C) is said, not counted as done.
+      const refusedStarts = results.filter((r) => r.callId.startsWith('plan_') && r.isError).length;
+      const followups = results.filter((r) => r.callId.startsWith('followup_'));
+      const refused = followups.filter((r) => r.isError).length;
+      const stopped = new Set(heard.flatMap((t) => [...t.matchAll(/Background subagent (\S+) stopped before finishing/g)].map((m) => m[1]))).size;
+      const answer =
+        refusedStarts === 0 && refused === 0 && stopped === 0
+          ? `Started ${ids.length} continuable children and sent each a follow-up; all are idle. Heard ${reports} partial findings and ${largest} lists of largest files so far.`
+          : `Started ${ids.length} of ${children.length} continuable children${refusedStarts === 0 ? '' : ` (${refusedStarts} refused)`}; ` +
+            `sent ${followups.length - refused} of ${ids.length} follow-ups${refused === 0 ? '' : ` (${refused} refused)`}. ` +
+            `Heard ${reports} partial findings, ${largest} lists of largest files and ${stopped} notices of a child stopped before finishing so far.`;
+      return reply([{ type: 'text-delta', text: answer }, { type: 'finish', reason: 'stop' }], request);
     },
   };
 }

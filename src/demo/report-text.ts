@@ -1,6 +1,7 @@
 // The demo report as text for a terminal: the children table, the model's answer, then plain
 // sentences on what the model delegated and what the timings do (and do not) show.
 import type { DemoReport } from './report.js';
+import type { ContinuableReport } from './run-continuable.js';
 import { NOT_STARTED } from './progress.js';
 import { visible, visibleLines } from '../seam/visible.js';
 
@@ -53,6 +54,41 @@ export function reportText(report: DemoReport): string {
     `    subagent-host inspect --db ${db}`,
   ];
   return ['', ...table, ...answer, '', indent(delegation(report)), indent(timing(report)), '', ...look, ''].join('\n');
+}
+
+const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * The `demo --continuable` report as printed after the progress lines: each child, the model's
+ * answer, the totals and, after Ctrl-C, what the interruption stopped and refused.
+ */
+export function continuableText(report: ContinuableReport): string {
+  const { children } = report;
+  const lines = children.map((c) => `  ${visible(c.label)}: ${count(c.turns, 'turn')}, ${c.status}; reported: ${visibleLines(c.reports.join(' | ')) || 'nothing'}`);
+  const refused = report.followupsRefused === 0 ? '' : ` (${report.followupsRefused} refused)`;
+  const ended = report.turn === 'completed' ? [] : [`  The model's turn ended ${report.turn}.`];
+  const unstarted = children.filter((c) => c.status === NOT_STARTED).length;
+  const stopped = children.filter((c) => c.status === 'aborted').length;
+  const interrupted = report.interrupted
+    ? [
+        `  Interrupted (Ctrl-C): the host closed, so ${stopped} of the ${count(children.length - unstarted, 'started child', 'started children')} stopped before finishing` +
+          `${unstarted === 0 ? '' : `, ${unstarted} never started (cancelled before ${unstarted === 1 ? 'it' : 'they'} ran)`}` +
+          ` and ${count(report.followupsRefused, 'follow-up')} ${report.followupsRefused === 1 ? 'was' : 'were'} refused.`,
+      ]
+    : [];
+  return [
+    '',
+    ...lines,
+    '',
+    report.answer.trim() === '' ? '  The model gave no answer.' : `  The model's answer:\n    ${visibleLines(report.answer)}`,
+    ...ended,
+    `  ${count(children.length, 'child', 'children')}, ${count(report.followups, 'follow-up')}${refused}, ${report.totalMs} ms.`,
+    ...interrupted,
+    '',
+    `Saved to ${report.db}. Parent session: ${report.parentId}`,
+    `  subagent-host ls ${report.parentId} --tree --db ${shellWord(report.db)}`,
+    '',
+  ].join('\n');
 }
 
 /** `word` quoted for a POSIX shell when it holds anything but plain path characters. */

@@ -13,7 +13,7 @@ import { controlTools } from '../tools/control-tools.js';
 import { reportTool } from '../tools/report-tool.js';
 import { subagentTool } from '../tools/subagent-tool.js';
 import { createContinuablePlannerModel } from './continuable-models.js';
-import { ProgressView, type ChildProgress } from './progress.js';
+import { NOT_STARTED, ProgressView, type ChildProgress } from './progress.js';
 import type { DemoProvider } from './report.js';
 import { closeOnAbort } from './run-demo.js';
 
@@ -38,10 +38,17 @@ export interface ContinuableReport {
   parentId: string;
   db: string;
   files: number;
-  /** Every child the planner started, in start order, with its turns and `report` calls. */
+  /**
+   * Every child the planner started, in start order, with its turns and `report` calls; then each it
+   * asked for that never started (status `not started`, no id: the host was closing, Ctrl-C).
+   */
   children: { id: string; label: string; status: string; turns: number; reports: string[] }[];
   /** Follow-up messages the planner sent (accepted `send_message` calls). */
   followups: number;
+  /** Follow-up messages refused (e.g. the host was closing: Ctrl-C). */
+  followupsRefused: number;
+  /** The run was interrupted (Ctrl-C): the host closed, stopping the children. */
+  interrupted: boolean;
   totalMs: number;
   turn: TurnEndReason['kind'];
   answer: string;
@@ -65,6 +72,31 @@ function chunksOf(files: string[], count: number, dir: string): { label: string;
     label: `chunk ${i + 1}/${n}`,
     prompt: [`Analyse these ${chunk.length} files of ${dir} with your analyse_files tool, report a partial finding, then answer:`, ...chunk.map((f) => `- ${f}`)].join('\n'),
   }));
+}
+
+/**
+ * The `subagent` calls of the parent that started no child: `not started` when refused as the host
+ * closed (Ctrl-C) or cancelled before dispatch, as the one-shot demo lists them; else `error`.
+ */
+function unstarted(events: readonly SessionEvent[]): ContinuableReport['children'] {
+  const failed = new Map(
+    events.flatMap((e) => {
+      const result = e.data as { callId: string; name?: string; isError?: boolean; code?: string };
+      return e.type === 'tool/result' && result.name === 'subagent' && result.isError === true ? [[result.callId, result.code] as const] : [];
+    }),
+  );
+  const cancelled = (code: string | undefined) => code === 'CLOSED' || code === 'CANCELLED' || code === 'ABORTED_BEFORE_DISPATCH';
+  return events
+    .filter((e) => e.type === 'assistant/message')
+    .flatMap((e) => (e.data as { content: ContentBlock[] }).content)
+    .flatMap((block) => (block.type === 'tool_call' && block.name === 'subagent' && failed.has(block.id) ? [block] : []))
+    .map((call) => ({
+      id: '',
+      label: String((call.input as { description?: unknown }).description ?? 'child'),
+      status: cancelled(failed.get(call.id)) ? NOT_STARTED : 'error',
+      turns: 0,
+      reports: [],
+    }));
 }
 
 /** Counts a child's turns and `report` calls from its log events, updating its progress line. */
@@ -123,6 +155,7 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
     view.close();
     const events = parent.session.events;
     const results = events.filter((e) => e.type === 'tool/result').map((e) => e.data as { callId: string; isError?: boolean });
+    const followups = results.filter((r) => r.callId.startsWith('followup_'));
     const answers = events.filter((e) => e.type === 'assistant/message').map((e) => textOf((e.data as { content: ContentBlock[] }).content)).filter((t) => t !== '' && t !== 'Noted.');
     const turnEnd = events.findLast((e) => e.type === 'turn/end');
     const turn = (turnEnd?.data as { reason: TurnEndReason } | undefined)?.reason.kind ?? 'error';
@@ -133,8 +166,10 @@ export async function runContinuableDemo(options: ContinuableOptions): Promise<C
       parentId: parent.id,
       db: options.db,
       files: options.files.length,
-      children: [...watched].map(([id, c]) => ({ id, label: c.progress.label, status: c.status, turns: c.turns, reports: c.reports })),
-      followups: results.filter((r) => r.callId.startsWith('followup_') && r.isError !== true).length,
+      children: [...[...watched].map(([id, c]) => ({ id, label: c.progress.label, status: c.status, turns: c.turns, reports: c.reports })), ...unstarted(events)],
+      followups: followups.filter((r) => r.isError !== true).length,
+      followupsRefused: followups.filter((r) => r.isError === true).length,
+      interrupted: options.signal?.aborted === true,
       totalMs: Math.round(totalMs),
       turn,
       answer: answers.at(-1) ?? '',

@@ -11,14 +11,9 @@ const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'addi
 const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
 const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
 
+// A `required` that is no array of names, or a map keyword that is no object, is refused before
+// (by compileJsonSchema, which the schema meets first).
 function nodeProblem(node: Record<string, unknown>, path: string): string | undefined {
-  const required = node['required'];
-  if (required !== undefined && !(Array.isArray(required) && required.every((name) => typeof name === 'string'))) {
-    return `${path}.required must be an array of property names`;
-  }
-  for (const keyword of SCHEMA_MAP_KEYWORDS) {
-    if (node[keyword] !== undefined && !isRecord(node[keyword])) return `${path}.${keyword} must be an object of subschemas`;
-  }
   const constraints = TYPED_KEYWORDS.filter((keyword) => node[keyword] !== undefined);
   if (constraints.length === 0) return undefined;
   if (node['$ref'] !== undefined) return `${path} has ${constraints.join(', ')} beside $ref, which are not enforced there: move them into the referenced schema`;
