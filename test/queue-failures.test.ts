@@ -208,6 +208,14 @@ describe('queue provider failures', () => {
     }
   });
 
+  it('hints that a rediss:// URL may meet a server without TLS (START_FAILED), never printing its password', async () => {
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url.replace('redis://', 'rediss://user:s3cret-pw@'), name: 'tls', queue: 'tls' }));
+    const error = await host.subagents.start('tls', { label: 'tls', prompt: [text('work')], parent, signal: new AbortController().signal }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('without TLS') as string });
+    expect((error as Error).message).toContain('use redis://');
+    expect((error as Error).message).not.toContain('s3cret-pw');
+  });
+
   it('keeps delegating after Redis lost its data (FLUSHALL): the next child completes', async () => {
     register({ queue: 'flushed', lockDurationMs: 60_000 });
     await worker('flushed', '--lock-duration-ms', '60000');
@@ -536,6 +544,61 @@ describe('queue provider when Redis goes away mid-run', () => {
     } finally {
       child.kill('SIGKILL');
       await redis.stop();
+    }
+  });
+
+  it('a start while Redis is frozen, then gone, says which and names the server, never its password (START_FAILED)', async () => {
+    const redis = await startRedis();
+    const host = await createHost({ providers: false });
+    try {
+      const admin = redis.client();
+      await admin.call('ACL', 'SETUSER', 'host', 'on', '>s3cret-pw', '~*', '&*', '+@all');
+      admin.disconnect();
+      const connection = redis.url.replace('redis://', 'redis://host:s3cret-pw@');
+      host.subagents.registerProvider(queueProvider(host, { connection, queue: 'outage', lockDurationMs: 60_000 }));
+      const parent = await host.createAgent();
+      const start = () => host.subagents.start('queue', { label: 'outage', prompt: [text('work')], parent, signal: new AbortController().signal });
+      // The first start connects; its child stays queued (no worker).
+      await (await start()).dispose();
+      redis.pause();
+      const frozen = await start().catch((error: unknown) => error);
+      redis.resume();
+      const at = `Redis at 127.0.0.1:${redis.port}`;
+      expect(frozen).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`${at} is connected but did not answer`) as string });
+      await redis.stop();
+      const gone = await start().catch((error: unknown) => error);
+      expect(gone).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`the connection to ${at} is lost`) as string });
+      for (const error of [frozen, gone]) expect((error as Error).message).not.toContain('s3cret-pw');
+      expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
+    } finally {
+      await host.close();
+      await redis.stop();
+    }
+  });
+
+  it('a worker logs an outage of its Redis once when it begins and once when it ends, not at every reconnection attempt', async () => {
+    const redis = await startRedis();
+    const worker = await startWorker(redis.url, ['--queue', 'flaky', '--lock-duration-ms', '60000']);
+    const host = await createHost({ providers: false });
+    let again: RedisServer | undefined;
+    try {
+      await redis.stop();
+      await waitFor(() => worker.stderr.includes('ECONNREFUSED'));
+      // Not a timed assertion: the outage lasts long enough for several reconnection attempts to fail.
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      again = await startRedis(redis.port);
+      host.subagents.registerProvider(queueProvider(host, { connection: again.url, queue: 'flaky', lockDurationMs: 60_000 }));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('queue', { label: 'after', prompt: [text('work')], parent, signal: new AbortController().signal });
+      expect(await run.result).toMatchObject({ stopReason: 'completed' });
+      await run.dispose();
+      expect(worker.stderr.match(/ECONNREFUSED/g)).toHaveLength(1);
+      expect(worker.stderr).toContain(`Redis at 127.0.0.1:${redis.port} is unreachable`);
+      await waitFor(() => worker.stderr.includes(`reconnected to Redis at 127.0.0.1:${redis.port}`));
+    } finally {
+      await host.close();
+      await worker.stop('SIGKILL');
+      await again?.stop();
     }
   });
 

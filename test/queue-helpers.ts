@@ -57,9 +57,9 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Starts `redis-server` on a free loopback port in a temp dir, without persistence. */
-export async function startRedis(): Promise<RedisServer> {
-  const port = await freePort();
+/** Starts `redis-server` on `port` (a free loopback port by default) in a temp dir, without persistence. */
+export async function startRedis(port?: number): Promise<RedisServer> {
+  port ??= await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'queue-redis-'));
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
     stdio: ['ignore', 'pipe', 'inherit'],

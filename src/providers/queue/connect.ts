@@ -4,9 +4,42 @@ import type { Redis } from 'ioredis';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import { CONNECT_TIMEOUT_MS } from './options.js';
 
-function target(client: Redis): string {
+/** Where `client` connects, as messages name it: host, port and database, never its credentials. */
+export function redisTarget(client: Redis): string {
   const { host, port, db } = client.options;
   return `${host ?? '?'}:${port ?? '?'}${db ? `/${db}` : ''}`;
+}
+
+/**
+ * A rediss:// URL sent to a server without TLS: the server takes the TLS handshake for a partial
+ * command and waits for the rest, so the connection only times out. The timeout says which.
+ */
+function tlsHint(client: Redis, errors: unknown[]): string {
+  if (client.options.tls === undefined) return '';
+  if (!errors.some((error) => /ETIMEDOUT|no answer within/.test(describeError(error)))) return '';
+  return '; the URL asks for TLS (rediss://), and a server without TLS never answers its handshake: if the server is a plain Redis, use redis://';
+}
+
+/** Whether `client` can send: a socket the server closed stops being writable before ioredis hears of it. */
+export function redisConnected(client: Redis): boolean {
+  return client.status === 'ready' && client.stream?.writable === true;
+}
+
+/**
+ * Why a command on a connected client failed, in the words of the connection's state: a lost
+ * connection or a server that stops answering is named with what to check, not ioredis's wording
+ * ("Stream isn't writeable…", "Command timed out"). Undefined for any other failure.
+ */
+export function redisOutage(client: Redis, error: unknown): string | undefined {
+  const at = `Redis at ${redisTarget(client)}`;
+  if (!redisConnected(client)) {
+    return `the connection to ${at} is lost; check that the server is running and reachable: the connection is retried on its own, so a later start succeeds once Redis is back`;
+  }
+  if (error instanceof Error && error.message === 'Command timed out') {
+    const { commandTimeout } = client.options;
+    return `${at} is connected but did not answer within ${commandTimeout ?? '?'} ms (a frozen or overloaded server, or a silent network); check the server, then start again`;
+  }
+  return undefined;
 }
 
 /** Connects `client` (created with `lazyConnect`); on failure disconnects it and rejects. */
@@ -35,7 +68,7 @@ export async function connectRedis(client: Redis, who: string): Promise<Redis> {
   } catch (error) {
     if (client.status !== 'end') client.disconnect();
     const why = refusal !== undefined && refusal !== error ? `${describeError(error)} (${describeError(refusal)})` : describeError(error);
-    throw new SubagentError('START_FAILED', `${who} could not reach Redis at ${target(client)}: ${why}`, { cause: error });
+    throw new SubagentError('START_FAILED', `${who} could not reach Redis at ${redisTarget(client)}: ${why}${tlsHint(client, [error, refusal])}`, { cause: error });
   } finally {
     clearTimeout(timer);
   }

@@ -10,6 +10,7 @@ import type { SessionHeader } from '../../seam/session-types.js';
 import type { ChildTaskData } from '../../seam/child-protocol.js';
 import { localChildPlan } from '../local-child.js';
 import { hostParts, type Host } from '../provider-host.js';
+import { redisOutage } from './connect.js';
 import { QueueConnection } from './connection.js';
 import { parseQueueOptions, type QueueProviderOptions } from './options.js';
 import { JOB_NAME, type QueueJobData } from './protocol.js';
@@ -70,7 +71,9 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     } catch (error) {
       link.unregister(header.id);
       if (isSubagentError(error)) throw error;
-      throw new SubagentError('START_FAILED', `the child could not be queued: ${describeError(error)}`, { cause: error });
+      const outage = redisOutage(link.client, error);
+      const why = outage === undefined ? describeError(error) : `${outage} (${describeError(error)})`;
+      throw new SubagentError('START_FAILED', `the child could not be queued: ${why}`, { cause: error });
     }
     if (signal.aborted && (await link.queue.remove(header.id).catch(() => 0)) === 1) {
       link.unregister(header.id);

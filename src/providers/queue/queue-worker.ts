@@ -14,7 +14,7 @@ import type { Slot } from '../worker/admission.js';
 import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { ThreadChild } from '../worker/thread-child.js';
 import { redisOptions } from './options.js';
-import { bounded, connectRedis } from './connect.js';
+import { bounded, connectRedis, redisConnected, redisTarget } from './connect.js';
 import { JOB_NAME, PREFIX, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
 
 // Each child runs on this process's pool exactly like a spawn child (a ThreadChild: encoded task,
@@ -66,6 +66,8 @@ export class QueueWorker {
   #sweeping = false;
   /** Set while closing: ends the drain once no child runs and Redis is not connected. */
   #drainOffline: (() => void) | undefined;
+  /** While Redis is unreachable: the errors logged since it went (each once), and the repeats left out. */
+  #outage: { logged: Set<string>; repeats: number } | undefined;
 
   private constructor(options: QueueWorkerOptions, client: Redis, subscriber: Redis) {
     this.#options = options;
@@ -119,7 +121,8 @@ export class QueueWorker {
       // A stalled child fails at once; the host decides whether to restart it.
       maxStalledCount: 0,
     });
-    this.#worker.on('error', (error) => this.#options.log?.(`worker error: ${describeError(error)}`));
+    this.#worker.on('error', (error) => this.#logError(error));
+    this.#client.on('ready', () => this.#endOutage());
     this.#worker.on('failed', (job, error) => this.#options.log?.(`job ${job?.id ?? '?'} failed: ${describeError(error)}`));
     // The lock is gone (Redis lost its data, or the job was taken back as stalled): the host no
     // longer counts on this attempt, so its child would only hold a slot. It is stopped.
@@ -133,6 +136,28 @@ export class QueueWorker {
       }
     });
     await this.#worker.waitUntilReady();
+  }
+
+  /**
+   * Logs a worker error. While Redis is unreachable, every reconnection attempt of every connection
+   * fails alike (about one a second each): an error is logged once per outage, and its end once.
+   */
+  #logError(error: unknown): void {
+    const line = `worker error: ${describeError(error)}`;
+    if (redisConnected(this.#client)) return this.#options.log?.(line);
+    const outage = (this.#outage ??= { logged: new Set(), repeats: 0 });
+    if (outage.logged.has(line)) return void (outage.repeats += 1);
+    const first = outage.logged.size === 0;
+    outage.logged.add(line);
+    const at = `Redis at ${redisTarget(this.#client)}`;
+    this.#options.log?.(first ? `${line} (${at} is unreachable; reconnecting, and repeats of this error are not logged until it is back)` : line);
+  }
+
+  #endOutage(): void {
+    const outage = this.#outage;
+    if (outage === undefined) return;
+    this.#outage = undefined;
+    this.#options.log?.(`reconnected to Redis at ${redisTarget(this.#client)} (${outage.repeats} repeated errors not logged)`);
   }
 
   /** Cancels every running child whose cancel key is set, or whose host's reply stream is gone. */
