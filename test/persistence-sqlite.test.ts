@@ -73,6 +73,21 @@ describe('sqlitePersistence', () => {
     expect((await open(file).load('s'))?.events).toEqual([ev(0), ev(1)]);
   });
 
+  it('commits what code its commit woke appends and flushes, before that later flush resolves', async () => {
+    const file = newFile();
+    const writer = open(file, { flushIntervalMs: 60_000 });
+    await writer.create(header('s'));
+    // A session store's listener does this: once its events are stored, it appends and flushes more.
+    const later = writer.append('s', [ev(0)]).then(async () => {
+      const appended = writer.append('s', [ev(1)]);
+      await writer.flush();
+      expect((await open(file).load('s'))?.events).toEqual([ev(0), ev(1)]);
+      await appended;
+    });
+    const flushed = writer.flush();
+    await Promise.all([later, flushed]);
+  });
+
   it('refuses queued events at commit with SEQ_MISMATCH when another writer appended first', async () => {
     const file = newFile();
     const a = open(file);

@@ -2,13 +2,13 @@
 // PERSISTENCE_UNAVAILABLE, a continuable start that could not be made durable leaves no child, and
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, sqlitePersistence, text, type Host } from 'subagent-host';
-import { continuationHost, type Recorder } from './continuation-helpers.js';
+import { continuationHost, startChild, type Recorder } from './continuation-helpers.js';
 import { damageSqlitePages, tempFiles } from './helpers.js';
 
 const files = tempFiles('storage-failures-');
@@ -307,5 +307,82 @@ describe('a background commit that failed', () => {
     expect(reader.prepare('SELECT count(*) AS n FROM events').get()).toStrictEqual({ n: 1 });
     reader.close();
     await store.close();
+  });
+});
+
+/** Another process holding the write lock of `file` until `release()`, which resolves once it let go. */
+async function lockedByAnotherProcess(file: string): Promise<{ release(): Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    ['-e', `const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN IMMEDIATE'); console.log('locked');
+process.stdin.resume().on('end', () => { db.exec('COMMIT'); db.close(); });`, file],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise<void>((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`lock holder exited ${code}`)))));
+  await Promise.race([new Promise((resolve) => child.stdout.once('data', resolve)), exited]);
+  return {
+    release() {
+      child.stdin.end();
+      return exited;
+    },
+  };
+}
+
+/** Counts the ticks of a 5 ms interval on this thread; `until(n)` resolves at the n-th. */
+function ticker(): { ticks(): number; until(n: number): Promise<void>; stop(): void } {
+  let ticks = 0;
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const interval = setInterval(() => {
+    ticks += 1;
+    for (const waiter of waiters.filter((w) => w.n <= ticks)) waiter.resolve();
+  }, 5);
+  return {
+    ticks: () => ticks,
+    until: (n) => new Promise<void>((resolve) => waiters.push({ n, resolve })),
+    stop: () => clearInterval(interval),
+  };
+}
+
+describe('another process holding the write lock', () => {
+  it('does not stop the host’s thread: a flush waits for it on timers and resolves once it is let go', async () => {
+    const file = files.file();
+    // Generous: the flushes resolve as soon as the lock is let go, well before this.
+    const host = await createHost({ persistence: { sqlite: file, busyTimeoutMs: 10_000 }, providers: false, pool: { minThreads: 0 } });
+    hosts.push(host);
+    const agent = await host.createAgent({ sessionId: 'a' });
+    await host.sessions.flush();
+    const lock = await lockedByAnotherProcess(file);
+    const clock = ticker();
+    try {
+      agent.followup([text('while locked')]);
+      await agent.whenIdle();
+      const flushes = [host.sessions.flush('a'), host.persistence!.flush(), host.persistence!.flush()];
+      // A background commit or a flush waiting for the lock on this thread would keep these from running.
+      await clock.until(40);
+      await lock.release();
+      await Promise.all(flushes);
+    } finally {
+      clock.stop();
+      await lock.release();
+    }
+    expect((await host.persistence!.load('a'))!.events).toStrictEqual(agent.session.events);
+  });
+
+  it('does not stop the host’s thread while close() waits for it, and close() then rejects PERSISTENCE_UNAVAILABLE', async () => {
+    const file = files.file();
+    const host = await continuationHost(file, { persistence: { sqlite: file, busyTimeoutMs: 300 } });
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    for (const childId of ['c1', 'c2', 'c3', 'c4']) await startChild(host, parent, 'start', { childId, model: HANG });
+    await host.sessions.flush();
+    const lock = await lockedByAnotherProcess(file);
+    const clock = ticker();
+    try {
+      await expect(host.close()).rejects.toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE' });
+      // Without pauses on timers, the waits of close() leave this interval no turn at all.
+      expect(clock.ticks()).toBeGreaterThan(10);
+    } finally {
+      clock.stop();
+      await lock.release();
+    }
   });
 });

@@ -208,6 +208,8 @@ export function openDatabase<T>(
     // refused by either check (another program's database) is left as it was.
     const built = untilUnlocked(deadline, () => build(db));
     untilUnlocked(deadline, () => db.pragma('journal_mode = WAL'));
+    // From now on only the store's calls that wait on the thread set a busy timeout (around themselves).
+    db.pragma('busy_timeout = 0');
     return built;
   } catch (error) {
     db.close();

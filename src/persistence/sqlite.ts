@@ -43,7 +43,8 @@ export interface SqlitePersistenceOptions {
   flushIntervalMs?: number;
   /**
    * How long a write waits for another connection's lock before failing with `SQLITE_BUSY`.
-   * The wait blocks the calling thread (better-sqlite3 is synchronous).
+   * A flush (and `close()`) waits on timers; the other calls' wait blocks the calling thread
+   * (better-sqlite3 is synchronous). Background commits do not wait: they are retried later.
    * @default 5000
    */
   busyTimeoutMs?: number;
@@ -77,6 +78,12 @@ interface HeaderParams {
 
 type Batches = readonly PendingBatch<EncodedEvent>[];
 
+/** Another connection holds the lock. */
+function lockBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
 /** SQLite refused a row itself (a constraint, a value too big): writing it again cannot succeed. */
 function rowRefused(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -99,6 +106,11 @@ export function storageFailure(error: unknown, operation: string): SubagentError
 class SqlitePersistence implements SessionPersistence {
   readonly [QUEUED_APPENDS] = true;
   readonly #db: Database.Database;
+  /**
+   * The busy timeout of calls that wait for a lock on the thread ({@link #storing}); at other times the
+   * connection's is 0, so background commits and flushes never block it (they retry on timers).
+   */
+  readonly #busyTimeoutMs: number;
   readonly #queue: WriteQueue<EncodedEvent>;
   /**
    * Next seq of recently written sessions, counting queued events; dropped when a commit finds it
@@ -127,9 +139,10 @@ class SqlitePersistence implements SessionPersistence {
   readonly #insertEvent: Database.Statement<[string, number, string, number, string]>;
   readonly #writeBatches: Database.Transaction<(batches: Batches) => Map<SessionId, Error>>;
 
-  constructor(db: Database.Database, flushIntervalMs: number) {
+  constructor(db: Database.Database, flushIntervalMs: number, busyTimeoutMs: number) {
     this.#db = db;
-    this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs);
+    this.#busyTimeoutMs = busyTimeoutMs;
+    this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs, { patienceMs: busyTimeoutMs, busy: lockBusy });
     // A new session has the states of an empty log. Its subagent_children is set here for children
     // stored before it; the trigger of the schema sets its parent's.
     const initial = stateValues(initialStates()).map((value) => (value === null ? 'NULL' : String(value)));
@@ -279,7 +292,9 @@ class SqlitePersistence implements SessionPersistence {
 
   async flush(): Promise<void> {
     this.#assertOpen('flush');
-    this.#commitQueued('flush');
+    await this.#queue.flush().catch((error: unknown) => {
+      throw storageFailure(error, 'flush');
+    });
   }
 
   close(): Promise<void> {
@@ -289,7 +304,7 @@ class SqlitePersistence implements SessionPersistence {
 
   async #shutdown(): Promise<void> {
     try {
-      this.#queue.close((error) => storageFailure(error, 'close'));
+      await this.#queue.close((error) => storageFailure(error, 'close'));
     } finally {
       this.#db.close();
     }
@@ -300,12 +315,18 @@ class SqlitePersistence implements SessionPersistence {
     this.#storing(() => this.#queue.commit(), operation);
   }
 
-  /** `write()`'s value; a storage failure thrown as `PERSISTENCE_UNAVAILABLE` naming `operation`. */
+  /**
+   * `write()`'s value, waiting up to `busyTimeoutMs` on the thread for another connection's lock; a
+   * storage failure thrown as `PERSISTENCE_UNAVAILABLE` naming `operation`.
+   */
   #storing<T>(write: () => T, operation: string): T {
+    this.#db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
     try {
       return write();
     } catch (error) {
       throw storageFailure(error, operation);
+    } finally {
+      this.#db.pragma('busy_timeout = 0');
     }
   }
 
@@ -316,7 +337,7 @@ class SqlitePersistence implements SessionPersistence {
   #nextSeqOf(id: SessionId): number {
     const cached = this.#nextSeqs.get(id) ?? this.#queue.queuedEnd(id);
     if (cached !== undefined) return cached;
-    const stored = this.#selectNextSeq.get(id);
+    const stored = this.#storing(() => this.#selectNextSeq.get(id), 'append events');
     if (stored === undefined) throw unknownSession(id);
     this.#nextSeqs.set(id, stored);
     return stored;
@@ -357,7 +378,7 @@ export function sqlitePersistence(path: string, options: SqlitePersistenceOption
   const { flushIntervalMs = 10, busyTimeoutMs = 5000, synchronous = 'full' } = parseOrThrow(optionsSchema, options, 'INVALID_OPTIONS', 'sqlitePersistence options');
   return openDatabase(path, busyTimeoutMs, synchronous, (db) => {
     try {
-      return new SqlitePersistence(db, flushIntervalMs);
+      return new SqlitePersistence(db, flushIntervalMs, busyTimeoutMs);
     } catch (error) {
       // A file that says it is of this schema version but whose tables are not (its statements do not compile).
       throw new SubagentError('CORRUPT_DATA', `"${path}" claims this store's schema but its tables differ (${describeError(error)}). Use a new file.`, { cause: error });
