@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createHost } from 'subagent-host';
+import { interruptCli } from './helpers.js';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const run = promisify(execFile);
@@ -202,43 +203,22 @@ describe('subagent-host demo interrupted while children wait for a thread', () =
     // More chunks than threads or parallel tool calls (16), of a large folder: most never start.
     const big = new URL('../node_modules/typescript/lib', import.meta.url).pathname;
     const db = join(dir, `run-${++runs}.db`);
-    const child = spawn(process.execPath, [cli, 'demo', '--children', '64', '--dir', big, '--db', db], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    const ran = () => new Set([...stdout.matchAll(/^ {2}(chunk \d+\/64) +running since/gm)].map((m) => m[1]));
-    let sent = false;
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      // Ctrl-C as the first child runs: the others wait for a thread or for a tool slot.
-      if (!sent && ran().size > 0) {
-        sent = true;
-        child.kill('SIGINT');
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    try {
-      let timer: NodeJS.Timeout | undefined;
-      const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still running after 80 s'), 80_000)));
-      const ended = await Promise.race([exited, hung]);
-      clearTimeout(timer);
-      expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(130);
-      const started = ran();
-      const rows = [...stdout.matchAll(/^ {2}(chunk \d+\/64) +(\S+(?: started)?) +(\d+) ms +\S+ +\S+ {2}(\S*)$/gm)].map(([, label, result, ms, id]) => ({ label: label!, result, ms, id }));
-      expect(rows).toHaveLength(64);
-      const unstarted = rows.filter((row) => !started.has(row.label));
-      expect(unstarted.length).toBeGreaterThan(0);
-      // What never ran is not an error, took no time and has no session; what ran was stopped.
-      for (const row of unstarted) expect(row).toEqual({ label: row.label, result: 'not started', ms: '0', id: '' });
-      for (const row of rows.filter((r) => started.has(r.label))) expect(['aborted', 'completed']).toContain(row.result);
-      expect(stdout).not.toMatch(/ended error| error in /);
-      expect(stdout).toContain(`; ${unstarted.length} of them never started: cancelled before they ran).`);
-      expect(stdout).toContain(` ${unstarted.length} children never started (cancelled before they ran); a speed-up is measured only when every child completed.`);
-      const queued = [...stdout.matchAll(/^ {2}(chunk \d+\/64) +queued$/gm)].map((m) => m[1]!).filter((label) => !started.has(label));
-      for (const label of queued) expect(stdout).toMatch(new RegExp(`^ {2}${label.replace('/', '\\/')} +not started after \\d+ ms queued — cancelled before it ran$`, 'm'));
-    } finally {
-      child.kill('SIGKILL');
-    }
+    // Ctrl-C as the first child runs: the others wait for a thread or for a tool slot.
+    const { ended, stdout, stderr } = await interruptCli(cli, ['demo', '--children', '64', '--dir', big, '--db', db], /^ {2}chunk \d+\/64 +running since/m, 80_000);
+    expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(130);
+    const started = new Set([...stdout.matchAll(/^ {2}(chunk \d+\/64) +running since/gm)].map((m) => m[1]));
+    const rows = [...stdout.matchAll(/^ {2}(chunk \d+\/64) +(\S+(?: started)?) +(\d+) ms +\S+ +\S+ {2}(\S*)$/gm)].map(([, label, result, ms, id]) => ({ label: label!, result, ms, id }));
+    expect(rows).toHaveLength(64);
+    const unstarted = rows.filter((row) => !started.has(row.label));
+    expect(unstarted.length).toBeGreaterThan(0);
+    // What never ran is not an error, took no time and has no session; what ran was stopped.
+    for (const row of unstarted) expect(row).toEqual({ label: row.label, result: 'not started', ms: '0', id: '' });
+    for (const row of rows.filter((r) => started.has(r.label))) expect(['aborted', 'completed']).toContain(row.result);
+    expect(stdout).not.toMatch(/ended error| error in /);
+    expect(stdout).toContain(`; ${unstarted.length} of them never started: cancelled before they ran).`);
+    expect(stdout).toContain(` ${unstarted.length} children never started (cancelled before they ran); a speed-up is measured only when every child completed.`);
+    const queued = [...stdout.matchAll(/^ {2}(chunk \d+\/64) +queued$/gm)].map((m) => m[1]!).filter((label) => !started.has(label));
+    for (const label of queued) expect(stdout).toMatch(new RegExp(`^ {2}${label.replace('/', '\\/')} +not started after \\d+ ms queued — cancelled before it ran$`, 'm'));
   });
 });
 

@@ -1,11 +1,12 @@
 // `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, the tree
 // `ls --tree --json` prints afterwards from the same database, compared as a whole, and what the inspector shows of it.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { interruptCli } from './helpers.js';
 import { rawGet, startInspect } from './inspect-helpers.js';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
@@ -127,52 +128,32 @@ describe('subagent-host demo --continuable', () => {
     // and refuses what the planner asks for afterwards (more children, follow-ups).
     const big = new URL('../node_modules/typescript/lib', import.meta.url).pathname;
     const db = join(dir, 'interrupted.db');
-    const child = spawn(process.execPath, [cli, 'demo', '--continuable', '--children', '64', '--dir', big, '--db', db], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let sent = false;
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (!sent && /^ {2}chunk \d+\/64 +running since/m.test(stdout)) {
-        sent = true;
-        child.kill('SIGINT');
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    try {
-      let timer: NodeJS.Timeout | undefined;
-      const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still running after 100 s'), 100_000)));
-      const ended = await Promise.race([exited, hung]);
-      clearTimeout(timer);
-      const output = `stdout:\n${stdout}\nstderr:\n${stderr}`;
-      expect(ended, output).toBe(130);
-      expect(stderr).toContain(`subagent-host demo: interrupted; its children were stopped and ${db} closed`);
-      const rows = [...stdout.matchAll(/^ {2}chunk \d+\/64: (\d+) (turns?), ([^;]+); reported: .*$/gm)].map(([, turns, word, status]) => ({ turns: Number(turns), word, status: status! }));
-      // Every child the planner asked for is listed, started or not, and "1 turn" is singular.
-      expect(rows, output).toHaveLength(64);
-      for (const row of rows) expect(row.word).toBe(row.turns === 1 ? 'turn' : 'turns');
-      const unstarted = rows.filter((row) => row.status === 'not started');
-      for (const row of unstarted) expect(row.turns).toBe(0);
-      const started = rows.length - unstarted.length;
-      const stopped = rows.filter((row) => row.status === 'aborted').length;
-      expect(stopped + unstarted.length, output).toBeGreaterThan(0);
-      const summary = /^ {2}64 children, (\d+) follow-ups?(?: \((\d+) refused\))?, \d+ ms\.$/m.exec(stdout);
-      expect(summary, output).not.toBeNull();
-      const [accepted, refused] = [Number(summary![1]), Number(summary![2] ?? 0)];
-      expect(accepted + refused).toBeLessThanOrEqual(started);
-      const never = unstarted.length === 0 ? '' : `, ${unstarted.length} never started (cancelled before ${unstarted.length === 1 ? 'it' : 'they'} ran)`;
-      expect(stdout).toContain(
-        `\n  Interrupted (Ctrl-C): the host closed, so ${stopped} of the ${started} started ${started === 1 ? 'child' : 'children'} stopped before finishing${never} and ${refused} follow-up${refused === 1 ? ' was' : 's were'} refused.\n`,
-      );
-      // The model's answer claims no follow-up the host refused and no child it did not start.
-      expect(stdout).not.toContain('sent each a follow-up; all are idle');
-      if (!stdout.includes("The model's turn ended")) {
-        const claimed = `Started ${started} of 64 continuable children${unstarted.length === 0 ? '' : ` (${unstarted.length} refused)`}; sent ${accepted} of ${started} follow-ups${refused === 0 ? '' : ` (${refused} refused)`}. Heard `;
-        expect(stdout).toContain(`  The model's answer:\n    ${claimed}`);
-      }
-    } finally {
-      child.kill('SIGKILL');
+    const { ended, stdout, stderr } = await interruptCli(cli, ['demo', '--continuable', '--children', '64', '--dir', big, '--db', db], /^ {2}chunk \d+\/64 +running since/m, 100_000);
+    const output = `stdout:\n${stdout}\nstderr:\n${stderr}`;
+    expect(ended, output).toBe(130);
+    expect(stderr).toContain(`subagent-host demo: interrupted; its children were stopped and ${db} closed`);
+    const rows = [...stdout.matchAll(/^ {2}chunk \d+\/64: (\d+) (turns?), ([^;]+); reported: .*$/gm)].map(([, turns, word, status]) => ({ turns: Number(turns), word, status: status! }));
+    // Every child the planner asked for is listed, started or not, and "1 turn" is singular.
+    expect(rows, output).toHaveLength(64);
+    for (const row of rows) expect(row.word).toBe(row.turns === 1 ? 'turn' : 'turns');
+    const unstarted = rows.filter((row) => row.status === 'not started');
+    for (const row of unstarted) expect(row.turns).toBe(0);
+    const started = rows.length - unstarted.length;
+    const stopped = rows.filter((row) => row.status === 'aborted').length;
+    expect(stopped + unstarted.length, output).toBeGreaterThan(0);
+    const summary = /^ {2}64 children, (\d+) follow-ups?(?: \((\d+) refused\))?, \d+ ms\.$/m.exec(stdout);
+    expect(summary, output).not.toBeNull();
+    const [accepted, refused] = [Number(summary![1]), Number(summary![2] ?? 0)];
+    expect(accepted + refused).toBeLessThanOrEqual(started);
+    const never = unstarted.length === 0 ? '' : `, ${unstarted.length} never started (cancelled before ${unstarted.length === 1 ? 'it' : 'they'} ran)`;
+    expect(stdout).toContain(
+      `\n  Interrupted (Ctrl-C): the host closed, so ${stopped} of the ${started} started ${started === 1 ? 'child' : 'children'} stopped before finishing${never} and ${refused} follow-up${refused === 1 ? ' was' : 's were'} refused.\n`,
+    );
+    // The model's answer claims no follow-up the host refused and no child it did not start.
+    expect(stdout).not.toContain('sent each a follow-up; all are idle');
+    if (!stdout.includes("The model's turn ended")) {
+      const claimed = `Started ${started} of 64 continuable children${unstarted.length === 0 ? '' : ` (${unstarted.length} refused)`}; sent ${accepted} of ${started} follow-ups${refused === 0 ? '' : ` (${refused} refused)`}. Heard `;
+      expect(stdout).toContain(`  The model's answer:\n    ${claimed}`);
     }
   });
 

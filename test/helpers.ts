@@ -231,3 +231,33 @@ export function damageSqlitePages(file: string, query: string, byte = 0xff): num
   fs.closeSync(fd);
   return pages;
 }
+
+/**
+ * Runs `subagent-host` (`cli`, the built CLI) with `args` and sends it SIGINT once its stdout has a
+ * line matching `at`; resolves with its exit code (or `still running after N s` once `limitMs`
+ * passed, when it is killed) and what it wrote.
+ */
+export async function interruptCli(cli: string, args: string[], at: RegExp, limitMs: number): Promise<{ ended: number | string | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let sent = false;
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    if (!sent && at.test(stdout)) {
+      sent = true;
+      child.kill('SIGINT');
+    }
+  });
+  child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`still running after ${limitMs / 1000} s`), limitMs)));
+  try {
+    const ended = await Promise.race([exited, hung]);
+    return { ended, stdout, stderr };
+  } finally {
+    clearTimeout(timer);
+    child.kill('SIGKILL');
+  }
+}
