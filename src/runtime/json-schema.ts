@@ -23,9 +23,10 @@ const ALL_TYPES = ['object', 'array', 'string', 'number', 'boolean', 'null'];
 const ANNOTATIONS = new Set(['$schema', '$id', '$defs', 'definitions', '$comment', 'title', 'description', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly']);
 const COMPOSITION = ['allOf', 'anyOf', 'oneOf', 'not'];
 
-const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
-const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
-const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
+/** Keywords holding one subschema, and those holding a map or a list of them. */
+export const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
+export const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
+export const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
 /** The references zod resolves: it reads `#/$defs/A/properties/b` as `#/$defs/A`. */
 const SUPPORTED_REF = /^#(?:\/(?:\$defs|definitions)\/[^/]+)?$/;
 

@@ -4,12 +4,7 @@
 // siblings of a `$ref`. A schema relying on either would hand back "valid" structured output that
 // breaks it, so such a schema is refused at start instead.
 import { isRecord } from '../seam/parse.js';
-import { TYPED_KEYWORDS } from '../runtime/json-schema.js';
-
-/** Keywords holding one subschema, and those holding a map or a list of them. */
-const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
-const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
-const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
+import { SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, TYPED_KEYWORDS } from '../runtime/json-schema.js';
 
 // A `required` that is no array of names, or a map keyword that is no object, is refused before
 // (by compileJsonSchema, which the schema meets first).
