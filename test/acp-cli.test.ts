@@ -2,7 +2,7 @@
 // OpenAI-compatible server of its environment, and SIGTERM (a client's dispose ladder) saves the
 // sessions to `--db` before it exits 143.
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { chmodSync } from 'node:fs';
+import { chmodSync, readdirSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { relative } from 'node:path';
@@ -157,6 +157,31 @@ describe('subagent-host acp', () => {
     agent.child.kill(signal);
     expect(await agent.exited).toBe(code);
     expect(storedTypes(db, sessionId).at(-1)).toBe('turn/end');
+  });
+
+  it('exits 143 on a SIGTERM during startup, before it serves (its --db held locked by another connection)', async () => {
+    const db = files.file();
+    await (await createHost({ persistence: { sqlite: db }, providers: false })).close();
+    // The server's startup opens the file, and waits on the write lock held here.
+    const lock = new Database(db);
+    lock.exec('BEGIN IMMEDIATE');
+    try {
+      const agent = startAgent(['--db', db]);
+      const opened = () => {
+        try {
+          return readdirSync(`/proc/${agent.child.pid}/fd`).some((fd) => readlinkSync(`/proc/${agent.child.pid}/fd/${fd}`) === db);
+        } catch {
+          return false; // it exited (then the assertion below says how), or closed that fd meanwhile
+        }
+      };
+      while (!opened() && agent.child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 5));
+      agent.child.kill('SIGTERM');
+      lock.exec('ROLLBACK');
+      expect(await agent.exited).toBe(143);
+      expect(agent.junk).toStrictEqual([]);
+    } finally {
+      lock.close();
+    }
   });
 
   // SQLite opens a file it may not write as read-only, quietly: the server would take sessions

@@ -99,6 +99,27 @@ describe('continuable ACP children', () => {
     expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['work', 'next']);
   });
 
+  it('ends a follow-up over the 32 MiB bound on one ACP message INVALID_REQUEST without sending it; the process serves the next one', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    const pids = newChildPids(before).filter(isAlive);
+    await host.subagents.followup(parent, childId, [text('x'.repeat(33 * 2 ** 20))]);
+    const child = host.agents.get(childId)!;
+    await recorder.until(() => turnEnds(child.session.events).length === 2);
+    const refused = child.session.events.findLast((e) => e.type === 'turn/end')!.data;
+    expect(refused).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('at most 33554432 bytes') } } });
+    await host.subagents.followup(parent, childId, [text('third')]);
+    await recorder.until(() => turnEnds(child.session.events).length === 3);
+    expect(turnEnds(child.session.events)).toStrictEqual(['completed', 'error', 'completed']);
+    expect(assistantTexts(host, childId).at(-1)).toBe('echo: third');
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual(pids);
+    const { providerData } = child.session.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    await host.close();
+    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'third']);
+  });
+
   it('reaps the process when the child lingers out, and a follow-up cold-resumes it through session/load', async () => {
     const remoteDb = files.file();
     const { host, parent, recorder } = await setup(agentOptions(remoteDb), { continuation: { lingerMs: 0 } });

@@ -190,6 +190,35 @@ describe('acpProvider', () => {
       await run.dispose();
     });
 
+    it('refuses INVALID_REQUEST a prompt over the 32 MiB bound on one ACP message before taking a process: the warm one stays', async () => {
+      const before = childPids();
+      const provider = acpProvider(host, cliOptions({ name: 'bounded', prewarm: 1 }));
+      host.subagents.registerProvider(provider);
+      await provider.whenWarm();
+      const warm = newChildPids(before);
+      expect(warm).toHaveLength(1);
+      const refused = start('bounded', { prompt: [text('x'.repeat(33 * 2 ** 20))] });
+      await expect(refused).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringMatching(/^the prompt \(33\.0 MB .*at most 33554432 bytes in one message.*; send less$/) });
+      await provider.whenWarm();
+      expect(newChildPids(before)).toEqual(warm);
+      expect(warm.filter(isAlive)).toEqual(warm);
+      expect(host.sessions.list().filter((session) => session.header.parentSession === parent.id)).toEqual([]);
+    });
+
+    it('counts the session id the agent picked: a prompt it pushes over the bound is refused, and the warm process taken for it is reaped', async () => {
+      const before = childPids();
+      const provider = acpProvider(host, cliOptions({ name: 'exact', prewarm: 1 }));
+      host.subagents.registerProvider(provider);
+      await provider.whenWarm();
+      const [warm] = newChildPids(before);
+      // Exactly the bound with an empty session id: the real one makes it larger.
+      const envelope = JSON.stringify({ jsonrpc: '2.0', id: Number.MAX_SAFE_INTEGER, method: 'session/prompt', params: { sessionId: '', prompt: [text('')] } }).length;
+      await expect(start('exact', { prompt: [text('x'.repeat(32 * 2 ** 20 - envelope))] })).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('33554432 bytes') });
+      expect(isAlive(warm!)).toBe(false);
+      await provider.whenWarm();
+      expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
+    });
+
     it('rejects prewarm without a configured cwd', () => {
       expect(() => acpProvider(host, { command: process.execPath, prewarm: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
     });

@@ -64,48 +64,51 @@ export async function run(args: string[]): Promise<number> {
     return parseModel(values.model);
   });
   if (typeof model === 'number') return model;
-  // SQLite opens a file this process may only read as read-only without a word: checked before
-  // serving, or the client would get sessions whose every prompt fails.
-  const unusable = values.db === undefined ? undefined : await unusableDatabase(values.db);
-  if (unusable !== undefined) {
-    process.stderr.write(`subagent-host acp: ${unusable}\n`);
-    return 2;
-  }
-  // stdout carries protocol only: what code the agent loads (a module model) prints through the
-  // console goes to stderr, not into the client's message stream.
-  globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
-  const host = await createHost({
-    model,
-    persistence: values.db === undefined ? 'memory' : { sqlite: values.db },
-    // The served agent has no delegation tool, so no worker threads are warmed for it.
-    providers: false,
-    logger: { warn: log },
-  });
-  // SIGTERM (a client's dispose ladder) and SIGINT (Ctrl-C) still flush the sessions before exiting.
-  const exitAfterClose = (code: number) => () => void host.close().finally(() => process.exit(code));
+  // SIGTERM (a client's dispose ladder) and SIGINT (Ctrl-C) still flush the sessions before exiting;
+  // one during startup, before the host exists (nothing stored yet), exits the same way at once.
+  let closeHost = () => Promise.resolve();
+  const exitAfterClose = (code: number) => () => void closeHost().finally(() => process.exit(code));
   const onTerm = exitAfterClose(143);
   // A client that went away (its end of our stdout closed) ends the server as a finished one: exit 0.
   const onInt = () => exitAfterClose(outputGone() ? 0 : 130)();
   process.once('SIGTERM', onTerm);
   process.once('SIGINT', onInt);
-  // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a
-  // warm process; the rest while no session exists yet, so a real prompt never shares the CPU with them.
-  const warm = startWarmUp(process.cwd());
-  await warm.ready;
-  let ended = false;
-  const idleRounds = warm.continueWhileIdle(() => ended || host.agents.list().length > 0);
   try {
-    await serveAcp(host, undefined, { images: values['text-only'] !== true });
-  } finally {
-    ended = true;
-    // The handlers stay until the host closed: a SIGTERM during the close still waits for it to store what ran.
+    // SQLite opens a file this process may only read as read-only without a word: checked before
+    // serving, or the client would get sessions whose every prompt fails.
+    const unusable = values.db === undefined ? undefined : await unusableDatabase(values.db);
+    if (unusable !== undefined) {
+      process.stderr.write(`subagent-host acp: ${unusable}\n`);
+      return 2;
+    }
+    // stdout carries protocol only: what code the agent loads (a module model) prints through the
+    // console goes to stderr, not into the client's message stream.
+    globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
+    const host = await createHost({
+      model,
+      persistence: values.db === undefined ? 'memory' : { sqlite: values.db },
+      // The served agent has no delegation tool, so no worker threads are warmed for it.
+      providers: false,
+      logger: { warn: log },
+    });
+    closeHost = () => host.close();
+    // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a
+    // warm process; the rest while no session exists yet, so a real prompt never shares the CPU with them.
+    const warm = startWarmUp(process.cwd());
+    await warm.ready;
+    let ended = false;
+    const idleRounds = warm.continueWhileIdle(() => ended || host.agents.list().length > 0);
     try {
+      await serveAcp(host, undefined, { images: values['text-only'] !== true });
+    } finally {
+      ended = true;
       await idleRounds;
       await host.close();
-    } finally {
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
     }
+  } finally {
+    // The handlers stay until the host closed: a SIGTERM during the close still waits for it to store what ran.
+    process.off('SIGTERM', onTerm);
+    process.off('SIGINT', onInt);
   }
   return 0;
 }

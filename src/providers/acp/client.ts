@@ -4,6 +4,7 @@
 import type * as acp from '@agentclientprotocol/sdk';
 import { SubagentError } from '../../seam/errors.js';
 import { isRecord } from '../../seam/parse.js';
+import { MAX_MESSAGE_BYTES } from './ndjson.js';
 import type { AgentProcess } from './process.js';
 import { loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 
@@ -32,6 +33,33 @@ export function describeOversizeMessage(error: unknown): string | undefined {
   const limit = (error as { maxMessageBytes?: unknown }).maxMessageBytes;
   const bound = typeof limit === 'number' ? `${limit} bytes` : 'the size limit';
   return `the ACP agent sent a message over ${bound} (one JSON-RPC line), so the connection was closed; have it send large output in smaller updates`;
+}
+
+/** The session/prompt request for `text`, with the widest request id the SDK gives. */
+const promptRequest = (sessionId: string, text: readonly string[]) => ({
+  jsonrpc: '2.0',
+  id: Number.MAX_SAFE_INTEGER,
+  method: 'session/prompt',
+  params: { sessionId, prompt: text.map((value) => ({ type: 'text', text: value })) },
+});
+
+/** The most UTF-8 bytes JSON writes for one UTF-16 unit of a string (`\u001f`). */
+const MAX_BYTES_PER_UNIT = 6;
+const EMPTY_REQUEST_BYTES = JSON.stringify(promptRequest('', [])).length;
+const BLOCK_BYTES = JSON.stringify(promptRequest('', [''])).length - EMPTY_REQUEST_BYTES + 1;
+
+/**
+ * Why the session/prompt message for `text` in `sessionId` cannot be sent, or undefined when it can.
+ * The SDK's stream reads at most 32 MiB in one message and closes the connection on a larger one:
+ * our agent does, as does any agent on the SDK's defaults. A prompt that large is past any model's
+ * context, so it is refused for every agent rather than ending its process.
+ */
+export function oversizePrompt(sessionId: string, text: readonly string[]): string | undefined {
+  const bound = text.reduce((sum, value) => sum + BLOCK_BYTES + MAX_BYTES_PER_UNIT * value.length, EMPTY_REQUEST_BYTES + MAX_BYTES_PER_UNIT * sessionId.length);
+  if (bound <= MAX_MESSAGE_BYTES) return undefined;
+  const bytes = Buffer.byteLength(JSON.stringify(promptRequest(sessionId, text)));
+  if (bytes <= MAX_MESSAGE_BYTES) return undefined;
+  return `the prompt (${(bytes / 2 ** 20).toFixed(1)} MB as one ACP session/prompt message) is too large for an ACP agent: the ACP SDK reads at most ${MAX_MESSAGE_BYTES} bytes in one message and closes the connection on a larger one; send less`;
 }
 
 /** An error code word (`MODEL_AUTH`): what a peer's `data.code` may add to a description, no free text. */
@@ -175,6 +203,11 @@ export class AcpClient {
     }
     this.#sessionId = sessionId;
     return sessionId;
+  }
+
+  /** Why `text` cannot be prompted in this connection's session, or undefined (see {@link oversizePrompt}). */
+  oversizePrompt(text: readonly string[]): string | undefined {
+    return oversizePrompt(this.#sessionId ?? '', text);
   }
 
   /** Restores a session the agent stored (`session/load`); the history it replays is not listened to. */

@@ -8,8 +8,8 @@ type AnyMessage = acp.AnyMessage;
 /** What the wire takes from the (lazily loaded) SDK: its error vocabulary. */
 type WireSdk = Pick<typeof acp, 'RequestError' | 'MessageTooLargeError'>;
 
-/** The SDK's default bound on one incoming line. */
-const MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
+/** The SDK's default bound on one incoming line (its `DEFAULT_MAX_MESSAGE_BYTES`), which this wire keeps too. */
+export const MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
 const NEWLINE = 0x0a;
 
 /** How the messages of one run of promise callbacks (a burst) leave. */

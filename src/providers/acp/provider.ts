@@ -7,7 +7,7 @@ import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
 import { childEnvironment } from '../child-env.js';
 import { hostParts, type Host } from '../provider-host.js';
-import { AcpClient } from './client.js';
+import { AcpClient, oversizePrompt } from './client.js';
 import { acpContinuable, type LaunchConfig } from './continuable.js';
 import { SessionMirror } from './mirror.js';
 import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './options.js';
@@ -26,6 +26,11 @@ function textPrompt(prompt: ResolvedSubagentStartRequest['prompt']): string[] {
   const text = prompt.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
   if (text.length === 0) throw new SubagentError('INVALID_REQUEST', 'request.prompt has no text block; the ACP provider sends text only');
   return text;
+}
+
+/** Throws `INVALID_REQUEST` when `problem` (what {@link oversizePrompt} says) is set. */
+function refuseOversize(problem: string | undefined): void {
+  if (problem !== undefined) throw new SubagentError('INVALID_REQUEST', problem);
 }
 
 /** A provider whose children are ACP agent processes (`command args…`), one process per child. */
@@ -80,6 +85,8 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     const { signal } = request;
     checkOpen(signal, closer.signal);
     const prompt = textPrompt(request.prompt);
+    // Before any process is taken; the session id the agent picks is counted once it is known.
+    refuseOversize(oversizePrompt('', prompt));
     const cwd = resolveChildCwd(config.cwd, request.parent);
     const delegationDepth = resolveChildDepth(request.parent, undefined);
     const meta = routeMeta(request.agentOptions);
@@ -88,6 +95,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     try {
       child ??= await launch(launchConfig(cwd), runSignal);
       await startupStep(child.client.newSession(cwd, meta), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
+      refuseOversize(child.client.oversizePrompt(prompt));
     } catch (error) {
       pool?.fill();
       if (child) await retire(child);

@@ -87,6 +87,12 @@ export class RemoteSessionModel implements ModelAdapter {
       yield { type: 'finish', reason: 'error', failure: { code: 'ACP_EMPTY_PROMPT', message: 'an ACP child receives text only; the message had none' } };
       return;
     }
+    // Refused before it is sent (the agent would close the connection); the text stays marked sent.
+    const oversize = this.#child.client.oversizePrompt(text);
+    if (oversize !== undefined) {
+      yield { type: 'finish', reason: 'error', failure: { code: 'INVALID_REQUEST', message: oversize } };
+      return;
+    }
     const chunks: ModelChunk[] = [];
     let wake: (() => void) | undefined;
     const push = (chunk: ModelChunk) => {
