@@ -166,11 +166,12 @@ describe('subagent-host demo', () => {
 
 describe('subagent-host demo interrupted during its one-by-one comparison run', () => {
   it('stops that run too: exit 130, no report', { timeout: 90_000 }, async () => {
-    // A large folder, so the one-by-one run lasts; the demo makes its folder under TMPDIR.
+    // A large folder, so the one-by-one run lasts; the demo makes its folder under TMPDIR. The deadline
+    // is far off: on a loaded machine the children take longer than the default 20 s to read it.
     const big = new URL('../node_modules/typescript', import.meta.url).pathname;
     const temp = mkdtempSync(join(tmpdir(), 'demo-sigint-'));
     const db = join(dir, `run-${++runs}.db`);
-    const child = spawn(process.execPath, [cli, 'demo', '--children', '2', '--dir', big, '--db', db], { env: { ...process.env, TMPDIR: temp }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'demo', '--children', '2', '--dir', big, '--db', db, '--deadline', '600000'], { env: { ...process.env, TMPDIR: temp }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
