@@ -479,7 +479,8 @@ describe('queue provider when Redis goes away mid-run', () => {
       const run = await host.subagents.start('queue', { label: 'orphan', prompt: [text('work')], parent, signal: new AbortController().signal, ...hang });
       await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
       await redis.stop();
-      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('Redis') as string });
+      const lost = `the connection to Redis at 127.0.0.1:${redis.port} has been lost for more than 500 ms`;
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(lost) as string });
       await run.dispose();
       // With Redis still gone, the next start is refused at once and leaves nothing behind.
       const next = host.subagents.start('queue', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
@@ -506,9 +507,10 @@ describe('queue provider when Redis goes away mid-run', () => {
       const run = await host.subagents.start('queue', { label: 'stuck', prompt: [text('work')], parent, signal: new AbortController().signal, ...hang });
       await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
       redis.pause();
-      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('Redis has not answered') as string });
+      const silent = `Redis at 127.0.0.1:${redis.port} is connected but has not answered for more than 500 ms`;
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(silent) as string });
       const events = host.sessions.get(run.id)!.events;
-      expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
+      expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error', error: { message: expect.stringContaining(silent) as string } } } });
       await run.dispose();
       await host.close();
     } finally {
@@ -571,6 +573,41 @@ describe('queue provider when Redis goes away mid-run', () => {
       for (const error of [frozen, gone]) expect((error as Error).message).not.toContain('s3cret-pw');
       expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
     } finally {
+      await host.close();
+      await redis.stop();
+    }
+  });
+
+  it('a start fails fast (START_FAILED, naming the server) once the watchdog finds Redis frozen, and queues nothing when Redis wakes', async () => {
+    const redis = await startRedis();
+    const host = await createHost({ providers: false });
+    const admin = redis.client();
+    const queue = new Queue('judged', { connection: admin });
+    try {
+      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'judged', lockDurationMs: 500 }));
+      const parent = await host.createAgent();
+      const start = () => host.subagents.start('queue', { label: 'judged', prompt: [text('work')], parent, signal: new AbortController().signal });
+      // No worker: this child stays queued until the watchdog gives up on Redis.
+      const queued = await start();
+      redis.pause();
+      // One start waits on the frozen server when the verdict comes, the next comes after it.
+      const during = await start().catch((error: unknown) => error);
+      const lost = await queued.result;
+      const after = await start().catch((error: unknown) => error);
+      redis.resume();
+      const silent = `Redis at 127.0.0.1:${redis.port} is connected but has not answered for more than 500 ms`;
+      expect(lost).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(silent) as string });
+      for (const error of [during, after]) expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(silent) as string });
+      // Once Redis answers again a start succeeds; the starts given up on left no job behind.
+      let next: Awaited<ReturnType<typeof start>> | undefined;
+      while (next === undefined) next = await start().catch(() => new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10)));
+      expect((await queue.getJobs()).map((job) => job.id).sort()).toEqual([queued.id, next.id].sort());
+      expect(host.sessions.list().map((s) => s.header.id).sort()).toEqual([parent.id, queued.id, next.id].sort());
+      await Promise.all([queued.dispose(), next.dispose()]);
+    } finally {
+      redis.resume();
+      await queue.close();
+      admin.disconnect();
       await host.close();
       await redis.stop();
     }

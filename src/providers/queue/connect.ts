@@ -25,6 +25,24 @@ export function redisConnected(client: Redis): boolean {
   return client.status === 'ready' && client.stream?.writable === true;
 }
 
+/** A command given up on because its connection's watchdog judged Redis silent for `ms`. */
+export class RedisSilence extends Error {
+  readonly ms: number;
+
+  constructor(ms: number) {
+    super(`no answer to the connection's watchdog for more than ${ms} ms`);
+    this.name = 'RedisSilence';
+    this.ms = ms;
+  }
+}
+
+/** Why `client` has not answered for `ms`, naming the server: its connection dropped, or the server went quiet. */
+export function redisSilence(client: Redis, ms: number): string {
+  const at = `Redis at ${redisTarget(client)}`;
+  if (!redisConnected(client)) return `the connection to ${at} has been lost for more than ${ms} ms`;
+  return `${at} is connected but has not answered for more than ${ms} ms (a frozen or overloaded server, or a silent network)`;
+}
+
 /**
  * Why a command on a connected client failed, in the words of the connection's state: a lost
  * connection or a server that stops answering is named with what to check, not ioredis's wording
@@ -35,6 +53,7 @@ export function redisOutage(client: Redis, error: unknown): string | undefined {
   if (!redisConnected(client)) {
     return `the connection to ${at} is lost; check that the server is running and reachable: the connection is retried on its own, so a later start succeeds once Redis is back`;
   }
+  if (error instanceof RedisSilence) return `${redisSilence(client, error.ms)}; check the server, then start again`;
   if (error instanceof Error && error.message === 'Command timed out') {
     const { commandTimeout } = client.options;
     return `${at} is connected but did not answer within ${commandTimeout ?? '?'} ms (a frozen or overloaded server, or a silent network); check the server, then start again`;

@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import { parse } from '../../seam/codec.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { Encoded } from '../../seam/codec.js';
-import { bounded, connectRedis } from './connect.js';
+import { RedisSilence, bounded, connectRedis, redisSilence } from './connect.js';
 import { redisOptions, type ResolvedQueueOptions } from './options.js';
 import { PREFIX, replyKey, type QueueJobData, type ReplyEntry } from './protocol.js';
 
@@ -54,6 +54,8 @@ export class QueueConnection {
   /** Since when the watchdog has waited for an answer from Redis (a ping out, or no connection). */
   #waitingSince: number | undefined;
   #pinging = false;
+  /** Callers of `answering` still waiting: each is rejected once the watchdog judges Redis silent. */
+  readonly #waiters = new Set<(error: RedisSilence) => void>();
 
   private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis, queue: Queue<QueueJobData, Encoded>) {
     this.options = options;
@@ -152,6 +154,23 @@ export class QueueConnection {
   }
 
   /**
+   * Settles as `work` does, or rejects with a `RedisSilence` once the watchdog judges Redis silent:
+   * nobody waits for a command timeout on a connection known dead. `work` is not called when the
+   * watchdog already has; commands it sent before the verdict run if the server wakes up.
+   */
+  async answering<T>(work: () => Promise<T>): Promise<T> {
+    if (this.silent) throw new RedisSilence(this.options.lockDurationMs);
+    let judged!: (error: RedisSilence) => void;
+    const verdict = new Promise<never>((_, reject) => (judged = reject));
+    this.#waiters.add(judged);
+    try {
+      return await Promise.race([work(), verdict]);
+    } finally {
+      this.#waiters.delete(judged);
+    }
+  }
+
+  /**
    * One watchdog beat: a ping unless one is still out, then the verdict, after the event loop's I/O:
    * a reply that came while this thread was busy is read before it can count as missing, and the
    * clock runs from when a ping went out (or the connection was seen down), not from the last reply.
@@ -174,8 +193,10 @@ export class QueueConnection {
   async #tick(): Promise<void> {
     if (this.#closed) return;
     if (this.silent) {
-      const why = this.client.status === 'ready' ? 'Redis has not answered' : 'lost the connection to Redis';
-      for (const run of [...this.#runs.values()]) run.lost(`${why} for more than ${this.options.lockDurationMs} ms`);
+      const ms = this.options.lockDurationMs;
+      for (const judged of [...this.#waiters]) judged(new RedisSilence(ms));
+      const why = redisSilence(this.client, ms);
+      for (const run of [...this.#runs.values()]) run.lost(why);
       return;
     }
     // A check waits for its commands (at most their timeout); the beats meanwhile only ping.

@@ -65,17 +65,22 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     if (signal.aborted) throw cancelledStart(signal);
     data.reply = link.reply;
     const run = new QueueRun({ id: header.id, connection: link, sessions: host.sessions, data, seedLength: 0, descriptor: request.descriptor });
+    // A start given up on (Redis silent) queues nothing when the server wakes up later.
+    let givenUp = false;
     try {
-      await link.ensureReply();
-      await link.queue.add(JOB_NAME, data, { jobId: header.id, removeOnComplete: true });
+      await link.answering(async () => {
+        await link.ensureReply();
+        if (!givenUp) await link.queue.add(JOB_NAME, data, { jobId: header.id, removeOnComplete: true });
+      });
     } catch (error) {
+      givenUp = true;
       link.unregister(header.id);
       if (isSubagentError(error)) throw error;
       const outage = redisOutage(link.client, error);
       const why = outage === undefined ? describeError(error) : `${outage} (${describeError(error)})`;
       throw new SubagentError('START_FAILED', `the child could not be queued: ${why}`, { cause: error });
     }
-    if (signal.aborted && (await link.queue.remove(header.id).catch(() => 0)) === 1) {
+    if (signal.aborted && (await link.answering(() => link.queue.remove(header.id)).catch(() => 0)) === 1) {
       link.unregister(header.id);
       throw cancelledStart(signal);
     }

@@ -256,7 +256,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     if (!this.#connection.closed && !this.#cancelPending) {
       const cleanUp = Promise.allSettled([client.del(cancelKey(options.queue, this.id)), queue.remove(this.id)]);
       // A silent Redis gets the commands (it runs them if it wakes up), but nobody waits for their timeout.
-      if (!this.#connection.silent) await cleanUp;
+      await this.#connection.answering(() => cleanUp).catch(() => undefined);
     }
     await this.#init.sessions.remove(this.id);
   });
