@@ -236,6 +236,43 @@ describe('a tree budget above a continuable child', () => {
   });
 });
 
+describe('a spent tree budget above an evicted continuable child', () => {
+  it('refuses the follow-up that would resume it, saying the child cannot be resumed under the tree', async () => {
+    const host = await open(files.file(), 0);
+    let refusal: unknown;
+    host.tools.register({
+      name: 'drive',
+      description: 'starts a continuable child that spends the tree, lets it be evicted, then sends it a follow-up',
+      parameters: { type: 'object' },
+      execute: async (_input, ctx) => {
+        const { childId } = await host.subagents.startContinuable({
+          provider: 'in-process',
+          label: 'spender',
+          request: { prompt: [text('one')], parent: ctx.agent, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'spent', usage: { inputTokens: 150, outputTokens: 0 } }] } } },
+        });
+        await host.recorder.until(() => host.recorder.ends.some((end) => end.id === childId));
+        await eventually(() => host.sessions.get(childId) === undefined);
+        refusal = await host.subagents.followup(ctx.agent, childId, [text('two')]).catch((error: unknown) => error);
+        return 'driven';
+      },
+    });
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'drive', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } }, { text: 'never' }] } },
+      budget: { tokens: 100, scope: 'tree' },
+    });
+    expect(await run.result).toMatchObject({ stopReason: 'max-tokens' });
+    expect(refusal).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: "an ancestor's tree budget is spent (budget: tokens limit 100 reached (150 used, tree budget)); an evicted or stored child cannot be resumed under it to take this message",
+    });
+    await run.dispose();
+  });
+});
+
 describe('a continuable child’s tree budget', () => {
   it('counts its one-shot descendants, and after a cold resume what its subtree already spent', async () => {
     const host = await open(files.file(), 0);

@@ -122,6 +122,15 @@ describe('budget validation', () => {
     expect(starts).toBe(0);
   });
 
+  it('says why a whole number past Number.MAX_SAFE_INTEGER is refused (it is whole, but no count reaches it exactly)', async () => {
+    const host = await open();
+    const parent = await host.createAgent();
+    await expect(host.subagents.start('in-process', request(parent, [], { tokens: Number.MAX_VALUE }))).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringMatching(/^request\.budget\.tokens: .*no larger than Number\.MAX_SAFE_INTEGER/),
+    });
+  });
+
   it('takes a limit of -0 as 0 (a negative zero does not survive the descriptor’s JSON round trip)', async () => {
     const host = await open();
     const parent = await host.createAgent();

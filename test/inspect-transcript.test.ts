@@ -21,6 +21,9 @@ const db = files.file();
 let server: InspectProcess;
 let failingId: string;
 let forkId: string;
+let forkParentId: string;
+/** The fork's own token counts, as the library lists them (its inherited turns left out). */
+let forkTokens: { inputTokens: number; outputTokens: number };
 let cancelledId: string;
 let budgetedId: string;
 let discardedId: string;
@@ -73,6 +76,10 @@ beforeAll(async () => {
     await parent.whenIdle();
     failingId = await delegate(host, 'in-process', parent, [{ toolCalls: [{ name: 'no_such_tool', input: { a: 1 } }] }, { finish: 'error' }]);
     forkId = await delegate(host, 'in-process-fork', parent, [{ text: 'forked answer' }]);
+    forkParentId = parent.id;
+    const forkRow = (await host.subagents.listChildren(parent.id)).find((row) => row.id === forkId);
+    if (forkRow?.kind !== 'child') throw new Error('the fork is not listed');
+    forkTokens = { inputTokens: forkRow.usage.inputTokens, outputTokens: forkRow.usage.outputTokens };
     cancelledId = await delegate(host, 'in-process', parent, [{ finish: 'hang', text: 'partial' }], {
       prompt: [text('look at this'), { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }],
     });
@@ -137,6 +144,16 @@ describe('inspector transcript', () => {
     expect(entries.filter((entry) => entry.kind === 'seed')).toHaveLength(1);
     expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).toContain('forked answer');
     expect(entries.slice(1).map((entry) => entry.text ?? '').join('\n')).not.toContain('what the fork inherits');
+  });
+
+  it("counts a fork's own tokens, not those of the parent turns it inherits, in its transcript and its tree node", async () => {
+    // The parent's turn reported tokens too: summed with the seed, the fork would show them as its own.
+    expect(forkTokens.outputTokens).toBeGreaterThan(0);
+    const transcript = await rawGet(server.url, `/api/sessions/${encodeURIComponent(forkId)}`);
+    expect((JSON.parse(transcript.body) as { usage?: unknown }).usage).toEqual(forkTokens);
+    const tree = await rawGet(server.url, `/api/roots/${encodeURIComponent(forkParentId)}/tree`);
+    const nodes = (JSON.parse(tree.body) as { nodes: { id: string; usage?: unknown }[] }).nodes;
+    expect(nodes.find((node) => node.id === forkId)?.usage).toEqual(forkTokens);
   });
 
   it('shows an image of the prompt as a note of its type and size, and a cancelled turn as aborted with its cause', async () => {

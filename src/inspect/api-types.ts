@@ -1,7 +1,7 @@
 // The JSON the inspect server answers and its page reads: one vocabulary for both sides, types only
 // (the page bundle imports nothing else from the package).
 
-/** Token counts summed over a session's assistant messages, when its model reported them. */
+/** Token counts summed over a session's own assistant messages (a fork's seed left out), when its model reported them. */
 export interface UsageTotals {
   inputTokens: number;
   outputTokens: number;

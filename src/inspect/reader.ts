@@ -31,7 +31,7 @@ SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.
   (SELECT data FROM events e WHERE e.session_id = s.id AND e.type = 'subagent/descriptor'
      ORDER BY seq DESC LIMIT 1) AS descriptor,
   (SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
-     FROM events e WHERE e.session_id = s.id AND e.type = 'assistant/message' AND json_valid(data)) AS usage
+     FROM events e WHERE e.session_id = s.id AND e.seq >= coalesce(s.seed_length, 0) AND e.type = 'assistant/message' AND json_valid(data)) AS usage
 FROM tree JOIN sessions s ON s.id = tree.id
 ORDER BY s.created_at, s.create_order`;
 
@@ -235,7 +235,7 @@ export class InspectReader {
     const events: SessionEvent[] = this.#read(() => this.#events.all(id)).map((event) => decodeEvent(id, event));
     const response: TranscriptResponse = { id, createdAt: header.createdAt, entries: transcriptOf(events, header.seedLength ?? 0) };
     if (header.parentSession !== undefined) response.parentId = header.parentSession;
-    const usage = tokenTotalsOf(events);
+    const usage = tokenTotalsOf(events.slice(header.seedLength ?? 0));
     if (usage !== undefined) response.usage = usage;
     return response;
   }

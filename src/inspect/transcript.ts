@@ -135,8 +135,8 @@ export function transcriptOf(events: readonly SessionEvent[], seedLength: number
 }
 
 /**
- * Token totals of every assistant message of the log that reports usage (a fork's seed included, as
- * the tree's query sums them; not the child's own usage, which `usageOf` counts); undefined when none does.
+ * Token totals of every assistant message in `events` that reports usage (the caller passes a fork's
+ * own events, without its seed: the parent's spend is not the child's); undefined when none does.
  */
 export function tokenTotalsOf(events: readonly SessionEvent[]): UsageTotals | undefined {
   let totals: UsageTotals | undefined;

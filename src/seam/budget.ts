@@ -30,7 +30,8 @@ export const BUDGET_EVENT = 'subagent/budget';
 
 const LIMITS: readonly BudgetLimit[] = ['tokens', 'turns', 'wallMs', 'toolCalls'];
 
-const limit = z.number().int('must be a whole number').nonnegative('must not be negative');
+// zod's int() also refuses integers past 2^53 − 1 (Number.MAX_VALUE among them): the message says both.
+const limit = z.number().int('must be a whole number no larger than Number.MAX_SAFE_INTEGER').nonnegative('must not be negative');
 
 export const budgetSchema = z.strictObject({
   tokens: limit.optional(),

@@ -47,7 +47,10 @@ export class BudgetLedger {
     const inherited = this.#members.get(parentId) ?? [];
     for (const tree of inherited) {
       const stop = check(tree);
-      if (stop) throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); no new child may start under it`);
+      if (stop) {
+        const refused = resumed ? 'an evicted or stored child cannot be resumed under it to take this message' : 'no new child may start under it';
+        throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); ${refused}`);
+      }
       if (budget === undefined || resumed || configured) continue;
       const left = remaining(tree.budget, tree.total, Date.now() - tree.startedAt);
       for (const limit of limitsOf(budget)) {
