@@ -504,7 +504,8 @@ describe('worker children', () => {
     expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('INVALID_OPTIONS') });
     const events = host.sessions.get(run.id)!.events;
     expect(events.map((event) => event.type)).toEqual(['turn/start', 'subagent/descriptor', 'turn/end']);
-    expect(dataOf(events, 'turn/end')[0]).toMatchObject({ turn: 1, reason: { kind: 'error', error: { code: 'NOT_STARTED' } } });
+    // It ends with the typed error an in-process start rejects with.
+    expect(dataOf(events, 'turn/end')[0]).toMatchObject({ turn: 1, reason: { kind: 'error', error: { code: 'INVALID_OPTIONS', message: expect.stringMatching(/^tool module .* must export `tools`/) } } });
     await run.dispose();
   });
 

@@ -126,6 +126,12 @@ function failed(error: unknown): SubagentResult {
 
 const outcome = (result: SubagentResult): ChildTaskResult => ({ type: 'result', result });
 
+/** The outcome of a child that failed: its result, and the typed error that stopped it (see ChildTaskResult.failure). */
+export function failedOutcome(error: unknown): ChildTaskResult {
+  const result = failed(error);
+  return isSubagentError(error) ? { type: 'result', result, failure: { code: error.code, message: error.message } } : outcome(result);
+}
+
 /** Runs the child of `task` (an encoded ChildTaskData) to its end; never rejects. */
 export async function runChild(task: Encoded, transport: ChildTransport): Promise<ChildTaskResult> {
   const stream = new EventStream(transport);
@@ -197,7 +203,7 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
     cancelled ||= transport.cancelRequested();
     return outcome(readChildResult(agent.session.events, { seedLength: seed.length, cancelled, capture }));
   } catch (error) {
-    return outcome(failed(error));
+    return failedOutcome(error);
   } finally {
     // Input the host sends from now on is refused at its source; input already on its way is refused
     // here, and waited for: the host settles the run once each message it sent was answered.

@@ -1,13 +1,13 @@
 // Runs a continuable child's stay where it was sent (a worker thread): rebuilds its agent from the
 // log its host holds, takes one turn per `prompt`, streams the events back as notices and keeps the
 // agent (its history, its tools' state) between turns until the host tells it to leave.
-import type { HostToolSchema, ResidentHostApi, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
+import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
 import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
-import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent, OwnInput } from './agent.js';
-import { EventStream, hostTool } from './child-runner.js';
+import { EventStream, failedOutcome, hostTool } from './child-runner.js';
 import { budgetHooks } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry } from './tool-registry.js';
@@ -15,11 +15,20 @@ import { ToolRegistry } from './tool-registry.js';
 /** Runs one stay to its end (the host's `leave`, or a failure to build the agent); never rejects. */
 export async function runResident(task: Encoded, transport: ChildTransport): Promise<ChildTaskResult> {
   const stream = new EventStream(transport);
+  // The inherited host tools are the root's; the host-side agent's own go in the agent's scope, after
+  // its tool modules' tools (registered there first, while it is built), as in-process.
   const root = new ToolRegistry();
-  let unregister: (() => void) | undefined;
-  const setHostTools = (schemas: HostToolSchema[]) => {
-    unregister?.();
-    unregister = schemas.length > 0 ? root.register(...schemas.map((schema) => hostTool(schema, transport))) : undefined;
+  let scope: ToolRegistry | undefined;
+  const unregister: { inherited: (() => void) | undefined; own: (() => void) | undefined } = { inherited: undefined, own: undefined };
+  const register = (registry: ToolRegistry, schemas: HostToolSchema[]) => (schemas.length > 0 ? registry.register(...schemas.map((schema) => hostTool(schema, transport))) : undefined);
+  const setOwnTools = (schemas: HostToolSchema[]) => {
+    unregister.own?.();
+    unregister.own = register(scope!, schemas);
+  };
+  const setHostTools = ({ inherited, own }: ResidentHostTools) => {
+    unregister.inherited?.();
+    unregister.inherited = register(root, inherited);
+    setOwnTools(own);
   };
   let agent: LocalAgent | undefined;
   let leave!: () => void;
@@ -74,7 +83,7 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   let unsubscribe = () => {};
   try {
     const data = decodeOwned<ResidentTaskData>(task);
-    setHostTools(data.hostTools);
+    unregister.inherited = register(root, data.hostTools.inherited);
     const events = parse<SessionEvent[]>(data.events);
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
     const { id, createdAt: _createdAt, seedLength: _seedLength, ...header } = data.header;
@@ -84,6 +93,10 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       header,
       seed: events,
       agentOptions: data.agentOptions,
+      setup: ({ tools }) => {
+        scope = tools;
+        setOwnTools(data.hostTools.own);
+      },
       hooks: {
         beforeTool: async () => stream.flush(),
         // The child's own budget stops it at a step boundary, as in-process; its host sees why in the log.
@@ -107,8 +120,7 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
     await left;
     return { type: 'result', result: { output: [], stopReason: 'completed' } };
   } catch (error) {
-    const diagnostic = isSubagentError(error) ? `${error.code}: ${error.message}` : `the child failed: ${describeError(error)}`;
-    return { type: 'result', result: { output: [], diagnostic, stopReason: 'error' } };
+    return failedOutcome(error);
   } finally {
     unsubscribe();
     await handle?.dispose().catch(() => undefined);

@@ -172,10 +172,16 @@ export class ToolRegistry {
     return this.#inherits(name) ? this.#parent?.get(name) : undefined;
   }
 
+  /** Visible tools in two parts: those inherited, and this scope's own, each in registration order. */
+  layers(): { inherited: Tool[]; own: Tool[] } {
+    const inherited = this.#parent?.list().filter((tool) => this.#inherits(tool.name) && !this.#own.has(tool.name)) ?? [];
+    return { inherited, own: [...this.#own.values()] };
+  }
+
   /** Visible tools: inherited first, then this scope's own, each in registration order. */
   list(): Tool[] {
-    const inherited = this.#parent?.list().filter((tool) => this.#inherits(tool.name) && !this.#own.has(tool.name)) ?? [];
-    return [...inherited, ...this.#own.values()];
+    const { inherited, own } = this.layers();
+    return [...inherited, ...own];
   }
 
   names(): string[] {

@@ -6,6 +6,7 @@ import type { AgentOptions, JsonSchema, ToolRestriction } from './agent-types.js
 import type { BudgetStop, SubagentBudget, TreeHeadroom } from './budget.js';
 import type { ContentBlock, MessageId, MessageSource } from './content.js';
 import type { SubagentDescriptorData } from './descriptor.js';
+import type { SubagentErrorCode } from './errors.js';
 import type { CancelCause, InboxTarget, SessionEvent, SessionHeader } from './session-types.js';
 import type { SubagentResult } from './types.js';
 
@@ -86,9 +87,19 @@ export interface ResidentTaskData {
   header: SessionHeader;
   events: string;
   agentOptions: AgentOptions;
-  hostTools: HostToolSchema[];
+  hostTools: ResidentHostTools;
   /** The child's own budget, checked at each step where it runs (`seedLength`: its inherited prefix in `events`). */
   budget?: { budget: SubagentBudget; startedAt: number; seedLength: number };
+}
+
+/**
+ * The host tools of a resident child, in the order its model is offered them, as where it runs
+ * in-process: those its host-side agent inherits come first, then its tool modules' tools (loaded
+ * where it runs), then those of the host-side agent's own scope (setup contributions, e.g. `report`).
+ */
+export interface ResidentHostTools {
+  inherited: HostToolSchema[];
+  own: HostToolSchema[];
 }
 
 /** One message of a resident child's turn, under the id its host already returned. */
@@ -107,7 +118,7 @@ export interface ResidentControlApi {
    * ends within one event-loop turn costs one message each way. `steps`: the model calls the turn
    * may make (what its host-side turn has left of maxStepsPerTurn).
    */
-  prompt(messages: ResidentMessage[], hostTools?: HostToolSchema[], steps?: number): Promise<SessionEvent[]>;
+  prompt(messages: ResidentMessage[], hostTools?: ResidentHostTools, steps?: number): Promise<SessionEvent[]>;
   /** Cancels the running turn; the child stays. */
   cancel(cause: CancelCause): void;
   /** Ends the stay: the agent is disposed and the task returns. */
@@ -123,6 +134,12 @@ export interface ResidentControlApi {
 export interface ChildTaskResult {
   type: 'result';
   result: SubagentResult;
+  /**
+   * The typed error that kept the child's agent from being built where it runs (a tool module that
+   * does not load, or exports a tool name the child already has): the one an in-process start
+   * rejects with, for the host to end the child's turn with it.
+   */
+  failure?: { code: SubagentErrorCode; message: string };
 }
 
 /**

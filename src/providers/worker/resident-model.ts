@@ -2,7 +2,7 @@
 // thread (a resident stay) and keeps its history and tools there between turns; each host-side step
 // is one turn of it. The host-side agent keeps the inbox, the epochs and the log that is persisted;
 // the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
-import type { HostToolSchema, ResidentHostApi, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
+import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
 import { unlessAborted } from '../../seam/abort.js';
 import { limitsOf } from '../../seam/budget.js';
 import { encode, stringify } from '../../seam/codec.js';
@@ -14,7 +14,7 @@ import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-ty
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
 import type { LocalAgent } from '../../runtime/agent.js';
-import { executeForChild } from '../../runtime/tool-registry.js';
+import { executeForChild, type ToolRegistry } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
 import { assertFitsThread, resultForThread } from './heap-fit.js';
@@ -74,6 +74,15 @@ function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
   return tools.map(({ name, description, parameters, concurrencySafe }) => ({ name, description, parameters, ...(concurrencySafe ? { concurrencySafe } : {}) }));
 }
 
+/** The host-side agent's tools, in the two parts the stay offers around its tool modules' tools. */
+type ToolLayers = ReturnType<ToolRegistry['layers']>;
+
+function schemaLayers(tools: ToolLayers): ResidentHostTools {
+  return { inherited: schemasOf(tools.inherited), own: schemasOf(tools.own) };
+}
+
+const sameTools = (a: readonly Tool[], b: readonly Tool[]) => a.length === b.length && a.every((tool, i) => tool === b[i]);
+
 const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
 
 /** How long closing a stay's own input waits for a thread that does not answer (one in a synchronous loop). */
@@ -89,7 +98,7 @@ interface Stay {
   readonly thread: ResidentThread;
   readonly slot: Slot;
   /** The host tools the child was last given. */
-  tools: readonly Tool[];
+  tools: ToolLayers;
   /** The running turn. */
   turn: TurnRelay | undefined;
   /** Asked to leave while a turn ran: it leaves once that turn is over. */
@@ -147,7 +156,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       stay = entered;
     } catch (error) {
       if (signal.aborted) return yield aborted;
-      return yield { type: 'finish', reason: 'error', failure: { code: isSubagentError(error) ? error.code : 'START_FAILED', message: describeError(error) } };
+      return yield { type: 'finish', reason: 'error', failure: isSubagentError(error) ? { code: error.code, message: error.message } : { code: 'START_FAILED', message: describeError(error) } };
     }
     // A budget stop inside the child's turn stops the host-side turn the same way (its input is discarded).
     const at = openStep(agent.session.events) ?? { turn: 0, step: 1 };
@@ -169,10 +178,10 @@ export class ResidentWorkerModel implements ModelAdapter {
     });
     signal.addEventListener('abort', cancel, { once: true });
     for (let lost = 0; ; ) {
-      const tools = agent.tools.list();
-      const changed = tools.length !== stay.tools.length || tools.some((tool, i) => tool !== stay.tools[i]);
+      const tools = agent.tools.layers();
+      const changed = !sameTools(tools.inherited, stay.tools.inherited) || !sameTools(tools.own, stay.tools.own);
       stay.tools = tools;
-      const tail = stay.thread.prompt(messages, changed ? schemasOf(tools) : undefined, steps);
+      const tail = stay.thread.prompt(messages, changed ? schemaLayers(tools) : undefined, steps);
       // A cancel that landed before the listener was added still reaches the turn: it follows the prompt.
       if (signal.aborted) cancel();
       try {
@@ -227,7 +236,7 @@ export class ResidentWorkerModel implements ModelAdapter {
     if (this.#released) throw new SubagentError('CLOSED', `continuable child ${this.#childId} has left residence`);
     if (this.#stay && !this.#stay.thread.over) return this.#stay;
     const { pool, sessions } = this.#host;
-    const tools = agent.tools.list();
+    const tools = agent.tools.layers();
     const { events, header } = agent.session;
     const prior = priorLog(events, header.seedLength ?? 0);
     const budget = budgetOf(events, header.seedLength ?? 0, prior);
@@ -235,7 +244,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       header,
       events: stringify(prior.events),
       agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
-      hostTools: schemasOf(tools),
+      hostTools: schemaLayers(tools),
       ...(budget ? { budget } : {}),
     };
     // A log no thread can hold would only run it out of memory, or abort the whole process.

@@ -2,7 +2,7 @@
 // its notices, serves its host calls and ends it with `leave`, or by terminating the thread when the
 // child does not stop within the pool's grace (a runaway turn, a stay that ignores `leave`).
 import { randomUUID } from 'node:crypto';
-import type { HostApi, HostToolSchema, ResidentControlApi, ResidentMessage } from '../../seam/child-protocol.js';
+import type { HostApi, ResidentControlApi, ResidentHostTools, ResidentMessage } from '../../seam/child-protocol.js';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { within } from '../../seam/once.js';
@@ -63,14 +63,14 @@ export class ResidentThread {
     });
     const task = runOnPool(pool, held);
     this.ended = task.then(
-      async ({ result, end, notices }): Promise<ThreadOutcome> => {
+      async ({ result, failure, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
         // The task's value may overtake the hub's notices (piscina answers on its own port); its
         // end notice, the child's last events, applies after them.
         await noticesIn(notices);
         if (end && end.events.length > 0) onEvents(end.events);
         this.#close();
-        return { type: 'result', result };
+        return { type: 'result', result, ...(failure ? { failure } : {}) };
       },
       (error: unknown): ThreadOutcome => {
         this.#end(onTaskEnd);
@@ -83,6 +83,8 @@ export class ResidentThread {
     this.ready = Promise.race([
       ready,
       this.ended.then((outcome) => {
+        // The typed error that kept the agent from being built there is the turn's, as in-process.
+        if (outcome.type === 'result' && outcome.failure) throw new SubagentError(outcome.failure.code, outcome.failure.message);
         const why = outcome.type === 'result' ? (outcome.result.diagnostic ?? 'the child left its thread before it was built') : outcome.diagnostic;
         throw new SubagentError('START_FAILED', why, outcome.type === 'thread-failed' ? { cause: outcome.error } : undefined);
       }),
@@ -115,7 +117,7 @@ export class ResidentThread {
    * Runs one turn; resolves at its end with its last events (those not sent as notices), rejects
    * `CLOSED` if the stay ends first.
    */
-  prompt(messages: ResidentMessage[], hostTools: HostToolSchema[] | undefined, steps: number): Promise<SessionEvent[]> {
+  prompt(messages: ResidentMessage[], hostTools: ResidentHostTools | undefined, steps: number): Promise<SessionEvent[]> {
     return this.#control.call((remote) => remote.prompt(messages, hostTools, steps));
   }
 

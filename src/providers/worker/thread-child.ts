@@ -3,7 +3,7 @@
 // (shared flag, control call, then the thread itself after the grace).
 import { MessageChannel } from 'node:worker_threads';
 import type { BudgetStop } from '../../seam/budget.js';
-import type { ChildControlApi, HostApi } from '../../seam/child-protocol.js';
+import type { ChildControlApi, ChildTaskResult, HostApi } from '../../seam/child-protocol.js';
 import { cancelFlagValue } from '../../seam/cancel-flag.js';
 import { decodeOwned, type Encoded } from '../../seam/codec.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
@@ -22,6 +22,7 @@ const LOST_TASK_RETRIES = 3;
 /** A task's outcome with its end notice and the count of hub notices before it (see ThreadTaskReturn). */
 interface PoolOutcome {
   result: SubagentResult;
+  failure?: ChildTaskResult['failure'];
   end: ThreadTaskReturn['end'];
   notices: number;
 }
@@ -66,7 +67,7 @@ export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise
     }
     if (value.retire !== undefined) pool.retireThread(value.retire);
     const outcome = decodeOwned<ThreadTaskResult>(value);
-    if (outcome.type === 'result') return { result: outcome.result, end: value.end, notices: value.notices ?? 0 };
+    if (outcome.type === 'result') return { result: outcome.result, ...(outcome.failure ? { failure: outcome.failure } : {}), end: value.end, notices: value.notices ?? 0 };
     if (outcome.type === 'escaped') {
       pool.avoidThread(outcome.threadId);
       throw new EscapedError(outcome.message);
@@ -101,7 +102,7 @@ export interface ChildSink {
 
 /** How a thread child ended: its own outcome, or its thread's death. */
 export type ThreadOutcome =
-  | { type: 'result'; result: SubagentResult }
+  | { type: 'result'; result: SubagentResult; failure?: ChildTaskResult['failure'] }
   | { type: 'thread-failed'; error: unknown; diagnostic: string; aborted: boolean };
 
 /**
@@ -145,13 +146,13 @@ export class ThreadChild {
     this.#held = { task: { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id } };
     const task = runOnPool(pool, this.#held);
     this.outcome = task.then(
-      async ({ result, end, notices }): Promise<ThreadOutcome> => {
+      async ({ result, failure, end, notices }): Promise<ThreadOutcome> => {
         this.#end(onTaskEnd);
         // The task's value may overtake the hub's notices (piscina answers on its own port); its
         // end notice, the child's last events, applies after them.
         await noticesIn(notices);
         if (end && end.events.length > 0) sink.events(end.events);
-        return { type: 'result', result };
+        return { type: 'result', result, ...(failure ? { failure } : {}) };
       },
       (error: unknown): ThreadOutcome => {
         const killed = this.#state === 'terminated';

@@ -283,7 +283,7 @@ export class WorkerRun implements SubagentRun {
     this.#child.release();
     if (this.#deliveries.size > 0) await Promise.all([...this.#deliveries].map(settled));
     const result = outcome.type === 'result' ? outcome.result : this.#deadThreadResult(outcome);
-    if (outcome.type === 'result' && result.stopReason !== 'completed') this.#closeUnrunTurn(result);
+    if (outcome.type === 'result' && result.stopReason !== 'completed') this.#closeUnrunTurn(result, outcome.failure);
     if (this.#refused.length === 0) return result;
     const note = `${this.#refused.length} message(s) sent to the child were not delivered`;
     return { ...result, diagnostic: result.diagnostic ? `${result.diagnostic}; ${note}` : note };
@@ -293,9 +293,9 @@ export class WorkerRun implements SubagentRun {
    * A child that ended before its first turn (its tool modules did not load, it was cancelled at
    * once) wrote nothing: its log records that turn and how it ended, so no reader takes it for running.
    */
-  #closeUnrunTurn(result: SubagentResult): void {
-    const reason: TurnEndReason =
-      result.stopReason === 'aborted' ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error: { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' } };
+  #closeUnrunTurn(result: SubagentResult, failure: { code: string; message: string } | undefined): void {
+    const error = failure ?? { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' };
+    const reason: TurnEndReason = result.stopReason === 'aborted' ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error };
     // As the child itself would have, inside its first turn: the log says what was delegated.
     recordUnrunTurn(this.#session, this.#seedLength, reason, this.#delegated());
   }

@@ -1,0 +1,98 @@
+// The tools a child's model is offered, and a tool module clashing with them, the same on every
+// local provider: in-process and in worker threads, one-shot and continuable (resident in a thread).
+import { describe, expect, it } from 'vitest';
+import { forkProvider, reportTool, spawnProvider, text, type Agent, type Host, type ModelSpec, type SessionEvent, type TurnEndReason } from 'subagent-host';
+import { recordingTool } from './helpers.js';
+import { continuationSuite, turnEnds } from './continuation-helpers.js';
+
+const suite = continuationSuite('subagent-child-tools-');
+const SHOUT_TOOLS = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
+/** Answers `tools: <names of the tools it was offered, in order>`. */
+const TOOL_NAMES: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createToolNamesEchoModel' };
+const PROVIDERS = ['in-process', 'in-process-fork', 'spawn', 'fork'];
+
+/** A tool module exporting one tool named `name`. */
+const moduleWithTool = (name: string) => `data:text/javascript,${encodeURIComponent(`export const tools = [{ name: '${name}', description: '', parameters: { type: 'object' }, execute: () => 'module' }];`)}`;
+
+async function setup() {
+  const fixture = await suite.setup({ tools: [recordingTool('host_a'), recordingTool('host_b')] }, (host) => {
+    host.subagents.registerProvider(spawnProvider(host));
+    host.subagents.registerProvider(forkProvider(host));
+    reportTool(host);
+  });
+  // The forking providers' children start from a parent turn.
+  fixture.parent.followup([text('hello')]);
+  await fixture.parent.whenIdle();
+  return fixture;
+}
+
+function startOneShot(host: Host, parent: Agent, provider: string, toolModules: string[]) {
+  return host.subagents.start(provider, { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: TOOL_NAMES, toolModules } });
+}
+
+function startContinuable(host: Host, parent: Agent, provider: string, toolModules: string[]) {
+  return host.subagents.startContinuable({ provider, label: 'tools', request: { prompt: [text('go')], parent, agentOptions: { model: TOOL_NAMES, toolModules } } });
+}
+
+/** The last turn end of a log. */
+function lastTurnEnd(events: readonly SessionEvent[]): TurnEndReason {
+  return (events.findLast((e) => e.type === 'turn/end')!.data as { reason: TurnEndReason }).reason;
+}
+
+describe('the tools a child is offered', () => {
+  it('are the host tools, then its tool modules’ tools, then report (continuable), in that order on every provider', async () => {
+    const { host, parent, recorder } = await setup();
+    const offered: Record<string, unknown[]> = {};
+    const children: Record<string, string> = {};
+    for (const provider of PROVIDERS) {
+      const run = await startOneShot(host, parent, provider, [SHOUT_TOOLS]);
+      const { output } = await run.result;
+      await run.dispose();
+      const { childId } = await startContinuable(host, parent, provider, [SHOUT_TOOLS]);
+      children[provider] = childId;
+      await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+      offered[provider] = [output, recorder.ends.find((end) => end.id === childId)!.lastAssistantMessage];
+    }
+    // A host tool registered between turns joins the host tools; report stays after the module's tool.
+    host.tools.register(recordingTool('late'));
+    for (const provider of PROVIDERS) {
+      const childId = children[provider]!;
+      await host.subagents.followup(parent, childId, [text('again')]);
+      await recorder.until(() => recorder.ends.filter((end) => end.id === childId).length >= 2);
+      offered[provider]!.push(recorder.ends.filter((end) => end.id === childId)[1]!.lastAssistantMessage);
+    }
+    const expected = [[text('tools: host_a,host_b,shout')], [text('tools: host_a,host_b,shout,report')], [text('tools: host_a,host_b,late,shout,report')]];
+    expect(offered).toStrictEqual(Object.fromEntries(PROVIDERS.map((provider) => [provider, expected])));
+  });
+});
+
+describe('a tool module’s tool named like a tool the child already has', () => {
+  const clashes: [string, string, (module: string) => string][] = [
+    ['a host tool', 'host_a', (module) => `tool module ${module} exports a tool named host_a, as does a tool the agent already has; pick another name`],
+    ['report', 'report', () => 'a tool named report is already registered here; pick another name'],
+  ];
+
+  it.each(clashes)('in-process refuses the start (%s, DUPLICATE_TOOL); a worker child ends its turn with the same error', async (_what, name, message) => {
+    const { host, parent, recorder } = await setup();
+    const module = moduleWithTool(name);
+    const error = { code: 'DUPLICATE_TOOL', message: message(module) };
+    for (const provider of ['in-process', 'in-process-fork']) {
+      await expect(startContinuable(host, parent, provider, [module])).rejects.toMatchObject(error);
+      if (name === 'report') continue; // a one-shot child has no report tool
+      await expect(startOneShot(host, parent, provider, [module])).rejects.toMatchObject(error);
+    }
+    for (const provider of ['spawn', 'fork']) {
+      const { childId } = await startContinuable(host, parent, provider, [module]);
+      await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+      expect(recorder.ends.find((end) => end.id === childId)).toMatchObject({ stopReason: 'error' });
+      expect(lastTurnEnd(host.sessions.get(childId)!.events)).toStrictEqual({ kind: 'error', error });
+      if (name === 'report') continue;
+      const run = await startOneShot(host, parent, provider, [module]);
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: `${error.code}: ${error.message}` });
+      const own = host.sessions.get(run.id)!.events.slice(host.sessions.get(run.id)!.header.seedLength ?? 0);
+      expect(turnEnds(own)).toStrictEqual(['error']);
+      expect(lastTurnEnd(own)).toStrictEqual({ kind: 'error', error });
+      await run.dispose();
+    }
+  });
+});
