@@ -1,10 +1,12 @@
 // The inspect page in a real browser (Debian's chromium driven by playwright-core) over a database
-// written by a real demo run: tree, timeline, transcript, live updates, and session text as text.
+// written by a real demo run: tree, timeline, transcript, live updates, session text as text, and a
+// transcript with a long output cut and a damaged row, and a file empty when the page opened.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Host, type ScriptedStep } from 'subagent-host';
@@ -148,6 +150,69 @@ describe('subagent-host inspect in a browser', () => {
     expect(await page.textContent(`#tree .row[data-child-id="${id}"] .label`)).toBe(PAYLOAD);
     expect(await page.$$('#app img, #app script')).toHaveLength(0);
     expect(await page.evaluate(() => (globalThis as { __pwned?: unknown }).__pwned)).toBeUndefined();
+  });
+
+  it('shows a long output cut, with a link to its whole text, and a damaged row as unreadable among the others', async () => {
+    const long = `${'x'.repeat(70_000)} the end`;
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let id: string;
+    try {
+      const run = await startChild(host, 'long output', [{ text: long }]);
+      await run.result;
+      await run.dispose();
+      id = run.id;
+    } finally {
+      await host.close();
+    }
+    const file = new Database(db);
+    file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = ? AND type = 'turn/start'").run(id);
+    file.close();
+    await page.click(`#tree .row[data-child-id="${id}"]`);
+    await expect.poll(() => page.textContent('#transcript .mono')).toBe(id);
+    await page.waitForSelector('#transcript .entry[data-kind="turn-end"]');
+    expect(await page.textContent('#transcript .entry.unreadable.error .title')).toMatch(/^event \d+ is unreadable/);
+    const kinds = await page.$$eval('#transcript .entry', (entries) => entries.map((entry) => entry.getAttribute('data-kind')));
+    expect(kinds).toEqual(expect.arrayContaining(['message', 'unreadable', 'assistant', 'turn-end']));
+    const assistant = '#transcript .entry[data-kind="assistant"]';
+    expect(await page.textContent(`${assistant} .cut`)).toBe(`… ${(long.length - 64 * 1024).toLocaleString('en')} more characters not shown · open the full text`);
+    const [tab] = await Promise.all([context.waitForEvent('page'), page.click(`${assistant} .cut a`)]);
+    try {
+      await tab.waitForLoadState();
+      expect(await tab.textContent('body')).toBe(long);
+    } finally {
+      await tab.close();
+    }
+  });
+
+  it('shows the tree of the first sessions written into a file that was empty when the page opened', async () => {
+    const written = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: written } });
+    let childId: string;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', { label: 'first child', prompt: [text('hello')], parent, signal: new AbortController().signal });
+      await run.result;
+      await run.dispose();
+      childId = run.id;
+    } finally {
+      await host.close();
+    }
+    const empty = files.file();
+    writeFileSync(empty, '');
+    const other = await startInspect(empty);
+    const tab = await context.newPage();
+    try {
+      await tab.goto(other.url);
+      await expect.poll(() => tab.textContent('#roots')).toBe('No sessions yet.');
+      await tab.waitForSelector('#live.on');
+      // Filled in place, at once: the page hears of one change, and its first roots choose the tree shown.
+      copyFileSync(written, empty);
+      await tab.waitForSelector(`#tree .row[data-child-id="${childId}"]`);
+    } finally {
+      await tab.close();
+      await other.stop();
+    }
   });
 
   it('follows a link to another selection in the same tab: the hash changes, the page does not reload', async () => {

@@ -1,7 +1,8 @@
 // `subagent-host inspect` options and databases as a user meets them: which file it reads without
 // --db, files it cannot read (each a typed message and exit 1, never a server), empty and
 // out-of-range values (exit 2), a port in use, IPv6 loopback, --open with and without a browser
-// opener on the PATH, and a damaged database shown as far as it can be read.
+// opener on the PATH, and a damaged database shown as far as it can be read (a damaged row of a log
+// among the others).
 import { execFile } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
@@ -113,9 +114,10 @@ describe('subagent-host inspect on a file it cannot read', () => {
     expect(readFileSync(foreign).equals(before)).toBe(true);
   });
 
-  it('says why it cannot read an empty database, a newer one, or one that claims our schema with other tables, and leaves no file beside them', async () => {
+  it('says why it cannot read an SQLite database without tables, a newer one, or one that claims our schema with other tables, and leaves no file beside them', async () => {
     const cases: [string, (db: Database.Database) => void, string][] = [
-      ['empty.db', () => undefined, 'is not a subagent-host database (it is empty)'],
+      // Not 0 bytes (a file a host is still creating reads as no sessions yet): an SQLite header, no tables.
+      ['empty.db', (db) => db.exec('CREATE TABLE t (x); DROP TABLE t'), 'is not a subagent-host database (it is empty)'],
       ['newer.db', (db) => db.exec('CREATE TABLE sessions (x); PRAGMA user_version = 99'), 'was written by a newer subagent-host (schema version 99); this build reads version 4'],
       ['claims.db', (db) => db.exec('CREATE TABLE notes (body TEXT); PRAGMA user_version = 4'), 'claims schema version 4 but its tables differ: it was not written by subagent-host'],
     ];
@@ -266,7 +268,7 @@ describe('subagent-host inspect listening', () => {
 });
 
 describe('subagent-host inspect on a damaged database', () => {
-  it('lists what it can read, takes a child\'s mode and label from its log, notes a child whose descriptor is damaged, and answers a damaged log with 500 CORRUPT_DATA', async () => {
+  it('lists what it can read, takes a child\'s mode and label from its log, notes a child whose descriptor is damaged, and shows a damaged row of a log as unreadable', async () => {
     const damaged = files.file();
     const host = await createHost({ providers: false, persistence: { sqlite: damaged } });
     let parentId: string;
@@ -306,8 +308,10 @@ describe('subagent-host inspect on a damaged database', () => {
         { mode: undefined, label: undefined, problem: 'no readable descriptor' },
       ]);
       const log = await rawGet(server.url, `/api/sessions/${parentId}`);
-      expect([log.status, log.type.split(';')[0]]).toEqual([500, 'application/json']);
-      expect((JSON.parse(log.body) as { error: { code: string } }).error.code).toBe('CORRUPT_DATA');
+      expect([log.status, log.type.split(';')[0]]).toEqual([200, 'application/json']);
+      const kinds = (JSON.parse(log.body) as { entries: { kind: string }[] }).entries.map((entry) => entry.kind);
+      expect(kinds.filter((kind) => kind === 'unreadable')).toHaveLength(1);
+      expect(kinds).toContain('turn-end');
     } finally {
       expect(await server.stop()).toBe(0);
     }

@@ -70,10 +70,16 @@ export interface TranscriptEntry {
     | 'turn-end'
     | 'descriptor'
     | 'seed'
-    | 'event';
+    | 'event'
+    | 'unreadable';
   title: string;
-  /** The body; the page folds long ones. */
+  /** The body; the page folds long ones. For an `unreadable` row, why it cannot be read. */
   text?: string;
+  /**
+   * Characters cut from the end of `text` (each text is capped, and so is a response's total): the
+   * whole body of an event's entry is at `GET /api/sessions/:id/events/:seq` (plain text).
+   */
+  omitted?: number;
   isError?: boolean;
 }
 

@@ -70,6 +70,8 @@ h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: v
 .transcript .entry.assistant { border-color: var(--running); } .transcript .entry.tool-call, .transcript .entry.tool-result { border-color: var(--other); }
 .transcript .entry.report, .transcript .entry.notice { border-color: var(--completed); }
 .transcript .entry.error { border-color: var(--error); }
+.transcript .entry.unreadable { background: #fdf0f0; }
+.transcript .cut { margin: 4px 0 0; color: var(--muted); font-style: italic; }
 .transcript .title { font-weight: 600; } .transcript .time { color: var(--muted); margin-left: 8px; font-weight: 400; }
 .transcript pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0 0; font: 12px/1.4 ui-monospace, monospace; }
 .transcript details summary { cursor: pointer; color: var(--muted); overflow-wrap: anywhere; }

@@ -1,15 +1,16 @@
 // Read-only queries of a subagent-host database for the inspector: roots, the tree below a root with
 // what each child's log says (activity, stop reason, timing, usage), and one session's log. The
 // handle is opened read-only, so another process keeps writing (WAL) while the page watches.
+import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
-import type { SessionEvent } from '../seam/session-types.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { decodeEvent, decodeSession, readonlyFolderError } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
 import { storageFailure } from '../persistence/sqlite.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
-import { tokenTotalsOf, transcriptOf } from './transcript.js';
+import { entryOf } from './transcript.js';
+import { TranscriptBuilder, type EventRow } from './transcript-builder.js';
 
 const ROOTS_SHOWN = 200;
 const TITLE_CHARS = 120;
@@ -123,7 +124,8 @@ export class InspectReader {
   readonly #root: Database.Statement<[string], { id: string; createdAt: number; events: number; children: number; first: string | null }>;
   readonly #tree: Database.Statement<[{ root: string }], TreeRow>;
   readonly #session: Database.Statement<[string]>;
-  readonly #events: Database.Statement<[string]>;
+  readonly #events: Database.Statement<[string], EventRow>;
+  readonly #event: Database.Statement<[string, number], EventRow>;
   readonly #version: Database.Statement<[], number>;
   readonly #openTurn: Database.Statement<{ id: string }, number>;
 
@@ -166,6 +168,7 @@ export class InspectReader {
       this.#tree = this.#db.prepare(TREE);
       this.#session = this.#db.prepare('SELECT id, created_at, cwd, parent_session, origin, delegation_depth, seed_length, next_seq FROM sessions WHERE id = ?');
       this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
+      this.#event = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? AND seq = ?');
       this.#version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
       this.#openTurn = this.#db
         .prepare<{ id: string }, number>(
@@ -227,22 +230,46 @@ export class InspectReader {
     return order;
   }
 
-  /** One session's log as transcript entries, or undefined when there is no such session. */
+  /**
+   * One session's log as transcript entries, or undefined when there is no such session. Rows are
+   * read one at a time and their texts cut as they come (see {@link TranscriptBuilder}).
+   */
   transcript(id: string): TranscriptResponse | undefined {
-    const row = this.#read(() => this.#session.get(id));
-    if (row === undefined) return undefined;
-    const { header } = decodeSession(row);
-    const events: SessionEvent[] = this.#read(() => this.#events.all(id)).map((event) => decodeEvent(id, event));
-    const response: TranscriptResponse = { id, createdAt: header.createdAt, entries: transcriptOf(events, header.seedLength ?? 0) };
-    if (header.parentSession !== undefined) response.parentId = header.parentSession;
-    const usage = tokenTotalsOf(events.slice(header.seedLength ?? 0));
-    if (usage !== undefined) response.usage = usage;
-    return response;
+    return this.#read(() => {
+      const row = this.#session.get(id);
+      if (row === undefined) return undefined;
+      const { header } = decodeSession(row);
+      const builder = new TranscriptBuilder(id, header.createdAt, header.seedLength ?? 0);
+      for (const event of this.#events.iterate(id)) builder.add(event);
+      const response: TranscriptResponse = { id, createdAt: header.createdAt, ...builder.finish() };
+      if (header.parentSession !== undefined) response.parentId = header.parentSession;
+      return response;
+    });
+  }
+
+  /**
+   * The whole body of the entry of event `seq` ('' for an entry without one), or undefined when the
+   * session has no such event or the transcript leaves it out.
+   * @throws SubagentError `CORRUPT_DATA` when the row cannot be read.
+   */
+  entryText(id: string, seq: number): string | undefined {
+    const row = this.#read(() => this.#event.get(id, seq));
+    const entry = row === undefined ? undefined : entryOf(decodeEvent(id, row));
+    return entry === undefined ? undefined : (entry.text ?? '');
   }
 
   close(): void {
     this.#db.close();
   }
+}
+
+/**
+ * The reader of the database at `path`, or undefined while the file is empty (0 bytes): a host
+ * creating it has not written its schema yet, so it holds no sessions yet.
+ * @throws SubagentError as {@link InspectReader}'s constructor does.
+ */
+export function openReader(path: string): InspectReader | undefined {
+  return fs.statSync(path, { throwIfNoEntry: false })?.size === 0 ? undefined : new InspectReader(path);
 }
 
 function summary(row: { id: string; createdAt: number; events: number; children: number; first: string | null }): RootSummary {

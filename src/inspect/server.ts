@@ -1,5 +1,5 @@
-// The inspector's HTTP server (node:http): its three assets, JSON read from the database, and a
-// Server-Sent Events stream that says when the database changed. Request paths are matched
+// The inspector's HTTP server (node:http): its three assets, JSON read from the database (and the
+// whole text of one transcript entry), and a Server-Sent Events stream that says when the database changed. Request paths are matched
 // exactly and never touch the file system, so no path can reach a file the server did not choose.
 import fs, { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -7,7 +7,7 @@ import { BlockList, isIP, type AddressInfo } from 'node:net';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { ErrorResponse, TreeResponse } from './api-types.js';
 import { INDEX_HTML, PAGE_CSS } from './assets.js';
-import { InspectReader } from './reader.js';
+import { openReader, type InspectReader } from './reader.js';
 
 /** Options of {@link startInspectServer}. */
 export interface InspectServerOptions {
@@ -106,12 +106,13 @@ function fileIdentity(path: string): string | undefined {
 /** Starts the server; resolves once it listens. The reader is opened first, so a bad file fails here. */
 export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
   const bundle = loadBundle();
-  let reader = new InspectReader(options.db);
+  // Undefined while the file is empty (a host is creating it): no sessions yet, opened once written.
+  let reader = openReader(options.db);
   let file = fileIdentity(options.db);
   const { host, port } = options;
   const streams = new Set<http.ServerResponse>();
   let poller: NodeJS.Timeout | undefined;
-  let version = reader.version();
+  let version = reader?.version() ?? 0;
   // Set once it listens, from the address it bound (before that no request arrives).
   let loopback = true;
   let url = '';
@@ -120,9 +121,10 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   };
 
   /**
-   * The file at the path was deleted or replaced (a demo run again on it): the open handle still
-   * reads the old one. A new file is read once it is a database of ours; until then (or while it
-   * is missing) the page is told, and shows the last content it read.
+   * The file at the path was deleted or replaced (a demo run again on it), or was empty when last
+   * seen: the open handle, if any, still reads the old one. A new file is read once it is a database
+   * of ours; until then (or while it is missing) the page is told, and shows the last content it read.
+   * A file empty from the start (a host is creating it) shows no sessions until it is written.
    */
   const reopen = (now: string | undefined): void => {
     if (now === undefined) {
@@ -130,28 +132,38 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       file = undefined;
       return;
     }
-    let next: InspectReader;
-    try {
-      next = new InspectReader(options.db);
-    } catch {
+    const unreadable = (): void => {
       if (file !== undefined) tell('gone', 'the database file was replaced by one it cannot read yet');
-      file = undefined;
-      return; // being written: the next tick tries again
+      file = undefined; // being written: the next tick tries again
+    };
+    let next: InspectReader | undefined;
+    try {
+      next = openReader(options.db);
+    } catch {
+      return unreadable();
     }
-    reader.close();
+    if (next === undefined) {
+      // Empty since it was first seen: still no sessions, nothing to tell.
+      if (reader === undefined && now === file) return;
+      return unreadable();
+    }
+    reader?.close();
     reader = next;
     file = now;
-    version = reader.version();
+    version = next.version();
     tell('change', version);
   };
 
+  /** Whether the file at the path is another one than the reader's, or the empty file may have been written since. */
+  const stale = (now: string | undefined): boolean => now !== file || reader === undefined;
+
   const poll = (): void => {
     const now = fileIdentity(options.db);
-    if (now !== file) return reopen(now);
+    if (stale(now)) return reopen(now);
     let next: number;
     // Busy or closing: the next tick tries again (not provoked by a test: it needs a lock held at a poll).
     try {
-      next = reader.version();
+      next = (reader as InspectReader).version();
     } catch {
       return;
     }
@@ -191,24 +203,32 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     // Without a page listening nothing polls: a file replaced since is noticed here, not read stale.
     if (path.startsWith('/api/') && poller === undefined) {
       const now = fileIdentity(options.db);
-      if (now !== file) reopen(now);
+      if (stale(now)) reopen(now);
     }
-    if (path === '/api/roots') return sendJson(res, 200, reader.roots());
+    if (path === '/api/roots') return sendJson(res, 200, reader?.roots() ?? []);
     if (path === '/api/info') return sendJson(res, 200, { db: options.db });
     const tree = /^\/api\/roots\/([^/]+)\/tree$/.exec(path);
     if (tree !== null) {
       const id = segment(tree[1]!);
-      const root = id === undefined ? undefined : reader.root(id);
+      const root = id === undefined ? undefined : reader?.root(id);
       if (id === undefined || root === undefined) return sendError(res, 404, 'UNKNOWN_SESSION', 'no session with this id');
-      const body: TreeResponse = { root, nodes: reader.tree(id), now: Date.now() };
+      const body: TreeResponse = { root, nodes: (reader as InspectReader).tree(id), now: Date.now() };
       return sendJson(res, 200, body);
     }
     const session = /^\/api\/sessions\/([^/]+)$/.exec(path);
     if (session !== null) {
       const id = segment(session[1]!);
-      const transcript = id === undefined ? undefined : reader.transcript(id);
+      const transcript = id === undefined ? undefined : reader?.transcript(id);
       if (transcript === undefined) return sendError(res, 404, 'UNKNOWN_SESSION', 'no session with this id');
       return sendJson(res, 200, transcript);
+    }
+    // The whole body of one entry whose text the transcript cut, as plain text.
+    const event = /^\/api\/sessions\/([^/]+)\/events\/(\d{1,15})$/.exec(path);
+    if (event !== null) {
+      const id = segment(event[1]!);
+      const body = id === undefined ? undefined : reader?.entryText(id, Number(event[2]));
+      if (body === undefined) return sendError(res, 404, 'UNKNOWN_EVENT', 'no transcript entry with this session id and seq');
+      return send(res, 200, 'text/plain; charset=utf-8', body);
     }
     sendError(res, 404, 'NOT_FOUND', 'the inspector serves only its page and /api/…');
   };
@@ -234,7 +254,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       resolve();
     });
   }).catch((error: unknown) => {
-    reader.close();
+    reader?.close();
     throw new SubagentError('INVALID_OPTIONS', `cannot listen on ${host}:${port}: ${describeError(error)}`, { cause: error });
   });
   const address = server.address() as AddressInfo;
@@ -252,7 +272,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
         for (const res of streams) res.end();
         streams.clear();
         server.close(() => {
-          reader.close();
+          reader?.close();
           resolve();
         });
         server.closeAllConnections();

@@ -2,7 +2,7 @@
 // notices, turn boundaries. Streaming chunks and step markers are left out (the messages carry
 // their text); every body is plain text, which the page shows as text.
 import type { SessionEvent } from '../seam/session-types.js';
-import type { TranscriptEntry, UsageTotals } from './api-types.js';
+import type { TranscriptEntry } from './api-types.js';
 
 type Data = Record<string, unknown>;
 
@@ -68,7 +68,7 @@ function reasonText(reason: Data): string {
 }
 
 /** One event as an entry, or undefined when the transcript leaves it out. */
-function entryOf(event: SessionEvent): TranscriptEntry | undefined {
+export function entryOf(event: SessionEvent): TranscriptEntry | undefined {
   if (SKIPPED.has(event.type)) return undefined;
   const data = asData(event.data);
   const base = { seq: event.seq, time: event.time };
@@ -114,39 +114,4 @@ function entryOf(event: SessionEvent): TranscriptEntry | undefined {
     default:
       return { ...base, kind: 'event', title: event.type, text: json(event.data) };
   }
-}
-
-/** The entries of a log; the first `seedLength` events (a fork's inherited prefix) fold into one. */
-export function transcriptOf(events: readonly SessionEvent[], seedLength: number): TranscriptEntry[] {
-  const entries: TranscriptEntry[] = [];
-  const seed = Math.min(seedLength, events.length);
-  if (seed > 0) {
-    const inherited = events.slice(0, seed).flatMap((event) => {
-      const entry = entryOf(event);
-      return entry === undefined ? [] : [`[${entry.title}]${entry.text === undefined ? '' : `\n${entry.text}`}`];
-    });
-    entries.push({ seq: 0, time: events[0]!.time, kind: 'seed', title: `${seed} events inherited from the parent (fork seed)`, text: inherited.join('\n\n') });
-  }
-  for (const event of events.slice(seed)) {
-    const entry = entryOf(event);
-    if (entry !== undefined) entries.push(entry);
-  }
-  return entries;
-}
-
-/**
- * Token totals of every assistant message in `events` that reports usage (the caller passes a fork's
- * own events, without its seed: the parent's spend is not the child's); undefined when none does.
- */
-export function tokenTotalsOf(events: readonly SessionEvent[]): UsageTotals | undefined {
-  let totals: UsageTotals | undefined;
-  for (const event of events) {
-    if (event.type !== 'assistant/message') continue;
-    const usage = asData(asData(event.data)['usage']);
-    if (typeof usage['inputTokens'] !== 'number') continue;
-    totals ??= { inputTokens: 0, outputTokens: 0 };
-    totals.inputTokens += usage['inputTokens'];
-    totals.outputTokens += typeof usage['outputTokens'] === 'number' ? usage['outputTokens'] : 0;
-  }
-  return totals;
 }

@@ -157,7 +157,8 @@ function refresh(): void {
     again = true;
     return;
   }
-  refreshing = show(Promise.all([loadRoots(), loadTree(), loadTranscript()]).then(() => undefined)).finally(() => {
+  // Roots first: the first roots of a database that had none choose the root whose tree loads.
+  refreshing = show(loadRoots().then(() => Promise.all([loadTree(), loadTranscript()])).then(() => undefined)).finally(() => {
     refreshing = undefined;
     if (again) {
       again = false;

@@ -1,5 +1,6 @@
 // A child's transcript: messages, tool calls and results, reports, notices and turn ends, appended
-// as the log grows. Long bodies are folded behind a summary that shows their first line.
+// as the log grows. Long bodies are folded behind a summary that shows their first line; a body the
+// server cut says how much it left out and links to the whole of it.
 import type { TranscriptEntry, TranscriptResponse } from '../api-types.js';
 import { duration, el } from './dom.js';
 
@@ -19,10 +20,24 @@ function body(text: string): HTMLElement {
   );
 }
 
-function entryElement(entry: TranscriptEntry, createdAt: number): HTMLElement {
+/** How much of an entry's text the server left out, and a link to the whole of it (a seed's spans many events: none). */
+function cutNote(entry: TranscriptEntry, omitted: number, session: string): HTMLElement {
+  const note = el('p', { className: 'cut', text: `… ${omitted.toLocaleString('en')} more characters not shown` });
+  if (entry.kind !== 'seed') {
+    const link = el('a', { text: 'open the full text' });
+    link.href = `/api/sessions/${encodeURIComponent(session)}/events/${entry.seq}`;
+    link.target = '_blank';
+    link.rel = 'noopener';
+    note.append(' · ', link);
+  }
+  return note;
+}
+
+function entryElement(entry: TranscriptEntry, session: string, createdAt: number): HTMLElement {
   const title = el('div', { className: 'title' }, entry.title, el('span', { className: 'time', text: `+${duration(Math.max(0, entry.time - createdAt))}` }));
   const box = el('div', { className: `entry ${entry.kind}${entry.isError === true ? ' error' : ''}`, data: { seq: String(entry.seq), kind: entry.kind } }, title);
   if (entry.text !== undefined && entry.text !== '') box.append(body(entry.text));
+  if (entry.omitted !== undefined) box.append(cutNote(entry, entry.omitted, session));
   return box;
 }
 
@@ -50,7 +65,7 @@ export function renderTranscript(
     view = { id: response.id, shown: 0 };
   }
   if (response.entries.length > view.shown) container.querySelector('.empty')?.remove();
-  for (const entry of response.entries.slice(view.shown)) container.append(entryElement(entry, response.createdAt));
+  for (const entry of response.entries.slice(view.shown)) container.append(entryElement(entry, response.id, response.createdAt));
   if (response.entries.length === 0 && view.shown === 0) container.append(el('p', { className: 'muted empty', text: 'No events yet.' }));
   return { id: response.id, shown: Math.max(view.shown, response.entries.length) };
 }
