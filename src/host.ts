@@ -1,5 +1,6 @@
 // createHost: wires the live session store, persistence, host tools, the agent registry and the
-// subagent service, and owns their shutdown. `close()` disposes runs, agents, then storage.
+// subagent service, and owns their shutdown. `close()` stops top-level agents at once, then disposes
+// runs (continuable children first, child-first), agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { plainJsonProblem } from './seam/content.js';
 import { SubagentError, printable } from './seam/errors.js';
@@ -267,7 +268,12 @@ class HostImpl implements Host {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       try {
-        await this.subagents.close();
+        this.tools.close();
+        // Children are refused from now on; top-level agents stop now (a turn in flight ends
+        // aborted), not after the children drained: a paid model is called no more once close began.
+        const draining = this.subagents.close();
+        this.agents.hold();
+        await draining;
         await Promise.allSettled([...this.#closeHooks].map((hook) => hook()));
         // The sessions are flushed also when an agent's own flush failed; that failure is then reported.
         const disposed = await this.agents.close().then(

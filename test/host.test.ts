@@ -5,8 +5,11 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  controlTools,
   createHost,
   inProcessProvider,
+  reportTool,
+  subagentTool,
   memoryPersistence,
   sqlitePersistence,
   text,
@@ -279,14 +282,58 @@ describe('host lifecycle', () => {
   it('refuses providers, continuable starts, follow-ups and reports with CLOSED once closed', async () => {
     const host = await open({ persistence: { sqlite: join(dir, 'closed.db') } });
     const parent = await host.createAgent();
-    await host.close();
     const added: string[] = [];
     host.subagents.on('subagent/provider-added', (provider) => void added.push(provider.name));
+    await host.close();
     expect(() => host.subagents.registerProvider(inProcessProvider(host))).toThrow(expect.objectContaining({ code: 'CLOSED' }));
     expect(added).toEqual([]);
     await expect(host.subagents.startContinuable({ provider: 'in-process', label: 'late', request: { prompt: [text('x')], parent } })).rejects.toMatchObject({ code: 'CLOSED' });
     await expect(host.subagents.followup(parent, 'some-child', [text('x')])).rejects.toMatchObject({ code: 'CLOSED' });
     await expect(host.subagents.reportFrom(parent, [text('x')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
+  it('refuses to add tools, setups or listeners, to interrupt and to resume once closed, CLOSED; disposers and unsubscribers still work', async () => {
+    const host = await open({ persistence: memoryPersistence() });
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    parent.followup([text('stored')]);
+    await parent.whenIdle();
+    const tool: Tool = { name: 'late', description: 'registered too late', parameters: { type: 'object', properties: {} }, execute: () => Promise.resolve('x') };
+    const early = { ...tool, name: 'early' };
+    const removeEarly = host.tools.register(early);
+    const unsubscribe = host.subagents.on('subagent/start', () => undefined);
+    const removeSetup = host.subagents.registerContinuableSetup(() => () => undefined);
+    const removeTool = subagentTool(host, { provider: 'in-process' });
+    await host.close();
+    const closed = expect.objectContaining({ code: 'CLOSED', message: expect.stringContaining('the host is closed') });
+    expect(() => host.tools.register(tool)).toThrow(closed);
+    expect(() => host.subagents.on('subagent/end', () => undefined)).toThrow(closed);
+    expect(() => host.subagents.registerContinuableSetup(() => () => undefined)).toThrow(closed);
+    expect(() => host.subagents.interrupt('some-child', { kind: 'user', parentSessionId: parent.id })).toThrow(closed);
+    expect(() => host.subagents.interrupt('some-child', { kind: 'ancestor', agent: parent })).toThrow(closed);
+    expect(() => subagentTool(host, { provider: 'in-process', toolName: 'late_subagent' })).toThrow(closed);
+    expect(() => controlTools(host)).toThrow(closed);
+    expect(() => reportTool(host)).toThrow(closed);
+    await expect(host.agents.resume({ sessionId: parent.id })).rejects.toMatchObject({ code: 'CLOSED', message: expect.stringContaining('the host is closed') });
+    expect(host.tools.names()).toEqual(['early', 'subagent']);
+    // What was registered before close is removed by its disposer as before, however often it is called.
+    for (const dispose of [removeEarly, unsubscribe, removeSetup, removeTool, removeTool]) dispose();
+    expect(host.tools.names()).toEqual([]);
+    expect(host.subagents.listenerCount).toBe(0);
+  });
+
+  it('resolves a drain of the children of a parent that close() disposed once the host drained them, instead of refusing the parent', async () => {
+    const host = await open();
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'waits',
+      request: { prompt: [text('wait')], parent, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } },
+    });
+    await host.close();
+    await expect(host.subagents.drainContinuableChildren(parent, [childId])).resolves.toBeUndefined();
+    expect(host.subagents.residentChildren).toBe(0);
   });
 
   it('rejects CLOSED for an agent whose creation raced close(), leaving nothing registered', async () => {
@@ -302,6 +349,7 @@ describe('host lifecycle', () => {
     const host = await open({ model: { kind: 'scripted', steps: [{ finish: 'hang' }] } });
     const agent = await host.createAgent();
     agent.followup([text('wait forever')]);
+    while (!agent.session.events.some((e) => e.type === 'turn/start')) await new Promise((r) => setImmediate(r));
     await host.close();
     expect(agent.status).toBe('idle');
     expect(agent.session.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
@@ -450,6 +498,39 @@ describe('host lifecycle with children', () => {
     expect(host.agents.list()).toEqual([]);
     expect(host.sessions.list()).toEqual([]);
     expect(host.subagents.activeRuns).toBe(0);
+  });
+
+  it('stops a top-level agent mid-turn as close() begins: no model step after that while a continuable child drains', async () => {
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    // The child's tool ignores its signal: the drain, and so close(), waits for the gate.
+    const held: Tool = { name: 'held', description: 'returns when the gate opens', parameters: { type: 'object', properties: {} }, execute: () => gate.then(() => 'done') };
+    // One model step per turn of the event loop, so the loop below sees the parent's turn under way.
+    const tick: Tool = { name: 'tick', description: 'returns soon', parameters: { type: 'object', properties: {} }, execute: () => new Promise((r) => setImmediate(() => r('tick'))) };
+    const host = await open({ tools: [held, tick] });
+    host.subagents.registerProvider(inProcessProvider(host));
+    const loop = Array.from({ length: 500 }, () => ({ toolCalls: [{ name: 'tick', input: {} }] }));
+    const parent = await host.createAgent({ agentOptions: { maxStepsPerTurn: 500, model: { kind: 'scripted', steps: loop } } });
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'holds',
+      request: { prompt: [text('hold')], parent, agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'held', input: {} }] }] } } },
+    });
+    while (!host.sessions.get(childId)?.events.some((e) => e.type === 'tool/call')) await new Promise((r) => setImmediate(r));
+    const steps = () => parent.session.events.filter((e) => e.type === 'step/start').length;
+    parent.followup([text('keep calling tools')]);
+    while (steps() < 2) await new Promise((r) => setImmediate(r));
+    const atClose = steps();
+    // The gate opens when the parent's turn ends, or after it took three more model steps (none may come).
+    parent.subscribe((event) => {
+      if (event.type === 'turn/end' || steps() >= atClose + 3) openGate();
+    });
+    await host.close();
+    expect(steps()).toBe(atClose);
+    expect(parent.session.events.findLast((e) => e.type === 'turn/end')).toMatchObject({ data: { turn: 1, reason: { kind: 'aborted' } } });
+    expect(host.subagents.residentChildren).toBe(0);
+    expect(host.agents.list()).toEqual([]);
+    expect(host.sessions.list()).toEqual([]);
   });
 });
 

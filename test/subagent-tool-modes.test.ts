@@ -2,7 +2,7 @@
 // answers, the settled notices, exactly-once disposal of background runs, and host close.
 import { describe, expect, it } from 'vitest';
 import { controlTools, subagentTool, text, type Agent, type SubagentProvider, type SubagentResult } from 'subagent-host';
-import { closeAfterEach, deferred, tempFiles } from './helpers.js';
+import { closeAfterEach, dataOf, deferred, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
 
@@ -198,10 +198,12 @@ describe('subagent tool, background one-shot runs', () => {
     await parent.whenIdle();
     const taskId = startedId(parent, 0);
     await host.close();
-    // The parent was going away: the notice is only added to its log.
-    expect(messages(parent).find((m) => m.source.kind === 'subagent-settled')!.text).toMatch(
-      new RegExp(`^Background task ${taskId} was cancelled before finishing \\(stop reason: aborted\\)\\.`),
-    );
+    // The parent was going away: the notice is only added to its log, and starts no turn.
+    const notices = dataOf<{ source: { kind: string }; content: { text?: string }[] }>(parent.session.events, 'inbox/accepted').filter((m) => m.source.kind === 'subagent-settled');
+    expect(notices.map((m) => m.content.map((block) => block.text ?? '').join('\n'))).toEqual([
+      expect.stringMatching(new RegExp(`^Background task ${taskId} was cancelled before finishing \\(stop reason: aborted\\)\\.`)),
+    ]);
+    expect(parent.session.events.filter((e) => e.type === 'turn/start')).toHaveLength(1);
   });
 
   it('still answers an error the model can read for a start refused before it waits', async () => {

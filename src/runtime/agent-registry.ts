@@ -165,6 +165,8 @@ export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
   /** Aborted by close(): agents still being built stop waiting for their modules and are not published. */
   readonly #closed = new AbortController();
+  /** Set by hold(): the host is closing, and no agent is created or resumed any more. */
+  #holding = false;
   #beforeDispose: ((agent: LocalAgent) => Promise<void>) | undefined;
   readonly #sessions: LiveSessionStore;
   readonly #tools: ToolRegistry;
@@ -212,6 +214,7 @@ export class AgentRegistry {
 
   /** Creates and publishes a new agent with a new session. */
   async create(options: CreateAgentOptions = {}): Promise<AgentHandle> {
+    if (this.#holding) throw SubagentError.closed('the host');
     assertAgentOptionsObject('create', options, false);
     const id = options.sessionId ?? newId();
     if (this.#agents.has(id) || this.#sessions.has(id)) {
@@ -230,6 +233,7 @@ export class AgentRegistry {
 
   /** Restores a persisted session as a live agent; queued input it had accepted runs again. */
   async resume(options: ResumeAgentOptions): Promise<AgentHandle> {
+    if (this.#holding) throw SubagentError.closed('the host', 'resume sessions on an open host');
     assertAgentOptionsObject('resume', options, true);
     if (!this.#persistence) {
       throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'resume needs session persistence; create the host with persistence');
@@ -314,6 +318,17 @@ export class AgentRegistry {
    */
   beforeDispose(hook: (agent: LocalAgent) => Promise<void>): void {
     this.#beforeDispose = hook;
+  }
+
+  /**
+   * The host begins to close: creates and resumes are refused (`CLOSED`), and every top-level agent
+   * stops at once, as its disposal stops it (its turn ends aborted, its queued input is discarded,
+   * and input it accepts from now on stays pending in the log): no model is called for it while
+   * the host drains the children, which their runs and continuations stop, child-first.
+   */
+  hold(): void {
+    this.#holding = true;
+    for (const { agent } of this.#agents.values()) if (agent.session.header.origin !== 'subagent') agent.beginDispose();
   }
 
   /** Disposes every agent, also when one's disposal fails (its flush); then throws the first failure. */

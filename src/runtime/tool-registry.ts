@@ -109,6 +109,7 @@ export class ToolRegistry {
   readonly #own = new Map<string, Tool>();
   #allow: Set<string> | undefined;
   readonly #deny = new Set<string>();
+  #closed = false;
 
   constructor(parent?: ToolRegistry) {
     this.#parent = parent;
@@ -119,8 +120,17 @@ export class ToolRegistry {
     return new ToolRegistry(this);
   }
 
-  /** Registers tools in this scope; `DUPLICATE_TOOL` if a visible tool has the name. */
+  /**
+   * Refuses later registrations in this registry (`CLOSED`): the host calls it on its registry as it
+   * closes. Registered tools stay listed, and their disposers still remove them.
+   */
+  close(): void {
+    this.#closed = true;
+  }
+
+  /** Registers tools in this scope; `DUPLICATE_TOOL` if a visible tool has the name, `CLOSED` once closed. */
   register(...tools: Tool[]): () => void {
+    if (this.#closed) throw SubagentError.closed('the host', 'register tools on an open host');
     for (const tool of tools) assertTool(tool);
     const names = new Set<string>();
     for (const tool of tools) {

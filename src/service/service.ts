@@ -24,6 +24,7 @@ import { ProviderRegistry, snapshotProvider } from './registry.js';
 import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
+import { isExactLive } from './continuation/authority.js';
 import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
 
 export interface SubagentServiceOptions {
@@ -73,6 +74,8 @@ export class SubagentService {
   /** The agents of live runs (a worker child's proxy is in no registry): they may be continuable parents. */
   readonly #runAgents = new Map<SessionId, Agent>();
   #closed = false;
+  /** The host's drain of every continuable child (set by close()): later drains wait for it. */
+  #drained: Promise<void> | undefined;
 
   constructor(options: SubagentServiceOptions = {}) {
     HELD_WORK.set(this, this.#held);
@@ -271,7 +274,9 @@ export class SubagentService {
     if (drained.status === 'rejected') throw drained.reason;
   }
 
+  /** Subscribes to lifecycle events; `CLOSED` once the host is closing (no child starts any more). */
   on<E extends keyof SubagentEvents>(event: E, listener: (payload: SubagentEvents[E]) => unknown, opts?: { parent?: SessionId }): () => void {
+    if (this.#closed) throw SubagentError.closed('the host');
     return this.#events.on(event, listener, opts);
   }
 
@@ -291,9 +296,10 @@ export class SubagentService {
     return manager.followup(parent, childId, content, opts);
   }
 
-  /** Stops a resident child's current turn (its inbox stays); no-op for absent ids. */
+  /** Stops a resident child's current turn (its inbox stays); no-op for absent ids, `CLOSED` once the host is closing. */
   interrupt(targetId: SessionId, authority: SubagentInterruptAuthority): void {
     if (!this.#continuation) throw SubagentError.continuationUnavailable('interrupt');
+    if (this.#closed) throw SubagentError.closed('the host', 'its children are being stopped or were stopped');
     interrupt(this.#continuation, targetId, authority);
   }
 
@@ -306,6 +312,7 @@ export class SubagentService {
 
   registerContinuableSetup(install: (child: Agent) => () => void): () => void {
     if (!this.#continuation) throw SubagentError.continuationUnavailable('registerContinuableSetup');
+    if (this.#closed) throw SubagentError.closed('the host', 'register setup contributions on an open host');
     return this.#continuation.setups.register(install);
   }
 
@@ -316,6 +323,8 @@ export class SubagentService {
 
   async drainContinuableChildren(parent: Agent, childIds: SessionId[]): Promise<void> {
     if (!this.#continuation) throw SubagentError.continuationUnavailable('drainContinuableChildren');
+    // A parent the closing host has disposed is no one to refuse: the host drained its children.
+    if (this.#drained && !isExactLive(this.#continuation.live, parent)) return this.#drained;
     await drainChildren(this.#continuation, parent, childIds);
   }
 
@@ -344,7 +353,8 @@ export class SubagentService {
     for (const controller of this.#starting.values()) controller.abort(HOST_CLOSING);
     // Continuable children go first (child-first), before one-shot runs and the agents they use.
     if (this.#continuation) {
-      await drainAll(this.#continuation).catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));
+      this.#drained = drainAll(this.#continuation);
+      await this.#drained.catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));
     }
     await this.#held.releaseAll();
     await Promise.allSettled([...this.#starting.keys()]);
