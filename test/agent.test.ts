@@ -112,6 +112,31 @@ describe('agent turns', () => {
     await handle.dispose();
   });
 
+  it('answers tool input nested deeper than it can be copied or checked with INVALID_TOOL_INPUT, the turn going on', async () => {
+    let deep: Record<string, unknown> = {};
+    for (let level = 1; level < 4000; level++) deep = { child: deep };
+    let answers = 0;
+    // An adapter may hand on any depth (an OpenAI-compatible server's arguments are parsed as sent).
+    const model: ModelAdapter = {
+      async *stream(): AsyncGenerator<ModelChunk> {
+        if (answers++ > 0) return yield* [{ type: 'text-delta', text: 'ok' }, { type: 'finish', reason: 'stop' }] as ModelChunk[];
+        yield { type: 'tool-call', id: 'call_A', name: 'nest', input: deep };
+        yield { type: 'finish', reason: 'tool-calls' };
+      },
+    };
+    const nest = { ...recordingTool('nest'), parameters: { type: 'object', properties: { child: { $ref: '#' } } } };
+    const runtime = makeRuntime({ tools: [nest] });
+    const { agent, dispose } = await runtime.agents.create({ model });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(nest.calls).toEqual([]);
+    expect(dataOf<{ content: { text: string }[]; code: string }>(agent.session.events, 'tool/result')[0]).toMatchObject({
+      isError: true, code: 'INVALID_TOOL_INPUT', content: [{ text: expect.stringContaining('nest input is nested 4000 levels deep') }],
+    });
+    expect(reasons(agent.session.events)).toEqual(['completed']);
+    await dispose();
+  });
+
   it('ends the turn after a tool that concludes it; later calls of that answer are answered TURN_CONCLUDED, unrun', async () => {
     const finish = { ...recordingTool('finish'), execute: async (_input: unknown, ctx: ToolContext) => (ctx.concludeTurn?.(), 'finished') };
     const later = recordingTool('later');

@@ -233,6 +233,12 @@ export function providerContract(label: string, options: ProviderContractOptions
         expectDeeplyFrozen(result);
       });
 
+      it('reads an output schema pattern with Unicode semantics, as JSON Schema does', async () => {
+        const named = { type: 'object', properties: { name: { type: 'string', pattern: '^\\p{L}+$' } }, required: ['name'] };
+        const result = await settle({ ...scripted({ toolCalls: [{ name: 'structured_output', input: { name: 'Zoë' } }] }), outputSchema: named });
+        expect(result).toMatchObject({ structured: { name: 'Zoë' }, stopReason: 'completed' });
+      });
+
       if (local) {
         it('rejects DUPLICATE_TOOL before any child exists when a host tool already has the capture tool’s name', async () => {
           host.tools.register({ ...recordingTool('structured_output') });

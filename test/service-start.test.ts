@@ -63,6 +63,7 @@ describe('start validation', () => {
     ['an outputSchema whose required is no array', { outputSchema: { type: 'object', required: 'n' } }],
     // Validating against it would recurse until the stack overflows.
     ['an outputSchema with a $ref cycle reaching no property', { outputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, $defs: { A: { anyOf: [{ $ref: '#/$defs/A' }] } } } }],
+    ['an outputSchema pattern that is no regular expression with Unicode semantics', { outputSchema: { type: 'object', properties: { s: { type: 'string', pattern: '\\a' } } } }],
     ['an empty prompt', { prompt: [] }],
     ['a missing signal', { signal: undefined }],
     ['an empty toolFilter', { toolFilter: {} }],

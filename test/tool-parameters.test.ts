@@ -73,4 +73,45 @@ describe('tool parameters', () => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
   });
+
+  // JSON Schema reads a pattern as an ECMA-262 regular expression with Unicode semantics (the `u` flag).
+  it.each([
+    ['a pattern with a Unicode property escape', { type: 'object', properties: { s: { type: 'string', pattern: '^\\p{L}+$' } } }, { s: 'ab1' }, { s: 'Zoë' }],
+    ['a pattern whose dot matches one character beyond the BMP', { type: 'object', properties: { s: { type: 'string', pattern: '^.$' } } }, { s: 'ab' }, { s: '😀' }],
+    ['a pattern of a typeless property', { type: 'object', properties: { s: { pattern: '^\\u{1F600}$' } } }, { s: 'x' }, { s: '😀' }],
+    ['a patternProperties name with a Unicode property escape', { type: 'object', patternProperties: { '^\\p{Lu}': { type: 'number' } }, additionalProperties: false }, { Ä: 'x' }, { Ä: 1 }],
+    ['two patternProperties names meaning one pattern', { type: 'object', patternProperties: { '^\\u{61}': { type: 'string' }, '^a': { maxLength: 1 } } }, { ab: 5 }, { ab: 'x' }],
+    ['a required name a Unicode patternProperties name covers', { type: 'object', required: ['Ä'], patternProperties: { '^\\p{Lu}$': { type: 'number' } }, additionalProperties: false }, { Ä: 'x' }, { Ä: 1 }],
+  ])('enforces %s with Unicode semantics', async (_label, parameters, bad, good) => {
+    const root = new ToolRegistry();
+    root.register(tool(parameters));
+    await expect(root.execute('t', bad, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT' });
+    await expect(root.execute('t', good, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+  });
+
+  it('names a failed pattern as the schema gives it, read with the u flag', async () => {
+    const root = new ToolRegistry();
+    root.register(tool({ type: 'object', properties: { a: { type: 'string', pattern: '^\\p{L}+$' }, b: { type: 'string', pattern: '^[0-9]+$' } } }));
+    await expect(root.execute('t', { a: 'Zoë', b: 'x' }, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT', message: expect.stringContaining('t input.b: Invalid string: must match pattern /^[0-9]+$/') });
+    await expect(root.execute('t', { a: 'Zoë1', b: '1' }, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT', message: expect.stringContaining('t input.a: Invalid string: must match pattern /^\\p{L}+$/u (') });
+  });
+
+  it.each([
+    ['a pattern that is no regular expression with Unicode semantics', { type: 'object', properties: { s: { type: 'string', pattern: '\\a' } } }, 'parameters.properties["s"].pattern "\\\\a" is not a regular expression with Unicode semantics'],
+    ['a patternProperties name that is no regular expression with Unicode semantics', { type: 'object', patternProperties: { '[a-z': { type: 'string' } } }, 'parameters.patternProperties name "[a-z" is not a regular expression with Unicode semantics'],
+    ['a pattern that is no string', { type: 'object', properties: { s: { type: 'string', pattern: 5 } } }, 'parameters.properties["s"].pattern must be a string'],
+  ])('refuses %s with INVALID_OPTIONS naming it', (_label, parameters, message) => {
+    const root = new ToolRegistry();
+    expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));
+    expect(root.get('t')).toBeUndefined();
+  });
+
+  it('refuses input nested too deep to validate against a recursive schema with INVALID_TOOL_INPUT naming its depth', async () => {
+    const root = new ToolRegistry();
+    root.register(tool({ type: 'object', properties: { n: { type: 'number' }, child: { $ref: '#' } } }));
+    let deep: Record<string, unknown> = { n: 1 };
+    for (let level = 1; level < 20_000; level++) deep = { child: deep };
+    await expect(root.execute('t', deep, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT', message: expect.stringContaining('t input is nested 20000 levels deep') });
+    await expect(root.execute('t', { child: { child: { n: 1 } } }, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+  });
 });

@@ -3,8 +3,12 @@
 // or beside an `enum`/`const` when the keyword is a constraint, enforces `required` only for names under
 // `properties`, and `minItems`/`maxItems` only with `items`. The validator is built from an
 // equivalent rewrite that zod enforces in full (the model is still shown the schema as given);
-// what has no such rewrite, or could only recurse until the stack overflows, is refused.
+// what has no such rewrite, or could only recurse until the stack overflows, is refused. zod also
+// compiles a `pattern` (and a `patternProperties` name) as `new RegExp(p)`, without the `u` flag that
+// JSON Schema's Unicode semantics need (`\p{L}`, a `.` matching one astral character): the schema's
+// own patterns get it while zod builds the validator (see {@link withUnicodePatterns}).
 import { z } from 'zod';
+import { describeError } from '../seam/errors.js';
 import { isRecord } from '../seam/parse.js';
 
 type Schema = Record<string, unknown>;
@@ -61,7 +65,7 @@ function withRequired(node: Schema): Schema {
   const properties = (node['properties'] ?? {}) as Schema;
   const missing = required.filter((name) => !Object.hasOwn(properties, name));
   if (missing.length === 0) return node;
-  const patterns = Object.keys((node['patternProperties'] ?? {}) as Schema).map((pattern) => new RegExp(pattern));
+  const patterns = Object.keys((node['patternProperties'] ?? {}) as Schema).map((pattern) => new RegExp(pattern, 'u'));
   const additional = node['additionalProperties'] ?? {};
   const filled = { ...properties };
   for (const name of missing) put(filled, name, patterns.some((pattern) => pattern.test(name)) || additional === true ? {} : additional);
@@ -112,23 +116,59 @@ function shapeProblem(node: Schema, path: string): string | undefined {
 }
 
 /** `schema` (plain, acyclic JSON) rewritten so that zod enforces all it says; throws naming what cannot be. */
-function rewrite(schema: unknown, path: string): unknown {
+function rewrite(schema: unknown, path: string, patterns: Set<string>): unknown {
   if (!isRecord(schema)) return schema;
   const problem = shapeProblem(schema, path);
   if (problem) throw new Error(problem);
   const node: Schema = { ...schema };
-  for (const keyword of SCHEMA_KEYWORDS) if (isRecord(node[keyword])) node[keyword] = rewrite(node[keyword], `${path}.${keyword}`);
+  if (node['pattern'] !== undefined) patterns.add(unicodePattern(node['pattern'], `${path}.pattern`));
+  for (const name of Object.keys(isRecord(node['patternProperties']) ? node['patternProperties'] : {})) patterns.add(unicodePattern(name, `${path}.patternProperties name`));
+  for (const keyword of SCHEMA_KEYWORDS) if (isRecord(node[keyword])) node[keyword] = rewrite(node[keyword], `${path}.${keyword}`, patterns);
   for (const keyword of SCHEMA_MAP_KEYWORDS) {
     if (!isRecord(node[keyword])) continue;
     const map: Schema = {};
-    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`));
+    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns));
     node[keyword] = map;
   }
   for (const keyword of SCHEMA_LIST_KEYWORDS) {
     const list = node[keyword];
-    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`));
+    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns));
   }
   return rewriteNode(node, path);
+}
+
+/** `pattern`, checked to be a regular expression with Unicode semantics (the `u` flag), as JSON Schema reads it. */
+function unicodePattern(pattern: unknown, where: string): string {
+  if (typeof pattern !== 'string') throw new Error(`${where} must be a string (a regular expression)`);
+  try {
+    new RegExp(pattern, 'u');
+  } catch (error) {
+    throw new Error(`${where} ${JSON.stringify(pattern)} is not a regular expression with Unicode semantics (${describeError(error)})`);
+  }
+  return pattern;
+}
+
+/**
+ * What `build` returns, built while `new RegExp(p)` without flags gives `p` the `u` flag for each of
+ * `patterns` (the schema's own). zod builds every pattern's RegExp during `fromJSONSchema`, which is
+ * synchronous (a recursive `$ref` reads the converted schema later, never a pattern), and compiles
+ * them as `new RegExp(p)`: no other code runs while the global is swapped, and it is put back after.
+ */
+function withUnicodePatterns<T>(patterns: ReadonlySet<string>, build: () => T): T {
+  if (patterns.size === 0) return build();
+  const native = globalThis.RegExp;
+  globalThis.RegExp = new Proxy(native, {
+    construct(target, args: unknown[], newTarget) {
+      const [source, flags] = args;
+      const unicode = typeof source === 'string' && flags === undefined && patterns.has(source);
+      return Reflect.construct(target, unicode ? [source, 'u'] : args, newTarget) as object;
+    },
+  });
+  try {
+    return build();
+  } finally {
+    globalThis.RegExp = native;
+  }
 }
 
 /** The `$ref`s a subschema checks the very value it is given against (not one of its parts). */
@@ -191,12 +231,13 @@ function refCycleProblem(root: Schema, path: string): string | undefined {
  * `Error` saying what in the schema cannot be enforced; the caller words it as its error code.
  */
 export function compileJsonSchema(schema: unknown, path: string): z.ZodType {
-  const enforceable = rewrite(schema, path);
+  const patterns = new Set<string>();
+  const enforceable = rewrite(schema, path, patterns);
   if (isRecord(enforceable)) {
     const cycle = refCycleProblem(enforceable, path);
     if (cycle) throw new Error(cycle);
   }
   // Without `$schema`, zod resolves only `#/$defs/…`; a schema of `definitions` is draft-07's.
   const drafted = isRecord(enforceable) && enforceable['$defs'] === undefined && enforceable['definitions'] !== undefined;
-  return z.fromJSONSchema(enforceable as Parameters<typeof z.fromJSONSchema>[0], drafted ? { defaultTarget: 'draft-7' } : undefined);
+  return withUnicodePatterns(patterns, () => z.fromJSONSchema(enforceable as Parameters<typeof z.fromJSONSchema>[0], drafted ? { defaultTarget: 'draft-7' } : undefined));
 }

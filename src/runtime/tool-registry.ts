@@ -59,6 +59,26 @@ function jsonError(text: string): string | undefined {
   }
 }
 
+/** How many arrays and objects enclose the deepest value in `value`, walked without recursion (each object once). */
+function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const seen = new Set<object>();
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
+    seen.add(item);
+    deepest = Math.max(deepest, depth);
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/** `INVALID_TOOL_INPUT` for input nested deeper than copying or validating it can recurse (`cause`: the stack overflow). */
+export function inputTooDeep(name: string, input: unknown, cause: RangeError): SubagentError {
+  return new SubagentError('INVALID_TOOL_INPUT', `${name} input is nested ${nestingDepth(input)} levels deep, too deep to copy or check against its input schema: send a flatter value`, { cause });
+}
+
 /** Validates a tool's shape; throws `INVALID_OPTIONS` naming the bad field. */
 export function assertTool(tool: unknown): asserts tool is Tool {
   parseOrThrow(toolShape(), tool, 'INVALID_OPTIONS', 'tool');
@@ -213,6 +233,8 @@ export class ToolRegistry {
     try {
       parseOrThrow(validatorOf(tool), input, 'INVALID_TOOL_INPUT', `${name} input`, `it does not match the input schema of ${name}`);
     } catch (error) {
+      // Validating against a recursive schema recurses as deep as the input nests: deep enough, it overflows the stack.
+      if (error instanceof RangeError) throw inputTooDeep(name, input, error);
       // An adapter hands on arguments it could not parse as their raw text: say that, not "expected object".
       const notJson = typeof input === 'string' ? jsonError(input) : undefined;
       if (notJson === undefined) throw error;
