@@ -15,7 +15,7 @@ import {
   type SubagentStartRequest,
   type Tool,
 } from 'subagent-host';
-import { closeAfterEach, holdTool, recordingTool } from './helpers.js';
+import { closeAfterEach, deferred, holdTool, recordingTool } from './helpers.js';
 
 const track = closeAfterEach();
 
@@ -233,5 +233,56 @@ describe.each(['in-process', 'spawn', 'fork'])('a tree budget over a %s child th
     expect(result).toMatchObject({ stopReason: 'aborted', diagnostic: 'budget: toolCalls limit 3 reached (3 used, tree budget)' });
     expect(result.treeUsage?.toolCalls).toBe(3);
     await run.dispose();
+  });
+});
+
+describe.each(['spawn', 'fork'])('a tree budget over concurrent %s children that never wait', (provider) => {
+  // Each child's tools are in its own thread and answer at once: no thread yields between steps, so
+  // none hears the host's stop mid-turn; each stops on the tree's spend as the threads share it.
+  const shoutModule = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
+  const STEP = 100;
+  const shout: ScriptedStep = { toolCalls: [{ name: 'shout', input: { value: 'x' } }], usage: { inputTokens: STEP, outputTokens: 0 } };
+
+  it('stops every child once the tree is spent, one step past it at most each', async () => {
+    const children = 3;
+    // Every child calls this host tool first: none goes on before all have started, each from an unspent tree.
+    let arrived = 0;
+    const all = deferred();
+    const barrier: Tool = {
+      name: 'barrier',
+      description: 'waits for every child',
+      parameters: { type: 'object', properties: {}, additionalProperties: false },
+      async execute() {
+        if (++arrived === children) all.resolve();
+        await all.promise;
+        return 'go';
+      },
+    };
+    const host = track(await createHost({ pool: { minThreads: children, maxThreads: children }, tools: [barrier] }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    const wait: ScriptedStep = { toolCalls: [{ name: 'barrier', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } };
+    const steps: ScriptedStep[] = [wait, ...Array<ScriptedStep>(30).fill(shout), { text: 'never' }];
+    subagentTool(host, { provider, agentOptions: { toolModules: [shoutModule], model: { kind: 'scripted', steps } } });
+    const ends: (SubagentRunEndInfo & { stops: unknown[] })[] = [];
+    host.subagents.on('subagent/end', (end) => {
+      const stops = host.sessions.get(end.id)?.events.filter((event) => event.type === 'subagent/budget').map((event) => event.data) ?? [];
+      ends.push({ ...end, stops });
+    });
+    const parent = await host.createAgent();
+    const calls = Array.from({ length: children }, (_, i) => ({ name: 'subagent', input: { description: `w${i}`, prompt: 'burn' } }));
+    const free = { inputTokens: 0, outputTokens: 0 };
+    const outer = await host.subagents.start('in-process', request(parent, [{ toolCalls: calls, usage: free }, { text: 'outer done', usage: free }], { tokens: 1000, scope: 'tree' }));
+    const result = await outer.result;
+    const inner = ends.filter((end) => end.id !== outer.id);
+    expect(inner).toHaveLength(children);
+    for (const end of inner) {
+      expect(end.stopReason).toBe('max-tokens');
+      expect(end.stops).toMatchObject([{ limit: 'tokens', max: 1000, scope: 'tree' }]);
+    }
+    const spent = inner.reduce((sum, end) => sum + (end.usage?.totalTokens ?? 0), 0);
+    expect(spent).toBeGreaterThanOrEqual(1000);
+    expect(spent).toBeLessThanOrEqual(1000 + children * STEP);
+    expect(result.treeUsage?.totalTokens).toBe(spent);
+    await outer.dispose();
   });
 });

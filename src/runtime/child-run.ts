@@ -2,12 +2,23 @@
 // inside worker threads): tool restriction, the structured-output capture tool, the descriptor
 // appended in the first turn, and the result read from the child's own events.
 import type { JsonSchema, ToolRestriction } from '../seam/agent-types.js';
-import { BUDGET_EVENT, budgetStopOf, budgetStopReason, describeBudgetStop, reachedLimit, type BudgetStop, type SubagentBudget, type TreeHeadroom } from '../seam/budget.js';
+import {
+  BUDGET_EVENT,
+  addTreeSpend,
+  budgetStopOf,
+  budgetStopReason,
+  describeBudgetStop,
+  reachedLimit,
+  readTreeSpend,
+  type BudgetStop,
+  type SubagentBudget,
+  type TreeHeadroom,
+} from '../seam/budget.js';
 import { SubagentError, isSubagentError } from '../seam/errors.js';
 import { finalAssistantOutput } from '../seam/output.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../seam/session-types.js';
 import type { SubagentResult, SubagentStopReason } from '../seam/types.js';
-import { UsageMeter, addUsage, usageOf, type SubagentUsage } from '../seam/usage.js';
+import { UsageMeter, subtractUsage, usageOf, type SubagentUsage } from '../seam/usage.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { AgentHooks } from './turn-context.js';
@@ -94,21 +105,36 @@ export interface BudgetGuardOptions {
   seedLength: number;
   /** The stop a tree budget covering this child calls for, if any. */
   treeStop?: (() => BudgetStop | undefined) | undefined;
-  /** Covering trees as they stood at the child's start, checked here with the child's own spend (a worker child's). */
+  /** Covering trees whose shared spend the child adds to (see `treeCounter`) and checks here (a worker child's). */
   trees?: readonly TreeHeadroom[] | undefined;
 }
 
 /**
- * The limit a covering tree reaches with the child's own `usage` on top of what the tree had spent
- * when the child started, if any: where the child runs, its own spend stops it without waiting for
- * the tree's owner to count it (a child that never yields its thread would hear of that too late).
+ * The limit a covering tree has reached, as its shared spend stands now, if any: where the child
+ * runs, the tree's spend stops it without waiting for the tree's owner to say so (a child that never
+ * yields its thread would hear of that too late), its siblings' in other threads included.
  */
-function reachedTreeLimit(trees: readonly TreeHeadroom[], usage: SubagentUsage, now: number): BudgetStop | undefined {
+function reachedTreeLimit(trees: readonly TreeHeadroom[], now: number): BudgetStop | undefined {
   for (const tree of trees) {
-    const stop = reachedLimit(tree.budget, addUsage(tree.spent, usage), now - tree.startedAt);
+    const stop = reachedLimit(tree.budget, readTreeSpend(tree.spent), now - tree.startedAt);
     if (stop) return stop;
   }
   return undefined;
+}
+
+/**
+ * Adds the child's spend to each covering tree's shared spend as its log grows: call it with the
+ * log at each new event. A fork's seed (before `seedLength`) is not its spend.
+ */
+export function treeCounter(trees: readonly TreeHeadroom[], seedLength: number): (events: readonly SessionEvent[]) => void {
+  const meter = new UsageMeter(seedLength);
+  let counted: SubagentUsage | undefined;
+  return (events) => {
+    const usage = meter.read(events);
+    const delta = counted ? subtractUsage(usage, counted) : usage;
+    counted = usage;
+    for (const tree of trees) addTreeSpend(tree.spent, delta);
+  };
 }
 
 /**
@@ -123,9 +149,8 @@ export function budgetHooks(session: () => SessionLog, options: BudgetGuardOptio
   return {
     beforeStep() {
       const log = session();
-      const usage = own || trees ? meter.read(log.events) : undefined;
       const now = Date.now();
-      const stop = (own && reachedLimit(own, usage!, now - options.startedAt)) ?? options.treeStop?.() ?? (trees && reachedTreeLimit(trees, usage!, now));
+      const stop = (own && reachedLimit(own, meter.read(log.events), now - options.startedAt)) ?? options.treeStop?.() ?? (trees && reachedTreeLimit(trees, now));
       if (stop === undefined) return undefined;
       log.append(BUDGET_EVENT, { ...stop });
       const reason = describeBudgetStop(stop);

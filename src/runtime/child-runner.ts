@@ -11,7 +11,7 @@ import type { SessionEvent } from '../seam/session-types.js';
 import type { SubagentResult } from '../seam/types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent } from './agent.js';
-import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, type StructuredCapture } from './child-run.js';
+import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, treeCounter, type StructuredCapture } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry } from './tool-registry.js';
 
@@ -138,7 +138,8 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
   const door = new InputDoor();
   let agent: LocalAgent | undefined;
   let cancelled = false;
-  // Budgets: the child's own is checked here; a tree budget's stop arrives from the host.
+  // Budgets: the child's own is checked here, and so are the trees it shares with the host (their
+  // spend, its own included); a tree budget's stop also arrives from the host.
   let treeStop: BudgetStop | undefined;
   transport.serve({
     budgetStop(stop) {
@@ -179,13 +180,22 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
           startedAt: data.header.createdAt,
           seedLength: seed.length,
           treeStop: () => treeStop,
-          trees: data.trees,
+          trees: transport.trees,
         }),
       },
       ...(transport.cancelFlag ? { cancelFlag: transport.cancelFlag } : {}),
     });
     agent = handle.agent;
-    unsubscribe = agent.subscribe((event) => stream.push(event));
+    const session = agent.session;
+    const count = transport.trees && treeCounter(transport.trees, seed.length);
+    unsubscribe = agent.subscribe(
+      count
+        ? (event) => {
+            count(session.events);
+            stream.push(event);
+          }
+        : (event) => stream.push(event),
+    );
     cancelled ||= transport.cancelRequested();
     // Input that came before the agent existed goes in now, after the prompt; a child cancelled
     // before it started refuses it (its run reports the refusal) instead of starting a turn for it.

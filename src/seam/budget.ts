@@ -90,11 +90,44 @@ export function remaining(budget: SubagentBudget, usage: SubagentUsage, elapsedM
   return left;
 }
 
-/** A tree budget covering a child, as it stood when the child started: what the tree had spent by then, and since when. */
+/**
+ * A tree budget covering a child that counts its own spend into the tree where it runs (a worker
+ * thread): its limits, since when it runs, and what the whole tree has spent so far (see `treeSpend`).
+ */
 export interface TreeHeadroom {
   budget: SubagentBudget;
-  spent: SubagentUsage;
   startedAt: number;
+  spent: BigInt64Array;
+}
+
+// The figures of a tree's spend that limits read, one word each: wall time is read off the clock.
+const TOKENS = 0;
+const TURNS = 1;
+const TOOL_CALLS = 2;
+
+/**
+ * A tree's spend over shared memory: each member adds what it logs (`addTreeSpend`), from any
+ * thread and without waiting for an event loop, so every member's step boundary sees all of it.
+ */
+export function treeSpend(): BigInt64Array {
+  return new BigInt64Array(new SharedArrayBuffer(3 * BigInt64Array.BYTES_PER_ELEMENT));
+}
+
+const word = (figure: number) => BigInt(Math.round(figure));
+
+/** Adds `usage` (tokens, turns and tool calls) to a tree's shared spend. */
+export function addTreeSpend(spent: BigInt64Array, usage: SubagentUsage): void {
+  if (usage.totalTokens !== 0) Atomics.add(spent, TOKENS, word(usage.totalTokens));
+  if (usage.turns !== 0) Atomics.add(spent, TURNS, word(usage.turns));
+  if (usage.toolCalls !== 0) Atomics.add(spent, TOOL_CALLS, word(usage.toolCalls));
+}
+
+/** A tree's shared spend as usage: the figures limits read; the others 0. */
+export function readTreeSpend(spent: BigInt64Array): SubagentUsage {
+  const totalTokens = Number(Atomics.load(spent, TOKENS));
+  const turns = Number(Atomics.load(spent, TURNS));
+  const toolCalls = Number(Atomics.load(spent, TOOL_CALLS));
+  return { inputTokens: 0, outputTokens: 0, totalTokens, requests: 0, turns, toolCalls, wallMs: 0 };
 }
 
 /** The names of the limits a budget sets. */

@@ -45,8 +45,6 @@ export interface ChildTaskData {
   hostTools: HostToolSchema[];
   /** Set when a tree budget covering the child was spent while it waited for a thread: it stops at its first boundary. */
   treeStop?: BudgetStop;
-  /** The tree budgets covering the child as they stood at its start: its own spend is checked against them at each step. */
-  trees?: TreeHeadroom[];
 }
 
 /** Served by the host for one child (`host` lane). */
@@ -167,4 +165,9 @@ export interface ChildTransport {
    * cancel lands even before its control message is read; absent where memory is not shared.
    */
   readonly cancelFlag?: Int32Array;
+  /**
+   * Tree budgets covering the child, their spend in memory shared with the host: the child adds
+   * its own spend and checks them at each step; absent where no tree covers it or memory is not shared.
+   */
+  readonly trees?: readonly TreeHeadroom[];
 }

@@ -56,8 +56,11 @@ export interface BudgetTreeLink {
   stop(): BudgetStop | undefined;
   /** Calls `listener` once when a covering tree reaches a limit; returns an unsubscribe. */
   onStop(listener: (stop: BudgetStop) => void): () => void;
-  /** The covering trees as they stand now, for a child checked where it runs (a worker thread). */
-  covering?(): TreeHeadroom[];
+  /**
+   * The covering trees, for a child that adds its own spend to them and checks them where it runs
+   * (a worker thread): from this call on the service no longer counts that child's log into them.
+   */
+  share?(): TreeHeadroom[];
 }
 
 export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal';

@@ -1,18 +1,19 @@
 // Tree budgets: the service's account of what each subtree with a `scope: 'tree'` budget has spent.
 // Members report through their (mirrored) logs on this thread, or their final result when they have
 // none; a spent tree refuses new members and tells the running ones to stop.
-import { type BudgetStop, type SubagentBudget, describeBudgetStop, limitsOf, reachedLimit, remaining } from '../seam/budget.js';
+import { type BudgetStop, type SubagentBudget, addTreeSpend, describeBudgetStop, limitsOf, reachedLimit, readTreeSpend, remaining, treeSpend } from '../seam/budget.js';
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import { MAX_TIMER_MS } from '../seam/parse.js';
 import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../seam/types.js';
-import { UsageMeter, addUsage, emptyUsage, subtractUsage, type SubagentUsage } from '../seam/usage.js';
+import { UsageMeter, subtractUsage, type SubagentUsage } from '../seam/usage.js';
 
 interface Tree {
   budget: SubagentBudget;
   startedAt: number;
-  total: SubagentUsage;
+  /** What the tree's members have spent (shared memory: a worker member adds its own spend there). */
+  spent: BigInt64Array;
   stop?: BudgetStop;
   listeners: Set<(stop: BudgetStop) => void>;
   /** Checks the tree when its `wallMs` runs out, also while no member counts anything (an ACP member in a long prompt). */
@@ -52,7 +53,7 @@ export class BudgetLedger {
         throw new SubagentError('INVALID_REQUEST', `an ancestor's tree budget is spent (${describeBudgetStop(stop)}); ${refused}`);
       }
       if (budget === undefined || resumed || configured) continue;
-      const left = remaining(tree.budget, tree.total, Date.now() - tree.startedAt);
+      const left = remaining(tree.budget, readTreeSpend(tree.spent), Date.now() - tree.startedAt);
       for (const limit of limitsOf(budget)) {
         const have = left[limit];
         if (have !== undefined && budget[limit]! > have) {
@@ -60,10 +61,8 @@ export class BudgetLedger {
         }
       }
     }
-    const own: Tree | undefined =
-      budget?.scope === 'tree'
-        ? { budget, startedAt: resumed?.startedAt ?? Date.now(), total: resumed?.descendants ?? emptyUsage(), listeners: new Set() }
-        : undefined;
+    const own: Tree | undefined = budget?.scope === 'tree' ? { budget, startedAt: resumed?.startedAt ?? Date.now(), spent: treeSpend(), listeners: new Set() } : undefined;
+    if (own && resumed) addTreeSpend(own.spent, resumed.descendants);
     const trees = own ? [...inherited, own] : inherited;
     return trees.length === 0 ? undefined : new TreeAdmission(this.#members, trees, own, resumed !== undefined);
   }
@@ -72,7 +71,7 @@ export class BudgetLedger {
 function check(tree: Tree): BudgetStop | undefined {
   if (tree.stop) return tree.stop;
   // A tree is only opened for a budget of scope 'tree', so its stop already names that scope.
-  const stop = reachedLimit(tree.budget, tree.total, Date.now() - tree.startedAt);
+  const stop = reachedLimit(tree.budget, readTreeSpend(tree.spent), Date.now() - tree.startedAt);
   if (stop) {
     tree.stop = stop;
     for (const listener of [...tree.listeners]) listener(stop);
@@ -89,7 +88,10 @@ export class TreeAdmission {
   readonly #own: Tree | undefined;
   /** A resumed child: the trees above it already counted what its log held before. */
   readonly #resumed: boolean;
-  #counted = emptyUsage();
+  /** What of the member's spend was counted here (its log, mirrored or not, as last read). */
+  #counted: SubagentUsage | undefined;
+  /** The member adds its own spend to the trees where it runs (see `link.share`): it is not counted here again. */
+  #countsItself = false;
 
   constructor(members: Map<SessionId, Tree[]>, trees: Tree[], own: Tree | undefined, resumed: boolean) {
     this.#members = members;
@@ -121,7 +123,10 @@ export class TreeAdmission {
         for (const tree of this.#trees) tree.listeners.delete(once);
       };
     },
-    covering: () => this.#trees.map((tree) => ({ budget: tree.budget, spent: tree.total, startedAt: tree.startedAt })),
+    share: () => {
+      this.#countsItself = true;
+      return this.#trees.map((tree) => ({ budget: tree.budget, startedAt: tree.startedAt, spent: tree.spent }));
+    },
   };
 
   /** Arms the own tree's `wallMs` check (again, until the deadline, for one past a timer's reach); the tree ends when its owner leaves. */
@@ -136,12 +141,12 @@ export class TreeAdmission {
     own.timer.unref();
   }
 
-  /** Brings `usage` (the member's figures so far) into every covering tree. */
+  /** Brings `usage` (the member's figures so far) into every covering tree, unless it counts itself; then checks them. */
   #count(usage: SubagentUsage): void {
-    const delta = subtractUsage(usage, this.#counted);
+    const delta = this.#counted ? subtractUsage(usage, this.#counted) : usage;
     this.#counted = usage;
     for (const tree of this.#trees) {
-      tree.total = addUsage(tree.total, delta);
+      if (!this.#countsItself) addTreeSpend(tree.spent, delta);
       check(tree);
     }
   }
@@ -177,7 +182,7 @@ export class TreeAdmission {
       // their stored descendants' spend); only its own re-opened tree starts from its whole log.
       const own = this.#own;
       if (own) {
-        own.total = addUsage(own.total, before);
+        addTreeSpend(own.spent, before);
         check(own);
       }
       this.#counted = before;

@@ -2,7 +2,7 @@
 // worker: it posts the task, routes the child's notices, serves its host calls, and cancels it
 // (shared flag, control call, then the thread itself after the grace).
 import { MessageChannel } from 'node:worker_threads';
-import type { BudgetStop } from '../../seam/budget.js';
+import type { BudgetStop, TreeHeadroom } from '../../seam/budget.js';
 import type { ChildControlApi, ChildTaskResult, HostApi } from '../../seam/child-protocol.js';
 import { cancelFlagValue } from '../../seam/cancel-flag.js';
 import { decodeOwned, type Encoded } from '../../seam/codec.js';
@@ -132,8 +132,11 @@ export class ThreadChild {
   /** Settles once every notice of the child is in: the result never overtakes its events. */
   readonly outcome: Promise<ThreadOutcome>;
 
-  /** Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `outcome`. */
-  constructor(pool: WorkerPoolEngine, run: string, data: Encoded, host: HostApi, sink: ChildSink, onTaskEnd?: () => void) {
+  /**
+   * Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `outcome`.
+   * `trees`: the tree budgets the child adds its spend to and checks (see WorkerTask.trees).
+   */
+  constructor(pool: WorkerPoolEngine, run: string, data: Encoded, host: HostApi, sink: ChildSink, onTaskEnd?: () => void, trees?: TreeHeadroom[]) {
     this.#pool = pool;
     ({ cancelFlag: this.#cancelFlag, inputGate: this.#inputGate } = sharedFlags());
     this.#route = pool.channels.route(run);
@@ -143,7 +146,7 @@ export class ThreadChild {
       if (notice.type === 'events') sink.events(notice.events);
       else if (notice.type === 'attach') this.#attach(notice.threadId, sink);
     });
-    this.#held = { task: { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id } };
+    this.#held = { task: { data, cancelFlag: this.#cancelFlag, inputGate: this.#inputGate, run: this.#route.id, ...(trees ? { trees } : {}) } };
     const task = runOnPool(pool, this.#held);
     this.outcome = task.then(
       async ({ result, failure, end, notices }): Promise<ThreadOutcome> => {

@@ -2,6 +2,7 @@
 // encoded ChildTaskData (the run id, the shared cancel flag and input gate, maybe a hub port),
 // what a thread answers, and the messages a thread posts on `parentPort` while it loads.
 import type { MessagePort } from 'node:worker_threads';
+import type { TreeHeadroom } from '../../seam/budget.js';
 import type { Encoded } from '../../seam/codec.js';
 import type { ChildNotice, ChildTaskResult } from '../../seam/child-protocol.js';
 
@@ -18,6 +19,11 @@ export interface WorkerTask {
   cancelFlag: Int32Array;
   /** The child's input gate (see `admitInput`), over the same SharedArrayBuffer. */
   inputGate: Int32Array;
+  /**
+   * The tree budgets covering the child, each tree's spend over its own SharedArrayBuffer: the child
+   * adds what it spends and checks the tree at every step boundary, without waiting for a message.
+   */
+  trees?: TreeHeadroom[];
   /** The run's id: every message about this child on the thread's hub port names it. */
   run: string;
   /**

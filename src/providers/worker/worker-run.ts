@@ -172,11 +172,11 @@ export class WorkerRun implements SubagentRun {
     // The slot is free again before `result` can settle, so a parent never resumes while its child still counts.
     // A tree spent while this start waited for its slot: the child must not make a model call first.
     const spent = request.budgetTree?.stop();
-    // The child checks its own spend against each covering tree in its thread: the host's stop
-    // reaches a thread only when it next yields, which a child that never waits may not do.
-    const trees = request.budgetTree?.covering?.();
-    const data = spent || trees?.length ? { ...plan.data, ...(spent ? { treeStop: spent } : {}), ...(trees?.length ? { trees } : {}) } : plan.data;
-    const child = new ThreadChild(host.pool, header.id, encode(data), hostApi, sink, () => slot.release());
+    // The child adds its spend to each covering tree and checks the tree in its thread: the host's
+    // stop reaches a thread only when it next yields, which a child that never waits may not do.
+    const trees = request.budgetTree?.share?.();
+    const data = spent ? { ...plan.data, treeStop: spent } : plan.data;
+    const child = new ThreadChild(host.pool, header.id, encode(data), hostApi, sink, () => slot.release(), trees?.length ? trees : undefined);
     // One abort listener for the child's whole life: it fails the start until the run exists, then
     // cancels the run (one listener per run fewer to add and remove).
     const relay: AbortRelay = { onAbort: () => undefined, listener: () => relay.onAbort() };
