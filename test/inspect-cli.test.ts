@@ -239,6 +239,42 @@ describe('subagent-host inspect while another process writes', () => {
       expect(await server.stop()).toBe(0);
     }
   });
+
+  it("takes nothing of a fork's seed for the fork: one being created is left out, one without its own descriptor is noted", async () => {
+    const file = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: file } });
+    let parentId: string;
+    try {
+      host.subagents.registerProvider(inProcessProvider(host));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('in-process', { label: 'done', prompt: [text('hello')], parent, signal: new AbortController().signal });
+      await run.result;
+      await run.dispose();
+      parentId = parent.id;
+    } finally {
+      await host.close();
+    }
+    // Forks of a continuable child: the seed holds that child's descriptor, then the end-seed marker.
+    const seed = [
+      { seq: 0, time: 1, type: 'subagent/descriptor', data: { version: 2, mode: 'continuable', provider: 'fork', label: 'ancestor' } },
+      { seq: 1, time: 1, type: 'session/end-seed', data: {} },
+    ];
+    const store = sqlitePersistence(file);
+    for (const id of ['being-created', 'begun']) await store.create({ id, createdAt: Date.now(), parentSession: parentId, origin: 'subagent', seedLength: 1 });
+    await store.append('being-created', seed);
+    await store.append('begun', [...seed, { seq: 2, time: 2, type: 'turn/start', data: { turn: 1 } }]);
+    await store.close();
+    const server = await startInspectWith(process.env, file);
+    try {
+      const tree = JSON.parse((await rawGet(server.url, `/api/roots/${parentId}/tree`)).body) as { nodes: { mode?: string; label?: string; problem?: string }[] };
+      expect(tree.nodes.map(({ mode, label, problem }) => ({ mode, label, problem }))).toStrictEqual([
+        { mode: 'one-shot', label: 'done', problem: undefined },
+        { mode: undefined, label: undefined, problem: 'no readable descriptor' },
+      ]);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
 });
 
 describe('subagent-host inspect listening', () => {

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
+import { inheritedCount } from '../seam/session-types.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { decodeEvent, decodeSession, readonlyFolderError } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
@@ -29,7 +30,7 @@ SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.
   (SELECT max(seq) FROM events e WHERE e.session_id = s.id AND e.type = 'turn/start') AS startSeq,
   (SELECT seq || ' ' || time || ' ' || data FROM events e WHERE e.session_id = s.id AND e.type = 'turn/end'
      ORDER BY seq DESC LIMIT 1) AS lastEnd,
-  (SELECT data FROM events e WHERE e.session_id = s.id AND e.type = 'subagent/descriptor'
+  (SELECT data FROM events e WHERE e.session_id = s.id AND e.seq >= coalesce(s.seed_length, 0) AND e.type = 'subagent/descriptor'
      ORDER BY seq DESC LIMIT 1) AS descriptor,
   (SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
      FROM events e WHERE e.session_id = s.id AND e.seq >= coalesce(s.seed_length, 0) AND e.type = 'assistant/message' AND json_valid(data)) AS usage
@@ -77,7 +78,7 @@ function usageTotals(text: string | null): UsageTotals | undefined {
  * turn). Left out, as the catalog leaves it out, rather than shown as a log without a descriptor.
  */
 function creating(row: TreeRow): boolean {
-  return row.origin === 'subagent' && row.events <= (row.seedLength ?? 0);
+  return row.origin === 'subagent' && row.events <= inheritedCount({ seedLength: row.seedLength ?? 0 });
 }
 
 /** The tree node of one row; the log facts come from the row's sub-queries. */

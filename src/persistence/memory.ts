@@ -8,7 +8,7 @@ import type {
 } from '../runtime/session-persistence.js';
 import { QUEUED_APPENDS } from '../runtime/session-persistence.js';
 import type { SessionId } from '../seam/content.js';
-import type { KnownEventType, SessionEvent, SessionHeader } from '../seam/session-types.js';
+import { inheritedCount, type KnownEventType, type SessionEvent, type SessionHeader } from '../seam/session-types.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, listedOf, stepStates, viewsOf } from './projection-states.js';
 import { closersFor } from './repair.js';
@@ -170,7 +170,7 @@ class MemoryPersistence implements SessionPersistence {
       if (!matches(header)) continue;
       const listed = listedOf(projections);
       // No identity and no events of its own yet: a child in its creation window.
-      if (listed.mode === null && types.length <= (header.seedLength ?? 0)) listed.pending = true;
+      if (listed.mode === null && types.length <= inheritedCount(header)) listed.pending = true;
       records.push({ header: { ...header }, hasSubagentChildren: parents.has(header.id), listed });
     }
     return records.sort((a, b) => a.header.createdAt - b.header.createdAt);

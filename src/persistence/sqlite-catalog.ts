@@ -93,7 +93,7 @@ export class SqliteCatalog {
       )
       .raw(true);
     this.#unpacked = db.prepare<[unknown], Values>(`SELECT ${LISTED_SELECT} FROM sessions WHERE id = ?`).raw(true);
-    this.#ownEventless = db.prepare<[unknown], number>('SELECT next_seq <= coalesce(seed_length, 0) FROM sessions WHERE id = ?').pluck(true);
+    this.#ownEventless = db.prepare<[unknown], number>('SELECT next_seq <= CASE WHEN seed_length > 0 THEN seed_length + 1 ELSE 0 END FROM sessions WHERE id = ?').pluck(true);
     this.#snapshot = db.transaction((read: () => CatalogRecord[]) => read());
     this.#readStates = db.transaction((ids: string, found: Map<SessionId, StoredProjections>, rebuilt: Rebuilt[]) => {
       this.#states.all(ids).forEach((row) => this.#read(found, row, rebuilt));

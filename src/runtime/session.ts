@@ -5,7 +5,7 @@ import type { Session } from '../seam/agent-types.js';
 import { deepFreeze, type MessageId } from '../seam/content.js';
 import { SubagentError, printable } from '../seam/errors.js';
 import { isRecord } from '../seam/parse.js';
-import type { InboxTarget, SessionEvent, SessionEventMap, SessionHeader } from '../seam/session-types.js';
+import { SEED_END_EVENT, type InboxTarget, type SessionEvent, type SessionEventMap, type SessionHeader } from '../seam/session-types.js';
 import type { InboxMessage } from './inbox.js';
 
 export type SessionListener = (event: SessionEvent) => void;
@@ -46,7 +46,7 @@ export class SessionLog implements Session {
     // Events of another live log are frozen already and shared as they are; anything else is copied.
     const copy = (event: SessionEvent) => (Object.isFrozen(event) ? event : deepFreeze(structuredClone(event)));
     const session = new SessionLog(header, seed.map(copy), onListenerError);
-    if (seed.length > 0) session.append('session/end-seed', {});
+    if (seed.length > 0) session.append(SEED_END_EVENT, {});
     return session;
   }
 

@@ -2,7 +2,7 @@
 // States are plain JSON (they are cached in SQLite) and carry a version so a stale cache is detectable;
 // `step` returns the very same state object when an event changes nothing, so callers can skip writes.
 import { DESCRIPTOR_EVENT, parseSubagentDescriptor } from './descriptor.js';
-import type { SessionEvent } from './session-types.js';
+import { SEED_END_EVENT, type SessionEvent } from './session-types.js';
 
 /** A fold of a session log into a view. `step` never throws and never mutates `state`. */
 export interface SessionProjection<S, V> {
@@ -34,12 +34,16 @@ export interface SubagentTimingState {
   descriptorSeen: boolean;
 }
 
-/** Identity projection: the LAST descriptor wins; an unreadable one clears it (the view is then null). */
+/**
+ * Identity projection: the LAST descriptor wins; an unreadable one clears it (the view is then null).
+ * A fork's `session/end-seed` clears it too: a descriptor in its seed is an ancestor's, not the fork's.
+ */
 export const subagentIdentity: SessionProjection<SubagentIdentityState, SubagentIdentity | null> = {
   name: 'subagent',
   version: 2,
   initial: () => ({ version: 2, identity: null }),
   step(state, event) {
+    if (event.type === SEED_END_EVENT) return state.identity === null ? state : { version: 2, identity: null };
     if (event.type !== DESCRIPTOR_EVENT) return state;
     const identity = identityOf(event);
     if (identity === null && state.identity === null) return state;

@@ -89,3 +89,12 @@ export interface SessionEventMap {
 }
 
 export type KnownEventType = keyof SessionEventMap;
+
+/** The marker a fork's log has right after its seed: events before it are inherited, not its own. */
+export const SEED_END_EVENT = 'session/end-seed';
+
+/** How many events of a log are not its own: a fork's seed and the marker after it (0 for any other log). */
+export function inheritedCount(header: { readonly seedLength?: number | undefined }): number {
+  const seedLength = header.seedLength ?? 0;
+  return seedLength > 0 ? seedLength + 1 : 0;
+}
