@@ -3,7 +3,7 @@
 // session/load (also after a host restart), and the refusals (no loadSession, a failing load).
 import { afterEach, describe, expect, it } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 import { continuationHost, eventually, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { tempFiles } from './helpers.js';
@@ -134,6 +134,46 @@ describe('continuable ACP children', () => {
     expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
     const { providerData } = events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
     expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
+  });
+
+  it('brings a resident child whose process died between turns back on a fresh process: the next follow-up loads the session there', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    const [pid] = newChildPids(before).filter(isAlive);
+    process.kill(pid!, 'SIGKILL');
+    await eventually(() => !isAlive(pid!));
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends.map((end) => [end.stopReason, end.lastAssistantMessage])).toStrictEqual([
+      ['completed', [text('echo: first')]],
+      ['completed', [text('echo: second')]],
+    ]);
+    expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['completed', 'completed']);
+    expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
+    const { providerData } = host.sessions.get(childId)!.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    await host.close();
+    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
+  });
+
+  it('ends the follow-up error when the fresh process cannot load the session of a child whose process died, leaving no process', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    const [pid] = newChildPids(before).filter(isAlive);
+    process.kill(pid!, 'SIGKILL');
+    await eventually(() => !isAlive(pid!));
+    // The remote agent's database is gone: the session it served cannot be loaded any more.
+    for (const suffix of ['', '-wal', '-shm']) rmSync(remoteDb + suffix, { force: true });
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends[1]).toMatchObject({ stopReason: 'error' });
+    expect(host.sessions.get(childId)!.events.findLast((e) => e.type === 'turn/end')!.data).toMatchObject({
+      reason: { kind: 'error', error: { code: 'ACP_TURN_FAILED', message: expect.stringContaining('a new one could not load the session') } },
+    });
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
   });
 
   it('cold-resumes a child on the model it was started with: the served session keeps its route', async () => {

@@ -46,12 +46,31 @@ function unsupported(name: string): SubagentError {
 /** `prepareContinuable` and `resumeContinuable` of an ACP provider. */
 export function acpContinuable(deps: AcpContinuableDeps) {
   const { config, graces, pool, closed } = deps;
-  const resident = (child: WarmChild, providerData?: Record<string, unknown>): ContinuableCreateSpec => ({
-    // A warm process was taken: the pool refills once the first prompt is answered.
-    model: new RemoteSessionModel(child, graces.graceMs, () => pool?.fillSoon()),
-    ...(providerData ? { providerData } : {}),
-    release: () => deps.retire(child),
-  });
+  const resident = (first: WarmChild, session: { sessionId: string; launch: LaunchConfig }, providerData?: Record<string, unknown>): ContinuableCreateSpec => {
+    let current = first;
+    // A process that ended (or whose connection closed) is replaced at the child's next prompt: a
+    // fresh one loads the session, as a cold resume would. The old one is reaped once replaced.
+    const relaunch = async (signal: AbortSignal): Promise<WarmChild> => {
+      const runSignal = AbortSignal.any([signal, closed]);
+      const next = await deps.launch(session.launch, runSignal);
+      try {
+        await startupStep(next.client.loadSession(session.sessionId, session.launch.cwd), next.proc, runSignal, 'session/load', config.startupTimeoutMs);
+      } catch (error) {
+        await deps.retire(next);
+        throw error;
+      }
+      const gone = current;
+      current = next;
+      await deps.retire(gone);
+      return next;
+    };
+    return {
+      // A warm process was taken: the pool refills once the first prompt is answered.
+      model: new RemoteSessionModel(first, graces.graceMs, () => pool?.fillSoon(), relaunch),
+      ...(providerData ? { providerData } : {}),
+      release: () => deps.retire(current),
+    };
+  };
 
   async function prepareContinuable(request: ContinuableCreateRequest): Promise<ContinuableCreateSpec> {
     const { signal } = request;
@@ -66,7 +85,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw unsupported(config.name);
       const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
-      return resident(child, { sessionId, ...launch });
+      return resident(child, { sessionId, launch }, { sessionId, ...launch });
     } catch (error) {
       pool?.fill();
       if (child) await deps.retire(child);
@@ -87,7 +106,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw new SubagentError('NOT_RESUMABLE', `the ACP agent of child ${childId} no longer advertises session/load`);
       await startupStep(child.client.loadSession(sessionId, launch.cwd), child.proc, runSignal, 'session/load', config.startupTimeoutMs);
-      return resident(child);
+      return resident(child, { sessionId, launch });
     } catch (error) {
       pool?.fill();
       if (child) await deps.retire(child);

@@ -8,6 +8,7 @@ import { describeAcpFailure, describeOversizeMessage, isJsonRpcError } from './c
 import type { WarmChild } from './pool.js';
 import { describeExit } from './process.js';
 import { within } from '../../seam/once.js';
+import { SubagentError } from '../../seam/errors.js';
 import { mapStopReason } from './run.js';
 
 /**
@@ -50,19 +51,39 @@ type Settled = { kind: 'response'; response: acp.PromptResponse } | { kind: 'fai
 
 /** Drives one remote ACP session; `graceMs` bounds the wait for a cancelled prompt before the next. */
 export class RemoteSessionModel implements ModelAdapter {
-  readonly #child: WarmChild;
+  #child: WarmChild;
   readonly #graceMs: number;
   readonly #answered: () => void;
+  readonly #relaunch: ((signal: AbortSignal) => Promise<WarmChild>) | undefined;
   /** The user messages already prompted (history hands back the same content arrays each step). */
   readonly #sent = new WeakSet<object>();
   /** The prompt in flight (a cancelled one may still be running remotely). */
   #inflight: Promise<unknown> = Promise.resolve();
 
-  /** `answered` runs after each prompt's answer (or failure) arrived. */
-  constructor(child: WarmChild, graceMs: number, answered: () => void = () => undefined) {
+  /**
+   * `answered` runs after each prompt's answer (or failure) arrived; `relaunch` brings the session
+   * back on a fresh process when the current one has ended.
+   */
+  constructor(child: WarmChild, graceMs: number, answered: () => void = () => undefined, relaunch?: (signal: AbortSignal) => Promise<WarmChild>) {
     this.#child = child;
     this.#graceMs = graceMs;
     this.#answered = answered;
+    this.#relaunch = relaunch;
+  }
+
+  /** Replaces an ended process before a prompt; the finish chunk of the turn when that fails. */
+  async #comeBack(signal: AbortSignal): Promise<ModelChunk | undefined> {
+    const { proc, client } = this.#child;
+    if (!this.#relaunch || (!proc.exit && !client.signal.aborted)) return undefined;
+    try {
+      this.#child = await this.#relaunch(signal);
+      this.#inflight = Promise.resolve();
+      return undefined;
+    } catch (error) {
+      // An interrupt during the relaunch ends the turn aborted whatever this says (the turn reads its signal).
+      const why = error instanceof SubagentError ? error.message : describeAcpFailure(error);
+      return { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: `the ACP agent process had ended and a new one could not load the session (${why})` } };
+    }
   }
 
   async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
@@ -80,6 +101,11 @@ export class RemoteSessionModel implements ModelAdapter {
       // Its late updates would be taken for the new prompt's (updates carry no prompt id). This
       // turn's text is not marked sent: the next prompt carries it.
       yield { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: 'the ACP agent has not ended its cancelled prompt yet' } };
+      return;
+    }
+    const failed = await this.#comeBack(request.signal);
+    if (failed) {
+      yield failed;
       return;
     }
     const text = pendingText(request.messages, this.#sent);
