@@ -1,13 +1,16 @@
 // `subagent-host ls --follow` as a user runs it: the built CLI in a child process watching a database
 // this test process writes, printing a hanging child as running and exiting once it has settled.
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 import { DESCRIPTOR_EVENT, createHost, inProcessProvider, sqlitePersistence, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
 // The watch loop itself, driven with a listing a commit lands in the middle of.
 import { follow } from '../dist/src/cli/ls-follow.js';
+import { openListing } from '../dist/src/cli/ls.js';
 import { createSubagentCatalog } from '../dist/src/service/catalog.js';
+import { InspectReader } from '../dist/src/inspect/reader.js';
 
 const cliPath = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
 const files = tempFiles('subagent-ls-follow-');
@@ -18,20 +21,27 @@ function watch(args: string[]) {
   let stdout = '';
   let stderr = '';
   const waiters = new Set<() => void>();
+  const wake = (): void => {
+    for (const waiter of [...waiters]) waiter();
+  };
   child.stdout.on('data', (chunk: Buffer) => {
     stdout += chunk.toString();
-    for (const waiter of [...waiters]) waiter();
+    wake();
   });
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+    wake();
+  });
   const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return {
     child,
     exit,
     output: () => ({ stdout, stderr }),
-    until(pattern: RegExp): Promise<void> {
+    /** Resolves once `pattern` matches the output so far (stdout, or stderr when asked). */
+    until(pattern: RegExp, stream: 'stdout' | 'stderr' = 'stdout'): Promise<void> {
       return new Promise((resolve) => {
         const waiter = () => {
-          if (!pattern.test(stdout)) return;
+          if (!pattern.test(stream === 'stdout' ? stdout : stderr)) return;
           waiters.delete(waiter);
           resolve();
         };
@@ -124,13 +134,13 @@ describe('subagent-host ls --follow', () => {
     }
   }, 60_000);
 
-  it('stops on SIGINT with exit 0 while a child is still running', async () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)('stops on %s with exit 0 while a child is still running', async (signal) => {
     const { db, host, parent, run } = await hangingChild();
     let watcher: ReturnType<typeof watch> | undefined;
     try {
       watcher = watch([parent.id, '--follow', '--db', db]);
       await watcher.until(/running/);
-      watcher.child.kill('SIGINT');
+      watcher.child.kill(signal);
       expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
       run.cancel();
       await run.result.catch(() => undefined);
@@ -138,6 +148,70 @@ describe('subagent-host ls --follow', () => {
     } finally {
       if (watcher !== undefined && watcher.child.exitCode === null) watcher.child.kill();
       await host.close();
+    }
+  }, 60_000);
+});
+
+const ended = { turn: 1, reason: { kind: 'completed' } };
+
+/** Writes session `root` with its turn open and one child `child` in its first turn into `file`, and closes the store. */
+async function storeRunning(file: string, root: string, child: string): Promise<void> {
+  const store = sqlitePersistence(file);
+  await store.create({ id: root, createdAt: 0 });
+  await store.append(root, [{ seq: 0, time: 0, type: 'turn/start', data: { turn: 1 } }]);
+  await store.create({ id: child, createdAt: 1, parentSession: root, origin: 'subagent' });
+  const descriptor = { version: 2, mode: 'one-shot', provider: 'spawn', label: child };
+  await store.append(child, [{ seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } }, { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: descriptor }]);
+  await store.close();
+}
+
+/** Ends the turns `storeRunning` left open. */
+async function storeEnded(file: string, root: string, child: string): Promise<void> {
+  const store = sqlitePersistence(file);
+  await store.append(child, [{ seq: 2, time: 2, type: 'turn/end', data: ended }]);
+  await store.append(root, [{ seq: 1, time: 2, type: 'turn/end', data: ended }]);
+  await store.close();
+}
+
+// The watch follows the path: a host creating the file leaves it empty for a moment, a session may be
+// stored after the watch began, and a file may be emptied or replaced while watched.
+describe('ls --follow on a file that changes under it', () => {
+  const waiting = /no session "R" in .* yet; waiting for it/;
+
+  it('waits for an empty file to be written and for the session to be stored, then lists it', async () => {
+    const db = files.file();
+    fs.writeFileSync(db, '');
+    const watcher = watch(['R', '--follow', '--db', db]);
+    try {
+      await watcher.until(waiting, 'stderr');
+      await sqlitePersistence(db).close();
+      await storeRunning(db, 'R', 'L');
+      await watcher.until(/^L\s+one-shot\s+running\s/m);
+      await storeEnded(db, 'R', 'L');
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+      expect(watcher.output().stdout.trimEnd().split('\n\n').at(-1)).toMatch(/^L\s+one-shot\s+inactive\s+-\s+0\s+L$/);
+    } finally {
+      if (watcher.child.exitCode === null) watcher.child.kill();
+    }
+  }, 60_000);
+
+  it('waits while the file is emptied, then reads the file moved in its place', async () => {
+    const db = files.file();
+    const other = files.file();
+    await storeRunning(db, 'R', 'L');
+    const watcher = watch(['R', '--tree', '--follow', '--db', db]);
+    try {
+      await watcher.until(/^L\s+one-shot\s+running\s/m);
+      fs.truncateSync(db, 0);
+      await watcher.until(waiting, 'stderr');
+      await storeRunning(other, 'R', 'M');
+      fs.renameSync(other, db);
+      await watcher.until(/^M\s+one-shot\s+running\s/m);
+      await storeEnded(db, 'R', 'M');
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+      expect(watcher.output().stdout.trimEnd().split('\n\n').at(-1)).toMatch(/^M\s+one-shot\s+inactive\s+-\s+0\s+M$/);
+    } finally {
+      if (watcher.child.exitCode === null) watcher.child.kill();
     }
   }, 60_000);
 });
@@ -174,16 +248,72 @@ describe('the --follow loop', () => {
         return rows;
       };
       const listings: string[] = [];
-      await follow(db, 'R', list, (entries) => {
-        const listing = JSON.stringify(entries.map((entry) => (entry.kind === 'diagnostic' ? [entry.id] : [entry.id, entry.activity, entry.usage.totalTokens])));
-        listings.push(listing);
-        return `${listing}\n`;
+      const open = async () => {
+        const logs = new InspectReader(db);
+        return { reader: logs, has: async () => true, list, close: async () => logs.close() };
+      };
+      await follow({
+        file: db,
+        rootId: 'R',
+        open,
+        waiting: '',
+        print: (entries) => {
+          const listing = JSON.stringify(entries.map((entry) => (entry.kind === 'diagnostic' ? [entry.id] : [entry.id, entry.activity, entry.usage.totalTokens])));
+          listings.push(listing);
+          return `${listing}\n`;
+        },
       });
       expect(listings.at(-1)).toBe(JSON.stringify([['L', 'inactive', 15]]));
     } finally {
       stdout.mockRestore();
       await writer.close();
       await reader.close();
+    }
+  });
+});
+
+// The file checked before each poll can change between that check and the poll's reads.
+describe('the --follow loop on a file emptied under it', () => {
+  it('reads a failed listing of a file emptied since its check as a wait, then lists the file written again', async () => {
+    const db = files.file();
+    await storeRunning(db, 'R', 'L');
+    const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    // Once the watch waits (its handles closed), the file is written again, the child's turns ended.
+    let rewritten: Promise<void> | undefined;
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => {
+      rewritten ??= storeRunning(db, 'R', 'M').then(() => storeEnded(db, 'R', 'M'));
+      return true;
+    });
+    const listings: string[][] = [];
+    let opens = 0;
+    try {
+      await follow({
+        file: db,
+        rootId: 'R',
+        waiting: 'waiting\n',
+        print: (entries) => `${JSON.stringify(entries.map((entry) => entry.id))}\n`,
+        open: async () => {
+          const listing = await openListing(db, 'R', false);
+          const first = ++opens === 1;
+          return {
+            ...listing,
+            // The first file is emptied after the poll's check, before its listing reads it.
+            list: async () => {
+              if (first) fs.truncateSync(db, 0);
+              const entries = await listing.list();
+              listings.push(entries.map((entry) => entry.id));
+              return entries;
+            },
+          };
+        },
+      });
+      await rewritten;
+      expect(listings[0]).toEqual(['M']);
+      expect(listings.at(-1)).toEqual(['M']);
+      expect(stderr).toHaveBeenCalledWith('waiting\n');
+    } finally {
+      stdout.mockRestore();
+      stderr.mockRestore();
     }
   });
 });

@@ -143,11 +143,11 @@ describe('subagent-host ls', () => {
     expect(fs.existsSync(missing)).toBe(false);
   });
 
-  it('exits 1 and leaves an empty file empty: no database is made in it', async () => {
+  it('reads an empty file as no sessions yet (a host is creating it), exit 1, and leaves it empty', async () => {
     const empty = path.join(tmp, 'empty.db');
     fs.writeFileSync(empty, '');
     const { code, stderr } = await ls(['root', '--db', empty]);
-    expect([code, stderr]).toEqual([1, `subagent-host: PERSISTENCE_UNAVAILABLE: no database at ${empty}; pass --db FILE\n`]);
+    expect([code, stderr]).toEqual([1, `subagent-host: UNKNOWN_SESSION: no session "root" in ${empty} (the file is empty: it holds no sessions yet)\n`]);
     expect(fs.statSync(empty).size).toBe(0);
   });
 
@@ -244,8 +244,11 @@ describe('subagent-host ls', () => {
     expect(stdout).toBe('c  one-shot     inactive  -  0  fine\\x0aforged  one-shot  inactive\\x1b]0;title\\x07\\x1b[31m \\u202eexe.txt\\u202c\\u2028\n');
   });
 
-  it('says CORRUPT_DATA when a page of a grandchild’s log is damaged, never an untyped SQLite error', async () => {
-    const file = path.join(tmp, 'torn.db');
+  it.each([
+    { command: 'ls', follow: [] as string[] },
+    { command: 'ls --follow', follow: ['--follow'] },
+  ])('$command says CORRUPT_DATA when a page of a grandchild’s log is damaged, never an untyped SQLite error', async ({ follow }) => {
+    const file = path.join(tmp, `torn${follow.length}.db`);
     const store = sqlitePersistence(file);
     const turn = (text: string) => [
       { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
@@ -263,7 +266,7 @@ describe('subagent-host ls', () => {
     // children's own rows still read, the activity of every descendant does not.
     const pages = damageSqlitePages(file, "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'overflow'");
     expect(pages.length).toBeGreaterThan(0);
-    const { code, stderr } = await ls(['p', '--db', file]);
+    const { code, stderr } = await ls(['p', '--db', file, ...follow]);
     expect(code).toBe(1);
     expect(stderr).toMatch(/^subagent-host: CORRUPT_DATA: /);
   });

@@ -1,8 +1,11 @@
 // `ls --follow`: re-prints the listing whenever another process commits to the database, until every
-// child is inactive or SIGINT arrives. Activity comes from each child's log (an open turn is running),
-// read through a read-only handle, since this process runs none of the children it lists.
+// child is inactive or SIGINT/SIGTERM arrives. Activity comes from each child's log (an open turn is
+// running), read through a read-only handle, since this process runs none of the children it lists.
+// The path is followed, not the file first opened: an empty file (a host creating it), a session not
+// stored yet, or a file deleted, replaced or emptied while watched is waited for.
+import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InspectReader } from '../inspect/reader.js';
+import type { InspectReader } from '../inspect/reader.js';
 
 /** How often `data_version` is polled: cheap, one pragma on a read-only handle. */
 const POLL_MS = 250;
@@ -13,59 +16,103 @@ interface Listed {
   activity?: 'running' | 'inactive';
 }
 
+/** One open database file: its log reader and its listing of a session. */
+export interface Listing<E extends Listed> {
+  readonly reader: InspectReader;
+  /** Whether the session is stored. */
+  has(): Promise<boolean>;
+  /** The session's entries, as the catalog lists them. */
+  list(): Promise<E[]>;
+  close(): Promise<void>;
+}
+
 /** `entries` with each child's activity as its log shows it (an open turn is running). */
 export function activityFromLog<E extends Listed>(reader: InspectReader, rootId: string, entries: E[]): E[] {
   const running = new Set(reader.tree(rootId).filter((node) => node.activity === 'running').map((node) => node.id));
   return entries.map((entry) => (entry.kind === 'child' ? { ...entry, activity: running.has(entry.id) ? 'running' : 'inactive' } : entry));
 }
 
-/** `list()`'s entries with their activity read from the children's logs in `file`. */
-export async function listOnce<E extends Listed>(file: string, rootId: string, list: () => Promise<E[]>): Promise<E[]> {
-  const reader = new InspectReader(file);
-  try {
-    return activityFromLog(reader, rootId, await list());
-  } finally {
-    reader.close();
-  }
+/**
+ * The file at `path` as one file (inode numbers are reused at once, birth times are not), marked
+ * while it is empty; undefined when it is missing.
+ */
+function fileState(path: string): string | undefined {
+  const stat = fs.statSync(path, { throwIfNoEntry: false });
+  return stat === undefined ? undefined : `${stat.dev}:${stat.ino}:${stat.birthtimeMs}:${stat.size === 0 ? 'empty' : 'written'}`;
 }
 
 /**
- * Calls `list` and prints its text each time the database changes; resolves once a listing has no
- * running child while the session itself is between turns, or when SIGINT arrives (both are a
- * normal end of watching).
+ * Prints `print(entries)` each time the database at `file` changes; resolves once a listing has no
+ * running child while the session itself is between turns, or when SIGINT or SIGTERM arrives (both
+ * are a normal end of watching). While the file is missing or empty or does not hold the session,
+ * `waiting` goes to stderr once and the watch goes on.
+ * @throws SubagentError what `open` throws for a file that is not a readable database of ours.
  */
-export async function follow<E extends Listed>(
-  file: string,
-  rootId: string,
-  list: () => Promise<E[]>,
-  print: (entries: E[]) => string,
-): Promise<void> {
-  const reader = new InspectReader(file);
+export async function follow<E extends Listed>(options: {
+  file: string;
+  rootId: string;
+  open: () => Promise<Listing<E>>;
+  print: (entries: E[]) => string;
+  waiting: string;
+}): Promise<void> {
+  const { file, rootId, open, print } = options;
   const stop = new AbortController();
-  const onSigint = (): void => stop.abort();
-  process.once('SIGINT', onSigint);
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let source: Listing<E> | undefined;
   try {
+    let state: string | undefined;
     let seen: number | undefined;
-    let last = '';
+    let last: string | undefined;
+    let printed = false;
+    let waiting = false;
+    const wait = (): void => {
+      if (!waiting) process.stderr.write(options.waiting);
+      waiting = true;
+      // The listing after the wait is printed, even when it reads as the last one did.
+      last = undefined;
+    };
     while (!stop.signal.aborted) {
-      const version = reader.version();
-      if (version !== seen) {
-        seen = version;
-        const entries = activityFromLog(reader, rootId, await list());
-        const text = print(entries);
-        // Only a changed listing is printed again; a blank line separates successive listings.
-        if (text !== last) process.stdout.write(`${last === '' ? '' : '\n'}${text}`);
-        last = text;
-        // Its parent still in a turn may start children yet: only both quiet end the watch, and only
-        // on a listing of one state (after a commit between the listing and the log reads, the next
-        // poll lists again).
-        const quiet = !entries.some((entry) => entry.activity === 'running') && !reader.turnOpen(rootId);
-        if (quiet && reader.version() === seen) return;
+      const now = fileState(file);
+      if (now !== state) {
+        // Another file, or the same one emptied or written: read afresh.
+        await source?.close();
+        source = undefined;
+        seen = undefined;
+        state = now;
+        if (now?.endsWith(':written') === true) source = await open();
+      }
+      try {
+        const version = source?.reader.version();
+        if (source === undefined) wait();
+        else if (version !== seen) {
+          seen = version;
+          if (!(await source.has())) wait();
+          else {
+            waiting = false;
+            const entries = activityFromLog(source.reader, rootId, await source.list());
+            const text = print(entries);
+            // Only a changed listing is printed again; a blank line separates successive listings.
+            if (text !== last) process.stdout.write(`${printed ? '\n' : ''}${text}`);
+            printed = true;
+            last = text;
+            // Its parent still in a turn may start children yet: only both quiet end the watch, and
+            // only on a listing of one state (after a commit between the listing and the log reads,
+            // the next poll lists again).
+            const quiet = !entries.some((entry) => entry.activity === 'running') && !source.reader.turnOpen(rootId);
+            if (quiet && source.reader.version() === seen) return;
+          }
+        }
+      } catch (error) {
+        // A file emptied or replaced under the handle fails its reads: the next poll opens the new one.
+        if (fileState(file) === state) throw error;
       }
       await sleep(POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
     }
   } finally {
-    process.off('SIGINT', onSigint);
-    reader.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await source?.close();
   }
 }

@@ -9,7 +9,7 @@ import { sqlitePersistence } from '../persistence/sqlite.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { InspectReader } from '../inspect/reader.js';
 import { createSubagentCatalog } from '../service/catalog.js';
-import { follow, listOnce } from './ls-follow.js';
+import { activityFromLog, follow, type Listing } from './ls-follow.js';
 import { parseCommand, usageError as commandUsageError } from './args.js';
 
 /** Where `ls` looks without `--db`: `$SUBAGENT_HOST_DB`, else this file in the working directory. */
@@ -26,7 +26,7 @@ children of its own ("-" otherwise), tokens spent, label. Unreadable children sh
   --json      print the entries as a JSON array instead
   --follow    re-print whenever the database changes (another process may be writing it), with
               activity read from each child's log, until every child is inactive and SESSION is
-              between turns; Ctrl-C stops`;
+              between turns; waits for an empty file or a SESSION not stored yet; Ctrl-C stops`;
 
 type Entry = SubagentListEntry | SubagentDescendantListEntry;
 
@@ -105,26 +105,54 @@ export async function run(args: string[]): Promise<number> {
   if (values.db === '') return usageError('--db needs a file path');
 
   const file = values.db ?? (process.env.SUBAGENT_HOST_DB || DEFAULT_DB);
-  // Opening would create a database (in a missing or empty file); a mistyped path should say so instead.
-  if (!fs.existsSync(file) || fs.statSync(file).size === 0) {
-    throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
-  }
-  refuseForeign(file);
-  const persistence = sqlitePersistence(file);
-  try {
-    if (!(await persistence.projections([sessionId])).has(sessionId)) {
-      throw new SubagentError('UNKNOWN_SESSION', `no session "${sessionId}" in ${file}`);
-    }
-    // No live sessions: this process runs none, so every child is listed from storage, its activity
-    // read from its log (another process may be running it).
-    const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
-    const list = async (): Promise<Entry[]> => (values.tree ? catalog.listDescendants(sessionId) : catalog.listChildren(sessionId));
-    const print = (entries: Entry[]): string => (values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
+  // Opening would create a database in a missing file; a mistyped path should say so instead.
+  if (!fs.existsSync(file)) throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
+  const print = (entries: Entry[]): string => (values.json ? `${JSON.stringify(entries, null, 2)}\n` : table(entries, values.tree));
+  const open = (): Promise<Listing<Entry>> => openListing(file, sessionId, values.tree);
+  if (values.follow) {
     // Following a session with no child yet says so (plain `ls` prints nothing for it).
-    if (values.follow) await follow(file, sessionId, list, (entries) => (entries.length === 0 && !values.json ? 'no subagent children yet\n' : print(entries)));
-    else process.stdout.write(print(await listOnce(file, sessionId, list)));
+    await follow({
+      file,
+      rootId: sessionId,
+      open,
+      print: (entries) => (entries.length === 0 && !values.json ? 'no subagent children yet\n' : print(entries)),
+      waiting: `subagent-host ls: no session "${sessionId}" in ${file} yet; waiting for it (Ctrl-C stops)\n`,
+    });
+    return 0;
+  }
+  // An empty file is one a host is creating (it never turns into a database here): no sessions yet.
+  const listing = fs.statSync(file).size === 0 ? undefined : await open();
+  try {
+    if (listing === undefined || !(await listing.has())) {
+      throw new SubagentError('UNKNOWN_SESSION', `no session "${sessionId}" in ${file}${listing === undefined ? ' (the file is empty: it holds no sessions yet)' : ''}`);
+    }
+    process.stdout.write(print(activityFromLog(listing.reader, sessionId, await listing.list())));
     return 0;
   } finally {
-    await persistence.close();
+    await listing?.close();
   }
+}
+
+/**
+ * The listing of `sessionId` (its children, or with `tree` its descendants) in the non-empty
+ * database `file`, with a read-only reader of its logs.
+ * @throws SubagentError `CORRUPT_DATA` for a file that is not ours, as the store's open does.
+ */
+export async function openListing(file: string, sessionId: string, tree: boolean): Promise<Listing<Entry>> {
+  refuseForeign(file);
+  // The store first: it upgrades an earlier release's file, which the reader would refuse.
+  const persistence = sqlitePersistence(file);
+  const reader = new InspectReader(file);
+  // No live sessions: this process runs none, so every child is listed from storage, its activity
+  // read from its log (another process may be running it).
+  const catalog = createSubagentCatalog({ persistence, sessions: { get: () => undefined, list: () => [] } });
+  return {
+    reader,
+    has: async () => (await persistence.projections([sessionId])).has(sessionId),
+    list: async (): Promise<Entry[]> => (tree ? catalog.listDescendants(sessionId) : catalog.listChildren(sessionId)),
+    close: async () => {
+      reader.close();
+      await persistence.close();
+    },
+  };
 }
