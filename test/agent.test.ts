@@ -112,14 +112,13 @@ describe('agent turns', () => {
     await handle.dispose();
   });
 
-  it('answers tool input nested deeper than it can be copied or checked with INVALID_TOOL_INPUT, the turn going on', async () => {
+  it('ends the turn MODEL_OUTPUT_TOO_DEEP for a tool call nested deeper than a log holds, from any adapter, logging no call', async () => {
     let deep: Record<string, unknown> = {};
-    for (let level = 1; level < 4000; level++) deep = { child: deep };
-    let answers = 0;
-    // An adapter may hand on any depth (an OpenAI-compatible server's arguments are parsed as sent).
+    for (let level = 1; level < 7000; level++) deep = { child: deep };
+    // A ready adapter of the engine is not checked chunk by chunk: the turn refuses the call itself.
     const model: ModelAdapter = {
       async *stream(): AsyncGenerator<ModelChunk> {
-        if (answers++ > 0) return yield* [{ type: 'text-delta', text: 'ok' }, { type: 'finish', reason: 'stop' }] as ModelChunk[];
+        yield { type: 'text-delta', text: 'calling' };
         yield { type: 'tool-call', id: 'call_A', name: 'nest', input: deep };
         yield { type: 'finish', reason: 'tool-calls' };
       },
@@ -130,10 +129,11 @@ describe('agent turns', () => {
     agent.followup([text('go')]);
     await agent.whenIdle();
     expect(nest.calls).toEqual([]);
-    expect(dataOf<{ content: { text: string }[]; code: string }>(agent.session.events, 'tool/result')[0]).toMatchObject({
-      isError: true, code: 'INVALID_TOOL_INPUT', content: [{ text: expect.stringContaining('nest input is nested 4000 levels deep') }],
-    });
-    expect(reasons(agent.session.events)).toEqual(['completed']);
+    expect(dataOf(agent.session.events, 'tool/call')).toEqual([]);
+    expect(dataOf(agent.session.events, 'assistant/message')).toMatchObject([{ content: [{ type: 'text', text: 'calling' }] }]);
+    expect(dataOf(agent.session.events, 'turn/end')).toEqual([{ turn: 1, reason: { kind: 'error', error: {
+      code: 'MODEL_OUTPUT_TOO_DEEP', message: 'the model sent a call of tool nest whose input is nested 7000 levels deep, more than the 256 a session log holds; no tool of that answer ran',
+    } } }]);
     await dispose();
   });
 

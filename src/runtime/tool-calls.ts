@@ -4,7 +4,7 @@ import type { ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEventMap } from '../seam/session-types.js';
 import { ABANDONED, type Abandonment } from './abandonment.js';
-import { inputTooDeep, type ToolResultContent } from './tool-registry.js';
+import type { ToolResultContent } from './tool-registry.js';
 import type { TurnContext } from './turn-context.js';
 
 /**
@@ -47,14 +47,8 @@ async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSigna
   try {
     await ctx.hooks.beforeTool?.(call.id);
     // The logged call is frozen; the tool gets its own copy, as a host tool called from a worker child does.
-    let input: unknown;
-    try {
-      input = structuredClone(call.input);
-    } catch (error) {
-      // The copy recurses as deep as the input nests (a model may send any depth).
-      throw error instanceof RangeError ? inputTooDeep(call.name, call.input, error) : error;
-    }
-    const result: ToolResultContent = await ctx.tools.execute(call.name, input, {
+    // No deeper than MAX_CONTENT_DEPTH (the turn refuses deeper input): the copy cannot overflow.
+    const result: ToolResultContent = await ctx.tools.execute(call.name, structuredClone(call.input), {
       agent: ctx.agent,
       callId: call.id,
       signal,

@@ -3,7 +3,7 @@
 // One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
-import { contentProblem, plainJsonProblem, type ContentBlock } from '../seam/content.js';
+import { contentProblem, nestingDepth, plainJsonProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import { compileJsonSchema } from './json-schema.js';
@@ -57,21 +57,6 @@ function jsonError(text: string): string | undefined {
   } catch (error) {
     return error instanceof Error ? error.message : String(error);
   }
-}
-
-/** How many arrays and objects enclose the deepest value in `value`, walked without recursion (each object once). */
-function nestingDepth(value: unknown): number {
-  let deepest = 0;
-  const seen = new Set<object>();
-  const stack: [unknown, number][] = [[value, 1]];
-  for (let next = stack.pop(); next; next = stack.pop()) {
-    const [item, depth] = next;
-    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
-    seen.add(item);
-    deepest = Math.max(deepest, depth);
-    for (const child of Object.values(item)) stack.push([child, depth + 1]);
-  }
-  return deepest;
 }
 
 /** `INVALID_TOOL_INPUT` for input nested deeper than copying or validating it can recurse (`cause`: the stack overflow). */

@@ -1,6 +1,6 @@
 // One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
 // until the model stops, and always close the turn with `turn/end` and its reason.
-import type { ContentBlock, ToolCallBlock } from '../seam/content.js';
+import { deepToolInputFailure, type ContentBlock, type ToolCallBlock } from '../seam/content.js';
 import { describeError, isSubagentError } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason, ModelChunk } from './models/types.js';
@@ -71,16 +71,22 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
           out.reasoning += chunk.text;
           ctx.session.append('assistant/chunk', { turn, step, chunk: { type: 'reasoning-delta', text: chunk.text } });
           break;
-        case 'tool-call':
-          // Results are matched to calls by id: an answer may not give two calls one id.
-          if (out.toolCalls.some((call) => call.id === chunk.id)) {
+        case 'tool-call': {
+          // Results are matched to calls by id: an answer may not give two calls one id. Input nested
+          // deeper than a log holds is refused here, whatever adapter sent it (adapters that can name
+          // their model refuse it themselves first).
+          const failure = out.toolCalls.some((call) => call.id === chunk.id)
+            ? { code: 'MODEL_CONTRACT', message: `the model gave two tool calls of one answer the id ${JSON.stringify(chunk.id)}` }
+            : deepToolInputFailure('the model', chunk.name, chunk.input);
+          if (failure) {
             out.finish = 'error';
-            out.failure = { code: 'MODEL_CONTRACT', message: `the model gave two tool calls of one answer the id ${JSON.stringify(chunk.id)}` };
+            out.failure = failure;
             finished = true;
             break;
           }
           out.toolCalls.push({ type: 'tool_call', id: chunk.id, name: chunk.name, input: chunk.input });
           break;
+        }
         case 'usage':
           out.usage = chunk.usage;
           break;

@@ -84,7 +84,47 @@ export function deepFreeze<T>(value: T): T {
   return value;
 }
 
-const MAX_CONTENT_DEPTH = 256;
+/**
+ * How many arrays and objects may enclose a value of content, from any source (a message, a tool
+ * result, a model's tool call): what logging, freezing, storage, the codec and structured clone
+ * all recurse through with room to spare, on the main thread and on a worker's smallest stack.
+ */
+export const MAX_CONTENT_DEPTH = 256;
+
+/** How many arrays and objects enclose the deepest value in `value`, walked without recursion (each object once). */
+export function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const seen = new Set<object>();
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
+    seen.add(item);
+    deepest = Math.max(deepest, depth);
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/**
+ * `MODEL_OUTPUT_TOO_DEEP` naming `source` (the model) and the depth when the input of its tool call
+ * `name` nests deeper than MAX_CONTENT_DEPTH, or undefined: such a call is refused before anything
+ * logs, freezes, stores or copies it.
+ */
+export function deepToolInputFailure(source: string, name: string, input: unknown): { code: string; message: string } | undefined {
+  let depth: number;
+  try {
+    depth = nestingDepth(input);
+  } catch {
+    // A getter or proxy threw: the caller's own check of the input says it could not be read.
+    return undefined;
+  }
+  if (depth <= MAX_CONTENT_DEPTH) return undefined;
+  return {
+    code: 'MODEL_OUTPUT_TOO_DEEP',
+    message: `${source} sent a call of tool ${name} whose input is nested ${depth} levels deep, more than the ${MAX_CONTENT_DEPTH} a session log holds; no tool of that answer ran`,
+  };
+}
 
 /** Why `value` is not plain JSON a log can hold, or undefined. `undefined` may only be a property's value (JSON drops it). */
 function jsonProblem(value: unknown, path: string, ancestors: Set<object>): string | undefined {

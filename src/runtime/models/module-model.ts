@@ -1,7 +1,7 @@
 // A model adapter from a user's module: loaded by specifier, and its stream checked chunk by chunk,
 // since what it yields goes into the session log as it is (a tool call's id, a usage record).
 import type { ModelSpec } from '../../seam/agent-types.js';
-import { plainJsonProblem } from '../../seam/content.js';
+import { deepToolInputFailure, plainJsonProblem } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import { isRecord } from '../../seam/parse.js';
 import type { FailureInfo, Usage } from '../../seam/session-types.js';
@@ -16,7 +16,7 @@ const optionalCount = (value: unknown) => value === undefined || count(value);
  * A copy of `chunk` holding only the fields of its type, or why it is not a ModelChunk. Written by
  * hand, not as a schema: it runs for every chunk a module streams, and keeps nothing per thread.
  */
-function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string } {
+function checkChunk(chunk: unknown, source: string): { chunk: ModelChunk } | { problem: string } | { failure: FailureInfo } {
   if (!isRecord(chunk)) return { problem: 'not an object' };
   switch (chunk['type']) {
     case 'text-delta':
@@ -28,6 +28,9 @@ function checkChunk(chunk: unknown): { chunk: ModelChunk } | { problem: string }
       const { id, name, input } = chunk;
       if (typeof id !== 'string' || id === '') return { problem: 'tool-call.id must be a non-empty string' };
       if (typeof name !== 'string') return { problem: 'tool-call.name must be a string' };
+      // Refused as every adapter's is (MODEL_OUTPUT_TOO_DEEP), naming the adapter and the depth.
+      const deep = deepToolInputFailure(source, name, input);
+      if (deep) return { failure: deep };
       const problem = plainJsonProblem(input, 'tool-call.input');
       if (problem) return { problem: `${problem} ({} for no input)` };
       return { chunk: { type: 'tool-call', id, name, input } };
@@ -74,8 +77,8 @@ function describeValue(value: unknown): string {
 
 /**
  * A user's adapter (`source` names it) whose stream has each chunk checked and copied (unknown
- * fields dropped); the first one that is not a ModelChunk ends the step `error` (`MODEL_CONTRACT`)
- * and stops the adapter's stream.
+ * fields dropped); the first one that is not a ModelChunk ends the step `error` (`MODEL_CONTRACT`;
+ * `MODEL_OUTPUT_TOO_DEEP` for tool input nested too deep) and stops the adapter's stream.
  */
 export function checkedAdapter(adapter: ModelAdapter, source: string): ModelAdapter {
   return {
@@ -87,7 +90,11 @@ export function checkedAdapter(adapter: ModelAdapter, source: string): ModelAdap
         return;
       }
       for await (const chunk of stream) {
-        const checked = checkChunk(chunk);
+        const checked = checkChunk(chunk, source);
+        if ('failure' in checked) {
+          yield { type: 'finish', reason: 'error', failure: checked.failure };
+          return;
+        }
         if ('problem' in checked) {
           const message = `${source} yielded a chunk that is not a ModelChunk: ${checked.problem}`;
           yield { type: 'finish', reason: 'error', failure: { code: 'MODEL_CONTRACT', message } };

@@ -7,6 +7,7 @@ import { streamErrorFailure } from './openai-errors.js';
 import { lazy } from '../../seam/once.js';
 import type { FinishReason, ModelChunk } from './types.js';
 import { describeIssue } from '../../seam/parse.js';
+import { deepToolInputFailure } from '../../seam/content.js';
 
 // Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
 // which optional parts they send at all.
@@ -105,6 +106,7 @@ function completeArguments(args: string): boolean {
 /** The state of one streamed completion (choice 0 only; we never ask for `n > 1`). */
 export class CompletionAssembler {
   #scrub: Scrub;
+  readonly #model: string;
   #sawText = false;
   #sawReasoning = false;
   #sawRefusal = false;
@@ -116,8 +118,10 @@ export class CompletionAssembler {
   #finishReason: string | undefined;
   #failure: FailureInfo | undefined;
 
-  constructor(scrub: Scrub) {
+  /** `model` names the model in failures (`openai model <name> at <url>`). */
+  constructor(scrub: Scrub, model: string) {
     this.#scrub = scrub;
+    this.#model = model;
   }
 
   /** The failure a chunk reported (malformed, or an in-stream error); the stream should end. */
@@ -182,6 +186,10 @@ export class CompletionAssembler {
         // Judged by what arrived: some servers end tool-call turns with `stop`, and a
         // `tool_calls` finish without calls would leave the driver nothing to run.
         const calls = this.#toolCalls();
+        for (const call of calls) {
+          const deep = deepToolInputFailure(this.#model, call.name, call.input);
+          if (deep) return this.fail(deep);
+        }
         if (calls.length > 0) return [...calls, ...this.#close('tool-calls')];
         if (this.#sawRefusal) return this.#close('refusal');
         if (this.#sawText || this.#sawReasoning) return this.#close('stop');
@@ -251,7 +259,12 @@ export class CompletionAssembler {
     if (fragment.function?.name && call.name === '') call.name = fragment.function.name;
     const args = fragment.function?.arguments;
     if (typeof args === 'string') call.args += args;
-    else if (args) call.args += JSON.stringify(args);
+    else if (args) {
+      // Arguments sent as an object are kept as their text, which would recurse as deep as they nest.
+      const deep = deepToolInputFailure(this.#model, call.name, args);
+      if (deep) this.#failure = deep;
+      else call.args += JSON.stringify(args);
+    }
   }
 
   /**
@@ -273,10 +286,10 @@ export class CompletionAssembler {
     return next;
   }
 
-  #toolCalls(): ModelChunk[] {
+  #toolCalls(): Extract<ModelChunk, { type: 'tool-call' }>[] {
     return [...this.#calls]
       .sort(([a], [b]) => a - b)
-      .map(([key, call]): ModelChunk => ({
+      .map(([key, call]) => ({
         type: 'tool-call',
         id: call.id || `call_${key}`,
         name: call.name,

@@ -224,7 +224,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       }
       const reader = response.body.getReader();
       const decoder = new SseDecoder();
-      const assembler = new CompletionAssembler(scrub);
+      const assembler = new CompletionAssembler(scrub, `openai model ${spec.model} at ${url}`);
       let sawEvent = false;
       for (;;) {
         let read: Awaited<ReturnType<typeof reader.read>>;
