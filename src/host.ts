@@ -42,7 +42,9 @@ export interface HostOptions {
   /**
    * After a cancel, how long a turn of an agent running on this thread (top-level, in-process child)
    * waits for a tool or model adapter that ignores its signal before it ends without it (the call's
-   * result is `ABANDONED`). Worker children lose their thread instead (`pool.cancelGraceMs`). @default 5000
+   * result is `ABANDONED`), and how long a cancelled worker child's result waits for the host tools
+   * it called that ignore theirs. Worker children's own tools lose their thread instead
+   * (`pool.cancelGraceMs`). Once `close()` began, nothing waits for this grace. @default 5000
    */
   abandonGraceMs?: number;
 }
@@ -196,6 +198,7 @@ class HostImpl implements Host {
   readonly persistence: SessionPersistence;
   readonly tools: ToolRegistry;
   readonly pool: WorkerPoolEngine;
+  readonly abandonGraceMs: number;
   readonly #ownsPersistence: boolean;
   readonly #closeHooks = new Set<() => Promise<void>>();
   #closing: Promise<void> | undefined;
@@ -207,12 +210,13 @@ class HostImpl implements Host {
     this.sessions = new LiveSessionStore({ persistence, logger });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);
+    this.abandonGraceMs = timerOption(options.abandonGraceMs, 5000, 'abandonGraceMs');
     this.agents = new AgentRegistry({
       sessions: this.sessions,
       tools: this.tools,
       persistence,
       logger,
-      abandonGraceMs: timerOption(options.abandonGraceMs, 5000, 'abandonGraceMs'),
+      abandonGraceMs: this.abandonGraceMs,
       ...(options.model ? { model: options.model } : {}),
     });
     this.subagents = new SubagentService({

@@ -3,6 +3,7 @@
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   controlTools,
@@ -19,7 +20,7 @@ import {
   type SessionPersistence,
   type Tool,
 } from 'subagent-host';
-import { dataOf } from './helpers.js';
+import { dataOf, runNodeScript } from './helpers.js';
 
 let dir: string;
 const hosts: Host[] = [];
@@ -531,6 +532,42 @@ describe('host lifecycle with children', () => {
     expect(host.subagents.residentChildren).toBe(0);
     expect(host.agents.list()).toEqual([]);
     expect(host.sessions.list()).toEqual([]);
+  });
+});
+
+describe('close() and a host call that ignores its signal', () => {
+  const script = fileURLToPath(new URL('./fixtures/close-held-call.mjs', import.meta.url));
+  const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+
+  // The grace for what ignores its signal (abandonGraceMs, the pool's cancelGraceMs) outlasts the
+  // test: close() ends only because, once it began, nothing waits for a call whose turn is cancelled.
+  // The tool waits on a gate opened after close() (`gate`; `cancelled`: its caller was cancelled
+  // before the close and waits out the grace) or on close() itself (`self`).
+  it.each([
+    ['top', 'gate'],
+    ['in-process', 'gate'],
+    ['spawn', 'gate'],
+    ['continuable spawn', 'gate'],
+    ['continuable in-process', 'gate'],
+    ['top', 'cancelled'],
+    ['spawn', 'cancelled'],
+    ['top', 'self'],
+    ['spawn', 'self'],
+    ['continuable spawn', 'self'],
+  ])('ends for a %s agent whose tool holds (%s) and leaves nothing running', async (caller, mode) => {
+    const { code, out, err } = await runNodeScript(script, [packageUrl, join(dir, 'held.db'), caller, mode]);
+    expect({ code, err }).toEqual({ code: 0, err: '' });
+    const outcome = JSON.parse(out) as { order: string[]; left: Record<string, number>; result: { code: string; text: string }; last: unknown };
+    const settled = caller === 'spawn' || caller === 'in-process' ? ['result aborted'] : [];
+    // The call's turn ended without it; its late answer came after close() and was dropped.
+    expect(outcome.order).toEqual(
+      mode === 'self' ? [...settled, 'tool returned, its signal aborted', 'closed'] : [...settled, 'closed', 'gate opened', 'tool returned, its signal aborted'],
+    );
+    expect(outcome.left).toEqual({ agents: 0, sessions: 0, runs: 0, threads: 0 });
+    expect(outcome.last).toEqual({ type: 'turn/end', reason: 'aborted' });
+    // On the host's thread the turn stopped waiting for the call (a worker child's turn never waits for its host calls).
+    if (caller.endsWith('spawn')) expect(outcome.result.code).toBe('CANCELLED');
+    else expect(outcome.result).toEqual({ code: 'ABANDONED', text: 'Error: the tool did not stop before the host closed; the turn ended without its result' });
   });
 });
 

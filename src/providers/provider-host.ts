@@ -71,6 +71,11 @@ export interface ProviderHost {
   readonly persistence: SessionPersistence | undefined;
   readonly pool: WorkerPoolEngine;
   /**
+   * The host's `abandonGraceMs`: also how long a worker child's run, once its turn was cancelled or
+   * its thread is gone, waits for the host calls it left out (their signal aborted).
+   */
+  readonly abandonGraceMs: number;
+  /**
    * Registers teardown that `close()` awaits (after runs are disposed), for resources a provider
    * owns beyond its runs, such as prewarmed processes. Returns an unregister function.
    */

@@ -1,6 +1,7 @@
 // Creates, resumes and tracks agents. Creation builds everything unpublished (model, tool modules,
 // scope, setup) and publishes last, so a failed create leaves nothing behind. The handle is the
 // owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
+import { setMaxListeners } from 'node:events';
 import { once } from '../seam/once.js';
 import { unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
@@ -167,6 +168,8 @@ export class AgentRegistry {
   readonly #closed = new AbortController();
   /** Set by hold(): the host is closing, and no agent is created or resumed any more. */
   #holding = false;
+  /** Aborted by hold() and close(): see {@link closing}. */
+  readonly #closing = new AbortController();
   #beforeDispose: ((agent: LocalAgent) => Promise<void>) | undefined;
   readonly #sessions: LiveSessionStore;
   readonly #tools: ToolRegistry;
@@ -187,11 +190,22 @@ export class AgentRegistry {
     abandonGraceMs?: number | undefined;
   }) {
     this.#abandonGraceMs = options.abandonGraceMs;
+    // Every cancelled turn and child run waiting on a call listens to it: as many as run at once.
+    setMaxListeners(0, this.#closing.signal);
     this.#sessions = options.sessions;
     this.#tools = options.tools ?? new ToolRegistry();
     this.#model = options.model ?? { kind: 'scripted' };
     this.#persistence = options.persistence;
     this.#logger = options.logger;
+  }
+
+  /**
+   * Aborted once the host began to close (hold() or close()): from then on a cancelled turn, and a
+   * child's run, no longer wait out a grace for calls that ignore their signal (one may be waiting
+   * for the close itself); they give up on them at once.
+   */
+  get closing(): AbortSignal {
+    return this.#closing.signal;
   }
 
   /** The host tools: what an agent's scope inherits unless its options name other tools. */
@@ -268,7 +282,7 @@ export class AgentRegistry {
       ...(options.hooks ? { hooks: options.hooks } : {}),
       ...(options.cancelFlag ? { cancelFlag: options.cancelFlag } : {}),
       ...(options.ownInput ? { ownInput: options.ownInput } : {}),
-      ...(options.abandon !== false && this.#abandonGraceMs !== undefined ? { abandonGraceMs: this.#abandonGraceMs } : {}),
+      ...(options.abandon !== false && this.#abandonGraceMs !== undefined ? { abandonGraceMs: this.#abandonGraceMs, closing: this.#closing.signal } : {}),
       onError: (error) => this.#logger?.warn(`agent ${session.id} failed`, describeError(error)),
     });
     if (options.setup) {
@@ -328,12 +342,14 @@ export class AgentRegistry {
    */
   hold(): void {
     this.#holding = true;
+    this.#closing.abort();
     for (const { agent } of this.#agents.values()) if (agent.session.header.origin !== 'subagent') agent.beginDispose();
   }
 
   /** Disposes every agent, also when one's disposal fails (its flush); then throws the first failure. */
   async close(): Promise<void> {
     this.#closed.abort(this.#closedWhileBuilding());
+    this.#closing.abort();
     const outcomes = await Promise.allSettled([...this.#agents.values()].map((handle) => handle.dispose()));
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;

@@ -34,6 +34,8 @@ export interface AgentInit {
   ownInput?: OwnInput;
   /** See `TurnContext.abandonGraceMs`: for agents whose model and tools run on this thread. */
   abandonGraceMs?: number;
+  /** See `TurnContext.closing`. */
+  closing?: AbortSignal;
 }
 
 /** Takes input an agent added to itself, under the id it returned. */
@@ -86,6 +88,7 @@ export class LocalAgent implements Agent {
       newId,
       ...(init.cancelFlag ? { cancelFlag: init.cancelFlag } : {}),
       ...(init.abandonGraceMs === undefined ? {} : { abandonGraceMs: init.abandonGraceMs }),
+      ...(init.closing ? { closing: init.closing } : {}),
     };
     for (const { target, message, wake } of pendingInbox(init.session.events)) {
       this.#inbox.add(target, message);

@@ -71,8 +71,8 @@ async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSigna
 }
 
 /** The result of a call the turn stopped waiting for: its tool ignored the cancel. */
-function abandoned(graceMs: number): ResultData {
-  return failure(`Error: the tool did not stop within ${graceMs} ms of the cancel; the turn ended without its result`, 'ABANDONED');
+function abandoned(abandonment: Abandonment): ResultData {
+  return failure(`Error: the tool did not stop ${abandonment.reason}; the turn ended without its result`, 'ABANDONED');
 }
 
 /** Splits calls into runs that may execute together (consecutive concurrency-safe calls). */
@@ -103,7 +103,7 @@ export async function runTools(ctx: TurnContext, turn: number, step: number, cal
       if (signal.aborted) return failure('Error: the turn was cancelled before this tool call started', 'ABORTED_BEFORE_DISPATCH');
       if (concluded) return failure('Error: not executed: an earlier call in this answer completed the turn', 'TURN_CONCLUDED');
       if (!abandonment) return execute(ctx, call, signal);
-      return abandonment.wait(execute(ctx, call, signal)).then((outcome) => (outcome === ABANDONED ? { result: abandoned(abandonment.graceMs), concludes: false } : outcome));
+      return abandonment.wait(execute(ctx, call, signal)).then((outcome) => (outcome === ABANDONED ? { result: abandoned(abandonment), concludes: false } : outcome));
     });
     for (const [index, pending] of running.entries()) {
       const call = batch[index]!;

@@ -48,4 +48,6 @@ export interface TurnContext {
    * before it goes on without it (ends the step or call `aborted`); unset: as long as it takes.
    */
   abandonGraceMs?: number;
+  /** Aborted once the host began to close: with `abandonGraceMs`, a cancelled turn waits no grace then. */
+  closing?: AbortSignal;
 }

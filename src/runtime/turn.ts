@@ -166,7 +166,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   let reason: TurnEndReason = { kind: 'completed' };
   let truncated = false;
   // One for the whole turn: its model streams and tool batches wait through it after a cancel.
-  const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs);
+  const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs, ctx.closing);
   try {
     ctx.hooks.turnStart?.(turn);
     for (let step = 1; (observeFlag(), !signal.aborted); step++) {

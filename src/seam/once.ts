@@ -24,16 +24,26 @@ export function lazy<T>(build: () => T): () => T {
   return () => (value ??= { current: build() }).current;
 }
 
-/** Resolves true when `done` settles within `ms`, false otherwise; the timer never holds the loop. */
-export async function within(done: Promise<unknown>, ms: number): Promise<boolean> {
+/**
+ * Resolves true when `done` settles within `ms`, false otherwise; once `hurry` is aborted, the wait
+ * lasts one more turn of the event loop at most. The timer never holds the loop.
+ */
+export async function within(done: Promise<unknown>, ms: number, hurry?: AbortSignal): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
+  let cut: (() => void) | undefined;
   const expired = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
+    const expireIn = (after: number) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => resolve(false), after);
+      timer.unref();
+    };
+    expireIn(hurry?.aborted ? 0 : ms);
+    if (hurry && !hurry.aborted) hurry.addEventListener('abort', (cut = () => expireIn(0)), { once: true });
   });
   try {
     return await Promise.race([done.then(() => true), expired]);
   } finally {
     clearTimeout(timer);
+    if (cut) hurry?.removeEventListener('abort', cut);
   }
 }

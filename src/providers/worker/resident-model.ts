@@ -88,9 +88,6 @@ const aborted: ModelChunk = { type: 'finish', reason: 'aborted' };
 /** How long closing a stay's own input waits for a thread that does not answer (one in a synchronous loop). */
 const OWN_INPUT_CLOSE_BOUND_MS = 250;
 
-/** How long a turn's end waits for the host calls its child left out (see TurnRelay.chunks), as a one-shot child's result does. */
-const CALLS_BOUND_MS = 5000;
-
 /** How often a turn whose thread ended before it began there is sent to a stay built anew. */
 const LOST_TURN_RETRIES = 3;
 
@@ -211,7 +208,8 @@ export class ResidentWorkerModel implements ModelAdapter {
       }
       break;
     }
-    yield* relay.chunks(CALLS_BOUND_MS);
+    // The host calls the child left out get the grace a one-shot child's result gives them.
+    yield* relay.chunks(this.#host.abandonGraceMs, this.#host.agents.closing);
   }
 
   /**

@@ -154,13 +154,15 @@ export class TurnRelay {
    * Yields the turn's finish once it came and the host calls it left are answered, within `callsBoundMs`:
    * a cancelled child's turn ends in its thread without waiting for them (they were stopped with it),
    * so a `subagent` call's child ends first and is counted, and a drain leaves nothing running.
+   * Once `closing` is aborted (the host began to close) the calls get no bound but a turn of the
+   * event loop: one may be waiting for the close.
    */
-  async *chunks(callsBoundMs: number): AsyncGenerator<ModelChunk> {
+  async *chunks(callsBoundMs: number, closing: AbortSignal): AsyncGenerator<ModelChunk> {
     while (!this.#finish) {
       await new Promise<void>((resolve) => (this.#wake = resolve));
       this.#wake = undefined;
     }
-    if (this.#out.size > 0) await within(Promise.all(this.#out), callsBoundMs);
+    if (this.#out.size > 0) await within(Promise.all(this.#out), callsBoundMs, closing);
     yield this.#finish;
   }
 }

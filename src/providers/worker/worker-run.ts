@@ -75,13 +75,21 @@ function stopCalls(calls: HostCalls, reason: unknown): void {
 /**
  * Resolves once no call is out, or after `ms`: a child whose thread died waits for the calls it left
  * (a `subagent` call's child ending), so its result counts what they spent and ends after them.
+ * Once `closing` is aborted (the host began to close) it waits no more than a turn of the event loop
+ * (a call that stops as its signal aborts still ends first): a call may be waiting for the close.
  */
-function callsDone(calls: HostCalls, ms: number): Promise<void> {
+function callsDone(calls: HostCalls, ms: number, closing: AbortSignal): Promise<void> {
   if (calls.out === 0) return Promise.resolve();
   return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
+    let timer = setTimeout(done, closing.aborted ? 0 : ms);
+    const hurry = () => {
+      clearTimeout(timer);
+      timer = setTimeout(done, 0);
+    };
+    if (!closing.aborted) closing.addEventListener('abort', hurry, { once: true });
     function done() {
       clearTimeout(timer);
+      closing.removeEventListener('abort', hurry);
       resolve();
     }
     calls.idle.push(done);
@@ -265,13 +273,13 @@ export class WorkerRun implements SubagentRun {
       this.#child.release();
       // Its thread is gone: the calls it left out stop, and the result waits for them (bounded).
       this.#stopCalls();
-      await callsDone(this.#calls, ANSWERS_GRACE_MS);
+      await callsDone(this.#calls, this.#host.abandonGraceMs, this.#host.agents.closing);
     } else if (this.#calls.out > 0) {
       // A cancelled child's turn ends without waiting for its host calls (see `hostTool`), which
       // were stopped with it: the result waits for them (bounded) as for a dead thread, so a
       // `subagent` call's child ends first, is counted, and a dispose leaves nothing running.
       this.#stopCalls();
-      await callsDone(this.#calls, ANSWERS_GRACE_MS);
+      await callsDone(this.#calls, this.#host.abandonGraceMs, this.#host.agents.closing);
     }
     if (outcome.type === 'result' && this.#deliveries.size > 0) {
       // Bounded all the same: should an answer never come, the message counts as not delivered.
