@@ -107,6 +107,8 @@ export interface ContinuableCreateRequest {
 /** A stored continuable child coming back: what its provider recorded when it was created. */
 export interface ContinuableResumeRequest extends ContinuableCreateRequest {
   providerData: Record<string, unknown>;
+  /** What the child's stored log counts so far (a remote session's running totals continue from it). */
+  usage: SubagentUsage;
 }
 
 export interface ContinuableCreateSpec {

@@ -3,6 +3,7 @@
 // (never env values) go into the child's descriptor; a cold resume relaunches and loads the session.
 import { z } from 'zod';
 import { SubagentError } from '../../seam/errors.js';
+import type { Usage } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest } from '../../seam/types.js';
 import { describeAcpFailure } from './client.js';
 import { resolveChildCwd, type AcpProviderConfig } from './options.js';
@@ -46,7 +47,8 @@ function unsupported(name: string): SubagentError {
 /** `prepareContinuable` and `resumeContinuable` of an ACP provider. */
 export function acpContinuable(deps: AcpContinuableDeps) {
   const { config, graces, pool, closed } = deps;
-  const resident = (first: WarmChild, session: { sessionId: string; launch: LaunchConfig }, providerData?: Record<string, unknown>): ContinuableCreateSpec => {
+  /** `spent`: what the child's log counts so far (a resumed session's running totals continue from it). */
+  const resident = (first: WarmChild, session: { sessionId: string; launch: LaunchConfig }, stored: { providerData?: Record<string, unknown>; spent?: Usage }): ContinuableCreateSpec => {
     let current = first;
     // A process that ended (or whose connection closed) is replaced at the child's next prompt: a
     // fresh one loads the session, as a cold resume would. The old one is reaped once replaced.
@@ -66,8 +68,8 @@ export function acpContinuable(deps: AcpContinuableDeps) {
     };
     return {
       // A warm process was taken: the pool refills once the first prompt is answered.
-      model: new RemoteSessionModel(first, graces.graceMs, () => pool?.fillSoon(), relaunch),
-      ...(providerData ? { providerData } : {}),
+      model: new RemoteSessionModel(first, graces.graceMs, () => pool?.fillSoon(), relaunch, stored.spent),
+      ...(stored.providerData ? { providerData: stored.providerData } : {}),
       release: () => deps.retire(current),
     };
   };
@@ -85,7 +87,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw unsupported(config.name);
       const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
-      return resident(child, { sessionId, launch }, { sessionId, ...launch });
+      return resident(child, { sessionId, launch }, { providerData: { sessionId, ...launch } });
     } catch (error) {
       pool?.fill();
       if (child) await deps.retire(child);
@@ -106,7 +108,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw new SubagentError('NOT_RESUMABLE', `the ACP agent of child ${childId} no longer advertises session/load`);
       await startupStep(child.client.loadSession(sessionId, launch.cwd), child.proc, runSignal, 'session/load', config.startupTimeoutMs);
-      return resident(child, { sessionId, launch });
+      return resident(child, { sessionId, launch }, { spent: request.usage });
     } catch (error) {
       pool?.fill();
       if (child) await deps.retire(child);

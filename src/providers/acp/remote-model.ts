@@ -9,7 +9,8 @@ import type { WarmChild } from './pool.js';
 import { describeExit } from './process.js';
 import { within } from '../../seam/once.js';
 import { SubagentError } from '../../seam/errors.js';
-import { mapStopReason } from './run.js';
+import { mapStopReason, reportedUsage } from './run.js';
+import type { Usage } from '../../seam/session-types.js';
 
 /**
  * The text of the user messages after the last assistant message that were not sent yet: what the
@@ -40,6 +41,16 @@ function chunkOf(update: acp.SessionUpdate): ModelChunk | undefined {
   }
 }
 
+/**
+ * What one prompt spent, from the session's running totals after it (`now`) and before it
+ * (`before`): ACP's `usage` counts across all turns. Totals that went down were restarted by the
+ * agent, and count whole.
+ */
+function promptUsage(now: Usage, before: Usage): Usage {
+  if (now.inputTokens < before.inputTokens || now.outputTokens < before.outputTokens) return now;
+  return { inputTokens: now.inputTokens - before.inputTokens, outputTokens: now.outputTokens - before.outputTokens };
+}
+
 const FINISH: Record<string, ModelChunk & { type: 'finish' }> = {
   completed: { type: 'finish', reason: 'stop' },
   'max-tokens': { type: 'finish', reason: 'max-tokens' },
@@ -59,13 +70,23 @@ export class RemoteSessionModel implements ModelAdapter {
   readonly #sent = new WeakSet<object>();
   /** The prompt in flight (a cancelled one may still be running remotely). */
   #inflight: Promise<unknown> = Promise.resolve();
+  /** The session's running token totals as last reported (or as the child's log counts them). */
+  #total: Usage;
 
   /**
    * `answered` runs after each prompt's answer (or failure) arrived; `relaunch` brings the session
-   * back on a fresh process when the current one has ended.
+   * back on a fresh process when the current one has ended; `spent` is what the session's turns
+   * were counted so far (a resumed child's log), where its running totals continue from.
    */
-  constructor(child: WarmChild, graceMs: number, answered: () => void = () => undefined, relaunch?: (signal: AbortSignal) => Promise<WarmChild>) {
+  constructor(
+    child: WarmChild,
+    graceMs: number,
+    answered: () => void = () => undefined,
+    relaunch?: (signal: AbortSignal) => Promise<WarmChild>,
+    spent: Usage = { inputTokens: 0, outputTokens: 0 },
+  ) {
     this.#child = child;
+    this.#total = { inputTokens: spent.inputTokens, outputTokens: spent.outputTokens };
     this.#graceMs = graceMs;
     this.#answered = answered;
     this.#relaunch = relaunch;
@@ -153,6 +174,12 @@ export class RemoteSessionModel implements ModelAdapter {
         if (settled) break;
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
+      }
+      // A prompt whose answer was not awaited (cancelled) is counted by the next answer's totals.
+      const reported = settled.kind === 'response' ? reportedUsage(settled.response) : undefined;
+      if (reported) {
+        yield { type: 'usage', usage: promptUsage(reported, this.#total) };
+        this.#total = reported;
       }
       yield await this.#finish(settled);
     } finally {

@@ -10,7 +10,8 @@ import { SubagentError, describeError, isSubagentError } from '../../seam/errors
 import { once, settled } from '../../seam/once.js';
 import { assertKnownKeys } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
-import type { SubagentUsage } from '../../seam/usage.js';
+import { usageOf, type SubagentUsage } from '../../seam/usage.js';
+import type { SessionEvent } from '../../seam/session-types.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
@@ -346,7 +347,7 @@ export class ContinuationManager implements ActivationHost {
         budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
         return budgetTree?.link.stop;
       },
-      prepare: (descriptor) => this.#resumeProvider(descriptor, childId, parent, signal, resuming),
+      prepare: (descriptor, own) => this.#resumeProvider(descriptor, own, childId, parent, signal, resuming),
     }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }
@@ -354,6 +355,8 @@ export class ContinuationManager implements ActivationHost {
   /** The provider's part of a cold resume (only children whose descriptor holds provider data need one). */
   async #resumeProvider(
     descriptor: { provider: string; providerData?: Record<string, unknown> },
+    /** The child's own stored events (what its usage so far is counted from). */
+    own: readonly SessionEvent[],
     childId: SessionId,
     parent: Agent,
     signal: AbortSignal | undefined,
@@ -370,7 +373,7 @@ export class ContinuationManager implements ActivationHost {
     // resume, so it must be able to end.
     const shutdown = this.creations.shutdownSignal;
     try {
-      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData });
+      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData, usage: usageOf(own) });
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
     } catch (error) {
       if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);

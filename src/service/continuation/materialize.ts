@@ -236,7 +236,7 @@ export async function resumeStored(options: {
   /** Admits the child under the tree budgets that cover it (its own, re-opened from its start). */
   admit?: ((budget: SubagentBudget | undefined, startedAt: number) => Promise<TreeStop | undefined>) | undefined;
   /** The provider's part of bringing the child back (a remote session), before its agent is built. */
-  prepare: (descriptor: ContinuableDescriptor) => Promise<ContinuableCreateSpec>;
+  prepare: (descriptor: ContinuableDescriptor, own: readonly SessionEvent[]) => Promise<ContinuableCreateSpec>;
 }): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
   await refuseBeforeLoad(options.store, childId, options.parent, options.signal);
@@ -265,7 +265,7 @@ export async function resumeStored(options: {
   const startedAt = own.find((event) => event.type === DESCRIPTOR_EVENT)!.time;
   const treeStop = await options.admit?.(descriptor.budget, startedAt);
   options.recheck();
-  const prepared = await options.prepare(descriptor);
+  const prepared = await options.prepare(descriptor, own);
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
   let handle: AgentHandle;
   try {

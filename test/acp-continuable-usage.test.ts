@@ -1,0 +1,123 @@
+// Token usage of continuable ACP children against real `subagent-host acp --db` processes: the
+// agent answers each prompt with its session's running totals, and every turn of the child counts
+// what that prompt added, on the resident process and after a cold resume alike.
+import { afterEach, describe, expect, it } from 'vitest';
+import { acpProvider, createHost, text, type Agent, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
+import { usageOf } from 'subagent-host/internals';
+import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids } from './acp-helpers.js';
+import { continuationHost, eventually, turnEnds, type Recorder } from './continuation-helpers.js';
+import { tempFiles } from './helpers.js';
+
+const files = tempFiles('acp-continuable-usage-');
+const open: Host[] = [];
+let before: number[] = [];
+
+afterEach(async () => {
+  for (const host of open.splice(0)) await host.close();
+  expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+});
+
+async function setup(remoteDb: string, options: HostOptions = {}, args = [CLI, 'acp', '--db', remoteDb]) {
+  if (open.length === 0) before = childPids();
+  const host = await continuationHost(files.file(), options);
+  open.push(host);
+  host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args, cwd: files.dir, disposeEofGraceMs: 2000, disposeGraceMs: 200 }));
+  const parent = await host.createAgent({ sessionId: 'parent' });
+  return { host, parent, recorder: host.recorder as Recorder };
+}
+
+const start = (host: Host, parent: Agent, prompt: string, steps: ScriptedStep[]) =>
+  host.subagents.startContinuable({ provider: 'acp', label: 'remote', request: { prompt: [text(prompt)], parent, agentOptions: { model: { kind: 'scripted', steps } } } });
+
+const step = (inputTokens: number, outputTokens: number): ScriptedStep => ({ text: `spent ${inputTokens}`, usage: { inputTokens, outputTokens } });
+
+/** The tokens of each `assistant/message` of a log. */
+const turnTokens = (events: readonly { type: string; data: unknown }[]) =>
+  events.filter((e) => e.type === 'assistant/message').map((e) => (e.data as { usage?: { inputTokens: number; outputTokens: number } }).usage);
+
+/** The token totals of the session the remote agent stored in its own database. */
+async function remoteTokens(remoteDb: string, sessionId: string) {
+  const host = await createHost({ persistence: { sqlite: remoteDb }, providers: false });
+  try {
+    const { inputTokens, outputTokens } = usageOf((await host.persistence!.load(sessionId))!.events, { everything: true });
+    return { inputTokens, outputTokens };
+  } finally {
+    await host.close();
+  }
+}
+
+const remoteSessionOf = (events: readonly { type: string; data: unknown }[]) =>
+  (events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } }).providerData.sessionId;
+
+describe('usage of continuable ACP children', () => {
+  it('counts each turn what its prompt added to the session’s running totals: the child’s usage is the sum, counted once', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(remoteDb);
+    const { childId } = await start(host, parent, 'hello', [step(1, 2), step(10, 20), step(100, 200), step(1000, 2000)]);
+    await recorder.until(() => recorder.ends.length === 1);
+    for (const word of ['one', 'two', 'three']) await host.subagents.followup(parent, childId, [text(word)]);
+    await recorder.until(() => turnEnds(host.sessions.get(childId)!.events).length === 4 && recorder.ends.length === recorder.starts.length);
+    const events = host.sessions.get(childId)!.events;
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed', 'completed', 'completed']);
+    expect(turnTokens(events)).toStrictEqual([
+      { inputTokens: 1, outputTokens: 2 },
+      { inputTokens: 10, outputTokens: 20 },
+      { inputTokens: 100, outputTokens: 200 },
+      { inputTokens: 1000, outputTokens: 2000 },
+    ]);
+    const spent = { inputTokens: 1111, outputTokens: 2222, totalTokens: 3333, turns: 4 };
+    expect(recorder.ends.at(-1)!.usage).toMatchObject(spent);
+    expect(await host.subagents.listChildren(parent.id)).toMatchObject([{ id: childId, usage: spent }]);
+    expect(await host.subagents.listDescendants(parent.id)).toMatchObject([{ id: childId, usage: spent, treeUsage: spent }]);
+    await host.close();
+    expect(await remoteTokens(remoteDb, remoteSessionOf(events))).toStrictEqual({ inputTokens: 1111, outputTokens: 2222 });
+  });
+
+  it('continues from the child’s stored count after a linger-out and cold resume: nothing is counted twice', async () => {
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(remoteDb, { continuation: { lingerMs: 0 } });
+    // The loaded session's scripted model replays its steps: the resumed turn spends 1/2 again.
+    const { childId } = await start(host, parent, 'first', [step(1, 2), step(10, 20)]);
+    await recorder.until(() => recorder.ends.length === 1);
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(recorder.ends.map((end) => [end.usage?.inputTokens, end.usage?.outputTokens])).toStrictEqual([[1, 2], [2, 4]]);
+    await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
+    await host.subagents.followup(parent, childId, [text('third')]);
+    await recorder.until(() => recorder.ends.length === 3);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(turnTokens(events)).toStrictEqual([
+      { inputTokens: 1, outputTokens: 2 },
+      { inputTokens: 1, outputTokens: 2 },
+      { inputTokens: 1, outputTokens: 2 },
+    ]);
+    const spent = { inputTokens: 3, outputTokens: 6, totalTokens: 9, turns: 3 };
+    expect(recorder.ends.at(-1)!.usage).toMatchObject(spent);
+    expect(await host.subagents.listDescendants(parent.id)).toMatchObject([{ id: childId, usage: spent, treeUsage: spent }]);
+    expect(await remoteTokens(remoteDb, remoteSessionOf(events))).toStrictEqual({ inputTokens: 3, outputTokens: 6 });
+  });
+
+  it('counts totals that went down whole: an agent whose new process counts its loaded session from zero', async () => {
+    const { host, parent, recorder } = await setup('', {}, [FIXTURE_AGENT, '--usage']);
+    const { childId } = await host.subagents.startContinuable({ provider: 'acp', label: 'remote', request: { prompt: [text('one')], parent } });
+    await recorder.until(() => recorder.ends.length === 1);
+    await host.subagents.followup(parent, childId, [text('two')]);
+    await recorder.until(() => turnEnds(host.sessions.get(childId)!.events).length === 2);
+    const [pid] = newChildPids(before).filter(isAlive);
+    process.kill(pid!, 'SIGKILL');
+    await eventually(() => !isAlive(pid!));
+    // The fresh process loads the session and reports 5/7: below the 10/14 counted so far.
+    await host.subagents.followup(parent, childId, [text('three')]);
+    await recorder.until(() => turnEnds(host.sessions.get(childId)!.events).length === 3 && recorder.ends.length === recorder.starts.length);
+    const events = host.sessions.get(childId)!.events;
+    expect(turnEnds(events)).toStrictEqual(['completed', 'completed', 'completed']);
+    expect(turnTokens(events)).toStrictEqual([
+      { inputTokens: 5, outputTokens: 7 },
+      { inputTokens: 5, outputTokens: 7 },
+      { inputTokens: 5, outputTokens: 7 },
+    ]);
+    expect(recorder.ends.at(-1)!.usage).toMatchObject({ inputTokens: 15, outputTokens: 21, totalTokens: 36 });
+  });
+});
