@@ -60,6 +60,8 @@ function plan(files: string[], count: number, dir: string, chaos: boolean): (Pla
 /** A child the model delegated: its progress and the request, to run the same child again. */
 interface Delegated {
   progress: ChildProgress;
+  /** Settles once the child's run has (its progress then holds its end); never rejects. */
+  settled?: Promise<void>;
   request: Pick<SubagentStartRequest, 'label' | 'agentOptions'> & { prompt: ContentBlock[] };
 }
 
@@ -77,7 +79,8 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
       if (!ours(request.parent.id)) return inner.start(request);
       const child = view.queued(request.label ?? 'child');
       const { label, prompt, agentOptions } = request;
-      delegated.push({ progress: child, request: { prompt: [...prompt], ...(label === undefined ? {} : { label }), ...(agentOptions ? { agentOptions } : {}) } });
+      const entry: Delegated = { progress: child, request: { prompt: [...prompt], ...(label === undefined ? {} : { label }), ...(agentOptions ? { agentOptions } : {}) } };
+      delegated.push(entry);
       const run = await inner.start(request).catch((error: unknown) => {
         // A start rejected leaves no session: one cancelled (Ctrl-C) while it waited for a thread never ran.
         const cancelled = error instanceof SubagentError && (error.code === 'CANCELLED' || error.code === 'CLOSED');
@@ -87,7 +90,7 @@ function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number
       });
       view.running(child, run.id);
       const timer = setTimeout(() => run.cancel({ kind: 'hook', reason: 'deadline' }), deadlineMs);
-      void run.result.then(
+      entry.settled = run.result.then(
         (result) => view.done(child, result.stopReason, result.diagnostic, result.usage && { tokens: result.usage.totalTokens, turns: result.usage.turns }),
         () => view.done(child, 'error', 'contract violation'),
       ).finally(() => clearTimeout(timer));
@@ -247,6 +250,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     parent.followup([text(`Analyse the ${files.length} files under ${dir} in ${children.length} parallel children:\n\n${children.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();
     const totalMs = performance.now() - t0;
+    // A turn stopped by Ctrl-C does not wait for the children it delegated (the host is closing):
+    // their ends are reported as they come, which is at once (the close cancels them).
+    await Promise.all(delegated.map((child) => child.settled));
     view.close();
     const events = parent.session.events;
     const messages = events.filter((e) => e.type === 'assistant/message');
