@@ -57,8 +57,10 @@ export interface BudgetTreeLink {
   /** Calls `listener` once when a covering tree reaches a limit; returns an unsubscribe. */
   onStop(listener: (stop: BudgetStop) => void): () => void;
   /**
-   * The covering trees, for a child that adds its own spend to them and checks them where it runs
-   * (a worker thread): from this call on the service no longer counts that child's log into them.
+   * The covering trees, for a child whose provider adds its spend to them as it goes (a worker
+   * thread, which also checks them where it runs, or a queue run, from the log it mirrors): from
+   * this call on the service no longer counts that child's log or result into them, nor cancels a
+   * child without a log on this thread when one is spent (its provider stops it through `onStop`).
    */
   share?(): TreeHeadroom[];
 }

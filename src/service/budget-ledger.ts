@@ -90,7 +90,7 @@ export class TreeAdmission {
   readonly #resumed: boolean;
   /** What of the member's spend was counted here (its log, mirrored or not, as last read). */
   #counted: SubagentUsage | undefined;
-  /** The member adds its own spend to the trees where it runs (see `link.share`): it is not counted here again. */
+  /** The member adds its own spend to the trees (see `link.share`): it is not counted here again. */
   #countsItself = false;
 
   constructor(members: Map<SessionId, Tree[]>, trees: Tree[], own: Tree | undefined, resumed: boolean) {
@@ -153,13 +153,14 @@ export class TreeAdmission {
 
   /**
    * Makes the published run a member until its result settles: its log is counted as it grows; a
-   * run without a log on this thread counts its result's usage and is cancelled when a tree is spent.
+   * run without a log on this thread counts its result's usage and is cancelled when a tree is spent,
+   * unless it counts itself (see `link.share`): its provider stops it then.
    */
   join(run: SubagentRun): void {
     const agent = run.localAgent;
     const leaveAgent = agent ? this.joinAgent(agent) : undefined;
     if (!agent) this.#members.set(run.id, this.#trees);
-    const unsubscribe = agent ? () => undefined : this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
+    const unsubscribe = agent || this.#countsItself ? () => undefined : this.link.onStop((stop) => run.cancel({ kind: 'hook', reason: describeBudgetStop(stop) }));
     this.#arm();
     const leave = (result?: SubagentResult) => {
       unsubscribe();

@@ -1,7 +1,8 @@
 // What the host and its queue workers exchange through Redis for one child. The job (id = the
 // child's session id) carries the encoded ChildTaskData and the host's reply stream; the worker
 // appends the child's attach, event batches and final result to that stream, in order; the host
-// publishes cancellations on the queue's cancel channel and marks them with a short-lived key.
+// publishes cancellations on the queue's cancel channel and marks them with a short-lived key, and
+// a covering tree budget's stop likewise (the key holds the stop, the budget channel names the run).
 import type { Encoded } from '../../seam/codec.js';
 import type { SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
@@ -44,6 +45,15 @@ export function cancelChannel(queue: string): string {
 
 export function cancelKey(queue: string, run: string): string {
   return `${PREFIX}:${queue}:sah:cancelled:${run}`;
+}
+
+export function budgetChannel(queue: string): string {
+  return `${PREFIX}:${queue}:sah:budget`;
+}
+
+/** Holds the stop (codec text of a BudgetStop) of a spent tree budget covering the run. */
+export function budgetKey(queue: string, run: string): string {
+  return `${PREFIX}:${queue}:sah:budget:${run}`;
 }
 
 /** BullMQ's lock of an active job: present while its worker is alive and renewing it. */

@@ -64,7 +64,7 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     const link = await connection();
     if (signal.aborted) throw cancelledStart(signal);
     data.reply = link.reply;
-    const run = new QueueRun({ id: header.id, connection: link, sessions: host.sessions, data, seedLength: 0, descriptor: request.descriptor });
+    const run = new QueueRun({ id: header.id, connection: link, sessions: host.sessions, data, seedLength: 0, descriptor: request.descriptor, budgetTree: request.budgetTree });
     // A start given up on (Redis silent) queues nothing when the server wakes up later.
     let givenUp = false;
     try {

@@ -1,10 +1,12 @@
 // The remote side of the queue provider, one per worker process: a BullMQ Worker takes child jobs
 // and runs each on this process's own worker-thread pool; the child's attach, events and result go
-// to the host's reply stream in order, and cancellations arrive on the queue's pub/sub channel.
+// to the host's reply stream in order, and cancellations (and spent tree budgets' stops) arrive on
+// the queue's pub/sub channels.
 import { hostname } from 'node:os';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { encode, stringify, type Encoded } from '../../seam/codec.js';
+import { budgetStopOf, type BudgetStop } from '../../seam/budget.js';
+import { encode, parse, stringify, type Encoded } from '../../seam/codec.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { HostApi } from '../../seam/child-protocol.js';
 import type { SubagentResult } from '../../seam/types.js';
@@ -15,7 +17,7 @@ import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { ThreadChild } from '../worker/thread-child.js';
 import { redisOptions } from './options.js';
 import { bounded, connectRedis, redisConnected, redisTarget } from './connect.js';
-import { JOB_NAME, PREFIX, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+import { JOB_NAME, PREFIX, budgetChannel, budgetKey, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
 
 // Each child runs on this process's pool exactly like a spawn child (a ThreadChild: encoded task,
 // hub-port notices, cancel flag plus control call, grace termination), its notices going to the
@@ -31,6 +33,8 @@ interface PoolChild {
   readonly result: Promise<SubagentResult>;
   /** Asks the child to stop; past the pool's grace its thread is terminated. */
   cancel(): void;
+  /** A tree budget covering the child is spent: it stops at its next step boundary (the first stop counts). */
+  budgetStop(stop: BudgetStop): void;
   /** Its host's reply stream. */
   readonly reply: string;
 }
@@ -104,8 +108,14 @@ export class QueueWorker {
 
   async #listen(): Promise<void> {
     const { queue, lockDurationMs } = this.#options;
-    this.#subscriber.on('message', (_channel: string, run: string) => this.#active.get(run)?.cancel());
-    await this.#subscriber.subscribe(cancelChannel(queue));
+    const budgets = budgetChannel(queue);
+    this.#subscriber.on('message', (channel: string, run: string) => {
+      const child = this.#active.get(run);
+      if (child === undefined) return;
+      if (channel === budgets) this.#readBudgetStop(run, child).catch(() => undefined);
+      else child.cancel();
+    });
+    await this.#subscriber.subscribe(cancelChannel(queue), budgets);
     // Pub/sub delivers to whoever listens at that moment: a cancel published while the subscriber
     // reconnected, or whose publish never left a host that lost Redis, is found by its key.
     this.#subscriber.on('ready', () => this.#sweep());
@@ -160,13 +170,24 @@ export class QueueWorker {
     this.#options.log?.(`reconnected to Redis at ${redisTarget(this.#client)} (${outage.repeats} repeated errors not logged)`);
   }
 
-  /** Cancels every running child whose cancel key is set, or whose host's reply stream is gone. */
+  /** Passes the stop of a spent tree budget covering `run` (its budget key, set by the host) to its child, if any. */
+  async #readBudgetStop(run: string, child: PoolChild): Promise<void> {
+    const text = await this.#client.get(budgetKey(this.#options.queue, run));
+    const stop = text === null ? undefined : budgetStopOf(parse(text));
+    if (stop) child.budgetStop(stop);
+  }
+
+  /**
+   * Cancels every running child whose cancel key is set, or whose host's reply stream is gone, and
+   * passes each a spent tree budget's stop its host recorded.
+   */
   #sweep(): void {
     const children = [...this.#active.entries()];
     if (children.length === 0 || this.#sweeping) return;
     this.#sweeping = true;
     const keys = children.flatMap(([run, child]) => [cancelKey(this.#options.queue, run), child.reply]);
-    Promise.all(keys.map((key) => this.#client.exists(key)))
+    const stops = children.map(([run, child]) => this.#readBudgetStop(run, child).catch(() => undefined));
+    Promise.all([...keys.map((key) => this.#client.exists(key)), ...stops])
       .then(
         (found) => children.forEach(([, child], i) => (found[2 * i] === 1 || found[2 * i + 1] === 0) && child.cancel()),
         () => undefined,
@@ -200,8 +221,13 @@ export class QueueWorker {
       // A child waits for a slot of the pool (more children than threads) where a cancel reaches it.
       const waiting = new AbortController();
       let thread: ThreadChild | undefined;
+      let budgetStop: BudgetStop | undefined;
       const sink = {
-        attach: (threadId: number) => quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } }),
+        attach: (threadId: number) => {
+          // A stop sent before the thread took the child may have found no port: it goes again.
+          if (budgetStop) thread?.budgetStop(budgetStop);
+          quiet({ run, kind: 'attach', placement: { hostname: hostname(), pid: process.pid, threadId, attempt } });
+        },
         events: (events: SessionEvent[]) => quiet({ run, kind: 'events', attempt, events }),
       };
       const onThread = async (): Promise<SubagentResult> => {
@@ -220,10 +246,16 @@ export class QueueWorker {
         const outcome = await started.outcome.finally(() => started.release());
         return outcome.type === 'result' ? outcome.result : { output: [], diagnostic: outcome.diagnostic, stopReason: outcome.aborted ? 'aborted' : 'error' };
       };
-      child = { result: onThread(), cancel: () => (thread ? thread.cancel() : waiting.abort()), reply };
+      const stopBudget = (stop: BudgetStop) => {
+        if (budgetStop) return;
+        budgetStop = stop;
+        thread?.budgetStop(stop);
+      };
+      child = { result: onThread(), cancel: () => (thread ? thread.cancel() : waiting.abort()), budgetStop: stopBudget, reply };
       this.#active.set(run, child);
-      // A cancel published before this child was listed is caught by its key.
+      // A cancel or a tree's stop published before this child was listed is caught by its key.
       if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) child.cancel();
+      await this.#readBudgetStop(run, child).catch(() => undefined);
       try {
         result = await child.result;
       } finally {

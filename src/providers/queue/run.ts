@@ -1,22 +1,26 @@
 // One queued child on the host: the mirror of its remote log (events re-sequenced after the host's
 // own `queue/attempt` entries), its result, cancellation across machines, restarts of a child whose
-// worker was lost, and dispose, which removes the child's job and keys from Redis.
+// worker was lost, and dispose, which removes the child's job and keys from Redis. Tree budgets
+// covering the child count its log as it arrives, and a spent one stops it on its worker.
+import type { BudgetStop } from '../../seam/budget.js';
+import { stringify } from '../../seam/codec.js';
 import type { ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { once, settled } from '../../seam/once.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
-import type { SubagentResult, SubagentRun } from '../../seam/types.js';
+import type { BudgetTreeLink, SubagentResult, SubagentRun } from '../../seam/types.js';
 import { usageOf } from '../../seam/usage.js';
+import { treeCounter } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
 import type { ConnectedRun, QueueConnection } from './connection.js';
-import { JOB_NAME, cancelChannel, cancelKey, lockKey, type Placement, type QueueJobData, type ReplyEntry } from './protocol.js';
+import { JOB_NAME, budgetChannel, budgetKey, cancelChannel, cancelKey, lockKey, type Placement, type QueueJobData, type ReplyEntry } from './protocol.js';
 
 /** A log event the host appends when a worker thread takes the child (one per attempt). */
 export const ATTEMPT_EVENT = 'queue/attempt';
 
-const CANCEL_KEY_TTL_MS = 3_600_000;
+const STOP_KEY_TTL_MS = 3_600_000;
 
 export interface QueueRunInit {
   id: string;
@@ -25,6 +29,8 @@ export interface QueueRunInit {
   data: QueueJobData;
   seedLength: number;
   descriptor: SubagentDescriptorData;
+  /** The tree budgets covering the child: it counts into them as its log arrives, and they stop it. */
+  budgetTree?: BudgetTreeLink | undefined;
 }
 
 function endReason(result: SubagentResult): TurnEndReason {
@@ -60,6 +66,9 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #cancelPending = false;
   #settled = false;
   #resolve!: (result: SubagentResult) => void;
+  /** Adds the log's new spend to the covering trees and checks them (set once the log is published). */
+  #countTrees: ((events: readonly SessionEvent[]) => void) | undefined;
+  #unwatchTrees: (() => void) | undefined;
 
   constructor(init: QueueRunInit) {
     this.#init = init;
@@ -72,6 +81,18 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   /** Publishes the child's session (entries that arrived before it are replayed). */
   publish(session: SessionLog): void {
     this.#session = session;
+    // The service counts a run without a log on its thread only from its result: this run counts
+    // its log into the trees itself, as it arrives, and passes a spent tree's stop to its worker.
+    const link = this.#init.budgetTree;
+    const trees = link?.share?.();
+    if (link && trees) {
+      const count = treeCounter(trees, this.#init.seedLength);
+      this.#countTrees = (events) => {
+        count(events);
+        link.stop();
+      };
+      this.#unwatchTrees = link.onStop((stop) => this.#budgetStop(stop));
+    }
     for (const entry of this.#pending.splice(0)) this.receive(entry);
   }
 
@@ -87,6 +108,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#placeAttempt(session);
       try {
         session.mirror(this.#own(entry.events));
+        this.#countTrees?.(session.events);
       } catch (error) {
         this.#settle({ output: [], stopReason: 'error', diagnostic: `the child's events arrived out of order (${String(error)})` });
       }
@@ -208,6 +230,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#settled = true;
     this.#connection.unregister(this.id);
     this.#closeTurn(result);
+    this.#unwatchTrees?.();
+    if (this.#session) this.#countTrees?.(this.#session.events);
     let output: ContentBlock[] = result.output;
     const own = this.#session?.events.slice(this.#init.seedLength);
     if (output.length === 0 && result.stopReason !== 'completed' && own) output = finalAssistantOutput(own);
@@ -242,8 +266,22 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   /** The cancel key (for a worker that takes the job later) and the cancel message (for the one running it). */
   async #publishCancel(): Promise<void> {
     const { client, options } = this.#connection;
-    await client.set(cancelKey(options.queue, this.id), '1', 'PX', CANCEL_KEY_TTL_MS);
+    await client.set(cancelKey(options.queue, this.id), '1', 'PX', STOP_KEY_TTL_MS);
     await client.publish(cancelChannel(options.queue), this.id);
+  }
+
+  /**
+   * A covering tree is spent: the worker running the child passes the stop to it, which ends it at
+   * its next step boundary as a worker child's. Best effort: a Redis that cannot be reached loses it.
+   */
+  #budgetStop(stop: BudgetStop): void {
+    if (this.#settled) return;
+    const { client, options } = this.#connection;
+    void (async () => {
+      // The key, for a worker that takes the job later or missed the message; the message, for the one running it.
+      await client.set(budgetKey(options.queue, this.id), stringify(stop), 'PX', STOP_KEY_TTL_MS);
+      await client.publish(budgetChannel(options.queue), this.id);
+    })().catch(() => undefined);
   }
 
   /** Idempotent: cancels, waits for the result, removes the job and keys, drops the session. */
@@ -254,7 +292,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     // A cancellation still on its way keeps the run registered: its check sends it and removes the job.
     if (!this.#cancelPending) this.#connection.unregister(this.id);
     if (!this.#connection.closed && !this.#cancelPending) {
-      const cleanUp = Promise.allSettled([client.del(cancelKey(options.queue, this.id)), queue.remove(this.id)]);
+      const cleanUp = Promise.allSettled([client.del(cancelKey(options.queue, this.id), budgetKey(options.queue, this.id)), queue.remove(this.id)]);
       // A silent Redis gets the commands (it runs them if it wakes up), but nobody waits for their timeout.
       await this.#connection.answering(() => cleanUp).catch(() => undefined);
     }
