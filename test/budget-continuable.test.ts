@@ -332,3 +332,48 @@ describe('cold resume of a continuable child', () => {
     expect(host.recorder.ends.map((end) => end.stopReason)).toEqual(['completed', 'completed']);
   });
 });
+
+describe.each(['spawn', 'fork'])('a tree budget on a continuable %s child whose tools answer in its thread', (provider) => {
+  // The tool is loaded in the child's thread: no step of its turn waits for the host, so only a
+  // check in that thread stops the turn at the step where the tree is spent.
+  const shoutModule = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
+  const shout: ScriptedStep = { toolCalls: [{ name: 'shout', input: { value: 'x' } }], usage: { inputTokens: 100, outputTokens: 0 } };
+  // Every model instance replays these from the first (a stay built anew too): 200 tokens, then a long run.
+  const steps: ScriptedStep[] = [shout, { text: 'done', usage: { inputTokens: 100, outputTokens: 0 } }, ...Array<ScriptedStep>(20).fill(shout), { text: 'never' }];
+
+  async function child(lingerMs: number | undefined, tokens: number) {
+    const host = await continuationHost(files.file(), { providers: true, ...(lingerMs === undefined ? {} : { continuation: { lingerMs } }) });
+    hosts.push(host);
+    const parent = await host.createAgent();
+    const { childId } = await host.subagents.startContinuable({
+      provider,
+      label: 'burner',
+      request: { prompt: [text('first')], parent, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [shoutModule] }, budget: { tokens, scope: 'tree' } },
+    });
+    const ends = () => host.recorder.ends.filter((end) => end.id === childId);
+    await host.recorder.until(() => ends().length === 1);
+    expect(ends()[0]).toMatchObject({ stopReason: 'completed', usage: { totalTokens: 200 } });
+    return { host, parent, childId, ends };
+  }
+
+  it('stops a follow-up turn at the step where the tree is spent, each step counted once', async () => {
+    const { host, parent, childId, ends } = await child(undefined, 500);
+    await host.subagents.followup(parent, childId, [text('more')]);
+    await host.recorder.until(() => ends().length === 2);
+    expect(ends()[1]).toMatchObject({ stopReason: 'max-tokens', usage: { totalTokens: 500 } });
+    // The tree's own count (`used`) is the log's: each step the thread counted ahead is not counted again here.
+    expect(budgetEvents(host, childId)).toEqual([{ limit: 'tokens', max: 500, used: 500, scope: 'tree' }]);
+  });
+
+  it('after an eviction and a cold resume, stops the turn in its new thread, its earlier spend counted once', async () => {
+    const { host, parent, childId, ends } = await child(0, 300);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await host.recorder.until(() => ends().length === 2);
+    // 200 before the eviction, 100 after: the resumed turn's answer is never asked for.
+    expect(ends()[1]).toMatchObject({ stopReason: 'max-tokens', usage: { totalTokens: 300 } });
+    await eventually(() => host.sessions.get(childId) === undefined);
+    const events = (await host.persistence!.load(childId))!.events;
+    expect(events.filter((event) => event.type === BUDGET_EVENT).map((event) => event.data)).toEqual([{ limit: 'tokens', max: 300, used: 300, scope: 'tree' }]);
+  });
+});

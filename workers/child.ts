@@ -154,6 +154,7 @@ export default async function runThreadChild(task: WorkerTask): Promise<ThreadTa
     cancelRequested: () => Atomics.load(cancelFlag, 0) !== 0,
     cancelFlag,
     ...(task.trees ? { trees: task.trees } : {}),
+    ...(task.ahead ? { ahead: task.ahead } : {}),
   };
   // Sent before anything can fail: the host needs the thread id to terminate a runaway child.
   transport.notify({ type: 'attach', threadId });

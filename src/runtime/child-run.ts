@@ -18,7 +18,7 @@ import { SubagentError, isSubagentError } from '../seam/errors.js';
 import { finalAssistantOutput } from '../seam/output.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../seam/session-types.js';
 import type { SubagentResult, SubagentStopReason } from '../seam/types.js';
-import { UsageMeter, subtractUsage, usageOf, type SubagentUsage } from '../seam/usage.js';
+import { UsageMeter, subtractUsage, usageOf } from '../seam/usage.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { AgentHooks } from './turn-context.js';
@@ -124,16 +124,28 @@ function reachedTreeLimit(trees: readonly TreeHeadroom[], now: number): BudgetSt
 
 /**
  * Adds the child's spend to each covering tree's shared spend as its log grows: call it with the
- * log at each new event. A fork's seed (before `seedLength`) is not its spend.
+ * log at each new event. A fork's seed (before `seedLength`) is not its spend. A resident child's
+ * stay (`resident`) counts only what it adds to the log it was built from (`prior`), tokens and
+ * tool calls (its host counts the turns), and adds them to `ahead` too.
  */
-export function treeCounter(trees: readonly TreeHeadroom[], seedLength: number): (events: readonly SessionEvent[]) => void {
+export function treeCounter(
+  trees: readonly TreeHeadroom[],
+  seedLength: number,
+  resident?: { ahead: BigInt64Array; prior: readonly SessionEvent[] },
+): (events: readonly SessionEvent[]) => void {
   const meter = new UsageMeter(seedLength);
-  let counted: SubagentUsage | undefined;
+  let counted = resident && meter.read(resident.prior);
   return (events) => {
     const usage = meter.read(events);
     const delta = counted ? subtractUsage(usage, counted) : usage;
     counted = usage;
-    for (const tree of trees) addTreeSpend(tree.spent, delta);
+    if (!resident) {
+      for (const tree of trees) addTreeSpend(tree.spent, delta);
+      return;
+    }
+    const own = { ...delta, turns: 0 };
+    for (const tree of trees) addTreeSpend(tree.spent, own);
+    addTreeSpend(resident.ahead, own);
   };
 }
 

@@ -8,7 +8,7 @@ import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent, OwnInput } from './agent.js';
 import { EventStream, failedOutcome, hostTool } from './child-runner.js';
-import { budgetHooks } from './child-run.js';
+import { budgetHooks, treeCounter } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry } from './tool-registry.js';
 
@@ -99,14 +99,19 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       },
       hooks: {
         beforeTool: async () => stream.flush(),
-        // The child's own budget stops it at a step boundary, as in-process; its host sees why in the log.
-        ...(data.budget ? budgetHooks(() => handle!.agent.session, data.budget) : {}),
+        // The child's own budget stops it at a step boundary, as in-process; its host sees why in the
+        // log. So do the trees covering it, as their spend stands in memory shared with the host.
+        ...budgetHooks(() => handle!.agent.session, { startedAt: 0, seedLength: 0, ...data.budget, trees: transport.trees }),
       },
       ...(flag ? { cancelFlag: flag } : {}),
       ownInput: sendOwn,
     });
     agent = handle.agent;
+    const session = agent.session;
+    // What the stay adds to its log goes into the trees before its host-side log can show it.
+    const count = transport.trees && transport.ahead && treeCounter(transport.trees, 0, { ahead: transport.ahead, prior: session.events });
     unsubscribe = agent.subscribe((event) => {
+      count?.(session.events);
       stream.push(event);
       if (event.type !== 'turn/end') return;
       // A turn's end goes out at once, as its prompt's answer: the host's turn waits for it.

@@ -100,6 +100,16 @@ export interface TreeHeadroom {
   spent: BigInt64Array;
 }
 
+/**
+ * The trees covering a resident child (a continuable worker child's stay), and `ahead`: the tokens
+ * and tool calls it added to them where it runs that its host-side log does not show yet (a
+ * `treeSpend` too). The service counts of that log only what `ahead` does not hold; turns it counts.
+ */
+export interface AheadTrees {
+  trees: TreeHeadroom[];
+  ahead: BigInt64Array;
+}
+
 // The figures of a tree's spend that limits read, one word each: wall time is read off the clock.
 const TOKENS = 0;
 const TURNS = 1;
@@ -120,6 +130,19 @@ export function addTreeSpend(spent: BigInt64Array, usage: SubagentUsage): void {
   if (usage.totalTokens !== 0) Atomics.add(spent, TOKENS, word(usage.totalTokens));
   if (usage.turns !== 0) Atomics.add(spent, TURNS, word(usage.turns));
   if (usage.toolCalls !== 0) Atomics.add(spent, TOOL_CALLS, word(usage.toolCalls));
+}
+
+/**
+ * Takes from `ahead` (spend a member counted into its trees itself, before its host's log showed
+ * it) what of `usage` it holds, tokens and tool calls: returns the rest, what is still to count.
+ */
+export function takeAhead(ahead: BigInt64Array, usage: SubagentUsage): SubagentUsage {
+  const take = (index: number, figure: number) => {
+    const taken = Math.max(0, Math.min(Number(Atomics.load(ahead, index)), figure));
+    if (taken > 0) Atomics.sub(ahead, index, word(taken));
+    return figure - taken;
+  };
+  return { ...usage, totalTokens: take(TOKENS, usage.totalTokens), toolCalls: take(TOOL_CALLS, usage.toolCalls) };
 }
 
 /** A tree's shared spend as usage: the figures limits read; the others 0. */

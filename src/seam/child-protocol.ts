@@ -170,4 +170,6 @@ export interface ChildTransport {
    * its own spend and checks them at each step; absent where no tree covers it or memory is not shared.
    */
   readonly trees?: readonly TreeHeadroom[];
+  /** A resident child's: where it also adds the tokens and tool calls it adds to `trees` (see AheadTrees). */
+  readonly ahead?: BigInt64Array;
 }

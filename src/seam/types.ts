@@ -5,7 +5,7 @@ import type { ContentBlock, MessageId, MessageSource, SessionId } from './conten
 import type { SubagentDescriptorData } from './descriptor.js';
 import type { ModelAdapter } from './model-types.js';
 import type { SessionEvent } from './session-types.js';
-import type { BudgetStop, SubagentBudget, TreeHeadroom } from './budget.js';
+import type { AheadTrees, BudgetStop, SubagentBudget, TreeHeadroom } from './budget.js';
 import type { SubagentUsage } from './usage.js';
 
 export type SubagentRunId = string;
@@ -63,6 +63,11 @@ export interface BudgetTreeLink {
    * child without a log on this thread when one is spent (its provider stops it through `onStop`).
    */
   share?(): TreeHeadroom[];
+  /**
+   * The covering trees, for a resident child that adds its tokens and tool calls to them and checks
+   * them where it runs, ahead of its host-side log (see AheadTrees); the same counters at every call.
+   */
+  countAhead?(): AheadTrees;
 }
 
 export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal';
@@ -102,6 +107,8 @@ export interface ContinuableCreateRequest {
   sessionId: SessionId;
   parent: Agent;
   signal: AbortSignal;
+  /** Present when a tree budget covers this child (its own `scope: 'tree'`, or an ancestor's). */
+  budgetTree?: BudgetTreeLink;
   /** The request's route overrides, for a provider that forwards them to its child. */
   agentOptions?: AgentOptions;
 }

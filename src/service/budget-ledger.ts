@@ -1,7 +1,7 @@
 // Tree budgets: the service's account of what each subtree with a `scope: 'tree'` budget has spent.
 // Members report through their (mirrored) logs on this thread, or their final result when they have
 // none; a spent tree refuses new members and tells the running ones to stop.
-import { type BudgetStop, type SubagentBudget, addTreeSpend, describeBudgetStop, limitsOf, reachedLimit, readTreeSpend, remaining, treeSpend } from '../seam/budget.js';
+import { type BudgetStop, type SubagentBudget, type TreeHeadroom, addTreeSpend, describeBudgetStop, limitsOf, reachedLimit, readTreeSpend, remaining, takeAhead, treeSpend } from '../seam/budget.js';
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
@@ -92,6 +92,8 @@ export class TreeAdmission {
   #counted: SubagentUsage | undefined;
   /** The member adds its own spend to the trees (see `link.share`): it is not counted here again. */
   #countsItself = false;
+  /** What a resident member counted into the trees where it runs before its log here showed it (see `link.countAhead`). */
+  #ahead: BigInt64Array | undefined;
 
   constructor(members: Map<SessionId, Tree[]>, trees: Tree[], own: Tree | undefined, resumed: boolean) {
     this.#members = members;
@@ -125,9 +127,17 @@ export class TreeAdmission {
     },
     share: () => {
       this.#countsItself = true;
-      return this.#trees.map((tree) => ({ budget: tree.budget, startedAt: tree.startedAt, spent: tree.spent }));
+      return this.#shared();
+    },
+    countAhead: () => {
+      this.#ahead ??= treeSpend();
+      return { trees: this.#shared(), ahead: this.#ahead };
     },
   };
+
+  #shared(): TreeHeadroom[] {
+    return this.#trees.map((tree) => ({ budget: tree.budget, startedAt: tree.startedAt, spent: tree.spent }));
+  }
 
   /** Arms the own tree's `wallMs` check (again, until the deadline, for one past a timer's reach); the tree ends when its owner leaves. */
   #arm(): void {
@@ -141,12 +151,16 @@ export class TreeAdmission {
     own.timer.unref();
   }
 
-  /** Brings `usage` (the member's figures so far) into every covering tree, unless it counts itself; then checks them. */
+  /**
+   * Brings `usage` (the member's figures so far) into every covering tree, unless it counts itself
+   * (what it counted ahead is taken from there); then checks them.
+   */
   #count(usage: SubagentUsage): void {
     const delta = this.#counted ? subtractUsage(usage, this.#counted) : usage;
     this.#counted = usage;
+    const rest = this.#ahead ? takeAhead(this.#ahead, delta) : delta;
     for (const tree of this.#trees) {
-      if (!this.#countsItself) addTreeSpend(tree.spent, delta);
+      if (!this.#countsItself) addTreeSpend(tree.spent, rest);
       check(tree);
     }
   }

@@ -4,7 +4,7 @@
 // the stay is a cache: it leaves when idle and a start needs its slot, and comes back from that log.
 import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
 import { unlessAborted } from '../../seam/abort.js';
-import { limitsOf } from '../../seam/budget.js';
+import { limitsOf, type AheadTrees } from '../../seam/budget.js';
 import { encode, stringify } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
@@ -119,11 +119,14 @@ export class ResidentWorkerModel implements ModelAdapter {
   /** The previous turn, until it is over in the thread (a cancelled one may still wind down). */
   #previous: Promise<void> = Promise.resolve();
   #released = false;
+  /** The tree budgets covering the child: each stay adds its spend to them and checks them in its thread. */
+  readonly #trees: AheadTrees | undefined;
 
-  constructor(host: WorkerProviderHost, childId: SessionId, parentId: SessionId) {
+  constructor(host: WorkerProviderHost, childId: SessionId, parentId: SessionId, trees?: AheadTrees) {
     this.#host = host;
     this.#childId = childId;
     this.#parentId = parentId;
+    this.#trees = trees?.trees.length ? trees : undefined;
   }
 
   #agent(): LocalAgent {
@@ -280,7 +283,7 @@ export class ResidentWorkerModel implements ModelAdapter {
     };
     let thread: ResidentThread;
     try {
-      thread = new ResidentThread(pool, task, host, (events) => current.stay?.turn?.events(events), () => slot.release());
+      thread = new ResidentThread(pool, task, host, (events) => current.stay?.turn?.events(events), () => slot.release(), this.#trees);
     } catch (error) {
       slot.release();
       throw error;

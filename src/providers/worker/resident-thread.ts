@@ -2,6 +2,7 @@
 // its notices, serves its host calls and ends it with `leave`, or by terminating the thread when the
 // child does not stop within the pool's grace (a runaway turn, a stay that ignores `leave`).
 import { randomUUID } from 'node:crypto';
+import type { AheadTrees } from '../../seam/budget.js';
 import type { HostApi, ResidentControlApi, ResidentHostTools, ResidentMessage } from '../../seam/child-protocol.js';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
@@ -35,8 +36,11 @@ export class ResidentThread {
   /** Settles once the task has ended and every notice of it is in. */
   readonly ended: Promise<ThreadOutcome>;
 
-  /** Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `ended`. */
-  constructor(pool: WorkerPoolEngine, data: Encoded, host: HostApi, onEvents: (events: SessionEvent[]) => void, onTaskEnd: () => void) {
+  /**
+   * Posts the task at once; `onTaskEnd` runs when the thread is done with it, before `ended`.
+   * `trees`: the tree budgets the child adds its spend to and checks (see WorkerTask.trees).
+   */
+  constructor(pool: WorkerPoolEngine, data: Encoded, host: HostApi, onEvents: (events: SessionEvent[]) => void, onTaskEnd: () => void, trees?: AheadTrees) {
     this.#pool = pool;
     const { cancelFlag, inputGate } = sharedFlags();
     this.#cancelFlag = cancelFlag;
@@ -48,7 +52,7 @@ export class ResidentThread {
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
     // Held until the child attaches: only a task that never reached its child may be sent again.
-    const held: HeldTask = { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true } };
+    const held: HeldTask = { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true, ...(trees ? { trees: trees.trees, ahead: trees.ahead } : {}) } };
     const noticesIn = routeNotices(this.#route, this.#control, (notice) => {
       if (notice.type === 'events') onEvents(notice.events);
       else if (notice.type === 'attach') {

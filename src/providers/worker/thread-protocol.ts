@@ -24,6 +24,8 @@ export interface WorkerTask {
    * adds what it spends and checks the tree at every step boundary, without waiting for a message.
    */
   trees?: TreeHeadroom[];
+  /** A resident child's: what it added to `trees` ahead of its host-side log (see AheadTrees). */
+  ahead?: BigInt64Array;
   /** The run's id: every message about this child on the thread's hub port names it. */
   run: string;
   /**

@@ -104,7 +104,8 @@ const RESIDENT_DATA = Object.freeze({ residence: 'worker-thread' });
  * (see resident-model.ts), which also loads its tool modules; its log, inbox and epochs stay here.
  */
 function residentSpec(host: WorkerProviderHost, request: ContinuableCreateRequest): ContinuableCreateSpec {
-  const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id);
+  // Its stays add the child's spend to the trees covering it and check them where it runs.
+  const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id, request.budgetTree?.countAhead?.());
   return { model, providerData: { ...RESIDENT_DATA }, toolModulesHere: false, quiesce: () => model.closeOwnInput(), release: () => model.release() };
 }
 

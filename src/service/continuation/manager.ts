@@ -250,6 +250,7 @@ export class ContinuationManager implements ActivationHost {
         parent,
         signal: signal ?? new AbortController().signal,
         ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
+        ...(budgetTree ? { budgetTree: budgetTree.link } : {}),
       });
       const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
       return this.#track(
@@ -347,7 +348,7 @@ export class ContinuationManager implements ActivationHost {
         budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
         return budgetTree?.link.stop;
       },
-      prepare: (descriptor, own) => this.#resumeProvider(descriptor, own, childId, parent, signal, resuming),
+      prepare: (descriptor, own) => this.#resumeProvider(descriptor, own, childId, parent, signal, resuming, budgetTree),
     }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }
@@ -362,6 +363,8 @@ export class ContinuationManager implements ActivationHost {
     signal: AbortSignal | undefined,
     /** The resume's own signal (see Creations.run): also aborted by a drain above the child. */
     resuming: AbortSignal,
+    /** Its admission under the trees that cover it (made before this part). */
+    budgetTree: TreeAdmission | undefined,
   ): Promise<ContinuableCreateSpec> {
     const { providerData } = descriptor;
     if (providerData === undefined) return {};
@@ -373,7 +376,7 @@ export class ContinuationManager implements ActivationHost {
     // resume, so it must be able to end.
     const shutdown = this.creations.shutdownSignal;
     try {
-      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData, usage: usageOf(own) });
+      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData, usage: usageOf(own), ...(budgetTree ? { budgetTree: budgetTree.link } : {}) });
       return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
     } catch (error) {
       if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);
