@@ -1,7 +1,7 @@
 // Boundary checks shared by both backends: header validation, the seq contract of `append`, and
 // event encoding to the JSON text both backends store.
 import { z } from 'zod';
-import { describeKind, type SessionId } from '../seam/content.js';
+import { MAX_CONTENT_DEPTH, describeKind, type SessionId } from '../seam/content.js';
 import { SubagentError, printable } from '../seam/errors.js';
 import { describeIssue, isRecord, parseOrThrow, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
@@ -129,13 +129,53 @@ function toJson(id: SessionId, index: number, data: unknown): string {
   return text;
 }
 
-/** Decodes stored JSON text; throws `CORRUPT_DATA` naming the session and seq. */
+/**
+ * How many arrays and objects may enclose a value of stored event data: content's bound, and the
+ * few levels of the event around it (a tool call's input sits inside a message's content).
+ */
+const MAX_STORED_DEPTH = MAX_CONTENT_DEPTH + 16;
+
+const OPEN_ARRAY = 0x5b;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_ARRAY = 0x5d;
+const CLOSE_OBJECT = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * Whether JSON `text` nests arrays and objects deeper than `limit`, read from the text itself (no
+ * value is built, and text too short to nest that deep is not read at all).
+ */
+function jsonNestsDeeper(text: string, limit: number): boolean {
+  if (text.length <= 2 * limit) return false;
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (inString) {
+      if (code === BACKSLASH) index++;
+      else if (code === QUOTE) inString = false;
+    } else if (code === QUOTE) inString = true;
+    else if (code === OPEN_ARRAY || code === OPEN_OBJECT) {
+      if (++depth > limit) return true;
+    } else if (code === CLOSE_ARRAY || code === CLOSE_OBJECT) depth--;
+  }
+  return false;
+}
+
+/**
+ * Decodes stored JSON text; throws `CORRUPT_DATA` naming the session and seq, also for data nested
+ * deeper than any writer of this library stores (freezing, copying or sending it would overflow the stack).
+ */
 export function fromJson(id: SessionId, seq: number, text: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (error) {
     throw corrupt(id, `event ${seq} holds data that is not valid JSON`, error);
   }
+  if (jsonNestsDeeper(text, MAX_STORED_DEPTH)) throw corrupt(id, `event ${seq} holds data nested more than ${MAX_STORED_DEPTH} levels deep`);
+  return value;
 }
 
 /** `CORRUPT_DATA` for stored session `id`. */

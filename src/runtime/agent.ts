@@ -2,7 +2,7 @@
 // Input is logged (`inbox/accepted`) before it is queued, so a restored session replays it.
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
-import { assertMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
+import { copyMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../seam/content.js';
 import { SubagentError } from '../seam/errors.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../seam/session-types.js';
 import { History } from './history.js';
@@ -144,9 +144,9 @@ export class LocalAgent implements Agent {
   #own(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean): MessageId {
     if (!this.#ownInput) return this.#accept(target, content, source, wake);
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
-    assertMessageContent(content);
+    const copy = copyMessageContent(content);
     const id = newId();
-    this.#ownInput(target, id, structuredClone(content), wake, source === undefined ? { kind: 'user' } : copyMessageSource(source));
+    this.#ownInput(target, id, copy, wake, source === undefined ? { kind: 'user' } : copyMessageSource(source));
     return id;
   }
 
@@ -183,9 +183,9 @@ export class LocalAgent implements Agent {
 
   #accept(target: InboxTarget, content: ContentBlock[], source: MessageSource | undefined, wake: boolean, id: MessageId = newId()): MessageId {
     if (this.#released) throw SubagentError.closed(`agent ${this.id}`, 'it was disposed and takes no more input');
-    assertMessageContent(content);
+    const copy = copyMessageContent(content);
     const from = source === undefined ? { kind: 'user' as const } : copyMessageSource(source);
-    const message = { id, content: structuredClone(content), source: from };
+    const message = { id, content: copy, source: from };
     // Queued before it is logged (the append freezes it): a listener of its `inbox/accepted` that
     // cancels discards it too, and input that listener sends queues after it, as the log has it.
     this.#inbox.add(target, message);

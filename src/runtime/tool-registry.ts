@@ -3,7 +3,7 @@
 // One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
-import { contentProblem, nestingDepth, plainJsonProblem, type ContentBlock } from '../seam/content.js';
+import { copyContent, nestingDepth, plainJsonProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import { compileJsonSchema } from './json-schema.js';
@@ -86,11 +86,11 @@ export function normalizeToolOutput(name: string, output: ToolOutput): ToolResul
     throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned neither a string nor { content: ContentBlock[] }`);
   }
   if (typeof output === 'string') return { content: [{ type: 'text', text: output }] };
-  // Tool results go into the log and across threads: what neither can carry fails this call, not the thread.
-  const problem = contentProblem(output.content, 'content');
-  if (problem) throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned ${problem}`);
-  // A copy: the log freezes what it holds, and the tool may keep (and change) the blocks it returned.
-  const content = structuredClone(output.content);
+  // Tool results go into the log and across threads: what neither can carry fails this call, not the
+  // thread. A copy: the log freezes what it holds, and the tool may keep (and change) the blocks it returned.
+  const copied = copyContent(output.content, 'content');
+  if ('problem' in copied) throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned ${copied.problem}`);
+  const { content } = copied;
   return output.isError === undefined ? { content } : { content, isError: output.isError };
 }
 

@@ -236,13 +236,43 @@ export function contentProblem(content: unknown, path = 'content'): string | und
   return readable(path, () => blocksProblem(content, path, new Set()));
 }
 
+/**
+ * A copy of `content` (checked by {@link contentProblem}), or why there is none. The copy is
+ * checked too: a getter or proxy may answer the check with plain JSON and the copy with a BigInt, a
+ * cycle or a value nested thousands deep, which no log or port could then carry.
+ */
+export function copyContent(content: unknown, path = 'content'): { content: ContentBlock[] } | { problem: string } {
+  const problem = contentProblem(content, path);
+  if (problem) return { problem };
+  let copy: unknown;
+  try {
+    copy = structuredClone(content);
+  } catch {
+    return { problem: `${path} could not be copied (a getter or proxy threw, or returned what cannot be copied)` };
+  }
+  const changed = contentProblem(copy, path);
+  return changed ? { problem: `${changed} (read again, it was not what it was when checked)` } : { content: copy as ContentBlock[] };
+}
+
 /** Throws `INVALID_REQUEST` unless `content` is a non-empty message of such blocks. */
 export function assertMessageContent(content: unknown): asserts content is ContentBlock[] {
+  assertMessageShape(content);
+  const problem = contentProblem(content);
+  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
+}
+
+function assertMessageShape(content: unknown): asserts content is unknown[] {
   if (!Array.isArray(content) || content.length === 0) {
     throw new SubagentError('INVALID_REQUEST', 'message content must be a non-empty array of content blocks');
   }
-  const problem = contentProblem(content);
-  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
+}
+
+/** A checked copy of a message's `content` (see {@link copyContent}); `INVALID_REQUEST` unless it is a non-empty message of content blocks. */
+export function copyMessageContent(content: unknown): ContentBlock[] {
+  assertMessageShape(content);
+  const copied = copyContent(content);
+  if ('problem' in copied) throw new SubagentError('INVALID_REQUEST', `message ${copied.problem}`);
+  return copied.content;
 }
 
 /** The fields of each source kind beside `kind`: true for a required string, false for an optional one. */

@@ -1,7 +1,7 @@
 // The main-thread face of a worker child: an Agent whose session mirrors the child's log (events
 // arrive in batches) and whose input and cancel act on the real child across the port.
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
-import { assertMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
+import { copyMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
@@ -61,10 +61,10 @@ export class WorkerChildAgent implements Agent {
     if (!this.#link.isOpen()) throw new SubagentError('CLOSED', `child ${this.id} has finished; its worker no longer takes input`);
     // Checked here, not by the child: data a port cannot carry would never reach it, and the child
     // would wait for that message forever.
-    assertMessageContent(content);
+    const copy = copyMessageContent(content);
     const from = source === undefined ? undefined : copyMessageSource(source);
     const id = newId();
-    const accepted = this.#link.deliver(target, id, structuredClone(content), wake, from);
+    const accepted = this.#link.deliver(target, id, copy, wake, from);
     return { id, accepted };
   }
 

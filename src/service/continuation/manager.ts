@@ -3,7 +3,7 @@
 // accepted message is flushed to persistence before its id is returned.
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
-import { assertMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
+import { copyMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
@@ -295,9 +295,8 @@ export class ContinuationManager implements ActivationHost {
   }
 
   async followup(parent: Agent, childId: SessionId, given: ContentBlock[], opts?: { source?: MessageSource; signal?: AbortSignal }): Promise<MessageId> {
-    assertMessageContent(given);
     // Copied now: the message is taken after awaits, and the caller may change its arrays meanwhile.
-    const content = structuredClone(given);
+    const content = copyMessageContent(given);
     // null is taken as no options; anything else must be them (a misspelt `signal` is not dropped).
     if (opts != null) assertKnownKeys('followup opts', opts, ['source', 'signal'], 'INVALID_REQUEST');
     const signal = opts?.signal;
