@@ -3,7 +3,7 @@
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
 import { describe, expect, it } from 'vitest';
 import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host } from 'subagent-host';
-import { AgentStatusTracker, FAILED_KEPT } from '../dist/src/tools/agent-status.js';
+import { AgentStatusTracker, FAILED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
@@ -154,6 +154,24 @@ describe('interrupt_agent on what is no continuable child below the caller', () 
   });
 });
 
+describe('interrupt_agent on a child of the caller that left residence', () => {
+  it('answers accepted for an evicted continuable child, as for an idle resident one; a finished one-shot child has no turn to stop', async () => {
+    const host = track(await continuationHost(files.file(), { continuation: { lingerMs: 0 } }));
+    controlTools(host);
+    const parent = await host.createAgent();
+    const { childId } = await startChild(host, parent, 'hello');
+    await host.recorder.until(() => host.recorder.ends.length === 1);
+    await eventually(() => host.agents.get(childId) === undefined);
+    const run = await host.subagents.start('in-process', { prompt: [text('once')], parent, signal: new AbortController().signal });
+    await run.result;
+    await run.dispose();
+    const interrupt = (agent_id: string) => host.tools.get('interrupt_agent')!.execute({ agent_id }, { agent: parent, callId: 'c1', signal: new AbortController().signal });
+    expect(JSON.parse(String(await interrupt(childId)))).toStrictEqual({ accepted: true });
+    await expect(interrupt(run.id)).rejects.toMatchObject({ code: 'UNKNOWN_SESSION', message: expect.stringContaining('one-shot subagent that has finished') });
+    await expect(interrupt('no-such-agent')).rejects.toMatchObject({ code: 'UNKNOWN_SESSION' });
+  });
+});
+
 describe('list_agents', () => {
   it('lists continuable children with status, and descendants with parent and depth', async () => {
     const { host, recorder } = await setup();
@@ -237,6 +255,32 @@ describe('wait_agent', () => {
     await parent.whenIdle();
     expect(turnEnds(parent.session.events)).toStrictEqual(['aborted']);
     expect(host.agents.get(childId)!.status).toBe('running');
+  });
+
+  it('ends when an interrupt parks a child’s queued messages: it reads idle until its next message runs them', async () => {
+    const { host, recorder } = await setup();
+    // The built tracker's service type is the built one; the host is the same object.
+    const tracker = new AgentStatusTracker(host.subagents as unknown as ConstructorParameters<typeof AgentStatusTracker>[0], host.agents);
+    const parent = await host.createAgent();
+    const { childId } = await startChild(host, parent, 'A', { model: HANG });
+    const child = host.agents.get(childId)!;
+    await untilEvent(child, 'turn/start');
+    await host.subagents.followup(parent, childId, [text('B')]);
+    await host.subagents.followup(parent, childId, [text('C')]);
+    // A wait in progress hears the interrupt's end of work, though no subagent/end comes.
+    const waiting = waitUntil(tracker, () => tracker.statusOf(childId) !== 'running', 600_000, new AbortController().signal);
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    expect(await waiting).toBe(true);
+    tracker.dispose();
+    const ctx = { agent: parent, callId: 'c1', signal: new AbortController().signal };
+    const wait = await host.tools.get('wait_agent')!.execute({ agent_ids: [childId], timeout_ms: 600_000 }, ctx);
+    expect(JSON.parse(String(wait))).toStrictEqual({ status: { [childId]: 'idle' }, timed_out: false });
+    const listed = await host.tools.get('list_agents')!.execute({}, ctx);
+    expect(JSON.parse(String(listed))).toStrictEqual({ agents: [{ id: childId, label: 'helper', status: 'idle' }], diagnostics: [] });
+    expect(recorder.ends).toStrictEqual([]);
+    await host.subagents.followup(parent, childId, [text('D')]);
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(userTexts(child.session.events)).toStrictEqual(['A', 'B', 'C', 'D']);
   });
 
   it('returns once a target settles, and refuses ids that are not the caller\'s children', async () => {

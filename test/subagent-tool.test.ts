@@ -118,6 +118,18 @@ describe('subagent tool lifecycle', () => {
     subagentTool(h, { provider: 'in-process', toolName: 'helper' });
     expect(h.tools.get('helper')).toBeDefined();
   });
+
+  it('refuses a second tool of one name for one provider before that provider is registered, not at its registration', async () => {
+    const h = await newHost();
+    const off = subagentTool(h, { provider: 'in-process' });
+    expect(() => subagentTool(h, { provider: 'in-process' })).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL' }));
+    subagentTool(h, { provider: 'other' });
+    h.subagents.registerProvider(inProcessProvider(h));
+    expect(h.tools.get('subagent')).toBeDefined();
+    off();
+    subagentTool(h, { provider: 'in-process' });
+    expect(h.tools.get('subagent')).toBeDefined();
+  });
 });
 
 describe('subagent tool config', () => {

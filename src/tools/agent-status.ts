@@ -1,11 +1,23 @@
 // What the control tools know of each child's activity: `running` between its `subagent/start`
-// and `subagent/end`, then `idle` (or `failed` when it ended in error); waiters hear every end.
+// and `subagent/end`, then `idle` (or `failed` when it ended in error); waiters hear every end, and
+// every interrupt that leaves a child's queued messages parked (its work stops, its epoch stays open).
 import { onAbort } from '../seam/abort.js';
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import type { SubagentService } from '../service/service.js';
 
 export type AgentStatus = 'running' | 'idle' | 'failed';
+
+/** A live agent as the tracker reads it: a host's agent also shows the turns its inbox still holds. */
+export type TrackedAgent = Agent & { readonly pendingTurns?: number };
+
+/**
+ * Whether an interrupt parked the agent: no turn runs, yet queued messages wait (a wake takes them
+ * up; nothing starts them by itself). Any other idle agent has an empty queue.
+ */
+function parked(agent: TrackedAgent): boolean {
+  return agent.status === 'idle' && (agent.pendingTurns ?? 0) > 0;
+}
 
 /** Failed children remembered; older failures read as their live agent shows them (a long-lived host must not keep one entry per child). */
 export const FAILED_KEPT = 1024;
@@ -17,19 +29,43 @@ export class AgentStatusTracker {
   /** Each hears the id of every child that settles, and `undefined` once when the tracker is disposed. */
   readonly #waiters = new Set<(id: SessionId | undefined) => void>();
   #disposed = false;
-  readonly #agents: { get(id: SessionId): Agent | undefined };
+  readonly #agents: { get(id: SessionId): TrackedAgent | undefined };
   readonly #off: (() => void)[];
+  /** The unsubscribers of the running children's logs. */
+  readonly #watched = new Map<SessionId, () => void>();
 
-  constructor(service: SubagentService, agents: { get(id: SessionId): Agent | undefined }) {
+  constructor(service: SubagentService, agents: { get(id: SessionId): TrackedAgent | undefined }) {
     this.#agents = agents;
     this.#off = [
-      service.on('subagent/start', (info) => this.#set(info.id, 'running')),
+      service.on('subagent/start', (info) => {
+        this.#set(info.id, 'running');
+        this.#watch(info.id);
+      }),
       service.on('subagent/end', (info) => {
+        this.#watched.get(info.id)?.();
+        this.#watched.delete(info.id);
         // Only running and failed children are kept: an idle one reads as its live agent shows it.
         this.#set(info.id, info.stopReason === 'error' ? 'failed' : undefined);
-        for (const waiter of [...this.#waiters]) waiter(info.id);
+        this.#notify(info.id);
       }),
     ];
+  }
+
+  #notify(id: SessionId): void {
+    for (const waiter of [...this.#waiters]) waiter(id);
+  }
+
+  /** Waiters hear a running child whose turn ended parked: its work stopped, though no `subagent/end` came. */
+  #watch(id: SessionId): void {
+    const agent = this.#agents.get(id);
+    if (!agent) return;
+    const off = agent.subscribe((event) => {
+      if (event.type !== 'turn/end') return;
+      void agent.whenIdle().then(() => {
+        if (this.#watched.get(id) === off && parked(agent)) this.#notify(id);
+      });
+    });
+    this.#watched.set(id, off);
   }
 
   /** Sets (or with undefined forgets) one child's status; past FAILED_KEPT failures, the oldest is forgotten. */
@@ -52,9 +88,15 @@ export class AgentStatusTracker {
     return this.#status.size;
   }
 
-  /** A child started before the tracker existed reads as its live agent shows it. */
+  /**
+   * A child started before the tracker existed reads as its live agent shows it; a running one that
+   * an interrupt parked (its queued messages wait for its next wake) reads `idle`.
+   */
   statusOf(id: SessionId): AgentStatus {
-    return this.#status.get(id) ?? (this.#agents.get(id)?.status === 'running' ? 'running' : 'idle');
+    const kept = this.#status.get(id);
+    const agent = this.#agents.get(id);
+    if (kept === 'running' && agent && parked(agent)) return 'idle';
+    return kept ?? (agent?.status === 'running' ? 'running' : 'idle');
   }
 
   /**
@@ -75,6 +117,8 @@ export class AgentStatusTracker {
     if (this.#disposed) return;
     this.#disposed = true;
     for (const off of this.#off.splice(0)) off();
+    for (const off of this.#watched.values()) off();
+    this.#watched.clear();
     const waiters = [...this.#waiters];
     this.#waiters.clear();
     for (const waiter of waiters) waiter(undefined);

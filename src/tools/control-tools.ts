@@ -7,7 +7,7 @@ import { SubagentError } from '../seam/errors.js';
 import type { SubagentListEntry } from '../seam/types.js';
 import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
-import { AgentStatusTracker, waitUntil, type AgentStatus } from './agent-status.js';
+import { AgentStatusTracker, waitUntil, type AgentStatus, type TrackedAgent } from './agent-status.js';
 import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
 import { assertToolHost } from './tool-host.js';
 
@@ -15,7 +15,7 @@ import { assertToolHost } from './tool-host.js';
 export interface ControlToolsHost {
   readonly subagents: SubagentService;
   readonly tools: HostTools;
-  readonly agents: { get(id: SessionId): Agent | undefined };
+  readonly agents: { get(id: SessionId): TrackedAgent | undefined };
 }
 
 const DEFAULT_WAIT_MS = 30_000;
@@ -74,7 +74,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
     },
     {
       name: 'interrupt_agent',
-      description: 'Stop the current turn of one of your subagents (or any agent below you). Its queued messages, the agent and its own subagents stay. Returns { accepted: true }.',
+      description: 'Stop the current turn of one of your subagents (or any agent below you). The agent and its own subagents stay; its queued messages stay too, and run, in order, before the next message it gets. Returns { accepted: true }.',
       parameters: schema({ agent_id: idSchema }, ['agent_id']),
       async execute(input, ctx) {
         const { agent_id } = input as { agent_id: string };
@@ -83,11 +83,17 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         const task = tasks.of(ctx.agent.id).find((candidate) => candidate.id === agent_id);
         if (task?.result) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your background task and it has already settled; read its output with task_output`);
         if (task && !task.run) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your background task and it is still waiting to start; stop it with task_cancel`);
-        if (!host.agents.get(agent_id)) throw new SubagentError('UNKNOWN_SESSION', `no resident agent ${agent_id}; use list_agents for the ids of your subagents`);
+        const resident = host.agents.get(agent_id) !== undefined;
         // The service ignores targets that are no continuable child (the reference's contract): say so
         // here rather than answer `accepted` for a turn nothing stops.
         const entry = (await host.subagents.listDescendants(ctx.agent.id, ctx.signal)).find((candidate) => candidate.id === agent_id);
-        if (entry?.kind !== 'child') throw new SubagentError('UNAUTHORIZED', `${agent_id} is not a subagent below you; use list_agents for the ids of your subagents`);
+        if (entry?.kind !== 'child') {
+          if (!resident) throw new SubagentError('UNKNOWN_SESSION', `no resident agent ${agent_id}; use list_agents for the ids of your subagents`);
+          throw new SubagentError('UNAUTHORIZED', `${agent_id} is not a subagent below you; use list_agents for the ids of your subagents`);
+        }
+        // Residency is a cache: a continuable child that left it runs no turn, as an idle resident one.
+        if (!resident && entry.mode === 'continuable') return json({ accepted: true });
+        if (!resident) throw new SubagentError('UNKNOWN_SESSION', `${agent_id} is a one-shot subagent that has finished; there is no turn to stop`);
         if (entry.mode !== 'continuable') {
           // Only its parent's own tools stop a one-shot child: task_cancel if it is this caller's task.
           const mine = entry.parentId === ctx.agent.id && tasks.has(agent_id);

@@ -46,6 +46,9 @@ export interface SubagentToolHost {
 
 const DEFAULT_MAX_DEPTH = 3;
 
+/** Per service, the provider and tool name of each installed tool (`provider\0name`). */
+const installed = new WeakMap<SubagentService, Set<string>>();
+
 function warn(message: string, error: unknown): void {
   process.emitWarning(`${message}: ${describeError(error)}`, 'SubagentWarning');
 }
@@ -211,6 +214,10 @@ export function subagentTool(host: SubagentToolHost, config: SubagentToolConfig)
   assertToolHost(host, 'subagentTool', { tools: 'register' });
   validateConfig(config);
   const name = config.toolName ?? 'subagent';
+  const key = `${config.provider}\0${name}`;
+  const keys = installed.get(host.subagents) ?? new Set<string>();
+  // A second tool of that name for that provider would fail its registration, however late it comes.
+  if (keys.has(key)) throw new SubagentError('DUPLICATE_TOOL', `subagentTool: a tool named ${name} for provider ${config.provider} is already installed on this host; call its disposer first or pick another toolName`);
   let unmount: (() => void) | undefined;
   let disposed = false;
   const mount = (provider: SubagentProvider) => {
@@ -234,9 +241,11 @@ export function subagentTool(host: SubagentToolHost, config: SubagentToolConfig)
     offRemoved();
     throw error;
   }
+  installed.set(host.subagents, keys.add(key));
   return () => {
     if (disposed) return;
     disposed = true;
+    keys.delete(key);
     offAdded();
     offRemoved();
     unmount?.();
