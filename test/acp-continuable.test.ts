@@ -45,6 +45,26 @@ const assistantTexts = (host: Host, childId: string) =>
     .events.filter((e) => e.type === 'assistant/message')
     .map((e) => (e.data as { content: { text: string }[] }).content.map((block) => block.text).join(''));
 
+/** A resident child on a fresh remote database, started with `prompt`, its first turn ended. */
+async function firstTurn(prompt = 'first', options: HostOptions = {}) {
+  const remoteDb = files.file();
+  const { host, parent, recorder } = await setup(agentOptions(remoteDb), options);
+  const { childId } = await start(host, parent, prompt);
+  await recorder.until(() => recorder.ends.length === 1);
+  return { remoteDb, host, parent, recorder, childId };
+}
+
+/** Kills the one live agent process and waits until it is gone. */
+async function killAgentProcess(): Promise<void> {
+  const [pid] = newChildPids(before).filter(isAlive);
+  process.kill(pid!, 'SIGKILL');
+  await eventually(() => !isAlive(pid!));
+}
+
+/** The remote session id a child's descriptor holds. */
+const remoteSessionId = (events: readonly { type: string; data?: unknown }[]) =>
+  (events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } }).providerData.sessionId;
+
 /** The user texts of a session the remote agent stored in its own database. */
 async function remoteUserTexts(remoteDb: string, sessionId: string): Promise<string[]> {
   const host = await createHost({ persistence: { sqlite: remoteDb }, providers: false });
@@ -57,10 +77,7 @@ async function remoteUserTexts(remoteDb: string, sessionId: string): Promise<str
 
 describe('continuable ACP children', () => {
   it('runs the first turn and three follow-ups in order on one resident process, mirrored turn by turn', async () => {
-    const remoteDb = files.file();
-    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
-    const { childId } = await start(host, parent, 'hello');
-    await recorder.until(() => recorder.ends.length === 1);
+    const { remoteDb, host, parent, recorder, childId } = await firstTurn('hello');
     const pids = newChildPids(before).filter(isAlive);
     expect(pids).toHaveLength(1);
     for (const word of ['one', 'two', 'three']) await host.subagents.followup(parent, childId, [text(word)]);
@@ -94,16 +111,13 @@ describe('continuable ACP children', () => {
     expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: next')] });
     expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
     // The interrupted prompt is not sent again with the next one.
-    const { providerData } = child.session.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    const sessionId = remoteSessionId(child.session.events);
     await host.close();
-    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['work', 'next']);
+    expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['work', 'next']);
   });
 
   it('ends a follow-up over the 32 MiB bound on one ACP message INVALID_REQUEST without sending it; the process serves the next one', async () => {
-    const remoteDb = files.file();
-    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
-    const { childId } = await start(host, parent, 'first');
-    await recorder.until(() => recorder.ends.length === 1);
+    const { remoteDb, host, parent, recorder, childId } = await firstTurn();
     const pids = newChildPids(before).filter(isAlive);
     await host.subagents.followup(parent, childId, [text('x'.repeat(33 * 2 ** 20))]);
     const child = host.agents.get(childId)!;
@@ -115,16 +129,13 @@ describe('continuable ACP children', () => {
     expect(turnEnds(child.session.events)).toStrictEqual(['completed', 'error', 'completed']);
     expect(assistantTexts(host, childId).at(-1)).toBe('echo: third');
     expect(newChildPids(before).filter(isAlive)).toStrictEqual(pids);
-    const { providerData } = child.session.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    const sessionId = remoteSessionId(child.session.events);
     await host.close();
-    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'third']);
+    expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['first', 'third']);
   });
 
   it('reaps the process when the child lingers out, and a follow-up cold-resumes it through session/load', async () => {
-    const remoteDb = files.file();
-    const { host, parent, recorder } = await setup(agentOptions(remoteDb), { continuation: { lingerMs: 0 } });
-    const { childId } = await start(host, parent, 'first');
-    await recorder.until(() => recorder.ends.length === 1);
+    const { remoteDb, host, parent, recorder, childId } = await firstTurn('first', { continuation: { lingerMs: 0 } });
     await eventually(() => host.sessions.get(childId) === undefined && newChildPids(before).filter(isAlive).length === 0);
     await host.subagents.followup(parent, childId, [text('second')]);
     await recorder.until(() => recorder.ends.length === 2);
@@ -132,18 +143,13 @@ describe('continuable ACP children', () => {
     const events = (await host.persistence!.load(childId))!.events;
     expect(userTexts(events)).toStrictEqual(['first', 'second']);
     expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('echo: first')], [text('echo: second')]]);
-    const { providerData } = events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
-    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
+    const sessionId = remoteSessionId(events);
+    expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['first', 'second']);
   });
 
   it('brings a resident child whose process died between turns back on a fresh process: the next follow-up loads the session there', async () => {
-    const remoteDb = files.file();
-    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
-    const { childId } = await start(host, parent, 'first');
-    await recorder.until(() => recorder.ends.length === 1);
-    const [pid] = newChildPids(before).filter(isAlive);
-    process.kill(pid!, 'SIGKILL');
-    await eventually(() => !isAlive(pid!));
+    const { remoteDb, host, parent, recorder, childId } = await firstTurn();
+    await killAgentProcess();
     await host.subagents.followup(parent, childId, [text('second')]);
     await recorder.until(() => recorder.ends.length === 2);
     expect(recorder.ends.map((end) => [end.stopReason, end.lastAssistantMessage])).toStrictEqual([
@@ -152,19 +158,14 @@ describe('continuable ACP children', () => {
     ]);
     expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['completed', 'completed']);
     expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
-    const { providerData } = host.sessions.get(childId)!.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    const sessionId = remoteSessionId(host.sessions.get(childId)!.events);
     await host.close();
-    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['first', 'second']);
+    expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['first', 'second']);
   });
 
   it('ends the follow-up error when the fresh process cannot load the session of a child whose process died, leaving no process', async () => {
-    const remoteDb = files.file();
-    const { host, parent, recorder } = await setup(agentOptions(remoteDb));
-    const { childId } = await start(host, parent, 'first');
-    await recorder.until(() => recorder.ends.length === 1);
-    const [pid] = newChildPids(before).filter(isAlive);
-    process.kill(pid!, 'SIGKILL');
-    await eventually(() => !isAlive(pid!));
+    const { remoteDb, host, parent, recorder, childId } = await firstTurn();
+    await killAgentProcess();
     // The remote agent's database is gone: the session it served cannot be loaded any more.
     for (const suffix of ['', '-wal', '-shm']) rmSync(remoteDb + suffix, { force: true });
     await host.subagents.followup(parent, childId, [text('second')]);
@@ -214,9 +215,9 @@ describe('continuable ACP children', () => {
     await second.recorder.until(() => second.recorder.ends.length === 1);
     expect(second.recorder.ends[0]).toMatchObject({ id: childId, provider: 'acp', lastAssistantMessage: [text('echo: after')] });
     expect(userTexts(second.host.sessions.get(childId)!.events)).toStrictEqual(['before', 'after']);
-    const { providerData } = second.host.sessions.get(childId)!.events.find((e) => e.type === 'subagent/descriptor')!.data as { providerData: { sessionId: string } };
+    const sessionId = remoteSessionId(second.host.sessions.get(childId)!.events);
     await second.host.close();
-    expect(await remoteUserTexts(remoteDb, providerData.sessionId)).toStrictEqual(['before', 'after']);
+    expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['before', 'after']);
     // A host without the ACP provider cannot bring the child back, and says which provider it needs.
     const bare = await continuationHost(first.file);
     open.push(bare);

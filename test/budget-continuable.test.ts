@@ -149,6 +149,16 @@ describe('the subagent tool in continuable mode', () => {
   });
 });
 
+/** Starts an in-process one-shot child of `parent` under a tree budget of 100 tokens, its model scripted with `steps`. */
+function startUnderTree(host: Host, parent: Agent, steps: ScriptedStep[]) {
+  return host.subagents.start('in-process', {
+    prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } }, budget: { tokens: 100, scope: 'tree' },
+  });
+}
+
+/** A step that calls the test's `drive` tool. */
+const DRIVE: ScriptedStep = { toolCalls: [{ name: 'drive', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } };
+
 describe('a tree budget above a continuable child', () => {
   it('counts the continuable grandchild, stops it when the tree is spent and refuses a new one', async () => {
     const host = await open(files.file());
@@ -182,9 +192,7 @@ describe('a tree budget above a continuable child', () => {
       { toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } },
       { text: 'never' },
     ];
-    const run = await host.subagents.start('in-process', {
-      prompt: [text('work')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps } }, budget: { tokens: 100, scope: 'tree' },
-    });
+    const run = await startUnderTree(host, parent, steps);
     const result = await run.result;
     // 10 (child) + 60 + 60 (grandchild) = 130 ≥ 100: the grandchild's third request is never made.
     expect(result).toMatchObject({ stopReason: 'max-tokens', diagnostic: 'budget: tokens limit 100 reached (130 used, tree budget)' });
@@ -219,13 +227,7 @@ describe('a tree budget above a continuable child', () => {
       },
     });
     const parent = await host.createAgent();
-    const run = await host.subagents.start('in-process', {
-      prompt: [text('work')],
-      parent,
-      signal: new AbortController().signal,
-      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'drive', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } }, spend(0)] } },
-      budget: { tokens: 100, scope: 'tree' },
-    });
+    const run = await startUnderTree(host, parent, [DRIVE, spend(0)]);
     // 40 before the eviction, 40 after: 80 < 100, though the resumed child's log holds both turns.
     expect(await run.result).toMatchObject({ stopReason: 'completed', treeUsage: { totalTokens: 80 } });
     expect(outcome).toEqual([
@@ -257,13 +259,7 @@ describe('a spent tree budget above an evicted continuable child', () => {
       },
     });
     const parent = await host.createAgent();
-    const run = await host.subagents.start('in-process', {
-      prompt: [text('work')],
-      parent,
-      signal: new AbortController().signal,
-      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'drive', input: {} }], usage: { inputTokens: 0, outputTokens: 0 } }, { text: 'never' }] } },
-      budget: { tokens: 100, scope: 'tree' },
-    });
+    const run = await startUnderTree(host, parent, [DRIVE, { text: 'never' }]);
     expect(await run.result).toMatchObject({ stopReason: 'max-tokens' });
     expect(refusal).toMatchObject({
       code: 'INVALID_REQUEST',

@@ -60,7 +60,7 @@ function jsonError(text: string): string | undefined {
 }
 
 /** `INVALID_TOOL_INPUT` for input nested deeper than copying or validating it can recurse (`cause`: the stack overflow). */
-export function inputTooDeep(name: string, input: unknown, cause: RangeError): SubagentError {
+function inputTooDeep(name: string, input: unknown, cause: RangeError): SubagentError {
   return new SubagentError('INVALID_TOOL_INPUT', `${name} input is nested ${nestingDepth(input)} levels deep, too deep to copy or check against its input schema: send a flatter value`, { cause });
 }
 
