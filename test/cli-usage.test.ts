@@ -17,8 +17,13 @@ interface Outcome {
 }
 
 async function runCli(...args: string[]): Promise<Outcome> {
+  return runCliWith({}, ...args);
+}
+
+/** `runCli` with these environment variables set over the test's own. */
+async function runCliWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<Outcome> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [cli, ...args]);
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [cli, ...args], { env: { ...process.env, ...env } });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const { code, stdout, stderr } = error as { code: number; stdout: string; stderr: string };
@@ -97,6 +102,18 @@ describe('subagent-host acp', () => {
     expect(stderr).toContain('usage: subagent-host acp ');
   });
 
+  it.each([
+    [{ OPENAI_BASE_URL: 'not a url' }, 'OPENAI_BASE_URL must be an http(s) URL'],
+    [{ OPENAI_BASE_URL: 'https://user:sk-secret@api.example.com/v1' }, 'OPENAI_BASE_URL must be an http(s) URL'],
+    [{ OPENAI_MODEL: '' }, 'OPENAI_MODEL must be a non-empty model name'],
+  ])('refuses --model openai with %j naming the variable (never its value) with INVALID_MODEL_SPEC and the usage, exit 2, before serving', async (env, message) => {
+    const { code, stdout, stderr } = await runCliWith({ OPENAI_API_KEY: 'sk-test', ...env }, 'acp', '--model', 'openai');
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr.startsWith(`subagent-host acp: INVALID_MODEL_SPEC: ${message}`)).toBe(true);
+    expect(stderr).toContain('usage: subagent-host acp ');
+    expect(stderr).not.toContain('sk-secret');
+  });
+
   it('refuses an empty --db with INVALID_OPTIONS and the usage, exit 2, before serving', async () => {
     const { code, stdout, stderr } = await runCli('acp', '--db', '');
     expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
@@ -135,6 +152,24 @@ describe('subagent-host demo', () => {
     const [line, usage] = stderr.split('\n\n');
     expect(line).toBe(`subagent-host demo: INVALID_OPTIONS: ${message}`);
     expect(usage).toMatch(/^usage: subagent-host demo \[options\]/);
+  });
+
+  it('refuses --model openai with a malformed OPENAI_BASE_URL with one line naming the variable and exits 2 before any work', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'demo-env-'));
+    try {
+      const db = join(dir, 'sessions.db');
+      const env = { OPENAI_BASE_URL: 'api.example.com/v1', OPENAI_MODEL: 'm', OPENAI_API_KEY: 'sk-test' };
+      const result = await runCliWith(env, 'demo', '--provider', 'in-process', '--children', '1', '--model', 'openai', '--db', db);
+      expect(result).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'subagent-host demo: --model openai: OPENAI_BASE_URL must be an http(s) URL without user name, password or #fragment, such as https://api.openai.com/v1\n',
+      });
+      // Refused before the run: no database was made.
+      expect(existsSync(db)).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it.each([

@@ -5,7 +5,7 @@ import { Console } from 'node:console';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { SubagentError, describeError } from '../seam/errors.js';
-import { assertModelSpec } from '../runtime/models/create.js';
+import { assertEnvModelSpec, assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
 import { startWarmUp } from './acp-warm-up.js';
@@ -28,11 +28,14 @@ Serves an agent over the Agent Client Protocol on stdin/stdout (logs go to stder
 export function parseModel(value: string | undefined): ModelSpec {
   if (value === undefined || value === 'scripted') return { kind: 'scripted' };
   if (value === 'openai') {
-    return {
+    const spec: ModelSpec = {
       kind: 'openai',
       baseURL: process.env['OPENAI_BASE_URL'] ?? 'https://api.openai.com/v1',
       model: process.env['OPENAI_MODEL'] ?? 'gpt-4o-mini',
     };
+    // Checked here, naming the variable: the host would refuse it after the checks, naming a spec field.
+    assertEnvModelSpec(spec, { baseURL: 'OPENAI_BASE_URL', model: 'OPENAI_MODEL' });
+    return spec;
   }
   let spec: unknown;
   try {

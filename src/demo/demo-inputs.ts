@@ -3,6 +3,7 @@
 import { accessSync, constants, readdirSync, statSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import type { ModelSpec } from '../seam/agent-types.js';
+import { assertEnvModelSpec } from '../runtime/models/create.js';
 
 const SOURCE = ['.ts', '.js', '.mjs', '.cjs', '.tsx', '.jsx', '.json', '.md'];
 const SKIP = new Set(['node_modules', 'dist', '.git', 'coverage']);
@@ -43,8 +44,21 @@ export function sourceFiles(dir: string): Checked<{ dir: string; files: string[]
   return { ok: true, value: { dir: path, files } };
 }
 
-/** The OpenAI-compatible model named by the environment, or which variables are missing. */
+/** The OpenAI-compatible model named by the environment, or which variables are missing or unusable. */
 export function modelFromEnv(env: NodeJS.ProcessEnv): Checked<ModelSpec> {
+  const named = namedModel(env);
+  if (!named.ok) return named;
+  try {
+    // A malformed variable would otherwise fail the run after it started, naming a spec field.
+    assertEnvModelSpec(named.value, { baseURL: 'OPENAI_BASE_URL', model: 'OPENAI_MODEL' });
+  } catch (error) {
+    return { ok: false, problem: `--model openai: ${(error as Error).message}` };
+  }
+  return named;
+}
+
+/** The spec the environment names, or which variables are missing. */
+function namedModel(env: NodeJS.ProcessEnv): Checked<ModelSpec> {
   const baseURL = env['OPENAI_BASE_URL'];
   const model = env['OPENAI_MODEL'];
   if (!baseURL && env['DEEPSEEK_API_KEY']) {

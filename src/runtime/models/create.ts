@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { ModelSpec, ScriptedStep } from '../../seam/agent-types.js';
 import { plainJsonProblem } from '../../seam/content.js';
 import { lazy } from '../../seam/once.js';
+import { SubagentError } from '../../seam/errors.js';
 import { openaiModel } from './openai.js';
 import { scriptedModel, type ScriptedModel } from './scripted.js';
 import { plainModelSpec } from './spec-check.js';
@@ -85,6 +86,25 @@ const modelSpecSchema = lazy(() => {
 /** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
 export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
   if (!plainModelSpec(spec)) parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
+}
+
+/** What each field of an OpenAI-compatible spec read from the environment must hold. */
+const ENV_FIELD_NEEDS = {
+  baseURL: 'an http(s) URL without user name, password or #fragment, such as https://api.openai.com/v1',
+  model: 'a non-empty model name',
+} as const;
+
+/**
+ * `assertModelSpec` for an OpenAI-compatible spec whose fields were read from environment variables
+ * (`variables` names the variable of each): `INVALID_MODEL_SPEC` names the variable and what it must
+ * hold, not a spec field the user never wrote, and never its value (it may hold a secret).
+ */
+export function assertEnvModelSpec(spec: ModelSpec, variables: { readonly [K in keyof typeof ENV_FIELD_NEEDS]: string }): void {
+  const parsed = modelSpecSchema().safeParse(spec);
+  if (parsed.success) return;
+  const field = parsed.error.issues.map((issue) => issue.path[0]).find((key): key is keyof typeof ENV_FIELD_NEEDS => key === 'baseURL' || key === 'model');
+  if (field === undefined) assertModelSpec(spec);
+  else throw new SubagentError('INVALID_MODEL_SPEC', `${variables[field]} must be ${ENV_FIELD_NEEDS[field]}`, { cause: parsed.error });
 }
 
 /**
