@@ -410,6 +410,20 @@ describe('serveAcp', () => {
     await expect(prompt(client, sessionId, 'x')).resolves.toMatchObject({ stopReason: 'end_turn' });
   });
 
+  it('replays on session/load a prompt of more blocks than a call may spread (200 000), each block once', async () => {
+    const host = await newHost();
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ text: 'ok' }));
+    const blocks = Array.from({ length: 200_000 }, (_, i) => ({ type: 'text' as const, text: `b${i}` }));
+    await expect(client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: blocks })).resolves.toMatchObject({ stopReason: 'end_turn' });
+    client.updates.length = 0;
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    const replayed = texts(client.updates, 'user_message_chunk');
+    expect(replayed).toHaveLength(200_000);
+    expect([replayed[0], replayed.at(-1)]).toStrictEqual(['b0', 'b199999']);
+    expect(texts(client.updates, 'agent_message_chunk')).toStrictEqual(['ok']);
+  }, 60_000);
+
   it('frees a session on session/close: its prompt is answered cancelled, its continuable children released, and session/load brings it back', async () => {
     const host = await newHost({ persistence: { sqlite: join(dir, 'close.db') } });
     host.subagents.registerProvider(inProcessProvider(host));

@@ -119,16 +119,18 @@ function messageUpdates(data: { content: readonly ContentBlock[] }, kind: 'agent
   return updates;
 }
 
-/** A stored conversation as the updates `session/load` replays: messages and tool traffic, in order. */
-export function historyUpdates(events: readonly SessionEvent[]): acp.SessionUpdate[] {
-  const updates: acp.SessionUpdate[] = [];
+/**
+ * A stored conversation as the updates `session/load` replays: messages and tool traffic, in order.
+ * Yielded one by one: a message may hold more blocks than a call's arguments may spread (a prompt of
+ * 200 000 blocks fits in one ACP message).
+ */
+export function* historyUpdates(events: readonly SessionEvent[]): Generator<acp.SessionUpdate> {
   for (const event of events) {
-    if (event.type === 'user/message') updates.push(...messageUpdates(event.data as SessionEventMap['user/message'], 'user'));
-    else if (event.type === 'assistant/message') updates.push(...messageUpdates(event.data as SessionEventMap['assistant/message']));
-    else if (event.type === 'tool/call') updates.push(toolCall(event.data as SessionEventMap['tool/call']));
-    else if (event.type === 'tool/result') updates.push(toolResult(event.data as SessionEventMap['tool/result']));
+    if (event.type === 'user/message') yield* messageUpdates(event.data as SessionEventMap['user/message'], 'user');
+    else if (event.type === 'assistant/message') yield* messageUpdates(event.data as SessionEventMap['assistant/message']);
+    else if (event.type === 'tool/call') yield toolCall(event.data as SessionEventMap['tool/call']);
+    else if (event.type === 'tool/result') yield toolResult(event.data as SessionEventMap['tool/result']);
   }
-  return updates;
 }
 
 /**
