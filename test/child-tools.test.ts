@@ -95,4 +95,19 @@ describe('a tool module’s tool named like a tool the child already has', () =>
       await run.dispose();
     }
   });
+
+  // The capture tool an outputSchema adds is named too: the refusal says which tool took its name.
+  it('refuses an outputSchema with a tool module exporting structured_output, naming the module, in-process at the start and in a worker as its turn’s error', async () => {
+    const { host, parent } = await setup();
+    const schema = { type: 'object', properties: { answer: { type: 'integer' } }, required: ['answer'] };
+    const error = { code: 'DUPLICATE_TOOL', message: "the child's outputSchema adds the capture tool structured_output, but one of its tool modules exports a tool named structured_output: rename that tool" };
+    const start = (provider: string) =>
+      host.subagents.start(provider, { prompt: [text('go')], parent, signal: new AbortController().signal, outputSchema: schema, agentOptions: { model: TOOL_NAMES, toolModules: [moduleWithTool('structured_output')] } });
+    for (const provider of ['in-process', 'in-process-fork']) await expect(start(provider)).rejects.toMatchObject(error);
+    for (const provider of ['spawn', 'fork']) {
+      const run = await start(provider);
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: `${error.code}: ${error.message}` });
+      await run.dispose();
+    }
+  });
 });

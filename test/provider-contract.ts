@@ -243,7 +243,10 @@ export function providerContract(label: string, options: ProviderContractOptions
         it('rejects DUPLICATE_TOOL before any child exists when a host tool already has the capture tool’s name', async () => {
           host.tools.register({ ...recordingTool('structured_output') });
           const before = liveIds();
-          await expect(start({ ...scripted({ text: 'never' }), outputSchema: schema })).rejects.toMatchObject({ code: 'DUPLICATE_TOOL' });
+          await expect(start({ ...scripted({ text: 'never' }), outputSchema: schema })).rejects.toMatchObject({
+            code: 'DUPLICATE_TOOL',
+            message: "the child's outputSchema adds the capture tool structured_output, but a host tool is named structured_output: rename it, or hide it from the child with toolFilter { deny: ['structured_output'] }",
+          });
           expect(liveIds()).toEqual(before);
           // Denied to the child, the host tool no longer clashes.
           const result = await settle({ ...scripted({ toolCalls: [{ name: 'structured_output', input: { answer: 1 } }] }), outputSchema: schema, toolFilter: { deny: ['structured_output'] } });

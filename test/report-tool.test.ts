@@ -1,7 +1,7 @@
 // The report tool: present only in continuable children, delivers the child's interim finding to
 // its parent without ending the child's turn, and validates its input and options.
 import { describe, expect, it } from 'vitest';
-import { reportTool, subagentTool, text, type ModelSpec } from 'subagent-host';
+import { inProcessProvider, reportTool, subagentTool, text, type ModelSpec } from 'subagent-host';
 import { closeAfterEach, deferred, recordingTool, tempFiles } from './helpers.js';
 import { continuationHost, eventually, turnEnds, untilEvent, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultsOf, startedId, toolResults } from './tool-helpers.js';
@@ -115,6 +115,29 @@ describe('report tool', () => {
     expect(() => reportTool(host)).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL', message: expect.stringContaining('host.tools') }));
     remove();
     reportTool(host)();
+  });
+
+  // Registered later, it would make every continuable start fail (its child inherits it and gets report too): refused at the registration.
+  it('keeps the name report free in host.tools while installed: a later host tool of that name is refused (DUPLICATE_TOOL)', async () => {
+    const { host, recorder } = await setup();
+    const dispose = reportTool(host);
+    const refused = expect.objectContaining({ code: 'DUPLICATE_TOOL', message: expect.stringContaining('reportTool is installed on this host') });
+    expect(() => host.tools.register(recordingTool('report'))).toThrow(refused);
+    host.subagents.registerProvider(inProcessProvider(host, { name: 'late' }));
+    expect(() => subagentTool(host, { provider: 'late', toolName: 'report' })).toThrow(refused);
+    expect(host.tools.get('report')).toBeUndefined();
+    // Continuable children still start, and their report tool is the report tool.
+    const parent = await host.createAgent();
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'in-process',
+      label: 'count',
+      request: { prompt: [text('count files')], parent, agentOptions: { model: REPORTING } },
+    });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(toolResults(host.agents.get(childId)!)).toStrictEqual([expect.objectContaining({ name: 'report', content: [{ type: 'text', text: expect.stringContaining('messageId') }] })]);
+    dispose();
+    host.tools.register(recordingTool('report'));
+    expect(() => reportTool(host)).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL' }));
   });
 
   it('stops installing once disposed, and rejects a bad delivery', async () => {

@@ -63,9 +63,20 @@ export function inheritedTools(tools: ToolRegistry, toolFilter: ToolRestriction 
   return scope;
 }
 
+/**
+ * `DUPLICATE_TOOL` for an output schema asked of a child that already has a tool named like the
+ * capture tool: one of the host tools, or one of its tool modules' tools.
+ */
+export function captureToolTaken(by: 'host' | 'module'): SubagentError {
+  const holder = by === 'host' ? `a host tool is named ${STRUCTURED_OUTPUT_TOOL}: rename it, or hide it from the child with toolFilter { deny: ['${STRUCTURED_OUTPUT_TOOL}'] }` : `one of its tool modules exports a tool named ${STRUCTURED_OUTPUT_TOOL}: rename that tool`;
+  return new SubagentError('DUPLICATE_TOOL', `the child's outputSchema adds the capture tool ${STRUCTURED_OUTPUT_TOOL}, but ${holder}`);
+}
+
 /** Registers the capture tool in a child's scope when an output schema was asked for. */
 export function composeChildTools(tools: ToolRegistry, request: { outputSchema?: JsonSchema | undefined }): StructuredCapture | undefined {
   if (!request.outputSchema) return undefined;
+  const taken = tools.get(STRUCTURED_OUTPUT_TOOL);
+  if (taken) throw captureToolTaken(tools.layers().own.includes(taken) ? 'module' : 'host');
   const capture: StructuredCapture = { captured: false };
   tools.register({
     name: STRUCTURED_OUTPUT_TOOL,

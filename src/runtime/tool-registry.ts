@@ -112,6 +112,8 @@ export async function executeForChild(tools: ToolRegistry, name: string, input: 
 export class ToolRegistry {
   readonly #parent: ToolRegistry | undefined;
   readonly #own = new Map<string, Tool>();
+  /** Names kept free in this registry (not its scopes) for a tool installed elsewhere: why, for the refusal. */
+  readonly #reserved = new Map<string, string>();
   #allow: Set<string> | undefined;
   readonly #deny = new Set<string>();
   #closed = false;
@@ -142,6 +144,8 @@ export class ToolRegistry {
       if (names.has(tool.name) || this.get(tool.name)) {
         throw new SubagentError('DUPLICATE_TOOL', `a tool named ${tool.name} is already registered here; pick another name`);
       }
+      const reserved = this.#reserved.get(tool.name);
+      if (reserved !== undefined) throw new SubagentError('DUPLICATE_TOOL', `a tool named ${tool.name} cannot be registered here: ${reserved}`);
       names.add(tool.name);
     }
     for (const tool of tools) this.#own.set(tool.name, tool);
@@ -151,6 +155,23 @@ export class ToolRegistry {
       if (removed) return;
       removed = true;
       for (const tool of tools) if (this.#own.get(tool.name) === tool) this.#own.delete(tool.name);
+    };
+  }
+
+  /**
+   * Keeps `name` free in this registry (its scopes may still register it) until the returned
+   * disposer runs: a later `register` of it is refused (`DUPLICATE_TOOL`) with `reason`. For a tool
+   * installed into scopes later, which a tool of its name here would collide with. `DUPLICATE_TOOL`
+   * if a visible tool has the name or it is reserved already.
+   */
+  reserve(name: string, reason: string): () => void {
+    if (this.get(name) || this.#reserved.has(name)) throw new SubagentError('DUPLICATE_TOOL', `a tool named ${name} is already registered or reserved here; pick another name`);
+    this.#reserved.set(name, reason);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#reserved.delete(name);
     };
   }
 

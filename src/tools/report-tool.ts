@@ -17,6 +17,8 @@ export interface ReportToolHost {
   readonly subagents: SubagentService;
 }
 
+const RESERVED = 'reportTool is installed on this host and adds its report tool to every continuable child, which inherits the host tools; rename this tool, or call the reportTool disposer first';
+
 /** Services with a report tool installed. */
 const installed = new WeakSet<SubagentService>();
 
@@ -55,19 +57,29 @@ export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): 
   if (typeof tools?.get === 'function' && (tools.get as (name: string) => unknown)('report') !== undefined) {
     throw new SubagentError('DUPLICATE_TOOL', 'reportTool: host.tools already has a tool named report, which every continuable child inherits; rename or remove it first');
   }
+  // And so would a host tool of that name registered later: the name is kept free in host.tools
+  // while the report tool is installed, and such a registration is refused there, naming the reason.
+  const unreserve = tools instanceof ToolRegistry ? tools.reserve('report', RESERVED) : () => undefined;
   const tool = buildTool(host, delivery);
-  const remove = host.subagents.registerContinuableSetup((child: Agent) => {
-    const tools = (child as { tools?: unknown }).tools;
-    // Children whose tool scope lives elsewhere (not on this thread) get no report tool here.
-    if (!(tools instanceof ToolRegistry)) return () => undefined;
-    return tools.register(tool);
-  });
+  let remove: () => void;
+  try {
+    remove = host.subagents.registerContinuableSetup((child: Agent) => {
+      const scope = (child as { tools?: unknown }).tools;
+      // Children whose tool scope lives elsewhere (not on this thread) get no report tool here.
+      if (!(scope instanceof ToolRegistry)) return () => undefined;
+      return scope.register(tool);
+    });
+  } catch (error) {
+    unreserve();
+    throw error;
+  }
   installed.add(host.subagents);
   let removed = false;
   return () => {
     if (removed) return;
     removed = true;
     installed.delete(host.subagents);
+    unreserve();
     remove();
   };
 }

@@ -7,7 +7,7 @@ import { newId, type ContentBlock } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
-import { STRUCTURED_OUTPUT_TOOL, inheritedTools } from '../../runtime/child-run.js';
+import { STRUCTURED_OUTPUT_TOOL, captureToolTaken, inheritedTools } from '../../runtime/child-run.js';
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
@@ -63,7 +63,7 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
   // The capture tool is added in the thread; a host tool of its name is refused now, as in-process
   // refuses it, before any child exists (not as a child that fails once it started).
   if (request.outputSchema && allowed.some((tool) => tool.name === STRUCTURED_OUTPUT_TOOL)) {
-    throw new SubagentError('DUPLICATE_TOOL', `a tool named ${STRUCTURED_OUTPUT_TOOL} is already registered here; pick another name`);
+    throw captureToolTaken('host');
   }
   const header: SessionHeader = {
     ...plan.header,
