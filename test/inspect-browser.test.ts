@@ -1,6 +1,7 @@
 // The inspect page in a real browser (Debian's chromium driven by playwright-core) over a database
 // written by a real demo run: tree, timeline, transcript, live updates, session text as text, and a
-// transcript with a long output cut and a damaged row, and a file empty when the page opened.
+// transcript with a long output cut and a damaged row, one of many events shown a page at a time,
+// and a file empty when the page opened.
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -182,6 +183,44 @@ describe('subagent-host inspect in a browser', () => {
     } finally {
       await tab.close();
     }
+  });
+
+  it('shows a log of many events 1,000 entries at a time, loads more on a click, then follows what is appended', async () => {
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let id: string;
+    try {
+      id = (await host.createAgent()).id;
+    } finally {
+      await host.close();
+    }
+    const append = (from: number, count: number): void => {
+      const file = new Database(db);
+      try {
+        file.transaction(() => {
+          const next = file.prepare('SELECT next_seq FROM sessions WHERE id = ?').pluck().get(id) as number;
+          const insert = file.prepare("INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, 'user/message', ?, ?)");
+          for (let index = 0; index < count; index++) {
+            insert.run(id, next + index, Date.now(), JSON.stringify({ id: `m${from + index}`, source: { kind: 'user' }, content: [{ type: 'text', text: `message ${from + index}` }] }));
+          }
+          file.prepare('UPDATE sessions SET next_seq = next_seq + ? WHERE id = ?').run(count, id);
+        })();
+      } finally {
+        file.close();
+      }
+    };
+    append(0, 1500);
+    const entries = '#transcript .entry';
+    await page.goto(`${server.url}#root=${report.parentId}&child=${id}`);
+    await expect.poll(() => page.locator(entries).count()).toBe(1000);
+    expect(await page.textContent('#transcript button.more')).toBe('Showing 1,000 entries; the log has more: load more');
+    await page.click('#transcript button.more');
+    await expect.poll(() => page.locator(entries).count()).toBe(1500);
+    expect(await page.$$('#transcript button.more')).toHaveLength(0);
+    // Everything shown: what is written next is appended once, without a click.
+    append(1500, 3);
+    await expect.poll(() => page.locator(entries).count()).toBe(1503);
+    const texts = await page.$$eval(entries, (all) => all.map((entry) => entry.querySelector('pre')?.textContent));
+    expect(texts).toEqual(Array.from({ length: 1503 }, (_, index) => `message ${index}`));
   });
 
   it('shows the tree of the first sessions written into a file that was empty when the page opened', async () => {

@@ -174,6 +174,120 @@ describe('inspect on a log with long texts', () => {
   });
 });
 
+describe('inspect on a log of many events and a root of many descendants', () => {
+  interface Page {
+    entries: Entry[];
+    through?: number;
+    more?: true;
+  }
+  const page = async (base: string, path: string): Promise<Page> => {
+    const answer = await rawGet(base, path);
+    expect(answer.status).toBe(200);
+    return JSON.parse(answer.body) as Page;
+  };
+
+  it('answers at most 1,000 entries at a time, says more follow, and pages on with ?after= through the whole log', async () => {
+    const path = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: path } });
+    let id: string;
+    try {
+      id = (await host.createAgent()).id;
+    } finally {
+      await host.close();
+    }
+    appendMessages(path, id, 2500, 8);
+    const other = await startInspect(path);
+    try {
+      const base = `/api/sessions/${encodeURIComponent(id)}`;
+      const first = await page(other.url, base);
+      expect([first.entries.length, first.through, first.more]).toEqual([1000, 999, true]);
+      const seqs: number[] = [];
+      let next: Page = first;
+      for (;;) {
+        seqs.push(...next.entries.map((entry) => entry.seq));
+        if (next.more !== true) break;
+        next = await page(other.url, `${base}?after=${next.through}&limit=700`);
+      }
+      expect(seqs).toEqual(Array.from({ length: 2500 }, (_, seq) => seq));
+      expect(next).toMatchObject({ through: 2499 });
+      // Past the end: nothing, and nothing more.
+      expect(await page(other.url, `${base}?after=2499`)).toEqual(expect.not.objectContaining({ more: true }));
+      expect((await page(other.url, `${base}?after=2499`)).entries).toEqual([]);
+    } finally {
+      expect(await other.stop()).toBe(0);
+    }
+  });
+
+  it("keeps a fork's inherited prefix one entry: a page of one entry holds it whole, and the next starts after it", async () => {
+    const first = await page(server.url, `/api/sessions/${encodeURIComponent(forkId)}?limit=1`);
+    expect(first.entries.map((entry) => entry.kind)).toEqual(['seed']);
+    expect(first.more).toBe(true);
+    const rest = await page(server.url, `/api/sessions/${encodeURIComponent(forkId)}?after=${first.through}`);
+    expect(rest.entries.some((entry) => entry.kind === 'message' && entry.text === 'go on')).toBe(true);
+    expect(rest.entries.every((entry) => entry.seq > first.through!)).toBe(true);
+    // An after inside the prefix answers from its start.
+    expect((await page(server.url, `/api/sessions/${encodeURIComponent(forkId)}?after=0&limit=1`)).entries[0]).toMatchObject({ kind: 'seed' });
+  });
+
+  it('answers the descendants of a root 1,000 at a time, with their total and ?offset= to page on', async () => {
+    const path = files.file();
+    const host = await createHost({ providers: false, persistence: { sqlite: path } });
+    let id: string;
+    try {
+      id = (await host.createAgent()).id;
+    } finally {
+      await host.close();
+    }
+    // 1,200 sessions below the root that are not delegated children (no descriptor needed).
+    const file = new Database(path);
+    file
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1199)
+         INSERT INTO sessions (id, created_at, create_order, parent_session, next_seq)
+         SELECT printf('below-%04d', i), 1000 + i, (SELECT max(create_order) FROM sessions) + 1 + i, @id, 0 FROM n`,
+      )
+      .run({ id });
+    file.close();
+    const other = await startInspect(path);
+    try {
+      const tree = async (query: string): Promise<{ nodes: { id: string }[]; total: number }> => {
+        const answer = await rawGet(other.url, `/api/roots/${encodeURIComponent(id)}/tree${query}`);
+        expect(answer.status).toBe(200);
+        return JSON.parse(answer.body) as { nodes: { id: string }[]; total: number };
+      };
+      const first = await tree('');
+      expect([first.nodes.length, first.total, first.nodes[0]!.id]).toEqual([1000, 1200, 'below-0000']);
+      const rest = await tree('?offset=1000&limit=500');
+      expect([rest.nodes.length, rest.total, rest.nodes[0]!.id, rest.nodes.at(-1)!.id]).toEqual([200, 1200, 'below-1000', 'below-1199']);
+    } finally {
+      expect(await other.stop()).toBe(0);
+    }
+  });
+
+  it('refuses a bad query parameter with 400 INVALID_REQUEST, saying what it takes', async () => {
+    const session = `/api/sessions/${encodeURIComponent(rootId)}`;
+    const cases: [string, RegExp][] = [
+      [`${session}?after=-1`, /\?after= must be a decimal integer from 0 to/],
+      [`${session}?after=1e3`, /\?after= must be a decimal integer/],
+      [`${session}?after=`, /\?after= must be a decimal integer/],
+      [`${session}?limit=0`, /\?limit= must be a decimal integer from 1 to 10000/],
+      [`${session}?limit=10001`, /\?limit= must be a decimal integer from 1 to 10000/],
+      [`${session}?after=1&after=2`, /\?after= is given twice/],
+      [`${session}?page=2`, /unknown query parameter "page": this request takes only \?after= and \?limit=/],
+      [`/api/roots/${encodeURIComponent(rootId)}/tree?offset=x`, /\?offset= must be a decimal integer/],
+      ['/api/roots?limit=5', /unknown query parameter "limit": this request takes no query parameters/],
+      // Checked before the id: a bad request is told so even for an unknown session.
+      ['/api/sessions/nope?limit=abc', /\?limit= must be a decimal integer/],
+    ];
+    const answers = await Promise.all(cases.map(([path]) => rawGet(server.url, path)));
+    for (const [index, answer] of answers.entries()) {
+      const body = JSON.parse(answer.body) as { error: { code: string; message: string } };
+      expect([cases[index]![0], answer.status, answer.type.split(';')[0], body.error.code]).toEqual([cases[index]![0], 400, 'application/json', 'INVALID_REQUEST']);
+      expect(body.error.message).toMatch(cases[index]![1]);
+    }
+  });
+});
+
 describe('inspect on a damaged log', () => {
   it('shows every readable event, and each damaged row as unreadable with its seq and why', async () => {
     const path = files.file();

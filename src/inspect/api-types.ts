@@ -46,10 +46,12 @@ export interface ChildNode {
   problem?: string;
 }
 
-/** `GET /api/roots/:id/tree`. */
+/** `GET /api/roots/:id/tree[?offset=N][&limit=N]`: the descendants from `offset` (default 0), at most `limit` (default 1000, at most 10,000). */
 export interface TreeResponse {
   root: RootSummary;
   nodes: ChildNode[];
+  /** Descendants in all: more than `offset + nodes.length` when this answer stopped at its limit. */
+  total: number;
   /** The server's clock when it answered, so running bars grow from a shared origin. */
   now: number;
 }
@@ -83,12 +85,21 @@ export interface TranscriptEntry {
   isError?: boolean;
 }
 
-/** `GET /api/sessions/:id`. */
+/**
+ * `GET /api/sessions/:id[?after=SEQ][&limit=N]`: the entries of the events after seq `after` (from
+ * the start without it), at most `limit` (default 1000, at most 10,000). A fork's inherited prefix is
+ * one entry: an `after` inside it answers from the start.
+ */
 export interface TranscriptResponse {
   id: string;
   parentId?: string;
   createdAt: number;
   entries: TranscriptEntry[];
+  /** The seq of the last event this answer read (absent when it read none): `?after=` it for what follows. */
+  through?: number;
+  /** Set when the log has events past `through` that this answer left out (it reached its limit). */
+  more?: true;
+  /** Of the whole log, whatever part this answer sends. */
   usage?: UsageTotals;
 }
 

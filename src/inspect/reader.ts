@@ -16,6 +16,12 @@ import { TranscriptBuilder, type EventRow } from './transcript-builder.js';
 const ROOTS_SHOWN = 200;
 const TITLE_CHARS = 120;
 
+/** The token totals of session `s`'s own assistant messages (a fork's seed left out), as JSON `{in, out}`. */
+function usageOf(s: string): string {
+  return `(SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
+     FROM events e WHERE e.session_id = ${s}.id AND e.seq >= coalesce(${s}.seed_length, 0) AND e.type = 'assistant/message' AND json_valid(data))`;
+}
+
 // Per descendant: its row, plus the few facts of its log the tree shows, each one indexed probe
 // (events are keyed by session and seq) rather than a read of the whole log.
 const TREE = `
@@ -32,8 +38,7 @@ SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.
      ORDER BY seq DESC LIMIT 1) AS lastEnd,
   (SELECT data FROM events e WHERE e.session_id = s.id AND e.seq >= coalesce(s.seed_length, 0) AND e.type = 'subagent/descriptor'
      ORDER BY seq DESC LIMIT 1) AS descriptor,
-  (SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
-     FROM events e WHERE e.session_id = s.id AND e.seq >= coalesce(s.seed_length, 0) AND e.type = 'assistant/message' AND json_valid(data)) AS usage
+  ${usageOf('s')} AS usage
 FROM tree JOIN sessions s ON s.id = tree.id
 ORDER BY s.created_at, s.create_order`;
 
@@ -125,7 +130,8 @@ export class InspectReader {
   readonly #root: Database.Statement<[string], { id: string; createdAt: number; events: number; children: number; first: string | null }>;
   readonly #tree: Database.Statement<[{ root: string }], TreeRow>;
   readonly #session: Database.Statement<[string]>;
-  readonly #events: Database.Statement<[string], EventRow>;
+  readonly #usage: Database.Statement<[string], string | null>;
+  readonly #events: Database.Statement<[string, number], EventRow>;
   readonly #event: Database.Statement<[string, number], EventRow>;
   readonly #version: Database.Statement<[], number>;
   readonly #openTurn: Database.Statement<{ id: string }, number>;
@@ -168,7 +174,8 @@ export class InspectReader {
       this.#root = this.#db.prepare(`SELECT ${rootColumns} FROM sessions s WHERE id = ?`);
       this.#tree = this.#db.prepare(TREE);
       this.#session = this.#db.prepare('SELECT id, created_at, cwd, parent_session, origin, delegation_depth, seed_length, next_seq FROM sessions WHERE id = ?');
-      this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq');
+      this.#usage = this.#db.prepare<[string], string | null>(`SELECT ${usageOf('s')} FROM sessions s WHERE id = ?`).pluck();
+      this.#events = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq');
       this.#event = this.#db.prepare('SELECT seq, type, time, data FROM events WHERE session_id = ? AND seq = ?');
       this.#version = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
       this.#openTurn = this.#db
@@ -232,18 +239,35 @@ export class InspectReader {
   }
 
   /**
-   * One session's log as transcript entries, or undefined when there is no such session. Rows are
-   * read one at a time and their texts cut as they come (see {@link TranscriptBuilder}).
+   * The transcript entries of one session's events after seq `after` (all without it), at most
+   * `limit`, or undefined when there is no such session. Rows are read one at a time and their texts
+   * cut as they come (see {@link TranscriptBuilder}); a fork's seed is one entry, so an `after` inside
+   * it reads from the start.
    */
-  transcript(id: string): TranscriptResponse | undefined {
+  transcript(id: string, page: { after?: number; limit: number }): TranscriptResponse | undefined {
     return this.#read(() => {
       const row = this.#session.get(id);
       if (row === undefined) return undefined;
       const { header } = decodeSession(row);
-      const builder = new TranscriptBuilder(id, header.createdAt, header.seedLength ?? 0);
-      for (const event of this.#events.iterate(id)) builder.add(event);
-      const response: TranscriptResponse = { id, createdAt: header.createdAt, ...builder.finish() };
+      const seedLength = header.seedLength ?? 0;
+      const from = page.after === undefined || page.after < seedLength - 1 ? -1 : page.after;
+      const builder = new TranscriptBuilder(id, header.createdAt, from < 0 ? seedLength : 0);
+      let through: number | undefined;
+      let more = false;
+      for (const event of this.#events.iterate(id, from)) {
+        if (builder.full(page.limit)) {
+          more = true;
+          break;
+        }
+        builder.add(event);
+        through = event.seq;
+      }
+      const response: TranscriptResponse = { id, createdAt: header.createdAt, entries: builder.finish() };
       if (header.parentSession !== undefined) response.parentId = header.parentSession;
+      if (through !== undefined) response.through = through;
+      if (more) response.more = true;
+      const usage = usageTotals(this.#usage.get(id) ?? null);
+      if (usage !== undefined) response.usage = usage;
       return response;
     });
   }

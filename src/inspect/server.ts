@@ -7,6 +7,7 @@ import { BlockList, isIP, type AddressInfo } from 'node:net';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { ErrorResponse, TreeResponse } from './api-types.js';
 import { INDEX_HTML, PAGE_CSS } from './assets.js';
+import { POSITION, TRANSCRIPT_ENTRIES, TREE_NODES, integerParams } from './query.js';
 import { openReader, type InspectReader } from './reader.js';
 
 /** Options of {@link startInspectServer}. */
@@ -195,7 +196,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
 
   const route = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     // A server's requests always carry their url (only client-side messages lack one).
-    const path = (req.url as string).split('?')[0]!;
+    const [path, search] = (req.url as string).split(/\?(.*)/s) as [string, string | undefined];
     if (path === '/' || path === '/index.html') return send(res, 200, 'text/html; charset=utf-8', INDEX_HTML);
     if (path === '/page.js') return send(res, 200, 'text/javascript; charset=utf-8', bundle);
     if (path === '/page.css') return send(res, 200, 'text/css; charset=utf-8', PAGE_CSS);
@@ -205,26 +206,32 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       const now = fileIdentity(options.db);
       if (stale(now)) reopen(now);
     }
-    if (path === '/api/roots') return sendJson(res, 200, reader?.roots() ?? []);
-    if (path === '/api/info') return sendJson(res, 200, { db: options.db });
+    if (path === '/api/roots' || path === '/api/info') {
+      integerParams(search, {});
+      return sendJson(res, 200, path === '/api/info' ? { db: options.db } : (reader?.roots() ?? []));
+    }
     const tree = /^\/api\/roots\/([^/]+)\/tree$/.exec(path);
     if (tree !== null) {
+      const { offset = 0, limit = TREE_NODES.default } = integerParams(search, { offset: POSITION, limit: { min: 1, max: TREE_NODES.max } });
       const id = segment(tree[1]!);
       const root = id === undefined ? undefined : reader?.root(id);
       if (id === undefined || root === undefined) return sendError(res, 404, 'UNKNOWN_SESSION', 'no session with this id');
-      const body: TreeResponse = { root, nodes: (reader as InspectReader).tree(id), now: Date.now() };
+      const nodes = (reader as InspectReader).tree(id);
+      const body: TreeResponse = { root, nodes: nodes.slice(offset, offset + limit), total: nodes.length, now: Date.now() };
       return sendJson(res, 200, body);
     }
     const session = /^\/api\/sessions\/([^/]+)$/.exec(path);
     if (session !== null) {
+      const { after, limit = TRANSCRIPT_ENTRIES.default } = integerParams(search, { after: POSITION, limit: { min: 1, max: TRANSCRIPT_ENTRIES.max } });
       const id = segment(session[1]!);
-      const transcript = id === undefined ? undefined : reader?.transcript(id);
+      const transcript = id === undefined ? undefined : reader?.transcript(id, after === undefined ? { limit } : { after, limit });
       if (transcript === undefined) return sendError(res, 404, 'UNKNOWN_SESSION', 'no session with this id');
       return sendJson(res, 200, transcript);
     }
     // The whole body of one entry whose text the transcript cut, as plain text.
     const event = /^\/api\/sessions\/([^/]+)\/events\/(\d{1,15})$/.exec(path);
     if (event !== null) {
+      integerParams(search, {});
       const id = segment(event[1]!);
       const body = id === undefined ? undefined : reader?.entryText(id, Number(event[2]));
       if (body === undefined) return sendError(res, 404, 'UNKNOWN_EVENT', 'no transcript entry with this session id and seq');
@@ -243,7 +250,8 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       route(req, res);
     } catch (error) {
       const code = error instanceof SubagentError ? error.code : 'INTERNAL';
-      sendError(res, 500, code, describeError(error));
+      // A bad query parameter is the request's fault; anything else (a damaged file) is the server's.
+      sendError(res, code === 'INVALID_REQUEST' ? 400 : 500, code, code === 'INVALID_REQUEST' ? (error as SubagentError).message : describeError(error));
     }
   });
 

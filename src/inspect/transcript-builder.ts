@@ -4,7 +4,7 @@
 import { decodeEvent } from '../persistence/sqlite-schema.js';
 import { describeError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
-import type { TranscriptEntry, UsageTotals } from './api-types.js';
+import type { TranscriptEntry } from './api-types.js';
 import { entryOf } from './transcript.js';
 
 /** Characters of one entry's text sent at most; the rest is at `GET /api/sessions/:id/events/:seq`. */
@@ -41,7 +41,7 @@ interface Seed {
   length: number;
 }
 
-/** Collects a log's entries and token totals from its rows, in seq order. */
+/** Collects a log's entries from its rows, in seq order. */
 export class TranscriptBuilder {
   readonly #id: string;
   readonly #seedLength: number;
@@ -49,7 +49,6 @@ export class TranscriptBuilder {
   #budget = RESPONSE_BUDGET;
   #rows = 0;
   #time: number;
-  #usage: UsageTotals | undefined;
   #seed: Seed | undefined;
 
   constructor(id: string, createdAt: number, seedLength: number) {
@@ -73,20 +72,24 @@ export class TranscriptBuilder {
     this.#time = event.time;
     if (index < this.#seedLength) this.#addToSeed(event);
     else {
-      this.#count(event);
       const entry = entryOf(event);
       if (entry !== undefined) this.#push(entry);
     }
   }
 
-  /** The entries of the rows added, and their token totals when any assistant message reports usage. */
-  finish(): { entries: TranscriptEntry[]; usage?: UsageTotals } {
+  /** Whether the next row would add a `limit + 1`th entry (rows of a fork's seed add to its one entry). */
+  full(limit: number): boolean {
+    return this.#entries.length >= limit && this.#rows >= this.#seedLength;
+  }
+
+  /** The entries of the rows added. */
+  finish(): TranscriptEntry[] {
     const seed = this.#seed;
     if (seed !== undefined) {
       seed.entry.title = `${Math.min(this.#seedLength, this.#rows)} events inherited from the parent (fork seed)`;
       if (seed.length > seed.entry.text.length) seed.entry.omitted = seed.length - seed.entry.text.length;
     }
-    return this.#usage === undefined ? { entries: this.#entries } : { entries: this.#entries, usage: this.#usage };
+    return this.#entries;
   }
 
   /** The characters the next text may keep. */
@@ -121,15 +124,5 @@ export class TranscriptBuilder {
     const kept = cut(part, seed.limit - seed.entry.text.length);
     this.#budget -= kept.length;
     seed.entry.text += kept;
-  }
-
-  /** Sums the token usage of an assistant message that reports it (the session's own: a fork's seed is not counted). */
-  #count(event: SessionEvent): void {
-    if (event.type !== 'assistant/message') return;
-    const usage = (event.data as { usage?: { inputTokens?: unknown; outputTokens?: unknown } } | null)?.usage;
-    if (typeof usage?.inputTokens !== 'number') return;
-    this.#usage ??= { inputTokens: 0, outputTokens: 0 };
-    this.#usage.inputTokens += usage.inputTokens;
-    this.#usage.outputTokens += typeof usage.outputTokens === 'number' ? usage.outputTokens : 0;
   }
 }

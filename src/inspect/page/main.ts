@@ -62,8 +62,11 @@ function renderRootHead(tree: TreeResponse): void {
   const { root } = tree;
   byId('root-head').replaceChildren(
     el('h2', { text: 'Root session' }),
-    el('div', {}, el('span', { className: 'mono', text: root.id }), ` · ${new Date(root.createdAt).toLocaleString()} · ${tree.nodes.length} descendants`),
+    el('div', {}, el('span', { className: 'mono', text: root.id }), ` · ${new Date(root.createdAt).toLocaleString()} · ${tree.total} descendants`),
     el('div', { className: 'muted', text: root.title ?? '' }),
+    ...(tree.nodes.length < tree.total
+      ? [el('p', { className: 'cut more-nodes', text: `Showing the first ${tree.nodes.length.toLocaleString('en')} of ${tree.total.toLocaleString('en')} descendants (the rest: /api/roots/:id/tree?offset=${tree.nodes.length})` })]
+      : []),
   );
 }
 
@@ -77,13 +80,22 @@ function nodeOf(id: string): ChildNode | undefined {
   return state.tree?.nodes.find((node) => node.id === id);
 }
 
-async function loadTranscript(): Promise<void> {
+/**
+ * The selected child's transcript: from its start for a child not shown yet, else the entries after
+ * those shown. While the server has left entries out (`more`), a change loads nothing: the reader
+ * asks for them (`force`).
+ */
+async function loadTranscript(force = false): Promise<void> {
   const id = state.child;
   if (id === undefined) return;
-  const response = await get<TranscriptResponse>(`/api/sessions/${encodeURIComponent(id)}`);
-  if (state.child !== id) return;
+  const view = state.transcript?.id === id ? state.transcript : undefined;
+  if (view?.more === true && !force) return;
+  const after = view?.through;
+  const response = await get<TranscriptResponse>(`/api/sessions/${encodeURIComponent(id)}${after === undefined ? '' : `?after=${after}`}`);
+  // Another child was selected, or another load showed these entries meanwhile.
+  if (state.child !== id || (state.transcript?.id === id ? state.transcript : undefined) !== view) return;
   const node = nodeOf(id);
-  state.transcript = renderTranscript(byId('transcript'), response, `Transcript of ${node?.label ?? 'session'}`, state.transcript);
+  state.transcript = renderTranscript(byId('transcript'), response, `Transcript of ${node?.label ?? 'session'}`, view, () => void show(loadTranscript(true)));
 }
 
 async function loadTree(): Promise<void> {

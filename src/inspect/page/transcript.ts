@@ -41,31 +41,52 @@ function entryElement(entry: TranscriptEntry, session: string, createdAt: number
   return box;
 }
 
-/** What is on screen: whose transcript, and how many entries of it. */
+/** What is on screen: whose transcript, the last event read, and whether the log has more. */
 export interface TranscriptView {
   id: string;
   shown: number;
+  /** The `through` of the last answer shown: the next one asks `?after=` it. */
+  through: number | undefined;
+  /** The server left entries out at its limit: they load on a click, not as the log changes. */
+  more: boolean;
+}
+
+function usageText(response: TranscriptResponse): string {
+  return response.usage === undefined ? '' : ` · ${response.usage.inputTokens} in / ${response.usage.outputTokens} out tokens`;
 }
 
 /**
- * Shows `response` in `container`. When `view` is the same session, only entries past those shown
- * are appended (a log only grows), so folds the reader opened stay open. Returns the new view.
+ * Shows `response` in `container`: the first answer of a session, or the next one of `view` (the
+ * entries of events after those shown, so folds the reader opened stay open). A button at the end
+ * loads more when the server left entries out. Returns the new view.
  */
 export function renderTranscript(
   container: HTMLElement,
   response: TranscriptResponse,
   heading: string,
   view: TranscriptView | undefined,
+  onMore: () => void,
 ): TranscriptView {
   if (view === undefined || view.id !== response.id) {
-    const usage = response.usage === undefined ? '' : ` · ${response.usage.inputTokens} in / ${response.usage.outputTokens} out tokens`;
     container.replaceChildren(
-      el('p', { className: 'muted' }, el('strong', { text: heading }), ' ', el('span', { className: 'mono', text: response.id }), usage),
+      el('p', { className: 'muted' }, el('strong', { text: heading }), ' ', el('span', { className: 'mono', text: response.id }), el('span', { className: 'usage', text: usageText(response) })),
     );
-    view = { id: response.id, shown: 0 };
+    view = { id: response.id, shown: 0, through: undefined, more: false };
   }
-  if (response.entries.length > view.shown) container.querySelector('.empty')?.remove();
-  for (const entry of response.entries.slice(view.shown)) container.append(entryElement(entry, response.id, response.createdAt));
-  if (response.entries.length === 0 && view.shown === 0) container.append(el('p', { className: 'muted empty', text: 'No events yet.' }));
-  return { id: response.id, shown: Math.max(view.shown, response.entries.length) };
+  const usage = container.querySelector('.usage');
+  if (usage !== null) usage.textContent = usageText(response);
+  container.querySelector('.more')?.remove();
+  if (response.entries.length > 0) container.querySelector('.empty')?.remove();
+  for (const entry of response.entries) container.append(entryElement(entry, response.id, response.createdAt));
+  const shown = view.shown + response.entries.length;
+  if (shown === 0 && container.querySelector('.empty') === null) container.append(el('p', { className: 'muted empty', text: 'No events yet.' }));
+  if (response.more === true) {
+    const button = el('button', { className: 'more', text: `Showing ${shown.toLocaleString('en')} entries; the log has more: load more` });
+    button.addEventListener('click', () => {
+      button.disabled = true;
+      onMore();
+    });
+    container.append(button);
+  }
+  return { id: response.id, shown, through: response.through ?? view.through, more: response.more === true };
 }
