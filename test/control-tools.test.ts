@@ -2,7 +2,7 @@
 // wait_agent on continuable children; task_output and task_cancel on background tasks; each with
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
 import { describe, expect, it } from 'vitest';
-import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host } from 'subagent-host';
+import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec } from 'subagent-host';
 import { AgentStatusTracker, FAILED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
@@ -10,6 +10,8 @@ import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, u
 import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
 
 const files = tempFiles('subagent-control-tools-');
+const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
+const RESIDENT_TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
 const track = closeAfterEach();
 
 async function setup() {
@@ -211,6 +213,46 @@ describe('list_agents', () => {
     });
     const bad = await callAs(host, [{ name: 'list_agents', input: { scope: 'everyone' } }]);
     expect(errorOf(bad, 0)).toStrictEqual({ isError: true, code: 'INVALID_TOOL_INPUT' });
+  });
+});
+
+describe('the control tools after a restart on the same database', () => {
+  it('read a child whose last stretch failed (its model failed, or its worker thread died) as failed, as before the restart', async () => {
+    const file = files.file();
+    const first = await continuationHost(file);
+    track(first);
+    first.subagents.registerProvider(spawnProvider(first));
+    controlTools(first);
+    const parent = await first.createAgent();
+    const fail: ModelSpec = { kind: 'scripted', steps: [{ finish: 'error' }] };
+    const failing = await startChild(first, parent, 'fail', { label: 'failing', model: fail });
+    // Its worker thread dies in its turn (process.exit in a tool).
+    const worker = await first.subagents.startContinuable({ provider: 'spawn', label: 'worker', request: { prompt: [text('die')], parent, agentOptions: { model: RESIDENT_MODEL, toolModules: [RESIDENT_TOOLS] } } });
+    const quick = await startChild(first, parent, 'hello', { label: 'quick' });
+    await first.recorder.until(() => first.recorder.ends.length === 3);
+    const ids = [failing.childId, worker.childId, quick.childId];
+    const read = async (host: Host, agent: Agent) => {
+      const ctx = { agent, callId: 'c1', signal: new AbortController().signal };
+      const listed = JSON.parse(String(await host.tools.get('list_agents')!.execute({}, ctx))) as { agents: { id: string; status: string }[] };
+      const waited = JSON.parse(String(await host.tools.get('wait_agent')!.execute({ agent_ids: ids, timeout_ms: 0 }, ctx))) as unknown;
+      return { listed: Object.fromEntries(listed.agents.map((entry) => [entry.id, entry.status])), waited };
+    };
+    const expected = { [failing.childId]: 'failed', [worker.childId]: 'failed', [quick.childId]: 'idle' };
+    expect(await read(first, parent)).toStrictEqual({ listed: expected, waited: { status: expected, timed_out: false } });
+    await first.close();
+
+    const second = await continuationHost(file);
+    track(second);
+    second.subagents.registerProvider(spawnProvider(second));
+    controlTools(second);
+    const resumed = (await second.agents.resume({ sessionId: parent.id })).agent;
+    expect(await read(second, resumed)).toStrictEqual({ listed: expected, waited: { status: expected, timed_out: false } });
+    // Reading the logs changed none of them; the next stretch decides: one that completes reads idle.
+    await second.subagents.followup(resumed, worker.childId, [text('again')]);
+    await second.recorder.until(() => second.recorder.ends.length === 1);
+    expect(second.recorder.ends).toMatchObject([{ id: worker.childId, stopReason: 'completed' }]);
+    expect(turnEnds(second.sessions.get(worker.childId)!.events)).toStrictEqual(['error', 'completed']);
+    expect(await read(second, resumed)).toStrictEqual({ listed: { ...expected, [worker.childId]: 'idle' }, waited: { status: { ...expected, [worker.childId]: 'idle' }, timed_out: false } });
   });
 });
 

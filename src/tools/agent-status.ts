@@ -5,6 +5,7 @@ import { onAbort } from '../seam/abort.js';
 import type { Agent } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import type { SubagentService } from '../service/service.js';
+import { storedStatuses, type StoredStatusHost } from './stored-status.js';
 
 export type AgentStatus = 'running' | 'idle' | 'failed';
 
@@ -22,6 +23,9 @@ function parked(agent: TrackedAgent): boolean {
 /** Failed children remembered; older failures read as their live agent shows them (a long-lived host must not keep one entry per child). */
 export const FAILED_KEPT = 1024;
 
+/** Statuses read from the logs of children in no live place, remembered (the most recent reads) until the child runs again. */
+export const STORED_KEPT = 1024;
+
 export class AgentStatusTracker {
   readonly #status = new Map<SessionId, AgentStatus>();
   /** How many entries of `#status` are `failed`. */
@@ -30,12 +34,19 @@ export class AgentStatusTracker {
   readonly #waiters = new Set<(id: SessionId | undefined) => void>();
   #disposed = false;
   readonly #agents: { get(id: SessionId): TrackedAgent | undefined };
+  /** Where the status of a child in no live place is read: its durable log. */
+  readonly #store: StoredStatusHost | undefined;
+  /** What those reads found, for children this tracker saw neither start nor end since. */
+  readonly #stored = new Map<SessionId, 'idle' | 'failed'>();
+  /** For each read of logs in progress: the children that started or ended meanwhile (what it read of them is stale). */
+  readonly #reads = new Set<Set<SessionId>>();
   readonly #off: (() => void)[];
   /** The unsubscribers of the running children's logs. */
   readonly #watched = new Map<SessionId, () => void>();
 
-  constructor(service: SubagentService, agents: { get(id: SessionId): TrackedAgent | undefined }) {
+  constructor(service: SubagentService, agents: { get(id: SessionId): TrackedAgent | undefined }, store?: StoredStatusHost) {
     this.#agents = agents;
+    this.#store = store;
     this.#off = [
       service.on('subagent/start', (info) => {
         this.#set(info.id, 'running');
@@ -70,6 +81,9 @@ export class AgentStatusTracker {
 
   /** Sets (or with undefined forgets) one child's status; past FAILED_KEPT failures, the oldest is forgotten. */
   #set(id: SessionId, status: AgentStatus | undefined): void {
+    // It ran here: what its log said before is out of date.
+    this.#stored.delete(id);
+    for (const touched of this.#reads) touched.add(id);
     if (this.#status.get(id) === 'failed') this.#failed--;
     this.#status.delete(id);
     if (status === undefined) return;
@@ -85,7 +99,36 @@ export class AgentStatusTracker {
 
   /** Entries kept (for leak checks). */
   get size(): number {
-    return this.#status.size;
+    return this.#status.size + this.#stored.size;
+  }
+
+  /**
+   * Reads the status of those of `ids` this tracker knows nothing of and that are in no live place
+   * (evicted, or left by an earlier run of the host) from their logs: a child whose last stretch
+   * failed before a restart still reads `failed`. Never rejects.
+   */
+  async refresh(ids: Iterable<SessionId>): Promise<void> {
+    const store = this.#store;
+    if (!store || this.#disposed) return;
+    const unknown = [...new Set(ids)].filter((id) => !this.#status.has(id) && !this.#stored.has(id) && !this.#agents.get(id));
+    if (unknown.length === 0) return;
+    const touched = new Set<SessionId>();
+    this.#reads.add(touched);
+    let statuses;
+    try {
+      statuses = await storedStatuses(store, unknown);
+    } catch {
+      return;
+    } finally {
+      this.#reads.delete(touched);
+    }
+    for (const [id, status] of statuses) {
+      // Started (or ended) here while its log was read: the tracker's own word stands.
+      if (touched.has(id) || this.#agents.get(id)) continue;
+      this.#stored.delete(id);
+      this.#stored.set(id, status);
+      if (this.#stored.size > STORED_KEPT) this.#stored.delete(this.#stored.keys().next().value!);
+    }
   }
 
   /**
@@ -96,7 +139,9 @@ export class AgentStatusTracker {
     const kept = this.#status.get(id);
     const agent = this.#agents.get(id);
     if (kept === 'running' && agent && parked(agent)) return 'idle';
-    return kept ?? (agent?.status === 'running' ? 'running' : 'idle');
+    if (kept) return kept;
+    if (agent) return agent.status === 'running' ? 'running' : 'idle';
+    return this.#stored.get(id) ?? 'idle';
   }
 
   /**

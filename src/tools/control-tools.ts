@@ -9,6 +9,7 @@ import type { HostTools } from '../providers/provider-host.js';
 import type { SubagentService } from '../service/service.js';
 import { AgentStatusTracker, waitUntil, type AgentStatus, type TrackedAgent } from './agent-status.js';
 import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
+import type { StoredStatusHost } from './stored-status.js';
 import { assertToolHost } from './tool-host.js';
 
 /** What the control tools need of a host. */
@@ -16,6 +17,9 @@ export interface ControlToolsHost {
   readonly subagents: SubagentService;
   readonly tools: HostTools;
   readonly agents: { get(id: SessionId): TrackedAgent | undefined };
+  /** Where the status of a child in no live place (evicted, or from before a restart) is read; without them it reads `idle`. */
+  readonly persistence?: StoredStatusHost['persistence'] | undefined;
+  readonly sessions?: StoredStatusHost['sessions'] | undefined;
 }
 
 const DEFAULT_WAIT_MS = 30_000;
@@ -116,6 +120,8 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         const { scope = 'children' } = input as { scope?: 'children' | 'descendants' };
         const entries: (SubagentListEntry & { parentId?: SessionId; depth?: number })[] =
           scope === 'descendants' ? await host.subagents.listDescendants(ctx.agent.id, ctx.signal) : await host.subagents.listChildren(ctx.agent.id, ctx.signal);
+        // Children in no live place (evicted, or from before a restart) read as their logs say.
+        await tracker.refresh(entries.filter((entry) => entry.kind === 'child' && entry.mode === 'continuable').map((entry) => entry.id));
         const agents: Record<string, unknown>[] = [];
         const diagnostics: Record<string, unknown>[] = [];
         for (const entry of entries) {
@@ -144,6 +150,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         for (const id of agent_ids ?? []) {
           if (!mine.has(id) && !own.has(id)) throw new SubagentError('UNAUTHORIZED', `${id} is not a subagent of yours; use list_agents for their ids`);
         }
+        if (agent_ids) await tracker.refresh(agent_ids.filter((id) => !own.has(id)));
         // A background task whose start still waits for room has no child yet (no subagent/start):
         // it is running all the same, and one whose start failed has failed (no subagent/end).
         const unpublished = [...own.values()].filter((task) => !task.run && !task.result);
@@ -189,7 +196,8 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
 /** Registers the control tools in `host.tools`; returns their disposer. */
 export function controlTools(host: ControlToolsHost): () => void {
   assertToolHost(host, 'controlTools', { tools: 'register', agents: 'get' });
-  const tracker = new AgentStatusTracker(host.subagents, host.agents);
+  const { persistence, sessions } = host;
+  const tracker = new AgentStatusTracker(host.subagents, host.agents, persistence && sessions ? { persistence, sessions, agents: host.agents } : undefined);
   let unregister: () => void;
   try {
     unregister = host.tools.register(...buildTools(host, tracker));

@@ -1,0 +1,56 @@
+// The status of a child that is in no live place (evicted, or stored by an earlier run of the host
+// on the same database), read from its durable log: `failed` when its last turn ended in error, as
+// the `subagent/end` of that stretch said, else `idle` (nothing of it runs).
+import type { SessionId } from '../seam/content.js';
+import type { SessionEvent, SessionEventMap } from '../seam/session-types.js';
+import type { SessionPersistence } from '../runtime/session-persistence.js';
+
+/** What the read needs of a host: its store, and its live agents and sessions (never loaded). */
+export interface StoredStatusHost {
+  readonly persistence: Pick<SessionPersistence, 'load' | 'projections'>;
+  readonly sessions: { get(id: SessionId): unknown };
+  readonly agents: { get(id: SessionId): unknown };
+}
+
+/** Whether the last turn that ended in `events` ended in error. */
+export function lastTurnFailed(events: readonly SessionEvent[]): boolean {
+  const end = events.findLast((event) => event.type === 'turn/end');
+  return (end?.data as SessionEventMap['turn/end'] | undefined)?.reason.kind === 'error';
+}
+
+const live = (host: StoredStatusHost, id: SessionId) => host.agents.get(id) !== undefined || host.sessions.get(id) !== undefined;
+
+/**
+ * The stored status of each of `ids` in no live place; ids live, not stored or unreadable are left
+ * out (the caller reads them as before). A log whose turn a crash left open reads `idle`: that turn
+ * ends `interrupted` when the child is loaded, and nothing of it runs meanwhile.
+ */
+export async function storedStatuses(host: StoredStatusHost, ids: readonly SessionId[]): Promise<Map<SessionId, 'idle' | 'failed'>> {
+  const statuses = new Map<SessionId, 'idle' | 'failed'>();
+  const wanted = ids.filter((id) => !live(host, id));
+  if (wanted.length === 0) return statuses;
+  let stored;
+  try {
+    stored = await host.persistence.projections(wanted);
+  } catch {
+    return statuses;
+  }
+  for (const id of wanted) {
+    const projections = stored.get(id);
+    if (!projections?.ok || projections.views.subagent === null) continue;
+    if (projections.views.subagentTiming.active !== undefined) {
+      statuses.set(id, 'idle');
+      continue;
+    }
+    // load() closes a turn left open: never for a child that a resume made live meanwhile (checked
+    // right before the call, whose built-in stores read without yielding).
+    if (live(host, id)) continue;
+    try {
+      const session = await host.persistence.load(id);
+      if (session) statuses.set(id, lastTurnFailed(session.events.slice(session.header.seedLength ?? 0)) ? 'failed' : 'idle');
+    } catch {
+      // An unreadable log: list_agents reports it among its diagnostics; it reads as before here.
+    }
+  }
+  return statuses;
+}
