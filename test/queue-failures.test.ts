@@ -23,7 +23,7 @@ import {
 import { usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
-import { freePort, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { freePort, holdingProxy, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
 const QUEUE_HOST = fileURLToPath(new URL('./fixtures/queue-host.mjs', import.meta.url));
@@ -612,6 +612,57 @@ describe('queue provider when Redis goes away mid-run', () => {
       await redis.stop();
     }
   });
+
+  // The add is held on its way (a network gone silent) until the start was given up on: by its
+  // command's timeout (a lock duration past it, as by default), or by the watchdog's verdict with
+  // attempts left. Then Redis takes the add, and what was sent after it.
+  it.each([
+    ['its command timed out', { lockDurationMs: 10_000 }],
+    ['the watchdog judged Redis silent, attempts left', { lockDurationMs: 500, attempts: 2 }],
+  ])('a start given up on while its job was on its way (%s) leaves no child to run once Redis takes the job', async (why, options) => {
+    const redis = await startRedis();
+    const proxy = await holdingProxy(redis.port, 'held-child');
+    const host = await createHost({ providers: false });
+    const admin = redis.client();
+    const queue = new Queue('held', { connection: admin });
+    let worker: WorkerProcess | undefined;
+    try {
+      // One child at a time, in queue order: a job left behind runs before the next child does.
+      worker = await startWorker(redis.url, ['--queue', 'held', '--lock-duration-ms', '10000', '--concurrency', '1', '--pool-threads', '1']);
+      host.subagents.registerProvider(queueProvider(host, { connection: proxy.url, queue: 'held', ...options }));
+      const parent = await host.createAgent();
+      const start = (prompt: string, request: Partial<SubagentStartRequest> = {}) =>
+        host.subagents.start('queue', { label: 'held', prompt: [text(prompt)], parent, signal: new AbortController().signal, ...request });
+      // A first child connects and has Redis load BullMQ's scripts, so the held add is the one that queues.
+      const warm = await start('warm');
+      expect(await warm.result).toMatchObject({ stopReason: 'completed' });
+      await warm.dispose();
+      const open = join(dir, 'held-open');
+      writeFileSync(open, '');
+      const mark = join(dir, `held-ran-${options.lockDurationMs}`);
+      const steps = [{ toolCalls: [{ name: 'spin-gate', input: { path: open, mark } }] }, { text: 'ran' }];
+      const given = start('held-child', { agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } }).catch((error: unknown) => error);
+      await proxy.held;
+      expect(await given).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`Redis at 127.0.0.1:${new URL(proxy.url).port}`) as string });
+      proxy.release();
+      let next: Awaited<ReturnType<typeof start>> | undefined;
+      while (next === undefined) next = await start('next').catch(() => new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10)));
+      expect(await next.result).toMatchObject({ stopReason: 'completed' });
+      // The given-up child never ran, and no job of it is left: nobody would have waited for it.
+      expect(existsSync(mark), why).toBe(false);
+      expect((await queue.getJobs()).map((job) => job.id).filter((id) => id !== next.id)).toEqual([]);
+      expect(host.sessions.list().map((s) => s.header.id).sort()).toEqual([parent.id, next.id].sort());
+      await next.dispose();
+    } finally {
+      proxy.release();
+      await host.close();
+      await queue.close();
+      admin.disconnect();
+      await worker?.stop('SIGKILL');
+      await proxy.close();
+      await redis.stop();
+    }
+  }, 40_000);
 
   it('a worker logs an outage of its Redis once when it begins and once when it ends, not at every reconnection attempt', async () => {
     const redis = await startRedis();

@@ -2,7 +2,7 @@
 // temp dir removed afterwards) and `subagent-host worker` processes that announce readiness.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -132,6 +132,68 @@ export async function startWorker(url: string, args: string[] = []): Promise<Wor
     stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return done;
+    },
+  };
+}
+
+export interface HoldingProxy {
+  /** The proxy's redis:// URL. */
+  url: string;
+  /** Resolves once a client sent the marker and the proxy began holding what it sends. */
+  held: Promise<void>;
+  /** Forwards what was held, in order, and forwards everything from then on. */
+  release(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback TCP proxy to the Redis on `port`. The first chunk a client sends that contains
+ * `marker`, and everything that client sends after it, is held (a network gone silent one way:
+ * the server neither gets the command nor answers) until `release()`. It holds once.
+ */
+export async function holdingProxy(port: number, marker: string): Promise<HoldingProxy> {
+  const sockets = new Set<Socket>();
+  let holding: { client: Socket; upstream: Socket; chunks: Buffer[] } | undefined;
+  let releasedOnce = false;
+  let onHeld!: () => void;
+  const held = new Promise<void>((resolve) => (onHeld = resolve));
+  const server = createServer((client) => {
+    const upstream = connect(port, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.once('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    upstream.pipe(client);
+    client.on('data', (chunk: Buffer) => {
+      if (holding === undefined && !releasedOnce && chunk.includes(marker)) {
+        holding = { client, upstream, chunks: [] };
+        onHeld();
+      }
+      if (holding?.client === client) holding.chunks.push(chunk);
+      else upstream.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: own } = server.address() as { port: number };
+  return {
+    url: `redis://127.0.0.1:${own}`,
+    held,
+    release() {
+      const pending = holding;
+      releasedOnce = true;
+      holding = undefined;
+      // One write: the server reads what was held back to back, as a network that comes back delivers it.
+      if (pending !== undefined && pending.chunks.length > 0) pending.upstream.write(Buffer.concat(pending.chunks));
+    },
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
     },
   };
 }

@@ -67,16 +67,21 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     const run = new QueueRun({ id: header.id, connection: link, sessions: host.sessions, data, seedLength: 0, descriptor: request.descriptor, budgetTree: request.budgetTree });
     // A start given up on (Redis silent) queues nothing when the server wakes up later.
     let givenUp = false;
+    let sent = false;
     try {
       await link.answering(async () => {
         await link.ensureReply();
-        if (!givenUp) await link.queue.add(JOB_NAME, data, { jobId: header.id, removeOnComplete: true });
+        if (givenUp) return;
+        sent = true;
+        await link.queue.add(JOB_NAME, data, { jobId: header.id, removeOnComplete: true });
       });
     } catch (error) {
       givenUp = true;
-      link.unregister(header.id);
-      if (isSubagentError(error)) throw error;
       const outage = redisOutage(link.client, error);
+      // A job sent to a server that did not answer may still be queued once it does: it is withdrawn.
+      if (sent && outage !== undefined) run.withdraw();
+      else link.unregister(header.id);
+      if (isSubagentError(error)) throw error;
       const why = outage === undefined ? describeError(error) : `${outage} (${describeError(error)})`;
       throw new SubagentError('START_FAILED', `the child could not be queued: ${why}`, { cause: error });
     }

@@ -97,9 +97,9 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   }
 
   receive(entry: ReplyEntry): void {
+    if (this.#settled) return;
     const session = this.#session;
     if (!session) return void this.#pending.push(entry);
-    if (this.#settled) return;
     const attempt = entry.kind === 'attach' ? entry.placement.attempt : entry.attempt;
     if (attempt !== this.#attempt) return; // a lost attempt's worker may still be talking
     if (entry.kind === 'attach') {
@@ -172,7 +172,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#strike(!locked, 'the worker running the child stopped renewing its job lock (lost worker)');
     } else if (state === 'failed') {
       const job = await connection.queue.getJob(this.id);
-      this.lost(`the queue failed the child: ${job?.failedReason ?? 'no reason given'}`);
+      this.#lose(`the queue failed the child: ${job?.failedReason ?? 'no reason given'}`, true);
     } else {
       // A finished job's last reply may still be on its way; only a second look is conclusive.
       this.#strike(state === 'unknown' || state === 'completed', 'the child’s job left the queue without a result');
@@ -181,13 +181,21 @@ export class QueueRun implements SubagentRun, ConnectedRun {
 
   #strike(bad: boolean, diagnostic: string): void {
     this.#strikes = bad ? this.#strikes + 1 : 0;
-    if (this.#strikes >= 2) this.lost(diagnostic);
+    if (this.#strikes >= 2) this.#lose(diagnostic, true);
   }
 
+  /**
+   * Redis has been silent for the lock duration: the run settles `error`. It is no lost worker's,
+   * so no attempt is spent on it: a restart could not be queued, and the worker may still run it.
+   */
   lost(diagnostic: string): void {
+    this.#lose(diagnostic, false);
+  }
+
+  #lose(diagnostic: string, restart: boolean): void {
     if (this.#settled) return;
     if (this.#cancelled) return this.#settle({ output: [], stopReason: 'aborted' });
-    if (this.#attempt < this.#connection.options.attempts && !this.#connection.closed) return void this.#restart(diagnostic);
+    if (restart && this.#attempt < this.#connection.options.attempts && !this.#connection.closed) return void this.#restart(diagnostic);
     this.#settle({ output: [], stopReason: 'error', diagnostic });
     // A worker may still run the child (a lost Redis came back, a worker stalled): it is told to stop.
     if (!this.#connection.closed) this.#publishCancel().catch(() => this.#retryCancel());
@@ -200,8 +208,11 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#closeTurn({ output: [], stopReason: 'error', diagnostic });
     const { queue } = this.#connection;
     try {
+      // A run settled meanwhile (Redis went silent, a cancel) queues nothing for nobody to wait for.
       await queue.remove(this.id);
+      if (this.#settled) return;
       await this.#connection.ensureReply();
+      if (this.#settled) return;
       await queue.add(JOB_NAME, { ...this.#init.data, attempt: this.#attempt }, { jobId: this.id, removeOnComplete: true });
     } catch (error) {
       this.#settle({ output: [], stopReason: 'error', diagnostic: `${diagnostic}; restarting it failed (${String(error)})` });
@@ -251,6 +262,18 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#settle({ output: [], stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' });
       this.#retryCancel();
     });
+  }
+
+  /**
+   * The start was given up on after its job was sent (Redis silent, a command timed out, the
+   * connection dropped), so the job may still reach the queue: nobody would wait for it. The
+   * cancel key goes right behind it on the same connection, so a worker that takes it ends it
+   * without running it, and the job is removed; sent again by the watchdog until Redis takes them.
+   */
+  withdraw(): void {
+    this.#cancelled = true;
+    this.#settle({ output: [], stopReason: 'aborted' });
+    Promise.all([this.#publishCancel(), this.#connection.queue.remove(this.id)]).catch(() => this.#retryCancel());
   }
 
   /**
