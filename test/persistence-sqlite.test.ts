@@ -165,6 +165,17 @@ describe('sqlitePersistence', () => {
     expect(thrown(() => open(file))).toMatchObject({ code: 'CORRUPT_DATA' });
   });
 
+  it('refuses a file of a newer schema version as CORRUPT_DATA also while a newer writer holds its write lock', async () => {
+    const file = newFile();
+    await open(file).close();
+    const newer = raw(file);
+    newer.pragma('user_version = 99');
+    // Refusing it writes nothing: it does not wait for the lock, nor say the file is locked.
+    newer.exec('BEGIN IMMEDIATE');
+    expect(thrown(() => open(file, { busyTimeoutMs: 0 }))).toMatchObject({ code: 'CORRUPT_DATA', message: expect.stringContaining('has schema version 99') });
+    newer.exec('ROLLBACK');
+  });
+
   it('refuses an SQLite database it did not create as CORRUPT_DATA, leaving its bytes as they were (not switched to WAL)', () => {
     const file = newFile();
     const other = new Database(file);

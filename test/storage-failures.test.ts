@@ -3,7 +3,7 @@
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
 import { execFile, spawn } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -288,6 +288,54 @@ describe('a session another host wrote meanwhile', () => {
     }
     expect((await reader.load('shared'))!.events).toStrictEqual(written);
     await reader.close();
+  });
+});
+
+describe('the database file deleted or replaced while a host has it open', () => {
+  const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+  /** Runs `script` (an ES module given `sqlitePersistence` and the path) in another process; its stdout. */
+  async function inAnotherProcess(script: string, file: string): Promise<string> {
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      '--input-type=module',
+      '-e',
+      `const { sqlitePersistence } = await import(process.argv[1]); const file = process.argv[2]; ${script}`,
+      packageUrl,
+      file,
+    ]);
+    return stdout;
+  }
+
+  it('acknowledges no follow-up once the file is deleted: it rejects PERSISTENCE_UNAVAILABLE, as close() does', async () => {
+    const file = files.file();
+    const host = await continuationHost(file);
+    hosts.push(host);
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    await startChild(host, parent, 'start', { childId: 'c', model: HANG });
+    await host.subagents.followup(parent, 'c', [text('stored')]);
+    rmSync(file);
+    // SQLite in WAL mode would commit it to the deleted file: accepted, and gone with the process.
+    const gone = { name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('was deleted while this store had it open') };
+    await expect(host.subagents.followup(parent, 'c', [text('lost')])).rejects.toMatchObject(gone);
+    await expect(host.close()).rejects.toMatchObject(gone);
+  });
+
+  it('writes nothing into the file another process moved to its path: a later open there finds none of its new sessions', async () => {
+    const file = files.file();
+    const host = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
+    hosts.push(host);
+    await host.createAgent({ sessionId: 'before' });
+    await host.sessions.flush();
+    // Another process makes a store of its own, which then takes the path of this host's file.
+    const replacement = files.file();
+    await inAnotherProcess("const store = sqlitePersistence(file); await store.create({ id: 'theirs', createdAt: 1 }); await store.close();", replacement);
+    renameSync(replacement, file);
+    const late = await host.createAgent({ sessionId: 'late' });
+    late.followup([text('after the replacement')]);
+    await late.whenIdle();
+    await expect(host.sessions.flush()).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('replaced by another file') });
+    // Its commits would go to the -wal file the new file shares by name: another process would read them as that file's.
+    const listed = await inAnotherProcess('const store = sqlitePersistence(file); console.log(JSON.stringify((await store.list()).map((header) => header.id))); await store.close();', file);
+    expect(JSON.parse(listed)).not.toContain('late');
   });
 });
 

@@ -168,21 +168,28 @@ export function notOurSchema(db: Database.Database, path: string, version: unkno
   return `${path} is not a subagent-host database (schema version ${String(version)})`;
 }
 
+const upgradable = (version: unknown): version is number => typeof version === 'number' && version >= 0 && version < SCHEMA_VERSION;
+
+function unknownVersion(path: string, version: unknown): SubagentError {
+  return new SubagentError(
+    'CORRUPT_DATA',
+    `"${path}" has schema version ${String(version)}; this build reads version ${SCHEMA_VERSION}. ` +
+      'Open it with the subagent-host release that wrote it, or use a new file.',
+  );
+}
+
 /** Creates the schema in an empty database, or upgrades an older one, or refuses another. */
 export function migrate(db: Database.Database, path: string): void {
-  // A store of this version needs no write: no write lock (a reader such as `ls` must not wait on a writer).
-  if (db.pragma('user_version', { simple: true }) === SCHEMA_VERSION) return;
+  // A store of this version needs no write: no write lock (a reader such as `ls` must not wait on a
+  // writer). Nor does refusing a newer one, which a newer host may be writing meanwhile.
+  const found = db.pragma('user_version', { simple: true });
+  if (found === SCHEMA_VERSION) return;
+  if (!upgradable(found)) throw unknownVersion(path, found);
   // IMMEDIATE takes the write lock first, so two processes opening a new file cannot both create.
   db.transaction(() => {
     const stored = db.pragma('user_version', { simple: true });
     if (stored === SCHEMA_VERSION) return;
-    if (typeof stored !== 'number' || stored < 0 || stored > SCHEMA_VERSION) {
-      throw new SubagentError(
-        'CORRUPT_DATA',
-        `"${path}" has schema version ${String(stored)}; this build reads version ${SCHEMA_VERSION}. ` +
-          'Open it with the subagent-host release that wrote it, or use a new file.',
-      );
-    }
+    if (!upgradable(stored)) throw unknownVersion(path, stored);
     let version = stored;
     if (version === 0) {
       const tables = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get();

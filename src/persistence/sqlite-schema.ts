@@ -1,7 +1,7 @@
 // The SQLite file: opening it (mode 0600, WAL, pragmas, schema upgrades in sqlite-migrate.ts), and
 // decoding rows back into headers and events with zod, since stored data is a trust boundary.
 import fs from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
@@ -146,6 +146,28 @@ function folderWritable(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A check, run as each write transaction begins, that `path` still names the file the store opened:
+ * in WAL mode SQLite goes on committing to a deleted file without a word (lost once the store
+ * closes), and to a replaced one through the `-wal` file the new file shares by name (which then
+ * shows this store's sessions in place of the new file's). A no-op for `':memory:'`.
+ * @throws SubagentError `PERSISTENCE_UNAVAILABLE` once the file is gone or another file took its path.
+ */
+export function fileInPlace(path: string): () => void {
+  if (path === ':memory:') return () => undefined;
+  const absolute = resolve(path);
+  const opened = fs.statSync(absolute);
+  return () => {
+    const now = fs.statSync(absolute, { throwIfNoEntry: false });
+    if (now?.ino === opened.ino && now.dev === opened.dev) return;
+    throw new SubagentError(
+      'PERSISTENCE_UNAVAILABLE',
+      `${absolute} was ${now === undefined ? 'deleted' : 'replaced by another file'} while this store had it open, so nothing more is written ` +
+        `(${now === undefined ? 'no later open would find it' : 'it would land in the -wal file the new file shares'}); close this store (its host) and open the file again`,
+    );
+  };
 }
 
 /** Creates `path` with mode 0600 when it does not exist, so SQLite's WAL files inherit that mode. */

@@ -18,7 +18,7 @@ import { LineageWriter } from './lineage.js';
 import { closersFor } from './repair.js';
 import { SeqCache } from './seq-cache.js';
 import { SqliteCatalog } from './sqlite-catalog.js';
-import { SESSION_COLUMNS, decodeEvent, decodeSession, openDatabase } from './sqlite-schema.js';
+import { SESSION_COLUMNS, decodeEvent, decodeSession, fileInPlace, openDatabase } from './sqlite-schema.js';
 import { NO_STATES, STATE_COLUMNS, stateValues } from './state-columns.js';
 import type { EncodedEvent } from './validate.js';
 import {
@@ -139,7 +139,8 @@ class SqlitePersistence implements SessionPersistence {
   readonly #insertEvent: Database.Statement<[string, number, string, number, string]>;
   readonly #writeBatches: Database.Transaction<(batches: Batches) => Map<SessionId, Error>>;
 
-  constructor(db: Database.Database, flushIntervalMs: number, busyTimeoutMs: number) {
+  /** `inPlace` throws once the file is no longer the one opened (see {@link fileInPlace}): no write goes to it then. */
+  constructor(db: Database.Database, flushIntervalMs: number, busyTimeoutMs: number, inPlace: () => void) {
     this.#db = db;
     this.#busyTimeoutMs = busyTimeoutMs;
     this.#queue = new WriteQueue((batches) => this.#commit(batches), flushIntervalMs, { patienceMs: busyTimeoutMs, busy: lockBusy });
@@ -157,6 +158,7 @@ class SqlitePersistence implements SessionPersistence {
     // The session and its lineage key (lineage.ts) are stored together.
     const lineage = new LineageWriter(db);
     this.#storeSession = db.transaction((params: HeaderParams) => {
+      inPlace();
       const order = this.#insertSession.get(params);
       if (order === undefined) return false;
       lineage.store(params.id, params.parentSession, params.createdAt, order);
@@ -193,6 +195,7 @@ class SqlitePersistence implements SessionPersistence {
       return undefined;
     });
     this.#writeBatches = db.transaction((batches: Batches) => {
+      inPlace();
       const refused = new Map<SessionId, Error>();
       for (const batch of batches) {
         try {
@@ -377,8 +380,9 @@ export function sqlitePersistence(path: string, options: SqlitePersistenceOption
   }
   const { flushIntervalMs = 10, busyTimeoutMs = 5000, synchronous = 'full' } = parseOrThrow(optionsSchema, options, 'INVALID_OPTIONS', 'sqlitePersistence options');
   return openDatabase(path, busyTimeoutMs, synchronous, (db) => {
+    const inPlace = fileInPlace(path);
     try {
-      return new SqlitePersistence(db, flushIntervalMs, busyTimeoutMs);
+      return new SqlitePersistence(db, flushIntervalMs, busyTimeoutMs, inPlace);
     } catch (error) {
       // A file that says it is of this schema version but whose tables are not (its statements do not compile).
       throw new SubagentError('CORRUPT_DATA', `"${path}" claims this store's schema but its tables differ (${describeError(error)}). Use a new file.`, { cause: error });
