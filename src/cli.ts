@@ -3,6 +3,7 @@
 // used, so `ls` never pays for the ACP SDK and `acp` never pays for the demo.
 import { SubagentError, describeError } from './seam/errors.js';
 import { markOutputGone } from './cli/output.js';
+import { visible } from './seam/visible.js';
 
 interface Command {
   summary: string;
@@ -75,7 +76,8 @@ main(process.argv.slice(2)).then(
   },
   (error: unknown) => {
     const message = error instanceof SubagentError ? `${error.code}: ${error.message}` : describeError(error);
-    process.stderr.write(`subagent-host: ${message}\n`);
+    // A message may quote what a server, a file or a model said: its control characters are shown, not obeyed.
+    process.stderr.write(`subagent-host: ${visible(message)}\n`);
     process.exitCode = 1;
   },
 );

@@ -21,7 +21,10 @@ afterAll(() => {
   rmSync(dbDir, { recursive: true, force: true });
 });
 
-type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'children-hang' | 'children-delegate';
+type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'hostile-error' | 'children-hang' | 'children-delegate';
+
+/** An error message a server may send that would set the clipboard (OSC 52), clear the screen and reverse the rest of the line. */
+const HOSTILE = 'Incorrect API key\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\u202etxt.exe';
 type Message = { role: string; content: string };
 interface Seen {
   who: 'planner' | 'child';
@@ -73,9 +76,9 @@ async function modelServer(behaviour: Behaviour): Promise<{ baseURL: string; see
       seen.push({ who, messages: body.messages });
       const last = body.messages.at(-1)!;
       const user = body.messages.find((m) => m.role === 'user')?.content ?? '';
-      if (behaviour === 'unauthorized') {
+      if (behaviour === 'unauthorized' || behaviour === 'hostile-error') {
         res.writeHead(401, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error' } }));
+        res.end(JSON.stringify({ error: { message: behaviour === 'unauthorized' ? 'Incorrect API key provided' : HOSTILE, type: 'invalid_request_error' } }));
       } else if (last.role === 'tool') {
         answer(res, body.model, who === 'planner' ? SUMMARY : `Analysed: ${last.content.slice(0, 60)}`);
       } else if (who === 'child' && behaviour === 'children-delegate' && user !== 'sub-task') {
@@ -233,5 +236,17 @@ describe('demo --model openai against a local OpenAI-compatible server', () => {
     expect(text.code).toBe(1);
     expect(text.stdout).toContain(`  The model's turn failed (${report.failure}). The model delegated nothing: it did not call the subagent tool, so no child ran.\n`);
     expect(text.stdout).toContain('  The model gave no answer.\n');
+  });
+
+  it("shows the server's error message with its control characters escaped: they never reach the terminal (the JSON report keeps them)", { timeout: 90_000 }, async () => {
+    const server = await modelServer('hostile-error');
+    const { code, report } = await json(server.baseURL);
+    expect(code).toBe(1);
+    expect(report.failure).toContain(HOSTILE);
+
+    const text = await demo(server.baseURL);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toContain('Incorrect API key\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J\\u202etxt.exe). The model delegated nothing');
+    expect(text.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
   });
 });

@@ -1,7 +1,7 @@
 // The queue provider when things go wrong: bad connection strings, an unreachable or vanished
 // Redis, a worker killed mid-child (error, or a restart on another worker while attempts remain),
 // and a worker's SIGTERM drain. Every worker and redis-server here is a real process.
-import { spawn, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -82,6 +82,27 @@ describe('queue provider options', () => {
     const down = spawnSync(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { encoding: 'utf8', timeout: 15_000 });
     expect(down.status).toBe(1);
     expect(down.stderr).toContain('START_FAILED');
+  });
+
+  it('the worker command shows the error text of the server it reached with control characters escaped: they never reach the terminal', async () => {
+    // Not Redis: a peer that answers every command with an error whose text would set the clipboard (OSC 52), clear the screen and reverse the line.
+    const server = createServer((socket) => socket.on('data', () => socket.write('-ERR denied\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202eevil\r\n')));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const worker = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        execFile(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { encoding: 'utf8', timeout: 15_000 }, (error, _stdout, stderr) =>
+          resolve({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stderr }),
+        );
+      });
+      expect(worker.code).toBe(1);
+      expect(worker.stderr).toContain('START_FAILED');
+      expect(worker.stderr).toContain('ERR denied\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J\\u202eevil');
+      expect(worker.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+      expect(worker.stderr.endsWith('\n') && worker.stderr.split('\n').length).toBe(2);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 
@@ -214,6 +235,23 @@ describe('queue provider failures', () => {
     expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('without TLS') as string });
     expect((error as Error).message).toContain('use redis://');
     expect((error as Error).message).not.toContain('s3cret-pw');
+  });
+
+  it('a worker logs a job it cannot run with the job\'s name escaped: a name put on the queue cannot drive the terminal', async () => {
+    const running = await worker('named');
+    const admin = redis.client();
+    const queue = new Queue('named', { connection: admin });
+    try {
+      await queue.add('x\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\nforged line\u202e', {});
+      await waitFor(() => running.stderr.includes('failed:'));
+    } finally {
+      await queue.close();
+      admin.disconnect();
+    }
+    const line = running.stderr.split('\n').find((l) => l.includes('failed:'));
+    expect(line).toMatch(/^subagent-host worker\[\d+\]: job \d+ failed: SubagentError: unexpected job x\\x1b\]52;c;cm0gLXJmIH4=\\x07\\x1b\[2J\\x0aforged line\\u202e$/);
+    expect(running.stderr).not.toContain('\x1b');
+    expect(running.stderr).not.toContain('\u202e');
   });
 
   it('keeps delegating after Redis lost its data (FLUSHALL): the next child completes', async () => {

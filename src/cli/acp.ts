@@ -5,6 +5,7 @@ import { Console } from 'node:console';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { SubagentError, describeError } from '../seam/errors.js';
+import { visible } from '../seam/visible.js';
 import { assertEnvModelSpec, assertModelSpec } from '../runtime/models/create.js';
 import { createHost } from '../host.js';
 import { serveAcp } from '../providers/acp/server.js';
@@ -50,8 +51,9 @@ export function parseModel(value: string | undefined): ModelSpec {
   return spec;
 }
 
+/** One line on stderr; an error it quotes may carry a model's or a client's text: control characters are shown escaped. */
 function log(message: string, data?: unknown): void {
-  process.stderr.write(`subagent-host acp: ${message}${data === undefined ? '' : ` ${describeError(data)}`}\n`);
+  process.stderr.write(`subagent-host acp: ${visible(`${message}${data === undefined ? '' : ` ${describeError(data)}`}`)}\n`);
 }
 
 /** Runs the ACP server; resolves with the exit code once stdin ended and the host closed. */

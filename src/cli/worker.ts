@@ -2,6 +2,7 @@
 // child jobs from a queue and runs each in this process's worker-thread pool until SIGTERM/SIGINT,
 // then stops taking jobs, lets running children finish within a grace (cancels the rest), exits 0.
 import { SubagentError, describeError } from '../seam/errors.js';
+import { visible } from '../seam/visible.js';
 import { DEFAULT_LOCK_DURATION_MS, DEFAULT_QUEUE, LOCK_DURATION_RANGE, parseRedisUrl } from '../providers/queue/options.js';
 import { QueueWorker } from '../providers/queue/queue-worker.js';
 import { MAX_TIMER_MS, integerValue, parseCommand, readValues } from './args.js';
@@ -29,8 +30,9 @@ function integer(value: string | undefined, flag: string, fallback: number, [min
 /** Children or threads of one worker process. */
 const COUNT: [number, number] = [1, 1024];
 
+/** One line on stderr; it may quote a job or Redis (e.g. a job's name): control characters are shown escaped. */
 function log(line: string): void {
-  process.stderr.write(`subagent-host worker[${process.pid}]: ${line}\n`);
+  process.stderr.write(`subagent-host worker[${process.pid}]: ${visible(line)}\n`);
 }
 
 /** Runs the worker until a termination signal; resolves with the exit code. */

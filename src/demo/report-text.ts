@@ -14,7 +14,7 @@ const indent = (text: string) =>
 function delegation(report: DemoReport): string {
   const { chunks, children } = report;
   const n = children.length;
-  const failed = report.failure ? `The model's turn failed (${report.failure}). ` : report.turn !== 'completed' ? `The model's turn ended ${report.turn}. ` : '';
+  const failed = report.failure ? `The model's turn failed (${visible(report.failure)}). ` : report.turn !== 'completed' ? `The model's turn ended ${report.turn}. ` : '';
   if (n === 0) return `${failed}The model delegated nothing: it did not call the subagent tool, so no child ran.`;
   const many = `${n} ${n === 1 ? 'child' : 'children'}`;
   const unstarted = children.filter((c) => c.stopReason === NOT_STARTED).length;
