@@ -25,6 +25,16 @@ describe('openai model: stream shapes of compatible servers', () => {
     });
   });
 
+  it('bounds and scrubs the code and message made from an invented finish_reason that echoes the key', async () => {
+    const finish = { choices: [{ index: 0, delta: {}, finish_reason: `rejected ${KEY} ${'x'.repeat(5000)}` }] };
+    const server = await serve(sse(event(delta('Partial')) + event(finish) + DONE));
+    const failure = (finishOf(await collect(await model(server))) as Extract<ModelChunk, { type: 'finish' }>).failure!;
+    expect(failure.code).toBe(`REJECTED_REDACTED_${'X'.repeat(64 - 18)}`);
+    expect(failure.message).toMatch(/^the model stopped with finish_reason 'rejected \[redacted\] x+…'$/);
+    expect(failure.message.length).toBeLessThan(300);
+    expect(JSON.stringify(failure).toLowerCase()).not.toContain(KEY.slice(3, 14).toLowerCase());
+  });
+
   it.each([
     [{ message: 'Overloaded', type: 'server_error' }, 'SERVER', 'the server reported an error mid-stream: Overloaded'],
     [{ message: 'You exceeded your current quota' }, 'QUOTA_EXCEEDED', 'quota exhausted mid-stream: You exceeded your current quota'],
@@ -154,6 +164,55 @@ describe('openai model: stream shapes of compatible servers', () => {
       { type: 'text-delta', text: 'b' },
       { type: 'finish', reason: 'stop' },
     ]);
+  });
+});
+
+describe('openai model: events too long for a chat completion', () => {
+  /** Writes `text` in 16 KiB writes, as many reads as a slow link delivers, waiting out back-pressure. */
+  function slowly(text: string): Reply {
+    return (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const bytes = Buffer.from(text, 'utf8');
+      let at = 0;
+      const write = (): void => {
+        while (at < bytes.length) {
+          const part = bytes.subarray(at, (at += 16_384));
+          if (!res.write(part)) return void res.once('drain', write);
+        }
+        res.end();
+      };
+      write();
+    };
+  }
+
+  it('reads an event of 12 MiB that arrives in hundreds of reads, characters split between them', async () => {
+    // Each read used to rescan the whole unfinished line: quadratic, a minute of blocked event loop.
+    const content = 'é'.repeat(6 * 1024 * 1024);
+    const server = await serve(slowly(event(delta(content)) + DONE));
+    const chunks = await collect(await model(server));
+    expect(chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text.length : chunk))).toEqual([content.length, { type: 'finish', reason: 'stop' }]);
+    expect(chunks[0]).toEqual({ type: 'text-delta', text: content });
+  });
+
+  it('ends MALFORMED_RESPONSE and closes the connection when one line grows past 16 MiB without ending', async () => {
+    let closed!: () => void;
+    const connectionClosed = new Promise<void>((resolve) => (closed = resolve));
+    const server = await serve((res, req) => {
+      req.socket.on('close', closed);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(event(delta('Hi')) + 'data: {"choices":[{"index":0,"delta":{"content":"');
+      // An endless line: every read resets the idle timer, so only a bound on the event ends it.
+      const block = 'x'.repeat(65_536);
+      const write = (): void => {
+        while (!res.destroyed && res.write(block));
+        if (!res.destroyed) res.once('drain', write);
+      };
+      write();
+    });
+    const chunks = await collect(await model(server));
+    expect(chunks[0]).toEqual({ type: 'text-delta', text: 'Hi' });
+    expect(finishOf(chunks)).toMatchObject({ reason: 'error', failure: { code: 'MALFORMED_RESPONSE', message: expect.stringContaining('exceeds 16 MiB') } });
+    await connectionClosed;
   });
 });
 

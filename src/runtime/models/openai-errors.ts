@@ -94,6 +94,19 @@ export function streamErrorFailure(error: unknown, scrub: Scrub): FailureInfo {
   return { code: 'SERVER', message: withDetail('the server reported an error mid-stream', detail) };
 }
 
+/** How long a code made from a server's finish_reason may be. */
+const MAX_REASON_CODE = 64;
+
+/**
+ * A failure for a finish_reason we do not know: the upper-cased reason is the code. Scrubbed before
+ * it is cut or upper-cased (no fragment of the key survives) and bounded like any server detail.
+ */
+export function finishReasonFailure(reason: string, scrub: Scrub): FailureInfo {
+  const clean = scrub(reason);
+  const code = clean.toUpperCase().replace(/[^A-Z0-9]+/g, '_').slice(0, MAX_REASON_CODE);
+  return { code, message: `the model stopped with finish_reason '${oneLine(clean)}'` };
+}
+
 /** The innermost useful description of a fetch failure (undici wraps the socket error). */
 function describeCause(error: unknown): string {
   let current: unknown = error;

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import type { FailureInfo, Usage } from '../../seam/session-types.js';
 import type { Scrub } from './openai-errors.js';
-import { streamErrorFailure } from './openai-errors.js';
+import { finishReasonFailure, streamErrorFailure } from './openai-errors.js';
 import { lazy } from '../../seam/once.js';
 import type { FinishReason, ModelChunk } from './types.js';
 import { describeIssue } from '../../seam/parse.js';
@@ -201,10 +201,7 @@ export class CompletionAssembler {
       case 'content_filter':
         return this.#close('refusal');
       default:
-        return this.fail({
-          code: reason.toUpperCase().replace(/[^A-Z0-9]+/g, '_'),
-          message: `the model stopped with finish_reason '${reason}'`,
-        });
+        return this.fail(finishReasonFailure(reason, this.#scrub));
     }
   }
 

@@ -14,7 +14,7 @@ import {
 } from './openai-errors.js';
 import { toWireRequest } from './openai-request.js';
 import { CompletionAssembler } from './openai-stream.js';
-import { SseDecoder } from './sse.js';
+import { MAX_EVENT_CHARS, SseDecoder } from './sse.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from './types.js';
 
 /** The `openai` variant of ModelSpec. */
@@ -241,6 +241,9 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
           if (assembler.failure) return yield* assembler.fail(assembler.failure);
           // The caller may abort while we are suspended at a yield, with no read pending to reject.
           if (signal.aborted) return yield* assembler.abort();
+        }
+        if (decoder.tooLong) {
+          return yield* assembler.fail({ code: 'MALFORMED_RESPONSE', message: `an event from ${url} exceeds ${MAX_EVENT_CHARS / 1024 / 1024} MiB without ending; is baseURL a chat-completions server?` });
         }
         if (read.done && !sawEvent && !type.includes('text/event-stream')) {
           return yield* fail({ code: 'MALFORMED_RESPONSE', message: `expected an event stream from ${url}, got ${type || 'no content-type'} without events; check baseURL` });

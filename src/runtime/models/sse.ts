@@ -1,16 +1,35 @@
 // Incremental server-sent-events decoder: bytes in, the `data` payload of each complete event out.
 // Only what chat-completion streams use; `event`, `id` and `retry` fields are read and ignored.
 
-/** Decodes an SSE byte stream chunk by chunk; multi-byte characters may straddle chunks. */
+/**
+ * The most characters one event may hold (its data lines, or a line not yet ended). A completion
+ * chunk is a few hundred bytes; a server streaming one endless line would otherwise grow memory
+ * without bound while every read resets the idle timer.
+ */
+export const MAX_EVENT_CHARS = 16 * 1024 * 1024;
+
+/** Decodes an SSE byte stream chunk by chunk; multi-byte characters and line ends may straddle chunks. */
 export class SseDecoder {
   #decoder = new TextDecoder('utf-8');
-  #buffer = '';
+  /** The pieces of the line not yet ended, kept apart so a long line is not copied on every read. */
+  #pending: string[] = [];
   #data: string[] = [];
+  /** Characters held for the current event: its data lines and the pending line. */
+  #size = 0;
+  /** The last character read ended a line with CR: an LF right after it belongs to that line end. */
+  #afterCR = false;
+  #tooLong = false;
+
+  /** True once an event exceeded MAX_EVENT_CHARS; the decoder then returns nothing more. */
+  get tooLong(): boolean {
+    return this.#tooLong;
+  }
 
   /** Feeds bytes; returns the payloads of the events completed by them, in order. */
   push(bytes: Uint8Array): string[] {
-    this.#buffer += this.#decoder.decode(bytes, { stream: true });
-    return this.#drain(false);
+    const events: string[] = [];
+    this.#feed(this.#decoder.decode(bytes, { stream: true }), events);
+    return events;
   }
 
   /**
@@ -18,37 +37,59 @@ export class SseDecoder {
    * event, but servers that close right after `data: [DONE]` without a blank line are common.
    */
   end(): string[] {
-    this.#buffer += this.#decoder.decode();
-    const events = this.#drain(true);
-    if (this.#buffer !== '') this.#line(this.#buffer, events);
-    this.#buffer = '';
+    const events: string[] = [];
+    this.#feed(this.#decoder.decode(), events);
+    if (this.#tooLong) return events;
+    if (this.#pending.length > 0) this.#line(this.#take(''), events);
     this.#line('', events);
     return events;
   }
 
-  #drain(final: boolean): string[] {
-    const events: string[] = [];
-    const buffer = this.#buffer;
+  /** Splits new text into lines; only the new text is scanned, so reads of one long line cost linear time. */
+  #feed(text: string, events: string[]): void {
+    if (this.#tooLong || text === '') return;
     let start = 0;
-    for (let i = 0; i < buffer.length; i++) {
-      const code = buffer.charCodeAt(i);
+    if (this.#afterCR && text.charCodeAt(0) === 10) start = 1; // the LF of a CRLF split between reads
+    for (let i = start; i < text.length; i++) {
+      const code = text.charCodeAt(i);
       if (code !== 10 && code !== 13) continue;
-      // A lone trailing CR may be the first half of a CRLF split across two reads.
-      if (code === 13 && i + 1 === buffer.length && !final) break;
-      this.#line(buffer.slice(start, i), events);
-      if (code === 13 && buffer.charCodeAt(i + 1) === 10) i++;
+      this.#line(this.#take(text.slice(start, i)), events);
+      if (code === 13 && text.charCodeAt(i + 1) === 10) i++;
       start = i + 1;
     }
-    this.#buffer = buffer.slice(start);
-    return events;
+    this.#afterCR = text.charCodeAt(text.length - 1) === 13;
+    if (start < text.length && !this.#tooLong) {
+      this.#pending.push(text.slice(start));
+      this.#grow(text.length - start);
+    }
+  }
+
+  /** The pending line completed by `last`. */
+  #take(last: string): string {
+    if (this.#pending.length === 0) return last;
+    this.#pending.push(last);
+    const line = this.#pending.join('');
+    this.#size -= line.length - last.length;
+    this.#pending = [];
+    return line;
+  }
+
+  #grow(chars: number): void {
+    this.#size += chars;
+    if (this.#size <= MAX_EVENT_CHARS) return;
+    this.#tooLong = true;
+    this.#pending = [];
+    this.#data = [];
   }
 
   #line(line: string, events: string[]): void {
+    if (this.#tooLong) return;
     if (line === '') {
       // As the spec: an event whose data is empty (a bare `data:`) is not dispatched.
       const data = this.#data.join('\n');
       if (data !== '') events.push(data);
       this.#data = [];
+      this.#size = 0;
       return;
     }
     if (line.startsWith(':')) return; // comment: a keep-alive
@@ -58,5 +99,6 @@ export class SseDecoder {
     let value = colon === -1 ? '' : line.slice(colon + 1);
     if (value.startsWith(' ')) value = value.slice(1);
     this.#data.push(value);
+    this.#grow(value.length + 1);
   }
 }
