@@ -172,10 +172,16 @@ export class AgentStatusTracker {
 
 /**
  * Resolves `true` once `ready()` holds (checked now, whenever a child settles and whenever one of
- * `alsoWhen` settles), or `false` when `timeoutMs` passes or `signal` aborts first. Owns its timer
- * and subscription.
+ * `alsoWhen` calls back: each subscribes a listener and returns its removal), or `false` when
+ * `timeoutMs` passes or `signal` aborts first. Owns its timer and subscriptions.
  */
-export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, timeoutMs: number, signal: AbortSignal, alsoWhen: readonly Promise<void>[] = []): Promise<boolean> {
+export function waitUntil(
+  tracker: AgentStatusTracker,
+  ready: () => boolean,
+  timeoutMs: number,
+  signal: AbortSignal,
+  alsoWhen: readonly ((listener: () => void) => () => void)[] = [],
+): Promise<boolean> {
   if (ready()) return Promise.resolve(true);
   if (signal.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
@@ -186,6 +192,7 @@ export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, tim
       off();
       clearTimeout(timer);
       unwatch();
+      for (const unwait of unwaits) unwait();
       resolve(value);
     };
     const off = tracker.onSettled((id) => {
@@ -195,6 +202,7 @@ export function waitUntil(tracker: AgentStatusTracker, ready: () => boolean, tim
     });
     const timer = setTimeout(() => finish(false), timeoutMs);
     const unwatch = onAbort(signal, () => finish(false));
-    for (const settled of alsoWhen) void settled.then(() => ready() && finish(true));
+    // Subscriptions, not reactions on promises: a wait that times out keeps nothing behind.
+    const unwaits = alsoWhen.map((subscribe) => subscribe(() => ready() && finish(true)));
   });
 }

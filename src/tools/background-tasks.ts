@@ -20,6 +20,12 @@ export interface BackgroundTask {
   result: SubagentResult | undefined;
   /** Resolves once the run settled and its notice went out (never rejects). */
   readonly settled: Promise<void>;
+  /**
+   * Calls `listener` once when `settled` resolves (soon, if it has); returns its removal. A wait
+   * that ends first removes it, so polls of a long-running task keep nothing behind (a reaction
+   * on `settled` would stay until the task settles).
+   */
+  onSettled(listener: () => void): () => void;
   /** Set when its parent went first: the notice is only added to the parent's context. */
   released: boolean;
   /** Cancels its run, or gives up its start while that still waits for room. */
@@ -77,6 +83,8 @@ class Task implements BackgroundTask {
   /** Gives the start up while it waits; dropped once settled, like the run. */
   #stopStart: ((reason: unknown) => void) | undefined;
   #stopped = false;
+  /** Waits for `settled` in progress; undefined once it resolved. */
+  #waits: Set<() => void> | undefined = new Set();
 
   constructor(
     readonly id: SessionId,
@@ -104,6 +112,25 @@ class Task implements BackgroundTask {
 
   forgetStart(): void {
     this.#stopStart = undefined;
+  }
+
+  onSettled(listener: () => void): () => void {
+    const waits = this.#waits;
+    if (!waits) {
+      queueMicrotask(listener);
+      return () => undefined;
+    }
+    // A wrapper per call: the same function waiting twice is removed once per wait.
+    const wait = () => listener();
+    waits.add(wait);
+    return () => void waits.delete(wait);
+  }
+
+  /** `settled` resolved: each wait still in progress hears it once. */
+  settledNow(): void {
+    const waits = this.#waits;
+    this.#waits = undefined;
+    for (const wait of waits ?? []) wait();
   }
 }
 
@@ -178,6 +205,7 @@ export class BackgroundTasks {
         task.run = undefined;
       })
       .finally(() => done());
+    void task.settled.then(() => task.settledNow());
     this.#tasks.set(id, task);
     if (this.#held) {
       done = this.#held.hold(parent, async () => {

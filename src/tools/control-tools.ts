@@ -46,18 +46,20 @@ function taskView(task: BackgroundTask): { status: 'running' | 'settled'; stopRe
   return { status: 'settled', stopReason, output: textOf(output), ...(diagnostic === undefined ? {} : { diagnostic }) };
 }
 
-function within(promise: Promise<void>, timeoutMs: number, signal: AbortSignal): Promise<void> {
+/** Resolves once `task` settled, `timeoutMs` passed or `signal` aborted; keeps nothing on the task once it resolved. */
+function within(task: BackgroundTask, timeoutMs: number, signal: AbortSignal): Promise<void> {
   // A call whose run was already cancelled (onAbort never calls back for such a signal) waits for nothing.
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(done, timeoutMs);
     const unwatch = onAbort(signal, done);
+    const unwait = task.onSettled(done);
     function done() {
       clearTimeout(timer);
       unwatch();
+      unwait();
       resolve();
     }
-    void promise.then(done);
   });
 }
 
@@ -162,7 +164,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         const targets = agent_ids ? [...new Set(agent_ids)] : [...mine].filter((id) => statusOf(id) === 'running');
         const view = () => Object.fromEntries(targets.map((id) => [id, statusOf(id)])) as Record<string, AgentStatus>;
         if (targets.length === 0) return json({ status: {}, timed_out: false });
-        const startsEnd = unpublished.map((task) => task.settled);
+        const startsEnd = unpublished.map((task) => (listener: () => void) => task.onSettled(listener));
         const settled = await waitUntil(tracker, () => targets.some((id) => statusOf(id) !== 'running'), timeout_ms, ctx.signal, startsEnd);
         return json({ status: view(), timed_out: !settled });
       },
@@ -174,7 +176,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       async execute(input, ctx: ToolContext) {
         const { task_id, wait = false, timeout_ms = DEFAULT_WAIT_MS } = input as { task_id: string; wait?: boolean; timeout_ms?: number };
         const task = tasks.ownedBy(ctx.agent, task_id);
-        if (wait && !task.result) await within(task.settled, timeout_ms, ctx.signal);
+        if (wait && !task.result) await within(task, timeout_ms, ctx.signal);
         return json(taskView(task));
       },
     },
