@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { forkProvider, reportTool, spawnProvider, text, type Agent, type Host, type ModelSpec, type SessionEvent, type TurnEndReason } from 'subagent-host';
 import { recordingTool } from './helpers.js';
-import { continuationSuite, turnEnds } from './continuation-helpers.js';
+import { continuationHost, continuationSuite, turnEnds } from './continuation-helpers.js';
+import { resultsOf } from './tool-helpers.js';
 
 const suite = continuationSuite('subagent-child-tools-');
 const SHOUT_TOOLS = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
@@ -69,7 +70,7 @@ describe('the tools a child is offered', () => {
 describe('a tool module’s tool named like a tool the child already has', () => {
   const clashes: [string, string, (module: string) => string][] = [
     ['a host tool', 'host_a', (module) => `tool module ${module} exports a tool named host_a, as does a tool the agent already has; pick another name`],
-    ['report', 'report', () => 'a tool named report is already registered here; pick another name'],
+    ['report', 'report', (module) => `tool module ${module} exports a tool named report, as does reportTool (installed on this host: it adds report to every continuable child); pick another name`],
   ];
 
   it.each(clashes)('in-process refuses the start (%s, DUPLICATE_TOOL); a worker child ends its turn with the same error', async (_what, name, message) => {
@@ -109,5 +110,47 @@ describe('a tool module’s tool named like a tool the child already has', () =>
       await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: `${error.code}: ${error.message}` });
       await run.dispose();
     }
+  });
+});
+
+describe('a host tool registered under the name of a live continuable child’s tool module tool', () => {
+  /** Calls the tool `late` when told `call`, else echoes its history. */
+  const CALL_LATE: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createCallThenHistoryEchoModel', options: { tool: 'late', on: 'call' } };
+
+  // The child keeps the tools it started with: its module's tool wins, the same while it is
+  // resident, in a stay rebuilt in another thread, and brought back by a cold resume.
+  it.each(['in-process', 'spawn'])('is hidden from the child on %s: its module’s tool answers resident, rebuilt and after a cold resume', async (provider) => {
+    const db = suite.files.file();
+    const open = async (tools: ReturnType<typeof recordingTool>[]) => {
+      const host = suite.track(await continuationHost(db, { tools, pool: { minThreads: 0, maxThreads: 1 } }));
+      host.subagents.registerProvider(spawnProvider(host));
+      return host;
+    };
+    const late = recordingTool('late', { output: 'host' });
+    const first = await open([recordingTool('host_a')]);
+    const parent = await first.createAgent();
+    const { childId } = await first.subagents.startContinuable({ provider, label: 'late', request: { prompt: [text('go')], parent, agentOptions: { model: CALL_LATE, toolModules: [moduleWithTool('late')] } } });
+    const ask = async (host: typeof first, from: Agent, turns: number) => {
+      await host.subagents.followup(from, childId, [text('call')]);
+      await host.recorder.until(() => host.recorder.ends.filter((end) => end.id === childId).length >= turns);
+    };
+    await first.recorder.until(() => first.recorder.ends.some((end) => end.id === childId));
+    first.tools.register(late);
+    await ask(first, parent, 2);
+    let turns = 2;
+    if (provider === 'spawn') {
+      // A one-shot start takes the only slot: the idle resident child leaves its thread, and its next turn rebuilds it.
+      const run = await first.subagents.start('spawn', { prompt: [text('hi')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted' } } });
+      await run.result;
+      await run.dispose();
+      await ask(first, parent, ++turns);
+    }
+    await first.close();
+    const second = await open([recordingTool('host_a'), late]);
+    await ask(second, (await second.agents.resume({ sessionId: parent.id })).agent, 1);
+    const events = second.sessions.get(childId)!.events;
+    expect(turnEnds(events)).toStrictEqual(Array<string>(turns + 1).fill('completed'));
+    expect(resultsOf(events).map((result) => [result.name, result.content])).toStrictEqual(Array(turns).fill(['late', [text('module')]]));
+    expect(late.calls).toStrictEqual([]);
   });
 });

@@ -16,7 +16,7 @@ import { importModule, specifierAdvice } from './module-import.js';
 import { SessionLog } from './session.js';
 import type { SessionPersistence } from './session-persistence.js';
 import type { LiveSessionStore, Logger } from './session-store.js';
-import { ToolRegistry, assertTool } from './tool-registry.js';
+import { ToolRegistry, assertTool, tagToolModule } from './tool-registry.js';
 import type { AgentHooks } from './turn-context.js';
 
 /** What `setup` may do before the agent is published: register scoped tools, restrict inherited ones. */
@@ -122,9 +122,10 @@ function assertAgentOptions(options: unknown): asserts options is AgentOptions {
 /**
  * Loads `toolModules` (each exporting `tools: Tool[]`). Every refusal names the module: a bad tool
  * (`INVALID_OPTIONS`), or a name that another module's tool or one `scope` has already takes
- * (`DUPLICATE_TOOL`).
+ * (`DUPLICATE_TOOL`). `overInherited` (an agent built again from its log): a name only a tool
+ * `scope` inherits has is no clash, see {@link registerModuleTools}.
  */
-export async function loadToolModules(specifiers: readonly string[], scope?: ToolRegistry): Promise<Tool[]> {
+export async function loadToolModules(specifiers: readonly string[], scope?: ToolRegistry, opts: { overInherited?: boolean } = {}): Promise<Tool[]> {
   const tools: Tool[] = [];
   const from = new Map<string, string>();
   for (const specifier of specifiers) {
@@ -147,15 +148,31 @@ export async function loadToolModules(specifiers: readonly string[], scope?: Too
         throw isSubagentError(error) ? new SubagentError(error.code, `tool module ${specifier}, tools[${index}]: ${error.message}`, { cause: error.cause }) : error;
       }
       const other = from.get(tool.name);
-      if (other !== undefined || scope?.get(tool.name)) {
+      const visible = scope?.get(tool.name);
+      // Built again from its log, the agent's module tool may hide an inherited tool of its name.
+      const held = visible !== undefined && (!opts.overInherited || scope!.layers().own.includes(visible));
+      if (other !== undefined || held) {
         const holder = other === undefined ? 'a tool the agent already has' : other === specifier ? 'another of its tools' : `a tool of tool module ${other}`;
         throw new SubagentError('DUPLICATE_TOOL', `tool module ${specifier} exports a tool named ${tool.name}, as does ${holder}; pick another name`);
       }
       from.set(tool.name, specifier);
+      tagToolModule(tool, specifier);
       tools.push(tool);
     }
   }
   return tools;
+}
+
+/**
+ * Registers an agent's tool modules' tools in its scope. Built again from its log (`overInherited`:
+ * a resume, a resident stay rebuilt), the agent keeps the tools it started with: a tool of a module
+ * named as a host tool registered since then hides that host tool from it, as it did while the agent
+ * was live (its own tool wins there), instead of failing the agent's return.
+ */
+export function registerModuleTools(scope: ToolRegistry, tools: readonly Tool[], overInherited: boolean): void {
+  const hidden = overInherited ? tools.filter((tool) => scope.get(tool.name) !== undefined).map((tool) => tool.name) : [];
+  if (hidden.length > 0) scope.restrict({ deny: hidden });
+  if (tools.length > 0) scope.register(...tools);
 }
 
 function checkSignal(signal: AbortSignal | undefined): void {
@@ -271,7 +288,7 @@ export class AgentRegistry {
     const model = options.model ?? (await this.#loading(createModel(agentOptions.model ?? this.#model), options.signal));
     const tools = (options.tools ?? this.#tools).scope();
     if (agentOptions.toolModules?.length && options.loadToolModules !== false) {
-      tools.register(...(await this.#loading(loadToolModules(agentOptions.toolModules, tools), options.signal)));
+      registerModuleTools(tools, await this.#loading(loadToolModules(agentOptions.toolModules, tools, { overInherited: stored }), options.signal), stored);
     }
     checkSignal(options.signal);
     const agent = new LocalAgent({

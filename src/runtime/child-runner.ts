@@ -13,15 +13,15 @@ import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent } from './agent.js';
 import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, treeCounter, type StructuredCapture } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
-import { ToolRegistry } from './tool-registry.js';
+import { ToolRegistry, tagToolHolder } from './tool-registry.js';
 
 /**
  * A host tool as the child sees it: each call runs on the host. A cancelled child does not wait for
  * the answer (the host stops the call too, but a start waiting for a pool slot may take long to
  * answer): its turn ends at once instead of its thread being terminated after the grace.
  */
-export function hostTool(schema: HostToolSchema, transport: ChildTransport): Tool {
-  return {
+export function hostTool({ holder, ...schema }: HostToolSchema, transport: ChildTransport): Tool {
+  const tool: Tool = {
     ...schema,
     execute: (input, ctx) => {
       const { signal } = ctx;
@@ -46,6 +46,7 @@ export function hostTool(schema: HostToolSchema, transport: ChildTransport): Too
       });
     },
   };
+  return holder === undefined ? tool : tagToolHolder(tool, holder);
 }
 
 /** Sends a session's new events to the host, one notice per event-loop turn. */

@@ -5,7 +5,7 @@ import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentTaskDa
 import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
-import { AgentRegistry, type AgentHandle } from './agent-registry.js';
+import { AgentRegistry, loadToolModules, registerModuleTools, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent, OwnInput } from './agent.js';
 import { EventStream, failedOutcome, hostTool } from './child-runner.js';
 import { budgetHooks, treeCounter } from './child-run.js';
@@ -93,8 +93,14 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       header,
       seed: events,
       agentOptions: data.agentOptions,
-      setup: ({ tools }) => {
+      // Its tool modules load here, not in create(): a child that started before (this stay is built
+      // again) keeps its modules' tools over host tools of their names registered since, as in-process.
+      loadToolModules: false,
+      setup: async ({ tools }) => {
         scope = tools;
+        const specifiers = data.agentOptions.toolModules ?? [];
+        const started = data.started === true;
+        if (specifiers.length > 0) registerModuleTools(tools, await loadToolModules(specifiers, tools, { overInherited: started }), started);
         setOwnTools(data.hostTools.own);
       },
       hooks: {

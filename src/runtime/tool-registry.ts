@@ -109,6 +109,26 @@ export async function executeForChild(tools: ToolRegistry, name: string, input: 
   return concludes && !result.isError ? { ...result, concludes } : result;
 }
 
+/** Where a tool came from, for the message of a clash with it: the tool module that exports it, or what adds it. */
+const modules = new WeakMap<Tool, string>();
+const holders = new WeakMap<Tool, string>();
+
+/** Marks `tool` as exported by tool module `specifier`. */
+export function tagToolModule(tool: Tool, specifier: string): void {
+  modules.set(tool, specifier);
+}
+
+/** Marks `tool` with what adds it to an agent, e.g. `reportTool (…)`: a clash with a tool module's tool names it. */
+export function tagToolHolder<T extends Tool>(tool: T, holder: string): T {
+  holders.set(tool, holder);
+  return tool;
+}
+
+/** What adds `tool` to an agent, if it was tagged. */
+export function toolHolder(tool: Tool): string | undefined {
+  return holders.get(tool);
+}
+
 export class ToolRegistry {
   readonly #parent: ToolRegistry | undefined;
   readonly #own = new Map<string, Tool>();
@@ -141,6 +161,10 @@ export class ToolRegistry {
     for (const tool of tools) assertTool(tool);
     const names = new Set<string>();
     for (const tool of tools) {
+      const module = this.#own.has(tool.name) ? modules.get(this.#own.get(tool.name)!) : undefined;
+      if (module !== undefined) {
+        throw new SubagentError('DUPLICATE_TOOL', `tool module ${module} exports a tool named ${tool.name}, as does ${holders.get(tool) ?? 'a tool added to the agent after its tool modules'}; pick another name`);
+      }
       if (names.has(tool.name) || this.get(tool.name)) {
         throw new SubagentError('DUPLICATE_TOOL', `a tool named ${tool.name} is already registered here; pick another name`);
       }

@@ -26,6 +26,8 @@ export interface HostToolSchema {
   description: string;
   parameters: JsonSchema;
   concurrencySafe?: boolean;
+  /** What adds the tool to the agent (e.g. reportTool), for the message of a clash with a tool module's tool. */
+  holder?: string;
 }
 
 export interface ChildTaskData {
@@ -88,6 +90,12 @@ export interface ResidentTaskData {
   hostTools: ResidentHostTools;
   /** The child's own budget, checked at each step where it runs (`seedLength`: its inherited prefix in `events`). */
   budget?: { budget: SubagentBudget; startedAt: number; seedLength: number };
+  /**
+   * The child started before (an earlier stay was built, or it was resumed from its log): its tool
+   * modules' tools hide inherited host tools of their names instead of refusing them (see
+   * `registerModuleTools`). Unset for its first stay, whose tool modules are checked as a start's.
+   */
+  started?: true;
 }
 
 /**

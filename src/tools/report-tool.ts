@@ -3,7 +3,7 @@
 import type { Agent, Tool } from '../seam/agent-types.js';
 import { SubagentError } from '../seam/errors.js';
 import { assertKnownKeys } from '../seam/parse.js';
-import { ToolRegistry } from '../runtime/tool-registry.js';
+import { ToolRegistry, tagToolHolder } from '../runtime/tool-registry.js';
 import type { SubagentService } from '../service/service.js';
 import { assertToolHost } from './tool-host.js';
 
@@ -16,6 +16,9 @@ export interface ReportToolOptions {
 export interface ReportToolHost {
   readonly subagents: SubagentService;
 }
+
+/** What adds report to a child, as a clash with a tool module's tool of that name says. */
+const HOLDER = 'reportTool (installed on this host: it adds report to every continuable child)';
 
 const RESERVED = 'reportTool is installed on this host and adds its report tool to every continuable child, which inherits the host tools; rename this tool, or call the reportTool disposer first';
 
@@ -60,7 +63,8 @@ export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): 
   // And so would a host tool of that name registered later: the name is kept free in host.tools
   // while the report tool is installed, and such a registration is refused there, naming the reason.
   const unreserve = tools instanceof ToolRegistry ? tools.reserve('report', RESERVED) : () => undefined;
-  const tool = buildTool(host, delivery);
+  // A continuable child whose tool module exports report: the refusal names the module and reportTool.
+  const tool = tagToolHolder(buildTool(host, delivery), HOLDER);
   let remove: () => void;
   try {
     remove = host.subagents.registerContinuableSetup((child: Agent) => {

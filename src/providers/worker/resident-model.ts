@@ -14,7 +14,7 @@ import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-ty
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
 import type { Tool } from '../../seam/agent-types.js';
 import type { LocalAgent } from '../../runtime/agent.js';
-import { executeForChild, type ToolRegistry } from '../../runtime/tool-registry.js';
+import { executeForChild, toolHolder, type ToolRegistry } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
 import { assertFitsThread, resultForThread } from './heap-fit.js';
@@ -71,7 +71,11 @@ function budgetOf(events: readonly SessionEvent[], seedLength: number, prior: { 
 }
 
 function schemasOf(tools: readonly Tool[]): HostToolSchema[] {
-  return tools.map(({ name, description, parameters, concurrencySafe }) => ({ name, description, parameters, ...(concurrencySafe ? { concurrencySafe } : {}) }));
+  return tools.map((tool) => {
+    const { name, description, parameters, concurrencySafe } = tool;
+    const holder = toolHolder(tool);
+    return { name, description, parameters, ...(concurrencySafe ? { concurrencySafe } : {}), ...(holder === undefined ? {} : { holder }) };
+  });
 }
 
 /** The host-side agent's tools, in the two parts the stay offers around its tool modules' tools. */
@@ -119,11 +123,14 @@ export class ResidentWorkerModel implements ModelAdapter {
   /** The previous turn, until it is over in the thread (a cancelled one may still wind down). */
   #previous: Promise<void> = Promise.resolve();
   #released = false;
+  /** A stay of the child was built before (or it came back from its log): see ResidentTaskData.started. */
+  #started: boolean;
   /** The tree budgets covering the child: each stay adds its spend to them and checks them in its thread. */
   readonly #trees: AheadTrees | undefined;
 
-  constructor(host: WorkerProviderHost, childId: SessionId, parentId: SessionId, trees?: AheadTrees) {
+  constructor(host: WorkerProviderHost, childId: SessionId, parentId: SessionId, trees: AheadTrees | undefined, resumed: boolean) {
     this.#host = host;
+    this.#started = resumed;
     this.#childId = childId;
     this.#parentId = parentId;
     this.#trees = trees?.trees.length ? trees : undefined;
@@ -247,6 +254,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
       hostTools: schemaLayers(tools),
       ...(budget ? { budget } : {}),
+      ...(this.#started ? { started: true as const } : {}),
     };
     // A log no thread can hold would only run it out of memory, or abort the whole process.
     assertFitsThread(`the log of continuable child ${this.#childId}`, data.events, pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', 'START_FAILED');
@@ -309,6 +317,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (signal.aborted) this.#leave(stay);
       throw error;
     }
+    this.#started = true;
     return stay;
   }
 

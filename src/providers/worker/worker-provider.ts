@@ -103,9 +103,9 @@ const RESIDENT_DATA = Object.freeze({ residence: 'worker-thread' });
  * A continuable child's host-side agent takes its turns through a resident stay in a pool thread
  * (see resident-model.ts), which also loads its tool modules; its log, inbox and epochs stay here.
  */
-function residentSpec(host: WorkerProviderHost, request: ContinuableCreateRequest): ContinuableCreateSpec {
+function residentSpec(host: WorkerProviderHost, request: ContinuableCreateRequest, resumed: boolean): ContinuableCreateSpec {
   // Its stays add the child's spend to the trees covering it and check them where it runs.
-  const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id, request.budgetTree?.countAhead?.());
+  const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id, request.budgetTree?.countAhead?.(), resumed);
   return { model, providerData: { ...RESIDENT_DATA }, toolModulesHere: false, quiesce: () => model.closeOwnInput(), release: () => model.release() };
 }
 
@@ -113,7 +113,7 @@ function resumeResident(host: WorkerProviderHost, name: string, request: Continu
   if (request.providerData.residence !== RESIDENT_DATA.residence) {
     return Promise.reject(new SubagentError('NOT_RESUMABLE', `child ${request.sessionId} was not created by a worker provider; ${name} cannot bring it back`));
   }
-  return Promise.resolve(residentSpec(host, request));
+  return Promise.resolve(residentSpec(host, request, true));
 }
 
 function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): SubagentProvider {
@@ -133,7 +133,7 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
       } catch (error) {
         return Promise.reject(error as Error);
       }
-      return Promise.resolve({ ...residentSpec(host, request), ...(seed ? { seed } : {}) });
+      return Promise.resolve({ ...residentSpec(host, request, false), ...(seed ? { seed } : {}) });
     },
     resumeContinuable: (request) => resumeResident(host, name, request),
   };
