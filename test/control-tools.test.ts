@@ -1,6 +1,7 @@
 // The control tools through a scripted parent: send_message, interrupt_agent, list_agents and
 // wait_agent on continuable children; task_output and task_cancel on background tasks; each with
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec } from 'subagent-host';
 import { AgentStatusTracker, FAILED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
@@ -253,6 +254,29 @@ describe('the control tools after a restart on the same database', () => {
     expect(second.recorder.ends).toMatchObject([{ id: worker.childId, stopReason: 'completed' }]);
     expect(turnEnds(second.sessions.get(worker.childId)!.events)).toStrictEqual(['error', 'completed']);
     expect(await read(second, resumed)).toStrictEqual({ listed: { ...expected, [worker.childId]: 'idle' }, waited: { status: { ...expected, [worker.childId]: 'idle' }, timed_out: false } });
+  });
+
+  it('read a child whose log cannot be read as idle, and still the failure of another', async () => {
+    const file = files.file();
+    const first = track(await continuationHost(file));
+    controlTools(first);
+    const parent = await first.createAgent();
+    const failing = await startChild(first, parent, 'fail', { label: 'failing', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
+    const damaged = await startChild(first, parent, 'fail too', { label: 'damaged', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
+    await first.recorder.until(() => first.recorder.ends.length === 2);
+    await first.close();
+    // Its listed row stays readable (stored projections); its log does not.
+    const db = new Database(file);
+    db.prepare("UPDATE events SET data = '{broken' WHERE session_id = ? AND seq = 1").run(damaged.childId);
+    db.close();
+
+    const second = track(await continuationHost(file));
+    controlTools(second);
+    const resumed = (await second.agents.resume({ sessionId: parent.id })).agent;
+    const listed = JSON.parse(String(await second.tools.get('list_agents')!.execute({}, { agent: resumed, callId: 'c1', signal: new AbortController().signal }))) as {
+      agents: { id: string; status: string }[];
+    };
+    expect(Object.fromEntries(listed.agents.map((entry) => [entry.id, entry.status]))).toStrictEqual({ [failing.childId]: 'failed', [damaged.childId]: 'idle' });
   });
 });
 

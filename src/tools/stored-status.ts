@@ -21,36 +21,22 @@ export function lastTurnFailed(events: readonly SessionEvent[]): boolean {
 const live = (host: StoredStatusHost, id: SessionId) => host.agents.get(id) !== undefined || host.sessions.get(id) !== undefined;
 
 /**
- * The stored status of each of `ids` in no live place; ids live, not stored or unreadable are left
- * out (the caller reads them as before). A log whose turn a crash left open reads `idle`: that turn
- * ends `interrupted` when the child is loaded, and nothing of it runs meanwhile.
+ * The stored status of each of `ids` in no live place; ids live or not stored are left out (the
+ * caller reads them as before). A log whose turn a crash left open reads `idle`: that turn ends
+ * `interrupted` when the child is loaded, and nothing of it runs meanwhile. An unreadable log reads
+ * `idle` too (list_agents reports it among its diagnostics). A failed read of the store rejects.
  */
 export async function storedStatuses(host: StoredStatusHost, ids: readonly SessionId[]): Promise<Map<SessionId, 'idle' | 'failed'>> {
   const statuses = new Map<SessionId, 'idle' | 'failed'>();
-  const wanted = ids.filter((id) => !live(host, id));
-  if (wanted.length === 0) return statuses;
-  let stored;
-  try {
-    stored = await host.persistence.projections(wanted);
-  } catch {
-    return statuses;
-  }
-  for (const id of wanted) {
-    const projections = stored.get(id);
-    if (!projections?.ok || projections.views.subagent === null) continue;
-    if (projections.views.subagentTiming.active !== undefined) {
-      statuses.set(id, 'idle');
-      continue;
-    }
-    // load() closes a turn left open: never for a child that a resume made live meanwhile (checked
-    // right before the call, whose built-in stores read without yielding).
-    if (live(host, id)) continue;
-    try {
-      const session = await host.persistence.load(id);
-      if (session) statuses.set(id, lastTurnFailed(session.events.slice(session.header.seedLength ?? 0)) ? 'failed' : 'idle');
-    } catch {
-      // An unreadable log: list_agents reports it among its diagnostics; it reads as before here.
-    }
+  const stored = await host.persistence.projections(ids.filter((id) => !live(host, id)));
+  for (const [id, projections] of stored) {
+    if (!projections.ok || projections.views.subagent === null) continue;
+    // load() closes a turn left open: so never for such a turn, nor for a child that a resume made
+    // live meanwhile (checked right before the call, whose built-in stores read without yielding;
+    // the caller drops what it read of a child live by then).
+    const readable = projections.views.subagentTiming.active === undefined && !live(host, id);
+    const session = readable ? await host.persistence.load(id).catch(() => undefined) : undefined;
+    statuses.set(id, session !== undefined && lastTurnFailed(session.events.slice(session.header.seedLength ?? 0)) ? 'failed' : 'idle');
   }
   return statuses;
 }
