@@ -4,7 +4,7 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec } from 'subagent-host';
-import { AgentStatusTracker, FAILED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
+import { AgentStatusTracker, FAILED_KEPT, STORED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
@@ -618,5 +618,32 @@ describe('the children’s status the control tools keep', () => {
     expect(tracker.statusOf(ids.at(-1)!)).toBe('failed');
     expect(tracker.statusOf(ids[100]!)).toBe('idle');
     tracker.dispose();
+  });
+
+  it('keeps the latest statuses read from logs, and nothing of a read the store refuses', async () => {
+    const { host } = await setup();
+    const service = host.subagents as unknown as ConstructorParameters<typeof AgentStatusTracker>[0];
+    // A store whose children each have a turn a crash left open: read idle without loading a log.
+    let refuse = false;
+    const projections = async (wanted: readonly string[]) => {
+      if (refuse) throw new Error('the store is gone');
+      return new Map(wanted.map((id) => [id, { ok: true, views: { subagent: {}, subagentTiming: { active: 1 } } }]));
+    };
+    const nowhere = { get: () => undefined };
+    const store = { persistence: { projections, load: () => Promise.reject(new Error('never loaded')) }, sessions: nowhere, agents: nowhere };
+    const tracker = new AgentStatusTracker(service, host.agents, store as unknown as ConstructorParameters<typeof AgentStatusTracker>[2]);
+    const ids = Array.from({ length: STORED_KEPT + 5 }, (_, i) => `child-${i}`);
+    await tracker.refresh(ids);
+    expect(tracker.size).toBe(STORED_KEPT);
+    refuse = true;
+    await tracker.refresh(['child-0', 'other']);
+    expect(tracker.size).toBe(STORED_KEPT);
+    expect(tracker.statusOf('other')).toBe('idle');
+    tracker.dispose();
+    // Without a store nothing is read.
+    const bare = new AgentStatusTracker(service, host.agents);
+    await bare.refresh(['child-0']);
+    expect(bare.size).toBe(0);
+    bare.dispose();
   });
 });
