@@ -12,7 +12,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Host, type ScriptedStep } from 'subagent-host';
 import { holdTool, tempFiles } from './helpers.js';
-import { cli, startInspect, type InspectProcess } from './inspect-helpers.js';
+import { cli, startInspect, storedAgent, type InspectProcess } from './inspect-helpers.js';
 
 const PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
@@ -186,13 +186,7 @@ describe('subagent-host inspect in a browser', () => {
   });
 
   it('shows a log of many events 1,000 entries at a time, loads more on a click, then follows what is appended', async () => {
-    const host = await createHost({ providers: false, persistence: { sqlite: db } });
-    let id: string;
-    try {
-      id = (await host.createAgent()).id;
-    } finally {
-      await host.close();
-    }
+    const id = await storedAgent(db);
     const append = (from: number, count: number): void => {
       const file = new Database(db);
       try {

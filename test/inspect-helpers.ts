@@ -2,6 +2,7 @@
 // port, and raw HTTP requests that send a path exactly as written (no client-side normalization).
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
+import { createHost, type SessionId } from 'subagent-host';
 
 export const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 
@@ -67,4 +68,14 @@ export function rawGet(base: string, path: string, options: { method?: string; h
     req.on('error', reject);
     req.end();
   });
+}
+
+/** The id of a new top-level agent stored in the SQLite file `path` (its host closed again). */
+export async function storedAgent(path: string): Promise<SessionId> {
+  const host = await createHost({ providers: false, persistence: { sqlite: path } });
+  try {
+    return (await host.createAgent()).id;
+  } finally {
+    await host.close();
+  }
 }

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
-import { rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
+import { rawGet, startInspect, storedAgent, type InspectProcess } from './inspect-helpers.js';
 
 interface Entry {
   seq: number;
@@ -152,13 +152,7 @@ describe('inspect on a log with long texts', () => {
 
   it('builds the transcript of 64 MB of text without holding it: the peak memory of inspect stays far below it', async () => {
     const path = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: path } });
-    let id: string;
-    try {
-      id = (await host.createAgent()).id;
-    } finally {
-      await host.close();
-    }
+    const id = await storedAgent(path);
     appendMessages(path, id, 256, TEXT / 256);
     const other = await startInspect(path);
     const peak = (): number => Number(/^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${other.child.pid}/status`, 'utf8'))![1]) * 1024;
@@ -188,13 +182,7 @@ describe('inspect on a log of many events and a root of many descendants', () =>
 
   it('answers at most 1,000 entries at a time, says more follow, and pages on with ?after= through the whole log', async () => {
     const path = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: path } });
-    let id: string;
-    try {
-      id = (await host.createAgent()).id;
-    } finally {
-      await host.close();
-    }
+    const id = await storedAgent(path);
     appendMessages(path, id, 2500, 8);
     const other = await startInspect(path);
     try {
@@ -231,13 +219,7 @@ describe('inspect on a log of many events and a root of many descendants', () =>
 
   it('answers the descendants of a root 1,000 at a time, with their total and ?offset= to page on', async () => {
     const path = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: path } });
-    let id: string;
-    try {
-      id = (await host.createAgent()).id;
-    } finally {
-      await host.close();
-    }
+    const id = await storedAgent(path);
     // 1,200 sessions below the root that are not delegated children (no descriptor needed).
     const file = new Database(path);
     file
