@@ -12,7 +12,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Host, type ScriptedStep } from 'subagent-host';
 import { holdTool, tempFiles } from './helpers.js';
-import { cli, startInspect, storedAgent, type InspectProcess } from './inspect-helpers.js';
+import { cli, startInspect, storedAgent, storedParentWithChild, type InspectProcess } from './inspect-helpers.js';
 
 const PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
@@ -219,18 +219,7 @@ describe('subagent-host inspect in a browser', () => {
 
   it('shows the tree of the first sessions written into a file that was empty when the page opened', async () => {
     const written = files.file();
-    const host = await createHost({ providers: false, persistence: { sqlite: written } });
-    let childId: string;
-    try {
-      host.subagents.registerProvider(inProcessProvider(host));
-      const parent = await host.createAgent();
-      const run = await host.subagents.start('in-process', { label: 'first child', prompt: [text('hello')], parent, signal: new AbortController().signal });
-      await run.result;
-      await run.dispose();
-      childId = run.id;
-    } finally {
-      await host.close();
-    }
+    const { childId } = await storedParentWithChild(written, 'first child');
     const empty = files.file();
     writeFileSync(empty, '');
     const other = await startInspect(empty);

@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, sqlitePersistence, text } from 'subagent-host';
 import { damageSqlitePages, tempFiles, withUnwritableFolder } from './helpers.js';
-import { cli, rawGet, startInspectWith } from './inspect-helpers.js';
+import { cli, rawGet, startInspectWith, storedParentWithChild } from './inspect-helpers.js';
 
 const files = tempFiles('inspect-cli-');
 const db = files.file();
@@ -211,25 +211,10 @@ describe('subagent-host inspect roots', () => {
   });
 });
 
-/** Stores in `file` a session with one finished in-process child labelled `done`; resolves to the session's id. */
-async function storeParentWithChild(file: string): Promise<string> {
-  const host = await createHost({ providers: false, persistence: { sqlite: file } });
-  try {
-    host.subagents.registerProvider(inProcessProvider(host));
-    const parent = await host.createAgent();
-    const run = await host.subagents.start('in-process', { label: 'done', prompt: [text('hello')], parent, signal: new AbortController().signal });
-    await run.result;
-    await run.dispose();
-    return parent.id;
-  } finally {
-    await host.close();
-  }
-}
-
 describe('subagent-host inspect while another process writes', () => {
   it('leaves out a child still being created (stored, no events of its own yet), as `ls` does, rather than noting it has no descriptor', async () => {
     const file = files.file();
-    const parentId = await storeParentWithChild(file);
+    const { parentId } = await storedParentWithChild(file, 'done');
     // A child's header is stored before its first turn writes its descriptor: what a reader sees
     // when it reads between the two commits of a host running in another process.
     const store = sqlitePersistence(file);
@@ -246,7 +231,7 @@ describe('subagent-host inspect while another process writes', () => {
 
   it("takes nothing of a fork's seed for the fork: one being created is left out, one without its own descriptor is noted", async () => {
     const file = files.file();
-    const parentId = await storeParentWithChild(file);
+    const { parentId } = await storedParentWithChild(file, 'done');
     // Forks of a continuable child: the seed holds that child's descriptor, then the end-seed marker.
     const seed = [
       { seq: 0, time: 1, type: 'subagent/descriptor', data: { version: 2, mode: 'continuable', provider: 'fork', label: 'ancestor' } },

@@ -2,7 +2,7 @@
 // port, and raw HTTP requests that send a path exactly as written (no client-side normalization).
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { createHost, type SessionId } from 'subagent-host';
+import { createHost, inProcessProvider, text, type SessionId } from 'subagent-host';
 
 export const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
 
@@ -75,6 +75,21 @@ export async function storedAgent(path: string): Promise<SessionId> {
   const host = await createHost({ providers: false, persistence: { sqlite: path } });
   try {
     return (await host.createAgent()).id;
+  } finally {
+    await host.close();
+  }
+}
+
+/** Stores in the SQLite file `path` a top-level agent with one finished in-process child labelled `label`. */
+export async function storedParentWithChild(path: string, label: string): Promise<{ parentId: SessionId; childId: SessionId }> {
+  const host = await createHost({ providers: false, persistence: { sqlite: path } });
+  try {
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', { label, prompt: [text('hello')], parent, signal: new AbortController().signal });
+    await run.result;
+    await run.dispose();
+    return { parentId: parent.id, childId: run.id };
   } finally {
     await host.close();
   }

@@ -7,9 +7,9 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, text } from 'subagent-host';
+import { createHost, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
-import { cli, rawGet, startInspect, type InspectProcess } from './inspect-helpers.js';
+import { cli, rawGet, startInspect, storedParentWithChild, type InspectProcess } from './inspect-helpers.js';
 
 const files = tempFiles('inspect-server-');
 const db = files.file();
@@ -17,17 +17,7 @@ let server: InspectProcess;
 let childId: string;
 
 beforeAll(async () => {
-  const host = await createHost({ providers: false, persistence: { sqlite: db } });
-  try {
-    host.subagents.registerProvider(inProcessProvider(host));
-    const parent = await host.createAgent();
-    const run = await host.subagents.start('in-process', { label: 'one', prompt: [text('hello')], parent, signal: new AbortController().signal });
-    await run.result;
-    await run.dispose();
-    childId = run.id;
-  } finally {
-    await host.close();
-  }
+  ({ childId } = await storedParentWithChild(db, 'one'));
   server = await startInspect(db);
 });
 
