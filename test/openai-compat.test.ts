@@ -36,7 +36,8 @@ describe('openai model: stream shapes of compatible servers', () => {
   });
 
   it.each([
-    [{ message: 'Overloaded', type: 'server_error' }, 'SERVER', 'the server reported an error mid-stream: Overloaded'],
+    [{ message: 'Overloaded', type: 'server_error' }, 'SERVER', 'the server reported an error mid-stream: Overloaded (type server_error)'],
+    [{ message: 'Provider returned error', code: 502 }, 'SERVER', 'the server reported an error mid-stream: Provider returned error (code 502)'],
     [{ message: 'You exceeded your current quota' }, 'QUOTA_EXCEEDED', 'quota exhausted mid-stream: You exceeded your current quota'],
     ['maximum context length exceeded', 'CONTEXT_WINDOW_EXCEEDED', 'context window exceeded mid-stream: maximum context length exceeded'],
   ])('ends with the error object %j sent inside the stream as %s', async (error, code, message) => {
@@ -45,6 +46,28 @@ describe('openai model: stream shapes of compatible servers', () => {
     expect(chunks).toEqual([
       { type: 'text-delta', text: 'Hel' },
       { type: 'finish', reason: 'error', failure: { code, message } },
+    ]);
+  });
+
+  it.each([
+    ['an error object', '{"message":"model overloaded","type":"overloaded_error","code":"overloaded"}', 'model overloaded (type overloaded_error, code overloaded)'],
+    ['a wrapped error', '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}', 'Overloaded (type overloaded_error)'],
+    ['plain text', 'upstream timed out', 'upstream timed out'],
+  ])('ends SERVER quoting an `event: error` whose data is %s', async (_what, data, detail) => {
+    const server = await serve(sse(`${event(delta('Hel'))}event: error\ndata: ${data}\n\n`));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'text-delta', text: 'Hel' },
+      { type: 'finish', reason: 'error', failure: { code: 'SERVER', message: `the server reported an error mid-stream: ${detail}` } },
+    ]);
+  });
+
+  it('keeps the answer and reads usage counts of the wrong type as absent', async () => {
+    const usage = { prompt_tokens: '12', completion_tokens: 3, prompt_tokens_details: [], completion_tokens_details: { reasoning_tokens: -1 } };
+    const server = await serve(sse(event(delta('ok')) + event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage }) + DONE));
+    expect(await collect(await model(server))).toEqual([
+      { type: 'text-delta', text: 'ok' },
+      { type: 'usage', usage: { inputTokens: 0, outputTokens: 3 } },
+      { type: 'finish', reason: 'stop' },
     ]);
   });
 
@@ -294,6 +317,8 @@ describe('openai model: configuration and cancellation', () => {
       { baseURL: server.baseURL.replace('http://', `http://user:${KEY}@`) },
       { baseURL: `${server.baseURL}#part` },
       { idleTimeoutMs: 2 ** 31 },
+      // Node's fetch ends a request after 300 s without data: a longer timeout could not be kept.
+      { idleTimeoutMs: 300_001 },
     ];
     for (const extra of refusals) {
       const error = await model(server, extra).catch((caught: unknown) => caught);

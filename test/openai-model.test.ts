@@ -3,7 +3,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { ModelChunk, ModelRequest } from 'subagent-host';
 import { createModel } from 'subagent-host/internals';
-import { ENV, KEY, cleanups, collect, finishOf, fixture, model, request, serve, sse, status, useServers } from './openai-helpers.js';
+import { ENV, KEY, cleanups, collect, finishOf, fixture, model, request, serve, sse, status, useServers, type Reply } from './openai-helpers.js';
 
 useServers();
 
@@ -273,6 +273,36 @@ describe('openai model: HTTP errors and retries', () => {
     const server = await serve((res) => res.socket?.destroy(), sse(fixture('text-usage')));
     expect(finishOf(await collect(await model(server, { maxRetries: 1 })))).toEqual({ type: 'finish', reason: 'stop' });
     expect(server.received).toHaveLength(2);
+  });
+
+  it.each([
+    ['headers', (): void => undefined],
+    ['body', ((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n');
+    }) satisfies Reply],
+  ])('ends TIMEOUT without a retry when fetch\'s own %s timeout ends a request the server received', async (_which, reply) => {
+    const server = await serve(reply);
+    // What a user's global undici dispatcher (or Node's own, after 300 s) does: shorter here.
+    interface Dispatcher {
+      close(): Promise<void>;
+    }
+    const slot = globalThis as unknown as Record<symbol, Dispatcher>;
+    const GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');
+    // Node makes its fetch's dispatcher on first use: a fetch refused at once makes it exist.
+    await fetch('http://127.0.0.1:1/').catch(() => undefined);
+    const original = slot[GLOBAL_DISPATCHER]!;
+    const Agent = original.constructor as new (options: { headersTimeout: number; bodyTimeout: number }) => Dispatcher;
+    const short = new Agent({ headersTimeout: 100, bodyTimeout: 100 });
+    slot[GLOBAL_DISPATCHER] = short;
+    try {
+      const finish = finishOf(await collect(await model(server, { idleTimeoutMs: 60_000 })));
+      expect(finish).toMatchObject({ reason: 'error', failure: { code: 'TIMEOUT' } });
+      expect(server.received).toHaveLength(1);
+    } finally {
+      slot[GLOBAL_DISPATCHER] = original;
+      await short.close();
+    }
   });
 
   it('ends NETWORK when nothing listens', async () => {

@@ -18,7 +18,7 @@ export type ModelSpec =
       headers?: Record<string, string>;
       /** Retries before the first response byte (429, 5xx, network error). @default 1 */
       maxRetries?: number;
-      /** Abort a request when no byte arrives for this long. @default 120000 */
+      /** Abort a request when no byte arrives for this long; at most 300000 (Node's fetch gives up then). @default 120000 */
       idleTimeoutMs?: number;
     }
   | { kind: 'module'; specifier: string; export?: string; options?: unknown };

@@ -5,12 +5,12 @@ import type { ModelSpec, ScriptedStep } from '../../seam/agent-types.js';
 import { plainJsonProblem } from '../../seam/content.js';
 import { lazy } from '../../seam/once.js';
 import { SubagentError } from '../../seam/errors.js';
-import { openaiModel } from './openai.js';
+import { MAX_IDLE_TIMEOUT_MS, openaiModel } from './openai.js';
 import { scriptedModel, type ScriptedModel } from './scripted.js';
 import { plainModelSpec } from './spec-check.js';
 import { loadModuleModel } from './module-model.js';
 import type { ModelAdapter } from './types.js';
-import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
+import { parseOrThrow } from '../../seam/parse.js';
 
 /** A base URL without userinfo or fragment: fetch refuses the one, and the other would be cut. */
 function withoutCredentials(url: string): boolean {
@@ -71,8 +71,7 @@ const modelSpecSchema = lazy(() => {
       apiKeyEnv: z.string().min(1).optional(),
       headers: z.record(z.string(), z.string()).refine(sendableHeaders, 'must be headers fetch can send: valid names and values (no line breaks), none of content-length, transfer-encoding, keep-alive, upgrade, expect').optional(),
       maxRetries: z.number().int().min(0).max(5).optional(),
-      // A timer longer than 2^31-1 ms would fire at once.
-      idleTimeoutMs: z.number().int().positive().max(MAX_TIMER_MS).optional(),
+      idleTimeoutMs: z.number().int().positive().max(MAX_IDLE_TIMEOUT_MS, `must be at most ${MAX_IDLE_TIMEOUT_MS} ms: Node's fetch ends a request that receives no data for 300 s`).optional(),
     }),
     z.strictObject({
       kind: z.literal('module'),

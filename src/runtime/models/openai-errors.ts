@@ -82,9 +82,21 @@ export function isRetryable(failure: FailureInfo): boolean {
   return failure.code === 'RATE_LIMIT' || failure.code === 'SERVER' || failure.code === 'NETWORK';
 }
 
+/** The server's own `type` and `code` of an error object, as `type T, code C` (or ''). */
+function errorLabels(error: unknown, scrub: Scrub): string {
+  if (error === null || typeof error !== 'object') return '';
+  const { type, code } = error as { type?: unknown; code?: unknown };
+  const labels: string[] = [];
+  if (typeof type === 'string' && type.trim() !== '') labels.push(`type ${type}`);
+  if ((typeof code === 'string' && code.trim() !== '') || typeof code === 'number') labels.push(`code ${code}`);
+  return labels.length === 0 ? '' : oneLine(scrub(labels.join(', ')).slice(0, 100));
+}
+
 /** An error object sent inside the event stream (some servers report overloads this way). */
 export function streamErrorFailure(error: unknown, scrub: Scrub): FailureInfo {
-  const detail = serverDetail(JSON.stringify({ error }), scrub);
+  const message = serverDetail(JSON.stringify({ error }), scrub);
+  const labels = errorLabels(error, scrub);
+  const detail = labels === '' ? message : `${message} (${labels})`;
   if (QUOTA_WORDING.test(detail)) {
     return { code: 'QUOTA_EXCEEDED', message: withDetail('quota exhausted mid-stream', detail) };
   }
@@ -92,6 +104,22 @@ export function streamErrorFailure(error: unknown, scrub: Scrub): FailureInfo {
     return { code: 'CONTEXT_WINDOW_EXCEEDED', message: withDetail('context window exceeded mid-stream', detail) };
   }
   return { code: 'SERVER', message: withDetail('the server reported an error mid-stream', detail) };
+}
+
+/**
+ * The failure of an `event: error` (Anthropic-style gateways, some proxies): its data is an error
+ * object with or without an `{ error }` wrapper, or plain text.
+ */
+export function errorEventFailure(data: string, scrub: Scrub): FailureInfo {
+  let error: unknown = data;
+  try {
+    const json = JSON.parse(data) as unknown;
+    const wrapped = json !== null && typeof json === 'object' ? (json as { error?: unknown }).error : undefined;
+    error = wrapped ?? json;
+  } catch {
+    // Plain text: quoted as it is.
+  }
+  return streamErrorFailure(error, scrub);
 }
 
 /** How long a code made from a server's finish_reason may be. */
@@ -107,26 +135,52 @@ export function finishReasonFailure(reason: string, scrub: Scrub): FailureInfo {
   return { code, message: `the model stopped with finish_reason '${oneLine(clean)}'` };
 }
 
-/** The innermost useful description of a fetch failure (undici wraps the socket error). */
-function describeCause(error: unknown): string {
+/** The innermost error of a fetch failure (undici wraps the socket error). */
+function innermost(error: unknown): unknown {
   let current: unknown = error;
   for (let depth = 0; depth < 4; depth++) {
     const cause = current instanceof Error ? current.cause : undefined;
     if (!(cause instanceof Error)) break;
     current = cause;
   }
+  return current;
+}
+
+function codeOf(error: unknown): string | undefined {
+  const code = error instanceof Error ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** The innermost useful description of a fetch failure. */
+function describeCause(error: unknown): string {
+  const current = innermost(error);
   if (!(current instanceof Error)) return String(current);
-  const code = (current as { code?: unknown }).code;
-  return typeof code === 'string' ? `${code} ${current.message}` : current.message;
+  const code = codeOf(current);
+  return code === undefined ? current.message : `${code} ${current.message}`;
+}
+
+/**
+ * Timers of fetch's own (undici's headersTimeout and bodyTimeout, 300 s by default, or what a
+ * global dispatcher sets): the request reached the server, so this is a timeout, not a failure to
+ * connect, and is not retried (the server may still be generating the first answer).
+ */
+const FETCH_TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+function fetchTimeoutFailure(url: string, error: unknown): FailureInfo | undefined {
+  const code = codeOf(innermost(error));
+  if (code === undefined || !FETCH_TIMEOUT_CODES.has(code)) return undefined;
+  return { code: 'TIMEOUT', message: `no data from ${url} within the HTTP client's own timeout (${code})` };
 }
 
 /** A failure for a request that never got a response. */
 export function networkFailure(url: string, error: unknown, scrub: Scrub): FailureInfo {
-  return { code: 'NETWORK', message: `cannot reach ${url}: ${oneLine(scrub(describeCause(error)))}` };
+  return fetchTimeoutFailure(url, error) ?? { code: 'NETWORK', message: `cannot reach ${url}: ${oneLine(scrub(describeCause(error)))}` };
 }
 
-/** A failure for a response body that broke off. */
-export function streamClosedFailure(error: unknown, scrub: Scrub): FailureInfo {
+/** A failure for a response body from `url` that broke off. */
+export function streamClosedFailure(url: string, error: unknown, scrub: Scrub): FailureInfo {
+  const timeout = fetchTimeoutFailure(url, error);
+  if (timeout) return timeout;
   const why = error === undefined ? 'the server closed the stream' : oneLine(scrub(describeCause(error)));
   return { code: 'STREAM_CLOSED', message: `the response stream ended before [DONE] (${why})` };
 }

@@ -12,7 +12,9 @@ import { deepToolInputFailure } from '../../seam/content.js';
 // Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
 // which optional parts they send at all.
 const wireChunk = lazy(() => {
-  const count = z.number().nonnegative().nullish();
+  // Usage is an account of the answer, not part of it: a count of the wrong type (a string, a
+  // negative number) or a details field that is no object is read as absent, and the answer kept.
+  const count = z.number().nonnegative().nullish().catch(undefined);
   return z.object({
     error: z.unknown().optional(),
     choices: z
@@ -47,10 +49,11 @@ const wireChunk = lazy(() => {
         prompt_tokens: count,
         completion_tokens: count,
         prompt_cache_hit_tokens: count,
-        prompt_tokens_details: z.object({ cached_tokens: count }).nullish(),
-        completion_tokens_details: z.object({ reasoning_tokens: count }).nullish(),
+        prompt_tokens_details: z.object({ cached_tokens: count }).nullish().catch(undefined),
+        completion_tokens_details: z.object({ reasoning_tokens: count }).nullish().catch(undefined),
       })
-      .nullish(),
+      .nullish()
+      .catch(undefined),
   });
 });
 

@@ -4,6 +4,7 @@ import type { ModelSpec } from '../../seam/agent-types.js';
 import type { FailureInfo } from '../../seam/session-types.js';
 import type { Scrub } from './openai-errors.js';
 import {
+  errorEventFailure,
   httpFailure,
   isRetryable,
   networkFailure,
@@ -24,6 +25,11 @@ const USER_AGENT = 'subagent-host';
 const DEFAULT_API_KEY_ENV = 'OPENAI_API_KEY';
 const DEFAULT_MAX_RETRIES = 1;
 const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+/**
+ * The longest idle timeout the adapter can keep: Node's fetch (undici) ends a request on its own
+ * after 300 s without response headers or body data, whatever a longer timer of ours would allow.
+ */
+export const MAX_IDLE_TIMEOUT_MS = 300_000;
 const RETRY_DELAY_MS = 200;
 /** A longer `retry-after` is not waited out: the caller's own policy is the better judge. */
 const MAX_RETRY_AFTER_MS = 2_000;
@@ -231,13 +237,14 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
         try {
           read = await exchange.wait(() => reader.read());
         } catch (error) {
-          const failure = breakOff(exchange, signal, streamClosedFailure(error, scrub));
+          const failure = breakOff(exchange, signal, streamClosedFailure(url, error, scrub));
           return yield* failure ? assembler.fail(failure) : assembler.abort();
         }
-        for (const payload of read.done ? decoder.end() : decoder.push(read.value)) {
+        for (const event of read.done ? decoder.end() : decoder.push(read.value)) {
           sawEvent = true;
-          if (payload.trim() === '[DONE]') return yield* assembler.complete();
-          yield* assembler.accept(payload);
+          if (event.type === 'error') return yield* assembler.fail(errorEventFailure(event.data, scrub));
+          if (event.data.trim() === '[DONE]') return yield* assembler.complete();
+          yield* assembler.accept(event.data);
           if (assembler.failure) return yield* assembler.fail(assembler.failure);
           // The caller may abort while we are suspended at a yield, with no read pending to reject.
           if (signal.aborted) return yield* assembler.abort();
@@ -248,7 +255,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
         if (read.done && !sawEvent && !type.includes('text/event-stream')) {
           return yield* fail({ code: 'MALFORMED_RESPONSE', message: `expected an event stream from ${url}, got ${type || 'no content-type'} without events; check baseURL` });
         }
-        if (read.done) return yield* assembler.fail(streamClosedFailure(undefined, scrub));
+        if (read.done) return yield* assembler.fail(streamClosedFailure(url, undefined, scrub));
       }
     } finally {
       exchange.dispose();
