@@ -3,8 +3,8 @@
 // runs (continuable children first, child-first), agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { plainJsonProblem } from './seam/content.js';
-import { SubagentError, printable } from './seam/errors.js';
-import { MAX_TIMER_MS, assertKnownKeys, isRecord, wellFormed } from './seam/parse.js';
+import { SubagentError } from './seam/errors.js';
+import { assertKnownKeys, isRecord, timerOption, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
@@ -47,18 +47,6 @@ export interface HostOptions {
    * (`pool.cancelGraceMs`). Once `close()` began, nothing waits for this grace. @default 5000
    */
   abandonGraceMs?: number;
-}
-
-/**
- * A createHost option that sets a timer: `value` (or `fallback`) milliseconds, from 0 to 2^31-1 (a
- * longer timer fires at once: Node clamps it to 1 ms), else `INVALID_OPTIONS` naming `field`.
- */
-function timerOption(value: unknown, fallback: number, field: string): number {
-  const ms = value === undefined ? fallback : value;
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS) {
-    throw new SubagentError('INVALID_OPTIONS', `options.${field} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${printable(ms)})`);
-  }
-  return ms;
 }
 
 /**
@@ -210,7 +198,7 @@ class HostImpl implements Host {
     this.sessions = new LiveSessionStore({ persistence, logger });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);
-    this.abandonGraceMs = timerOption(options.abandonGraceMs, 5000, 'abandonGraceMs');
+    this.abandonGraceMs = timerOption(options.abandonGraceMs, 5000, 'options.abandonGraceMs');
     this.agents = new AgentRegistry({
       sessions: this.sessions,
       tools: this.tools,
@@ -222,7 +210,7 @@ class HostImpl implements Host {
     this.subagents = new SubagentService({
       logger,
       catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger }),
-      continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: timerOption(options.continuation?.lingerMs ?? undefined, 30_000, 'continuation.lingerMs') },
+      continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: timerOption(options.continuation?.lingerMs, 30_000, 'options.continuation.lingerMs') },
     });
     // An agent's background tasks are cancelled (and their notices given) before the agent goes.
     const held = heldWorkOf(this.subagents);

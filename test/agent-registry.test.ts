@@ -1,7 +1,7 @@
 // Agent registry: creation, setup rollback, handles, resume with replayed input, fork prefixes.
 import { describe, expect, it } from 'vitest';
 import { memoryPersistence, scriptedModel, text, type SessionEvent } from 'subagent-host';
-import { completedTurnPrefix } from 'subagent-host/internals';
+import { AgentRegistry, completedTurnPrefix } from 'subagent-host/internals';
 import { dataOf, makeRuntime, types } from './helpers.js';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).href;
@@ -15,6 +15,16 @@ describe('AgentRegistry', () => {
     expect(runtime.sessions.get('a1')).toBe(handle.agent.session);
     expect(handle.agent.session.header).toMatchObject({ id: 'a1', cwd: '/tmp' });
     await handle.dispose();
+  });
+
+  it('refuses an abandonGraceMs past a timer\'s reach (a cancelled turn gave up on its calls at once)', () => {
+    const runtime = makeRuntime();
+    for (const abandonGraceMs of [2 ** 31, 1e10, Number.POSITIVE_INFINITY, Number.NaN, -1, '5000']) {
+      expect(() => new AgentRegistry({ sessions: runtime.sessions, abandonGraceMs: abandonGraceMs as number })).toThrow(
+        expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('options.abandonGraceMs') }),
+      );
+    }
+    expect(new AgentRegistry({ sessions: runtime.sessions, abandonGraceMs: 2 ** 31 - 1 })).toBeInstanceOf(AgentRegistry);
   });
 
   it('rejects a live id with DUPLICATE_SESSION', async () => {

@@ -80,6 +80,13 @@ describe('authority and validation', () => {
     }
   });
 
+  it('refuses continuation.lingerMs: null when the host is created (it was read as the 30 s default)', async () => {
+    await expect(createHost({ continuation: { lingerMs: null as unknown as number }, providers: false })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringContaining('options.continuation.lingerMs'),
+    });
+  });
+
   it('checks interrupt authority synchronously and ignores absent ids', async () => {
     const { host, parent } = await setup();
     const { childId } = await startChild(host, parent, 'work', { model: HANG });

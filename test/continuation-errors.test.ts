@@ -48,6 +48,17 @@ describe('continuable operations refuse malformed input', () => {
     expect(runtime.agents.list()).toStrictEqual([parent]);
   });
 
+  it('refuses a lingerMs past a timer\'s reach in a SubagentService built with continuation (it evicted each settled child at once)', () => {
+    const runtime = makeRuntime();
+    track({ close: () => runtime.agents.close() });
+    const build = (lingerMs: unknown) =>
+      new SubagentService({ continuation: { agents: runtime.agents, sessions: runtime.sessions, persistence: undefined, lingerMs: lingerMs as number } });
+    for (const lingerMs of [2 ** 31, 3e9, Number.POSITIVE_INFINITY, Number.NaN, -1, '100', null]) {
+      expect(() => build(lingerMs)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('options.continuation.lingerMs') }));
+    }
+    expect(build(2 ** 31 - 1)).toBeInstanceOf(SubagentService);
+  });
+
   it('refuses a reserved id that a drained child still holds in persistence', async () => {
     const { host, parent, recorder } = await setup();
     await startChild(host, parent, 'first', { childId: 'kept' });

@@ -7,7 +7,7 @@ import { unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
-import { isRecord, wellFormed } from '../seam/parse.js';
+import { isRecord, timerOption, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent, type OwnInput } from './agent.js';
 import { createModel } from './models/create.js';
@@ -206,7 +206,8 @@ export class AgentRegistry {
      */
     abandonGraceMs?: number | undefined;
   }) {
-    this.#abandonGraceMs = options.abandonGraceMs;
+    // Checked here too, not only by createHost: a grace past a timer's reach would abandon at once.
+    this.#abandonGraceMs = options.abandonGraceMs === undefined ? undefined : timerOption(options.abandonGraceMs, 0, 'AgentRegistry options.abandonGraceMs');
     // Every cancelled turn and child run waiting on a call listens to it: as many as run at once.
     setMaxListeners(0, this.#closing.signal);
     this.#sessions = options.sessions;

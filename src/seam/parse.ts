@@ -1,10 +1,22 @@
 // One way to turn a schema failure into a SubagentError: the first issue, named by its full field
 // path (`options.pool.maxThreads: …`). Only zod's types are imported, so loading this builds nothing.
 import type { z } from 'zod';
-import { SubagentError, type SubagentErrorCode } from './errors.js';
+import { SubagentError, printable, type SubagentErrorCode } from './errors.js';
 
 /** The longest delay a Node timer takes: a longer one fires after 1 ms (with a warning). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * An option that sets a timer: `value` (or `fallback` when undefined) milliseconds, from 0 to
+ * MAX_TIMER_MS (a longer timer fires at once), else `INVALID_OPTIONS` naming `field`.
+ */
+export function timerOption(value: unknown, fallback: number, field: string): number {
+  const ms = value === undefined ? fallback : value;
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS) {
+    throw new SubagentError('INVALID_OPTIONS', `${field} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${printable(ms)})`);
+  }
+  return ms;
+}
 
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
 export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -19,6 +19,7 @@ import { HeldWork } from './held-work.js';
 import { SubagentEventBus } from './events.js';
 import { SubtreeUsage } from './subtree-usage.js';
 import { addUsage, emptyUsage } from '../seam/usage.js';
+import { timerOption } from '../seam/parse.js';
 import { forwardStartWaits } from '../seam/start-wait.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
 import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run.js';
@@ -85,6 +86,8 @@ export class SubagentService {
     if (options.continuation) {
       this.#continuation = new ContinuationManager({
         ...options.continuation,
+        // Checked here too, not only by createHost: a linger past a timer's reach would evict at once.
+        lingerMs: timerOption(options.continuation.lingerMs, 30_000, 'SubagentService options.continuation.lingerMs'),
         logger: options.logger,
         held: this.#held,
         runAgent: (id) => this.#runAgents.get(id),
