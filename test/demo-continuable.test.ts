@@ -1,7 +1,7 @@
 // `demo --continuable` as a user runs it: every child and follow-up accounted for in --json, the tree
 // `ls --tree --json` prints afterwards from the same database, compared as a whole, and what the inspector shows of it.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -160,5 +160,13 @@ describe('subagent-host demo --continuable', () => {
   it('refuses --chaos and real models with exit code 2 before any work', async () => {
     const failure = await run(process.execPath, [cli, 'demo', '--continuable', '--chaos', '--dir', dir, '--db', join(dir, 'never.db')]).catch((error: { code: number; stderr: string }) => error);
     expect(failure).toMatchObject({ code: 2, stderr: expect.stringContaining('--continuable runs the scripted models without --chaos') });
+  }, 60_000);
+
+  it('refuses --deadline, which cancels one-shot children only, with exit code 2 before any work', async () => {
+    // Continuable children are never cancelled by a deadline: taking the option would ignore it silently.
+    const db = join(dir, 'never-deadline.db');
+    const failure = await run(process.execPath, [cli, 'demo', '--continuable', '--deadline', '100', '--dir', dir, '--db', db]).catch((error: { code: number; stdout: string; stderr: string }) => error);
+    expect(failure).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('INVALID_OPTIONS: --deadline cancels one-shot children only') });
+    expect(existsSync(db)).toBe(false);
   }, 60_000);
 });

@@ -21,7 +21,9 @@ const USAGE = `usage: subagent-host demo [options]
   --continuable                      one continuable child per chunk (on --provider): each reports a partial
                                      finding, then the planner sends each a follow-up and waits for it
   --chaos                            add a child that crashes its thread and one that spins forever
-  --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos)
+                                     (worker children only: --provider spawn or fork)
+  --deadline MS                      cancel a child still running after MS (default: 20000, 2000 with --chaos;
+                                     one-shot children only, not with --continuable)
   --model scripted|openai            scripted (default) or a real OpenAI-compatible model: set
                                      OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL (or DEEPSEEK_API_KEY)
   --db FILE                          SQLite file the run is saved to (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
@@ -62,6 +64,7 @@ export async function run(args: string[]): Promise<number> {
     : !['scripted', 'openai'].includes(values.model) ? '--model must be scripted or openai'
     : values.db === '' ? '--db needs a file path'
     : values.continuable && (values.chaos || values.model !== 'scripted') ? '--continuable runs the scripted models without --chaos'
+    : values.continuable && values.deadline !== undefined ? '--deadline cancels one-shot children only: it does not apply with --continuable'
     : values.chaos && values.provider === 'in-process' ? '--chaos needs worker children (--provider spawn or fork): a crash in-process would take the host down'
     : undefined;
   // Every input is checked before any work starts. A bad option value, like an unknown option: its
