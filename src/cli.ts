@@ -69,7 +69,19 @@ function stopOutputWhenReaderLeaves(): void {
   });
 }
 
+/**
+ * A log reader that went away (a supervisor that died, `2>&1 | tee` ended) is no reason to stop:
+ * the log lines go nowhere and the command goes on, so a worker still drains its children on SIGTERM.
+ * Unhandled, the first line written after it would end the process with an 'error' event.
+ */
+function dropLogsWhenReaderLeaves(): void {
+  process.stderr.on('error', () => {
+    process.stderr.write = (() => true) as typeof process.stderr.write;
+  });
+}
+
 stopOutputWhenReaderLeaves();
+dropLogsWhenReaderLeaves();
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

@@ -149,6 +149,8 @@ describe('subagent-host acp', () => {
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
+    // Its terminal closed: left to its default, SIGHUP would end it without storing what runs.
+    ['SIGHUP', 129],
   ] as const)('saves the sessions to --db and exits on %s while serving (code %i)', async (signal, code) => {
     const db = files.file();
     const agent = startAgent(['--db', db]);

@@ -5,6 +5,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, sym
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createHost } from 'subagent-host';
 import { interruptCli } from './helpers.js';
@@ -220,6 +221,23 @@ describe('subagent-host demo interrupted while children wait for a thread', () =
     expect(stdout).toContain(` ${unstarted.length} children never started (cancelled before they ran); a speed-up is measured only when every child completed.`);
     const queued = [...stdout.matchAll(/^ {2}(chunk \d+\/64) +queued$/gm)].map((m) => m[1]!).filter((label) => !started.has(label));
     for (const label of queued) expect(stdout).toMatch(new RegExp(`^ {2}${label.replace('/', '\\/')} +not started after \\d+ ms queued — cancelled before it ran$`, 'm'));
+  });
+});
+
+describe('subagent-host demo whose terminal closed (SIGHUP)', () => {
+  it('stops as on Ctrl-C: exit 130, and no turn it began is left open in its database', { timeout: 90_000 }, async () => {
+    const big = new URL('../node_modules/typescript/lib', import.meta.url).pathname;
+    const db = join(dir, `run-${++runs}.db`);
+    const { ended, stdout, stderr } = await interruptCli(cli, ['demo', '--children', '8', '--dir', big, '--db', db], /^ {2}chunk \d+\/8 +running since/m, 80_000, 'SIGHUP');
+    expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(130);
+    const saved = new Database(db, { readonly: true });
+    try {
+      const turns = saved.prepare("SELECT session_id AS id, SUM(type = 'turn/start') AS started, SUM(type = 'turn/end') AS ended FROM events GROUP BY session_id").all() as { id: string; started: number; ended: number }[];
+      expect(turns.length).toBeGreaterThan(1);
+      expect(turns.filter((turn) => turn.started !== turn.ended)).toEqual([]);
+    } finally {
+      saved.close();
+    }
   });
 });
 

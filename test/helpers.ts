@@ -233,11 +233,11 @@ export function damageSqlitePages(file: string, query: string, byte = 0xff): num
 }
 
 /**
- * Runs `subagent-host` (`cli`, the built CLI) with `args` and sends it SIGINT once its stdout has a
- * line matching `at`; resolves with its exit code (or `still running after N s` once `limitMs`
+ * Runs `subagent-host` (`cli`, the built CLI) with `args` and sends it `signal` (SIGINT by default)
+ * once its stdout has a line matching `at`; resolves with its exit code (or `still running after N s` once `limitMs`
  * passed, when it is killed) and what it wrote.
  */
-export async function interruptCli(cli: string, args: string[], at: RegExp, limitMs: number): Promise<{ ended: number | string | null; stdout: string; stderr: string }> {
+export async function interruptCli(cli: string, args: string[], at: RegExp, limitMs: number, signal: NodeJS.Signals = 'SIGINT'): Promise<{ ended: number | string | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -246,7 +246,7 @@ export async function interruptCli(cli: string, args: string[], at: RegExp, limi
     stdout += chunk.toString();
     if (!sent && at.test(stdout)) {
       sent = true;
-      child.kill('SIGINT');
+      child.kill(signal);
     }
   });
   child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));

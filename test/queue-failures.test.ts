@@ -452,14 +452,31 @@ describe('queue provider failures', () => {
     await Promise.all([first, ...later].map((run) => run.dispose()));
   });
 
-  it('a worker cancels children still running after its drain grace, then exits 0', async () => {
-    register({ queue: 'grace', lockDurationMs: 30_000 });
-    const draining = await worker('grace', '--lock-duration-ms', '30000', '--drain-grace-ms', '200');
+  // SIGHUP: its terminal or session closed. Left to its default, it would kill the worker and its children with it.
+  it.each(['SIGTERM', 'SIGHUP'] as const)('a worker cancels children still running after its drain grace on %s, then exits 0', async (signal) => {
+    const queue = `grace-${signal}`;
+    register({ queue, lockDurationMs: 30_000 });
+    const draining = await worker(queue, '--lock-duration-ms', '30000', '--drain-grace-ms', '200');
     const run = await start(hang);
     await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
-    draining.child.kill('SIGTERM');
+    draining.child.kill(signal);
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
     expect(await draining.exited).toBe(0);
+    expect(draining.stderr).toContain(`${signal}: no longer taking jobs`);
+    await run.dispose();
+  });
+
+  it('a worker whose log reader went away still drains on SIGTERM, rather than dying at its next log line', async () => {
+    register({ queue: 'no-log-reader' });
+    const draining = await worker('no-log-reader', '--drain-grace-ms', '200');
+    const run = await start(hang);
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    // Its supervisor's end of the stderr pipe closes: the drain's log lines cannot be written.
+    draining.child.stderr?.destroy();
+    draining.child.kill('SIGTERM');
+    expect(await draining.exited).toBe(0);
+    // Cancelled by the drain, not lost with the worker (that would end `error`, its lock lapsed).
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
     await run.dispose();
   });
 

@@ -69,15 +69,18 @@ export async function run(args: string[]): Promise<number> {
     return parseModel(values.model);
   });
   if (typeof model === 'number') return model;
-  // SIGTERM (a client's dispose ladder) and SIGINT (Ctrl-C) still flush the sessions before exiting;
-  // one during startup, before the host exists (nothing stored yet), exits the same way at once.
+  // SIGTERM (a client's dispose ladder), SIGINT (Ctrl-C) and SIGHUP (its terminal closed) still flush
+  // the sessions before exiting; one during startup, before the host exists (nothing stored yet),
+  // exits the same way at once.
   let closeHost = () => Promise.resolve();
   const exitAfterClose = (code: number) => () => void closeHost().finally(() => process.exit(code));
   const onTerm = exitAfterClose(143);
+  const onHup = exitAfterClose(129);
   // A client that went away (its end of our stdout closed) ends the server as a finished one: exit 0.
   const onInt = () => exitAfterClose(outputGone() ? 0 : 130)();
   process.once('SIGTERM', onTerm);
   process.once('SIGINT', onInt);
+  process.once('SIGHUP', onHup);
   try {
     // SQLite opens a file this process may only read as read-only without a word: checked before
     // serving, or the client would get sessions whose every prompt fails.
@@ -114,6 +117,7 @@ export async function run(args: string[]): Promise<number> {
     // The handlers stay until the host closed: a SIGTERM during the close still waits for it to store what ran.
     process.off('SIGTERM', onTerm);
     process.off('SIGINT', onInt);
+    process.off('SIGHUP', onHup);
   }
   return 0;
 }

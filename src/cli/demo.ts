@@ -87,12 +87,14 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`subagent-host demo: ${unusable}\n`);
     return 2;
   }
-  // Ctrl-C (or SIGTERM) closes the host: the children are cancelled and every open turn ends in
-  // the database, which `ls` and `inspect` would otherwise show running for good. A second one quits.
+  // Ctrl-C (or SIGTERM, or SIGHUP: its terminal closed) closes the host: the children are cancelled
+  // and every open turn ends in the database, which `ls` and `inspect` would otherwise show running
+  // for good. A second one quits.
   const interrupted = new AbortController();
   const onSignal = () => interrupted.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  process.once('SIGHUP', onSignal);
   const { signal } = interrupted;
   try {
     const code = values.continuable
@@ -104,6 +106,7 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('SIGHUP', onSignal);
   }
   // A reader that went away stops the run as quietly as it stops any command's output.
   if (outputGone()) return 0;

@@ -1,5 +1,5 @@
 // `subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]`: takes
-// child jobs from a queue and runs each in this process's worker-thread pool until SIGTERM/SIGINT,
+// child jobs from a queue and runs each in this process's worker-thread pool until SIGTERM/SIGINT/SIGHUP,
 // then stops taking jobs, lets running children finish within a grace (cancels the rest), exits 0.
 import { SubagentError, describeError } from '../seam/errors.js';
 import { visible } from '../seam/visible.js';
@@ -71,6 +71,8 @@ export async function run(args: string[]): Promise<number> {
   const stopped = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
+    // Its terminal or session closed: drained too, or its running children would be lost with it.
+    process.once('SIGHUP', () => resolve('SIGHUP'));
   });
   // Tests and supervisors wait for this line before queueing work.
   process.stdout.write(`ready pid=${process.pid} queue=${queue} concurrency=${concurrency} threads=${poolThreads}\n`);
