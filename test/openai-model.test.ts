@@ -218,6 +218,14 @@ describe('openai model: HTTP errors and retries', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it('cuts a long server message before an emoji, never between its halves', async () => {
+    const server = await serve(status(400, JSON.stringify({ error: { message: `${'x'.repeat(198)}😀 and more after the cut` } })));
+    const finish = finishOf(await collect(await model(server)));
+    const message = finish.type === 'finish' ? (finish.failure?.message ?? '') : '';
+    expect(message).toMatch(/x{198}…$/);
+    expect(message).not.toMatch(/\p{Cs}/u);
+  });
+
   it('retries once after a 429 and then streams', async () => {
     const server = await serve(
       status(429, '{"error":{"message":"Rate limit reached"}}', { 'retry-after': '0' }),
@@ -460,5 +468,28 @@ describe('openai model: wire request', () => {
       ],
       max_tokens: 256,
     });
+  });
+
+  it('sends a lone surrogate as U+FFFD, which strict servers (DeepSeek, OpenAI) accept, keeping pairs and escaped text', async () => {
+    const server = await serve(sse(fixture('text-usage')));
+    const adapter = await model(server);
+    const req: ModelRequest = {
+      system: 'sys \uD800',
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'cut 😀 \uD83D' }] },
+        { role: 'assistant', content: [{ type: 'tool_call', id: 'c1', name: 'note', input: { text: 'x\uDE00', '\\ud800': 'typed \\ud800' } }] },
+        { role: 'user', content: [{ type: 'tool_result', callId: 'c1', content: [{ type: 'text', text: 'half \uDC00' }] }] },
+      ],
+      tools: [],
+      signal: new AbortController().signal,
+    };
+    expect(finishOf(await collect(adapter, req))).toStrictEqual({ type: 'finish', reason: 'stop' });
+    const body = JSON.parse(server.received[0]?.body ?? '') as { messages: { content: string; tool_calls?: { function: { arguments: string } }[] }[] };
+    const [system, user, assistant, tool] = body.messages;
+    expect([system?.content, user?.content, tool?.content]).toStrictEqual(['sys \uFFFD', 'cut 😀 \uFFFD', 'half \uFFFD']);
+    // The arguments are JSON text too: parsed, they hold no lone surrogate either.
+    const args = assistant?.tool_calls?.[0]?.function.arguments ?? '';
+    expect(JSON.parse(args)).toStrictEqual({ text: 'x\uFFFD', '\\ud800': 'typed \\ud800' });
+    expect(args).not.toMatch(/(?<!\\)(\\\\)*\\ud[89a-f]/);
   });
 });

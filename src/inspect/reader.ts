@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { SubagentError } from '../seam/errors.js';
+import { headOf } from '../seam/parse.js';
 import { inheritedCount } from '../seam/session-types.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
 import { decodeEvent, decodeSession, readonlyFolderError } from '../persistence/sqlite-schema.js';
@@ -303,7 +304,7 @@ function summary(row: { id: string; createdAt: number; events: number; children:
   if (Array.isArray(content)) {
     // A block may be anything the row holds (null included): only a text block gives text.
     const text = content.map((block) => ((block as { type?: unknown } | null)?.type === 'text' ? String((block as { text?: unknown }).text) : '')).join(' ').trim();
-    if (text !== '') root.title = text.length > TITLE_CHARS ? `${text.slice(0, TITLE_CHARS)}…` : text;
+    if (text !== '') root.title = text.length > TITLE_CHARS ? `${headOf(text, TITLE_CHARS)}…` : text;
   }
   return root;
 }

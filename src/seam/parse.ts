@@ -71,3 +71,12 @@ const LONE_SURROGATE = /\p{Cs}/u;
 export function wellFormed(text: string): boolean {
   return !LONE_SURROGATE.test(text);
 }
+
+/**
+ * The first `limit` UTF-16 units of `text`, one fewer where the cut would part a surrogate pair:
+ * half an emoji would be a lone surrogate, which UTF-8 (a terminal, SQLite, a model's server) turns into U+FFFD.
+ */
+export function headOf(text: string, limit: number): string {
+  const parts = limit > 0 && limit < text.length && /[\ud800-\udbff][\udc00-\udfff]/.test(text.slice(limit - 1, limit + 1));
+  return text.slice(0, parts ? limit - 1 : limit);
+}

@@ -4,13 +4,14 @@ import type { SessionLog } from '../../runtime/session.js';
 import type { TurnEndReason } from '../../seam/session-types.js';
 import { closeInterruptedTurn } from '../../persistence/repair.js';
 import { SubagentError, isSubagentError } from '../../seam/errors.js';
+import { headOf } from '../../seam/parse.js';
 import { messageOf } from './thread-protocol.js';
 
 
 function firstLine(error: unknown): string {
   const message = messageOf(error);
   const [line] = message.split('\n', 1) as [string];
-  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
+  return line.length > 200 ? `${headOf(line, 200)}…` : line;
 }
 
 /** An error that escaped a child's code (a throw in its timer, an unhandled rejection): it ended that child, not its thread. */

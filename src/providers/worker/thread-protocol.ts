@@ -4,6 +4,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { TreeHeadroom } from '../../seam/budget.js';
 import type { Encoded } from '../../seam/codec.js';
+import { headOf } from '../../seam/parse.js';
 import type { ChildNotice, ChildTaskResult } from '../../seam/child-protocol.js';
 
 /** The piscina task: `data` is an encoded `ChildTaskData` (a `ResidentTaskData` when `resident`). */
@@ -115,7 +116,7 @@ export function escapeMessage(error: unknown): string {
   } catch {
     message = 'a value that cannot be read';
   }
-  return message.length > 2000 ? `${message.slice(0, 2000)}…` : message;
+  return message.length > 2000 ? `${headOf(message, 2000)}…` : message;
 }
 
 /** The cancel flag and input gate of one child, in one SharedArrayBuffer. */

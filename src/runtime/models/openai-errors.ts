@@ -1,6 +1,7 @@
 // Failure mapping of the OpenAI-compatible adapter: HTTP statuses, server error bodies and network
 // errors become one-line FailureInfo records with stable codes. Nothing here may leak the API key.
 import type { FailureInfo } from '../../seam/session-types.js';
+import { headOf } from '../../seam/parse.js';
 
 /** How much of a server's own error message a failure quotes. */
 const MAX_DETAIL = 200;
@@ -21,7 +22,7 @@ export function scrubberFor(secret: string | undefined): Scrub {
 
 function oneLine(text: string): string {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > MAX_DETAIL ? `${flat.slice(0, MAX_DETAIL - 1)}…` : flat;
+  return flat.length > MAX_DETAIL ? `${headOf(flat, MAX_DETAIL - 1)}…` : flat;
 }
 
 /**

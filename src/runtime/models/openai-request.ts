@@ -45,10 +45,23 @@ export interface WireRequest {
   max_tokens?: number;
 }
 
+// JSON.stringify writes a lone UTF-16 surrogate as a `\udXXX` escape (a pair it writes as the
+// character itself), which strict servers (DeepSeek's, OpenAI's: serde_json) refuse with HTTP 400.
+// The history would resend it every turn, so the session could never call its model again: what
+// goes on the wire carries U+FFFD in its place. An escape after an odd run of backslashes is text.
+const LONE_SURROGATE_ESCAPE = /(?<!\\)((?:\\\\)*)\\ud[89a-f][0-9a-f]{2}/g;
+
+/** `JSON.stringify(value)` with every lone surrogate in it written as U+FFFD. */
+export function wellFormedJson(value: unknown): string {
+  const json = JSON.stringify(value) ?? '{}';
+  return json.includes('\\ud') ? json.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : json;
+}
+
 /** The arguments string of a tool call: a string input is the raw text the model sent earlier. */
 function argumentsOf(call: ToolCallBlock): string {
   if (typeof call.input === 'string') return call.input;
-  return JSON.stringify(call.input) ?? '{}';
+  // The arguments are JSON text inside the body: their own escapes would reach the server's parser too.
+  return wellFormedJson(call.input);
 }
 
 function userMessages(content: readonly ContentBlock[]): WireMessage[] {

@@ -6,7 +6,7 @@ import type { Scrub } from './openai-errors.js';
 import { finishReasonFailure, streamErrorFailure } from './openai-errors.js';
 import { lazy } from '../../seam/once.js';
 import type { FinishReason, ModelChunk } from './types.js';
-import { describeIssue } from '../../seam/parse.js';
+import { describeIssue, headOf } from '../../seam/parse.js';
 import { deepToolInputFailure } from '../../seam/content.js';
 
 // Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
@@ -138,7 +138,7 @@ export class CompletionAssembler {
     try {
       json = JSON.parse(payload);
     } catch {
-      return this.#malformed(`an event is not JSON: ${this.#scrub(payload).slice(0, 80)}`);
+      return this.#malformed(`an event is not JSON: ${headOf(this.#scrub(payload), 80)}`);
     }
     const parsed = wireChunk().safeParse(json);
     if (!parsed.success) {

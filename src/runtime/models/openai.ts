@@ -2,6 +2,7 @@
 // retries before the first byte, an idle timeout, and every failure mapped to a `finish` chunk.
 import type { ModelSpec } from '../../seam/agent-types.js';
 import type { FailureInfo } from '../../seam/session-types.js';
+import { headOf } from '../../seam/parse.js';
 import type { Scrub } from './openai-errors.js';
 import {
   errorEventFailure,
@@ -13,7 +14,7 @@ import {
   streamClosedFailure,
   streamErrorFailure,
 } from './openai-errors.js';
-import { toWireRequest } from './openai-request.js';
+import { toWireRequest, wellFormedJson } from './openai-request.js';
 import { CompletionAssembler } from './openai-stream.js';
 import { MAX_EVENT_CHARS, SseDecoder } from './sse.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from './types.js';
@@ -169,7 +170,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
         const text = await readErrorBody(outcome, exchange);
         if (location !== null) {
           exchange.dispose();
-          const to = scrub(location.slice(0, 200));
+          const to = scrub(headOf(location, 200));
           return { end: fail({ code: 'REDIRECT', status: outcome.status, message: `${url} redirects (HTTP ${outcome.status}) to ${to}; set baseURL to where it points (a redirected request would lose its body)` }) };
         }
         const requestId = outcome.headers.get('x-request-id') ?? undefined;
@@ -206,7 +207,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
     });
     for (const [name, value] of Object.entries(spec.headers ?? {})) headers.set(name, value);
 
-    const opened = await open(JSON.stringify(toWireRequest(spec.model, request)), headers, signal, scrub);
+    const opened = await open(wellFormedJson(toWireRequest(spec.model, request)), headers, signal, scrub);
     if ('end' in opened) return yield* opened.end;
     const { response, exchange } = opened;
     try {

@@ -3,6 +3,7 @@
 import type { Agent } from '../../seam/agent-types.js';
 import { BUDGET_EVENT, budgetStopOf, describeBudgetStop } from '../../seam/budget.js';
 import type { ContentBlock, MessageSource, SessionId } from '../../seam/content.js';
+import { headOf } from '../../seam/parse.js';
 import { isSubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput, limitDiagnostic } from '../../seam/output.js';
 import type { SessionEvent, SessionEventMap } from '../../seam/session-types.js';
@@ -77,7 +78,7 @@ export function settlementNotice(childId: SessionId, outcome: EpochOutcome): { c
     shown.length > 0
       ? [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(shown)]
       : [...head, { type: 'text', text: 'It left no closing message.' }];
-  return { content, source: { kind: 'subagent-settled', senderSessionId: childId, summary: sentence.slice(0, 200) } };
+  return { content, source: { kind: 'subagent-settled', senderSessionId: childId, summary: headOf(sentence, 200) } };
 }
 
 /** A child's report as its parent reads it. */
