@@ -643,6 +643,110 @@ describe('serveAcp', () => {
     const events = host.agents.get(sessionId)!.session.events;
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
   });
+
+  describe('a client that reads its output late', () => {
+    /**
+     * serveAcp writing to an output nobody reads until `read()`: its first write's callback is held
+     * meanwhile, so what the server writes stays buffered in `output.writableLength`.
+     */
+    function lateReader(host: AcpServeHost) {
+      type Message = { id?: number; method?: string; params?: acp.SessionNotification; result?: unknown; error?: { code: number } };
+      const input = new PassThrough();
+      const messages: Message[] = [];
+      let held: (() => void) | undefined;
+      let buffered = '';
+      let wrote = deferred();
+      const output = new Writable({
+        write(_chunk: Buffer, _encoding, callback) {
+          if (held) callback();
+          else held = () => callback();
+        },
+      });
+      // What the server hands its output, read or not.
+      const write = output.write.bind(output);
+      output.write = ((chunk: string | Buffer, ...rest: []) => {
+        const lines = (buffered + chunk.toString()).split('\n');
+        buffered = lines.pop()!;
+        for (const line of lines) messages.push(JSON.parse(line) as Message);
+        wrote.resolve();
+        wrote = deferred();
+        return write(chunk, ...rest);
+      }) as typeof output.write;
+      const served = serveAcp(host, { input, output });
+      return {
+        output,
+        messages,
+        send: (message: object) => void input.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`),
+        /** Resolves once the server wrote a message that `done` holds for. */
+        async written(done: (message: Message) => boolean): Promise<void> {
+          while (!messages.some(done)) await wrote.promise;
+        },
+        read: () => held?.(),
+        async end(): Promise<void> {
+          input.end();
+          await served;
+        },
+      };
+    }
+
+    /** A live session whose log replays as 2 001 updates of about 2 MB: 2 000 prompt blocks and the answer. */
+    async function bigSession(host: Host): Promise<string> {
+      const client = await initialized(host);
+      const sessionId = await session(client, scripted({ text: 'ok' }));
+      const blocks = Array.from({ length: 2000 }, (_, i) => ({ type: 'text' as const, text: `${i}:${'x'.repeat(1000)}` }));
+      await expect(client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: blocks })).resolves.toMatchObject({ stopReason: 'end_turn' });
+      return sessionId;
+    }
+
+    it('buffers a bounded part of session/load replays while the client reads nothing, then sends each replay whole and in order', async () => {
+      const host = await newHost();
+      const sessionId = await bigSession(host);
+      const late = lateReader(host);
+      late.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      await late.written((message) => message.id === 1);
+      for (const id of [2, 3, 4]) late.send({ id, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      await late.written((message) => message.method === 'session/update');
+      // Three replays are ~6 MB: the server stops at the output's backpressure instead of buffering them.
+      expect(late.output.writableLength).toBeLessThan(256 * 1024);
+
+      late.read();
+      for (const id of [2, 3, 4]) await late.written((message) => message.id === id);
+      // Each load is answered after its whole replay (the loads may be served in any order).
+      const after = late.messages.slice(1);
+      const answers = after.flatMap((message, index) => (message.id === undefined ? [] : [{ id: message.id, index }]));
+      expect(answers.map(({ id }) => id).sort()).toStrictEqual([2, 3, 4]);
+      expect(answers.map(({ index }) => index)).toStrictEqual([2001, 4003, 6005]);
+      const replayed = after.filter((message) => message.method === 'session/update').map(({ params }) => params!.update);
+      const one = [...Array.from({ length: 2000 }, (_, i) => `${i}:${'x'.repeat(1000)}`), 'ok'];
+      expect(replayed.map((update) => ((update.sessionUpdate === 'user_message_chunk' || update.sessionUpdate === 'agent_message_chunk') && update.content.type === 'text' ? update.content.text : update.sessionUpdate))).toStrictEqual([...one, ...one, ...one]);
+      await late.end();
+    });
+
+    it('stops a session/load replay the client cancels with $/cancel_request and answers it cancelled; the next load replays whole', async () => {
+      const host = await newHost();
+      const sessionId = await bigSession(host);
+      const late = lateReader(host);
+      late.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      await late.written((message) => message.id === 1);
+      late.send({ id: 2, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      await late.written((message) => message.method === 'session/update');
+      late.send({ method: '$/cancel_request', params: { requestId: 2 } });
+      // The server reads the cancel while its replay waits for the client to read.
+      await new Promise((resolve) => setImmediate(resolve));
+      late.read();
+      await late.written((message) => message.id === 2);
+      expect(late.messages.find((message) => message.id === 2)).toMatchObject({ error: { code: -32800 } });
+      const updates = () => late.messages.filter((message) => message.method === 'session/update').length;
+      const cut = updates();
+      expect(cut).toBeLessThan(2001);
+
+      late.send({ id: 3, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      await late.written((message) => message.id === 3);
+      expect(late.messages.find((message) => message.id === 3)).toMatchObject({ result: {} });
+      expect(updates() - cut).toBe(2001);
+      await late.end();
+    });
+  });
 });
 
 describe('subagent-host acp', () => {

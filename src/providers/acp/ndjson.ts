@@ -26,12 +26,15 @@ export type Batching =
 
 /**
  * Writes the messages of a burst together once it is over (`process.nextTick` runs when the
- * microtask queue drained), the first of them at once with `first-at-once`.
+ * microtask queue drained), the first of them at once with `first-at-once`. A burst that outgrows
+ * the output's high-water mark leaves at once, so backpressure holds its writer: held to the end,
+ * a replay of a long log would be buffered whole for a client that reads nothing.
  */
 class LineWriter {
   readonly #output: Writable;
   readonly #holdFirst: boolean;
   #held: string[] | undefined;
+  #heldLength = 0;
   #failed = false;
   #drained: Promise<void> | undefined;
 
@@ -58,6 +61,8 @@ class LineWriter {
       }
       process.nextTick(() => this.#flush());
     }
+    this.#heldLength += line.length;
+    if (this.#heldLength >= this.#output.writableHighWaterMark) this.#flush();
     // Backpressure: a peer that stopped reading holds the writer until it drains (or goes away).
     // One pair of listeners for every waiting write (one pair each made a drain O(n²)).
     if (!this.#output.writableNeedDrain) return Promise.resolve();
@@ -80,6 +85,7 @@ class LineWriter {
   #flush(): void {
     const held = this.#held ?? [];
     this.#held = undefined;
+    this.#heldLength = 0;
     if (held.length > 0 && !this.#closed) this.#output.write(held.length === 1 ? held[0]! : held.join(''));
   }
 }

@@ -17,7 +17,8 @@ import { assertModelSpec } from '../../runtime/models/create.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
-import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, historyUpdates, promptContent } from './server-updates.js';
+import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, promptContent } from './server-updates.js';
+import { Replays, UpdateQueue } from './server-stream.js';
 import { Arrivals } from './arrivals.js';
 import type { Observe } from './ndjson.js';
 
@@ -69,28 +70,6 @@ interface Served {
   answered?: Promise<void>;
 }
 
-/**
- * Sends updates of one session; `drain` resolves once all were written. The connection writes its
- * messages in the order they were sent, so each update is handed over at once and the last one's
- * write settles after all before it.
- */
-class UpdateQueue {
-  #tail: Promise<void> = Promise.resolve();
-  constructor(
-    private readonly sdk: AcpSdk,
-    private readonly client: acp.AgentContext,
-    private readonly sessionId: string,
-  ) {}
-
-  send(update: acp.SessionUpdate): void {
-    this.#tail = this.client.notify(this.sdk.methods.client.session.update, { sessionId: this.sessionId, update }).catch(() => undefined);
-  }
-
-  drain(): Promise<void> {
-    return this.#tail;
-  }
-}
-
 class AcpServer {
   readonly #sdk: AcpSdk;
   readonly #host: AcpServeHost;
@@ -102,11 +81,13 @@ class AcpServer {
   /** What arrived in which order: a cancel or close applies to the prompts before it, and more. */
   readonly #arrivals: Arrivals;
   readonly #images: boolean;
+  readonly #replays: Replays;
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
     this.#sdk = sdk;
     this.#host = host;
     this.#images = images;
+    this.#replays = new Replays(sdk);
     this.#arrivals = new Arrivals(sdk.methods.agent.session, (sessionId) => this.#cancel(sessionId));
   }
 
@@ -116,7 +97,7 @@ class AcpServer {
       .agent({ name: 'subagent-host' })
       .onRequest(methods.agent.initialize, () => this.#initialize())
       .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
-      .onRequest(methods.agent.session.load, ({ params, client, requestId }) => this.#guard(() => this.#load(params, client, requestId)))
+      .onRequest(methods.agent.session.load, ({ params, client, requestId, signal }) => this.#guard(() => this.#load(params, client, requestId, signal)))
       .onRequest(methods.agent.session.resume, ({ params, requestId }) => this.#guard(() => this.#resume(params, requestId)))
       .onRequest(methods.agent.session.prompt, ({ params, client, requestId }) => this.#guard(() => this.#prompt(params, client, requestId)))
       .onRequest(methods.agent.session.close, ({ params, requestId }) => this.#guard(() => this.#close(params.sessionId, requestId)))
@@ -238,11 +219,11 @@ class AcpServer {
     return {};
   }
 
-  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext, requestId: unknown): Promise<acp.LoadSessionResponse> {
+  async #load(params: acp.LoadSessionRequest, client: acp.AgentContext, requestId: unknown, signal: AbortSignal): Promise<acp.LoadSessionResponse> {
     const served = await this.#restore(params, this.#sdk.methods.agent.session.load, requestId);
-    const updates = new UpdateQueue(this.#sdk, client, params.sessionId);
-    for (const update of historyUpdates(served.agent.session.events)) updates.send(update);
-    await updates.drain();
+    await this.#replays.replay(client, params.sessionId, served.agent.session.events, signal);
+    // A replay cut short by the client's $/cancel_request is answered as cancelled, not as loaded.
+    signal.throwIfAborted();
     return {};
   }
 
