@@ -80,3 +80,14 @@ export function headOf(text: string, limit: number): string {
   const parts = limit > 0 && limit < text.length && /[\ud800-\udbff][\udc00-\udfff]/.test(text.slice(limit - 1, limit + 1));
   return text.slice(0, parts ? limit - 1 : limit);
 }
+
+// JSON.stringify writes a lone UTF-16 surrogate as a `\udXXX` escape (a pair it writes as the
+// character itself), which strict parsers (serde_json: DeepSeek's and OpenAI's servers, Rust ACP
+// agents) refuse outright. An escape after an odd run of backslashes is text.
+const LONE_SURROGATE_ESCAPE = /(?<!\\)((?:\\\\)*)\\ud[89a-f][0-9a-f]{2}/g;
+
+/** `JSON.stringify(value)` with every lone surrogate in it written as U+FFFD. */
+export function wellFormedJson(value: unknown): string {
+  const json = JSON.stringify(value) ?? '{}';
+  return json.includes('\\ud') ? json.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : json;
+}

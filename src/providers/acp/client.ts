@@ -24,6 +24,25 @@ export function isJsonRpcError(error: unknown): error is { code: number } {
 }
 
 /**
+ * The agent answered an error for id null: JSON-RPC's answer to a line it could not parse
+ * (`-32700`) or take for a message (`-32600`). Some message this client sent never reached it, so
+ * a request in flight may never be answered: the connection closes with this error.
+ */
+export class UnreadableMessageError extends Error {
+  override readonly name = 'UnreadableMessageError';
+
+  constructor(readonly code: number) {
+    super(`the ACP agent could not read a message this client sent: JSON-RPC error ${code} for id null`);
+  }
+}
+
+/** The error code of a response for id null (see {@link UnreadableMessageError}); undefined for any other message. */
+function nullIdErrorCode(message: object): number | undefined {
+  const { id, method, error } = message as { id?: unknown; method?: unknown; error?: unknown };
+  return id === null && method === undefined && isJsonRpcError(error) ? error.code : undefined;
+}
+
+/**
  * What a turn that failed because the agent sent a message over the wire's bound (the SDK's
  * `MessageTooLargeError`, which closes the connection) says; undefined for any other failure. The
  * agent usually exits once its output is closed, which must not hide why the turn ended.
@@ -70,7 +89,7 @@ const CODE_WORD = /^[A-Z][A-Z0-9_]{0,63}$/;
  * puts a bare code word in the error's `data.code` (ours does: `{ code: 'MODEL_AUTH' }`) has it named.
  */
 export function describeAcpFailure(error: unknown): string {
-  if (error instanceof SubagentError && error.code === 'CONTRACT_VIOLATION') return error.message;
+  if ((error instanceof SubagentError && error.code === 'CONTRACT_VIOLATION') || error instanceof UnreadableMessageError) return error.message;
   if (!isJsonRpcError(error)) return 'the connection closed';
   const data = (error as { data?: unknown }).data;
   const word = typeof data === 'object' && data !== null ? (data as { code?: unknown }).code : undefined;
@@ -122,6 +141,8 @@ export class AcpClient {
   #listener: SessionUpdateListener | undefined;
   /** session/cancel was sent for the prompt in flight: its permission requests are answered `cancelled`. */
   #cancelled = false;
+  /** How many of this client's requests wait for their answer. */
+  #asking = 0;
 
   private constructor(sdk: AcpSdk, proc: AgentProcess, permission: PermissionPolicy) {
     this.#sdk = sdk;
@@ -131,7 +152,10 @@ export class AcpClient {
         if (params.sessionId === this.#sessionId) this.#listener?.(params.update);
       })
       .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => (this.#cancelled ? { outcome: { outcome: 'cancelled' } } : permissionOutcome(permission, params.options)))
-      .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout, 'client', (message) => this.#textChunk(message)));
+      .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout, 'client', (message) => this.#textChunk(message), {
+        arrived: (message) => this.#unreadable(message),
+        sent: () => undefined,
+      }));
     void proc.ended.then(() => {
       if (this.signal.aborted) return;
       const timer = setTimeout(() => this.#connection.close(), EXIT_DRAIN_MS);
@@ -160,6 +184,26 @@ export class AcpClient {
     return true;
   }
 
+  /**
+   * Closes the connection when the agent says it could not read a message while a request waits:
+   * that request may be the one lost, and would wait forever. With none waiting (the agent refused
+   * our answer to a line of its own, say) nothing is lost that anyone waits for.
+   */
+  #unreadable(message: object): void {
+    const code = nullIdErrorCode(message);
+    if (code !== undefined && this.#asking > 0) this.#connection.close(new UnreadableMessageError(code));
+  }
+
+  /** `request`, counted while it waits for its answer. */
+  async #ask<T>(request: Promise<T>): Promise<T> {
+    this.#asking++;
+    try {
+      return await request;
+    } finally {
+      this.#asking--;
+    }
+  }
+
   /** Connects to `proc` over its stdin/stdout (the SDK is loaded on first use). */
   static async connect(proc: AgentProcess, permission: PermissionPolicy): Promise<AcpClient> {
     return new AcpClient(await loadAcpSdk(), proc, permission);
@@ -178,11 +222,11 @@ export class AcpClient {
   /** Sends `initialize`; throws `START_FAILED` unless the agent speaks our protocol version. */
   async initialize(): Promise<void> {
     const sdk = this.#sdk;
-    const response: unknown = await this.#connection.agent.request(sdk.methods.agent.initialize, {
+    const response: unknown = await this.#ask(this.#connection.agent.request(sdk.methods.agent.initialize, {
       protocolVersion: sdk.PROTOCOL_VERSION,
       clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
       clientInfo: { name: 'subagent-host', version: '0' },
-    });
+    }));
     // The SDK does not check answers.
     if (!isRecord(response)) throw new SubagentError('START_FAILED', 'the ACP agent answered initialize with no result object');
     if (response['protocolVersion'] !== sdk.PROTOCOL_VERSION) {
@@ -196,7 +240,7 @@ export class AcpClient {
   /** Opens the one session this connection serves; `meta` travels as the request's `_meta`. */
   async newSession(cwd: string, meta?: Record<string, unknown>): Promise<string> {
     const params: acp.NewSessionRequest = { cwd, mcpServers: [], ...(meta === undefined ? {} : { _meta: meta }) };
-    const response: unknown = await this.#connection.agent.request(this.#sdk.methods.agent.session.new, params);
+    const response: unknown = await this.#ask(this.#connection.agent.request(this.#sdk.methods.agent.session.new, params));
     const sessionId = isRecord(response) ? response['sessionId'] : undefined;
     if (typeof sessionId !== 'string' || sessionId === '') {
       throw new SubagentError('START_FAILED', 'the ACP agent answered session/new without a session id');
@@ -212,7 +256,7 @@ export class AcpClient {
 
   /** Restores a session the agent stored (`session/load`); the history it replays is not listened to. */
   async loadSession(sessionId: string, cwd: string): Promise<void> {
-    await this.#connection.agent.request(this.#sdk.methods.agent.session.load, { sessionId, cwd, mcpServers: [] });
+    await this.#ask(this.#connection.agent.request(this.#sdk.methods.agent.session.load, { sessionId, cwd, mcpServers: [] }));
     this.#sessionId = sessionId;
   }
 
@@ -224,10 +268,12 @@ export class AcpClient {
     this.#cancelled = false;
     try {
       // The SDK does not check answers: a reply without a stop reason is the agent's contract fault.
-      const response: unknown = await this.#connection.agent.request(this.#sdk.methods.agent.session.prompt, {
-        sessionId,
-        prompt: text.map((value) => ({ type: 'text', text: value })),
-      });
+      const response: unknown = await this.#ask(
+        this.#connection.agent.request(this.#sdk.methods.agent.session.prompt, {
+          sessionId,
+          prompt: text.map((value) => ({ type: 'text', text: value })),
+        }),
+      );
       if (response === null || typeof response !== 'object' || typeof (response as { stopReason?: unknown }).stopReason !== 'string') {
         throw new SubagentError('CONTRACT_VIOLATION', 'the ACP agent answered session/prompt without a stopReason');
       }

@@ -24,6 +24,9 @@ export type Batching =
    */
   | 'whole-burst';
 
+/** How a message becomes its line: `JSON.stringify`, or with lone surrogates as U+FFFD (see `wellFormedJson`). */
+export type Serialize = (message: AnyMessage) => string;
+
 /**
  * Writes the messages of a burst together once it is over (`process.nextTick` runs when the
  * microtask queue drained), the first of them at once with `first-at-once`. A burst that outgrows
@@ -33,14 +36,16 @@ export type Batching =
 class LineWriter {
   readonly #output: Writable;
   readonly #holdFirst: boolean;
+  readonly #serialize: Serialize;
   #held: string[] | undefined;
   #heldLength = 0;
   #failed = false;
   #drained: Promise<void> | undefined;
 
-  constructor(output: Writable, batching: Batching) {
+  constructor(output: Writable, batching: Batching, serialize: Serialize) {
     this.#output = output;
     this.#holdFirst = batching === 'whole-burst';
+    this.#serialize = serialize;
     // A peer that went away (EPIPE) closes the connection through the next write, not a crash.
     output.once('error', () => (this.#failed = true));
   }
@@ -49,9 +54,9 @@ class LineWriter {
     return this.#failed || this.#output.destroyed || this.#output.writableEnded;
   }
 
-  write(message: unknown): Promise<void> {
+  write(message: AnyMessage): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('the ACP output stream is closed'));
-    const line = `${JSON.stringify(message)}\n`;
+    const line = `${this.#serialize(message)}\n`;
     if (this.#held) this.#held.push(line);
     else {
       if (this.#holdFirst) this.#held = [line];
@@ -139,6 +144,8 @@ function lineReader(
     handedOver = true;
     setImmediate(() => (handedOver = false));
   };
+  /** The stream failed or was cancelled (the connection closed): the rest of a chunk is dropped. */
+  let stopped = false;
   let detach = () => undefined as void;
   /** A reply to a malformed line waits for the peer to read: reading stops meanwhile, as in the SDK's stream. */
   let replying = false;
@@ -168,6 +175,8 @@ function lineReader(
     else if (message !== null && typeof message === 'object') {
       observe?.arrived(message);
       if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
+      // Either may close the connection, which cancels this stream: it takes no more messages.
+      if (stopped) return;
       handOver();
       controller.enqueue(message as AnyMessage);
     }
@@ -187,6 +196,7 @@ function lineReader(
             pending = [];
             pendingBytes = 0;
             parse(controller, text);
+            if (stopped) return;
             start = end + 1;
             end = chunk.indexOf(NEWLINE, start);
           }
@@ -201,9 +211,10 @@ function lineReader(
           detach();
           if (pendingBytes > 0) parse(controller, Buffer.concat(pending).toString('utf8'));
           pending = [];
-          controller.close();
+          if (!stopped) controller.close();
         };
         const fail = (error: unknown) => {
+          stopped = true;
           detach();
           pending = [];
           controller.error(error);
@@ -218,6 +229,7 @@ function lineReader(
         if (input.isPaused() && !replying) input.resume();
       },
       cancel() {
+        stopped = true;
         detach();
         pending = [];
         input.destroy();
@@ -261,10 +273,18 @@ function messageWritable(writer: LineWriter, observe?: Observe): WritableStream<
 
 /**
  * An ACP stream over `input` (what the peer writes) and `output` (where this side writes);
- * `intercept` may take incoming messages before the SDK (see {@link Intercept}).
+ * `intercept` may take incoming messages before the SDK (see {@link Intercept}); `serialize` writes each message's line.
  */
-export function ndJsonNodeStream(sdk: WireSdk, output: Writable, input: Readable, batching: Batching, intercept?: Intercept, observe?: Observe): acp.Stream {
-  const writer = new LineWriter(output, batching);
+export function ndJsonNodeStream(
+  sdk: WireSdk,
+  output: Writable,
+  input: Readable,
+  batching: Batching,
+  intercept?: Intercept,
+  observe?: Observe,
+  serialize: Serialize = JSON.stringify,
+): acp.Stream {
+  const writer = new LineWriter(output, batching, serialize);
   let resume: (() => void) | undefined;
   // True when the reply left (or the output is gone); false when reading should wait for `resume`.
   const reply = (message: AnyMessage): boolean => {

@@ -2,6 +2,7 @@
 // code that actually speaks ACP pays, once, at first use; `import 'subagent-host'` stays cheap.
 import type * as AcpSdkModule from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
+import { wellFormedJson } from '../../seam/parse.js';
 import { ndJsonNodeStream, type Intercept, type Observe } from './ndjson.js';
 
 export type AcpSdk = typeof AcpSdkModule;
@@ -23,7 +24,11 @@ export function loadAcpSdk(): Promise<AcpSdk> {
 /**
  * An ndjson ACP stream over a pair of Node streams (`output` is where this side writes); a client
  * sends the first message of a burst at once, an agent each burst in one write (see `Batching` in ndjson.ts).
+ * A client writes lone surrogates as U+FFFD: third-party agents on serde_json (codex-acp and other
+ * Rust agents) refuse their `\udXXX` escapes, so a prompt with half an emoji would break the child.
+ * Our agent keeps writing what it has: a client on the SDK reads it as it was.
  */
 export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable, side: 'client' | 'agent', intercept?: Intercept, observe?: Observe): AcpStream {
-  return ndJsonNodeStream(sdk, output, input, side === 'agent' ? 'whole-burst' : 'first-at-once', intercept, observe);
+  const batching = side === 'agent' ? 'whole-burst' : 'first-at-once';
+  return ndJsonNodeStream(sdk, output, input, batching, intercept, observe, side === 'agent' ? JSON.stringify : wellFormedJson);
 }

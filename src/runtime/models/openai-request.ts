@@ -2,6 +2,7 @@
 // OpenAI's message roles, as DeepSeek and other compatible servers accept them.
 import type { ContentBlock, ImageBlock, ToolCallBlock } from '../../seam/content.js';
 import { textOf } from '../../seam/content.js';
+import { wellFormedJson } from '../../seam/parse.js';
 import type { JsonSchema } from '../../seam/agent-types.js';
 import type { ModelMessage, ModelRequest } from './types.js';
 
@@ -43,18 +44,6 @@ export interface WireRequest {
   stream_options: { include_usage: true };
   tools?: WireTool[];
   max_tokens?: number;
-}
-
-// JSON.stringify writes a lone UTF-16 surrogate as a `\udXXX` escape (a pair it writes as the
-// character itself), which strict servers (DeepSeek's, OpenAI's: serde_json) refuse with HTTP 400.
-// The history would resend it every turn, so the session could never call its model again: what
-// goes on the wire carries U+FFFD in its place. An escape after an odd run of backslashes is text.
-const LONE_SURROGATE_ESCAPE = /(?<!\\)((?:\\\\)*)\\ud[89a-f][0-9a-f]{2}/g;
-
-/** `JSON.stringify(value)` with every lone surrogate in it written as U+FFFD. */
-export function wellFormedJson(value: unknown): string {
-  const json = JSON.stringify(value) ?? '{}';
-  return json.includes('\\ud') ? json.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : json;
 }
 
 /** The arguments string of a tool call: a string input is the raw text the model sent earlier. */

@@ -2,7 +2,7 @@
 // retries before the first byte, an idle timeout, and every failure mapped to a `finish` chunk.
 import type { ModelSpec } from '../../seam/agent-types.js';
 import type { FailureInfo } from '../../seam/session-types.js';
-import { headOf } from '../../seam/parse.js';
+import { headOf, wellFormedJson } from '../../seam/parse.js';
 import type { Scrub } from './openai-errors.js';
 import {
   errorEventFailure,
@@ -14,7 +14,7 @@ import {
   streamClosedFailure,
   streamErrorFailure,
 } from './openai-errors.js';
-import { toWireRequest, wellFormedJson } from './openai-request.js';
+import { toWireRequest } from './openai-request.js';
 import { CompletionAssembler } from './openai-stream.js';
 import { MAX_EVENT_CHARS, SseDecoder } from './sse.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from './types.js';
@@ -207,6 +207,8 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
     });
     for (const [name, value] of Object.entries(spec.headers ?? {})) headers.set(name, value);
 
+    // Lone surrogates go as U+FFFD: strict servers refuse their escapes (HTTP 400), and the history
+    // would resend them every turn, so the session could never call its model again.
     const opened = await open(wellFormedJson(toWireRequest(spec.model, request)), headers, signal, scrub);
     if ('end' in opened) return yield* opened.end;
     const { response, exchange } = opened;
