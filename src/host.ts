@@ -3,7 +3,7 @@
 // runs (continuable children first, child-first), agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { plainJsonProblem } from './seam/content.js';
-import { SubagentError } from './seam/errors.js';
+import { SubagentError, isSubagentError } from './seam/errors.js';
 import { assertKnownKeys, isRecord, timerOption, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
@@ -242,6 +242,17 @@ class HostImpl implements Host {
       throw new SubagentError('DUPLICATE_SESSION', `session ${id} is already stored; resume it with host.agents.resume({ sessionId }) or choose another id`);
     }
     const handle = await this.agents.create(withCheckedModel(options));
+    try {
+      // The check above cannot see a creation under way in another host on the same store: the
+      // store's own refusal is the last word, or the agent would run with a log written nowhere.
+      await this.sessions.created(handle.agent.id);
+    } catch (error) {
+      await handle.dispose().catch(() => undefined);
+      if (isSubagentError(error, 'DUPLICATE_SESSION')) {
+        throw new SubagentError('DUPLICATE_SESSION', `session ${handle.agent.id} was created meanwhile by another writer of this store (another host, or another process); resume it with host.agents.resume({ sessionId }) or choose another id`, { cause: error });
+      }
+      throw error;
+    }
     if (this.#closing) {
       // close() began while this agent was being built; it may already have swept the registry.
       await handle.dispose().catch(() => undefined);

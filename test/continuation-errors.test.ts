@@ -116,6 +116,20 @@ describe('continuable operations refuse malformed input', () => {
     await first.sessions.flush('c');
   });
 
+  it('refuses DUPLICATE_CHILD to the second of two hosts on one file that reserve the same id at once', async () => {
+    const file = files.file();
+    const first = track(await continuationHost(file));
+    const second = track(await continuationHost(file));
+    const parents = [await first.createAgent({ sessionId: 'parent-a' }), await second.createAgent({ sessionId: 'parent-b' })];
+    // Both pass the stored-id check before either child exists: the store's refusal decides.
+    const outcomes = await Promise.allSettled([startChild(first, parents[0]!, 'a', { childId: 'c' }), startChild(second, parents[1]!, 'b', { childId: 'c' })]);
+    expect(outcomes.map((outcome) => (outcome.status === 'fulfilled' ? 'started' : (outcome.reason as SubagentError).code)).sort()).toStrictEqual(['DUPLICATE_CHILD', 'started']);
+    const winner = outcomes[0]!.status === 'fulfilled' ? 0 : 1;
+    await first.sessions.flush();
+    await second.sessions.flush();
+    expect((await first.persistence!.load('c'))!.header.parentSession).toBe(parents[winner]!.id);
+  });
+
   it('refuses a follow-up to a non-string id or to a live agent that is no continuable child', async () => {
     const { host, parent } = await setup();
     const stranger = await host.createAgent();

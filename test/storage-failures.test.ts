@@ -240,6 +240,35 @@ describe('a session id that is already stored', () => {
     expect((await host.persistence!.load('x'))!.events).toHaveLength(count);
   });
 
+  it.each(['one SQLite file', 'one persistence object'])('is refused to the second of two hosts on %s that create it at once, which keeps no agent', async (shared) => {
+    const file = files.file();
+    const store = shared === 'one SQLite file' ? undefined : sqlitePersistence(file);
+    const open = async () => {
+      const host = await createHost({ persistence: store ?? { sqlite: file }, providers: false, pool: { minThreads: 0 } });
+      hosts.push(host);
+      return host;
+    };
+    const [first, second] = [await open(), await open()];
+    // Both pass the stored-id check before either agent exists: the store's own refusal decides.
+    const outcomes = await Promise.allSettled([first.createAgent({ sessionId: 'user-7' }), second.createAgent({ sessionId: 'user-7' })]);
+    const created = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+    const refused = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []));
+    expect(created).toHaveLength(1);
+    expect(refused).toMatchObject([{ name: 'SubagentError', code: 'DUPLICATE_SESSION' }]);
+    const loser = outcomes[0]!.status === 'rejected' ? first : second;
+    expect(loser.agents.list()).toStrictEqual([]);
+    expect(loser.sessions.get('user-7')).toBeUndefined();
+    created[0]!.followup([text('mine')]);
+    await created[0]!.whenIdle();
+    await Promise.all(hosts.splice(0).map((host) => host.close()));
+    const reader = store ?? sqlitePersistence(file);
+    try {
+      expect((await reader.load('user-7'))!.events).toStrictEqual(created[0]!.session.events);
+    } finally {
+      await reader.close();
+    }
+  });
+
   it('gets no events of a new log whose creation the store refused, and each flush that drops some rejects', async () => {
     const file = files.file();
     // A session stored with its header only (its events never came): the next seq is 0.

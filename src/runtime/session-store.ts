@@ -28,6 +28,8 @@ interface Entry {
   uncreated: SessionEvent[] | undefined;
   /** Why the store refused to create it for good: its events are not written anywhere. */
   refused: unknown;
+  /** Settles (never rejects) once the store answered this new session's first creation attempt (its events not waited for). */
+  creating: Promise<void> | undefined;
 }
 
 /** Codes of a creation the store refuses for good (the id is taken, the header bad, the store closed): not retried. */
@@ -88,22 +90,41 @@ export class LiveSessionStore implements SessionStore {
   }
 
   /**
+   * Resolves once the store answered the creation of new session `id` (also when it failed for a
+   * passing reason: a later write retries it); rejects with the refusal when it refused it for good,
+   * e.g. `DUPLICATE_SESSION` when another writer of the same store created that id meanwhile.
+   */
+  async created(id: SessionId): Promise<void> {
+    const entry = this.#entries.get(id);
+    await entry?.creating;
+    if (entry?.refused !== undefined) throw unavailable(entry.refused);
+  }
+
+  /**
    * Creates the entry's session in the store with the events it holds so far. A creation that fails
    * for a passing reason (a lock held past the busy timeout) keeps them, and the next write or flush
    * tries again; one refused for good (a stored session holds the id) leaves the session unwritten.
    */
   async #create(entry: Entry): Promise<void> {
     const persistence = this.#persistence!;
-    try {
-      await persistence.create(entry.session.header);
-    } catch (error) {
-      if (isSubagentError(error) && (FINAL_REFUSALS as readonly string[]).includes(error.code)) {
-        // None of its events may go to a log it did not create (say another writer's session).
-        entry.refused = error;
-        entry.uncreated = undefined;
+    const creation = (async () => {
+      try {
+        await persistence.create(entry.session.header);
+      } catch (error) {
+        if (isSubagentError(error) && (FINAL_REFUSALS as readonly string[]).includes(error.code)) {
+          // None of its events may go to a log it did not create (say another writer's session).
+          entry.refused = error;
+          entry.uncreated = undefined;
+        }
+        throw error;
       }
-      throw error;
-    }
+    })();
+    // `created()` waits for the creation alone, not for the commit of the events that follow it.
+    entry.creating ??= creation.then(
+      () => undefined,
+      () => undefined,
+    );
+    await creation;
     // Every write of an uncreated session goes through its creation: the failures of earlier
     // attempts were passing ones, and this one stores what they would have. None is lost to report.
     entry.failure = undefined;
@@ -127,6 +148,7 @@ export class LiveSessionStore implements SessionStore {
       failure: undefined,
       uncreated: undefined,
       refused: undefined,
+      creating: undefined,
     };
     if (this.#persistence) {
       entry.unsubscribe = session.subscribe((event) => {

@@ -289,6 +289,8 @@ export class ContinuationManager implements ActivationHost {
       // Not acknowledged, so not started: the child that is already running goes (child-first).
       const activation = this.activations.get(childId);
       if (activation) await settled(activation.dispose());
+      // Another writer of the store (another host) created a child of this id meanwhile, past the checks above.
+      if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} was created meanwhile by another writer of this store; reserve another child id`, { cause: error });
       throw error;
     }
     return { childId, messageId };
