@@ -3,7 +3,7 @@
 // its wrong-id, wrong-authority and bad-input answers read from the parent's log.
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { controlTools, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec } from 'subagent-host';
+import { controlTools, memoryPersistence, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec, type SessionPersistence } from 'subagent-host';
 import { AgentStatusTracker, FAILED_KEPT, STORED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
 import { closeAfterEach, tempFiles } from './helpers.js';
@@ -217,6 +217,24 @@ describe('list_agents', () => {
   });
 });
 
+/** A user's store over `store`: `close` as given (a host that leaves it open for the next), each `load` told. */
+function storeOver(store: SessionPersistence, hooks: { close?: () => Promise<void>; onLoad?: () => void }): SessionPersistence {
+  return {
+    create: (header) => store.create(header),
+    append: (id, events) => store.append(id, events),
+    load: (id) => {
+      hooks.onLoad?.();
+      return store.load(id);
+    },
+    list: (filter) => store.list(filter),
+    childRecords: (id) => store.childRecords(id),
+    descendantRecords: (id) => store.descendantRecords(id),
+    projections: (ids) => store.projections(ids),
+    flush: () => store.flush(),
+    close: hooks.close ?? (() => store.close()),
+  };
+}
+
 describe('the control tools after a restart on the same database', () => {
   it('read a child whose last stretch failed (its model failed, or its worker thread died) as failed, as before the restart', async () => {
     const file = files.file();
@@ -254,6 +272,35 @@ describe('the control tools after a restart on the same database', () => {
     expect(second.recorder.ends).toMatchObject([{ id: worker.childId, stopReason: 'completed' }]);
     expect(turnEnds(second.sessions.get(worker.childId)!.events)).toStrictEqual(['error', 'completed']);
     expect(await read(second, resumed)).toStrictEqual({ listed: { ...expected, [worker.childId]: 'idle' }, waited: { status: { ...expected, [worker.childId]: 'idle' }, timed_out: false } });
+  });
+
+  it('read every stored child as its log says past the statuses they keep, and each log once', { timeout: 120_000 }, async () => {
+    // One store for both hosts: the first leaves it open, the second counts the logs it loads.
+    const store = memoryPersistence();
+    let loads = 0;
+    const first = track(await continuationHost(files.file(), { persistence: storeOver(store, { close: async () => undefined }) }));
+    const parent = await first.createAgent();
+    const fail: ModelSpec = { kind: 'scripted', steps: [{ finish: 'error' }] };
+    // More children than the statuses kept, the failed ones first: the first read of their logs.
+    const count = STORED_KEPT + 6;
+    const started = await Promise.all(Array.from({ length: count }, (_, i) => startChild(first, parent, 'hello', { label: `c${i}`, ...(i < 3 ? { model: fail } : {}) })));
+    await first.recorder.until(() => first.recorder.ends.length === count);
+    await first.close();
+
+    const second = track(await continuationHost(files.file(), { persistence: storeOver(store, { onLoad: () => loads++ }) }));
+    controlTools(second);
+    const resumed = (await second.agents.resume({ sessionId: parent.id })).agent;
+    const ctx = { agent: resumed, callId: 'c1', signal: new AbortController().signal };
+    const failed = async () => {
+      const listed = JSON.parse(String(await second.tools.get('list_agents')!.execute({}, ctx))) as { agents: { id: string; status: string }[] };
+      expect(listed.agents).toHaveLength(count);
+      return listed.agents.filter((entry) => entry.status === 'failed').map((entry) => entry.id);
+    };
+    const expected = started.slice(0, 3).map((child) => child.childId);
+    expect(await failed()).toStrictEqual(expected);
+    expect(loads).toBe(count + 1);
+    expect(await failed()).toStrictEqual(expected);
+    expect(loads).toBe(count + 1);
   });
 
   it('read a child whose log cannot be read as idle, and still the failure of another', async () => {
@@ -620,7 +667,7 @@ describe('the children’s status the control tools keep', () => {
     tracker.dispose();
   });
 
-  it('keeps the latest statuses read from logs, and nothing of a read the store refuses', async () => {
+  it('keeps the latest statuses read from logs (a larger read whole), and nothing of a read the store refuses', async () => {
     const { host } = await setup();
     const service = host.subagents as unknown as ConstructorParameters<typeof AgentStatusTracker>[0];
     // A store whose children each have a turn a crash left open: read idle without loading a log.
@@ -633,7 +680,10 @@ describe('the children’s status the control tools keep', () => {
     const store = { persistence: { projections, load: () => Promise.reject(new Error('never loaded')) }, sessions: nowhere, agents: nowhere };
     const tracker = new AgentStatusTracker(service, host.agents, store as unknown as ConstructorParameters<typeof AgentStatusTracker>[2]);
     const ids = Array.from({ length: STORED_KEPT + 5 }, (_, i) => `child-${i}`);
+    // One read larger than the bound is kept whole (its caller reads it next); a later read trims it.
     await tracker.refresh(ids);
+    expect(tracker.size).toBe(STORED_KEPT + 5);
+    await tracker.refresh(['late-0', 'late-1']);
     expect(tracker.size).toBe(STORED_KEPT);
     refuse = true;
     await tracker.refresh(['child-0', 'other']);

@@ -21,7 +21,7 @@ afterAll(() => {
   rmSync(dbDir, { recursive: true, force: true });
 });
 
-type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'hostile-error' | 'children-hang' | 'children-delegate';
+type Behaviour = 'delegate-all' | 'delegate-first' | 'plain-text' | 'unauthorized' | 'hostile-error' | 'children-hang' | 'children-delegate' | 'children-hostile';
 
 /** An error message a server may send that would set the clipboard (OSC 52), clear the screen and reverse the rest of the line. */
 const HOSTILE = 'Incorrect API key\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\u202etxt.exe';
@@ -76,7 +76,7 @@ async function modelServer(behaviour: Behaviour): Promise<{ baseURL: string; see
       seen.push({ who, messages: body.messages });
       const last = body.messages.at(-1)!;
       const user = body.messages.find((m) => m.role === 'user')?.content ?? '';
-      if (behaviour === 'unauthorized' || behaviour === 'hostile-error') {
+      if (behaviour === 'unauthorized' || behaviour === 'hostile-error' || (behaviour === 'children-hostile' && who === 'child')) {
         res.writeHead(401, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: behaviour === 'unauthorized' ? 'Incorrect API key provided' : HOSTILE, type: 'invalid_request_error' } }));
       } else if (last.role === 'tool') {
@@ -247,6 +247,14 @@ describe('demo --model openai against a local OpenAI-compatible server', () => {
     const text = await demo(server.baseURL);
     expect(text.code).toBe(1);
     expect(text.stdout).toContain('Incorrect API key\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J\\u202etxt.exe). The model delegated nothing');
+    expect(text.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+  });
+
+  it("shows a child's failure on its progress line with its control characters escaped", { timeout: 90_000 }, async () => {
+    const server = await modelServer('children-hostile');
+    const text = await demo(server.baseURL);
+    // Each child's line says how it ended and why, as a person can read it.
+    expect(text.stdout).toMatch(/^ {2}chunk 1\/3 +error in \d+ ms — .*Incorrect API key\\x1b\]52;c;cm0gLXJmIH4=\\x07\\x1b\[2J\\u202etxt\.exe/m);
     expect(text.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
   });
 });

@@ -79,7 +79,8 @@ export class ProgressView {
           : child.stopReason === NOT_STARTED
             ? `${NOT_STARTED} after ${ms((child.endedAt ?? since) - since)} queued`
             : `${child.stopReason === 'completed' ? 'done' : child.stopReason} in ${ms((child.endedAt ?? since) - since)}`;
-    const note = child.note ? ` — ${child.note}` : '';
+    // A note quotes what children said (a report, a server's failure message): shown, never obeyed.
+    const note = child.note ? ` — ${visible(child.note)}` : '';
     return `  ${visible(child.label).padEnd(14)} ${status}${note}`;
   }
 

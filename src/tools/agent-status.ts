@@ -23,7 +23,10 @@ function parked(agent: TrackedAgent): boolean {
 /** Failed children remembered; older failures read as their live agent shows them (a long-lived host must not keep one entry per child). */
 export const FAILED_KEPT = 1024;
 
-/** Statuses read from the logs of children in no live place, remembered (the most recent reads) until the child runs again. */
+/**
+ * Statuses read from the logs of children in no live place, remembered (the most recent reads) until
+ * the child runs again; a single read larger than this is kept whole, until a later read trims it.
+ */
 export const STORED_KEPT = 1024;
 
 export class AgentStatusTracker {
@@ -122,12 +125,19 @@ export class AgentStatusTracker {
     } finally {
       this.#reads.delete(touched);
     }
+    let kept = 0;
     for (const [id, status] of statuses) {
       // Started (or ended) here while its log was read: the tracker's own word stands.
       if (touched.has(id) || this.#agents.get(id)) continue;
       this.#stored.delete(id);
       this.#stored.set(id, status);
-      if (this.#stored.size > STORED_KEPT) this.#stored.delete(this.#stored.keys().next().value!);
+      kept++;
+    }
+    // The oldest reads go first, never this one's: its caller reads them next (evicted, a failed
+    // child would read idle), and the next call of a parent with that many children reads no log.
+    for (const oldest of this.#stored.keys()) {
+      if (this.#stored.size <= Math.max(STORED_KEPT, kept)) break;
+      this.#stored.delete(oldest);
     }
   }
 

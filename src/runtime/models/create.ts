@@ -6,7 +6,7 @@ import { plainJsonProblem } from '../../seam/content.js';
 import { lazy } from '../../seam/once.js';
 import { SubagentError } from '../../seam/errors.js';
 import { MAX_IDLE_TIMEOUT_MS, openaiModel } from './openai.js';
-import { scriptedModel, type ScriptedModel } from './scripted.js';
+import { scriptedAdapter, scriptedModel, type ScriptedModel } from './scripted.js';
 import { plainModelSpec } from './spec-check.js';
 import { loadModuleModel } from './module-model.js';
 import type { ModelAdapter } from './types.js';
@@ -120,7 +120,7 @@ export async function createModel(spec: ModelSpec, env: NodeJS.ProcessEnv = proc
   assertModelSpec(spec);
   switch (spec.kind) {
     case 'scripted':
-      return scriptedModel(spec.steps);
+      return scriptedAdapter(spec.steps);
     case 'openai':
       return openaiModel(spec, env);
     case 'module':

@@ -1,5 +1,7 @@
 // The deterministic local model: answers from a script of steps, then echoes. No clock, no
-// randomness; call ids come from a counter, so logs are byte-stable. It records every request.
+// randomness; call ids come from a counter, so logs are byte-stable. `scriptedModel` (exported)
+// records every request; the adapter a `{ kind: 'scripted' }` spec builds records none, since each
+// request holds the whole history and a long-lived agent would keep them all.
 // Usage is deterministic too: a step's own `usage`, else one token per started 4 characters
 // (input: system prompt + text of every request message and tool result; output: the step's
 // text, plus 8 per tool call).
@@ -63,10 +65,16 @@ function waitForAbort(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
 
-/** Creates a scripted model over `steps` (copied). */
+/** Creates a scripted model over `steps` (copied) that records every request in `requests`. */
 export function scriptedModel(steps: readonly ScriptedStep[] = []): ScriptedModel {
-  const script = structuredClone([...steps]);
   const requests: ModelRequest[] = [];
+  const adapter = scriptedAdapter(steps, requests);
+  return { requests, stream: adapter.stream };
+}
+
+/** Creates a scripted model over `steps` (copied); only a given `recorded` array keeps the requests. */
+export function scriptedAdapter(steps: readonly ScriptedStep[] = [], recorded?: ModelRequest[]): ModelAdapter {
+  const script = structuredClone([...steps]);
   let nextStep = 0;
   let nextCallId = 1;
 
@@ -107,9 +115,8 @@ export function scriptedModel(steps: readonly ScriptedStep[] = []): ScriptedMode
   }
 
   return {
-    requests,
     stream(request) {
-      requests.push(request);
+      recorded?.push(request);
       return run(request);
     },
   };
