@@ -7,7 +7,8 @@ import { SubagentError, createHost } from 'subagent-host';
 import { FIXTURE_AGENT } from './acp-helpers.js';
 import { runNodeScript, tempFiles } from './helpers.js';
 // The control channel is internal; its protocol is tested over the two ends of a MessageChannel.
-import { GuardedRemote, RunRouter, exposeOn } from '../dist/src/providers/worker/wire-channel.js';
+import { RunRouter } from '../dist/src/providers/worker/run-router.js';
+import { GuardedRemote, exposeOn } from '../dist/src/providers/worker/wire-channel.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const script = new URL('./fixtures/host-exit.mjs', import.meta.url).pathname;

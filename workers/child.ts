@@ -12,7 +12,8 @@ import { runResident } from '../src/runtime/resident-runner.js';
 import { setImportGate } from '../src/runtime/module-import.js';
 import { claimSlot, threadImportGate } from '../src/providers/worker/import-gate.js';
 import { closeInput, escapeMessage, type ThreadLoadedNotice, type ThreadLeftoverNotice, type ThreadRetireNotice, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask, type WorkerThreadData } from '../src/providers/worker/thread-protocol.js';
-import { GuardedRemote, RunRouter, exposeOn } from '../src/providers/worker/wire-channel.js';
+import { RunRouter } from '../src/providers/worker/run-router.js';
+import { GuardedRemote, exposeOn } from '../src/providers/worker/wire-channel.js';
 
 // The hub: one long-lived port per thread, shared by every child the thread ever runs (a port per
 // task would cost a MessageChannel and a transfer per child). The first task that offers a port

@@ -7,7 +7,7 @@ import { SubagentError } from '../seam/errors.js';
 import { headOf } from '../seam/parse.js';
 import { inheritedCount } from '../seam/session-types.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
-import { decodeEvent, decodeSession, readonlyFolderError } from '../persistence/sqlite-schema.js';
+import { decodeEvent, decodeSession, missingAddonError, readonlyFolderError } from '../persistence/sqlite-schema.js';
 import { labelOf } from '../persistence/state-columns.js';
 import { storageFailure } from '../persistence/sqlite.js';
 import type { ChildNode, RootSummary, TranscriptResponse, UsageTotals } from './api-types.js';
@@ -149,6 +149,7 @@ export class InspectReader {
       this.#db.pragma('query_only = ON');
     } catch (error) {
       throw (
+        missingAddonError(error) ??
         readonlyFolderError(path, error) ??
         new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error })
       );

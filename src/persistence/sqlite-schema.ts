@@ -129,6 +129,26 @@ export function readonlyFolderError(path: string, error: unknown): SubagentError
   );
 }
 
+/**
+ * The error for a better-sqlite3 whose native addon does not load (its install script never ran, as
+ * under npm's `allowScripts` or `--ignore-scripts`, or built it for another Node.js), or undefined
+ * when it loads and `error` is about the file. Its own message, a dozen paths it tried, reads as if
+ * the file were the problem.
+ */
+export function missingAddonError(error: unknown): SubagentError | undefined {
+  try {
+    new Database(':memory:').close();
+    return undefined;
+  } catch {
+    const said = (error instanceof Error ? error.message : String(error)).split('\n', 1)[0]!.replace(/\s*Tried:$/, '');
+    return new SubagentError(
+      'PERSISTENCE_UNAVAILABLE',
+      `better-sqlite3 cannot load its native addon (${said}), so no SQLite file can be opened: its install script did not run (npm 11 runs it once allowed: npm install-scripts approve better-sqlite3) or built it for another Node.js version; then run npm rebuild better-sqlite3`,
+      { cause: error },
+    );
+  }
+}
+
 /** A regular file this process may read (one it may not is another message: SQLite's own). */
 function readableFile(path: string): boolean {
   try {
@@ -205,7 +225,7 @@ function untilUnlocked<T>(deadline: number, step: () => T): T {
  * Opens (creating if needed) the store at `path`, or an in-memory one for `':memory:'`.
  * @throws SubagentError `CORRUPT_DATA` for a file that is not a store of this schema version,
  * `INVALID_OPTIONS` for a path that cannot be opened, `PERSISTENCE_UNAVAILABLE` for a store that is
- * locked or that SQLite cannot set up.
+ * locked or that SQLite cannot set up, and when better-sqlite3's native addon does not load.
  */
 export function openDatabase<T>(
   path: string,
@@ -218,7 +238,7 @@ export function openDatabase<T>(
   try {
     db = new Database(path, { timeout: busyTimeoutMs });
   } catch (error) {
-    throw new SubagentError('INVALID_OPTIONS', `path "${path}" cannot be opened: ${String(error)}`, { cause: error });
+    throw missingAddonError(error) ?? new SubagentError('INVALID_OPTIONS', `path "${path}" cannot be opened: ${String(error)}`, { cause: error });
   }
   try {
     db.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);

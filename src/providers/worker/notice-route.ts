@@ -1,7 +1,8 @@
 // A thread child's notices, host side: handed on in order as the hub delivers them, and counted,
 // since the task's value travels on piscina's own port and may overtake them.
 import type { ChildNotice } from '../../seam/child-protocol.js';
-import type { GuardedRemote, RunRoute } from './wire-channel.js';
+import type { RunRoute } from './run-router.js';
+import type { GuardedRemote } from './wire-channel.js';
 
 /**
  * Hands each notice of `route` to `onNotice` (synchronously, in order) and closes `control` when

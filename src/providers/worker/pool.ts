@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
 import { isThreadLeftoverNotice, isThreadRetireNotice, type WorkerTask, type WorkerThreadData } from './thread-protocol.js';
-import { RunRouter } from './wire-channel.js';
+import { RunRouter } from './run-router.js';
 import { Admission } from './admission.js';
 import { leastBusyBalancer } from './balancer.js';
 import { EntryWatch } from './entry-watch.js';

@@ -13,7 +13,8 @@ import { runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js'
 import { describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
 import { sharedFlags } from './thread-protocol.js';
-import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
+import type { RunRoute } from './run-router.js';
+import { GuardedRemote, exposeOn } from './wire-channel.js';
 
 export class ResidentThread {
   readonly #pool: WorkerPoolEngine;

@@ -14,7 +14,8 @@ import type { WorkerPoolEngine } from './pool.js';
 import { admitInput, inputOpen, sharedFlags, type ThreadTaskResult, type ThreadTaskReturn, type WorkerTask } from './thread-protocol.js';
 import { EscapedError, describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
-import { GuardedRemote, exposeOn, type RunRoute } from './wire-channel.js';
+import type { RunRoute } from './run-router.js';
+import { GuardedRemote, exposeOn } from './wire-channel.js';
 
 /** How often a task that never reached its child is sent again after its thread ended. */
 const LOST_TASK_RETRIES = 3;
