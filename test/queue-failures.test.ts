@@ -104,6 +104,36 @@ describe('queue provider options', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it("the worker command names the server's answer, not a timeout, when the worker was stopped past the connect timeout while the answer waited", async () => {
+    // The worker is frozen (SIGSTOP) as its first command arrives and woken 4.5 s later, past the
+    // 3.5 s connect timer, with the server's refusal waiting unread: a starved process, not a silent Redis.
+    let worker: ReturnType<typeof spawn> | undefined;
+    let frozen = false;
+    const server = createServer((socket) =>
+      socket.on('data', () => {
+        if (!frozen && worker?.exitCode === null) {
+          frozen = true;
+          worker.kill('SIGSTOP');
+          setTimeout(() => worker?.kill('SIGCONT'), 4500);
+        }
+        socket.write('-ERR denied while you slept\r\n');
+      }),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      worker = spawn(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      worker.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => worker!.once('exit', resolve));
+      expect({ code, stderr }).toMatchObject({ code: 1, stderr: expect.stringContaining('ERR denied while you slept') as string });
+      expect(stderr).not.toContain('no answer within');
+    } finally {
+      if (worker?.exitCode === null) worker.kill('SIGKILL');
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 20_000);
 });
 
 describe('queue provider failures', () => {
