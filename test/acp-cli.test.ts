@@ -21,6 +21,8 @@ interface Agent {
   stderr(): string;
   /** The stdout lines that were no JSON (stdout must carry protocol only). */
   junk: string[];
+  /** Every stdout line, as written. */
+  lines: string[];
   /** Sends a request; resolves with its response (notifications in between are skipped). */
   request(method: string, params: object): Promise<{ result?: Record<string, unknown>; error?: unknown }>;
 }
@@ -33,12 +35,14 @@ function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env): Agent
   let stderr = '';
   let nextId = 1;
   const junk: string[] = [];
+  const lines: string[] = [];
   child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
   child.stdout.on('data', (chunk: Buffer) => {
     buffered += chunk.toString();
     for (let end = buffered.indexOf('\n'); end !== -1; end = buffered.indexOf('\n')) {
       const line = buffered.slice(0, end);
       buffered = buffered.slice(end + 1);
+      lines.push(line);
       let message: { id?: number; result?: Record<string, unknown>; error?: unknown };
       try {
         message = JSON.parse(line) as typeof message;
@@ -54,6 +58,7 @@ function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env): Agent
     exited,
     stderr: () => stderr,
     junk,
+    lines,
     request(method, params) {
       const id = nextId++;
       return new Promise((resolve) => {
@@ -134,6 +139,17 @@ describe('subagent-host acp', () => {
     expect(agent.junk).toStrictEqual([]);
     expect(agent.stderr()).toContain('chatty model created');
     expect(agent.stderr()).toContain('chatty model asked with 1 message(s)');
+  });
+
+  it('writes a lone surrogate of its output as U+FFFD, which clients on serde_json (Zed) can read', async () => {
+    const model = { kind: 'scripted', steps: [{ text: 'half \ud83d of an emoji' }] };
+    const agent = startAgent(['--model', JSON.stringify(model)]);
+    await prompt(agent, 'hello');
+    agent.child.stdin.end();
+    expect(await agent.exited).toBe(0);
+    expect(agent.lines.filter((line) => /\\ud[89a-f][0-9a-f]{2}/i.test(line))).toStrictEqual([]);
+    const texts = agent.lines.map((line) => (JSON.parse(line) as { params?: { update?: { content?: { text?: string } } } }).params?.update?.content?.text);
+    expect(texts.join('')).toBe('half \ufffd of an emoji');
   });
 
   it('resolves a module model\'s relative specifier from its current directory', async () => {

@@ -24,11 +24,10 @@ export function loadAcpSdk(): Promise<AcpSdk> {
 /**
  * An ndjson ACP stream over a pair of Node streams (`output` is where this side writes); a client
  * sends the first message of a burst at once, an agent each burst in one write (see `Batching` in ndjson.ts).
- * A client writes lone surrogates as U+FFFD: third-party agents on serde_json (codex-acp and other
- * Rust agents) refuse their `\udXXX` escapes, so a prompt with half an emoji would break the child.
- * Our agent keeps writing what it has: a client on the SDK reads it as it was.
+ * Both sides write lone surrogates as U+FFFD: peers on serde_json (codex-acp and other Rust agents,
+ * editors such as Zed) refuse their `\udXXX` escapes, so half an emoji would break the session.
  */
 export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable, side: 'client' | 'agent', intercept?: Intercept, observe?: Observe): AcpStream {
   const batching = side === 'agent' ? 'whole-burst' : 'first-at-once';
-  return ndJsonNodeStream(sdk, output, input, batching, intercept, observe, side === 'agent' ? JSON.stringify : wellFormedJson);
+  return ndJsonNodeStream(sdk, output, input, batching, intercept, observe, wellFormedJson);
 }
