@@ -67,6 +67,59 @@ describe('registerProvider', () => {
     for (const off of [offAdded, offRemoved, offBoom]) off();
   });
 
+  it('delivers an event a listener emits to the listeners after it only after the event being delivered', () => {
+    const heard: string[] = [];
+    let removeAlpha: () => void = () => undefined;
+    let reloaded = false;
+    const offs = [
+      t.host.subagents.on('subagent/provider-added', (p) => {
+        heard.push(`first added ${p.name}`);
+        if (p.name === 'alpha' && !t.host.subagents.getProvider('beta')) t.host.subagents.registerProvider(fakeProvider('beta'));
+      }),
+      t.host.subagents.on('subagent/provider-removed', (name) => {
+        heard.push(`first removed ${name}`);
+        if (name === 'alpha' && !reloaded) {
+          reloaded = true;
+          removeAlpha = t.host.subagents.registerProvider(fakeProvider('alpha'));
+        }
+      }),
+      t.host.subagents.on('subagent/provider-added', (p) => void heard.push(`second added ${p.name}`)),
+      t.host.subagents.on('subagent/provider-removed', (name) => void heard.push(`second removed ${name}`)),
+    ];
+    removeAlpha = t.host.subagents.registerProvider(fakeProvider('alpha'));
+    removeAlpha();
+    expect(heard).toEqual([
+      'first added alpha',
+      'second added alpha',
+      'first added beta',
+      'second added beta',
+      'first removed alpha',
+      'second removed alpha',
+      'first added alpha',
+      'second added alpha',
+    ]);
+    expect(t.host.subagents.list()).toEqual(['beta', 'alpha']);
+    offs.forEach((off) => off());
+  });
+
+  it('rolls back a registration whose later provider-added listener throws while a listener registers another provider', () => {
+    const heard: string[] = [];
+    const offs = [
+      t.host.subagents.on('subagent/provider-added', (p) => {
+        heard.push(`added ${p.name}`);
+        if (p.name === 'alpha') t.host.subagents.registerProvider(fakeProvider('beta'));
+      }),
+      t.host.subagents.on('subagent/provider-removed', (name) => void heard.push(`removed ${name}`)),
+      t.host.subagents.on('subagent/provider-added', (p) => {
+        if (p.name === 'alpha') throw new Error('no alpha');
+      }),
+    ];
+    expect(() => t.host.subagents.registerProvider(fakeProvider('alpha'))).toThrow('no alpha');
+    expect(heard).toEqual(['added alpha', 'added beta', 'removed alpha']);
+    expect(t.host.subagents.list()).toEqual(['beta']);
+    offs.forEach((off) => off());
+  });
+
   it('keeps a registration whose provider-added listener rejects later, and logs the rejection', async () => {
     const off = t.host.subagents.on('subagent/provider-added', () => Promise.reject(new Error('async no')));
     t.host.subagents.registerProvider(fakeProvider('alpha'));

@@ -101,6 +101,23 @@ describe('subagent tool lifecycle', () => {
     expect(h.tools.get('subagent')!.description).toContain('inherits this conversation');
   });
 
+  it('stays when a provider-removed listener registers the provider again', async () => {
+    const h = await newHost();
+    let remove = h.subagents.registerProvider(inProcessProvider(h, { name: 'kid' }));
+    // A hot reload: the replacement is registered as the old provider goes, by a listener heard first.
+    const offReload = h.subagents.on('subagent/provider-removed', (name) => {
+      offReload();
+      if (name === 'kid') remove = h.subagents.registerProvider(inProcessProvider(h, { name: 'kid', fork: true }));
+    });
+    const off = subagentTool(h, { provider: 'kid' });
+    remove();
+    expect(h.subagents.list()).toEqual(['kid']);
+    expect(h.tools.get('subagent')!.description).toContain('inherits this conversation');
+    remove();
+    expect(h.tools.get('subagent')).toBeUndefined();
+    off();
+  });
+
   it('stops following the provider once disposed', async () => {
     const h = await newHost();
     const off = subagentTool(h, { provider: 'in-process' });

@@ -17,8 +17,19 @@ interface Registration {
   parent: SessionId | undefined;
 }
 
+/** One event on its way: the listeners it has still to reach. */
+interface Delivery {
+  event: EventName;
+  payload: SubagentEvents[EventName];
+  pending: Registration[];
+  strict: boolean;
+  failure: { error: unknown } | undefined;
+}
+
 export class SubagentEventBus {
   readonly #registrations = new Set<Registration>();
+  /** Events being delivered, oldest first (an emit by a listener is nested in its event's delivery). */
+  readonly #deliveries: Delivery[] = [];
   readonly #logger: Logger | undefined;
 
   constructor(logger?: Logger) {
@@ -56,24 +67,44 @@ export class SubagentEventBus {
    * on it). A later rejection can no longer undo anything, so it is logged like a contained one.
    */
   emitStrict<E extends EventName>(event: E, payload: SubagentEvents[E]): void {
-    for (const registration of this.#listeners(event, undefined)) {
-      // Unsubscribed by a listener before it this time: not called.
-      if (!this.#registrations.has(registration)) continue;
-      const returned = registration.listener(payload);
-      if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(event, error));
-    }
+    this.#deliver({ event, payload, pending: this.#listeners(event, undefined), strict: true, failure: undefined });
   }
 
   /** Contained emit: each throw or rejection is logged as one warning and the others still run. */
   emit<E extends EventName>(event: E, payload: SubagentEvents[E], parent?: SessionId): void {
-    for (const registration of this.#listeners(event, parent)) {
-      if (!this.#registrations.has(registration)) continue;
-      try {
-        const returned = registration.listener(payload);
-        if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(event, error));
-      } catch (error) {
-        this.#warn(event, error);
+    this.#deliver({ event, payload, pending: this.#listeners(event, parent), strict: false, failure: undefined });
+  }
+
+  /**
+   * Delivers `delivery` once every event emitted before it has reached its remaining listeners: an
+   * emit made by a listener (a provider registered again as the old one is removed) reaches the
+   * listeners after it only after the event being delivered, so each listener hears them in order.
+   * It stays synchronous, so a strict emit still throws to its caller.
+   */
+  #deliver(delivery: Delivery): void {
+    this.#deliveries.push(delivery);
+    try {
+      while (delivery.pending.length > 0) {
+        const current = this.#deliveries.find((d) => d.pending.length > 0)!;
+        const registration = current.pending.shift()!;
+        // Unsubscribed by a listener before it this time: not called.
+        if (this.#registrations.has(registration)) this.#call(current, registration);
       }
+    } finally {
+      this.#deliveries.splice(this.#deliveries.indexOf(delivery), 1);
+    }
+    if (delivery.failure) throw delivery.failure.error;
+  }
+
+  #call(delivery: Delivery, registration: Registration): void {
+    try {
+      const returned = registration.listener(delivery.payload);
+      if (isThenable(returned)) returned.then(undefined, (error: unknown) => this.#warn(delivery.event, error));
+    } catch (error) {
+      if (!delivery.strict) return this.#warn(delivery.event, error);
+      // The first throw of a strict emit ends its delivery and goes to its caller.
+      delivery.failure = { error };
+      delivery.pending.length = 0;
     }
   }
 
