@@ -55,6 +55,26 @@ function appendMessages(path: string, id: string, count: number, size: number): 
   }
 }
 
+/** Appends `count` stream chunks (rows the transcript leaves out) to session `id`. */
+function appendChunks(path: string, id: string, count: number): void {
+  const file = new Database(path);
+  try {
+    file.transaction(() => {
+      file
+        .prepare(
+          `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < @count - 1)
+           INSERT INTO events (session_id, seq, type, time, data)
+           SELECT @id, s.next_seq + i, 'assistant/chunk', @time, '{"turn":1,"step":1,"chunk":{"type":"text-delta","text":"a"}}'
+           FROM n, sessions s WHERE s.id = @id`,
+        )
+        .run({ id, count, time: Date.now() });
+      file.prepare('UPDATE sessions SET next_seq = next_seq + ? WHERE id = ?').run(count, id);
+    })();
+  } finally {
+    file.close();
+  }
+}
+
 async function transcript(base: string, id: string): Promise<{ length: number; entries: Entry[] }> {
   const answer = await rawGet(base, `/api/sessions/${encodeURIComponent(id)}`);
   expect(answer.status).toBe(200);
@@ -201,6 +221,24 @@ describe('inspect on a log of many events and a root of many descendants', () =>
       // Past the end: nothing, and nothing more.
       expect(await page(other.url, `${base}?after=2499`)).toEqual(expect.not.objectContaining({ more: true }));
       expect((await page(other.url, `${base}?after=2499`)).entries).toEqual([]);
+    } finally {
+      expect(await other.stop()).toBe(0);
+    }
+  });
+
+  it('reads at most 100,000 events for one answer, so a log of stream chunks is paged too', async () => {
+    const path = files.file();
+    const id = await storedAgent(path);
+    appendMessages(path, id, 1, 8);
+    appendChunks(path, id, 150_000);
+    appendMessages(path, id, 1, 8);
+    const other = await startInspect(path);
+    try {
+      const base = `/api/sessions/${encodeURIComponent(id)}`;
+      const first = await page(other.url, base);
+      expect([first.entries.map((entry) => entry.seq), first.through, first.more]).toEqual([[0], 99_999, true]);
+      const rest = await page(other.url, `${base}?after=${first.through}`);
+      expect([rest.entries.map((entry) => entry.seq), rest.through, rest.more]).toEqual([[150_001], 150_001, undefined]);
     } finally {
       expect(await other.stop()).toBe(0);
     }

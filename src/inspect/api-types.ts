@@ -97,7 +97,7 @@ export interface TranscriptResponse {
   entries: TranscriptEntry[];
   /** The seq of the last event this answer read (absent when it read none): `?after=` it for what follows. */
   through?: number;
-  /** Set when the log has events past `through` that this answer left out (it reached its limit). */
+  /** Set when the log has events past `through` that this answer left out (it reached its limit, or read 100,000 events). */
   more?: true;
   /** Of the whole log, whatever part this answer sends. */
   usage?: UsageTotals;

@@ -15,6 +15,11 @@ const RESPONSE_BUDGET = 2 * 1024 * 1024;
 const PREVIEW_CHARS = 256;
 /** Characters of a title (a tool name or an error message the model or a tool chose). */
 const TITLE_CAP = 500;
+/**
+ * Rows one response reads at most: rows the transcript leaves out (stream chunks, step marks) add
+ * no entry, and the server answers no one else while it reads.
+ */
+const TRANSCRIPT_ROWS = 100_000;
 
 /** One `events` row as SQLite returns it (a STRICT table: seq is an integer, time a number). */
 export interface EventRow {
@@ -77,9 +82,12 @@ export class TranscriptBuilder {
     }
   }
 
-  /** Whether the next row would add a `limit + 1`th entry (rows of a fork's seed add to its one entry). */
+  /**
+   * Whether the next row would add a `limit + 1`th entry or be read past {@link TRANSCRIPT_ROWS}
+   * (rows of a fork's seed add to its one entry, which is never cut short).
+   */
   full(limit: number): boolean {
-    return this.#entries.length >= limit && this.#rows >= this.#seedLength;
+    return (this.#entries.length >= limit || this.#rows >= TRANSCRIPT_ROWS) && this.#rows >= this.#seedLength;
   }
 
   /** The entries of the rows added. */
