@@ -14,6 +14,7 @@ const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
 const WORKER_TOOLS = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
 const SHOUT_TOOLS = new URL('./fixtures/tool-module.mjs', import.meta.url).href;
 const ECHO_MODELS = new URL('./fixtures/echo-model.mjs', import.meta.url).href;
+const HEAP_PROBE: ModelSpec = { kind: 'module', specifier: new URL('../dist/bench/fixtures/heap-probe-model.js', import.meta.url).href, export: 'createHeapProbeModel' };
 const RESIDENT_MODEL: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/resident-model.mjs', import.meta.url).href, export: 'createResidentModel' };
 
 function setup(options: Parameters<typeof continuationHost>[1] = {}) {
@@ -215,6 +216,27 @@ describe('continuable spawn children', () => {
     expect(userTexts(events)).toStrictEqual(['first', 'second']);
     // Rebuilt from its log: its model is created afresh, so the script starts again.
     expect(recorder.ends.map((end) => end.lastAssistantMessage)).toStrictEqual([[text('done 1')], [text('done 1')]]);
+  });
+
+  it('keeps one copy of its log in its thread when it comes back from the database, not its text and a second copy', async () => {
+    // One thread, kept: both stays run in it, and the heap-probe model answers each turn with that
+    // thread's heap after full collections.
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 1, maxThreads: 1 }, continuation: { lingerMs: 0 } });
+    const size = 4 * 2 ** 20;
+    const { childId } = await host.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'big log',
+      request: { prompt: [text('x'.repeat(size))], parent, agentOptions: { model: HEAP_PROBE } },
+    });
+    await recorder.until(() => recorder.ends.length >= 1);
+    await eventually(() => host.sessions.get(childId) === undefined);
+    await host.subagents.followup(parent, childId, [text('again')]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    const [first, second] = recorder.ends.map((end) => JSON.parse((end.lastAssistantMessage![0] as { text: string }).text) as { threadId: number; heapUsed: number });
+    expect(second!.threadId).toBe(first!.threadId);
+    // The first stay holds the message once; the one built from the log held it three times more
+    // (the log's text, and each event parsed from it, then copied).
+    expect(second!.heapUsed - first!.heapUsed).toBeLessThan(size / 2);
   });
 
   it.each([

@@ -1,6 +1,8 @@
 // Worker plumbing: a process that used the host (workers, ACP, SQLite) ends every resource on close
 // and exits by itself (a tool module that never finishes loading holds neither it nor a run), and
 // error codes cross the control channel in both directions.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { MessageChannel } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { SubagentError, createHost } from 'subagent-host';
@@ -113,6 +115,7 @@ describe('control channel', () => {
   interface Api {
     fail(): Promise<void>;
     wait(): Promise<void>;
+    answer(turn: number): Promise<{ turn: number; events: string[] }>;
   }
 
   /** Main and worker routers over one hub port, one run routed, each side serving one lane. */
@@ -132,6 +135,7 @@ describe('control channel', () => {
         throw error;
       },
       wait: () => new Promise<void>((resolve) => waiting.push(resolve)),
+      answer: async (turn) => ({ turn, events: Array.from({ length: 10 }, (_, i) => `event ${i} of turn ${turn}`) }),
     });
     exposeOn(serve(mainFails), main.endpoint('host'));
     exposeOn(serve(workerFails), worker.endpoint('control'));
@@ -166,5 +170,25 @@ describe('control channel', () => {
     await expect(pending).rejects.toMatchObject({ code: 'CLOSED' });
     await expect(toMain.call((r) => r.wait())).rejects.toMatchObject({ code: 'CLOSED' });
     expect(toMain.closed).toBe(true);
+  });
+
+  it('keeps no answer of a call once it is answered, however many calls a channel that stays open carries', async () => {
+    // A resident child's channels live for all its turns: one answer kept per call is a leak per turn.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { toWorker, toMain, close } = pair(new SubagentError('CLOSED', 'x'), new SubagentError('CLOSED', 'y'));
+    const answers: WeakRef<object>[] = [];
+    for (let turn = 0; turn < 200; turn++) {
+      answers.push(new WeakRef(await toWorker.call((r) => r.answer(turn))));
+      answers.push(new WeakRef(await toMain.call((r) => r.answer(turn))));
+    }
+    for (let i = 0; i < 4; i++) {
+      gc();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const kept = answers.filter((answer) => answer.deref() !== undefined).length;
+    const open = !toWorker.closed && !toMain.closed;
+    close();
+    expect({ kept, open }).toStrictEqual({ kept: 0, open: true });
   });
 });

@@ -70,8 +70,12 @@ function installErrorTransfer(): void {
 export class GuardedRemote<T> {
   readonly #endpoint: Comlink.Endpoint;
   #remote: Comlink.Remote<T> | undefined;
-  #rejectPending: ((error: SubagentError) => void) | undefined;
-  #closed: Promise<never> | undefined;
+  /**
+   * The calls still out, each by its rejecter. Not a race against one "closed" promise: each call
+   * would leave a reaction on it, holding its answer, for as long as the channel lives (a resident
+   * child's channel lives for thousands of turns).
+   */
+  readonly #pending = new Set<(error: SubagentError) => void>();
   #isClosed = false;
   #why = 'the channel to the child is closed';
 
@@ -89,12 +93,12 @@ export class GuardedRemote<T> {
     if (!this.#remote) {
       installErrorTransfer();
       this.#remote = Comlink.wrap<T>(this.#endpoint);
-      this.#closed = new Promise<never>((_resolve, reject) => {
-        this.#rejectPending = reject;
-      });
-      this.#closed.catch(() => undefined);
     }
-    return Promise.race([invoke(this.#remote), this.#closed!]);
+    const answer = invoke(this.#remote);
+    return new Promise<R>((resolve, reject) => {
+      this.#pending.add(reject);
+      answer.then(resolve, reject).finally(() => this.#pending.delete(reject));
+    });
   }
 
   /** Rejects every pending and later call with `CLOSED`. */
@@ -103,7 +107,10 @@ export class GuardedRemote<T> {
     this.#isClosed = true;
     this.#why = why;
     // The error (and its stack) is only built when a call is waiting for it.
-    this.#rejectPending?.(new SubagentError('CLOSED', why));
+    if (this.#pending.size === 0) return;
+    const error = new SubagentError('CLOSED', why);
+    for (const reject of this.#pending) reject(error);
+    this.#pending.clear();
   }
 }
 
