@@ -45,9 +45,12 @@ export class QueueConnection {
   readonly #runs = new Map<string, ConnectedRun>();
   #lastId = '0';
   #closed = false;
-  #stop!: () => void;
-  // A disconnected client may never settle a pending read, so closing does not wait for it.
-  readonly #stopped = new Promise<null>((resolve) => (this.#stop = () => resolve(null)));
+  /**
+   * Ends the pending read with no batch: a disconnected client may never settle it, so closing does
+   * not wait for it. One per read, not one promise raced by every read: each race would leave a
+   * reaction holding its batch on it for the connection's whole life (a read a second when idle).
+   */
+  #stopRead: (() => void) | undefined;
   #reading: Promise<void> = Promise.resolve();
   #watchdog: NodeJS.Timeout | undefined;
   #ticking = false;
@@ -123,7 +126,10 @@ export class QueueConnection {
       try {
         const read = this.#reader.xread('COUNT', 1000, 'BLOCK', 1000, 'STREAMS', this.reply, this.#lastId) as Promise<typeof batch>;
         read.catch(() => undefined);
-        batch = await Promise.race([read, this.#stopped]);
+        batch = await new Promise<typeof batch>((resolve, reject) => {
+          this.#stopRead = () => resolve(null);
+          read.then(resolve, reject);
+        });
       } catch {
         if (this.#closed) return;
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -215,7 +221,7 @@ export class QueueConnection {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#watchdog);
-    this.#stop();
+    this.#stopRead?.();
     this.#reader.disconnect();
     await this.#reading;
     // With Redis gone or silent, the graceful steps would wait for an answer that may never come.
