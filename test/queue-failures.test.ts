@@ -787,3 +787,25 @@ describe('queue provider when Redis goes away mid-run', () => {
     }
   });
 });
+
+describe('queue connection over a long life', () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis.stop();
+  });
+
+  it('keeps no reply batch of a read that is over (one read a second while idle, for the connection\'s whole life)', async () => {
+    const script = fileURLToPath(new URL('./fixtures/queue-reply-retention.mjs', import.meta.url));
+    const dist = new URL('../dist/', import.meta.url).href;
+    const ran = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, ['--expose-gc', script, dist, redis.url], { encoding: 'utf8', timeout: 30_000 }, (error, stdout, stderr) =>
+        resolve({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stdout, stderr }),
+      );
+    });
+    expect({ code: ran.code, stderr: ran.stderr }).toStrictEqual({ code: 0, stderr: '' });
+    expect(JSON.parse(ran.stdout)).toStrictEqual({ reads: true, reachable: 'at most the last two' });
+  }, 40_000);
+});
