@@ -102,8 +102,8 @@ describe('subagent-host inspect in a browser', () => {
   it('shows the transcript of a child that is clicked, with long outputs folded', async () => {
     const child = report.children.find((entry) => entry.stopReason === 'completed')!.id;
     await page.click(`#tree .row[data-child-id="${child}"]`);
+    await expect.poll(() => page.textContent('#transcript .mono')).toBe(child);
     await page.waitForSelector('#transcript .entry[data-kind="turn-end"]');
-    expect(await page.textContent('#transcript .mono')).toBe(child);
     const kinds = await page.$$eval('#transcript .entry', (entries) => entries.map((entry) => entry.getAttribute('data-kind')));
     expect(kinds).toEqual(expect.arrayContaining(['message', 'assistant', 'tool-call', 'tool-result', 'turn-end']));
     expect(await page.textContent('#transcript .entry[data-kind="turn-end"]')).toContain('completed');
@@ -146,6 +146,8 @@ describe('subagent-host inspect in a browser', () => {
       await host.close();
     }
     await page.click(`#tree .row[data-child-id="${id}"]`);
+    // The transcript shown before (another child's, with its own assistant entries) stays until this one came.
+    await expect.poll(() => page.textContent('#transcript .mono')).toBe(id);
     await page.waitForSelector('#transcript .entry[data-kind="assistant"]');
     expect(await page.textContent('#transcript .entry[data-kind="assistant"] pre')).toBe(PAYLOAD);
     expect(await page.textContent(`#tree .row[data-child-id="${id}"] .label`)).toBe(PAYLOAD);
