@@ -3,6 +3,7 @@
 // burst (a turn's updates and its answer) leave in one write.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
+import { wellFormedJson } from '../../seam/parse.js';
 
 type AnyMessage = acp.AnyMessage;
 /** What the wire takes from the (lazily loaded) SDK: its error vocabulary. */
@@ -24,9 +25,6 @@ export type Batching =
    */
   | 'whole-burst';
 
-/** How a message becomes its line: `JSON.stringify`, or with lone surrogates as U+FFFD (see `wellFormedJson`). */
-export type Serialize = (message: AnyMessage) => string;
-
 /**
  * Writes the messages of a burst together once it is over (`process.nextTick` runs when the
  * microtask queue drained), the first of them at once with `first-at-once`. A burst that outgrows
@@ -36,16 +34,14 @@ export type Serialize = (message: AnyMessage) => string;
 class LineWriter {
   readonly #output: Writable;
   readonly #holdFirst: boolean;
-  readonly #serialize: Serialize;
   #held: string[] | undefined;
   #heldLength = 0;
   #failed = false;
   #drained: Promise<void> | undefined;
 
-  constructor(output: Writable, batching: Batching, serialize: Serialize) {
+  constructor(output: Writable, batching: Batching) {
     this.#output = output;
     this.#holdFirst = batching === 'whole-burst';
-    this.#serialize = serialize;
     // A peer that went away (EPIPE) closes the connection through the next write, not a crash.
     output.once('error', () => (this.#failed = true));
   }
@@ -56,7 +52,9 @@ class LineWriter {
 
   write(message: AnyMessage): Promise<void> {
     if (this.#closed) return Promise.reject(new Error('the ACP output stream is closed'));
-    const line = `${this.#serialize(message)}\n`;
+    // Lone surrogates as U+FFFD: peers on serde_json (codex-acp and other Rust agents, editors such
+    // as Zed) refuse their `\udXXX` escapes, so half an emoji would break the session.
+    const line = `${wellFormedJson(message)}\n`;
     if (this.#held) this.#held.push(line);
     else {
       if (this.#holdFirst) this.#held = [line];
@@ -273,7 +271,7 @@ function messageWritable(writer: LineWriter, observe?: Observe): WritableStream<
 
 /**
  * An ACP stream over `input` (what the peer writes) and `output` (where this side writes);
- * `intercept` may take incoming messages before the SDK (see {@link Intercept}); `serialize` writes each message's line.
+ * `intercept` may take incoming messages before the SDK (see {@link Intercept}).
  */
 export function ndJsonNodeStream(
   sdk: WireSdk,
@@ -282,9 +280,8 @@ export function ndJsonNodeStream(
   batching: Batching,
   intercept?: Intercept,
   observe?: Observe,
-  serialize: Serialize = JSON.stringify,
 ): acp.Stream {
-  const writer = new LineWriter(output, batching, serialize);
+  const writer = new LineWriter(output, batching);
   let resume: (() => void) | undefined;
   // True when the reply left (or the output is gone); false when reading should wait for `resume`.
   const reply = (message: AnyMessage): boolean => {

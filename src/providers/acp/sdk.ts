@@ -2,7 +2,6 @@
 // code that actually speaks ACP pays, once, at first use; `import 'subagent-host'` stays cheap.
 import type * as AcpSdkModule from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
-import { wellFormedJson } from '../../seam/parse.js';
 import { ndJsonNodeStream, type Intercept, type Observe } from './ndjson.js';
 
 export type AcpSdk = typeof AcpSdkModule;
@@ -24,10 +23,9 @@ export function loadAcpSdk(): Promise<AcpSdk> {
 /**
  * An ndjson ACP stream over a pair of Node streams (`output` is where this side writes); a client
  * sends the first message of a burst at once, an agent each burst in one write (see `Batching` in ndjson.ts).
- * Both sides write lone surrogates as U+FFFD: peers on serde_json (codex-acp and other Rust agents,
- * editors such as Zed) refuse their `\udXXX` escapes, so half an emoji would break the session.
+ * Both sides write lone surrogates as U+FFFD (see LineWriter in ndjson.ts).
  */
 export function nodeAcpStream(sdk: AcpSdk, output: Writable, input: Readable, side: 'client' | 'agent', intercept?: Intercept, observe?: Observe): AcpStream {
   const batching = side === 'agent' ? 'whole-burst' : 'first-at-once';
-  return ndJsonNodeStream(sdk, output, input, batching, intercept, observe, wellFormedJson);
+  return ndJsonNodeStream(sdk, output, input, batching, intercept, observe);
 }
