@@ -61,6 +61,14 @@ describe('openai model: stream shapes of compatible servers', () => {
     ]);
   });
 
+  it('cuts a long error type between characters, never inside a surrogate pair', async () => {
+    const type = `${'t'.repeat(94)}\u{1F600}tail`;
+    const server = await serve(sse(event(delta('Hel')) + event({ error: { message: 'Overloaded', type } }) + DONE));
+    const failure = (finishOf(await collect(await model(server))) as Extract<ModelChunk, { type: 'finish' }>).failure!;
+    expect(failure.message).toContain(`(type ${'t'.repeat(94)})`);
+    expect(failure.message.isWellFormed()).toBe(true);
+  });
+
   it('keeps the answer and reads usage counts of the wrong type as absent', async () => {
     const usage = { prompt_tokens: '12', completion_tokens: 3, prompt_tokens_details: [], completion_tokens_details: { reasoning_tokens: -1 } };
     const server = await serve(sse(event(delta('ok')) + event({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage }) + DONE));

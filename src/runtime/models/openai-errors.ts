@@ -90,7 +90,7 @@ function errorLabels(error: unknown, scrub: Scrub): string {
   const labels: string[] = [];
   if (typeof type === 'string' && type.trim() !== '') labels.push(`type ${type}`);
   if ((typeof code === 'string' && code.trim() !== '') || typeof code === 'number') labels.push(`code ${code}`);
-  return labels.length === 0 ? '' : oneLine(scrub(labels.join(', ')).slice(0, 100));
+  return labels.length === 0 ? '' : oneLine(headOf(scrub(labels.join(', ')), 100));
 }
 
 /** An error object sent inside the event stream (some servers report overloads this way). */
