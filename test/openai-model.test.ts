@@ -261,6 +261,22 @@ describe('openai model: HTTP errors and retries', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it('leaves no fragment of the key in the message about a redirect or a request id that quotes it', async () => {
+    // The key straddles the 200th character of the redirect's target, where its quote is cut.
+    const start = 'https://gateway.example.test/login?pad=';
+    const location = `${start}${'x'.repeat(185 - start.length)}&token=${KEY}`;
+    const server = await serve((res) => {
+      res.writeHead(302, { location });
+      res.end();
+    }, status(401, '{"error":{"message":"no"}}', { 'x-request-id': `req-${KEY}` }));
+    for (const code of ['REDIRECT', 'AUTH']) {
+      const finish = finishOf(await collect(await model(server)));
+      expect(finish).toMatchObject({ failure: { code } });
+      const message = (finish as { failure: { message: string } }).failure.message;
+      for (let length = 4; length <= KEY.length; length++) expect(message).not.toContain(KEY.slice(0, length));
+    }
+  });
+
   it('ends SERVER after exactly one retry of a 500', async () => {
     const server = await serve(status(500, '{"error":{"message":"internal error"}}'));
     const chunks = await collect(await model(server));

@@ -170,10 +170,13 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
         const text = await readErrorBody(outcome, exchange);
         if (location !== null) {
           exchange.dispose();
-          const to = scrub(headOf(location, 200));
+          // Scrubbed before it is cut: a cut first could keep the head of a key the target quotes.
+          const to = headOf(scrub(location), 200);
           return { end: fail({ code: 'REDIRECT', status: outcome.status, message: `${url} redirects (HTTP ${outcome.status}) to ${to}; set baseURL to where it points (a redirected request would lose its body)` }) };
         }
-        const requestId = outcome.headers.get('x-request-id') ?? undefined;
+        // The server's own header: quoted like its body, scrubbed, then bounded.
+        const given = outcome.headers.get('x-request-id');
+        const requestId = given === null ? undefined : headOf(scrub(given), 100);
         failure = httpFailure({ status: outcome.status, apiKeyEnv, requestId }, serverDetail(text, scrub));
         delay = retryDelay(outcome);
       } else {
