@@ -66,7 +66,6 @@ describe('openai model: stream shapes of compatible servers', () => {
     const server = await serve(sse(event(delta('Hel')) + event({ error: { message: 'Overloaded', type } }) + DONE));
     const failure = (finishOf(await collect(await model(server))) as Extract<ModelChunk, { type: 'finish' }>).failure!;
     expect(failure.message).toContain(`(type ${'t'.repeat(94)})`);
-    expect(failure.message.isWellFormed()).toBe(true);
   });
 
   it('keeps the answer and reads usage counts of the wrong type as absent', async () => {
