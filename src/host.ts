@@ -16,6 +16,7 @@ import { assertModelSpec } from './runtime/models/create.js';
 import { checkedAdapter } from './runtime/models/module-model.js';
 import type { ModelAdapter } from './runtime/models/types.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
+import { unwritableFileError } from './persistence/sqlite-schema.js';
 import { createSubagentCatalog } from './service/catalog.js';
 import { SubagentService, heldWorkOf } from './service/service.js';
 import { bindHostParts, type Host } from './providers/provider-host.js';
@@ -171,6 +172,9 @@ function openPersistence(option: HostOptions['persistence']): { persistence: Ses
   if (option === undefined || option === 'memory') return { persistence: memoryPersistence(), owned: true };
   if (typeof option === 'object' && option !== null && 'sqlite' in option) {
     const { sqlite, ...options } = option;
+    // A host writes its store: a file it may only read is refused now, not at its first write.
+    const unwritable = typeof sqlite === 'string' ? unwritableFileError(sqlite) : undefined;
+    if (unwritable) throw unwritable;
     return { persistence: sqlitePersistence(sqlite, options), owned: true };
   }
   if (typeof option === 'object' && option !== null && PERSISTENCE_METHODS.every((m) => typeof (option as unknown as Record<string, unknown>)[m] === 'function')) {

@@ -2,8 +2,9 @@
 // PERSISTENCE_UNAVAILABLE, a continuable start that could not be made durable leaves no child, and
 // one session's failed write is reported by that session's own flush, not by another's.
 import Database from 'better-sqlite3';
-import { execFile, spawn } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { chmodSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
+import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -46,6 +47,28 @@ describe('storage failures', () => {
     lock.release();
     await host.subagents.followup(parent, 'c', [text('m2')]);
     expect((await host.subagents.listChildren('parent')).map((entry) => entry.id)).toStrictEqual(['c']);
+  });
+
+  // SQLite opens a file it may not write as read-only, quietly: the host would start, then fail every write.
+  it('refuses a file the host may not write when it is created, as PERSISTENCE_UNAVAILABLE, leaving the file as it was', async () => {
+    const file = files.file();
+    await (await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } })).close();
+    const before = readFileSync(file);
+    // Root writes any file its mode forbids: an immutable one it may not.
+    const root = process.getuid?.() === 0;
+    if (root) execFileSync('chattr', ['+i', file]);
+    else chmodSync(file, 0o444);
+    try {
+      await expect(createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } })).rejects.toMatchObject({
+        name: 'SubagentError',
+        code: 'PERSISTENCE_UNAVAILABLE',
+        message: expect.stringContaining('this process may not write it'),
+      });
+    } finally {
+      if (root) execFileSync('chattr', ['-i', file]);
+    }
+    expect(readFileSync(file).equals(before)).toBe(true);
+    expect(readdirSync(files.dir).filter((name) => name.startsWith(basename(file)))).toStrictEqual([basename(file)]);
   });
 
   it('creates a new session whose creation met the lock on a later flush, with every event, and each flush until then rejects', async () => {
@@ -120,6 +143,29 @@ describe('storage failures', () => {
       const outcomes = await Promise.allSettled(order.map((id) => host.subagents.followup(parent, id, [text(`to ${id}`)])));
       const byId = Object.fromEntries(order.map((id, index) => [id, outcomes[index]!.status]));
       expect(byId).toStrictEqual({ bystander: 'fulfilled', victim: 'rejected' });
+    }
+  });
+});
+
+describe('follow-ups sent together to a child whose write the store refuses', () => {
+  it('are all rejected: none is acknowledged with its message unstored', async () => {
+    const file = files.file();
+    const host = await continuationHost(file);
+    hosts.push(host);
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    await host.subagents.startContinuable({ provider: 'in-process', label: 'victim', childId: 'victim', request: { prompt: [text('start')], parent, agentOptions: { model: HANG } } });
+    // A second writer touches `victim` (loading repairs its open turn): this host's next commit of it is refused.
+    const other = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
+    await other.persistence!.load('victim');
+    await other.close();
+    const outcomes = await Promise.allSettled(['m1', 'm2', 'm3'].map((message) => host.subagents.followup(parent, 'victim', [text(message)])));
+    expect(outcomes.map((outcome) => outcome.status === 'rejected' && (outcome.reason as { code?: unknown }).code)).toStrictEqual(['SEQ_MISMATCH', 'SEQ_MISMATCH', 'SEQ_MISMATCH']);
+    const stored = new Database(file, { readonly: true });
+    try {
+      const texts = stored.prepare("SELECT data FROM events WHERE session_id = 'victim' AND type = 'inbox/accepted'").pluck().all() as string[];
+      expect(texts.filter((data) => /"m\d"/.test(data))).toStrictEqual([]);
+    } finally {
+      stored.close();
     }
   });
 });

@@ -5,7 +5,7 @@ import { basename, dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { SessionId } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import type { CatalogHeader } from '../runtime/session-persistence.js';
 import { migrate } from './sqlite-migrate.js';
@@ -144,6 +144,27 @@ export function missingAddonError(error: unknown): SubagentError | undefined {
     return new SubagentError(
       'PERSISTENCE_UNAVAILABLE',
       `better-sqlite3 cannot load its native addon (${said}), so no SQLite file can be opened: its install script did not run (npm 11 runs it once allowed: npm install-scripts approve better-sqlite3) or built it for another Node.js version; then run npm rebuild better-sqlite3`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * The error for an existing file this process may not write (its mode, an immutable flag, a
+ * read-only mount), or undefined. SQLite opens such a file read-only without a word: a host on it
+ * would start, then fail every write with "attempt to write a readonly database".
+ */
+export function unwritableFileError(path: string): SubagentError | undefined {
+  if (path === ':memory:') return undefined;
+  try {
+    fs.accessSync(path, fs.constants.W_OK);
+    return undefined;
+  } catch (error) {
+    // A missing file is created by the open, which says why it cannot be.
+    if (isCode(error, 'ENOENT')) return undefined;
+    return new SubagentError(
+      'PERSISTENCE_UNAVAILABLE',
+      `cannot store sessions in ${path}: this process may not write it (${describeError(error)}); run as a user who may write it, or use another file`,
       { cause: error },
     );
   }

@@ -22,8 +22,11 @@ interface Entry {
   waiting: SessionEvent[] | undefined;
   /** Appends go to the store as they come (it queues them; see QUEUED_APPENDS). */
   direct: boolean;
-  /** This session's first write failure not yet reported by a flush (each session's own). */
-  failure: unknown;
+  /**
+   * This session's first write failure not yet reported, or the last one reported and when: every
+   * flush begun before that report rejects with it too (it waited for the same lost events).
+   */
+  failure: { error: unknown; reportedAt: number } | undefined;
   /** A new session not created in the store yet: the events its creation writes (later ones join them). */
   uncreated: SessionEvent[] | undefined;
   /** Why the store refused to create it for good: its events are not written anywhere. */
@@ -49,6 +52,8 @@ export class LiveSessionStore implements SessionStore {
   readonly #logger: Logger | undefined;
   /** The store takes a session's appends while earlier ones are queued (see QUEUED_APPENDS). */
   readonly #queued: boolean;
+  /** Orders flushes' starts and failure reports (see Entry.failure). */
+  #clock = 0;
 
   constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
     this.#persistence = options.persistence;
@@ -184,7 +189,7 @@ export class LiveSessionStore implements SessionStore {
         entry.waiting = undefined;
         // Refused for good: these events have no log of their own, and the next flush says so.
         if (entry.refused !== undefined) {
-          if (batch.length > 0) entry.failure ??= entry.refused;
+          if (batch.length > 0) this.#fail(entry, entry.refused);
           return;
         }
         if (entry.uncreated !== undefined) {
@@ -202,17 +207,24 @@ export class LiveSessionStore implements SessionStore {
 
   #guard(entry: Entry, write: Promise<void>): Promise<void> {
     return write.catch((error: unknown) => {
-      entry.failure ??= error;
+      this.#fail(entry, error);
       this.#logger?.warn('session persistence write failed', describeError(error));
     });
   }
 
+  /** Records a write failure of `entry`, unless one not yet reported is recorded. */
+  #fail(entry: Entry, error: unknown): void {
+    if (entry.failure === undefined || entry.failure.reportedAt !== Infinity) entry.failure = { error, reportedAt: Infinity };
+  }
+
   /**
    * Resolves once every event appended so far (to `id`, or to every live session) is durable.
-   * Rejects with the first write failure of those sessions not reported by an earlier flush (a
-   * session's failure is its own: flushing another session does not report or clear it).
+   * Rejects with the first write failure of those sessions not reported before this flush began
+   * (flushes under way together all report it; a session's failure is its own: flushing another
+   * session does not report it).
    */
   async flush(id?: SessionId): Promise<void> {
+    const began = ++this.#clock;
     const entries = id === undefined ? [...this.#entries.values()] : [this.#entries.get(id)].filter((e) => e !== undefined);
     for (const entry of entries) this.#drain(entry, true);
     // Each link of a session's write chain is queued only once the previous one committed; commit
@@ -230,11 +242,10 @@ export class LiveSessionStore implements SessionStore {
     } catch (error) {
       throw unavailable(error);
     }
-    const failed = entries.find((entry) => entry.failure !== undefined);
-    if (failed) {
-      const failure = failed.failure;
-      failed.failure = undefined;
-      throw unavailable(failure);
+    const failure = entries.find((entry) => entry.failure !== undefined && entry.failure.reportedAt > began)?.failure;
+    if (failure) {
+      if (failure.reportedAt === Infinity) failure.reportedAt = ++this.#clock;
+      throw unavailable(failure.error);
     }
   }
 
