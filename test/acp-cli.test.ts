@@ -2,10 +2,10 @@
 // OpenAI-compatible server of its environment, and SIGTERM (a client's dispose ladder) saves the
 // sessions to `--db` before it exits 143.
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { chmodSync, readdirSync, readlinkSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { relative } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { createHost } from 'subagent-host';
@@ -27,8 +27,11 @@ interface Agent {
   request(method: string, params: object): Promise<{ result?: Record<string, unknown>; error?: unknown }>;
 }
 
-function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env): Agent {
-  const child = spawn(process.execPath, [CLI, 'acp', ...args], { stdio: ['pipe', 'pipe', 'pipe'], cwd: files.dir, env });
+/** Starts `subagent-host acp args…` in `files.dir`, or with `removedCwd` in that directory after it was removed. */
+function startAgent(args: string[], env: NodeJS.ProcessEnv = process.env, removedCwd?: string): Agent {
+  const child = removedCwd === undefined
+    ? spawn(process.execPath, [CLI, 'acp', ...args], { stdio: ['pipe', 'pipe', 'pipe'], cwd: files.dir, env })
+    : spawn('bash', ['-c', 'cd "$1" && rmdir "$1" && shift && exec "$0" "$@"', process.execPath, removedCwd, CLI, 'acp', ...args], { stdio: ['pipe', 'pipe', 'pipe'], env });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const waiting = new Map<number, (response: { result?: Record<string, unknown>; error?: unknown }) => void>();
   let buffered = '';
@@ -220,6 +223,15 @@ describe('subagent-host acp', () => {
     } finally {
       if (root) execFileSync('chattr', ['-i', db]);
     }
+  });
+
+  it('serves when started in a directory that was removed: every session names its own cwd', async () => {
+    const agent = startAgent([], process.env, mkdtempSync(join(files.dir, 'removed-')));
+    const early = agent.exited.then((code) => Promise.reject(new Error(`exited ${code} before answering: ${agent.stderr()}`)));
+    await Promise.race([prompt(agent, 'still here'), early]);
+    agent.child.stdin.end();
+    expect(await agent.exited).toBe(0);
+    expect(agent.stderr()).toBe('');
   });
 
   it('ends as a finished server, exit 0, when its client stops reading its output', async () => {

@@ -2,10 +2,12 @@
 // reason mapping, agents that never answer, ignore EOF, trap SIGTERM, crash or write junk, and
 // failures before the session is ready, secret-free diagnostics. Graces are small so each ladder
 // finishes in well under a second; the agent logs which signals reached it.
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Agent, type Host, type SubagentStartRequest } from 'subagent-host';
 import { FIXTURE_AGENT, childPids, isAlive, isRunning, newChildPids, streamedText, whenSession } from './acp-helpers.js';
@@ -35,6 +37,15 @@ describe('acpProvider with misbehaving agents', () => {
 
   function start(request: Partial<SubagentStartRequest> = {}) {
     return host.subagents.start('acp', { prompt: [text('go')], parent, signal: new AbortController().signal, ...request });
+  }
+
+  /** The processes spawned since `before`, once there is one (a first start spawns once the ACP SDK is loaded). */
+  async function spawnedSince(before: readonly number[]): Promise<number[]> {
+    for (;;) {
+      const spawned = newChildPids(before);
+      if (spawned.length > 0) return spawned;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
   }
 
   /** Starts a run and returns it with the pid of the process it spawned. */
@@ -244,7 +255,7 @@ describe('acpProvider with misbehaving agents', () => {
       const controller = new AbortController();
       const before = childPids();
       const starting = start({ signal: controller.signal });
-      const spawned = newChildPids(before);
+      const spawned = await spawnedSince(before);
       controller.abort(new Error('give up'));
       await expect(starting).rejects.toMatchObject({ code: 'CANCELLED' });
       expect(spawned).toHaveLength(1);
@@ -256,7 +267,7 @@ describe('acpProvider with misbehaving agents', () => {
       use(['--hang-init', '--ignore-eof', '--trap-sigterm']);
       const before = childPids();
       const starting = start();
-      const spawned = newChildPids(before);
+      const spawned = await spawnedSince(before);
       const rejected = expect(starting).rejects.toMatchObject({ code: 'CLOSED', cause: { code: 'CANCELLED' } });
       await host.close();
       await rejected;
@@ -330,4 +341,18 @@ describe('acpProvider with misbehaving agents', () => {
       await expect(start()).rejects.toMatchObject({ code: 'START_FAILED' });
     });
   });
+});
+
+describe('acpProvider out of file descriptors', () => {
+  // In a process of its own under `ulimit -n 128`: 80 processes at once need more descriptors than
+  // that, so some spawns fail EMFILE. The ACP SDK, imported at the first start, must not be what
+  // runs out (Node keeps a failed import failed): once the burst is reaped, an agent starts.
+  it('rejects START_FAILED naming EMFILE for what cannot be spawned, and starts children once descriptors are free', async () => {
+    const script = new URL('./fixtures/acp/fd-burst.mjs', import.meta.url).pathname;
+    const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+    const { stdout } = await promisify(execFile)('bash', ['-c', 'ulimit -n 128 && exec "$0" "$@"', process.execPath, script, packageUrl, FIXTURE_AGENT, '80'], { cwd: dir, timeout: 60_000 });
+    const { ended, later } = JSON.parse(stdout) as { ended: Record<string, number>; later: string };
+    expect(Object.keys(ended).sort()).toEqual(['START_FAILED', 'START_FAILED EMFILE']);
+    expect(later).toBe('completed');
+  }, 90_000);
 });

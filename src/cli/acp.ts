@@ -2,6 +2,7 @@
 // ACP on stdio until stdin ends. stdout carries protocol only; every log line goes to stderr.
 import type { ModelSpec } from '../seam/agent-types.js';
 import { Console } from 'node:console';
+import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { SubagentError, describeError } from '../seam/errors.js';
@@ -49,6 +50,18 @@ export function parseModel(value: string | undefined): ModelSpec {
   // resolve it from its own files).
   if (spec.kind === 'module' && /^\.\.?(\/|$)/.test(spec.specifier)) return { ...spec, specifier: pathToFileURL(resolve(spec.specifier)).href };
   return spec;
+}
+
+/**
+ * Where the warm-up's throwaway sessions say they run. Any absolute path does: every real session
+ * names its own cwd. The current directory may have been removed (process.cwd() then throws).
+ */
+function warmUpCwd(): string {
+  try {
+    return process.cwd();
+  } catch {
+    return tmpdir();
+  }
 }
 
 /** One line on stderr; an error it quotes may carry a model's or a client's text: control characters are shown escaped. */
@@ -102,7 +115,7 @@ export async function run(args: string[]): Promise<number> {
     closeHost = () => host.close();
     // The first rounds run before serving (requests wait in the pipe), so `initialize` is answered by a
     // warm process; the rest while no session exists yet, so a real prompt never shares the CPU with them.
-    const warm = startWarmUp(process.cwd());
+    const warm = startWarmUp(warmUpCwd());
     await warm.ready;
     let ended = false;
     const idleRounds = warm.continueWhileIdle(() => ended || host.agents.list().length > 0);

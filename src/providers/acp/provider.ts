@@ -14,6 +14,7 @@ import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './opt
 import { WarmPool, type WarmChild } from './pool.js';
 import { AgentProcess, type ReapGraces } from './process.js';
 import { AcpRun } from './run.js';
+import { acpSdkToStart, loadAcpSdk } from './sdk.js';
 import { StartAborted, abortedStart, checkOpen, routeMeta, startupStep } from './startup.js';
 
 /** The ACP provider; `whenWarm` lets callers wait for the prewarm pool. */
@@ -37,6 +38,8 @@ function refuseOversize(problem: string | undefined): void {
 export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider {
   const host = hostParts(owner);
   const config = parseAcpOptions(opts);
+  // Loaded now, while nothing of ours holds descriptors (a start waits for it before spawning).
+  loadAcpSdk().catch(() => undefined);
   const graces: ReapGraces = { eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs };
   const live = new Set<AgentProcess>();
   const closer = new AbortController();
@@ -48,6 +51,11 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
 
   // Env values come from the configuration, never from a stored launch config.
   const launch = async ({ command, args, cwd }: LaunchConfig, signal: AbortSignal): Promise<WarmChild> => {
+    const loading = acpSdkToStart();
+    if (loading) {
+      await loading;
+      if (signal.aborted) throw new StartAborted();
+    }
     let proc: AgentProcess;
     try {
       proc = AgentProcess.spawn({ command, args, cwd, env: childEnvironment(process.env, config.inheritEnv, config.env), stderr: config.stderr });
@@ -59,7 +67,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     void proc.ended.then(() => live.delete(proc));
     let client: AcpClient | undefined;
     try {
-      // Connecting loads the SDK here; only the steps after it wait for the agent.
+      // The SDK is loaded; only the steps after connecting wait for the agent.
       client = await startupStep(AcpClient.connect(proc, config.permission), proc, signal, 'connect');
       await startupStep(client.initialize(), proc, signal, 'initialize', config.startupTimeoutMs);
       return { proc, client };

@@ -1,7 +1,9 @@
 // Lazy access to @agentclientprotocol/sdk. Importing it costs ~100 ms (its zod schemas), so only
-// code that actually speaks ACP pays, once, at first use; `import 'subagent-host'` stays cheap.
+// code that actually speaks ACP pays, once (an ACP provider from its creation on); `import
+// 'subagent-host'` stays cheap.
 import type * as AcpSdkModule from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
+import { SubagentError } from '../../seam/errors.js';
 import { ndJsonNodeStream, type Intercept, type Observe } from './ndjson.js';
 
 export type AcpSdk = typeof AcpSdkModule;
@@ -14,10 +16,34 @@ export type AcpStream = AcpSdkModule.Stream;
 export const AGENT_OPTIONS_META = 'subagent-host/agentOptions';
 
 let loading: Promise<AcpSdk> | undefined;
+let loaded = false;
 
 /** The SDK module, imported on first call. */
 export function loadAcpSdk(): Promise<AcpSdk> {
-  return (loading ??= import('@agentclientprotocol/sdk'));
+  return (loading ??= import('@agentclientprotocol/sdk').then((sdk) => {
+    loaded = true;
+    return sdk;
+  }));
+}
+
+/**
+ * Resolves once the SDK is loaded (undefined when it already is, so a start spawns at once);
+ * `START_FAILED` when it cannot be imported. Awaited before an agent process is spawned: a burst of
+ * starts would otherwise use up the file descriptors the import needs (two pipes a process), and
+ * Node keeps a failed import failed for the life of the process.
+ */
+export function acpSdkToStart(): Promise<void> | undefined {
+  return loaded ? undefined : importForStart();
+}
+
+async function importForStart(): Promise<void> {
+  try {
+    await loadAcpSdk();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException | null)?.code;
+    const why = typeof code === 'string' ? ` (${code})` : '';
+    throw new SubagentError('START_FAILED', `the ACP SDK (@agentclientprotocol/sdk) could not be loaded${why}; no ACP child can start in this process`, { cause: error });
+  }
 }
 
 /**
