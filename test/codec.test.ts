@@ -156,6 +156,15 @@ describe('codec through a real MessageChannel', () => {
     expect(decoded).toMatchObject({ name: 'SystemError', message: 'no such file', code: 'ENOENT' });
   });
 
+  it('carries an error whose name or message was set to another type as their text, not as data it cannot decode', async () => {
+    const error = new Error('numbered');
+    (error as { name: unknown }).name = 404;
+    expect(await throughPort(error)).toMatchObject({ name: '404', message: 'numbered' });
+    const symbolic = new Error();
+    (symbolic as { message: unknown }).message = Symbol('why');
+    expect(parse(stringify(symbolic))).toMatchObject({ name: 'Error', message: 'Symbol(why)' });
+  });
+
   it('ends a cause chain that loops back to its error instead of recursing forever', async () => {
     const error = new Error('loop');
     error.cause = { again: error };

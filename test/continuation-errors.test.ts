@@ -2,7 +2,7 @@
 // naming the field or rule, and no child, installation or resident Activation is left behind.
 import { describe, expect, it } from 'vitest';
 import { SubagentError, SubagentService, inProcessProvider, memoryPersistence, text, type Agent, type ContinuableStartSpec, type StoredSession } from 'subagent-host';
-import { makeRuntime } from './helpers.js';
+import { deferred, makeRuntime } from './helpers.js';
 import { continuationSuite, HANG, continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 
 const { files, track, setup } = continuationSuite('subagent-continuation-err-');
@@ -365,6 +365,29 @@ describe('registerContinuableSetup failures', () => {
     remove();
     await startChild(host, parent, 'p', { childId: 'after' });
     expect(host.agents.get('after')).toBeDefined();
+  });
+
+  it('refuses an async contribution without an unhandled rejection, and runs the disposer it resolves to', async () => {
+    const { host, parent } = await setup();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const released = deferred();
+      const resolving = host.subagents.registerContinuableSetup(loose<() => () => void>(async () => () => released.resolve()));
+      await expect(startChild(host, parent, 'p')).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('not a promise') });
+      await released.promise;
+      resolving();
+      const rejecting = host.subagents.registerContinuableSetup(loose<() => () => void>(async () => Promise.reject(Symbol('installer failed'))));
+      await expect(startChild(host, parent, 'p')).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+      rejecting();
+      // Node reports an unhandled rejection after the microtasks of the turn it was made in.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toStrictEqual([]);
+      expect(host.agents.list()).toStrictEqual([parent]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 
   it('rolls back earlier installations when an installer throws, and surfaces that installer’s error', async () => {

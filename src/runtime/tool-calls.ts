@@ -1,7 +1,7 @@
 // Runs the tool calls of one model answer. Calls run one by one, except that consecutive calls of
 // concurrency-safe tools run together; either way `tool/result`s are committed in model order.
 import type { ToolCallBlock } from '../seam/content.js';
-import { describeError, isSubagentError } from '../seam/errors.js';
+import { describeError, isSubagentError, printable } from '../seam/errors.js';
 import type { SessionEventMap } from '../seam/session-types.js';
 import { ABANDONED, type Abandonment } from './abandonment.js';
 import type { ToolResultContent } from './tool-registry.js';
@@ -62,7 +62,7 @@ async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSigna
     let message = '<unprintable error>';
     try {
       if (isSubagentError(error)) code = error.code;
-      message = error instanceof Error ? error.message : describeError(error);
+      message = error instanceof Error ? printable(error.message) : describeError(error);
     } catch {
       // A thrown proxy, or an Error whose getters throw: still one failed call, not a failed turn.
     }

@@ -1,7 +1,7 @@
 // One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
 // until the model stops, and always close the turn with `turn/end` and its reason.
 import { deepToolInputFailure, type ContentBlock, type ToolCallBlock } from '../seam/content.js';
-import { describeError, isSubagentError } from '../seam/errors.js';
+import { describeError, isSubagentError, printable } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason, ModelChunk } from './models/types.js';
 import { settled } from '../seam/once.js';
@@ -165,6 +165,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   };
   let reason: TurnEndReason = { kind: 'completed' };
   let truncated = false;
+  let claimed = false;
   // One for the whole turn: its model streams and tool batches wait through it after a cancel.
   const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs, ctx.closing);
   try {
@@ -182,6 +183,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
         break;
       }
       const batch = inbox.claim(step === 1);
+      claimed = true;
       session.append('step/start', { turn, step });
       for (const m of batch) session.append('user/message', { id: m.id, content: m.content, source: m.source });
       let outcome: StepOutcome;
@@ -210,7 +212,13 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
       if (inbox.nextStep.length === 0 || step >= maxSteps) break;
     }
   } catch (error) {
-    reason = { kind: 'error', error: { code: isSubagentError(error) ? error.code : 'UNKNOWN', message: describeError(error) } };
+    reason = { kind: 'error', error: { code: errorCode(error), message: describeError(error) } };
+    // A turn that failed before it claimed any input (a hook threw) leaves that input queued: the
+    // agent would start turn after turn on it, in microtasks alone. It is discarded, as a verdict's is.
+    if (!claimed) {
+      const ids = inbox.clear();
+      if (ids.length > 0) session.append('inbox/discarded', { ids });
+    }
   } finally {
     abandonment?.dispose();
     if (signal.aborted && reason.kind !== 'max-tokens' && reason.kind !== 'aborted') reason = { kind: 'aborted', cause: causeOf(signal.reason) };
@@ -225,11 +233,25 @@ export function openStep(events: readonly SessionEvent[]): SessionEventMap['step
   return events.findLast((event) => event.type === 'step/start')?.data as SessionEventMap['step/start'] | undefined;
 }
 
+/** The code of what a turn threw, even when reading it throws (a revoked proxy). */
+function errorCode(error: unknown): string {
+  try {
+    return isSubagentError(error) ? error.code : 'UNKNOWN';
+  } catch {
+    return 'UNKNOWN';
+  }
+}
+
+/** The cancel cause `agent.cancel` was given, as the log keeps it; any other value (one whose reading throws too) is the user's. */
 function causeOf(reason: unknown): CancelCause {
-  if (reason !== null && typeof reason === 'object' && 'kind' in reason) {
-    const kind = (reason as { kind: unknown }).kind;
-    if (kind === 'user' || kind === 'parent' || kind === 'disposed') return { kind };
-    if (kind === 'hook') return { kind: 'hook', reason: String((reason as { reason?: unknown }).reason ?? '') };
+  try {
+    if (reason !== null && typeof reason === 'object' && 'kind' in reason) {
+      const kind = (reason as { kind: unknown }).kind;
+      if (kind === 'user' || kind === 'parent' || kind === 'disposed') return { kind };
+      if (kind === 'hook') return { kind: 'hook', reason: printable((reason as { reason?: unknown }).reason ?? '') };
+    }
+  } catch {
+    // A revoked proxy, or a throwing `kind` getter: the turn still ends, aborted by its user.
   }
   return { kind: 'user' };
 }

@@ -4,7 +4,7 @@
 import { SuperJSON } from 'superjson';
 import type { SuperJSONResult, SuperJSONValue } from 'superjson';
 import { z } from 'zod';
-import { SubagentError, describeError, type SubagentErrorCode } from './errors.js';
+import { SubagentError, describeError, printable, type SubagentErrorCode } from './errors.js';
 import { lazy } from './once.js';
 
 /** The object form of an encoded value: structured-clone safe, so it can go straight to `postMessage`. */
@@ -75,13 +75,24 @@ function fromEncoded(encoded: Encoded, inPlace = false): unknown {
 
 // superjson's output is JSON by construction, so a payload holding a nested `Encoded` is JSON too.
 function errorPayload(error: Error): JSONValue {
-  const payload: ErrorPayload = { name: error.name, message: error.message };
+  // A name or message set to another type (a number, a symbol) crosses as its text: the decoder takes strings.
+  const payload: ErrorPayload = { name: printable(error.name), message: printable(error.message) };
   const code: unknown = (error as { code?: unknown }).code;
   if (typeof code === 'string' || typeof code === 'number') payload.code = code;
-  if (typeof error.stack === 'string') payload.stack = error.stack;
+  const stack = stackOf(error);
+  if (stack !== undefined) payload.stack = stack;
   // A cause that leads back to this error is dropped rather than followed forever.
   if ('cause' in error && !inProgress.has(error)) payload.cause = nested(error, error.cause);
   return payload as unknown as JSONValue;
+}
+
+/** The error's stack text, if it has one it can give: V8 writes it on first read, from a message that may be a symbol. */
+function stackOf(error: Error): string | undefined {
+  try {
+    return typeof error.stack === 'string' ? error.stack : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Restores what `Error` itself does not take in its constructor: stack, and the cause's presence. */

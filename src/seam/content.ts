@@ -314,7 +314,8 @@ export function copyMessageSource(source: unknown): MessageSource {
     const proto: unknown = Object.getPrototypeOf(source);
     if (proto !== Object.prototype && proto !== null) return 'source is a class instance, not a plain object';
     // Each field read once: what was checked is what is kept.
-    for (const [key, value] of Object.entries(source)) if (value !== undefined) copy[key] = value;
+    // Defined, not assigned: an own `__proto__` key (JSON from the wire) is a field like any other, refused below.
+    for (const [key, value] of Object.entries(source)) if (value !== undefined) Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
     return sourceProblem(copy);
   });
   if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);

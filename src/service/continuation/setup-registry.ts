@@ -77,9 +77,14 @@ export class SetupRegistry {
     this.#byChild.set(child.id, owned);
     try {
       for (const contribution of [...this.#contributions]) {
-        const dispose = contribution.install(child);
-        if (typeof dispose !== 'function') throw new SubagentError('INVALID_REQUEST', 'a continuable setup contribution must return its disposer');
-        const installation: Installation = { contribution, release: onceRelease(dispose) };
+        const dispose: unknown = contribution.install(child);
+        if (typeof dispose !== 'function') {
+          // An async contribution: its rejection would be unhandled (ending the process), and the
+          // disposer it resolves to is run at once, for this child is not set up.
+          if (dispose instanceof Promise) void dispose.then((late: unknown) => typeof late === 'function' && late()).catch(() => undefined);
+          throw new SubagentError('INVALID_REQUEST', 'a continuable setup contribution must return its disposer (synchronously, not a promise)');
+        }
+        const installation: Installation = { contribution, release: onceRelease(dispose as () => void) };
         batch.push(installation);
         contribution.installations.add(installation);
         owned.add(installation);
@@ -90,12 +95,17 @@ export class SetupRegistry {
       } catch {
         // The installer's failure is the one the caller needs to see.
       }
+      if (owned.size === 0) this.#byChild.delete(child.id);
       throw error;
     }
     return {
       commit: () => {
         if (batch.some((installation) => installation.contribution.removed)) {
-          releaseAll(batch, owned);
+          try {
+            releaseAll(batch, owned);
+          } finally {
+            if (owned.size === 0) this.#byChild.delete(child.id);
+          }
           throw new SubagentError('ACTIVATION_SETUP_REVOKED', `a setup contribution was removed while child ${child.id} was being set up`);
         }
       },
