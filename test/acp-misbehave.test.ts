@@ -4,9 +4,10 @@
 // finishes in well under a second; the agent logs which signals reached it.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Agent, type Host, type SubagentStartRequest } from 'subagent-host';
@@ -141,6 +142,22 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
     expect(isAlive(pid)).toBe(false);
     await expect.poll(() => isRunning(sleeper), { timeout: 5000 }).toBe(false);
+  });
+
+  it('reaps a process the agent left that ignores SIGTERM after the grace, also while the wall clock steps back (no hang)', async () => {
+    // In a plain host process whose wall clock steps an hour back at every read: the grace is measured on the monotonic clock.
+    const file = join(dir, `sleeper-${randomUUID()}`);
+    const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+    const args = ['--import', fixture('stepping-clock.mjs'), fixture('clock-stepped.mjs'), new URL('../dist/src/index.js', import.meta.url).href, 'acp', FIXTURE_AGENT, file];
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, args, { timeout: 15_000, env: { ...process.env, CLOCK_STEP: 'back' } });
+      expect(stdout).toBe('acp disposed\n');
+      expect(isRunning(Number(readFileSync(file, 'utf8')))).toBe(false);
+    } finally {
+      // A host that hung was killed by the timeout: what it left is not left running.
+      const sleeper = existsSync(file) ? Number(readFileSync(file, 'utf8')) : undefined;
+      if (sleeper !== undefined && isAlive(sleeper)) process.kill(sleeper, 'SIGKILL');
+    }
   });
 
   it('host.close() reaps a stubborn agent whose run was never disposed', async () => {

@@ -249,6 +249,35 @@ describe('openai model: HTTP errors and retries', () => {
     }
   });
 
+  it('waits out a Retry-After given as an HTTP-date a second or two ahead; a date already past is its usual delay', async () => {
+    // Written as the server answers: whole seconds, so the date is 1–2 s ahead when it is sent.
+    let due = 0;
+    let retriedAt = 0;
+    const dated = (aheadMs: number): Reply => (res, req) => {
+      const date = new Date(Date.now() + aheadMs).toUTCString();
+      due = Date.parse(date);
+      status(429, '{"error":{"message":"Rate limit reached"}}', { 'retry-after': date })(res, req);
+    };
+    const then: Reply = (res, req) => {
+      retriedAt = Date.now();
+      sse(fixture('text-usage'))(res, req);
+    };
+    const ahead = await serve(dated(2000), then);
+    expect(finishOf(await collect(await model(ahead)))).toEqual({ type: 'finish', reason: 'stop' });
+    expect(ahead.received).toHaveLength(2);
+    // Not before the date (a timer may round a millisecond or two early), where the usual delay would retry after 200 ms.
+    expect(retriedAt).toBeGreaterThanOrEqual(due - 20);
+    const setTimer = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      const past = await serve(dated(-60_000), sse(fixture('text-usage')));
+      expect(finishOf(await collect(await model(past)))).toEqual({ type: 'finish', reason: 'stop' });
+      expect(setTimer.mock.calls.some(([, ms]) => ms === 200)).toBe(true);
+      expect(setTimer.mock.calls.some(([, ms]) => ms === 0)).toBe(false);
+    } finally {
+      setTimer.mockRestore();
+    }
+  });
+
   it('ends REDIRECT naming where a redirect points, without following it (that would drop the request body)', async () => {
     const server = await serve((res) => {
       res.writeHead(301, { location: 'https://api.example.test/v1/chat/completions' });

@@ -7,6 +7,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -360,6 +361,15 @@ describe('queue provider failures', () => {
     await waitFor(() => existsSync(mark));
     await admin.acl('DELUSER', 'host');
     await admin.quit();
+  });
+
+  it('a host whose wall clock steps forward does not judge an answering Redis silent (its watchdog measures on the monotonic clock)', async () => {
+    await worker('stepped', '--lock-duration-ms', '10000');
+    // A plain host process whose wall clock steps an hour at every read, its child held at a gate past three lock durations.
+    const gate = join(dir, 'stepped-gate');
+    const args = ['--import', fileURLToPath(new URL('./fixtures/stepping-clock.mjs', import.meta.url)), fileURLToPath(new URL('./fixtures/clock-stepped.mjs', import.meta.url))];
+    const { stdout } = await promisify(execFile)(process.execPath, [...args, new URL('../dist/src/index.js', import.meta.url).href, 'queue', redis.url, 'stepped', GATE_TOOLS, gate], { timeout: 20_000 });
+    expect(stdout).toBe('queue completed\n');
   });
 
   it('a worker stops a quiet child whose host is gone (killed, its reply stream expired)', async () => {

@@ -509,3 +509,14 @@ describe('another process holding the write lock', () => {
     }
   });
 });
+
+describe('a wall clock that steps forward', () => {
+  it('does not cut a flush’s wait for the lock short: busyTimeoutMs is measured on the monotonic clock', async () => {
+    // In a plain process whose wall clock steps an hour at every read: a 300 ms lock within a 10 s busyTimeoutMs.
+    const file = files.file();
+    const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+    const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', fixture('stepping-clock.mjs'), fixture('clock-stepped.mjs'), packageUrl, 'flush', file], { timeout: 15_000 });
+    expect(stdout).toBe('flush ok\n');
+  });
+});

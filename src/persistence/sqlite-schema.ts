@@ -225,7 +225,8 @@ const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /**
  * Runs `step` again while SQLite answers `SQLITE_BUSY` without waiting on its busy handler, until
- * `deadline`. It does so where waiting could deadlock: switching a new file to WAL upgrades a read
+ * `deadline` (a `performance.now()` time: a stepped wall clock neither cuts nor stretches the wait).
+ * It does so where waiting could deadlock: switching a new file to WAL upgrades a read
  * lock, which fails at once while another process opening the same new file holds one, and a
  * file's last connection locks it while it removes the WAL. Processes that open one new store
  * together (a demo and `ls`, two hosts) would otherwise fail with "database is locked".
@@ -236,9 +237,9 @@ function untilUnlocked<T>(deadline: number, step: () => T): T {
       return step();
     } catch (error) {
       const code = (error as { code?: unknown } | null)?.code;
-      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || Date.now() >= deadline) throw error;
+      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || performance.now() >= deadline) throw error;
     }
-    Atomics.wait(pause, 0, 0, Math.min(wait, Math.max(1, deadline - Date.now())));
+    Atomics.wait(pause, 0, 0, Math.min(wait, Math.max(1, deadline - performance.now())));
   }
 }
 
@@ -265,7 +266,7 @@ export function openDatabase<T>(
     db.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     db.pragma('foreign_keys = ON');
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    const deadline = Date.now() + busyTimeoutMs;
+    const deadline = performance.now() + busyTimeoutMs;
     untilUnlocked(deadline, () => migrate(db, path));
     // Built (its statements compiled against the tables) before the file is switched to WAL: a file
     // refused by either check (another program's database) is left as it was.

@@ -141,13 +141,14 @@ export class WriteQueue<T> {
   }
 
   async #flushPatiently(): Promise<void> {
-    const deadline = Date.now() + this.#patience.patienceMs;
+    // On the monotonic clock: a wall clock stepped forward meanwhile does not cut the patience short.
+    const deadline = performance.now() + this.#patience.patienceMs;
     for (let pauseMs = 1; ; pauseMs = Math.min(MAX_FLUSH_PAUSE_MS, pauseMs * 2)) {
       try {
         this.#attempt();
         return;
       } catch (error) {
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0 || !this.#patience.busy(error)) {
           this.#retryLater();
           throw error;

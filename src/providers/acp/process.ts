@@ -139,8 +139,8 @@ export class AgentProcess {
       }
     };
     if (!send('SIGTERM')) return;
-    const deadline = Date.now() + graceMs;
-    while (send(0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    const deadline = performance.now() + graceMs;
+    while (send(0) && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     send('SIGKILL');
   }
 }

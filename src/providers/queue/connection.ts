@@ -54,7 +54,7 @@ export class QueueConnection {
   #reading: Promise<void> = Promise.resolve();
   #watchdog: NodeJS.Timeout | undefined;
   #ticking = false;
-  /** Since when the watchdog has waited for an answer from Redis (a ping out, or no connection). */
+  /** Since when (`performance.now()`: a wall clock stepped meanwhile is no silence) the watchdog has waited for an answer from Redis (a ping out, or no connection). */
   #waitingSince: number | undefined;
   #pinging = false;
   /** Callers of `answering` still waiting: each is rejected once the watchdog judges Redis silent. */
@@ -156,7 +156,7 @@ export class QueueConnection {
 
   /** Redis has not answered for the lock duration: its connection dropped, or it stopped answering. */
   get silent(): boolean {
-    return this.#waitingSince !== undefined && Date.now() - this.#waitingSince >= this.options.lockDurationMs;
+    return this.#waitingSince !== undefined && performance.now() - this.#waitingSince >= this.options.lockDurationMs;
   }
 
   /**
@@ -183,10 +183,10 @@ export class QueueConnection {
    */
   #watch(): void {
     if (this.#closed) return;
-    if (this.client.status !== 'ready') this.#waitingSince ??= Date.now();
+    if (this.client.status !== 'ready') this.#waitingSince ??= performance.now();
     else if (!this.#pinging) {
       this.#pinging = true;
-      this.#waitingSince ??= Date.now();
+      this.#waitingSince ??= performance.now();
       this.client
         .ping()
         // A failed ping (its timeout, a dropped connection) leaves the clock running.

@@ -92,11 +92,14 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   });
 }
 
+/** `retry-after` as seconds, or as an HTTP-date (`Wed, 21 Oct 2015 07:28:00 GMT`) still ahead of our clock. */
 function retryDelay(response: Response): number {
   // An empty or blank header is no delay given (Number('') would be 0: a retry at once).
   const given = response.headers.get('retry-after')?.trim();
   const seconds = given ? Number(given) : Number.NaN;
-  if (Number.isFinite(seconds) && seconds >= 0 && seconds * 1000 <= MAX_RETRY_AFTER_MS) return seconds * 1000;
+  // A date already past (the server's clock behind ours) is no delay given either.
+  const ms = Number.isNaN(seconds) && given?.endsWith('GMT') ? Date.parse(given) - Date.now() : seconds * 1000;
+  if (Number.isFinite(ms) && ms >= 0 && ms <= MAX_RETRY_AFTER_MS) return ms;
   return RETRY_DELAY_MS;
 }
 
