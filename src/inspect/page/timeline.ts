@@ -7,9 +7,10 @@ const TICKS = 5;
 
 /** Where a child's bar ends: when it settled, or now while a turn is open. */
 function endOf(node: ChildNode, now: number): number {
-  if (node.settledAt !== undefined) return node.settledAt;
-  if (node.activity === 'running') return Math.max(now, node.lastEventAt ?? node.createdAt);
-  return node.lastEventAt ?? node.createdAt;
+  // Never before its start: wall-clock times from a clock that stepped back would draw a negative bar.
+  if (node.settledAt !== undefined) return Math.max(node.settledAt, node.createdAt);
+  if (node.activity === 'running') return Math.max(now, node.lastEventAt ?? node.createdAt, node.createdAt);
+  return Math.max(node.lastEventAt ?? node.createdAt, node.createdAt);
 }
 
 /** Renders `nodes` (pre-order) as lanes into `container`; a click on a lane calls `onSelect`. */
