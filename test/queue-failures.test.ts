@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Queue } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createHost,
@@ -21,7 +21,7 @@ import {
   type SubagentRunEndInfo,
   type SubagentStartRequest,
 } from 'subagent-host';
-import { usageOf } from 'subagent-host/internals';
+import { stringify, usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
 import { freePort, holdingProxy, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
@@ -388,6 +388,42 @@ describe('queue provider failures', () => {
     await client.del(reply!);
     await client.quit();
     await waitFor(() => existsSync(mark));
+  });
+
+  it('settles a child whose log has a gap (events its worker could not write) error, saying so, and tells its worker to stop it', async () => {
+    register({ queue: 'gap', lockDurationMs: 30_000 });
+    const subscriber = redis.client();
+    const writer = redis.client();
+    const cancels: string[] = [];
+    subscriber.on('message', (_channel: string, run: string) => void cancels.push(run));
+    await subscriber.subscribe('bull:gap:sah:cancel');
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // A worker of the protocol whose second batch Redis refused: its host gets the child's event 0, then event 3.
+    const impostor = new Worker<{ reply: string }>(
+      'gap',
+      async (job) => {
+        const send = (entry: object) => writer.xadd(job.data.reply, 'NOMKSTREAM', '*', 'e', stringify({ run: job.id, ...entry }));
+        await send({ kind: 'attach', placement: { hostname: 'impostor', pid: 1, threadId: 1, attempt: 1 } });
+        await send({ kind: 'events', attempt: 1, events: [{ seq: 0, time: Date.now(), type: 'turn/start', data: { turn: 1 } }] });
+        await send({ kind: 'events', attempt: 1, events: [{ seq: 3, time: Date.now(), type: 'step/start', data: { step: 1 } }] });
+        await held;
+      },
+      { connection: { host: '127.0.0.1', port: redis.port }, prefix: 'bull', lockDuration: 30_000 },
+    );
+    try {
+      const run = await start();
+      const result = await run.result;
+      expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining("some of the child's events never reached the host") as string });
+      // Its worker, which may still run it, is told to stop it.
+      await waitFor(() => cancels.includes(run.id));
+      release();
+      await run.dispose();
+    } finally {
+      release();
+      await impostor.close();
+      await Promise.all([subscriber.quit(), writer.quit()]);
+    }
   });
 
   it('records where a child runs only with its first events: its log never begins without its descriptor', async () => {
@@ -796,6 +832,58 @@ describe('queue provider when Redis goes away mid-run', () => {
       await worker.stop('SIGKILL');
     }
   });
+});
+
+describe('queue provider when Redis refuses writes mid-run', () => {
+  it('a child some of whose events Redis refused (out of memory) settles error and is stopped on its worker: its one slot takes the next child', async () => {
+    const redis = await startRedis();
+    const host = await createHost({ providers: false });
+    const admin = redis.client();
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorker(redis.url, ['--queue', 'oom', '--lock-duration-ms', '30000', '--concurrency', '1', '--pool-threads', '1']);
+      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: 'oom', lockDurationMs: 30_000 }));
+      const parent = await host.createAgent();
+      const held = join(dir, 'oom-held');
+      const opened = join(dir, 'oom-gate');
+      // The second step's answer (3 MB, twice: its chunk and its message) is more than Redis may still take.
+      const steps = [
+        { toolCalls: [{ name: 'gate', input: { path: held } }] },
+        { text: 'x'.repeat(3_000_000), toolCalls: [{ name: 'gate', input: { path: opened } }] },
+        { toolCalls: [{ name: 'gate', input: { path: join(dir, 'oom-gate-never') } }] },
+        { text: 'never' },
+      ];
+      const lost = await host.subagents.start('queue', {
+        label: 'oom',
+        prompt: [text('work')],
+        parent,
+        signal: new AbortController().signal,
+        agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] },
+      });
+      const used = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+      await admin.config('SET', 'maxmemory', String(used + 1_000_000));
+      writeFileSync(held, '');
+      // Once Redis refused the big batch, it takes writes again, and the child's later events arrive.
+      while (!/errorstat_OOM:count=/.test(await admin.info('errorstats'))) await new Promise((resolve) => setTimeout(resolve, 20));
+      await admin.config('SET', 'maxmemory', '0');
+      writeFileSync(opened, '');
+      const result = await lost.result;
+      // Said by the host (a gap in the log), the worker (its end) or the queue (the end refused too).
+      expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringMatching(/events|OOM/) as string });
+      await lost.dispose();
+      // The child was stopped where it ran, not left at the gate that never opens, holding the worker's one slot.
+      const next = await host.subagents.start('queue', { label: 'next', prompt: [text('work')], parent, signal: new AbortController().signal });
+      expect(await next.result).toMatchObject({ stopReason: 'completed' });
+      await next.dispose();
+      expect(worker.stderr).toContain(`job ${lost.id}: its events could not be sent to its host: ReplyError: OOM command not allowed`);
+    } finally {
+      admin.disconnect();
+      await host.close();
+      await worker?.stop('SIGKILL');
+      await redis.stop();
+    }
+  }, 30_000);
 });
 
 describe('queue connection over a long life', () => {

@@ -209,11 +209,20 @@ export class QueueWorker {
     // Ordering holds because every entry goes through this one connection, in call order. A reply
     // stream that is gone means its host is gone: nobody waits for this child any more.
     let child: PoolChild | undefined;
+    // Events Redis refused (out of memory, a read-only replica) leave a gap in the host's log: the
+    // child is stopped, and its end says why. The end waits for the last batch's answer to know.
+    let unsent: unknown;
+    let sending: Promise<void> = Promise.resolve();
     const quiet = (entry: ReplyEntry) =>
-      void send(entry).then(
-        (id) => id === null && child?.cancel(),
-        () => undefined,
-      );
+      void (sending = send(entry).then(
+        (id) => void (id === null && child?.cancel()),
+        (error: unknown) => {
+          if (unsent !== undefined) return;
+          unsent = error;
+          this.#options.log?.(`job ${run}: its events could not be sent to its host: ${describeError(error)}; stopping its child`);
+          child?.cancel();
+        },
+      ));
     let result: SubagentResult;
     if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) {
       result = { output: [], stopReason: 'aborted' };
@@ -264,6 +273,10 @@ export class QueueWorker {
       }
       if (this.#unlocked.delete(run)) {
         result = { ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job (Redis lost it, or it was taken back as stalled) and stopped the child' };
+      }
+      await sending;
+      if (unsent !== undefined) {
+        result = { ...result, stopReason: 'error', diagnostic: `the worker could not send the child’s events to its host (${describeError(unsent)}) and stopped the child` };
       }
     }
     await send({ run, kind: 'end', attempt, result });

@@ -4,6 +4,7 @@
 // covering the child count its log as it arrives, and a spent one stops it on its worker.
 import type { BudgetStop } from '../../seam/budget.js';
 import { stringify } from '../../seam/codec.js';
+import { describeError } from '../../seam/errors.js';
 import type { ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { once, settled } from '../../seam/once.js';
@@ -110,7 +111,11 @@ export class QueueRun implements SubagentRun, ConnectedRun {
         session.mirror(this.#own(entry.events));
         this.#countTrees?.(session.events);
       } catch (error) {
-        this.#settle({ output: [], stopReason: 'error', diagnostic: `the child's events arrived out of order (${String(error)})` });
+        // Events missing from the stream (their worker could not write them: a Redis out of memory, say):
+        // the log cannot be completed, so the child is stopped where it runs rather than keep its slot.
+        const why = `some of the child's events never reached the host (${describeError(error)}): its worker could not write them to Redis (out of memory, or refusing writes? see the worker's log)`;
+        this.#settle({ output: [], stopReason: 'error', diagnostic: `${why}; the child was stopped` });
+        if (!this.#connection.closed) this.#publishCancel().catch(() => this.#retryCancel());
       }
     } else {
       this.#settle(entry.result);
