@@ -7,6 +7,7 @@ import { SubagentError, isSubagentError } from './seam/errors.js';
 import { assertKnownKeys, isRecord, timerOption, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
+import { checkedPersistence } from './runtime/checked-persistence.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
@@ -178,7 +179,8 @@ function openPersistence(option: HostOptions['persistence']): { persistence: Ses
     return { persistence: sqlitePersistence(sqlite, options), owned: true };
   }
   if (typeof option === 'object' && option !== null && PERSISTENCE_METHODS.every((m) => typeof (option as unknown as Record<string, unknown>)[m] === 'function')) {
-    return { persistence: option as SessionPersistence, owned: false };
+    // Checked: what it throws or returns reaches the host typed, as from the built-in stores.
+    return { persistence: checkedPersistence(option as SessionPersistence), owned: false };
   }
   throw new SubagentError('INVALID_OPTIONS', "options.persistence must be 'memory', { sqlite: path } or a SessionPersistence");
 }

@@ -335,11 +335,12 @@ describe.each(backends)('catalog over $name', ({ open }) => {
     expect(await children('p')).toStrictEqual([child('c', 'one-shot', 'c', 'inactive'), child('l', 'one-shot', 'l', 'running', false, 2000)]);
   });
 
-  it('Z10: a failed enumeration rejects the listing with its error', async () => {
+  it('Z10: a failed enumeration rejects the listing PERSISTENCE_UNAVAILABLE with its error as cause', async () => {
     const failure = new Error('enumeration failed');
     probe.beforeRecords = () => Promise.reject(failure);
-    await expect(children('p')).rejects.toBe(failure);
-    await expect(descendants('p')).rejects.toBe(failure);
+    const unavailable = { name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', cause: failure };
+    await expect(children('p')).rejects.toMatchObject(unavailable);
+    await expect(descendants('p')).rejects.toMatchObject(unavailable);
   });
 
   describe('Z12: cancellation', () => {

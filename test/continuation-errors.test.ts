@@ -279,7 +279,7 @@ describe('cold resumes that cannot complete', () => {
     state.load = () => {
       throw new Error('store offline');
     };
-    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('cannot be read from persistence: Error: store offline') });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringMatching(/cannot be read from persistence: .*Error: store offline/) });
     const rewriteDescriptor = (data: Record<string, unknown>) => (stored: StoredSession | undefined) =>
       stored && { ...stored, events: stored.events.map((e) => (e.type === 'subagent/descriptor' ? { ...e, data: { ...(e.data as object), ...data } } : e)) };
     state.load = rewriteDescriptor({ label: 42 });
@@ -296,7 +296,7 @@ describe('cold resumes that cannot complete', () => {
     state.list = () => {
       throw new Error('index offline');
     };
-    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('cannot be read from persistence: Error: index offline') });
+    await expect(follow()).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringMatching(/cannot be read from persistence: .*Error: index offline/) });
     delete state.list;
     // A session stored under the parent without a single event (its host stopped between storing the
     // header and its first events) is named as such.

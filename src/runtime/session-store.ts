@@ -54,6 +54,8 @@ export class LiveSessionStore implements SessionStore {
   readonly #queued: boolean;
   /** Orders flushes' starts and failure reports (see Entry.failure). */
   #clock = 0;
+  /** Resolved when the next create or append is handed to the store (see flush). */
+  #handing: { next: Promise<void>; resolve: () => void } | undefined;
 
   constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
     this.#persistence = options.persistence;
@@ -114,6 +116,7 @@ export class LiveSessionStore implements SessionStore {
     const persistence = this.#persistence!;
     const creation = (async () => {
       try {
+        this.#handed();
         await persistence.create(entry.session.header);
       } catch (error) {
         if (isSubagentError(error) && (FINAL_REFUSALS as readonly string[]).includes(error.code)) {
@@ -135,7 +138,10 @@ export class LiveSessionStore implements SessionStore {
     entry.failure = undefined;
     const events = entry.uncreated ?? [];
     entry.uncreated = undefined;
-    if (events.length > 0) await persistence.append(entry.session.id, events);
+    if (events.length > 0) {
+      this.#handed();
+      await persistence.append(entry.session.id, events);
+    }
   }
 
   #assertFree(id: SessionId): void {
@@ -174,6 +180,7 @@ export class LiveSessionStore implements SessionStore {
     const id = entry.session.id;
     if (entry.direct) {
       // The store queues it behind the earlier appends: the next flush commits them together.
+      this.#handed();
       entry.writes = Promise.all([entry.writes, this.#guard(entry, persistence.append(id, batch))]).then(noop);
       return;
     }
@@ -197,6 +204,7 @@ export class LiveSessionStore implements SessionStore {
           for (const event of batch) entry.uncreated.push(event);
           return this.#create(entry);
         }
+        this.#handed();
         const write = persistence.append(id, batch);
         // Nothing waits behind this link: a queuing store keeps later appends behind it.
         entry.direct = this.#queued;
@@ -234,8 +242,11 @@ export class LiveSessionStore implements SessionStore {
     void chains.then(() => (written = true));
     try {
       while (!written) {
+        // Flushed again only once another write is handed to the store: a store whose append is
+        // slow (or never settles) is waited for, not polled, since each poll would keep a reaction on `chains`.
+        const handed = this.#nextHanded();
         await this.#persistence?.flush();
-        await Promise.race([chains, new Promise((resolve) => setImmediate(resolve))]);
+        await Promise.race([chains, handed]);
       }
       // A queuing store resolved each append once durable; any other may resolve one on queueing it.
       if (!this.#queued) await this.#persistence?.flush();
@@ -247,6 +258,21 @@ export class LiveSessionStore implements SessionStore {
       if (failure.reportedAt === Infinity) failure.reportedAt = ++this.#clock;
       throw unavailable(failure.error);
     }
+  }
+
+  #handed(): void {
+    const handing = this.#handing;
+    this.#handing = undefined;
+    handing?.resolve();
+  }
+
+  #nextHanded(): Promise<void> {
+    if (this.#handing === undefined) {
+      let resolve = noop as () => void;
+      const next = new Promise<void>((settle) => (resolve = settle));
+      this.#handing = { next, resolve };
+    }
+    return this.#handing.next;
   }
 
   /** Flushes `id`, then drops it from the live store (it stays in persistence). */

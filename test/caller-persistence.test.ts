@@ -1,0 +1,113 @@
+// A caller's SessionPersistence that misbehaves: what it throws (also synchronously, also a
+// non-Error) reaches the caller as PERSISTENCE_UNAVAILABLE, what it returns out of contract (a log
+// of another session, events out of order, records of another parent or twice over) as CORRUPT_DATA,
+// and a slow append is waited for, not polled.
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHost, inProcessProvider, memoryPersistence, text, type Host, type SessionPersistence } from 'subagent-host';
+
+const hosts: Host[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+});
+
+type Overrides = { [K in keyof SessionPersistence]?: (inner: SessionPersistence, ...args: Parameters<SessionPersistence[K]>) => unknown };
+
+/** A caller's store over `inner`, each method replaced by its override when it has one. */
+function callerStore(inner: SessionPersistence, overrides: Overrides = {}): SessionPersistence {
+  const store: Record<string, unknown> = {};
+  for (const method of ['create', 'append', 'load', 'list', 'childRecords', 'descendantRecords', 'projections', 'flush', 'close'] as const) {
+    const override = overrides[method] as ((inner: SessionPersistence, ...args: unknown[]) => unknown) | undefined;
+    store[method] = override ? (...args: unknown[]) => override(inner, ...args) : (...args: unknown[]) => (inner[method] as (...values: unknown[]) => unknown)(...args);
+  }
+  return store as unknown as SessionPersistence;
+}
+
+async function open(persistence: SessionPersistence): Promise<Host> {
+  const host = await createHost({ persistence, providers: false, pool: { minThreads: 0 } });
+  hosts.push(host);
+  host.subagents.registerProvider(inProcessProvider(host));
+  return host;
+}
+
+/** A memory store holding top-level session `p` (one turn), its continuable child `c` and session `other`. */
+async function storedTree(): Promise<SessionPersistence> {
+  const inner = memoryPersistence();
+  const host = await open(inner);
+  const parent = await host.createAgent({ sessionId: 'p' });
+  await host.subagents.startContinuable({ provider: 'in-process', label: 'c', childId: 'c', request: { prompt: [text('go')], parent } });
+  await (await host.createAgent({ sessionId: 'other' })).whenIdle();
+  parent.followup([text('hi')]);
+  await parent.whenIdle();
+  await host.close();
+  return inner;
+}
+
+describe("a caller's SessionPersistence", () => {
+  const unavailable = (message: string) => ({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining(message) });
+  const corrupt = (message: string) => ({ name: 'SubagentError', code: 'CORRUPT_DATA', message: expect.stringContaining(message) });
+
+  it.each<[string, Overrides, object]>([
+    ['throws synchronously', { load: () => { throw new Error('disk gone'); } }, unavailable("load() failed: Error: disk gone")],
+    ['rejects with a string', { load: () => Promise.reject('offline') }, unavailable('load() failed: offline')],
+    ['returns no { header, events }', { load: async () => ({}) }, corrupt('returned no { header, events }')],
+    ['returns the log of another session', { load: (inner) => inner.load('other') }, corrupt('returned the log of session other')],
+    ['returns its events out of order', { load: async (inner, id) => { const stored = (await inner.load(id))!; return { ...stored, events: stored.events.reverse() }; } }, corrupt('events[0]')],
+    ['returns an event twice', { load: async (inner, id) => { const stored = (await inner.load(id))!; return { ...stored, events: [...stored.events, stored.events.at(-1)] }; } }, corrupt('events[')],
+  ])('fails a resume typed when its load %s', async (_label, overrides, error) => {
+    const host = await open(callerStore(await storedTree(), overrides));
+    await expect(host.agents.resume({ sessionId: 'p' })).rejects.toMatchObject(error);
+    expect(host.agents.get('other')).toBeUndefined();
+  });
+
+  it.each<[string, Overrides, object]>([
+    ['throws synchronously', { childRecords: () => { throw new Error('index gone'); }, descendantRecords: () => { throw new Error('index gone'); } }, unavailable('Records() failed: Error: index gone')],
+    ['rejects with undefined', { childRecords: () => Promise.reject(undefined), descendantRecords: () => Promise.reject(undefined) }, unavailable('Records() failed: undefined')],
+    ['returns no array', { childRecords: async () => undefined, descendantRecords: async () => null }, corrupt('returned no array of catalog records')],
+    ['returns a record twice', { childRecords: async (inner, id) => [...(await inner.childRecords(id)), ...(await inner.childRecords(id))], descendantRecords: async (inner, id) => [...(await inner.descendantRecords(id)), ...(await inner.descendantRecords(id))] }, corrupt('of session c once more')],
+  ])('fails a listing typed when its enumeration %s', async (_label, overrides, error) => {
+    const host = await open(callerStore(await storedTree(), overrides));
+    await expect(host.subagents.listChildren('p')).rejects.toMatchObject(error);
+    await expect(host.subagents.listDescendants('p')).rejects.toMatchObject(error);
+  });
+
+  it("refuses children of another parent from childRecords, and a sessionId check on a projections() that is no Map", async () => {
+    const host = await open(callerStore(await storedTree(), { childRecords: (inner) => inner.childRecords('p').then((records) => records.map((record) => ({ ...record, header: { ...record.header, parentSession: 'x' } }))), projections: async () => ({}) }));
+    await expect(host.subagents.listChildren('p')).rejects.toMatchObject(corrupt('which is not a child of p'));
+    await expect(host.createAgent({ sessionId: 'new' })).rejects.toMatchObject(corrupt('returned no Map'));
+  });
+
+  // Before, a flush re-flushed the store every event-loop turn while an append was pending, each
+  // turn keeping a reaction on the pending writes: a hung store spun a core and exhausted the heap.
+  it('is flushed again only when another write is handed to it while a slow append is pending', async () => {
+    let release: (() => void) | undefined;
+    let flushes = 0;
+    const inner = memoryPersistence();
+    const host = await open(
+      callerStore(inner, {
+        append: async (store, id, events) => {
+          if (release === undefined) await new Promise<void>((resolve) => (release = resolve));
+          await store.append(id, events);
+        },
+        flush: (store) => {
+          flushes++;
+          return store.flush();
+        },
+      }),
+    );
+    const agent = await host.createAgent({ sessionId: 'slow' });
+    agent.followup([text('hi')]);
+    await agent.whenIdle();
+    let flushed = false;
+    const flush = host.sessions.flush('slow').then(() => (flushed = true));
+    for (let turn = 0; turn < 50 && release === undefined; turn++) await nextTurn();
+    const before = flushes;
+    for (let turn = 0; turn < 50; turn++) await nextTurn();
+    const [pending, during] = [!flushed, flushes - before];
+    release!();
+    await flush;
+    expect(pending).toBe(true);
+    expect(during).toBe(0);
+    expect((await inner.load('slow'))?.events).toEqual(agent.session.events);
+  });
+});
