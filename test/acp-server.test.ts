@@ -314,6 +314,25 @@ describe('serveAcp', () => {
     expect(users.map((event) => (event.data as { content: { text: string }[] }).content[0]!.text)).toEqual(['first', 'second']);
   });
 
+  it('sends the images a tool returned in its tool_call_update, live and on session/load', async () => {
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const snap = { name: 'snap', description: 'takes a screenshot', parameters: { type: 'object' }, execute: async () => ({ content: [text('shot'), image] }) };
+    const db = join(dir, 'tool-images.db');
+    const first = await newHost({ persistence: { sqlite: db }, tools: [snap] });
+    const earlier = await initialized(first);
+    const sessionId = await session(earlier, scripted({ toolCalls: [{ name: 'snap', input: {} }] }, { text: 'done' }));
+    await expect(prompt(earlier, sessionId, 'look')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    const expected = { status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'shot' } }, { type: 'content', content: image }] };
+    expect(earlier.updates.find((notification) => notification.update.sessionUpdate === 'tool_call_update')?.update).toMatchObject(expected);
+    await earlier.close();
+    await first.close();
+
+    const second = await newHost({ persistence: { sqlite: db }, tools: [snap] });
+    const client = await initialized(second);
+    await client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+    expect(client.updates.find((notification) => notification.update.sessionUpdate === 'tool_call_update')?.update).toMatchObject(expected);
+  });
+
   it('takes image and resource-link blocks, answers max_tokens and refusal, and replays the image on session/load', async () => {
     const db = join(dir, 'blocks.db');
     const first = await newHost({ persistence: { sqlite: db } });

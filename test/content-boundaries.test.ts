@@ -30,6 +30,12 @@ const unfit: [string, unknown, RegExp][] = [
   ['a number as text', { type: 'text', text: 5 }, /prompt\[0\]\.text must be a string/],
   ['an unknown block type', { type: 'video', url: 'x' }, /prompt\[0\]\.type must be one of/],
   ['an image without base64 data', { type: 'image', mimeType: 'image/png', data: 123 }, /prompt\[0\]\.data must be/],
+  // A model's API refuses such an image, and the history would resend it on every later turn.
+  ['an image whose data is not base64', { type: 'image', mimeType: 'image/png', data: 'not base64!!' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
+  ['an image whose base64 is unpadded', { type: 'image', mimeType: 'image/png', data: 'AAA' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
+  ['an image without data', { type: 'image', mimeType: 'image/png', data: '' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
+  ['an image without a mimeType', { type: 'image', mimeType: '', data: 'AAAA' }, /prompt\[0\]\.mimeType must be an image media type/],
+  ['an image whose mimeType is no image type', { type: 'image', mimeType: 'text/html', data: 'aGVsbG8=' }, /prompt\[0\]\.mimeType must be an image media type/],
   ['a class instance', new (class Block { type = 'text'; text = 'x'; })(), /prompt\[0\] is a class instance/],
   ['NaN', { type: 'tool_call', id: 'c', name: 'n', input: { x: Number.NaN } }, /input\.x is NaN/],
   ['a getter that throws', { type: 'text', get text(): string { throw new Error('boom'); } }, /could not be read/],
@@ -94,6 +100,18 @@ describe('content blocks at the boundaries', () => {
     const { agent: loaded } = await again.agents.resume({ sessionId: 'a' });
     const messages = loaded.session.events.filter((event) => event.type === 'inbox/accepted').map((event) => (event.data as { source: unknown }).source);
     expect(messages).toStrictEqual([source]);
+  });
+
+  it('a tool that returns an image a model could not take fails its call CONTRACT_VIOLATION, and the image stays out of the log', async () => {
+    const image = { type: 'image', mimeType: 'image/png', data: '%%%%' } as ContentBlock;
+    const tool = { name: 'snap', description: '', parameters: { type: 'object' }, execute: async () => ({ content: [text('shot'), image] }) };
+    const host = await createHost({ providers: false, tools: [tool], model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'snap', input: {} }] }, { text: 'done' }] } });
+    hosts.push(host);
+    const agent = await host.createAgent();
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    const results = agent.session.events.filter((event) => event.type === 'tool/result').map((event) => event.data);
+    expect(results).toMatchObject([{ isError: true, code: 'CONTRACT_VIOLATION', content: [{ type: 'text', text: "Error: tool snap returned content[1].data must be the image's bytes as padded base64" }] }]);
   });
 
   it('followup and startContinuable refuse such content before anything is accepted', async () => {

@@ -31,8 +31,8 @@ function nested(depth: number): Record<string, unknown> {
 const DONE = 'data: [DONE]\n\n';
 
 /** A server whose first answer calls `nest` with `args` (JSON text, or an object's text sent as an object), then answers `done`. */
-async function callingServer(args: string, asObject = false): Promise<TestServer> {
-  const fn = `{"name":"nest","arguments":${asObject ? args : JSON.stringify(args)}}`;
+async function callingServer(args: string, asObject = false, name = 'nest'): Promise<TestServer> {
+  const fn = `{"name":"${name}","arguments":${asObject ? args : JSON.stringify(args)}}`;
   const call = `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":${fn}}]}}]}\n\n`;
   const finish = (reason: string) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: reason }] })}\n\n`;
   const answer = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'done' } }] })}\n\n`;
@@ -129,6 +129,36 @@ describe('tool calls of an OpenAI-compatible server', () => {
     expect(await run.result).toMatchObject({ stopReason: 'error', diagnostic: `MODEL_OUTPUT_TOO_DEEP: ${tooDeep(server, 7000)}` });
     await run.dispose();
     expect(tool.depths).toEqual([]);
+  });
+});
+
+describe('tool calls of an OpenAI-compatible server with a number no double holds', () => {
+  const HUGE = '{"c":{"c":{}},"n":[1, -1e309]}';
+  const outOfRange = (name: string) => `Error: ${name} input holds a number beyond the range of a double (such as 1e309), which JSON cannot carry back: send one JSON object that matches its input schema`;
+
+  it('refuses the call INVALID_TOOL_INPUT and logs and stores its arguments as sent', async () => {
+    const host = await open();
+    const agent = await host.createAgent({ agentOptions: { model: openai(await callingServer(HUGE)) } });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(tool.depths).toEqual([]);
+    expect(dataOf(agent.session.events, 'tool/call')).toEqual([{ turn: 1, step: 1, callId: 'call_1', name: 'nest', input: HUGE }]);
+    expect(dataOf(agent.session.events, 'tool/result')).toMatchObject([{ isError: true, code: 'INVALID_TOOL_INPUT', content: [{ type: 'text', text: outOfRange('nest') }] }]);
+    expect(dataOf(agent.session.events, 'turn/end')).toEqual([{ turn: 1, reason: { kind: 'completed' } }]);
+    await host.sessions.flush();
+    expect((await host.persistence!.load(agent.id))?.events).toEqual(agent.session.events);
+  });
+
+  it.each(['spawn', 'in-process'])('settles a %s child with an output schema error, not a rejected result, when its structured output holds one', async (provider) => {
+    const host = await open();
+    const parent = await host.createAgent();
+    const model = openai(await callingServer(HUGE, false, 'structured_output'));
+    const run = await host.subagents.start(provider, { prompt: [text('go')], parent, signal: new AbortController().signal, outputSchema: { type: 'object' }, agentOptions: { model } });
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'error', diagnostic: 'the child finished without calling structured_output' });
+    expect(result.structured).toBeUndefined();
+    expect(dataOf(host.sessions.get(run.id)!.events, 'tool/result')).toMatchObject([{ code: 'INVALID_TOOL_INPUT', content: [{ type: 'text', text: outOfRange('structured_output') }] }]);
+    await run.dispose();
   });
 });
 

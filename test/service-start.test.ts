@@ -64,6 +64,11 @@ describe('start validation', () => {
     // Validating against it would recurse until the stack overflows.
     ['an outputSchema with a $ref cycle reaching no property', { outputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, $defs: { A: { anyOf: [{ $ref: '#/$defs/A' }] } } } }],
     ['an outputSchema pattern that is no regular expression with Unicode semantics', { outputSchema: { type: 'object', properties: { s: { type: 'string', pattern: '\\a' } } } }],
+    // A value no structured output could match, a property the validator would not check, a $ref to nothing.
+    ['an outputSchema const that is an object', { outputSchema: { type: 'object', properties: { a: { const: { x: 1 } } } } }],
+    ['an outputSchema enum holding an array', { outputSchema: { type: 'object', properties: { a: { enum: ['x', [1]] } } } }],
+    ['an outputSchema property named __proto__', { outputSchema: JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"}}}') as Record<string, unknown> }],
+    ['an outputSchema $ref to a definition named like an Object method', { outputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/constructor' } } } }],
     ['an empty prompt', { prompt: [] }],
     ['a missing signal', { signal: undefined }],
     ['an empty toolFilter', { toolFilter: {} }],

@@ -100,6 +100,12 @@ describe('tool parameters', () => {
     ['a pattern that is no regular expression with Unicode semantics', { type: 'object', properties: { s: { type: 'string', pattern: '\\a' } } }, 'parameters.properties["s"].pattern "\\\\a" is not a regular expression with Unicode semantics'],
     ['a patternProperties name that is no regular expression with Unicode semantics', { type: 'object', patternProperties: { '[a-z': { type: 'string' } } }, 'parameters.patternProperties name "[a-z" is not a regular expression with Unicode semantics'],
     ['a pattern that is no string', { type: 'object', properties: { s: { type: 'string', pattern: 5 } } }, 'parameters.properties["s"].pattern must be a string'],
+    // zod compares enum and const values by identity, builds shapes by assignment and looks definitions up unguarded.
+    ['a const that is an object, which no input would match', { type: 'object', properties: { a: { const: { x: 1 } } } }, 'parameters.properties["a"] has an object or an array in its enum or const'],
+    ['an enum holding an array, which no input would match', { type: 'object', properties: { a: { enum: ['x', [1]] } } }, 'parameters.properties["a"] has an object or an array in its enum or const'],
+    ['a property named __proto__, which would go unchecked', JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"}},"required":["__proto__"]}') as Record<string, unknown>, 'parameters names a property __proto__'],
+    ['a required name __proto__, which would go unchecked', { type: 'object', required: ['__proto__'], additionalProperties: { type: 'string' } }, 'parameters names a property __proto__'],
+    ['a $ref to a definition named like an Object method, which would check nothing', { type: 'object', properties: { a: { $ref: '#/$defs/toString' } } }, 'parameters has a $ref to #/$defs/toString, which it does not define'],
   ])('refuses %s with INVALID_OPTIONS naming it', (_label, parameters, message) => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));

@@ -112,27 +112,37 @@ function shapeProblem(node: Schema, path: string): string | undefined {
   for (const keyword of SCHEMA_MAP_KEYWORDS) {
     if (node[keyword] !== undefined && !isRecord(node[keyword])) return `${path}.${keyword} must be an object of subschemas`;
   }
+  // zod builds an object's shape by assignment, where a `__proto__` key sets no property: its check is lost.
+  if ((isRecord(node['properties']) && Object.hasOwn(node['properties'], '__proto__')) || (Array.isArray(required) && required.includes('__proto__'))) {
+    return `${path} names a property __proto__, which the validator would not check: rename it`;
+  }
+  // zod compares enum and const values by identity: an object or an array there matches no input.
+  const values = Array.isArray(node['enum']) ? node['enum'] : [];
+  if ([...values, node['const']].some((value) => typeof value === 'object' && value !== null)) {
+    return `${path} has an object or an array in its enum or const, which the validator would match with no value: list strings, numbers, booleans or null, or describe the value with type and properties`;
+  }
   return undefined;
 }
 
 /** `schema` (plain, acyclic JSON) rewritten so that zod enforces all it says; throws naming what cannot be. */
-function rewrite(schema: unknown, path: string, patterns: Set<string>): unknown {
+function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set<string>): unknown {
   if (!isRecord(schema)) return schema;
   const problem = shapeProblem(schema, path);
   if (problem) throw new Error(problem);
   const node: Schema = { ...schema };
+  if (typeof node['$ref'] === 'string') refs.add(node['$ref']);
   if (node['pattern'] !== undefined) patterns.add(unicodePattern(node['pattern'], `${path}.pattern`));
   for (const name of Object.keys(isRecord(node['patternProperties']) ? node['patternProperties'] : {})) patterns.add(unicodePattern(name, `${path}.patternProperties name`));
-  for (const keyword of SCHEMA_KEYWORDS) if (isRecord(node[keyword])) node[keyword] = rewrite(node[keyword], `${path}.${keyword}`, patterns);
+  for (const keyword of SCHEMA_KEYWORDS) if (isRecord(node[keyword])) node[keyword] = rewrite(node[keyword], `${path}.${keyword}`, patterns, refs);
   for (const keyword of SCHEMA_MAP_KEYWORDS) {
     if (!isRecord(node[keyword])) continue;
     const map: Schema = {};
-    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns));
+    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns, refs));
     node[keyword] = map;
   }
   for (const keyword of SCHEMA_LIST_KEYWORDS) {
     const list = node[keyword];
-    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns));
+    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns, refs));
   }
   return rewriteNode(node, path);
 }
@@ -232,8 +242,11 @@ function refCycleProblem(root: Schema, path: string): string | undefined {
  */
 export function compileJsonSchema(schema: unknown, path: string): z.ZodType {
   const patterns = new Set<string>();
-  const enforceable = rewrite(schema, path, patterns);
+  const refs = new Set<string>();
+  const enforceable = rewrite(schema, path, patterns, refs);
   if (isRecord(enforceable)) {
+    // zod looks a definition up as `defs[name]`: `#/$defs/constructor` would find Object's own and check nothing.
+    for (const ref of refs) if (resolve(enforceable, ref) === undefined) throw new Error(`${path} has a $ref to ${ref}, which it does not define`);
     const cycle = refCycleProblem(enforceable, path);
     if (cycle) throw new Error(cycle);
   }

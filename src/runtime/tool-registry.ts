@@ -3,7 +3,7 @@
 // One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
-import { copyContent, nestingDepth, plainJsonProblem, type ContentBlock } from '../seam/content.js';
+import { copyContent, nestingDepth, parsedNonFinite, plainJsonProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import { compileJsonSchema } from './json-schema.js';
@@ -49,14 +49,15 @@ function validatorOf(tool: Tool): z.ZodType {
   return validator;
 }
 
-/** Why `text` does not parse as JSON, or undefined when it does. */
+/** Why `text` (arguments an adapter kept as text) is no JSON input, or undefined when it is JSON text. */
 function jsonError(text: string): string | undefined {
+  let parsed: unknown;
   try {
-    JSON.parse(text);
-    return undefined;
+    parsed = JSON.parse(text);
   } catch (error) {
-    return error instanceof Error ? error.message : String(error);
+    return `is not valid JSON (${error instanceof Error ? error.message : String(error)})`;
   }
+  return parsedNonFinite(text, parsed) ? 'holds a number beyond the range of a double (such as 1e309), which JSON cannot carry back' : undefined;
 }
 
 /** `INVALID_TOOL_INPUT` for input nested deeper than copying or validating it can recurse (`cause`: the stack overflow). */
@@ -268,7 +269,7 @@ export class ToolRegistry {
       // An adapter hands on arguments it could not parse as their raw text: say that, not "expected object".
       const notJson = typeof input === 'string' ? jsonError(input) : undefined;
       if (notJson === undefined) throw error;
-      throw new SubagentError('INVALID_TOOL_INPUT', `${name} input is not valid JSON (${notJson}): send one JSON object that matches its input schema`, { cause: error });
+      throw new SubagentError('INVALID_TOOL_INPUT', `${name} input ${notJson}: send one JSON object that matches its input schema`, { cause: error });
     }
     return normalizeToolOutput(name, await tool.execute(input, ctx));
   }

@@ -107,6 +107,22 @@ export function nestingDepth(value: unknown): number {
 }
 
 /**
+ * Whether JSON parsed from `text` holds a number no double holds (`1e309` parses as Infinity, which a
+ * log stores as null and a result cannot carry), walked without recursion; false at once for text
+ * with neither an exponent nor a run of 309 digits.
+ */
+export function parsedNonFinite(text: string, parsed: unknown): boolean {
+  if (!/[eE]|\d{309}/.test(text)) return false;
+  const stack: unknown[] = [parsed];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (typeof item === 'number' && !Number.isFinite(item)) return true;
+    if (typeof item === 'object' && item !== null) for (const value of Object.values(item)) stack.push(value);
+  }
+  return false;
+}
+
+/**
  * `MODEL_OUTPUT_TOO_DEEP` naming `source` (the model) and the depth when the input of its tool call
  * `name` nests deeper than MAX_CONTENT_DEPTH, or undefined: such a call is refused before anything
  * logs, freezes, stores or copies it.
@@ -167,13 +183,28 @@ function jsonProblem(value: unknown, path: string, ancestors: Set<object>): stri
 
 const isString = (value: unknown) => typeof value === 'string';
 
+/** An image media type (`image/png`, `image/svg+xml`). */
+const IMAGE_TYPE = /^image\/[a-z0-9][a-z0-9.+-]*$/i;
+const NOT_BASE64 = /[^A-Za-z0-9+/=]/;
+
+/** Whether `value` is an image media type, as a model's API takes one in an image's data URL. */
+export const isImageType = (value: unknown): boolean => typeof value === 'string' && IMAGE_TYPE.test(value);
+
+/** Whether `value` is standard padded base64 of some bytes (what a model's API takes as an image), checked in one scan. */
+export function isBase64(value: unknown): boolean {
+  if (typeof value !== 'string' || value === '' || value.length % 4 !== 0 || NOT_BASE64.test(value)) return false;
+  const pad = value.indexOf('=');
+  return pad === -1 || (pad >= value.length - 2 && value.endsWith('='));
+}
+
 /** The fields each block type must carry, with their check. */
 const BLOCK_FIELDS: Record<ContentBlock['type'], readonly (readonly [string, (value: unknown) => boolean, string])[]> = {
   text: [['text', isString, 'a string']],
   reasoning: [['text', isString, 'a string']],
+  // An image a model could not take would stay in the history and fail that turn and every later one.
   image: [
-    ['mimeType', isString, 'a string'],
-    ['data', isString, 'a base64 string'],
+    ['mimeType', isImageType, 'an image media type such as image/png'],
+    ['data', isBase64, "the image's bytes as padded base64"],
   ],
   tool_call: [
     ['id', isString, 'a string'],

@@ -2,29 +2,18 @@
 // events → `session/update`s (live while a turn streams, and as history for session/load), and
 // turn end reasons → ACP stop reasons.
 import type * as acp from '@agentclientprotocol/sdk';
-import type { ContentBlock } from '../../seam/content.js';
+import { isBase64, isImageType, type ContentBlock } from '../../seam/content.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
 
 /** A prompt block we cannot take (audio, embedded resources): the caller rejects the request. */
 export class UnsupportedPromptBlock extends Error {}
-
-/** An image media type (`image/png`, `image/svg+xml`). */
-const IMAGE_TYPE = /^image\/[a-z0-9][a-z0-9.+-]*$/i;
-const NOT_BASE64 = /[^A-Za-z0-9+/=]/;
-
-/** Standard padded base64 (what a model's API takes as an image's bytes), checked in one scan of a large image. */
-function isBase64(data: string): boolean {
-  if (data === '' || data.length % 4 !== 0 || NOT_BASE64.test(data)) return false;
-  const pad = data.indexOf('=');
-  return pad === -1 || (pad >= data.length - 2 && data.endsWith('='));
-}
 
 /**
  * An image the model could not take (no image type, no bytes, bytes that are not base64) is
  * refused: stored, it would stay in the session's history and fail that turn and every later one.
  */
 function checkImage(block: acp.ImageContent): void {
-  if (!IMAGE_TYPE.test(block.mimeType)) throw new UnsupportedPromptBlock('an image block needs an image mimeType (say image/png)');
+  if (!isImageType(block.mimeType)) throw new UnsupportedPromptBlock('an image block needs an image mimeType (say image/png)');
   if (!isBase64(block.data)) throw new UnsupportedPromptBlock('an image block needs its bytes as padded base64 data');
 }
 
@@ -55,8 +44,12 @@ function toolCall(data: SessionEventMap['tool/call']): acp.SessionUpdate {
   return { sessionUpdate: 'tool_call', toolCallId: data.callId, title: data.name, kind: 'other', status: 'in_progress', rawInput: data.input };
 }
 
+/** A tool's text and images (a screenshot tool's output), as ACP tool call content. */
 function toolResult(data: SessionEventMap['tool/result']): acp.SessionUpdate {
-  const content = data.content.flatMap((block) => (block.type === 'text' ? [{ type: 'content' as const, content: text(block.text) }] : []));
+  const content = data.content.flatMap((block): acp.ToolCallContent[] => {
+    if (block.type === 'text') return [{ type: 'content', content: text(block.text) }];
+    return block.type === 'image' ? [{ type: 'content', content: { type: 'image', mimeType: block.mimeType, data: block.data } }] : [];
+  });
   return { sessionUpdate: 'tool_call_update', toolCallId: data.callId, status: data.isError ? 'failed' : 'completed', content };
 }
 

@@ -7,7 +7,7 @@ import { finishReasonFailure, streamErrorFailure } from './openai-errors.js';
 import { lazy } from '../../seam/once.js';
 import type { FinishReason, ModelChunk } from './types.js';
 import { describeIssue, headOf } from '../../seam/parse.js';
-import { deepToolInputFailure } from '../../seam/content.js';
+import { deepToolInputFailure, parsedNonFinite } from '../../seam/content.js';
 
 // Loose on purpose: compatible servers add fields, send `null` for absent ones, and differ in
 // which optional parts they send at all.
@@ -82,14 +82,16 @@ export function toUsage(wire: WireUsage): Usage {
 }
 
 /**
- * Parsed arguments: `{}` for none; the raw text when it is not JSON, or is a JSON string (kept as
- * sent, so the history replays it exactly; the tool's input check tells the model what was wrong).
+ * Parsed arguments: `{}` for none; the raw text when it is not JSON, is a JSON string or holds a
+ * number no double holds (`1e309`: Infinity, which the log would store as null and a structured
+ * result could not carry). Kept as sent, the history replays it exactly; the tool's input check
+ * tells the model what was wrong.
  */
 function parseArguments(args: string): unknown {
   if (args.trim() === '') return {};
   try {
     const parsed = JSON.parse(args) as unknown;
-    return typeof parsed === 'string' ? args : parsed;
+    return typeof parsed === 'string' || parsedNonFinite(args, parsed) ? args : parsed;
   } catch {
     return args;
   }
