@@ -8,10 +8,14 @@ export class History {
   readonly #messages: ModelMessage[] = [];
   #upTo = 0;
 
-  /** The messages of `events` (which must extend the events seen before). */
+  /**
+   * The messages of `events` (which must extend the events seen before). Each is a new object over
+   * frozen content (the log's, or frozen here): an adapter that rewrites a request's messages in
+   * place changes that request only, never what later steps are sent.
+   */
   derive(events: readonly SessionEvent[]): ModelMessage[] {
     for (; this.#upTo < events.length; this.#upTo++) this.#push(events[this.#upTo]!);
-    return this.#messages.slice();
+    return this.#messages.map(({ role, content }) => ({ role, content }));
   }
 
   #push(event: SessionEvent): void {
@@ -28,14 +32,13 @@ export class History {
       }
       case 'tool/result': {
         const data = event.data as SessionEventMap['tool/result'];
-        const block: ContentBlock = { type: 'tool_result', callId: data.callId, content: data.content };
-        if (data.isError) block.isError = true;
+        const block: ContentBlock = Object.freeze({ type: 'tool_result' as const, callId: data.callId, content: data.content, ...(data.isError ? { isError: true } : {}) });
         const last = this.#messages.at(-1);
         // Consecutive results of one step travel together in one user message.
         if (last?.role === 'user' && last.content.every((b) => b.type === 'tool_result')) {
-          this.#messages[this.#messages.length - 1] = { role: 'user', content: [...last.content, block] };
+          this.#messages[this.#messages.length - 1] = { role: 'user', content: Object.freeze([...last.content, block]) as ContentBlock[] };
         } else {
-          this.#messages.push({ role: 'user', content: [block] });
+          this.#messages.push({ role: 'user', content: Object.freeze([block]) as ContentBlock[] });
         }
         return;
       }

@@ -42,10 +42,16 @@ function failure(text: string, code: string): ResultData {
   return { content: [{ type: 'text', text }], isError: true, code };
 }
 
+const notDispatched = () => failure('Error: the turn was cancelled before this tool call started', 'ABORTED_BEFORE_DISPATCH');
+
 async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSignal): Promise<Outcome> {
   let concludes = false;
   try {
-    await ctx.hooks.beforeTool?.(call.id);
+    if (ctx.hooks.beforeTool) {
+      await ctx.hooks.beforeTool(call.id);
+      // Cancelled while the checkpoint ran: the body never starts, as for a call the cancel came before.
+      if (signal.aborted) return { result: notDispatched(), concludes: false };
+    }
     // The logged call is frozen; the tool gets its own copy, as a host tool called from a worker child does.
     // No deeper than MAX_CONTENT_DEPTH (the turn refuses deeper input): the copy cannot overflow.
     const result: ToolResultContent = await ctx.tools.execute(call.name, structuredClone(call.input), {
@@ -100,7 +106,7 @@ export async function runTools(ctx: TurnContext, turn: number, step: number, cal
   for (const batch of batches(ctx, calls)) {
     const running: (Promise<Outcome> | ResultData)[] = batch.map((call) => {
       ctx.session.append('tool/call', { turn, step, callId: call.id, name: call.name, input: call.input });
-      if (signal.aborted) return failure('Error: the turn was cancelled before this tool call started', 'ABORTED_BEFORE_DISPATCH');
+      if (signal.aborted) return notDispatched();
       if (concluded) return failure('Error: not executed: an earlier call in this answer completed the turn', 'TURN_CONCLUDED');
       if (!abandonment) return execute(ctx, call, signal);
       return abandonment.wait(execute(ctx, call, signal)).then((outcome) => (outcome === ABANDONED ? { result: abandoned(abandonment), concludes: false } : outcome));

@@ -8,10 +8,13 @@ import type { ModelAdapter } from './models/types.js';
 import type { SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 
-/** Optional callbacks into a turn; each runs synchronously inside the turn. */
+/**
+ * Optional callbacks into a turn; each runs inside the turn. One that returns a promise is awaited
+ * (until the turn is cancelled: a hook gets no signal), and its rejection fails the turn as a throw does.
+ */
 export interface AgentHooks {
   /** Right after `turn/start` is appended (e.g. to append a descriptor inside the first turn). */
-  turnStart?(turn: number): void;
+  turnStart?(turn: number): void | Promise<void>;
   /**
    * Awaited after a call's `tool/call` is logged and before its body runs: a checkpoint, so what
    * the log says reaches its observers (or storage) before a tool that may never return.
@@ -21,7 +24,7 @@ export interface AgentHooks {
    * Asked at every step boundary, before the step's model call: a verdict ends the turn there with
    * that reason, and the input still queued is discarded (budgets stop a child this way).
    */
-  beforeStep?(turn: number, step: number): StepVerdict | undefined;
+  beforeStep?(turn: number, step: number): StepVerdict | undefined | Promise<StepVerdict | undefined>;
 }
 
 /** How a step-boundary hook ends a turn. */

@@ -1,12 +1,13 @@
 // One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
 // until the model stops, and always close the turn with `turn/end` and its reason.
 import { deepToolInputFailure, type ContentBlock, type ToolCallBlock } from '../seam/content.js';
-import { describeError, isSubagentError, printable } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError, printable } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason, ModelChunk } from './models/types.js';
 import { settled } from '../seam/once.js';
 import { ABANDONED, Abandonment, unlessAbandoned } from './abandonment.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
+import { onAbort } from '../seam/abort.js';
 import { runTools } from './tool-calls.js';
 import type { TurnContext } from './turn-context.js';
 
@@ -169,13 +170,19 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
   // One for the whole turn: its model streams and tool batches wait through it after a cancel.
   const abandonment = ctx.abandonGraceMs === undefined ? undefined : new Abandonment(signal, ctx.abandonGraceMs, ctx.closing);
   try {
-    ctx.hooks.turnStart?.(turn);
+    const started: unknown = ctx.hooks.turnStart?.(turn);
+    if (isThenable(started)) await untilCancelled(started, signal);
     for (let step = 1; (observeFlag(), !signal.aborted); step++) {
       if (step > maxSteps) {
         reason = { kind: 'error', error: { code: 'MAX_STEPS', message: `the turn needed more than ${perTurn} model calls (maxStepsPerTurn)` } };
         break;
       }
-      const verdict = ctx.hooks.beforeStep?.(turn, step);
+      let answer: unknown = ctx.hooks.beforeStep?.(turn, step);
+      if (isThenable(answer)) {
+        answer = await untilCancelled(answer, signal);
+        if (signal.aborted) break;
+      }
+      const verdict = stepVerdict(answer);
       if (verdict) {
         reason = verdict;
         const ids = inbox.clear();
@@ -231,6 +238,38 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
 /** The turn and step the log has open: the latest `step/start`'s. */
 export function openStep(events: readonly SessionEvent[]): SessionEventMap['step/start'] | undefined {
   return events.findLast((event) => event.type === 'step/start')?.data as SessionEventMap['step/start'] | undefined;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+}
+
+/**
+ * What an async hook resolves with, or `undefined` once the turn is cancelled: a hook is given no
+ * signal to honour, so a cancel stops the wait. A rejection is the hook's throw; one after the
+ * cancel is dropped (the race observes it).
+ */
+function untilCancelled(work: PromiseLike<unknown>, signal: AbortSignal): Promise<unknown> {
+  let stop = () => {};
+  const cancelled = new Promise<undefined>((resolve) => {
+    if (signal.aborted) resolve(undefined);
+    else stop = onAbort(signal, () => resolve(undefined));
+  });
+  return Promise.race([work, cancelled]).finally(() => stop());
+}
+
+/**
+ * The turn end a `beforeStep` answer calls for, built afresh (the hook's object is neither frozen
+ * nor logged as it is: a BigInt or a function in it would fail every store); nothing for no verdict.
+ * `CONTRACT_VIOLATION` for anything but `{ kind: 'max-tokens' }` or `{ kind: 'aborted', cause }`.
+ */
+function stepVerdict(answer: unknown): TurnEndReason | undefined {
+  if (answer === undefined || answer === null || answer === false) return undefined;
+  const kind = typeof answer === 'object' ? (answer as { kind?: unknown }).kind : undefined;
+  if (kind === 'max-tokens') return { kind: 'max-tokens' };
+  if (kind === 'aborted') return { kind: 'aborted', cause: causeOf((answer as { cause?: unknown }).cause) };
+  const what = typeof kind === 'string' ? `a verdict of kind ${JSON.stringify(kind.slice(0, 64))}` : typeof answer === 'object' ? 'an object with no known kind' : `a ${typeof answer}`;
+  throw new SubagentError('CONTRACT_VIOLATION', `hooks.beforeStep returned ${what}; it must return { kind: 'max-tokens' }, { kind: 'aborted', cause }, or undefined to go on`);
 }
 
 /** The code of what a turn threw, even when reading it throws (a revoked proxy). */
