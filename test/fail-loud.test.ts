@@ -36,6 +36,7 @@ import {
   type ResumeAgentOptions,
   type ScriptedStep,
   type SessionEvent,
+  type SubagentStartRequest,
   type WorkerProviderOptions,
 } from 'subagent-host';
 
@@ -303,6 +304,17 @@ describe('arguments of the wrong type or shape (fuzzed)', () => {
     expect(() => foldSubagentDescriptor(undefined as unknown as [])).toThrow(refused('INVALID_REQUEST', 'foldSubagentDescriptor() takes an array of session events'));
     expect(() => foldSubagentDescriptor([null] as unknown as [])).toThrow(refused('INVALID_REQUEST', 'foldSubagentDescriptor() takes session events'));
     expect(foldSubagentDescriptor([])).toBeUndefined();
+  });
+
+  it('name the refused value as it was given: -0 is not 0, a string is not a number, a missing request is no field', async () => {
+    // Printed with String(), -0 read "got 0" and "2" read "got 2": the message refused a valid-looking value.
+    expect(() => assertSubagentMaxDepth(-0)).toThrow(refused('INVALID_REQUEST', 'maxDepth must be a non-negative safe integer (got -0)'));
+    expect(() => assertSubagentMaxDepth('2')).toThrow(refused('INVALID_REQUEST', 'maxDepth must be a non-negative safe integer (got "2")'));
+    const agent = { id: 'a', session: { header: { id: 'a', createdAt: 0 }, events: [] }, options: { subagentDepth: -0 } } as unknown as Agent;
+    expect(() => delegationDepthOf(agent)).toThrow(refused('INVALID_OPTIONS', 'options.subagentDepth must be a non-negative safe integer (got -0)'));
+    const host = await openHost();
+    host.subagents.registerProvider(inProcessProvider(host));
+    await expect(host.subagents.start('in-process', undefined as unknown as SubagentStartRequest)).rejects.toThrow(refused('INVALID_REQUEST', 'request must be an object'));
   });
 
   it('refuse a seed event type no store keeps at createAgent, so that the host still closes', async () => {

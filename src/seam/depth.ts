@@ -8,12 +8,19 @@ function isDepth(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && !Object.is(value, -0);
 }
 
+/** A refused depth as the caller wrote it: `-0` is not `0`, and the string "1" is not the number 1. */
+function shown(value: unknown): string {
+  if (Object.is(value, -0)) return '-0';
+  if (typeof value === 'string') return JSON.stringify(value);
+  return printable(value);
+}
+
 /** Throws `INVALID_REQUEST` unless `value` is absent or a non-negative safe integer (not -0). */
 export function assertSubagentMaxDepth(value: unknown): void {
   if (value === undefined || isDepth(value)) return;
   throw new SubagentError(
     'INVALID_REQUEST',
-    `maxDepth must be a non-negative safe integer (got ${printable(value)})`,
+    `maxDepth must be a non-negative safe integer (got ${shown(value)})`,
   );
 }
 
@@ -27,7 +34,7 @@ export function delegationDepthOf(agent: Agent): number {
   if (runtime !== undefined && !isDepth(runtime)) {
     throw new SubagentError(
       'INVALID_OPTIONS',
-      `options.subagentDepth must be a non-negative safe integer (got ${printable(runtime)})`,
+      `options.subagentDepth must be a non-negative safe integer (got ${shown(runtime)})`,
     );
   }
   return Math.max(session.header.delegationDepth ?? 0, runtime ?? 0);

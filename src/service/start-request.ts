@@ -113,7 +113,7 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
  * returns the detached copy the provider receives, with its one-shot descriptor.
  */
 export function resolveStartRequest(provider: SubagentProvider, request: SubagentStartRequest): ResolvedSubagentStartRequest {
-  if (request === null || typeof request !== 'object') throw invalid('', 'must be an object');
+  if (request === null || typeof request !== 'object') throw new SubagentError('INVALID_REQUEST', 'request must be an object { prompt, parent, signal, … }');
   for (const [field, capability] of CAPABILITY_OF) {
     if (request[field] !== undefined && !provider.capabilities[capability]) {
       throw SubagentError.unsupported(provider.name, field, capability);
