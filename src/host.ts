@@ -7,7 +7,7 @@ import { SubagentError, isSubagentError } from './seam/errors.js';
 import { assertKnownKeys, isRecord, timerOption, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
-import { checkedPersistence } from './runtime/checked-persistence.js';
+import { checkedPersistence, liveGuardedPersistence } from './runtime/checked-persistence.js';
 import type { SessionPersistence } from './runtime/session-persistence.js';
 import { LiveSessionStore, type Logger } from './runtime/session-store.js';
 import { ToolRegistry } from './runtime/tool-registry.js';
@@ -198,10 +198,14 @@ class HostImpl implements Host {
   #closing: Promise<void> | undefined;
 
   constructor(options: HostOptions, { persistence, owned }: ReturnType<typeof openPersistence>) {
-    this.persistence = persistence;
     this.#ownsPersistence = owned;
     const { logger } = options;
     this.sessions = new LiveSessionStore({ persistence, logger });
+    this.persistence = liveGuardedPersistence(persistence, (id) => {
+      const session = this.sessions.get(id);
+      // Flushed first, so the copy is what the store holds.
+      return session && this.sessions.flush(id).then(() => structuredClone({ header: session.header, events: [...session.events] }));
+    });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);
     this.abandonGraceMs = timerOption(options.abandonGraceMs, 5000, 'options.abandonGraceMs');

@@ -1,7 +1,7 @@
 // Continuable children: who may talk to them (error codes of bad input and wrong authority),
 // drains that release child-first, and setup contributions installed before publication.
 import { describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, memoryPersistence, text, type Agent } from 'subagent-host';
+import { createHost, inProcessProvider, memoryPersistence, text, type Agent, type SubagentError } from 'subagent-host';
 import { fakeProvider } from './fake-provider.js';
 import { continuationHost, continuationSuite, eventually, HANG, startChild, untilEvent, userTexts } from './continuation-helpers.js';
 
@@ -105,6 +105,39 @@ describe('authority and validation', () => {
     host.subagents.interrupt(childId, { kind: 'ancestor', agent: parent });
     await child.whenIdle();
     expect(child.session.events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toMatchObject([{ reason: { kind: 'aborted', cause: { kind: 'parent' } } }]);
+  });
+});
+
+describe('a continuable child brought back as a top-level agent', () => {
+  /** A child that settled and was drained (absent), then resumed by `host.agents.resume` as a top-level agent. */
+  async function resumedAsTopLevel() {
+    const { host, parent, recorder } = await setup();
+    const { childId } = await startChild(host, parent, 'hi');
+    await recorder.until(() => recorder.ends.length === 1);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await host.agents.resume({ sessionId: childId });
+    return { host, parent, childId };
+  }
+
+  it('is freed by host.agents.dispose(id), as any agent resume brought back', async () => {
+    const { host, childId } = await resumedAsTopLevel();
+    await expect(host.agents.dispose(childId)).resolves.toBe(true);
+    expect(host.agents.get(childId)).toBeUndefined();
+    expect(host.sessions.get(childId)).toBeUndefined();
+  });
+
+  it('refuses its parent’s follow-ups NOT_RESUMABLE, also when the follow-up races the resume, until it is disposed', async () => {
+    const { host, parent, childId } = await resumedAsTopLevel();
+    await expect(host.subagents.followup(parent, childId, [text('while live')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE' });
+    await host.agents.dispose(childId);
+    // Both bring the stored child back at once: one of them wins, the other is refused, typed.
+    const [followed, resumed] = await Promise.allSettled([host.subagents.followup(parent, childId, [text('racing')]), host.agents.resume({ sessionId: childId })]);
+    const outcome = [followed, resumed].map((settled) => (settled.status === 'fulfilled' ? 'won' : (settled.reason as SubagentError).code));
+    expect([['NOT_RESUMABLE', 'won'], ['won', 'DUPLICATE_SESSION']]).toContainEqual(outcome);
+    if (resumed.status === 'fulfilled') await host.agents.dispose(childId);
+    else await host.subagents.drainContinuableChildren(parent, [childId]);
+    await host.subagents.followup(parent, childId, [text('back')]);
+    expect(userTexts(host.sessions.get(childId)!.events).at(-1)).toBe('back');
   });
 });
 

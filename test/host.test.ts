@@ -89,6 +89,24 @@ describe('createHost persistence', () => {
     }
   });
 
+  it('reads a session live in the host through host.persistence.load without closing its open turn behind the agent', async () => {
+    const host = await open({ persistence: { sqlite: join(dir, 'live.db') }, model: { kind: 'scripted', steps: [{ finish: 'hang' }] } });
+    const agent = await host.createAgent();
+    const stepping = new Promise<void>((resolve) => agent.subscribe((event) => event.type === 'step/start' && resolve()));
+    agent.followup([text('go')]);
+    await stepping;
+    const read = await host.persistence!.load(agent.id);
+    expect(read?.events).toEqual(agent.session.events);
+    expect(read?.events.map((event) => event.type)).not.toContain('turn/end');
+    agent.cancel();
+    await agent.whenIdle();
+    // The agent's own end of its turn is what the store holds: nothing else wrote into its log.
+    await host.sessions.flush(agent.id);
+    const reader = sqlitePersistence(join(dir, 'live.db'));
+    const stored = await reader.load(agent.id).finally(() => reader.close());
+    expect(stored?.events.filter((event) => event.type === 'turn/end').map((event) => (event.data as { reason: { kind: string } }).reason.kind)).toStrictEqual(['aborted']);
+  });
+
   it('uses a caller SessionPersistence and never closes it', async () => {
     const { persistence, closes } = countingPersistence();
     const host = await open({ persistence });

@@ -23,7 +23,8 @@ export interface HostAgents {
   /**
    * Frees the live top-level agent `id` (one `createAgent` made or `resume` brought back): cancels
    * its turn, waits for idle, flushes its session and forgets it. Its stored session stays (resume
-   * brings it back). False when no agent `id` is live; `INVALID_REQUEST` for a subagent child.
+   * brings it back). False when no agent `id` is live; `INVALID_REQUEST` for a child a run or a
+   * continuation holds (a subagent's session `resume` brought back is top-level: freed here).
    */
   dispose(id: SessionId): Promise<boolean>;
 }

@@ -67,6 +67,11 @@ export interface ResumeAgentOptions extends CommonAgentOptions {
    * `false` leaves it queued for the next message, whose turn then takes it too.
    */
   wake?: boolean;
+  /**
+   * True: the agent comes back as a continuable child its parent's continuation holds and disposes.
+   * Otherwise it is top-level, a subagent's stored session too: `dispose(id)` frees it.
+   */
+  child?: boolean;
 }
 
 export interface AgentHandle {
@@ -181,6 +186,8 @@ function checkSignal(signal: AbortSignal | undefined): void {
 
 export class AgentRegistry {
   readonly #agents = new Map<SessionId, AgentHandle>();
+  /** The live agents a run or a continuation holds (they dispose them, child-first), not their callers. */
+  readonly #children = new Set<SessionId>();
   /** Aborted by close(): agents still being built stop waiting for their modules and are not published. */
   readonly #closed = new AbortController();
   /** Set by hold(): the host is closing, and no agent is created or resumed any more. */
@@ -260,7 +267,7 @@ export class AgentRegistry {
       ...(seed.length > 0 ? { seedLength: seed.length } : {}),
     };
     const session = SessionLog.create(header, seed, (error) => this.#logger?.warn(`session ${id} listener failed`, describeError(error)));
-    return this.#build(options, session, false);
+    return this.#build(options, session, false, header.origin === 'subagent');
   }
 
   /** Restores a persisted session as a live agent; queued input it had accepted runs again. */
@@ -277,12 +284,12 @@ export class AgentRegistry {
     if (!stored) throw new SubagentError('UNKNOWN_SESSION', `no stored session ${options.sessionId}`);
     const session = SessionLog.restore(stored.header, stored.events, (error) => this.#logger?.warn(`session ${stored.header.id} listener failed`, describeError(error)));
     const kept = options.agentOptionsFrom?.(stored.events);
-    const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true);
+    const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true, options.child === true);
     if (options.wake !== false) handle.agent.wakeRestored();
     return handle;
   }
 
-  async #build(options: CommonAgentOptions, session: SessionLog, stored: boolean): Promise<AgentHandle> {
+  async #build(options: CommonAgentOptions, session: SessionLog, stored: boolean, child: boolean): Promise<AgentHandle> {
     const agentOptions = options.agentOptions ?? {};
     assertAgentOptions(agentOptions);
     checkSignal(options.signal);
@@ -321,23 +328,26 @@ export class AgentRegistry {
         await agent.whenIdle();
         agent.release();
         this.#agents.delete(agent.id);
+        this.#children.delete(agent.id);
         await this.#sessions.remove(agent.id);
       }),
     };
     this.#agents.set(agent.id, handle);
+    if (child) this.#children.add(agent.id);
     return handle;
   }
 
   /**
    * Disposes the live top-level agent `id` (cancels its turn, waits for idle, flushes its session and
-   * unregisters it); false when no agent `id` is live. A subagent child is refused (`INVALID_REQUEST`):
-   * the run or the continuation that made it disposes it, child-first.
+   * unregisters it); false when no agent `id` is live. A child a run or a continuation holds is refused
+   * (`INVALID_REQUEST`): that run or continuation disposes it, child-first. A subagent's session
+   * brought back by `resume` (without `child`) is top-level: this frees it.
    */
   async dispose(id: SessionId): Promise<boolean> {
     if (typeof id !== 'string') throw new SubagentError('INVALID_OPTIONS', 'agents.dispose(): id must be a session id (a string)');
     const handle = this.#agents.get(id);
     if (!handle) return false;
-    if (handle.agent.session.header.origin === 'subagent') {
+    if (this.#children.has(id)) {
       throw new SubagentError('INVALID_REQUEST', `agents.dispose(): ${id} is a subagent child; its run or its parent's continuation disposes it (dispose the run, or drain the parent's continuable descendants)`);
     }
     await handle.dispose();
@@ -361,7 +371,7 @@ export class AgentRegistry {
   hold(): void {
     this.#holding = true;
     this.#closing.abort();
-    for (const { agent } of this.#agents.values()) if (agent.session.header.origin !== 'subagent') agent.beginDispose();
+    for (const { agent } of this.#agents.values()) if (!this.#children.has(agent.id)) agent.beginDispose();
   }
 
   /** Disposes every agent, also when one's disposal fails (its flush); then throws the first failure. */

@@ -104,3 +104,19 @@ export function checkedPersistence(persistence: SessionPersistence): SessionPers
     close: () => call(persistence, 'close', []),
   } as SessionPersistence;
 }
+
+/**
+ * The host's public view of its store. `load(id)` of a session live in this host gives `live(id)`:
+ * its log flushed and read as stored, turn still open. The store's own load would close a turn its
+ * log has open (crash repair) behind the live agent's back, whose later writes it then refuses.
+ */
+export function liveGuardedPersistence(persistence: SessionPersistence, live: (id: SessionId) => Promise<StoredSession> | undefined): SessionPersistence {
+  const load = (id: SessionId): Promise<StoredSession | undefined> => (typeof id === 'string' ? live(id) : undefined) ?? persistence.load(id);
+  return new Proxy(persistence, {
+    get(target, key) {
+      if (key === 'load') return load;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}

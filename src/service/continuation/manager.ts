@@ -20,7 +20,7 @@ import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
-import { continuableDescriptor, createFresh, resumeStored } from './materialize.js';
+import { continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
 import { assertStartSpec, detachedSpec, startBudget } from './validate.js';
@@ -329,9 +329,7 @@ export class ContinuationManager implements ActivationHost {
     const { agents, sessions, persistence } = this.deps;
     if (!persistence) throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'resuming a continuable child needs session persistence');
     // Loading repairs an open turn: never load a session that is live here.
-    if (agents.get(childId) || sessions.has(childId)) {
-      throw new SubagentError('NOT_RESUMABLE', `session ${childId} is live but is not a continuable child`);
-    }
+    if (agents.get(childId) || sessions.has(childId)) throw liveElsewhere(childId);
     // Trees covering the parent now cover the resumed child (a spent one refuses it).
     let budgetTree: TreeAdmission | undefined;
     const built = await this.creations.run(parent, signal, `child ${childId} was resuming`, (resuming) => resumeStored({

@@ -76,7 +76,7 @@ function setupFor(descriptor: ContinuableDescriptor, setups: SetupRegistry, out:
  * `build()`'s agent; when building fails after its setup ran (an abort, or the id taken meanwhile),
  * the setup installed in it is released. A race for the id is the child's id being taken.
  */
-async function releasingSetup(out: { batch?: SetupBatch }, build: () => Promise<AgentHandle>): Promise<AgentHandle> {
+async function releasingSetup(out: { batch?: SetupBatch }, build: () => Promise<AgentHandle>, taken = reservedIdTaken): Promise<AgentHandle> {
   try {
     return await build();
   } catch (error) {
@@ -85,9 +85,26 @@ async function releasingSetup(out: { batch?: SetupBatch }, build: () => Promise<
     } catch {
       // The failure that stopped the child is the one to report.
     }
-    if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `${error.message}; reserve another child id`, { cause: error });
+    if (isSubagentError(error, 'DUPLICATE_SESSION')) throw taken(error);
     throw error;
   }
+}
+
+function reservedIdTaken(error: SubagentError): SubagentError {
+  return new SubagentError('DUPLICATE_CHILD', `${error.message}; reserve another child id`, { cause: error });
+}
+
+/**
+ * The refusal of a cold resume of `childId` while its session is live in this host outside its
+ * parent's continuation: brought back as a top-level agent by `host.agents.resume` (two live writers
+ * of one log), or a one-shot child. Loading it would close the turn it may have open.
+ */
+export function liveElsewhere(childId: SessionId, cause?: unknown): SubagentError {
+  return new SubagentError(
+    'NOT_RESUMABLE',
+    `session ${childId} is live but is not a continuable child its parent's continuation holds: it is a top-level agent (a child's session host.agents.resume brought back takes follow-ups once host.agents.dispose frees it) or a one-shot child`,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /** Disposes a built agent whose setup must not be committed, then rethrows `error`. */
@@ -280,7 +297,8 @@ export async function resumeStored(options: {
       setup: setupFor(descriptor, options.setups, out, false),
       hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
-    }));
+      child: true,
+    }), (error) => liveElsewhere(childId, error));
   } catch (error) {
     await prepared.release?.();
     if (isSubagentError(error)) throw error;
