@@ -284,6 +284,29 @@ describe('inspect on a log of many events and a root of many descendants', () =>
     }
   });
 
+  it('answers the tree of a child with 200,000 children of its own (they once overflowed the stack)', async () => {
+    const path = files.file();
+    const id = await storedAgent(path);
+    const file = new Database(path);
+    file
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+         INSERT INTO sessions (id, created_at, create_order, parent_session, next_seq)
+         SELECT printf('wide-%06d', i), 1000 + i, (SELECT max(create_order) FROM sessions) + 1 + i, CASE WHEN i = 0 THEN @id ELSE 'wide-000000' END, 0 FROM n`,
+      )
+      .run({ id });
+    file.close();
+    const other = await startInspect(path);
+    try {
+      const answer = await rawGet(other.url, `/api/roots/${encodeURIComponent(id)}/tree?offset=200000&limit=10`);
+      expect(answer.status).toBe(200);
+      const tree = JSON.parse(answer.body) as { nodes: { id: string; depth: number }[]; total: number };
+      expect([tree.total, tree.nodes.map((node) => [node.id, node.depth])]).toEqual([200_001, [['wide-200000', 2]]]);
+    } finally {
+      expect(await other.stop()).toBe(0);
+    }
+  }, 60_000);
+
   it('refuses a bad query parameter with 400 INVALID_REQUEST, saying what it takes', async () => {
     const session = `/api/sessions/${encodeURIComponent(rootId)}`;
     const cases: [string, RegExp][] = [

@@ -225,6 +225,26 @@ describe('the SQLite store on its own', () => {
     await reopened.close();
   });
 
+  it('drops an event past SQLite’s length limit for its own session alone; the other sessions’ writes go on', async () => {
+    const file = files.file();
+    const store = sqlitePersistence(file);
+    await store.create({ id: 'good', createdAt: 1 });
+    await store.create({ id: 'huge', createdAt: 2 });
+    // Past 10^9 UTF-8 bytes: better-sqlite3 refuses to bind it (a RangeError, not an SQLITE_TOOBIG
+    // code), which once failed every commit after it, for every session, for good.
+    const huge = store.append('huge', [{ seq: 0, type: 'custom', time: 1, data: { text: '€'.repeat(334_000_000) } }]);
+    const good = store.append('good', [{ seq: 0, type: 'custom', time: 1, data: { x: 1 } }]);
+    await store.flush();
+    await expect(huge).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('refused the events of session "huge"') });
+    await good;
+    await store.append('good', [{ seq: 1, type: 'custom', time: 2, data: { x: 2 } }]);
+    await store.close();
+    const reopened = sqlitePersistence(file);
+    expect((await reopened.load('good'))!.events).toHaveLength(2);
+    expect((await reopened.load('huge'))!.events).toHaveLength(0);
+    await reopened.close();
+  }, 120_000);
+
   it('stores token counts whose sum passes 2^53 as the largest safe count', async () => {
     const file = files.file();
     const store = sqlitePersistence(file);

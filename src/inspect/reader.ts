@@ -235,7 +235,9 @@ export class InspectReader {
     const stack = [...(childrenOf.get(rootId) ?? [])].reverse();
     for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
       order.push(node);
-      stack.push(...[...(childrenOf.get(node.id) ?? [])].reverse());
+      // Pushed one by one: spread as arguments, a session's 130,000 children overflowed the stack.
+      const children = childrenOf.get(node.id) ?? [];
+      for (let index = children.length - 1; index >= 0; index--) stack.push(children[index]!);
     }
     return order;
   }

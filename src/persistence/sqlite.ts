@@ -84,8 +84,12 @@ function lockBusy(error: unknown): boolean {
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
+/** What better-sqlite3 throws (a RangeError without a code) for a value SQLite refuses to bind as SQLITE_TOOBIG. */
+const BIND_TOO_BIG = 'The bound string, buffer, or bigint is too big';
+
 /** SQLite refused a row itself (a constraint, a value too big): writing it again cannot succeed. */
 function rowRefused(error: unknown): boolean {
+  if (error instanceof RangeError && error.message === BIND_TOO_BIG) return true;
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && (code.startsWith('SQLITE_CONSTRAINT') || code === 'SQLITE_TOOBIG' || code === 'SQLITE_MISMATCH');
 }

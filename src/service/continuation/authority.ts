@@ -29,6 +29,9 @@ export function liveLineage(agents: LiveAgents, agent: Agent): Agent[] {
   return lineage;
 }
 
+/** The fewest entries `closeBelow` sweeps for (a sweep of fewer costs less than it saves). */
+const MIN_SWEEP = 32;
+
 export class Admission {
   #draining = false;
   /**
@@ -36,6 +39,8 @@ export class Admission {
    * pruned at the next drain or check, and must not keep a disposed child and its log alive till then.
    */
   readonly #roots = new Map<SessionId, { root: WeakRef<Agent>; members: WeakSet<Agent> }>();
+  /** Half the size at which `closeBelow` next sweeps `#roots`. */
+  #swept = MIN_SWEEP;
 
   constructor(private readonly agents: LiveAgents) {}
 
@@ -53,9 +58,15 @@ export class Admission {
 
   /** Closes admission for `root` and everything below it until that root agent leaves the registry. */
   closeBelow(root: Agent, members: Iterable<Agent>): void {
-    // Every disposed one-shot local child closes admission below it: roots no longer live go here.
-    for (const [id, entry] of [...this.#roots]) this.#live(id, entry);
+    // Every disposed one-shot local child closes admission below it: roots no longer live go here,
+    // once the entries have doubled since the last sweep. A sweep per call made the concurrent
+    // disposal of n children (host.close()) quadratic: each swept the others, all still live.
+    if (this.#roots.size >= this.#swept * 2) {
+      for (const [id, entry] of [...this.#roots]) this.#live(id, entry);
+      this.#swept = Math.max(this.#roots.size, MIN_SWEEP);
+    }
     let entry = this.#roots.get(root.id);
+    if (entry && !this.#live(root.id, entry)) entry = undefined;
     if (entry && entry.root.deref() !== root) return; // A copy of a live root closes nothing (it is no live agent).
     if (!entry) this.#roots.set(root.id, (entry = { root: new WeakRef(root), members: new WeakSet() }));
     for (const member of members) entry.members.add(member);
