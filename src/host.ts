@@ -203,8 +203,9 @@ class HostImpl implements Host {
     this.sessions = new LiveSessionStore({ persistence, logger });
     this.persistence = liveGuardedPersistence(persistence, (id) => {
       const session = this.sessions.get(id);
-      // Flushed first, so the copy is what the store holds.
-      return session && this.sessions.flush(id).then(() => structuredClone({ header: session.header, events: [...session.events] }));
+      // Flushed first, so the copy is what the store holds; a log some of whose writes failed is read from the store.
+      if (!session || !this.sessions.storedWhole(id)) return undefined;
+      return this.sessions.flush(id).then(() => (this.sessions.storedWhole(id) ? structuredClone({ header: session.header, events: [...session.events] }) : persistence.load(id)));
     });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);

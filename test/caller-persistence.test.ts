@@ -79,7 +79,8 @@ describe("a caller's SessionPersistence", () => {
 
   // Before, a flush re-flushed the store every event-loop turn while an append was pending, each
   // turn keeping a reaction on the pending writes: a hung store spun a core and exhausted the heap.
-  it('is flushed again only when another write is handed to it while a slow append is pending', async () => {
+  // It polls for a few turns (a commit's next link comes soon), then waits for the next write.
+  it('is polled a bounded number of times, then flushed again only when another write is handed to it, while a slow append is pending', async () => {
     let release: (() => void) | undefined;
     let flushes = 0;
     const inner = memoryPersistence();
@@ -102,12 +103,12 @@ describe("a caller's SessionPersistence", () => {
     const flush = host.sessions.flush('slow').then(() => (flushed = true));
     for (let turn = 0; turn < 50 && release === undefined; turn++) await nextTurn();
     const before = flushes;
-    for (let turn = 0; turn < 50; turn++) await nextTurn();
+    for (let turn = 0; turn < 500; turn++) await nextTurn();
     const [pending, during] = [!flushed, flushes - before];
     release!();
     await flush;
     expect(pending).toBe(true);
-    expect(during).toBe(0);
+    expect(during).toBeLessThanOrEqual(40);
     expect((await inner.load('slow'))?.events).toEqual(agent.session.events);
   });
 });

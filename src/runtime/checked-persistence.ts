@@ -110,7 +110,7 @@ export function checkedPersistence(persistence: SessionPersistence): SessionPers
  * its log flushed and read as stored, turn still open. The store's own load would close a turn its
  * log has open (crash repair) behind the live agent's back, whose later writes it then refuses.
  */
-export function liveGuardedPersistence(persistence: SessionPersistence, live: (id: SessionId) => Promise<StoredSession> | undefined): SessionPersistence {
+export function liveGuardedPersistence(persistence: SessionPersistence, live: (id: SessionId) => Promise<StoredSession | undefined> | undefined): SessionPersistence {
   const load = (id: SessionId): Promise<StoredSession | undefined> => (typeof id === 'string' ? live(id) : undefined) ?? persistence.load(id);
   return new Proxy(persistence, {
     get(target, key) {

@@ -46,6 +46,9 @@ function unavailable(error: unknown): SubagentError {
   return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}`, { cause: error });
 }
 
+/** Turns of the event loop a flush polls the store through before it waits for the next write handed to it. */
+const POLLS = 32;
+
 export class LiveSessionStore implements SessionStore {
   readonly #entries = new Map<SessionId, Entry>();
   readonly #persistence: SessionPersistence | undefined;
@@ -65,6 +68,12 @@ export class LiveSessionStore implements SessionStore {
 
   get(id: SessionId): SessionLog | undefined {
     return this.#entries.get(id)?.session;
+  }
+
+  /** Whether every write of live session `id` has gone to the store without a failure (its log there is this one's). */
+  storedWhole(id: SessionId): boolean {
+    const entry = this.#entries.get(id);
+    return entry !== undefined && entry.failure === undefined && entry.refused === undefined;
   }
 
   list(): SessionLog[] {
@@ -241,12 +250,14 @@ export class LiveSessionStore implements SessionStore {
     let written = false;
     void chains.then(() => (written = true));
     try {
-      while (!written) {
-        // Flushed again only once another write is handed to the store: a store whose append is
-        // slow (or never settles) is waited for, not polled, since each poll would keep a reaction on `chains`.
-        const handed = this.#nextHanded();
+      for (let polls = 0; !written; polls++) {
+        // Flushed again at each turn of the event loop for a while (the next link of a chain comes
+        // soon), then only once another write is handed to the store: a store whose append is slow
+        // (or never settles) is waited for, not polled for ever (a hung store spun a core and filled
+        // the heap, each poll keeping a reaction on `chains`).
+        const next = polls < POLLS ? new Promise((resolve) => setImmediate(resolve)) : this.#nextHanded();
         await this.#persistence?.flush();
-        await Promise.race([chains, handed]);
+        await Promise.race([chains, next]);
       }
       // A queuing store resolved each append once durable; any other may resolve one on queueing it.
       if (!this.#queued) await this.#persistence?.flush();
