@@ -1,23 +1,14 @@
 // Agent hooks (`createAgent({ hooks })`) that misbehave without throwing: async ones (awaited until
 // the turn is cancelled), verdicts of the wrong shape (typed CONTRACT_VIOLATION, never logged as
 // given), and a beforeTool checkpoint the turn is cancelled during (the tool body never starts).
-import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, text, type AgentHooks, type Host, type Tool, type TurnEndReason } from 'subagent-host';
-import { dataOf, deferred, runNodeScript } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { text, type AgentHooks, type Tool, type TurnEndReason } from 'subagent-host';
+import { dataOf, deferred, hostsClosedAfterEach, runNodeScript } from './helpers.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const oddHook = new URL('./fixtures/odd-hook.mjs', import.meta.url).pathname;
 
-const hosts: Host[] = [];
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((host) => host.close()));
-});
-
-async function newHost(tools: Tool[] = []): Promise<Host> {
-  const host = await createHost({ providers: false, tools });
-  hosts.push(host);
-  return host;
-}
+const newHost = hostsClosedAfterEach();
 
 const ends = (events: Parameters<typeof dataOf>[0]) => dataOf<{ reason: TurnEndReason }>(events, 'turn/end').map((end) => end.reason);
 

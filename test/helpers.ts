@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, onTestFinished } from 'vitest';
-import { memoryPersistence, type ModelSpec, type SessionEvent, type SessionPersistence, type Tool } from 'subagent-host';
+import { createHost, memoryPersistence, type Host, type ModelSpec, type SessionEvent, type SessionPersistence, type Tool } from 'subagent-host';
 import { AgentRegistry, LiveSessionStore, ToolRegistry } from 'subagent-host/internals';
 
 export interface Runtime {
@@ -151,6 +151,12 @@ export function closeAfterEach(): <T extends { close(): unknown }>(resource: T) 
     opened.push(resource);
     return resource;
   };
+}
+
+/** Returns `newHost(tools?)`: a host without providers holding `tools`, closed after each test. */
+export function hostsClosedAfterEach(): (tools?: Tool[]) => Promise<Host> {
+  const track = closeAfterEach();
+  return async (tools = []) => track(await createHost({ providers: false, tools }));
 }
 
 /** `[value, <hole>]`: a sparse array, which validation must read as holding `undefined`. */

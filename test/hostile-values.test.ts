@@ -1,23 +1,14 @@
 // Values no well-behaved caller would throw or pass, through the public API: hooks that throw, an
 // Error whose message is a symbol, cancel causes that throw when read, and a message source with an
 // own `__proto__` key (JSON from the wire). Each gives a typed outcome; none hangs or corrupts a log.
-import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, text, type Host, type Tool, type TurnEndReason } from 'subagent-host';
-import { dataOf, deferred, runNodeScript } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { text, type Tool, type TurnEndReason } from 'subagent-host';
+import { dataOf, deferred, hostsClosedAfterEach, runNodeScript } from './helpers.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const throwingHook = new URL('./fixtures/throwing-hook.mjs', import.meta.url).pathname;
 
-const hosts: Host[] = [];
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((host) => host.close()));
-});
-
-async function newHost(tools: Tool[] = []): Promise<Host> {
-  const host = await createHost({ providers: false, tools });
-  hosts.push(host);
-  return host;
-}
+const newHost = hostsClosedAfterEach();
 
 describe('an agent hook that throws', () => {
   // In a plain process: before the fix the agent started turn after turn in microtasks alone, so
