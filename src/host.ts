@@ -2,8 +2,8 @@
 // subagent service, and owns their shutdown. `close()` stops top-level agents at once, then disposes
 // runs (continuable children first, child-first), agents, then storage.
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
-import { plainJsonProblem } from './seam/content.js';
-import { SubagentError, isSubagentError } from './seam/errors.js';
+import { plainJsonProblem, type SessionId } from './seam/content.js';
+import { SubagentError, describeError, isSubagentError } from './seam/errors.js';
 import { assertKnownKeys, isRecord, timerOption, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
@@ -185,6 +185,11 @@ function openPersistence(option: HostOptions['persistence']): { persistence: Ses
   throw new SubagentError('INVALID_OPTIONS', "options.persistence must be 'memory', { sqlite: path } or a SessionPersistence");
 }
 
+function liveLogFailed(id: SessionId, cause?: unknown): SubagentError {
+  const why = cause === undefined ? 'its own flush says why' : describeError(cause);
+  return new SubagentError('PERSISTENCE_UNAVAILABLE', `session ${id} is live in this host and some of its writes failed: the store does not hold its log (${why})`, { cause });
+}
+
 class HostImpl implements Host {
   readonly subagents: SubagentService;
   readonly agents: AgentRegistry;
@@ -203,9 +208,21 @@ class HostImpl implements Host {
     this.sessions = new LiveSessionStore({ persistence, logger });
     this.persistence = liveGuardedPersistence(persistence, (id) => {
       const session = this.sessions.get(id);
-      // Flushed first, so the copy is what the store holds; a log some of whose writes failed is read from the store.
-      if (!session || !this.sessions.storedWhole(id)) return undefined;
-      return this.sessions.flush(id).then(() => (this.sessions.storedWhole(id) ? structuredClone({ header: session.header, events: [...session.events] }) : persistence.load(id)));
+      const state = this.sessions.writeState(id);
+      // Not live, or live under an id whose stored log is another writer's: the store answers.
+      if (!session || state === 'refused') return undefined;
+      // The store's load would repair a turn the live log has open behind the agent: never called for it.
+      if (state === 'failed') return Promise.reject(liveLogFailed(id));
+      // Flushed first (a read reports no failure: that is for the writer's own flushes), so the copy is what the store holds.
+      return this.sessions.flush(id, { report: false }).then(
+        () => {
+          if (this.sessions.writeState(id) === 'failed') throw liveLogFailed(id);
+          return structuredClone({ header: session.header, events: [...session.events] });
+        },
+        (error: unknown) => {
+          throw liveLogFailed(id, error);
+        },
+      );
     });
     this.tools = new ToolRegistry();
     if (options.tools?.length) this.tools.register(...options.tools);

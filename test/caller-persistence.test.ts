@@ -80,6 +80,29 @@ describe("a caller's SessionPersistence", () => {
   // Before, a flush re-flushed the store every event-loop turn while an append was pending, each
   // turn keeping a reaction on the pending writes: a hung store spun a core and exhausted the heap.
   // It polls for a few turns (a commit's next link comes soon), then waits for the next write.
+  it('commits an append the store queues only after an await of its own, once the flush is past its polls', async () => {
+    const inner = memoryPersistence();
+    const queued: (() => Promise<void>)[] = [];
+    const host = await open(
+      callerStore(inner, {
+        // Queued 50 ms after it is handed over, committed only by a flush: no later write hands the flush a reason to go on.
+        append: async (store, id, events) => {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          await new Promise<void>((resolve) => queued.push(() => store.append(id, events).then(resolve)));
+        },
+        flush: async (store) => {
+          for (const commit of queued.splice(0)) await commit();
+          await store.flush();
+        },
+      }),
+    );
+    const agent = await host.createAgent({ sessionId: 'late' });
+    agent.followup([text('hi')]);
+    await agent.whenIdle();
+    await host.sessions.flush('late');
+    expect((await inner.load('late'))?.events).toEqual(agent.session.events);
+  });
+
   it('is polled a bounded number of times, then flushed again only when another write is handed to it, while a slow append is pending', async () => {
     let release: (() => void) | undefined;
     let flushes = 0;

@@ -147,6 +147,26 @@ describe('storage failures', () => {
   });
 });
 
+describe('host.persistence.load of a live session whose write the store refused', () => {
+  it('rejects PERSISTENCE_UNAVAILABLE without reading the store, and leaves the failure to the writer’s own flush', async () => {
+    const file = files.file();
+    const host = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
+    hosts.push(host);
+    const agent = await host.createAgent({ sessionId: 'a', agentOptions: { model: HANG } });
+    agent.followup([text('start')]);
+    await host.sessions.flush('a');
+    // A second writer loads `a` (closing its open turn): this host's next commit of it is refused.
+    const other = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
+    await other.persistence!.load('a');
+    await other.close();
+    agent.followup([text('refused')]);
+    await expect(host.persistence!.load('a')).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+    // The read reported nothing: the writer's flush still learns that its events are not stored.
+    await expect(host.sessions.flush('a')).rejects.toMatchObject({ name: 'SubagentError' });
+    await expect(host.persistence!.load('a')).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+  });
+});
+
 describe('follow-ups sent together to a child whose write the store refuses', () => {
   it('are all rejected: none is acknowledged with its message unstored', async () => {
     const file = files.file();

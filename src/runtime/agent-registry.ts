@@ -67,11 +67,6 @@ export interface ResumeAgentOptions extends CommonAgentOptions {
    * `false` leaves it queued for the next message, whose turn then takes it too.
    */
   wake?: boolean;
-  /**
-   * True: the agent comes back as a continuable child its parent's continuation holds and disposes.
-   * Otherwise it is top-level, a subagent's stored session too: `dispose(id)` frees it.
-   */
-  child?: boolean;
 }
 
 export interface AgentHandle {
@@ -270,8 +265,17 @@ export class AgentRegistry {
     return this.#build(options, session, false, header.origin === 'subagent');
   }
 
-  /** Restores a persisted session as a live agent; queued input it had accepted runs again. */
-  async resume(options: ResumeAgentOptions): Promise<AgentHandle> {
+  /** Restores a stored session (a subagent's too) as a live top-level agent; input it had accepted runs again. */
+  resume(options: ResumeAgentOptions): Promise<AgentHandle> {
+    return this.#resume(options, false);
+  }
+
+  /** `resume` of a continuable child its parent's continuation holds and disposes (not `dispose(id)`). */
+  resumeChild(options: ResumeAgentOptions): Promise<AgentHandle> {
+    return this.#resume(options, true);
+  }
+
+  async #resume(options: ResumeAgentOptions, child: boolean): Promise<AgentHandle> {
     if (this.#holding) throw SubagentError.closed('the host', 'resume sessions on an open host');
     assertAgentOptionsObject('resume', options, true);
     if (!this.#persistence) {
@@ -284,7 +288,7 @@ export class AgentRegistry {
     if (!stored) throw new SubagentError('UNKNOWN_SESSION', `no stored session ${options.sessionId}`);
     const session = SessionLog.restore(stored.header, stored.events, (error) => this.#logger?.warn(`session ${stored.header.id} listener failed`, describeError(error)));
     const kept = options.agentOptionsFrom?.(stored.events);
-    const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true, options.child === true);
+    const handle = await this.#build(kept ? { ...options, agentOptions: kept } : options, session, true, child);
     if (options.wake !== false) handle.agent.wakeRestored();
     return handle;
   }

@@ -46,6 +46,8 @@ function unavailable(error: unknown): SubagentError {
   return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}`, { cause: error });
 }
 
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /** Turns of the event loop a flush polls the store through before it waits for the next write handed to it. */
 const POLLS = 32;
 
@@ -70,10 +72,16 @@ export class LiveSessionStore implements SessionStore {
     return this.#entries.get(id)?.session;
   }
 
-  /** Whether every write of live session `id` has gone to the store without a failure (its log there is this one's). */
-  storedWhole(id: SessionId): boolean {
+  /**
+   * How live session `id` stands in the store: `whole` (every write went without a failure so far),
+   * `failed` (a write failed: its stored log falls short of it), `refused` (its creation was refused
+   * for good: the stored log of its id is another writer's); undefined when it is not live.
+   */
+  writeState(id: SessionId): 'whole' | 'failed' | 'refused' | undefined {
     const entry = this.#entries.get(id);
-    return entry !== undefined && entry.failure === undefined && entry.refused === undefined;
+    if (entry === undefined) return undefined;
+    if (entry.refused !== undefined) return 'refused';
+    return entry.failure === undefined ? 'whole' : 'failed';
   }
 
   list(): SessionLog[] {
@@ -240,7 +248,7 @@ export class LiveSessionStore implements SessionStore {
    * (flushes under way together all report it; a session's failure is its own: flushing another
    * session does not report it).
    */
-  async flush(id?: SessionId): Promise<void> {
+  async flush(id?: SessionId, { report = true }: { report?: boolean } = {}): Promise<void> {
     const began = ++this.#clock;
     const entries = id === undefined ? [...this.#entries.values()] : [this.#entries.get(id)].filter((e) => e !== undefined);
     for (const entry of entries) this.#drain(entry, true);
@@ -255,7 +263,9 @@ export class LiveSessionStore implements SessionStore {
         // soon), then only once another write is handed to the store: a store whose append is slow
         // (or never settles) is waited for, not polled for ever (a hung store spun a core and filled
         // the heap, each poll keeping a reaction on `chains`).
-        const next = polls < POLLS ? new Promise((resolve) => setImmediate(resolve)) : this.#nextHanded();
+        // Past the polls, a timer backing off to a second wakes it too: a store may queue an append
+        // only after an await of its own, and no later write may come to hand it a flush.
+        const next = polls < POLLS ? new Promise((resolve) => setImmediate(resolve)) : Promise.race([this.#nextHanded(), delay(Math.min(1000, 2 ** (polls - POLLS)))]);
         await this.#persistence?.flush();
         await Promise.race([chains, next]);
       }
@@ -266,7 +276,8 @@ export class LiveSessionStore implements SessionStore {
     }
     const failure = entries.find((entry) => entry.failure !== undefined && entry.failure.reportedAt > began)?.failure;
     if (failure) {
-      if (failure.reportedAt === Infinity) failure.reportedAt = ++this.#clock;
+      // A flush that does not report (a read's) leaves the failure to the flushes that do.
+      if (report && failure.reportedAt === Infinity) failure.reportedAt = ++this.#clock;
       throw unavailable(failure.error);
     }
   }

@@ -109,10 +109,10 @@ export function nestingDepth(value: unknown): number {
 /**
  * Whether JSON parsed from `text` holds a number no double holds (`1e309` parses as Infinity, which a
  * log stores as null and a result cannot carry), walked without recursion; false at once for text
- * with neither an exponent nor a run of 309 digits.
+ * with neither an exponent of three digits or more nor a run of 309 digits.
  */
 export function parsedNonFinite(text: string, parsed: unknown): boolean {
-  if (!/[eE]|\d{309}/.test(text)) return false;
+  if (!/\d[eE]\+?\d{3}|\d{309}/.test(text)) return false;
   const stack: unknown[] = [parsed];
   while (stack.length > 0) {
     const item = stack.pop();

@@ -286,7 +286,7 @@ export async function resumeStored(options: {
   const out: { batch?: SetupBatch; session?: SessionLog } = {};
   let handle: AgentHandle;
   try {
-    handle = await releasingSetup(out, () => options.agents.resume({
+    handle = await releasingSetup(out, () => options.agents.resumeChild({
       sessionId: childId,
       // The follow-up that brings it back is delivered next: its turn takes what was queued before it.
       wake: false,
@@ -297,7 +297,6 @@ export async function resumeStored(options: {
       setup: setupFor(descriptor, options.setups, out, false),
       hooks: guard(descriptor, out, startedAt, seedLength, treeStop),
       ...(options.signal ? { signal: options.signal } : {}),
-      child: true,
     }), (error) => liveElsewhere(childId, error));
   } catch (error) {
     await prepared.release?.();
