@@ -4,7 +4,7 @@
 // and a slow append is waited for, not polled.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, memoryPersistence, text, type Host, type SessionPersistence } from 'subagent-host';
+import { createHost, inProcessProvider, memoryPersistence, text, type CatalogRecord, type Host, type SessionPersistence } from 'subagent-host';
 
 const hosts: Host[] = [];
 afterEach(async () => {
@@ -43,6 +43,11 @@ async function storedTree(): Promise<SessionPersistence> {
   return inner;
 }
 
+/** `records` with each one replaced by `change(record)`. */
+async function reshaped(records: Promise<CatalogRecord[]>, change: (record: CatalogRecord) => unknown): Promise<unknown[]> {
+  return (await records).map(change);
+}
+
 describe("a caller's SessionPersistence", () => {
   const unavailable = (message: string) => ({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining(message) });
   const corrupt = (message: string) => ({ name: 'SubagentError', code: 'CORRUPT_DATA', message: expect.stringContaining(message) });
@@ -54,6 +59,7 @@ describe("a caller's SessionPersistence", () => {
     ['returns the log of another session', { load: (inner) => inner.load('other') }, corrupt('returned the log of session other')],
     ['returns its events out of order', { load: async (inner, id) => { const stored = (await inner.load(id))!; return { ...stored, events: stored.events.reverse() }; } }, corrupt('events[0]')],
     ['returns an event twice', { load: async (inner, id) => { const stored = (await inner.load(id))!; return { ...stored, events: [...stored.events, stored.events.at(-1)] }; } }, corrupt('events[')],
+    ['returns a header without its creation time', { load: async (inner, id) => { const stored = (await inner.load(id))!; return { ...stored, header: { ...stored.header, createdAt: 'today' } }; } }, corrupt('a header without a numeric createdAt')],
   ])('fails a resume typed when its load %s', async (_label, overrides, error) => {
     const host = await open(callerStore(await storedTree(), overrides));
     await expect(host.agents.resume({ sessionId: 'p' })).rejects.toMatchObject(error);
@@ -65,6 +71,9 @@ describe("a caller's SessionPersistence", () => {
     ['rejects with undefined', { childRecords: () => Promise.reject(undefined), descendantRecords: () => Promise.reject(undefined) }, unavailable('Records() failed: undefined')],
     ['returns no array', { childRecords: async () => undefined, descendantRecords: async () => null }, corrupt('returned no array of catalog records')],
     ['returns a record twice', { childRecords: async (inner, id) => [...(await inner.childRecords(id)), ...(await inner.childRecords(id))], descendantRecords: async (inner, id) => [...(await inner.descendantRecords(id)), ...(await inner.descendantRecords(id))] }, corrupt('of session c once more')],
+    ['returns a record whose header has no id', { childRecords: (inner, id) => reshaped(inner.childRecords(id), (record) => ({ ...record, header: { ...record.header, id: '' } })), descendantRecords: (inner, id) => reshaped(inner.descendantRecords(id), (record) => ({ ...record, header: { ...record.header, id: '' } })) }, corrupt('with a header that is not a session header')],
+    ['returns a record whose listed projections have an unknown mode', { childRecords: (inner, id) => reshaped(inner.childRecords(id), (record) => ({ ...record, listed: { ...record.listed, mode: 'resident' } })), descendantRecords: (inner, id) => reshaped(inner.descendantRecords(id), (record) => ({ ...record, listed: { ...record.listed, mode: 'resident' } })) }, corrupt('with listed projections that are no { mode, label, usage }')],
+    ['returns a record at depth 0', { childRecords: (inner, id) => reshaped(inner.childRecords(id), (record) => ({ ...record, depth: 0 })), descendantRecords: (inner, id) => reshaped(inner.descendantRecords(id), (record) => ({ ...record, depth: 0 })) }, corrupt('with a depth that is not a whole number ≥ 1')],
   ])('fails a listing typed when its enumeration %s', async (_label, overrides, error) => {
     const host = await open(callerStore(await storedTree(), overrides));
     await expect(host.subagents.listChildren('p')).rejects.toMatchObject(error);
