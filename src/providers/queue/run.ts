@@ -114,8 +114,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
         // Events missing from the stream (their worker could not write them: a Redis out of memory, say):
         // the log cannot be completed, so the child is stopped where it runs rather than keep its slot.
         const why = `some of the child's events never reached the host (${describeError(error)}): its worker could not write them to Redis (out of memory, or refusing writes? see the worker's log)`;
-        this.#settle({ output: [], stopReason: 'error', diagnostic: `${why}; the child was stopped` });
-        if (!this.#connection.closed) this.#publishCancel().catch(() => this.#retryCancel());
+        this.#lose(`${why}; the child was stopped`, false);
       }
     } else {
       this.#settle(entry.result);
