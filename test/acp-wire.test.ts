@@ -147,7 +147,7 @@ describe('the ACP line reader with a message taker', () => {
         order.push(`sdk ${(value as { method: string }).method}`);
       }
     })();
-    await vi.waitFor(() => expect(order).toHaveLength(2));
+    await vi.waitFor(() => expect(order).toHaveLength(2), { timeout: 15_000 });
     expect(order).toEqual(['sdk first_for_the_sdk', 'sdk second_takeable']);
     input.end();
     await read;

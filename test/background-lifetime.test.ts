@@ -148,7 +148,7 @@ describe('a background task and its parent', () => {
     const child = run.localAgent!;
     // Accepted as context (inject): no turn takes it.
     const accepted = () => child.session.events.filter((event) => event.type === 'inbox/accepted' && JSON.stringify(event.data).includes('Background task'));
-    await vi.waitFor(() => expect(accepted()).toHaveLength(1));
+    await vi.waitFor(() => expect(accepted()).toHaveLength(1), { timeout: 15_000 });
     expect(taskNotices(child)).toStrictEqual([]);
     await child.whenIdle();
     expect(child.session.events.filter((event) => event.type === 'turn/start')).toHaveLength(1);
@@ -208,7 +208,7 @@ describe('a background task and its parent', () => {
     const child = host.agents.get(childId)!;
     await child.whenIdle();
     hold.release();
-    await vi.waitFor(() => expect(host.ends.filter((end) => end.id === childId)).toHaveLength(1));
+    await vi.waitFor(() => expect(host.ends.filter((end) => end.id === childId)).toHaveLength(1), { timeout: 15_000 });
     // The task ended first; the child's one epoch closed only after its notice turn.
     expect(host.ends.map((end) => (end.id === childId ? 'child' : 'task'))).toEqual(['task', 'child']);
     const stored = (await host.persistence!.load(childId))!;
@@ -232,12 +232,12 @@ describe('a background task and its parent', () => {
   it('tells its parent when its result rejects, and words an unknown stop reason', async () => {
     const flaky = await parentOfRemoteTask('task-x');
     flaky.task.fail(new Error('worker lost'));
-    await vi.waitFor(() => expect(taskNotices(flaky.parent)).toHaveLength(1));
+    await vi.waitFor(() => expect(taskNotices(flaky.parent)).toHaveLength(1), { timeout: 15_000 });
     expect(taskNotices(flaky.parent)[0]).toBe('Background task task-x failed before finishing (stop reason: error).\nDiagnostic: Error: worker lost\nIt left no output.');
 
     const odd = await parentOfRemoteTask('odd-1');
     odd.task.settle({ output: [], stopReason: 'timeout' as SubagentResult['stopReason'] });
-    await vi.waitFor(() => expect(taskNotices(odd.parent)).toHaveLength(1));
+    await vi.waitFor(() => expect(taskNotices(odd.parent)).toHaveLength(1), { timeout: 15_000 });
     expect(taskNotices(odd.parent)[0]).toBe('Background task odd-1 ended abnormally (stop reason: timeout).\nIt left no output.');
   });
 

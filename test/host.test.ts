@@ -20,7 +20,7 @@ import {
   type SessionPersistence,
   type Tool,
 } from 'subagent-host';
-import { dataOf, runNodeScript } from './helpers.js';
+import { dataOf, deferred, runNodeScript } from './helpers.js';
 
 let dir: string;
 const hosts: Host[] = [];
@@ -260,7 +260,7 @@ describe('a session listener that appends', () => {
     const seen: number[] = [];
     agent.subscribe((event) => void seen.push(event.seq));
     agent.followup([text('hi')]);
-    await expect.poll(() => dataOf(agent.session.events, 'turn/end').length).toBe(2);
+    await expect.poll(() => dataOf(agent.session.events, 'turn/end').length, { timeout: 15_000 }).toBe(2);
     await agent.whenIdle();
     await host.sessions.flush();
     expect(seen).toEqual(agent.session.events.map((event) => event.seq));
@@ -387,12 +387,16 @@ describe('host lifecycle', () => {
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
-    // A tool that ignores its signal for a while: the agent's turn ends only once it returns.
+    // A tool that ignores its signal for a while: once close() began, its turn ends without it.
+    const entered = deferred();
     const slow: Tool = {
       name: 'slow',
       description: 'takes its time',
       parameters: { type: 'object', properties: {} },
-      execute: () => new Promise((resolve) => setTimeout(() => resolve('late'), 300)),
+      execute: () => {
+        entered.resolve();
+        return new Promise((resolve) => setTimeout(() => resolve('late'), 300));
+      },
     };
     // Not closed again after the test: its close() rejects, by design.
     const host = await createHost({ providers: false, persistence, tools: [slow] });
@@ -402,9 +406,12 @@ describe('host lifecycle', () => {
     await broken.whenIdle();
     const busy = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'slow', input: {} }] }, { text: 'done' }] } } });
     busy.followup([text('go')]);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await entered.promise;
     await expect(host.close()).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
     expect(busy.status).toBe('idle');
+    // Its call was under way when close() began, so close() abandoned it rather than wait for it.
+    expect(dataOf(busy.session.events, 'tool/result')).toMatchObject([{ name: 'slow', code: 'ABANDONED' }]);
+    expect(dataOf(busy.session.events, 'turn/end')).toMatchObject([{ reason: { kind: 'aborted' } }]);
     expect(host.agents.list()).toEqual([]);
     expect((await inner.load(busy.id))?.events).toEqual(busy.session.events);
     await inner.close();

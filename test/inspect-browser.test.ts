@@ -17,6 +17,8 @@ import { cli, startInspect, storedAgent, storedParentWithChild, type InspectProc
 const PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
 const LONG = 120_000;
+// What a page renders on a loaded machine: far past expect.poll's default second, within a test's time.
+const POLL = { timeout: 15_000 };
 
 interface DemoJson {
   parentId: string;
@@ -85,16 +87,19 @@ describe('subagent-host inspect in a browser', () => {
     const rows = await page.$$eval('#tree .row[data-child-id]', (elements) =>
       elements.map((row) => [row.getAttribute('data-child-id'), row.querySelector('.reason')?.textContent] as const),
     );
-    expect(new Map(rows)).toEqual(new Map(started().map((child) => [child.id, child.stopReason])));
+    // Other tests here start children under the same parent, before or after this one: they may be listed too.
+    expect(Object.fromEntries(rows)).toMatchObject(Object.fromEntries(started().map((child) => [child.id, child.stopReason])));
     expect(report.children.map((child) => child.stopReason)).toEqual(expect.arrayContaining(['completed', 'error', 'aborted']));
   });
 
   it('draws one timeline bar per child, coloured by stop reason, and saves a screenshot of tree and timeline', async () => {
     const bars = await page.$$eval('#timeline .bar[data-child-id]', (elements) => elements.map((bar) => [bar.getAttribute('data-child-id'), bar.className] as const));
-    expect(new Map(bars)).toEqual(new Map(started().map((child) => [child.id, `bar reason-${child.stopReason}`])));
+    expect(Object.fromEntries(bars)).toMatchObject(Object.fromEntries(started().map((child) => [child.id, `bar reason-${child.stopReason}`])));
+    const rows = await page.$$eval('#tree .row[data-child-id]', (elements) => elements.map((row) => row.getAttribute('data-child-id')));
+    expect(bars.map(([id]) => id).sort()).toEqual(rows.sort());
     // The page redraws on live updates; a bar caught mid-redraw may not be laid out yet, a missing one stays missing.
     const widths = () => page.$$eval('#timeline .bar', (bars) => bars.map((bar) => bar.getBoundingClientRect().width));
-    await expect.poll(async () => (await widths()).filter((width) => width > 0).length, { timeout: 30_000 }).toBe(started().length);
+    await expect.poll(async () => (await widths()).filter((width) => width > 0).length, { timeout: 30_000 }).toBe(bars.length);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'inspect-tree-timeline.png'), fullPage: true });
   });
@@ -102,7 +107,7 @@ describe('subagent-host inspect in a browser', () => {
   it('shows the transcript of a child that is clicked, with long outputs folded', async () => {
     const child = report.children.find((entry) => entry.stopReason === 'completed')!.id;
     await page.click(`#tree .row[data-child-id="${child}"]`);
-    await expect.poll(() => page.textContent('#transcript .mono')).toBe(child);
+    await expect.poll(() => page.textContent('#transcript .mono'), POLL).toBe(child);
     await page.waitForSelector('#transcript .entry[data-kind="turn-end"]');
     const kinds = await page.$$eval('#transcript .entry', (entries) => entries.map((entry) => entry.getAttribute('data-kind')));
     expect(kinds).toEqual(expect.arrayContaining(['message', 'assistant', 'tool-call', 'tool-result', 'turn-end']));
@@ -147,7 +152,7 @@ describe('subagent-host inspect in a browser', () => {
     }
     await page.click(`#tree .row[data-child-id="${id}"]`);
     // The transcript shown before (another child's, with its own assistant entries) stays until this one came.
-    await expect.poll(() => page.textContent('#transcript .mono')).toBe(id);
+    await expect.poll(() => page.textContent('#transcript .mono'), POLL).toBe(id);
     await page.waitForSelector('#transcript .entry[data-kind="assistant"]');
     expect(await page.textContent('#transcript .entry[data-kind="assistant"] pre')).toBe(PAYLOAD);
     expect(await page.textContent(`#tree .row[data-child-id="${id}"] .label`)).toBe(PAYLOAD);
@@ -171,7 +176,7 @@ describe('subagent-host inspect in a browser', () => {
     file.prepare("UPDATE events SET data = '{damaged' WHERE session_id = ? AND type = 'turn/start'").run(id);
     file.close();
     await page.click(`#tree .row[data-child-id="${id}"]`);
-    await expect.poll(() => page.textContent('#transcript .mono')).toBe(id);
+    await expect.poll(() => page.textContent('#transcript .mono'), POLL).toBe(id);
     await page.waitForSelector('#transcript .entry[data-kind="turn-end"]');
     expect(await page.textContent('#transcript .entry.unreadable.error .title')).toMatch(/^event \d+ is unreadable/);
     const kinds = await page.$$eval('#transcript .entry', (entries) => entries.map((entry) => entry.getAttribute('data-kind')));
@@ -207,14 +212,14 @@ describe('subagent-host inspect in a browser', () => {
     append(0, 1500);
     const entries = '#transcript .entry';
     await page.goto(`${server.url}#root=${report.parentId}&child=${id}`);
-    await expect.poll(() => page.locator(entries).count()).toBe(1000);
+    await expect.poll(() => page.locator(entries).count(), POLL).toBe(1000);
     expect(await page.textContent('#transcript button.more')).toBe('Showing 1,000 entries; the log has more: load more');
     await page.click('#transcript button.more');
-    await expect.poll(() => page.locator(entries).count()).toBe(1500);
+    await expect.poll(() => page.locator(entries).count(), POLL).toBe(1500);
     expect(await page.$$('#transcript button.more')).toHaveLength(0);
     // Everything shown: what is written next is appended once, without a click.
     append(1500, 3);
-    await expect.poll(() => page.locator(entries).count()).toBe(1503);
+    await expect.poll(() => page.locator(entries).count(), POLL).toBe(1503);
     const texts = await page.$$eval(entries, (all) => all.map((entry) => entry.querySelector('pre')?.textContent));
     expect(texts).toEqual(Array.from({ length: 1503 }, (_, index) => `message ${index}`));
   });
@@ -228,7 +233,7 @@ describe('subagent-host inspect in a browser', () => {
     const tab = await context.newPage();
     try {
       await tab.goto(other.url);
-      await expect.poll(() => tab.textContent('#roots')).toBe('No sessions yet.');
+      await expect.poll(() => tab.textContent('#roots'), POLL).toBe('No sessions yet.');
       await tab.waitForSelector('#live.on');
       // Filled in place, at once: the page hears of one change, and its first roots choose the tree shown.
       copyFileSync(written, empty);
@@ -244,10 +249,10 @@ describe('subagent-host inspect in a browser', () => {
     const [first, second] = started();
     // Any stored session can be the root of a view.
     await page.goto(`${server.url}#root=${first!.id}`);
-    await expect.poll(() => page.textContent('#root-head .mono')).toBe(first!.id);
+    await expect.poll(() => page.textContent('#root-head .mono'), POLL).toBe(first!.id);
     await page.goto(`${server.url}#root=${report.parentId}&child=${second!.id}`);
-    await expect.poll(() => page.textContent('#root-head .mono')).toBe(report.parentId);
-    await expect.poll(() => page.textContent('#transcript .mono')).toBe(second!.id);
+    await expect.poll(() => page.textContent('#root-head .mono'), POLL).toBe(report.parentId);
+    await expect.poll(() => page.textContent('#transcript .mono'), POLL).toBe(second!.id);
     await page.waitForSelector(`#tree .row.selected[data-child-id="${second!.id}"]`);
     expect(await page.evaluate(() => (globalThis as { __sameDocument?: number }).__sameDocument)).toBe(2);
   });
