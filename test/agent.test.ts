@@ -354,6 +354,21 @@ describe('agent input and cancellation', () => {
     await handle.dispose();
   });
 
+  it('keeps a follow-up sent while a tool runs for the next turn, not the running turn’s next step', async () => {
+    const gate = deferred();
+    const tool = recordingTool('lookup', { gate: gate.promise });
+    const { agent, handle, model } = await agentWith([{ toolCalls: [{ name: 'lookup', input: { value: 'x' } }] }, { text: 'ok' }, { text: 'next' }], { tools: [tool] });
+    agent.followup([text('go')]);
+    await expect.poll(() => tool.calls.length, { timeout: 15_000 }).toBe(1);
+    agent.followup([text('later')]);
+    gate.resolve();
+    await agent.whenIdle();
+    expect(dataOf(agent.session.events, 'turn/start')).toHaveLength(2);
+    expect(model.requests[1]?.messages.at(-1)?.content).toEqual([expect.objectContaining({ type: 'tool_result' })]);
+    expect(model.requests[2]?.messages.at(-1)).toEqual({ role: 'user', content: [text('later')] });
+    await handle.dispose();
+  });
+
   it('does not wake an idle agent on inject; the injected input joins the next turn', async () => {
     const { agent, handle, model } = await agentWith([{ text: 'ok' }]);
     agent.inject([text('context')]);

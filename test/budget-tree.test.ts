@@ -286,3 +286,25 @@ describe.each(['spawn', 'fork'])('a tree budget over concurrent %s children that
     await outer.dispose();
   });
 });
+
+describe('a tree budget at its edges', () => {
+  it('admits a descendant asking for exactly what is left of the tree', async () => {
+    const hold = holdTool();
+    const host = await open('in-process', hold.tool);
+    const parent = await host.createAgent();
+    const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'hold', input: {} }], usage: { inputTokens: 10, outputTokens: 0 } }, { text: 'child done' }];
+    const run = await host.subagents.start('in-process', request(parent, steps, { tokens: 1000, scope: 'tree' }));
+    await hold.entered;
+    const under = run.localAgent!;
+    const refusal: unknown = await host.subagents.start('in-process', request(under, [{ text: 'greedy' }], { tokens: 5000 })).catch((error: unknown) => error);
+    const left = Number(/tree budget \((\d+)\)/.exec((refusal as Error).message)?.[1]);
+    expect(left).toBe(990);
+    const exact = await host.subagents.start('in-process', request(under, [{ text: 'exact' }], { tokens: left }));
+    expect(await exact.result).toMatchObject({ stopReason: 'completed' });
+    await exact.dispose();
+    hold.release();
+    expect(await run.result).toMatchObject({ stopReason: 'completed' });
+    await run.dispose();
+  });
+
+});

@@ -4,7 +4,7 @@
 // and a slow append is waited for, not polled.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, memoryPersistence, text, type CatalogRecord, type Host, type SessionPersistence } from 'subagent-host';
+import { createHost, inProcessProvider, memoryPersistence, text, type CatalogRecord, type Host, type SessionEvent, type SessionPersistence } from 'subagent-host';
 
 const hosts: Host[] = [];
 afterEach(async () => {
@@ -110,6 +110,38 @@ describe("a caller's SessionPersistence", () => {
     await agent.whenIdle();
     await host.sessions.flush('late');
     expect((await inner.load('late'))?.events).toEqual(agent.session.events);
+  });
+
+  it('has every event durable once a flush or an acknowledgement resolves, with an append that resolves as soon as it is queued', async () => {
+    const queued: (() => Promise<void>)[] = [];
+    const committed = new Map<string, SessionEvent[]>();
+    let committing = Promise.resolve();
+    const host = await open(
+      callerStore(memoryPersistence(), {
+        // Write-behind: the append resolves once queued; only the store's flush commits it, in order.
+        append: async (store, id, events) => {
+          queued.push(async () => {
+            await store.append(id, events);
+            committed.set(id, [...(committed.get(id) ?? []), ...events]);
+          });
+        },
+        flush: (store) => {
+          const batch = queued.splice(0);
+          committing = committing.then(async () => {
+            for (const commit of batch) await commit();
+          });
+          return committing.then(() => store.flush());
+        },
+      }),
+    );
+    const parent = await host.createAgent({ sessionId: 'behind' });
+    parent.followup([text('hi')]);
+    await parent.whenIdle();
+    await host.sessions.flush('behind');
+    expect(committed.get('behind')?.length).toBe(parent.session.events.length);
+    const { childId, messageId } = await host.subagents.startContinuable({ provider: 'in-process', label: 'c', request: { prompt: [text('go')], parent } });
+    const accepted = committed.get(childId)?.filter((event) => event.type === 'inbox/accepted');
+    expect(accepted?.map((event) => (event.data as { id: string }).id)).toContain(messageId);
   });
 
   it('is polled a bounded number of times, then flushed again only when another write is handed to it, while a slow append is pending', async () => {

@@ -2,7 +2,7 @@
 // receives, cancellation before start, and rejected or malformed starts (seam-spec S1–S5).
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SUBAGENT_DESCRIPTOR_VERSION, text, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
+import { SUBAGENT_DESCRIPTOR_VERSION, SubagentError, text, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
 import { deferred, holed } from './helpers.js';
 import { NO_CAPABILITIES, fakeProvider, fakeRun, testHost, type TestHost } from './fake-provider.js';
 
@@ -267,5 +267,21 @@ describe('failed and malformed starts', () => {
     expect(raw.disposeCalls).toBe(1);
     expect(events).toEqual([]);
     expect(t.host.subagents.activeRuns).toBe(0);
+  });
+
+  it('rejects CLOSED, the cancellation as its cause, a start whose provider gives up CANCELLED when host.close() aborts it', async () => {
+    t.host.subagents.registerProvider(
+      fakeProvider('yielding', {
+        start: (request) =>
+          new Promise<SubagentRun>((_resolve, reject) => {
+            request.signal.addEventListener('abort', () => reject(new SubagentError('CANCELLED', 'the start was cancelled')), { once: true });
+          }),
+      }),
+    );
+    const starting = t.host.subagents.start('yielding', t.request()).catch((error: unknown) => error);
+    await t.host.close();
+    const error = await starting;
+    expect(error).toMatchObject({ code: 'CLOSED', message: 'the host closed while the child was starting' });
+    expect((error as Error).cause).toMatchObject({ code: 'CANCELLED' });
   });
 });
