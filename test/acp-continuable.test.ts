@@ -238,6 +238,18 @@ describe('continuable ACP children', () => {
     expect(host.sessions.list().map((session) => session.header.id)).toStrictEqual(['parent']);
   });
 
+  it('ends the process a start spawned when that start then fails (its reserved id was taken meanwhile), before the host closes', async () => {
+    const { host, parent, recorder } = await setup(agentOptions(files.file()));
+    const spec = { provider: 'acp', label: 'remote', childId: 'c', request: { prompt: [text('hello')], parent } };
+    // Both pass the id check at once; the second's process is spawned once the first child exists.
+    const outcomes = await Promise.allSettled([host.subagents.startContinuable(spec), host.subagents.startContinuable(spec)]);
+    expect(outcomes.map((outcome) => (outcome.status === 'fulfilled' ? 'started' : (outcome.reason as { code: string }).code))).toStrictEqual(['started', 'DUPLICATE_CHILD']);
+    // The failed start reaped its process before it rejected: only the started child's stays.
+    expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(host.sessions.get('c')!.header.parentSession).toBe(parent.id);
+  });
+
   it('refuses from what a prewarmed process answered: nothing is spawned and the warm process stays', async () => {
     const { host, provider, parent } = await setup({ command: process.execPath, args: [FIXTURE_AGENT], cwd: files.dir, prewarm: 1, ...GRACES });
     await provider.whenWarm();

@@ -100,6 +100,27 @@ describe('continuable operations refuse malformed input', () => {
     }
   });
 
+  it('releases what the provider prepared for a start that is aborted after the provider answered', async () => {
+    const { host, parent } = await setup();
+    const local = inProcessProvider(host);
+    const controller = new AbortController();
+    const log: string[] = [];
+    host.subagents.registerProvider({
+      ...local,
+      name: 'holding',
+      prepareContinuable: async (request) => {
+        log.push(`prepare ${request.sessionId}`);
+        // The caller gives up while the provider works: the start ends after it answered.
+        controller.abort(new Error('gave up'));
+        return { ...(await local.prepareContinuable!(request)), release: () => Promise.resolve(void log.push(`release ${request.sessionId}`)) };
+      },
+    });
+    const start = host.subagents.startContinuable({ provider: 'holding', label: 'c', childId: 'c', signal: controller.signal, request: { prompt: [text('p')], parent } });
+    await expect(start).rejects.toThrow('gave up');
+    expect(log).toStrictEqual(['prepare c', 'release c']);
+    expect(host.agents.list()).toStrictEqual([parent]);
+  });
+
   it("refuses a reserved id another host's running child holds without touching that child's stored log", async () => {
     const file = files.file();
     const first = track(await continuationHost(file));

@@ -36,6 +36,22 @@ describe('disposing a one-shot in-process child that started continuable childre
     // Released, it is no resident child any more: it cannot report.
     await expect(host.subagents.reportFrom(grandchild, [text('late')], { delivery: 'quiet' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
   });
+
+  it('rejects with the grandchild’s teardown failure, after disposing the child anyway', async () => {
+    const { host, parent } = await setup();
+    const run = await host.subagents.start('in-process', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: QUICK } });
+    await run.result;
+    const child = run.localAgent!;
+    host.subagents.registerContinuableSetup((installed) => () => {
+      throw new Error(`disposer of ${installed.id} failed`);
+    });
+    const { childId: grandchildId } = await startChild(host, child, 'below', { model: HANG });
+    await expect(run.dispose()).rejects.toMatchObject({ code: 'ACTIVATION_TEARDOWN_FAILED', message: expect.stringContaining(`disposer of ${grandchildId} failed`) });
+    expect(host.agents.get(grandchildId)).toBeUndefined();
+    expect(host.agents.get(child.id)).toBeUndefined();
+    // Memoized: a second call reports the same failure.
+    await expect(run.dispose()).rejects.toMatchObject({ code: 'ACTIVATION_TEARDOWN_FAILED' });
+  });
 });
 
 describe('a continuable child settling after its one-shot parent’s result', () => {

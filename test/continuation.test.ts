@@ -269,4 +269,29 @@ describe('reportFrom', () => {
     expect(userTexts(events.slice(last))).toStrictEqual(['what now', `Subagent ${leafId} reported: | found it`]);
     expect(events.some((e) => e.type === 'inbox/discarded')).toBe(false);
   });
+
+  it('keeps that quiet report pending through a cold resume that fails while adopting the child: the next follow-up reads it', async () => {
+    const { host, parent, recorder } = await setup({ continuation: { lingerMs: 300 } });
+    const { childId: middleId } = await startChild(host, parent, 'lead');
+    await recorder.until(() => recorder.ends.length === 1);
+    const middle = host.agents.get(middleId)!;
+    const { childId: leafId } = await startChild(host, middle, 'dig');
+    await recorder.until(() => recorder.ends.length === 3);
+    await host.subagents.reportFrom(host.agents.get(leafId)!, [text('found it')], { delivery: 'quiet' });
+    await eventually(() => host.sessions.get(middleId) === undefined);
+    // The caller gives up as the resumed child is installed (its epoch opens), before the message enters it.
+    const controller = new AbortController();
+    const off = host.subagents.on('subagent/start', (start) => {
+      if (start.id === middleId) controller.abort(new Error('gave up'));
+    });
+    await expect(host.subagents.followup(parent, middleId, [text('lost')], { signal: controller.signal })).rejects.toThrow('gave up');
+    off();
+    const ended = recorder.ends.length;
+    await host.subagents.followup(parent, middleId, [text('what now')]);
+    await recorder.until(() => recorder.ends.slice(ended).some((end) => end.id === middleId));
+    const events = host.agents.get(middleId)?.session.events ?? (await host.persistence!.load(middleId))!.events;
+    const last = events.findLastIndex((e) => e.type === 'turn/start');
+    expect(userTexts(events.slice(last))).toStrictEqual(['what now', `Subagent ${leafId} reported: | found it`]);
+    expect(events.some((e) => e.type === 'inbox/discarded')).toBe(false);
+  });
 });

@@ -10,7 +10,7 @@ import {
   type SubagentStartRequest,
 } from 'subagent-host';
 import { addUsage } from 'subagent-host/internals';
-import { recordingTool, tempFiles } from './helpers.js';
+import { deferred, recordingTool, tempFiles } from './helpers.js';
 import { continuationHost } from './continuation-helpers.js';
 
 const files = tempFiles('subagent-tree-usage-');
@@ -131,5 +131,42 @@ describe('tree usage of a descendant that settles after its own parent', () => {
     expect(result.treeUsage).toEqual(addUsage(addUsage(result.usage!, middle.usage!), late.usage!));
     const listed = await host.subagents.listDescendants(parent.id);
     expect(listed.find((row) => row.id === run.id)).toMatchObject({ kind: 'child', treeUsage: result.treeUsage });
+  });
+});
+
+describe('tree usage of a one-shot child whose result rejects', () => {
+  it('passes what its descendants spent on to its open parent, so nothing is lost with it', async () => {
+    host = await continuationHost(files.file());
+    const local = host.subagents.getProvider('in-process')!;
+    const fail = deferred();
+    // A provider whose run fails once the test says so, whatever its child did meanwhile.
+    host.subagents.registerProvider({
+      ...local,
+      name: 'failing',
+      async start(req) {
+        const inner = await local.start(req);
+        return {
+          id: inner.id,
+          localAgent: inner.localAgent,
+          result: fail.promise.then(() => Promise.reject(new Error('the run failed'))),
+          cancel: (reason) => inner.cancel?.(reason),
+          dispose: () => inner.dispose(),
+        };
+      },
+    });
+    const parent = await host.createAgent();
+    const hang: ScriptedStep[] = [{ finish: 'hang' }];
+    const top = await host.subagents.start('in-process', request(parent, hang));
+    const middle = await host.subagents.start('failing', request(top.localAgent!, hang));
+    const leaf = await host.subagents.start('in-process', request(middle.localAgent!, [{ text: 'leaf done', usage: { inputTokens: 500, outputTokens: 5 } }]));
+    const leafResult = await leaf.result;
+    expect(leafResult.usage).toMatchObject({ totalTokens: 505 });
+    fail.resolve();
+    await expect(middle.result).rejects.toThrow('the run failed');
+    top.cancel();
+    const result = await top.result;
+    // The failed child's own figures are unknown; its leaf's reach the top's tree.
+    expect(result.treeUsage).toEqual(addUsage(result.usage!, leafResult.usage!));
+    await Promise.all([leaf.dispose(), middle.dispose(), top.dispose()]);
   });
 });
