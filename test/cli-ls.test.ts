@@ -123,6 +123,7 @@ describe('subagent-host ls', () => {
     ['two sessions', ['a', 'b']],
     ['an unknown option', ['root', '--all']],
     ['--db without a file', ['root', '--db']],
+    ['an empty --db', ['root', '--db', '']],
   ])('exits 2 with the usage for %s', async (_what, args) => {
     const { code, stderr } = await ls(args);
     expect(code).toBe(2);

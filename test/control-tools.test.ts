@@ -561,6 +561,23 @@ describe('task_output and task_cancel', () => {
     expect(notice).toContain(`Diagnostic: ${String(view.diagnostic)}`);
   });
 
+  it('reads a background task that failed as failed in wait_agent, not idle', async () => {
+    const { host } = await setup();
+    subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'error', text: 'half' }] } } });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'doomed', prompt: 'try' }),
+        () => call('task_output', { task_id: startedId(parent, 0), wait: true }),
+        () => call('wait_agent', { agent_ids: [startedId(parent, 0)], timeout_ms: 600_000 }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    await eventually(() => toolResults(parent).length === 3 && parent.status === 'idle');
+    expect(resultJson(parent, 1)).toMatchObject({ status: 'settled', stopReason: 'error' });
+    expect(resultJson(parent, 2)).toStrictEqual({ status: { [startedId(parent, 0)]: 'failed' }, timed_out: false });
+  });
+
   it('answers a task_output wait at once for a call whose signal is already aborted', async () => {
     const { host } = await setup();
     subagentTool(host, { provider: 'in-process', background: true, agentOptions: { model: HANG } });

@@ -193,6 +193,24 @@ describe.each(backends)('$name persistence contract', ({ open }) => {
     expect((await p.load('s'))?.events).toHaveLength(3);
   });
 
+  it('projections and load read appends still queued for the batch timer, and appends continue after them', async () => {
+    vi.useFakeTimers();
+    const p = make();
+    await p.create(header('s'));
+    const descriptor = ev(0, 'subagent/descriptor', { version: 2, mode: 'continuable', provider: 'in-process', label: 'queued' });
+    // Each read commits what is queued, so each is checked after appends of its own.
+    const appended = [p.append('s', [descriptor, ev(1)])];
+    const read = (await p.projections(['s'])).get('s');
+    expect(read).toMatchObject({ ok: true, views: { subagent: { mode: 'continuable', label: 'queued' } } });
+    appended.push(p.append('s', [ev(2)]));
+    expect((await p.load('s'))?.events).toStrictEqual([descriptor, ev(1), ev(2)]);
+    appended.push(p.append('s', [ev(3)]));
+    await p.flush();
+    await Promise.all(appended);
+    expect((await p.load('s'))?.events.map((event) => event.seq)).toStrictEqual([0, 1, 2, 3]);
+    expect((await p.projections(['s'])).get('s')).toStrictEqual(read);
+  });
+
   it('close is idempotent and every later call rejects with CLOSED', async () => {
     const p = make();
     await p.create(header('s'));

@@ -209,6 +209,30 @@ describe('the SQLite store on its own', () => {
     await store.close();
   });
 
+  it('rejects each append still queued when close() could not commit it, with close()’s error: none is left pending', async () => {
+    const file = files.file();
+    const store = sqlitePersistence(file, { busyTimeoutMs: 50, flushIntervalMs: 60_000 });
+    await store.create({ id: 'queued', createdAt: 1 });
+    const lock = lockWriters(file);
+    const appended = store.append('queued', [{ seq: 0, type: 'turn/start', time: 1, data: { turn: 1 } }]);
+    const outcome = appended.then(
+      () => 'stored',
+      (error: unknown) => error,
+    );
+    try {
+      const closing = await store.close().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(closing).toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE' });
+      // Settled by the time close() rejects: a macrotask later, every reaction to it has run.
+      const settled = await Promise.race([outcome, new Promise((resolve) => setImmediate(() => resolve('pending')))]);
+      expect(settled).toBe(closing);
+    } finally {
+      lock.release();
+    }
+  });
+
   it('types a page of the log damaged after the store opened as CORRUPT_DATA, not as a passing failure', async () => {
     const file = files.file();
     const writer = sqlitePersistence(file);
