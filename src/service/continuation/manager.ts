@@ -380,6 +380,8 @@ export class ContinuationManager implements ActivationHost {
     } catch (error) {
       if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);
       if (resuming.aborted && !signal?.aborted) throw resuming.reason;
+      // The caller gave up meanwhile: exactly its abort reason, as before acceptance anywhere else (the child stays resumable).
+      if (signal?.aborted) throw signal.reason;
       this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
       if (isSubagentError(error)) throw error;
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });

@@ -107,7 +107,11 @@ export function liveElsewhere(childId: SessionId, cause?: unknown): SubagentErro
   );
 }
 
-/** Disposes a built agent whose setup must not be committed, then rethrows `error`. */
+/**
+ * Disposes a built agent whose setup must not be committed, then rethrows `error`. A resumed child's
+ * queued input (a quiet report for its next turn) is shelved, not discarded: it stays pending in its
+ * log for the follow-up that brings it back next.
+ */
 async function rollback(handle: AgentHandle, batch: SetupBatch | undefined, error: unknown): Promise<never> {
   try {
     batch?.release();
@@ -115,6 +119,8 @@ async function rollback(handle: AgentHandle, batch: SetupBatch | undefined, erro
     // The failure that stopped the child is the one to report. (A disposer throwing here needs a setup
     // revoked mid-creation whose disposer also throws; no test combines them.)
   }
+  handle.agent.holdTurns();
+  handle.agent.shelveInbox();
   await handle.dispose().catch(() => undefined);
   throw error;
 }
