@@ -4,6 +4,7 @@ import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, text, type Agent, type Host } from 'subagent-host';
 import { providerContract } from './provider-contract.js';
+import { tempFiles } from './helpers.js';
 
 const ALL = { outputSchema: true, depthLimit: true, toolFilter: true, persona: true, budget: true };
 
@@ -179,4 +180,35 @@ describe('in-process provider', () => {
     await run.dispose();
     expect(getEventListeners(controller.signal, 'abort')).toEqual([]);
   });
+});
+
+describe('in-process child of a host that closes while it starts', () => {
+  const files = tempFiles('in-process-close-');
+
+  // close() lands at every point of the start, from before the provider runs to after the
+  // child's first turn began: a child cut off before that turn must not be stored as corrupt.
+  it.each(['in-process', 'in-process-fork'])('%s: every child stored is listed as an ended child, never corrupt', async (provider) => {
+    for (let ticks = 0; ticks <= 60; ticks++) {
+      const file = files.file();
+      const host = await createHost({ providers: false, persistence: { sqlite: file } });
+      host.subagents.registerProvider(inProcessProvider(host, { fork: provider === 'in-process-fork' }));
+      const parent = await host.createAgent();
+      const starting = host.subagents.start(provider, { prompt: [text('go')], parent, signal: new AbortController().signal });
+      for (let i = 0; i < ticks; i++) await Promise.resolve();
+      const closing = host.close();
+      const outcome = await starting.then(
+        (run) => run.result.then((result) => result.stopReason),
+        (error: { code?: string }) => error.code,
+      );
+      await closing;
+      const again = await createHost({ providers: false, persistence: { sqlite: file } });
+      try {
+        // At most the one child, ended; the tick count and the start's outcome name a failing case.
+        const rows = (await again.subagents.listChildren(parent.id)).map((row) => (row.kind === 'child' ? row.activity : row.reason));
+        expect({ ticks, outcome, rows }).toEqual({ ticks, outcome, rows: rows.length === 0 ? [] : ['inactive'] });
+      } finally {
+        await again.close();
+      }
+    }
+  }, 60_000);
 });

@@ -9,6 +9,8 @@ import { ALL_CAPABILITIES, localChildPlan } from './local-child.js';
 import { completedTurnPrefix } from '../runtime/session.js';
 import type { AgentHandle } from '../runtime/agent-registry.js';
 import { factoryOptions, hostParts, type Host, type ProviderHost } from './provider-host.js';
+import { recordUnrunTurn } from './worker/thread-failure.js';
+import { DESCRIPTOR_EVENT } from '../seam/descriptor.js';
 
 export interface InProcessProviderOptions {
   /** @default 'in-process' (or 'in-process-fork' with `fork`) */
@@ -57,6 +59,11 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
   const result = (async () => {
     try {
       await child.whenIdle();
+      // Cancelled before its first turn began (a close or dispose right after the start), the
+      // child logged its prompt and its discard only: the turn it never ran is recorded, with what
+      // was delegated, so its log is listed as what it is (a child that ended), never as corrupt.
+      const reason = cancelled ? { kind: 'aborted' as const, cause: { kind: 'parent' as const } } : { kind: 'error' as const, error: { code: 'NOT_STARTED', message: 'the child ended before its first turn' } };
+      recordUnrunTurn(child.session, plan.seed.length, reason, [{ type: DESCRIPTOR_EVENT, data: structuredClone(request.descriptor) }]);
       return readChildResult(child.session.events, { seedLength: plan.seed.length, cancelled, capture });
     } finally {
       signal.removeEventListener('abort', cancel);
