@@ -134,6 +134,41 @@ describe('codec through a real MessageChannel', () => {
     expect(tree.c.get('leaf')).toBe(tree.a);
   });
 
+  it('keeps one plain object reached twice as one object, at every level of a doubling value', async () => {
+    const leaf = { text: 'same' };
+    const tree = (await throughPort({ a: leaf, list: [leaf] })) as { a: unknown; list: unknown[] };
+    expect(tree.list[0]).toBe(tree.a);
+    // Each level holds the one below twice.
+    let doubled: unknown = { n: 1 };
+    for (let level = 0; level < 12; level++) doubled = [doubled, doubled];
+    let back = parse(stringify(doubled));
+    for (let level = 0; level < 12; level++) {
+      const [left, right] = back as unknown[];
+      expect(right).toBe(left);
+      back = left;
+    }
+    expect(back).toStrictEqual({ n: 1 });
+  });
+
+  it('keeps an own `__proto__` key an own key, never the prototype of the copy', async () => {
+    const value = JSON.parse('{"__proto__":{"polluted":true},"plain":1}') as Record<string, unknown>;
+    for (const decoded of [await throughPort(value), parse(stringify(value))] as Record<string, unknown>[]) {
+      expect(Object.getPrototypeOf(decoded)).toBe(Object.prototype);
+      expect(decoded['polluted']).toBeUndefined();
+      expect(Object.hasOwn(decoded, '__proto__')).toBe(true);
+      expect(Object.getOwnPropertyDescriptor(decoded, '__proto__')?.value).toStrictEqual({ polluted: true });
+    }
+  });
+
+  it.each(['constructor', 'toString', 'hasOwnProperty'])('decodes an Error named %s as an Error with that name', async (name) => {
+    const error = new Error('odd name');
+    error.name = name;
+    for (const decoded of [await throughPort(error), parse(stringify(error))]) {
+      expect(decoded).toBeInstanceOf(Error);
+      expect(decoded).toMatchObject({ name, message: 'odd name' });
+    }
+  });
+
   it('keeps the SubagentError class, code and a SubagentError cause with its own plain cause', async () => {
     const inner = new SubagentError('CLOSED', 'port closed', { cause: new TypeError('bad port') });
     const decoded = await throughPort(new SubagentError('START_FAILED', 'child failed', { cause: inner }));

@@ -33,6 +33,8 @@ const unfit: [string, unknown, RegExp][] = [
   // A model's API refuses such an image, and the history would resend it on every later turn.
   ['an image whose data is not base64', { type: 'image', mimeType: 'image/png', data: 'not base64!!' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
   ['an image whose base64 is unpadded', { type: 'image', mimeType: 'image/png', data: 'AAA' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
+  ['an image whose base64 has padding before its end', { type: 'image', mimeType: 'image/png', data: 'A=B=' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
+  ['an image whose base64 has three padding characters', { type: 'image', mimeType: 'image/png', data: 'A===' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
   ['an image without data', { type: 'image', mimeType: 'image/png', data: '' }, /prompt\[0\]\.data must be the image's bytes as padded base64/],
   ['an image without a mimeType', { type: 'image', mimeType: '', data: 'AAAA' }, /prompt\[0\]\.mimeType must be an image media type/],
   ['an image whose mimeType is no image type', { type: 'image', mimeType: 'text/html', data: 'aGVsbG8=' }, /prompt\[0\]\.mimeType must be an image media type/],

@@ -250,6 +250,25 @@ describe('worker children', () => {
     30_000,
   );
 
+  it('wakes a waiting child whose start was aborted before the host saw its thread take it, without losing the thread', async () => {
+    // The grace is 10 minutes: the slot comes back only if the cancel reaches the child once its attach is known.
+    const { host, parent } = await setup({ pool: { maxThreads: 1 } });
+    await host.pool.warm();
+    const marker = join(files.dir, 'running-waiting');
+    const controller = new AbortController();
+    const starting = host.subagents.start('spawn', request(parent, [call('mark_then_wait', { marker, spin: false }), { text: 'after' }], { signal: controller.signal }));
+    for (let i = 0; i < 100; i++) await null;
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(marker)) if (Date.now() > deadline) throw new Error('the child never ran its tool');
+    controller.abort();
+    await expect(starting).rejects.toMatchObject({ code: 'CANCELLED' });
+    const next = await host.subagents.start('spawn', request(parent, [{ text: 'still here' }]));
+    expect((await next.result).output).toEqual([text('still here')]);
+    // The rejected start left no session behind, though its attach came after the rejection.
+    expect(host.sessions.list().map((session) => session.header.id)).toEqual([parent.id, next.id]);
+    await next.dispose();
+  });
+
   it('terminates the thread of a child that ignores cancellation; its result is aborted', async () => {
     const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
     const run = await host.subagents.start('spawn', request(parent, [call('spin')]));
