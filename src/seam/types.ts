@@ -106,6 +106,7 @@ export interface SubagentRun {
 export interface ContinuableCreateRequest {
   sessionId: SessionId;
   parent: Agent;
+  /** Aborted when the caller gives up, at host shutdown and by a drain above `parent`; those wait for the provider's answer. */
   signal: AbortSignal;
   /** Present when a tree budget covers this child (its own `scope: 'tree'`, or an ancestor's). */
   budgetTree?: BudgetTreeLink;

@@ -122,6 +122,15 @@ export class ContinuationManager implements ActivationHost {
     this.deps.logger?.warn(message, describeError(error));
   }
 
+  /** Frees what a provider prepared for a child that never became resident; a failure here is warned, never reported over the one that stopped the child. */
+  async releasePrepared(prepared: Pick<ContinuableCreateSpec, 'release'> | undefined, childId: SessionId): Promise<void> {
+    try {
+      await prepared?.release?.();
+    } catch (error) {
+      this.warn(`releasing what the provider prepared for continuable child ${childId} failed`, error);
+    }
+  }
+
   /**
    * The settlement notice: a turn for an idle parent, the next step of a busy one, context only while
    * it closes or when it is a one-shot child whose result settled.
@@ -241,48 +250,47 @@ export class ContinuationManager implements ActivationHost {
     continuableDescriptor(given, budget);
     // From here on (after awaits) the copy is read, never the caller's objects.
     const spec = detachedSpec(given);
-    // The child's lock is taken at once, before the first await: a drain naming a reserved id waits
-    // for this start, then releases the child it brought.
-    const messageId = await this.#locked(childId, async () => {
+    // The child's lock is taken at once: a drain naming a reserved id waits for this start, then releases
+    // the child it brought. All of it, the provider's part too, is a creation shutdown and drains stop and wait for.
+    const messageId = await this.#locked(childId, () => this.#track((async () => {
       const budgetTree = await this.deps.admitBudget?.(parent.id, budget, undefined, configured);
-      const created = await prepareContinuable({
-        sessionId: childId,
-        parent,
-        signal: signal ?? new AbortController().signal,
-        ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
-        ...(budgetTree ? { budgetTree: budgetTree.link } : {}),
-      });
-      const prepared: ContinuableCreateSpec = { ...created, ...(created.release ? { release: once(created.release) } : {}) };
-      return this.#track(
-        (async () => {
-          checkAborted(signal);
-          this.admission.check(parent);
+      let prepared: ContinuableCreateSpec | undefined;
+      try {
+        const built = await this.creations.run(parent, signal, `child ${childId} was being created`, async (creating) => {
+          const created = await prepareContinuable({
+            sessionId: childId,
+            parent,
+            signal: creating,
+            ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
+            ...(budgetTree ? { budgetTree: budgetTree.link } : {}),
+          });
+          const ready: ContinuableCreateSpec = (prepared = { ...created, ...(created.release ? { release: once(created.release) } : {}) });
+          // The caller's abort first (its own reason), then the host's or a drain's (CLOSED, DRAINING).
+          const stopped = (): void => { checkAborted(signal); checkAborted(creating); this.admission.check(parent); };
+          stopped();
           const duplicate = () => new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
           // Asked of the projections, which write nothing: a load would close the open turn of another host's live child.
           if (taken() || (spec.childId !== undefined && (await persistence.projections([childId])).has(childId))) throw duplicate();
           // The read took a turn of the event loop: the same checks again before anything is built.
-          checkAborted(signal);
-          this.admission.check(parent);
+          stopped();
           if (taken()) throw duplicate();
-          const descriptor = continuableDescriptor(spec, budget, prepared.providerData);
+          const descriptor = continuableDescriptor(spec, budget, ready.providerData);
           // Published once admitted: an abort or a drain landing after that comes too late, and the
           // start is accepted (a rollback would leave its stored session and catalog row behind).
           const admit = () => this.admission.check(parent);
-          const built = await this.creations.run(parent, signal, `child ${childId} was being created`, (creating) =>
-            createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: prepared.seed ?? [], prepared, signal: creating, admit, treeStop: budgetTree?.link.stop }),
-          );
-          return this.#adopt(
-            built, spec.provider, parent, built.handle.agent.session.seq,
-            (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal, true),
-            budgetTree,
-          );
-        })(),
-      ).catch(async (error: unknown) => {
+          return createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: ready.seed ?? [], prepared: ready, signal: creating, admit, treeStop: budgetTree?.link.stop });
+        });
+        return await this.#adopt(
+          built, spec.provider, parent, built.handle.agent.session.seq,
+          (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal, true),
+          budgetTree,
+        );
+      } catch (error) {
         // Whatever the provider holds for a child that never became resident goes (idempotent).
-        await prepared.release?.();
+        await this.releasePrepared(prepared, childId);
         throw error;
-      });
-    });
+      }
+    })()));
     try {
       await sessions.flush(childId);
     } catch (error) {
@@ -348,6 +356,7 @@ export class ContinuationManager implements ActivationHost {
         return budgetTree?.link.stop;
       },
       prepare: (descriptor, own) => this.#resumeProvider(descriptor, own, childId, parent, signal, resuming, budgetTree),
+      releasePrepared: (prepared) => this.releasePrepared(prepared, childId),
     }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }

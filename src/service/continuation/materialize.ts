@@ -260,6 +260,8 @@ export async function resumeStored(options: {
   admit?: ((budget: SubagentBudget | undefined, startedAt: number) => Promise<TreeStop | undefined>) | undefined;
   /** The provider's part of bringing the child back (a remote session), before its agent is built. */
   prepare: (descriptor: ContinuableDescriptor, own: readonly SessionEvent[]) => Promise<ContinuableCreateSpec>;
+  /** Frees what `prepare` brought when the child is not built; never rejects (the build's failure is the one reported). */
+  releasePrepared: (prepared: ContinuableCreateSpec) => Promise<void>;
 }): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
   await refuseBeforeLoad(options.store, childId, options.parent, options.signal);
@@ -305,7 +307,7 @@ export async function resumeStored(options: {
       ...(options.signal ? { signal: options.signal } : {}),
     }), (error) => liveElsewhere(childId, error));
   } catch (error) {
-    await prepared.release?.();
+    await options.releasePrepared(prepared);
     if (isSubagentError(error)) throw error;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
   }
