@@ -109,8 +109,10 @@ describe('subagent-host inspect server', () => {
   });
 
   it('refuses a request naming another host (DNS rebinding), or naming none', async () => {
-    const answer = await rawGet(server.url, '/api/roots', { headers: { host: 'attacker.example:80' } });
-    expect(answer.status).toBe(403);
+    // A name that only starts like a loopback name is another site's.
+    for (const host of ['attacker.example:80', 'localhost.attacker.example', '127.0.0.1.attacker.example:80']) {
+      expect([host, (await rawGet(server.url, '/api/roots', { headers: { host } })).status]).toEqual([host, 403]);
+    }
     // HTTP/1.0 lets a client leave Host out.
     const { hostname, port } = new URL(server.url);
     const socket = connect(Number(port), hostname);

@@ -76,6 +76,14 @@ class Exchange {
   }
 }
 
+/**
+ * The key as fetch sends it: a header value loses its leading and trailing HTTP whitespace (the
+ * newline a key file or a CRLF `.env` leaves), so the scrubber must look for it without them.
+ */
+function apiKeyOf(raw: string | undefined): string | undefined {
+  return raw?.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
+}
+
 /** Resolves true after `ms`, or false as soon as `signal` aborts; leaves no timer behind. */
 function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
@@ -197,7 +205,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
   async function* run(request: ModelRequest): AsyncGenerator<ModelChunk> {
     const { signal } = request;
     if (signal.aborted) return yield* aborted();
-    const key = env[apiKeyEnv];
+    const key = apiKeyOf(env[apiKeyEnv]);
     if (key === undefined || key === '') {
       return yield* fail({
         code: 'AUTH',
@@ -277,7 +285,7 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       yield* run(request);
     } catch (error) {
       // Only synchronous steps can throw (a header value fetch refuses, an input JSON cannot encode).
-      const message = scrubberFor(env[apiKeyEnv])(error instanceof Error ? error.message : String(error));
+      const message = scrubberFor(apiKeyOf(env[apiKeyEnv]))(error instanceof Error ? error.message : String(error));
       return yield { type: 'finish', reason: 'error', failure: { code: 'INTERNAL', message } };
     }
   }
