@@ -40,6 +40,7 @@ describe('openai model: stream shapes of compatible servers', () => {
     [{ message: 'Provider returned error', code: 502 }, 'SERVER', 'the server reported an error mid-stream: Provider returned error (code 502)'],
     [{ message: 'You exceeded your current quota' }, 'QUOTA_EXCEEDED', 'quota exhausted mid-stream: You exceeded your current quota'],
     ['maximum context length exceeded', 'CONTEXT_WINDOW_EXCEEDED', 'context window exceeded mid-stream: maximum context length exceeded'],
+    [{ code: 400, message: 'the request exceeds the available context size, try increasing it', type: 'exceed_context_size_error' }, 'CONTEXT_WINDOW_EXCEEDED', 'context window exceeded mid-stream: the request exceeds the available context size, try increasing it (type exceed_context_size_error, code 400)'],
   ])('ends with the error object %j sent inside the stream as %s', async (error, code, message) => {
     const server = await serve(sse(event(delta('Hel')) + event({ error }) + event(delta('lo')) + DONE));
     const chunks = await collect(await model(server));

@@ -207,6 +207,12 @@ describe('openai model: HTTP errors and retries', () => {
     [402, '{"error":{"message":"Insufficient Balance","type":"unknown_error"}}', 'QUOTA_EXCEEDED'],
     [429, '{"error":{"message":"You exceeded your current quota.","code":"insufficient_quota"}}', 'QUOTA_EXCEEDED'],
     [400, '{"error":{"message":"This model\'s maximum context length is 65536 tokens."}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    // llama.cpp's server, old and new wording; Ollama's; Groq's; Gemini's OpenAI-compatible endpoint.
+    [400, '{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    [400, '{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    [400, '{"error":{"message":"the input length exceeds the context length","type":"api_error"}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    [400, '{"error":{"message":"Please reduce the length of the messages or completion.","type":"invalid_request_error","code":"context_length_exceeded"}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    [400, '{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}', 'CONTEXT_WINDOW_EXCEEDED'],
     [400, '{"error":{"message":"messages[2]: tool_call_id not found"}}', 'INVALID_REQUEST'],
     // Quota words count only where servers report quotas (402, 403, 429).
     [400, '{"error":{"message":"Insufficient tool messages following tool_calls message"}}', 'INVALID_REQUEST'],

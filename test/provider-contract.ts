@@ -239,6 +239,19 @@ export function providerContract(label: string, options: ProviderContractOptions
         expect(result).toMatchObject({ structured: { name: 'Zoë' }, stopReason: 'completed' });
       });
 
+      // Constraints beside a $ref and in a subschema without a type are enforced as JSON Schema reads them.
+      it('captures the first structured_output call that meets constraints beside a $ref and in a typeless subschema', async () => {
+        const shaped = {
+          type: 'object',
+          $defs: { N: { type: 'number' } },
+          properties: { n: { $ref: '#/$defs/N', maximum: 3 }, o: { properties: { k: { type: 'string' } }, required: ['k'] } },
+          required: ['n', 'o'],
+        };
+        const calls = [{ n: 4, o: { k: 'x' } }, { n: 3, o: {} }, { n: 3, o: { k: 'x' } }];
+        const result = await settle({ ...scripted(...calls.map((input) => ({ toolCalls: [{ name: 'structured_output', input }] }))), outputSchema: shaped });
+        expect(result).toMatchObject({ structured: { n: 3, o: { k: 'x' } }, stopReason: 'completed', usage: expect.objectContaining({ toolCalls: 3 }) });
+      });
+
       if (local) {
         it('rejects DUPLICATE_TOOL before any child exists when a host tool already has the capture tool’s name', async () => {
           host.tools.register({ ...recordingTool('structured_output') });

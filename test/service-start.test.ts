@@ -55,11 +55,6 @@ describe('start validation', () => {
     ['a string-rooted outputSchema', { outputSchema: { type: 'string' } }],
     ['a oneOf-rooted outputSchema', { outputSchema: { type: 'object', oneOf: [] } }],
     ['an outputSchema with a function default', { outputSchema: { type: 'object', default: () => 1 } }],
-    // Constraints the capture tool's validator would skip: structured output could break them.
-    ['an outputSchema whose allOf branch has no type', { outputSchema: { type: 'object', allOf: [{ properties: { n: { type: 'number' } }, required: ['n'] }] } }],
-    ['an outputSchema property with constraints but no type', { outputSchema: { type: 'object', properties: { s: { minLength: 3 } } } }],
-    ['an outputSchema array whose items have constraints but no type', { outputSchema: { type: 'object', properties: { l: { type: 'array', items: { properties: { n: { type: 'number' } } } } } } }],
-    ['an outputSchema $ref with sibling constraints', { outputSchema: { type: 'object', $defs: { n: { type: 'object' } }, properties: { a: { $ref: '#/$defs/n', required: ['x'] } } } }],
     ['an outputSchema whose required is no array', { outputSchema: { type: 'object', required: 'n' } }],
     // Validating against it would recurse until the stack overflows.
     ['an outputSchema with a $ref cycle reaching no property', { outputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/A' } }, $defs: { A: { anyOf: [{ $ref: '#/$defs/A' }] } } } }],
@@ -125,6 +120,21 @@ describe('start request snapshot', () => {
     expect(signal.aborted).toBe(false);
     controller.abort();
     expect(signal.aborted).toBe(true);
+    await run.dispose();
+  });
+
+  // The capture tool's validator enforces these (see the provider contract): the start takes them as given.
+  it.each([
+    ['whose allOf branch has no type', { type: 'object', allOf: [{ properties: { n: { type: 'number' } }, required: ['n'] }] }],
+    ['whose property has constraints but no type', { type: 'object', properties: { s: { minLength: 3 } } }],
+    ['whose array items have constraints but no type', { type: 'object', properties: { l: { type: 'array', items: { properties: { n: { type: 'number' } } } } } }],
+    ['with constraints beside a $ref', { type: 'object', $defs: { n: { type: 'object' } }, properties: { a: { $ref: '#/$defs/n', required: ['x'], maxProperties: 2 } } }],
+    ['with a typed subschema beside a $ref', { type: 'object', $defs: { n: { type: 'number' } }, properties: { a: { $ref: '#/$defs/n', type: 'integer', maximum: 3 } } }],
+  ])('S4: hands the provider an outputSchema %s as given', async (_label, outputSchema) => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    const run = await t.host.subagents.start('full', t.request({ outputSchema }));
+    expect(provider.requests[0]?.outputSchema).toEqual(outputSchema);
     await run.dispose();
   });
 

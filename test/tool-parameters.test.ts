@@ -44,6 +44,8 @@ describe('tool parameters', () => {
     ['a minimum beside an enum', { type: 'object', properties: { n: { type: 'number', enum: [1, 2, 3], minimum: 2 } } }, { n: 1 }, { n: 2 }],
     ['a type an enum value breaks', { type: 'object', properties: { s: { type: 'string', enum: ['a', 1] } } }, { s: 1 }, { s: 'a' }],
     ['definitions without $schema', { type: 'object', properties: { a: { $ref: '#/definitions/A' } }, definitions: { A: { type: 'string' } } }, { a: 1 }, { a: 'x' }],
+    ['an integer type a fractional enum value breaks', { type: 'object', properties: { n: { type: 'integer', enum: [1, 1.5] } } }, { n: 1.5 }, { n: 1 }],
+    ['an integer type a fractional const breaks, beside one that keeps it', { type: 'object', properties: { n: { type: 'integer', const: 2.5 }, m: { type: 'integer', const: 2 } } }, { n: 2.5, m: 2 }, { m: 2 }],
   ])('enforces %s', async (_label, parameters, bad, good) => {
     const root = new ToolRegistry();
     root.register(tool(parameters));
@@ -106,6 +108,11 @@ describe('tool parameters', () => {
     ['a property named __proto__, which would go unchecked', JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"}},"required":["__proto__"]}') as Record<string, unknown>, 'parameters names a property __proto__'],
     ['a required name __proto__, which would go unchecked', { type: 'object', required: ['__proto__'], additionalProperties: { type: 'string' } }, 'parameters names a property __proto__'],
     ['a $ref to a definition named like an Object method, which would check nothing', { type: 'object', properties: { a: { $ref: '#/$defs/toString' } } }, 'parameters has a $ref to #/$defs/toString, which it does not define'],
+    // Beside definitions that exist, a name they inherit is still no definition of theirs.
+    ...['toString', 'constructor', 'hasOwnProperty', '__proto__'].flatMap((name) => [
+      [`a $ref to $defs/${name} beside other definitions`, { type: 'object', properties: { a: { $ref: `#/$defs/${name}` } }, $defs: { A: { type: 'string' } } }, `parameters has a $ref to #/$defs/${name}, which it does not define`],
+      [`a $ref to definitions/${name} beside other definitions`, { type: 'object', properties: { a: { $ref: `#/definitions/${name}` } }, definitions: { A: { type: 'string' } } }, `parameters has a $ref to #/definitions/${name}, which it does not define`],
+    ] as [string, Record<string, unknown>, string][]),
   ])('refuses %s with INVALID_OPTIONS naming it', (_label, parameters, message) => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));

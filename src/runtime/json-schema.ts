@@ -14,7 +14,7 @@ import { isRecord } from '../seam/parse.js';
 type Schema = Record<string, unknown>;
 
 /** Keywords that constrain a value only when the subschema names its `type`. */
-export const TYPED_KEYWORDS = [
+const TYPED_KEYWORDS = [
   'properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
   'items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems', 'uniqueItems', 'contains', 'minContains', 'maxContains',
   'minLength', 'maxLength', 'pattern', 'format',
@@ -28,9 +28,9 @@ const ANNOTATIONS = new Set(['$schema', '$id', '$defs', 'definitions', '$comment
 const COMPOSITION = ['allOf', 'anyOf', 'oneOf', 'not'];
 
 /** Keywords holding one subschema, and those holding a map or a list of them. */
-export const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
-export const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
-export const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
+const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
+const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
+const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
 /** The references zod resolves: it reads `#/$defs/A/properties/b` as `#/$defs/A`. */
 const SUPPORTED_REF = /^#(?:\/(?:\$defs|definitions)\/[^/]+)?$/;
 

@@ -14,7 +14,6 @@ import { compileJsonSchema } from '../runtime/json-schema.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import { everyItem, isRecord, parseOrThrow } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
-import { unenforcedSchemaProblem } from './schema-subset.js';
 
 const CAPABILITY_OF = [
   ['outputSchema', 'outputSchema'],
@@ -103,9 +102,6 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', `request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema: ${describeError(error)})`, { cause: error });
   }
-  // Accepted by the converter, yet partly unenforced: structured output could break it.
-  const unenforced = unenforcedSchemaProblem(schema, 'request.outputSchema');
-  if (unenforced) throw new SubagentError('INVALID_REQUEST', `${unenforced} (an unsupported JSON schema)`);
 }
 
 /**
