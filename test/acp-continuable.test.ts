@@ -225,6 +225,23 @@ describe('continuable ACP children', () => {
     await expect(bare.subagents.followup(parent, childId, [text('again')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringContaining('provider acp') });
   });
 
+  it('cold-resumes on the agent the child was stored with, not on a prewarmed process of a since reconfigured agent', async () => {
+    const remoteDb = files.file();
+    const first = await setup(agentOptions(remoteDb));
+    const { childId } = await start(first.host, first.parent, 'before');
+    await first.recorder.until(() => first.recorder.ends.length === 1);
+    await first.host.close();
+    // The provider now runs an agent on another database: its warm process does not hold the session.
+    const second = await setup(agentOptions(files.file(), { prewarm: 1 }), {}, first.file, true);
+    await second.provider.whenWarm();
+    const [warm] = newChildPids(before).filter(isAlive);
+    await second.host.subagents.followup(second.parent, childId, [text('after')]);
+    await second.recorder.until(() => second.recorder.ends.length === 1);
+    expect(second.recorder.ends[0]).toMatchObject({ id: childId, lastAssistantMessage: [text('echo: after')] });
+    expect(userTexts(second.host.sessions.get(childId)!.events)).toStrictEqual(['before', 'after']);
+    expect(isAlive(warm!)).toBe(true);
+  });
+
   it('refuses UNSUPPORTED_CAPABILITY for an agent without loadSession and leaves no process', async () => {
     const { host, parent } = await setup({ command: process.execPath, args: [FIXTURE_AGENT], cwd: files.dir, ...GRACES });
     await expect(start(host, parent, 'hello')).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' });

@@ -82,6 +82,27 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  it('cancels through the agent: session/cancel reaches it, and at dispose stdin EOF ends it with no signal', async () => {
+    const file = join(dir, `polite-${randomUUID()}.log`);
+    // A long EOF grace: an agent that exits at EOF never sees SIGTERM, however loaded the machine.
+    use(['--wait', `--log=${file}`], { disposeEofGraceMs: 5000 });
+    const run = await start();
+    await whenSession(host.sessions.get(run.id)!, (events) => streamedText(events) === 'hello ');
+    run.cancel();
+    await expect(run.result).resolves.toEqual({ output: [text('hello ')], stopReason: 'aborted' });
+    await run.dispose();
+    // `answered`: the agent ended its turn on session/cancel; `eof`: it ended once its stdin did.
+    expect(agentLog(file).map((entry) => entry.what)).toStrictEqual(['prompt', 'answered', 'eof']);
+  });
+
+  it('reaps the process of a finished run at once, before anyone disposes the run', async () => {
+    use([]);
+    const { run, pid } = await startWithPid();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+    while (isAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 10));
+    await run.dispose();
+  });
+
   it('settles aborted at once when the agent never answers the prompt nor the cancel', async () => {
     use(['--hang']);
     const { run, pid } = await startWithPid();
