@@ -155,6 +155,7 @@ describe('a cancelled turn and what ignores its signal', () => {
 
   it('waits for a tool that honours the cancel late but within the grace, and keeps its own answer', async () => {
     const host = await createHost({ providers: false, abandonGraceMs: 60_000 });
+    const running = deferred<void>();
     const tool: Tool = {
       name: 'slow_stop',
       description: 'stops a while after its signal',
@@ -162,12 +163,14 @@ describe('a cancelled turn and what ignores its signal', () => {
       execute: (_input, ctx) =>
         new Promise((_resolve, reject) => {
           ctx.signal.addEventListener('abort', () => setTimeout(() => reject(new Error('stopped after cleaning up')), 30));
+          running.resolve();
         }),
     };
     host.tools.register(tool);
     const agent = await host.createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'slow_stop', input: {} }] }]) });
     agent.followup([text('go')]);
-    await expect.poll(() => dataOf(agent.session.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
+    // Cancelled once the call runs (a cancel before it would end the call ABORTED_BEFORE_DISPATCH).
+    await running.promise;
     agent.cancel();
     await agent.whenIdle();
     expect(dataOf<{ code?: string; content: { text: string }[] }>(agent.session.events, 'tool/result')[0]).toMatchObject({

@@ -166,7 +166,7 @@ describe('subagent-host demo', () => {
 });
 
 describe('subagent-host demo interrupted during its one-by-one comparison run', () => {
-  it('stops that run too: exit 130, no report', { timeout: 90_000 }, async () => {
+  it('stops that run too: exit 130, no report', { timeout: 180_000 }, async () => {
     // A large folder, so the one-by-one run lasts; the demo makes its folder under TMPDIR. The deadline
     // is far off: on a loaded machine the children take longer than the default 20 s to read it.
     const big = new URL('../node_modules/typescript', import.meta.url).pathname;

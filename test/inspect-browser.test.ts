@@ -37,7 +37,7 @@ let page: Page;
 beforeAll(async () => {
   // --chaos cancels every child still running at its deadline (2 s by default): a loaded machine can keep an
   // ordinary child past that, so the deadline here is long enough that only the runaway child meets it.
-  const args = ['demo', '--json', '--chaos', '--children', '3', '--deadline', '8000', '--db', db];
+  const args = ['demo', '--json', '--chaos', '--children', '3', '--deadline', '15000', '--db', db];
   const { stdout } = await promisify(execFile)(process.execPath, [cli, ...args], { timeout: LONG });
   report = JSON.parse(stdout) as DemoJson;
   server = await startInspect(db);

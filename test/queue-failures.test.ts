@@ -109,32 +109,39 @@ describe('queue provider options', () => {
   it("the worker command names the server's answer, not a timeout, when the worker was stopped past the connect timeout while the answer waited", async () => {
     // The worker is frozen (SIGSTOP) as its first command arrives and woken 4.5 s later, past the
     // 3.5 s connect timer, with the server's refusal waiting unread: a starved process, not a silent Redis.
-    let worker: ReturnType<typeof spawn> | undefined;
-    let frozen = false;
-    const server = createServer((socket) =>
-      socket.on('data', () => {
-        if (!frozen && worker?.exitCode === null) {
-          frozen = true;
-          worker.kill('SIGSTOP');
-          setTimeout(() => worker?.kill('SIGCONT'), 4500);
-        }
-        socket.write('-ERR denied while you slept\r\n');
-      }),
-    );
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    try {
-      const { port } = server.address() as AddressInfo;
-      worker = spawn(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      worker.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      const code = await new Promise<number | null>((resolve) => worker!.once('exit', resolve));
-      expect({ code, stderr }).toMatchObject({ code: 1, stderr: expect.stringContaining('ERR denied while you slept') as string });
-      expect(stderr).not.toContain('no answer within');
-    } finally {
-      if (worker?.exitCode === null) worker.kill('SIGKILL');
-      await new Promise((resolve) => server.close(resolve));
-    }
-  }, 20_000);
+    // When this test process itself is starved past that timer before it reads the command, the worker
+    // rightly reports no answer: a scenario that did not happen, so it is tried again (three times at most).
+    const attempt = async (): Promise<{ code: number | null; stderr: string }> => {
+      let worker: ReturnType<typeof spawn> | undefined;
+      let frozen = false;
+      const server = createServer((socket) =>
+        socket.on('data', () => {
+          if (!frozen && worker?.exitCode === null) {
+            frozen = true;
+            worker.kill('SIGSTOP');
+            setTimeout(() => worker?.kill('SIGCONT'), 4500);
+          }
+          socket.write('-ERR denied while you slept\r\n');
+        }),
+      );
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = server.address() as AddressInfo;
+        worker = spawn(process.execPath, [CLI, 'worker', '--redis', `redis://127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+        let stderr = '';
+        worker.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        const code = await new Promise<number | null>((resolve) => worker!.once('exit', resolve));
+        return { code, stderr };
+      } finally {
+        if (worker?.exitCode === null) worker.kill('SIGKILL');
+        await new Promise((resolve) => server.close(resolve));
+      }
+    };
+    let outcome = await attempt();
+    for (let tries = 1; tries < 3 && outcome.stderr.includes('no answer within'); tries += 1) outcome = await attempt();
+    expect(outcome).toMatchObject({ code: 1, stderr: expect.stringContaining('ERR denied while you slept') as string });
+    expect(outcome.stderr).not.toContain('no answer within');
+  }, 60_000);
 });
 
 describe('queue provider failures', () => {

@@ -176,8 +176,10 @@ describe('worker children', () => {
 
   it('stops a synchronous tool that calls signal.throwIfAborted() through the cancel flag; the model reads ABORTED', async () => {
     const { host, parent } = await setup();
-    const run = await host.subagents.start('spawn', request(parent, [call('spin_throw_if_aborted'), { text: 'after' }]));
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    // Cancelled once the call runs (a cancel before it would end the call ABORTED_BEFORE_DISPATCH).
+    const marker = join(files.dir, 'running-throw-if-aborted');
+    const run = await host.subagents.start('spawn', request(parent, [call('spin_throw_if_aborted', { marker }), { text: 'after' }]));
+    await expect.poll(() => existsSync(marker), LONG).toBe(true);
     run.cancel();
     expect((await run.result).stopReason).toBe('aborted');
     expect(dataOf(host.sessions.get(run.id)!.events, 'tool/result')).toMatchObject([{ name: 'spin_throw_if_aborted', isError: true, code: 'ABORTED' }]);
@@ -216,8 +218,10 @@ describe('worker children', () => {
 
   it('stops a child that saw its cancel flag before the cancel message, with input still queued', async () => {
     const { host, parent } = await setup();
-    const run = await host.subagents.start('spawn', request(parent, [call('spin_polite_then_followup'), { text: 'after' }]));
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    // Cancelled once the call runs: a cancel before it would leave nothing queued to discard.
+    const marker = join(files.dir, 'running-then-followup');
+    const run = await host.subagents.start('spawn', request(parent, [call('spin_polite_then_followup', { marker }), { text: 'after' }]));
+    await expect.poll(() => existsSync(marker), LONG).toBe(true);
     run.cancel();
     // The grace is 10 minutes: only the child itself can settle this.
     expect((await run.result).stopReason).toBe('aborted');
