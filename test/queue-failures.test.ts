@@ -311,9 +311,11 @@ describe('queue provider failures', () => {
     const only = await startWorker(redis.url, ['--queue', 'orphan', '--lock-duration-ms', '500', '--concurrency', '1', '--pool-threads', '1']);
     workers.push(only);
     const mark = join(dir, 'orphan-aborted');
-    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'orphan-gate-never'), abortedMark: mark } }] }, { text: 'never' }];
+    const running = join(dir, 'orphan-running');
+    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'orphan-gate-never'), abortedMark: mark, runningMark: running } }] }, { text: 'never' }];
     const lost = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
-    await waitFor(() => host.sessions.get(lost.id)!.events.some((event) => event.type === 'tool/call'));
+    // Stopped once the gate runs: a stop before it would end the call undispatched, the mark never written.
+    await waitFor(() => existsSync(running));
     const client = redis.client();
     await client.flushall();
     await client.quit();
@@ -331,9 +333,11 @@ describe('queue provider failures', () => {
     register({ queue: 'unheard' });
     await worker('unheard', '--lock-duration-ms', '10000');
     const mark = join(dir, 'unheard-aborted');
-    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'unheard-gate-never'), abortedMark: mark } }] }, { text: 'never' }];
+    const running = join(dir, 'unheard-running');
+    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'unheard-gate-never'), abortedMark: mark, runningMark: running } }] }, { text: 'never' }];
     const run = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
-    await waitFor(() => host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
+    // Stopped once the gate runs: a stop before it would end the call undispatched, the mark never written.
+    await waitFor(() => existsSync(running));
     // What a cancel leaves in Redis when its publish never reached the worker's subscriber (it was
     // reconnecting, or the host lost Redis between the two commands).
     const client = redis.client();
@@ -352,9 +356,11 @@ describe('queue provider failures', () => {
     host.subagents.registerProvider(queueProvider(host, { connection: url, queue: 'retry', lockDurationMs: 2000 }));
     await worker('retry', '--lock-duration-ms', '10000');
     const mark = join(dir, 'retry-aborted');
-    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'retry-gate-never'), abortedMark: mark } }] }, { text: 'never' }];
+    const running = join(dir, 'retry-running');
+    const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'retry-gate-never'), abortedMark: mark, runningMark: running } }] }, { text: 'never' }];
     const run = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
-    await waitFor(() => host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
+    // Stopped once the gate runs: a stop before it would end the call undispatched, the mark never written.
+    await waitFor(() => existsSync(running));
     await admin.acl('SETUSER', 'host', '-set');
     try {
       run.cancel();
@@ -492,7 +498,9 @@ describe('queue provider failures', () => {
     const ends: SubagentRunEndInfo[] = [];
     host.subagents.on('subagent/end', (end) => void ends.push(end));
     const run = await start(gated(gate));
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    // Killed once the first attempt's call is in the host's log (its request and tool call, counted
+    // below): its queue/attempt alone comes before any step.
+    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1 && types(host.sessions.get(run.id)!.events).includes('tool/call'));
     const second = await worker('retried');
     first.child.kill('SIGKILL');
     await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 2);

@@ -1,6 +1,7 @@
 // Input to worker children: every message a main-side agent accepted reaches the child's log with
 // its id and source, or is refused (`CLOSED`) at once; none vanishes between the two threads.
 import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, text, type Host, type MessageId, type MessageSource, type ScriptedStep, type SessionEvent, type SubagentStartRequest } from 'subagent-host';
@@ -180,9 +181,11 @@ describe('input to worker children', () => {
 
   it('reports input its thread never took: the delivery rejects CLOSED and the result says so', async () => {
     const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
-    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'spin', input: {} }] }]));
-    // The log reaches the host before each tool body: from here on the child's thread spins and reads no message.
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, { timeout: 15_000 }).toBe(1);
+    // The tool writes the marker as it starts: from then on the child's thread spins and reads no message
+    // (its logged call is no such sign: the thread still reads its messages before the tool body starts).
+    const marker = join(files.dir, 'running-spin');
+    const run = await host.subagents.start('spawn', request(parent, [{ toolCalls: [{ name: 'spin', input: { marker } }] }]));
+    await expect.poll(() => existsSync(marker), { timeout: 15_000 }).toBe(true);
     const delivery = (run.localAgent as unknown as Sender).send('next-step', [text('never read')], { wake: true });
     run.cancel();
     await expect(delivery).rejects.toMatchObject({ code: 'CLOSED' });

@@ -188,8 +188,10 @@ describe('worker children', () => {
 
   it('stops a child through its main-side agent: running while it works, empty input refused, cancel() and whenIdle()', async () => {
     const { host, parent } = await setup();
-    const run = await host.subagents.start('spawn', request(parent, [call('await_abort'), { text: 'after' }]));
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    // Cancelled once the call runs (a cancel before it would end the call ABORTED_BEFORE_DISPATCH, not with its answer).
+    const marker = join(files.dir, 'running-await-abort');
+    const run = await host.subagents.start('spawn', request(parent, [call('await_abort', { marker }), { text: 'after' }]));
+    await expect.poll(() => existsSync(marker), LONG).toBe(true);
     const agent = run.localAgent!;
     expect(agent.status).toBe('running');
     expect(() => agent.followup([])).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
@@ -275,8 +277,10 @@ describe('worker children', () => {
 
   it('terminates the thread of a child that ignores cancellation; its result is aborted', async () => {
     const { host, parent } = await setup({ pool: { cancelGraceMs: 300 } });
-    const run = await host.subagents.start('spawn', request(parent, [call('spin')]));
-    await expect.poll(() => dataOf(host.sessions.get(run.id)!.events, 'tool/call').length, LONG).toBe(1);
+    // Cancelled once the call spins (a cancel before it would stop the child without ending its thread).
+    const marker = join(files.dir, 'running-spin');
+    const run = await host.subagents.start('spawn', request(parent, [call('spin', { marker })]));
+    await expect.poll(() => existsSync(marker), LONG).toBe(true);
     run.cancel();
     const result = await run.result;
     expect(result.stopReason).toBe('aborted');
