@@ -182,3 +182,48 @@ describe('a provider whose release fails after the start or resume failed', () =
     expect(host.agents.get(childId)).toBeUndefined();
   });
 });
+
+describe('a continuable start a drain or the caller stops before its provider answers', () => {
+  let before: number[] = [];
+  afterEach(() => {
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
+  });
+
+  it('is stopped by a drain issued right after it began: the drain settles only after anything prepared was released, the start rejects DRAINING', async () => {
+    const { host, parent } = await suite.setup();
+    const local = inProcessProvider(host);
+    const log: string[] = [];
+    host.subagents.registerProvider({
+      ...local,
+      name: 'logged',
+      prepareContinuable: async (request) => {
+        log.push('prepared');
+        const prepared = await local.prepareContinuable!(request);
+        return { ...prepared, release: async () => void (await prepared.release?.(), log.push('released')) };
+      },
+    });
+    const start = startChild(host, parent, 'hello', { provider: 'logged' });
+    start.catch(() => undefined);
+    await host.subagents.drainContinuableDescendants([parent]);
+    log.push('drained');
+    await expect(start).rejects.toMatchObject({ code: 'DRAINING' });
+    // Either the provider was never asked, or what it prepared went before the drain settled.
+    expect(log).toStrictEqual(log.includes('prepared') ? ['prepared', 'released', 'drained'] : ['drained']);
+    expect(host.agents.list()).toStrictEqual([parent]);
+  });
+
+  it("rejects with exactly the caller's abort reason when the caller gives up while an acp provider is still spawning the child", async () => {
+    before = childPids();
+    const host = suite.track(await continuationHost(suite.files.file()));
+    const parent = await host.createAgent();
+    host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--hang-init'], cwd: suite.files.dir, ...GRACES }));
+    const controller = new AbortController();
+    const start = host.subagents.startContinuable({ provider: 'acp', label: 'c', signal: controller.signal, request: { prompt: [text('hello')], parent } });
+    start.catch(() => undefined);
+    await eventually(() => newChildPids(before).some(isAlive));
+    const reason = new Error('gave up');
+    controller.abort(reason);
+    await expect(start).rejects.toBe(reason);
+    await eventually(() => !newChildPids(before).some(isAlive));
+  });
+});

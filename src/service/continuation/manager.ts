@@ -257,16 +257,16 @@ export class ContinuationManager implements ActivationHost {
       let prepared: ContinuableCreateSpec | undefined;
       try {
         const built = await this.creations.run(parent, signal, `child ${childId} was being created`, async (creating) => {
+          // The caller's abort first (its own reason), then the host's or a drain's (CLOSED, DRAINING); checked before
+          // the provider spends anything too, for a drain that came before this creation was in flight.
+          const stopped = (): void => { checkAborted(signal); checkAborted(creating); this.admission.check(parent); };
+          stopped();
           const created = await prepareContinuable({
-            sessionId: childId,
-            parent,
-            signal: creating,
+            sessionId: childId, parent, signal: creating,
             ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
             ...(budgetTree ? { budgetTree: budgetTree.link } : {}),
-          });
+          }).catch((error: unknown) => { stopped(); throw error; });
           const ready: ContinuableCreateSpec = (prepared = { ...created, ...(created.release ? { release: once(created.release) } : {}) });
-          // The caller's abort first (its own reason), then the host's or a drain's (CLOSED, DRAINING).
-          const stopped = (): void => { checkAborted(signal); checkAborted(creating); this.admission.check(parent); };
           stopped();
           const duplicate = () => new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
           // Asked of the projections, which write nothing: a load would close the open turn of another host's live child.
