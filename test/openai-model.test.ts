@@ -213,6 +213,8 @@ describe('openai model: HTTP errors and retries', () => {
     [400, '{"error":{"message":"the input length exceeds the context length","type":"api_error"}}', 'CONTEXT_WINDOW_EXCEEDED'],
     [400, '{"error":{"message":"Please reduce the length of the messages or completion.","type":"invalid_request_error","code":"context_length_exceeded"}}', 'CONTEXT_WINDOW_EXCEEDED'],
     [400, '{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}', 'CONTEXT_WINDOW_EXCEEDED'],
+    // An output limit asked too large is the request's fault, not a conversation too long.
+    [400, '{"error":{"message":"max_tokens (300000) exceeds the maximum number of tokens allowed for output (65536)."}}', 'INVALID_REQUEST'],
     [400, '{"error":{"message":"messages[2]: tool_call_id not found"}}', 'INVALID_REQUEST'],
     // Quota words count only where servers report quotas (402, 403, 429).
     [400, '{"error":{"message":"Insufficient tool messages following tool_calls message"}}', 'INVALID_REQUEST'],

@@ -11,9 +11,10 @@ const MAX_DETAIL = 200;
 const QUOTA_WORDING = /insufficient[_ ]quota|exceeded (?:your )?(?:current )?quota|quota (?:exceeded|exhausted)|insufficient (?:account )?balance|out of (?:credits|quota)/i;
 // A conversation too long for the model, as servers word it: OpenAI's and vLLM's "maximum context
 // length", Ollama's "exceeds the context length", llama.cpp's "exceeds the available context size"
-// (type `exceed_context_size_error`), Groq's "reduce the length of the messages", Gemini's "exceeds
-// the maximum number of tokens allowed", Anthropic's "prompt is too long".
-const CONTEXT_WORDING = /context[ _-]?(?:length|window|size)|maximum context|too many tokens|prompt is too long|reduce the length of the messages|exceeds the maximum number of tokens/i;
+// (type `exceed_context_size_error`), Groq's "reduce the length of the messages", Gemini's "input
+// token count … exceeds the maximum number of tokens allowed" (not a `max_tokens` asked too large),
+// Anthropic's "prompt is too long".
+const CONTEXT_WORDING = /context[ _-]?(?:length|window|size)|maximum context|too many tokens|prompt is too long|reduce the length of the messages|input token count[^.]*exceeds the maximum number of tokens/i;
 
 /** Removes every occurrence of `secret` from text; servers sometimes echo the key they rejected. */
 export type Scrub = (text: string) => string;
