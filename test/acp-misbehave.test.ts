@@ -73,6 +73,37 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  // Counts that are negative, fractional, unsafe or not finite (1e400 parses as Infinity) are no
+  // report: the result has no usage and the child's log counts no spend, rather than a negative or
+  // unbounded one.
+  it.each([
+    ['a negative input count', '{"inputTokens":-5,"outputTokens":7}'],
+    ['a negative output count', '{"inputTokens":5,"outputTokens":-7}'],
+    ['an infinite count', '{"inputTokens":1e400,"outputTokens":7}'],
+    ['a fractional count', '{"inputTokens":5,"outputTokens":0.5}'],
+    ['an unsafe integer count', '{"inputTokens":5,"outputTokens":18014398509481984}'],
+    ['a count that is a string', '{"inputTokens":"5","outputTokens":7}'],
+  ])('ignores reported usage with %s', async (_name, usage) => {
+    use([`--usage-json=${usage}`]);
+    const run = await start();
+    const result = await run.result;
+    expect(result).toEqual({ output: [text('hello world')], stopReason: 'completed' });
+    const messages = host.sessions.get(run.id)!.events.filter((e) => e.type === 'assistant/message');
+    expect(messages).toHaveLength(1);
+    expect(messages[0]!.data).not.toHaveProperty('usage');
+    await run.dispose();
+  });
+
+  it('counts well-formed reported usage', async () => {
+    use(['--usage-json={"inputTokens":5,"outputTokens":7,"totalTokens":12}']);
+    const run = await start();
+    const result = await run.result;
+    expect(result.usage).toMatchObject({ inputTokens: 5, outputTokens: 7 });
+    const messages = host.sessions.get(run.id)!.events.filter((e) => e.type === 'assistant/message');
+    expect(messages.map((e) => (e.data as { usage?: unknown }).usage)).toEqual([expect.objectContaining({ inputTokens: 5, outputTokens: 7 })]);
+    await run.dispose();
+  });
+
   it('settles aborted with the partial output when a cooperative agent confirms the cancel', async () => {
     use(['--wait']);
     const run = await start();
@@ -339,6 +370,15 @@ describe('acpProvider with misbehaving agents', () => {
       expect(error).toMatchObject({ code: 'START_FAILED' });
       expect(error?.message).not.toContain(SECRET);
       expect(newChildPids(before)).toEqual([]);
+    });
+
+    it('rejects START_FAILED and reaps the agent when session/new answers an empty session id', async () => {
+      // An empty id could not be addressed by a prompt, cancel or load.
+      use(['--empty-session']);
+      const before = childPids();
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: 'the ACP agent answered session/new without a session id' });
+      expect(newChildPids(before).filter(isAlive)).toEqual([]);
+      expect(host.sessions.list().map((session) => session.header.id)).toEqual([parent.id]);
     });
 
     it('rejects START_FAILED when the command cannot be spawned', async () => {

@@ -267,10 +267,12 @@ describe('acpProvider', () => {
     });
 
     it.each([
-      ['reject', 'cancelled'],
-      ['allow', 'selected yes'],
-    ] as const)('answers permission requests by policy %s', async (permission, answer) => {
-      host.subagents.registerProvider(acpProvider(host, fixture(['--permission'], { permission })));
+      ['reject', 'cancelled', '--permission'],
+      ['allow', 'selected yes', '--permission'],
+      ['allow', 'selected always', '--permission=always'],
+      ['reject', 'cancelled', '--permission=always'],
+    ] as const)('answers permission requests by policy %s (%s) with %s', async (permission, answer, flag) => {
+      host.subagents.registerProvider(acpProvider(host, fixture([flag], { permission })));
       const run = await start('acp');
       await expect(run.result).resolves.toEqual({ output: [text(answer)], stopReason: 'completed' });
       await run.dispose();
@@ -317,6 +319,19 @@ describe('acpProvider', () => {
         .events.filter((e) => ['assistant/chunk', 'tool/call', 'tool/result'].includes(e.type))
         .map((e) => (e.type === 'assistant/chunk' ? (e.data as { chunk: { text: string } }).chunk.text : `${e.type} ${(e.data as { callId: string }).callId}`));
       expect(kept).toEqual(['zero ', 'one ', 'tool/call b1', 'tool/result b1', 'two ', 'three ', 'hello ', 'world']);
+      await run.dispose();
+    });
+
+    // One agent process may serve several sessions: the updates of another never reach this child,
+    // neither the plain text chunks that skip the SDK's route nor what takes it.
+    it('drops the updates the agent sends for another session id, on either route', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--foreign'])));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+      const events = host.sessions.get(run.id)!.events;
+      expect(streamedText(events)).toBe('hello world');
+      expect(JSON.stringify(events)).not.toContain('leak');
+      expect(events.filter((e) => e.type === 'tool/call' || e.type === 'tool/result')).toEqual([]);
       await run.dispose();
     });
 
