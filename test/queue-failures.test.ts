@@ -24,7 +24,7 @@ import {
 import { stringify, usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
-import { freePort, holdingProxy, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { freePort, holdingProxy, onCommands, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
 const QUEUE_HOST = fileURLToPath(new URL('./fixtures/queue-host.mjs', import.meta.url));
@@ -87,7 +87,7 @@ describe('queue provider options', () => {
 
   it('the worker command shows the error text of the server it reached with control characters escaped: they never reach the terminal', async () => {
     // Not Redis: a peer that answers every command with an error whose text would set the clipboard (OSC 52), clear the screen and reverse the line.
-    const server = createServer((socket) => socket.on('data', () => socket.write('-ERR denied\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202eevil\r\n')));
+    const server = createServer((socket) => onCommands(socket, () => socket.write('-ERR denied\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202eevil\r\n')));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const { port } = server.address() as AddressInfo;
@@ -115,7 +115,7 @@ describe('queue provider options', () => {
       let worker: ReturnType<typeof spawn> | undefined;
       let frozen = false;
       const server = createServer((socket) =>
-        socket.on('data', () => {
+        onCommands(socket, () => {
           if (!frozen && worker?.exitCode === null) {
             frozen = true;
             worker.kill('SIGSTOP');

@@ -197,3 +197,37 @@ export async function holdingProxy(port: number, marker: string): Promise<Holdin
     },
   };
 }
+
+/**
+ * Calls `each` once per RESP command the peer sends over `socket` (an array of bulk strings, as
+ * clients send), however TCP cuts or joins them: a peer that answers per `data` event would leave a
+ * client waiting for the answer to a second command that came in the same chunk.
+ */
+export function onCommands(socket: Socket, each: () => void): void {
+  let pending = Buffer.alloc(0);
+  socket.on('data', (chunk: Buffer) => {
+    pending = Buffer.concat([pending, chunk]);
+    for (let end = commandEnd(pending); end > 0; end = commandEnd(pending)) {
+      pending = pending.subarray(end);
+      each();
+    }
+  });
+}
+
+/** Where the first complete command in `buffer` ends, or 0 while it is incomplete. */
+function commandEnd(buffer: Buffer): number {
+  const line = (from: number): [string, number] | undefined => {
+    const at = buffer.indexOf('\r\n', from);
+    return at < 0 ? undefined : [buffer.toString('latin1', from, at), at + 2];
+  };
+  const head = line(0);
+  if (!head || !head[0].startsWith('*')) return head ? head[1] : 0;
+  let at = head[1];
+  for (let items = Number(head[0].slice(1)); items > 0; items -= 1) {
+    const size = line(at);
+    if (!size) return 0;
+    at = size[1] + Number(size[0].slice(1)) + 2;
+    if (at > buffer.length) return 0;
+  }
+  return at;
+}
