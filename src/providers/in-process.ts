@@ -62,10 +62,8 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
       // Cancelled before its first turn began (a close or dispose right after the start), the
       // child logged its prompt and its discard only: the turn it never ran is recorded, with what
       // was delegated, so its log is listed as what it is (a child that ended), never as corrupt.
-      if (!child.session.events.slice(plan.seed.length).some((event) => event.type === 'turn/start')) {
-        const reason = cancelled ? { kind: 'aborted' as const, cause: { kind: 'parent' as const } } : { kind: 'error' as const, error: { code: 'NOT_STARTED', message: 'the child ended before its first turn' } };
-        recordUnrunTurn(child.session, plan.seed.length, reason, [{ type: DESCRIPTOR_EVENT, data: structuredClone(request.descriptor) }]);
-      }
+      const reason = cancelled ? { kind: 'aborted' as const, cause: { kind: 'parent' as const } } : { kind: 'error' as const, error: { code: 'NOT_STARTED', message: 'the child ended before its first turn' } };
+      recordUnrunTurn(child.session, plan.seed.length, reason, () => [{ type: DESCRIPTOR_EVENT, data: structuredClone(request.descriptor) }]);
       return readChildResult(child.session.events, { seedLength: plan.seed.length, cancelled, capture });
     } finally {
       signal.removeEventListener('abort', cancel);

@@ -44,14 +44,14 @@ export function entryLoadFailure(error: unknown): SubagentError {
 
 /**
  * Records the turn of a child that wrote none of its own (after the `seedLength` inherited events):
- * `turn/start`, what `inside` holds, `turn/end` with `reason`. False when the child has a turn.
+ * `turn/start`, what `inside` gives (asked only then), `turn/end` with `reason`. False when the child has a turn.
  */
-export function recordUnrunTurn(session: SessionLog, seedLength: number, reason: TurnEndReason, inside: readonly { type: string; data: unknown }[] = []): boolean {
+export function recordUnrunTurn(session: SessionLog, seedLength: number, reason: TurnEndReason, inside: () => readonly { type: string; data: unknown }[] = () => []): boolean {
   if (session.events.slice(seedLength).some((event) => event.type === 'turn/start')) return false;
   const previous = session.events.findLast((event) => event.type === 'turn/start')?.data as { turn?: unknown } | undefined;
   const turn = (typeof previous?.turn === 'number' ? previous.turn : 0) + 1;
   session.append('turn/start', { turn });
-  for (const event of inside) session.append(event.type, event.data);
+  for (const event of inside()) session.append(event.type, event.data);
   session.append('turn/end', { turn, reason });
   return true;
 }
@@ -70,7 +70,7 @@ export function closeTurnOfDeadThread(session: SessionLog, seedLength: number, r
   }
   // The thread died before any of its events reached this side: the turn it had begun is recorded.
   // (How far a dying thread got before its death is timing; no test pins it.)
-  if (closers.length === 0 && recordUnrunTurn(session, seedLength, reason, inside)) return;
+  if (closers.length === 0 && recordUnrunTurn(session, seedLength, reason, () => inside)) return;
   for (const closer of closers) {
     session.append(closer.type, closer.type === 'turn/end' ? { ...(closer.data as object), reason } : closer.data);
   }

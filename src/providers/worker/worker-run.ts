@@ -305,7 +305,7 @@ export class WorkerRun implements SubagentRun {
     const error = failure ?? { code: 'NOT_STARTED', message: result.diagnostic ?? 'the child ended before its first turn' };
     const reason: TurnEndReason = result.stopReason === 'aborted' ? { kind: 'aborted', cause: this.#child.cause } : { kind: 'error', error };
     // As the child itself would have, inside its first turn: the log says what was delegated.
-    recordUnrunTurn(this.#session, this.#seedLength, reason, this.#delegated());
+    recordUnrunTurn(this.#session, this.#seedLength, reason, () => this.#delegated());
   }
 
   /** What the child logs inside its first turn, recorded for it when it logged nothing: what was delegated. */
