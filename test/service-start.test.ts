@@ -83,6 +83,19 @@ describe('start validation', () => {
     expect(provider.requests).toEqual([]);
   });
 
+  it.each([
+    ['a $ref cycle', { type: 'object', $ref: '#' }, 'request.outputSchema is an unsupported JSON schema: request.outputSchema has a $ref cycle (# → #)'],
+    ['an if', { type: 'object', if: { required: ['a'] }, then: { required: ['b'] } }, 'request.outputSchema is an unsupported JSON schema: request.outputSchema has if, which the validator cannot enforce'],
+    ['a function default', { type: 'object', default: () => 1 }, 'request.outputSchema must be plain JSON (outputSchema.default is a function'],
+  ])('S3: words an outputSchema with %s as what it is', async (_label, outputSchema, message) => {
+    const provider = fakeProvider('full');
+    t.host.subagents.registerProvider(provider);
+    const error = await t.host.subagents.start('full', t.request({ outputSchema })).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining(message) });
+    expect((error as Error).message).not.toContain('plain JSON Schema');
+    expect(provider.requests).toEqual([]);
+  });
+
   it('checks in order: provider, capability, value, then the signal', async () => {
     t.host.subagents.registerProvider(fakeProvider('bare', { capabilities: NO_CAPABILITIES }));
     t.host.subagents.registerProvider(fakeProvider('full'));

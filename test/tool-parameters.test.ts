@@ -119,6 +119,53 @@ describe('tool parameters', () => {
     expect(root.get('t')).toBeUndefined();
   });
 
+  // Each keyword of JSON Schema (2020-12, and draft-07's as zod-to-json-schema and pydantic emit them) is
+  // enforced or refused at registration: none is taken and then left unchecked.
+  it.each([
+    ['dependentRequired', { type: 'object', dependentRequired: { a: ['b'] } }, { a: 1 }, { a: 1, b: 2 }],
+    ['dependentSchemas', { type: 'object', dependentSchemas: { a: { properties: { b: { type: 'string' } }, required: ['b'] } } }, { a: 1, b: 2 }, { a: 1, b: 'x' }],
+    ["draft-07's dependencies naming properties", { type: 'object', dependencies: { a: ['b'] } }, { a: 1 }, { a: 1, b: 2 }],
+    ["draft-07's dependencies holding a subschema", { type: 'object', dependencies: { a: { required: ['b'] } } }, { a: 1 }, { a: 1, b: 2 }],
+    ['dependentRequired in a typeless subschema beside a $ref', { type: 'object', properties: { o: { $ref: '#/$defs/O', dependentRequired: { a: ['b'] } } }, $defs: { O: { type: 'object' } } }, { o: { a: 1 } }, { o: { b: 1 } }],
+    ['dependentSchemas false, which forbids the property', { type: 'object', dependentSchemas: { a: false } }, { a: 1 }, { b: 1 }],
+    ['a required property that has a default', { type: 'object', properties: { a: { type: 'string', default: 'x' } }, required: ['a'] }, {}, { a: 'y' }],
+    ['a required property that has a default in a definition', { type: 'object', properties: { o: { $ref: '#/$defs/O' } }, $defs: { O: { type: 'object', properties: { a: { type: 'number', default: 1 } }, required: ['a'] } } }, { o: {} }, { o: { a: 2 } }],
+    ['format email', { type: 'object', properties: { s: { type: 'string', format: 'email' } } }, { s: 'nope' }, { s: 'a@b.co' }],
+  ])('enforces %s', async (_label, parameters, bad, good) => {
+    const root = new ToolRegistry();
+    root.register(tool(parameters));
+    await expect(root.execute('t', bad, {} as never)).rejects.toMatchObject({ code: 'INVALID_TOOL_INPUT' });
+    await expect(root.execute('t', good, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+  });
+
+  it.each([
+    ['dependentRequired on a value that is no object', { type: 'object', properties: { o: { dependentRequired: { a: ['b'] } } } }, { o: 5 }],
+    ['a relative reference as format uri-reference', { type: 'object', properties: { s: { type: 'string', format: 'uri-reference' } } }, { s: '../a/b#c' }],
+    ['a string format names no check for', { type: 'object', properties: { s: { type: 'string', format: 'regex', contentEncoding: 'base64' } } }, { s: '[' }],
+  ])('accepts %s', async (_label, parameters, value) => {
+    const root = new ToolRegistry();
+    root.register(tool(parameters));
+    await expect(root.execute('t', value, {} as never)).resolves.toMatchObject({ content: [{ text: 'ran' }] });
+  });
+
+  it.each([
+    ['if/then/else', { type: 'object', if: { required: ['a'] }, then: { required: ['b'] } }, 'parameters has if, which the validator cannot enforce: write the cases as an anyOf or oneOf'],
+    ['a then without if', { type: 'object', properties: { o: { then: { required: ['b'] } } } }, 'parameters.properties["o"] has then, which the validator cannot enforce'],
+    ['if in a definition', { type: 'object', $defs: { A: { if: {}, else: false } } }, 'parameters.$defs["A"] has if'],
+    ['unevaluatedProperties', { type: 'object', allOf: [{ properties: { a: {} } }], unevaluatedProperties: false }, 'parameters has unevaluatedProperties, which the validator cannot enforce: use additionalProperties'],
+    ['unevaluatedItems', { type: 'object', properties: { l: { type: 'array', prefixItems: [{}], unevaluatedItems: false } } }, 'parameters.properties["l"] has unevaluatedItems, which the validator cannot enforce: use items'],
+    ['not', { type: 'object', properties: { s: { not: { type: 'string' } } } }, 'parameters.properties["s"] has not, which the validator cannot enforce'],
+    ['$dynamicRef', { type: 'object', properties: { s: { $dynamicRef: '#/$defs/S' } }, $defs: { S: { type: 'string' } } }, 'parameters.properties["s"] has $dynamicRef, which the validator cannot enforce: use $ref'],
+    ['$recursiveRef', { type: 'object', properties: { s: { $recursiveRef: '#' } } }, 'parameters.properties["s"] has $recursiveRef, which the validator cannot enforce: use $ref'],
+    ['a dependentRequired that lists no names', { type: 'object', dependentRequired: { a: 'b' } }, 'parameters.dependentRequired["a"] must be an array of property names'],
+    ['dependencies that are neither names nor a subschema', { type: 'object', dependencies: { a: 5 } }, 'parameters.dependencies["a"] must be an array of property names or a subschema'],
+    ['a dependentSchemas cycle back to the root', { type: 'object', dependentSchemas: { a: { $ref: '#' } } }, 'parameters has a $ref cycle'],
+  ])('refuses %s, which the validator would not enforce, with INVALID_OPTIONS naming it', (_label, parameters, message) => {
+    const root = new ToolRegistry();
+    expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));
+    expect(root.get('t')).toBeUndefined();
+  });
+
   it('refuses input nested too deep to validate against a recursive schema with INVALID_TOOL_INPUT naming its depth', async () => {
     const root = new ToolRegistry();
     root.register(tool({ type: 'object', properties: { n: { type: 'number' }, child: { $ref: '#' } } }));

@@ -6,7 +6,8 @@
 // what has no such rewrite, or could only recurse until the stack overflows, is refused. zod also
 // compiles a `pattern` (and a `patternProperties` name) as `new RegExp(p)`, without the `u` flag that
 // JSON Schema's Unicode semantics need (`\p{L}`, a `.` matching one astral character): the schema's
-// own patterns get it while zod builds the validator (see {@link withUnicodePatterns}).
+// own patterns get it while zod builds the validator (see {@link withUnicodePatterns}). What zod
+// would skip without a word (draft-07's `dependencies`, `$dynamicRef`) is enforced or refused too.
 import { z } from 'zod';
 import { describeError } from '../seam/errors.js';
 import { isRecord } from '../seam/parse.js';
@@ -104,7 +105,63 @@ function rewriteNode(node: Schema, path: string): Schema {
   return out;
 }
 
+/** Keywords zod has no validator for, with what to write instead. */
+const UNENFORCEABLE: [keyword: string, instead: string][] = [
+  ['if', 'write the cases as an anyOf or oneOf of subschemas'],
+  ['then', 'write the cases as an anyOf or oneOf of subschemas'],
+  ['else', 'write the cases as an anyOf or oneOf of subschemas'],
+  ['unevaluatedProperties', 'use additionalProperties, listing in properties the names its subschemas allow'],
+  ['unevaluatedItems', 'use items (beside prefixItems)'],
+  ['$dynamicRef', 'use $ref to "#", "#/$defs/<name>" or "#/definitions/<name>"'],
+  ['$recursiveRef', 'use $ref to "#", "#/$defs/<name>" or "#/definitions/<name>"'],
+];
+
+function unenforceableProblem(node: Schema, path: string): string | undefined {
+  for (const [keyword, instead] of UNENFORCEABLE) {
+    if (node[keyword] !== undefined) return `${path} has ${keyword}, which the validator cannot enforce: ${instead}`;
+  }
+  // zod reads `not` only as `{ not: {} }`, which no value meets.
+  const not = node['not'];
+  if (not !== undefined && !(isRecord(not) && Object.keys(not).length === 0)) {
+    return `${path} has not, which the validator cannot enforce (beyond { "not": {} }, which no value meets): list the values or types it allows instead`;
+  }
+  return undefined;
+}
+
+/**
+ * `dependentRequired`, `dependentSchemas` and draft-07's `dependencies` (which zod would refuse or,
+ * for `dependencies`, ignore) as what they mean: for each name, an object lacking it
+ * (`properties: { name: false }`) or one meeting the names it requires or the schema it brings.
+ */
+function dependencyClauses(node: Schema, path: string, patterns: Set<string>, refs: Set<string>): Schema[] {
+  const clauses: Schema[] = [];
+  for (const keyword of ['dependentRequired', 'dependentSchemas', 'dependencies']) {
+    const map = node[keyword];
+    if (map === undefined) continue;
+    if (!isRecord(map)) throw new Error(`${path}.${keyword} must be an object of ${keyword === 'dependentRequired' ? 'property name lists' : 'subschemas'}`);
+    for (const [name, dependency] of Object.entries(map)) {
+      const where = `${path}.${keyword}[${JSON.stringify(name)}]`;
+      if (name === '__proto__') throw new Error(`${path}.${keyword} names a property __proto__, which the validator would not check: rename it`);
+      let met: unknown;
+      if (keyword !== 'dependentSchemas' && Array.isArray(dependency)) {
+        if (!dependency.every((one) => typeof one === 'string')) throw new Error(`${where} must be an array of property names`);
+        met = rewriteNode({ required: dependency }, where);
+      } else if (keyword !== 'dependentRequired' && (isRecord(dependency) || typeof dependency === 'boolean')) {
+        met = rewrite(dependency, where, patterns, refs);
+      } else {
+        throw new Error(`${where} must be ${keyword === 'dependentRequired' ? 'an array of property names' : keyword === 'dependentSchemas' ? 'a subschema' : 'an array of property names or a subschema'}`);
+      }
+      const absent: Schema = {};
+      put(absent, name, false);
+      clauses.push({ anyOf: [rewriteNode({ properties: absent }, where), met] });
+    }
+  }
+  return clauses;
+}
+
 function shapeProblem(node: Schema, path: string): string | undefined {
+  const unenforceable = unenforceableProblem(node, path);
+  if (unenforceable) return unenforceable;
   const required = node['required'];
   if (required !== undefined && !(Array.isArray(required) && required.every((name) => typeof name === 'string'))) {
     return `${path}.required must be an array of property names`;
@@ -130,6 +187,10 @@ function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set
   const problem = shapeProblem(schema, path);
   if (problem) throw new Error(problem);
   const node: Schema = { ...schema };
+  // zod fills a missing value with its `default`, so a required property would pass absent.
+  delete node['default'];
+  // zod checks `uri-reference` as an absolute URL, refusing the relative references it allows.
+  if (node['format'] === 'uri-reference') delete node['format'];
   if (typeof node['$ref'] === 'string') refs.add(node['$ref']);
   if (node['pattern'] !== undefined) patterns.add(unicodePattern(node['pattern'], `${path}.pattern`));
   for (const name of Object.keys(isRecord(node['patternProperties']) ? node['patternProperties'] : {})) patterns.add(unicodePattern(name, `${path}.patternProperties name`));
@@ -144,6 +205,11 @@ function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set
     const list = node[keyword];
     if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns, refs));
   }
+  const dependencies = dependencyClauses(node, path, patterns, refs);
+  delete node['dependentRequired'];
+  delete node['dependentSchemas'];
+  delete node['dependencies'];
+  if (dependencies.length > 0) node['allOf'] = [...(Array.isArray(node['allOf']) ? node['allOf'] : []), ...dependencies];
   return rewriteNode(node, path);
 }
 

@@ -95,12 +95,12 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
   if (root['type'] !== 'object' || 'oneOf' in root || 'anyOf' in root) {
     throw invalid('outputSchema', 'is an unsupported JSON schema: its root must be { type: "object", … } without oneOf/anyOf');
   }
+  const problem = plainJsonProblem(schema, 'outputSchema');
+  if (problem) throw invalid('outputSchema', `must be plain JSON (${problem})`);
   try {
-    const problem = plainJsonProblem(schema, 'outputSchema');
-    if (problem) throw new Error(problem);
     compileJsonSchema(schema, 'request.outputSchema');
   } catch (error) {
-    throw new SubagentError('INVALID_REQUEST', `request.outputSchema is an unsupported JSON schema (it must be plain JSON Schema: ${describeError(error)})`, { cause: error });
+    throw new SubagentError('INVALID_REQUEST', `request.outputSchema is an unsupported JSON schema: ${error instanceof Error ? error.message : describeError(error)}`, { cause: error });
   }
 }
 
