@@ -5,6 +5,7 @@
 export { hostParts } from './providers/provider-host.js';
 export type { ProviderHost } from './providers/provider-host.js';
 export type { WorkerPoolEngine } from './providers/worker/pool.js';
+export { PROTOCOL_VERSION as QUEUE_PROTOCOL_VERSION } from './providers/queue/protocol.js';
 
 // runtime
 export { AgentRegistry } from './runtime/agent-registry.js';

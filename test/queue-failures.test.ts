@@ -21,7 +21,7 @@ import {
   type SubagentRunEndInfo,
   type SubagentStartRequest,
 } from 'subagent-host';
-import { stringify, usageOf } from 'subagent-host/internals';
+import { QUEUE_PROTOCOL_VERSION, stringify, usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
 import { freePort, holdingProxy, onCommands, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
@@ -413,7 +413,7 @@ describe('queue provider failures', () => {
     const impostor = new Worker<{ reply: string }>(
       'gap',
       async (job) => {
-        const send = (entry: object) => writer.xadd(job.data.reply, 'NOMKSTREAM', '*', 'e', stringify({ run: job.id, ...entry }));
+        const send = (entry: object) => writer.xadd(job.data.reply, 'NOMKSTREAM', '*', 'e', stringify({ run: job.id, protocol: QUEUE_PROTOCOL_VERSION, ...entry }));
         await send({ kind: 'attach', placement: { hostname: 'impostor', pid: 1, threadId: 1, attempt: 1 } });
         await send({ kind: 'events', attempt: 1, events: [{ seq: 0, time: Date.now(), type: 'turn/start', data: { turn: 1 } }] });
         await send({ kind: 'events', attempt: 1, events: [{ seq: 3, time: Date.now(), type: 'step/start', data: { step: 1 } }] });

@@ -13,7 +13,7 @@ import { hostParts, type Host } from '../provider-host.js';
 import { redisOutage } from './connect.js';
 import { QueueConnection } from './connection.js';
 import { parseQueueOptions, type QueueProviderOptions } from './options.js';
-import { JOB_NAME, type QueueJobData } from './protocol.js';
+import { JOB_NAME, PROTOCOL_VERSION, type QueueJobData } from './protocol.js';
 import { QueueRun } from './run.js';
 
 /** Queue children can do everything a worker child can except call host tools. */
@@ -60,7 +60,7 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
       hostTools: [],
       ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
     };
-    const data: QueueJobData = { task: encode(task), reply: '', attempt: 1 };
+    const data: QueueJobData = { protocol: PROTOCOL_VERSION, task: encode(task), reply: '', attempt: 1 };
     const link = await connection();
     if (signal.aborted) throw cancelledStart(signal);
     data.reply = link.reply;
@@ -93,7 +93,9 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     const abort = () => run.cancel();
     signal.addEventListener('abort', abort, { once: true });
     if (signal.aborted) run.cancel();
-    void run.result.then(() => signal.removeEventListener('abort', abort));
+    const unlisten = () => signal.removeEventListener('abort', abort);
+    // A worker of another protocol version rejects the result (UNSUPPORTED_CAPABILITY).
+    void run.result.then(unlisten, unlisten);
     return run;
   }
 

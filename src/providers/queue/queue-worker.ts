@@ -17,7 +17,21 @@ import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { ThreadChild } from '../worker/thread-child.js';
 import { redisOptions } from './options.js';
 import { bounded, connectRedis, redisConnected, redisTarget } from './connect.js';
-import { JOB_NAME, PREFIX, budgetChannel, budgetKey, cancelChannel, cancelKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+import {
+  JOB_NAME,
+  PREFIX,
+  PROTOCOL_VERSION,
+  SAME_VERSION_HINT,
+  budgetChannel,
+  budgetKey,
+  cancelChannel,
+  cancelKey,
+  ownProtocol,
+  protocolText,
+  type QueueJobData,
+  type ReplyBody,
+  type ReplyEntry,
+} from './protocol.js';
 
 // Each child runs on this process's pool exactly like a spawn child (a ThreadChild: encoded task,
 // hub-port notices, cancel flag plus control call, grace termination), its notices going to the
@@ -204,8 +218,9 @@ export class QueueWorker {
       throw new WaitingError();
     }
     const run = job.id;
+    if (!ownProtocol(job.data)) return this.#refuse(run, job.data);
     const { task, reply, attempt } = job.data;
-    const send = (entry: ReplyEntry) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify(entry));
+    const send = (entry: ReplyBody) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify({ ...entry, protocol: PROTOCOL_VERSION }));
     // Ordering holds because every entry goes through this one connection, in call order. A reply
     // stream that is gone means its host is gone: nobody waits for this child any more.
     let child: PoolChild | undefined;
@@ -213,7 +228,7 @@ export class QueueWorker {
     // child is stopped, and its end says why. The end waits for the last batch's answer to know.
     let unsent: unknown;
     let sending: Promise<void> = Promise.resolve();
-    const quiet = (entry: ReplyEntry) =>
+    const quiet = (entry: ReplyBody) =>
       void (sending = send(entry).then(
         (id) => void (id === null && child?.cancel()),
         (error: unknown) => {
@@ -280,6 +295,23 @@ export class QueueWorker {
       }
     }
     await send({ run, kind: 'end', attempt, result });
+    return encode(result);
+  }
+
+  /**
+   * A job of another protocol version is not run: this worker would misread it (an option it does
+   * not enforce, a field it reads otherwise). Its host gets an `end` saying why and the job leaves
+   * the queue for good, rather than wait for a worker of its version that may never come.
+   */
+  async #refuse(run: string, data: unknown): Promise<Encoded> {
+    const why = `it was queued by a host speaking queue protocol ${protocolText(data)}, and this worker speaks ${PROTOCOL_VERSION}; ${SAME_VERSION_HINT}`;
+    this.#options.log?.(`job ${run} refused: ${why}`);
+    const result: SubagentResult = { output: [], stopReason: 'error', diagnostic: `the queue worker ${hostname()}[${process.pid}] did not run the child: ${why}` };
+    const { reply, attempt } = (data ?? {}) as Partial<QueueJobData>;
+    if (typeof reply === 'string') {
+      const entry: ReplyEntry = { run, protocol: PROTOCOL_VERSION, kind: 'end', attempt: typeof attempt === 'number' ? attempt : 1, result };
+      await this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify(entry));
+    }
     return encode(result);
   }
 

@@ -4,7 +4,7 @@
 // covering the child count its log as it arrives, and a spent one stops it on its worker.
 import type { BudgetStop } from '../../seam/budget.js';
 import { stringify } from '../../seam/codec.js';
-import { describeError } from '../../seam/errors.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
 import type { ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { once, settled } from '../../seam/once.js';
@@ -16,7 +16,21 @@ import { treeCounter } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
 import type { ConnectedRun, QueueConnection } from './connection.js';
-import { JOB_NAME, budgetChannel, budgetKey, cancelChannel, cancelKey, lockKey, type Placement, type QueueJobData, type ReplyEntry } from './protocol.js';
+import {
+  JOB_NAME,
+  PROTOCOL_VERSION,
+  SAME_VERSION_HINT,
+  budgetChannel,
+  budgetKey,
+  cancelChannel,
+  cancelKey,
+  lockKey,
+  ownProtocol,
+  protocolText,
+  type Placement,
+  type QueueJobData,
+  type ReplyEntry,
+} from './protocol.js';
 
 /** A log event the host appends when a worker thread takes the child (one per attempt). */
 export const ATTEMPT_EVENT = 'queue/attempt';
@@ -34,9 +48,9 @@ export interface QueueRunInit {
   budgetTree?: BudgetTreeLink | undefined;
 }
 
-function endReason(result: SubagentResult): TurnEndReason {
+function endReason(result: SubagentResult, error: SubagentError | undefined): TurnEndReason {
   if (result.stopReason === 'aborted') return { kind: 'aborted', cause: { kind: 'parent' } };
-  return { kind: 'error', error: { code: 'QUEUE_CHILD_LOST', message: result.diagnostic ?? 'the child was lost' } };
+  return { kind: 'error', error: { code: error?.code ?? 'QUEUE_CHILD_LOST', message: result.diagnostic ?? 'the child was lost' } };
 }
 
 /** A child placed on the queue (`localAgent` is undefined: the agent runs on a worker). */
@@ -67,6 +81,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #cancelPending = false;
   #settled = false;
   #resolve!: (result: SubagentResult) => void;
+  #reject!: (error: SubagentError) => void;
   /** Adds the log's new spend to the covering trees and checks them (set once the log is published). */
   #countTrees: ((events: readonly SessionEvent[]) => void) | undefined;
   #unwatchTrees: (() => void) | undefined;
@@ -75,7 +90,10 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#init = init;
     this.id = init.id;
     this.#connection = init.connection;
-    this.result = new Promise((resolve) => (this.#resolve = resolve));
+    this.result = new Promise((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
     init.connection.register(this.id, this);
   }
 
@@ -101,6 +119,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     if (this.#settled) return;
     const session = this.#session;
     if (!session) return void this.#pending.push(entry);
+    // Checked before anything else is read of it: an entry of another version may be shaped otherwise.
+    if (!ownProtocol(entry)) return this.#refuse(entry);
     const attempt = entry.kind === 'attach' ? entry.placement.attempt : entry.attempt;
     if (attempt !== this.#attempt) return; // a lost attempt's worker may still be talking
     if (entry.kind === 'attach') {
@@ -119,6 +139,20 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     } else {
       this.#settle(entry.result);
     }
+  }
+
+  /**
+   * A worker of another protocol version took the child: its replies would be misread, and it may
+   * not honour what the job asks (an output schema, say). The run fails with the reason for good (a
+   * restart could land on such a worker again), and a worker still running the child stops it.
+   */
+  #refuse(entry: ReplyEntry): void {
+    if (this.#cancelled) return this.#settle({ output: [], stopReason: 'aborted' });
+    // A worker that refuses the job (as every versioned worker does) ends it without running it.
+    const ended = entry.kind === 'end';
+    const message = `child ${this.id} was taken by a queue worker speaking queue protocol ${protocolText(entry)}, and this host speaks ${PROTOCOL_VERSION}, so ${ended ? 'it did not run' : 'it is stopped there'}; ${SAME_VERSION_HINT}`;
+    this.#settle({ output: [], stopReason: 'error', diagnostic: message }, new SubagentError('UNSUPPORTED_CAPABILITY', message));
+    if (!ended && !this.#connection.closed) this.#publishCancel().catch(() => this.#retryCancel());
   }
 
   /** Records where the current attempt runs (once), and numbers its events after that record. */
@@ -223,7 +257,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     }
   }
 
-  #closeTurn(result: SubagentResult): void {
+  #closeTurn(result: SubagentResult, error?: SubagentError): void {
     const session = this.#session;
     if (!session) return;
     // An attempt that was placed but sent nothing is still on record.
@@ -236,17 +270,19 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#openTurn = 1;
       this.#ownEvents = 2;
     }
-    if (this.#openTurn !== undefined) session.append('turn/end', { turn: this.#openTurn, reason: endReason(result) });
+    if (this.#openTurn !== undefined) session.append('turn/end', { turn: this.#openTurn, reason: endReason(result, error) });
     this.#openTurn = undefined;
   }
 
-  #settle(result: SubagentResult): void {
+  /** Resolves the result, or rejects it with `error` (the log's turn still ends, with its code). */
+  #settle(result: SubagentResult, error?: SubagentError): void {
     if (this.#settled) return;
     this.#settled = true;
     this.#connection.unregister(this.id);
-    this.#closeTurn(result);
+    this.#closeTurn(result, error);
     this.#unwatchTrees?.();
     if (this.#session) this.#countTrees?.(this.#session.events);
+    if (error) return this.#reject(error);
     let output: ContentBlock[] = result.output;
     const own = this.#session?.events.slice(this.#init.seedLength);
     if (output.length === 0 && result.stopReason !== 'completed' && own) output = finalAssistantOutput(own);
