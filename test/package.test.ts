@@ -1,6 +1,6 @@
 // The package as a user installs it: what its shipped files import is installed with it, CommonJS
-// code can require it, its declarations typecheck in a strict Node program, and a better-sqlite3
-// whose install script never ran is named as the problem.
+// code can require it, its declarations typecheck in a strict Node program (the README's examples
+// too), and a better-sqlite3 whose install script never ran is named as the problem.
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -30,8 +30,8 @@ function packageOf(specifier: string): string | undefined {
  * off), and every declaration file it loads but those of the big packages that are checked on their
  * own (the TypeScript and Node libraries, zod, ioredis, bullmq: checking them takes most of a minute).
  */
-function typecheckConsumer(source: string, options: ts.CompilerOptions): string {
-  const dir = join(temp.dir, `consumer-${options.moduleResolution}`);
+function typecheckConsumer(source: string, options: ts.CompilerOptions, name = `consumer-${options.moduleResolution}`): string {
+  const dir = join(temp.dir, name);
   mkdirSync(join(dir, 'node_modules'), { recursive: true });
   symlinkSync(root, join(dir, 'node_modules', 'subagent-host'), 'dir');
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
@@ -55,6 +55,29 @@ function typecheckConsumer(source: string, options: ts.CompilerOptions): string 
     ...checked.flatMap((file) => [...program.getSyntacticDiagnostics(file), ...program.getSemanticDiagnostics(file)]),
   ];
   return ts.formatDiagnostics(diagnostics, { getCanonicalFileName: (name) => name, getCurrentDirectory: () => dir, getNewLine: () => '\n' });
+}
+
+/**
+ * The README's TypeScript examples as one module: each in a block of its own, their imports joined,
+ * and what they take from the text around them (a host, a parent agent, a signal, a model) declared.
+ */
+function readmeExamples(): { count: number; source: string } {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const names = new Set(['text', 'subagentTool', 'acpProvider']);
+  const blocks = [...readme.matchAll(/^( *)```ts\n([\s\S]*?)^ *```$/gm)].map(([, indent, body]) =>
+    body!.replace(new RegExp(`^${indent}`, 'gm'), '').replace(/^import \{([^}]*)\} from 'subagent-host';\n/gm, (_, list: string) => {
+      for (const imported of list.split(',')) names.add(imported.trim());
+      return '';
+    }),
+  );
+  const source = [
+    `import { ${[...names].join(', ')} } from 'subagent-host';`,
+    `import type { Host, ModelSpec } from 'subagent-host';`,
+    `declare const host: Host, parent: Awaited<ReturnType<Host['createAgent']>>, signal: AbortSignal, model: ModelSpec;`,
+    ...blocks.map((body) => `{\n${body}}`),
+    'export {};',
+  ].join('\n');
+  return { count: blocks.length, source };
 }
 
 describe('the installed package', () => {
@@ -97,6 +120,12 @@ describe('the installed package', () => {
     ]) {
       expect(typecheckConsumer(source, options)).toBe('');
     }
+  }, 60_000);
+
+  it("typechecks the README's TypeScript examples", () => {
+    const { count, source } = readmeExamples();
+    expect(count).toBeGreaterThan(5);
+    expect(typecheckConsumer(source, { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext }, 'readme')).toBe('');
   }, 60_000);
 
   it('names a better-sqlite3 without its native addon as the problem, not the database path', () => {

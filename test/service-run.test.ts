@@ -23,7 +23,7 @@ afterEach(async () => {
   expect(t.host.subagents.activeRuns).toBe(0);
 });
 
-async function startWith(raw: FakeRun, signal?: AbortSignal): Promise<SubagentRun> {
+async function startWith(raw: FakeRun, signal?: AbortSignal): Promise<SubagentRun & AsyncDisposable> {
   t.host.subagents.registerProvider(fakeProvider('fake', { start: () => Promise.resolve(raw) }));
   return t.host.subagents.start('fake', t.request(signal ? { signal } : {}));
 }
@@ -136,8 +136,7 @@ describe('dispose', () => {
         return release.promise.then(() => raw.settle.resolve({ output: [], stopReason: 'aborted' }));
       },
     });
-    // Runs returned by start are AsyncDisposable (optional in the SubagentRun type).
-    const run = (holder.run = (await startWith(raw)) as SubagentRun & AsyncDisposable);
+    const run = (holder.run = await startWith(raw));
     const first = run.dispose();
     const concurrent = run.dispose();
     await entered.promise;
@@ -146,6 +145,21 @@ describe('dispose', () => {
     await first;
     const calls = [concurrent, reentrant, repeated, run.dispose(), run[Symbol.asyncDispose]()];
     expect(calls.every((call) => call === first)).toBe(true);
+    expect(raw.disposeCalls).toBe(1);
+  });
+
+  it('is disposed at the end of an `await using` scope', async () => {
+    const raw = fakeRun('c', {
+      dispose: () => {
+        raw.settle.resolve({ output: [], stopReason: 'aborted' });
+        return Promise.resolve();
+      },
+    });
+    {
+      await using run = await startWith(raw);
+      expect(run.id).toBe('c');
+      expect(raw.disposeCalls).toBe(0);
+    }
     expect(raw.disposeCalls).toBe(1);
   });
 

@@ -19,7 +19,7 @@ export interface AgentHooks {
    * Awaited after a call's `tool/call` is logged and before its body runs: a checkpoint, so what
    * the log says reaches its observers (or storage) before a tool that may never return.
    */
-  beforeTool?(callId: string): Promise<void>;
+  beforeTool?(callId: string): void | Promise<void>;
   /**
    * Asked at every step boundary, before the step's model call: a verdict ends the turn there with
    * that reason, and the input still queued is discarded (budgets stop a child this way).

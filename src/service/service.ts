@@ -150,8 +150,11 @@ export class SubagentService {
     return this.#events.size;
   }
 
-  /** Starts a one-shot child. Every failure is a rejection; a rejected start leaves no child. */
-  start(name: string, request: SubagentStartRequest): Promise<SubagentRun> {
+  /**
+   * Starts a one-shot child. Every failure is a rejection; a rejected start leaves no child. The run
+   * is `AsyncDisposable` (`await using run = await host.subagents.start(…)`).
+   */
+  start(name: string, request: SubagentStartRequest): Promise<SubagentRun & AsyncDisposable> {
     let resolved;
     let provider: SubagentProvider | undefined;
     let admission: TreeAdmission | undefined;
@@ -200,7 +203,7 @@ export class SubagentService {
     controller: AbortController,
     caller: CallerAbort,
     admission: TreeAdmission | undefined,
-  ): Promise<SubagentRun> {
+  ): Promise<ManagedRun> {
     let raw: SubagentRun;
     try {
       raw = await starting;
