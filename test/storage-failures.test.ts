@@ -135,14 +135,16 @@ describe('storage failures', () => {
     for (const childId of ['victim', 'bystander']) {
       await host.subagents.startContinuable({ provider: 'in-process', label: childId, childId, request: { prompt: [text('start')], parent, agentOptions: { model: HANG } } });
     }
-    // A second writer touches `victim` (loading repairs its open turn): this host's next append to it is stale.
-    const other = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
-    await other.persistence!.load('victim');
-    await other.close();
     for (const order of [['bystander', 'victim'], ['victim', 'bystander']]) {
+      // A second writer touches `victim` (loading repairs its open turn): this host's next append to it is stale.
+      const other = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
+      await other.persistence!.load('victim');
+      await other.close();
       const outcomes = await Promise.allSettled(order.map((id) => host.subagents.followup(parent, id, [text(`to ${id}`)])));
       const byId = Object.fromEntries(order.map((id, index) => [id, outcomes[index]!.status]));
       expect(byId).toStrictEqual({ bystander: 'fulfilled', victim: 'rejected' });
+      // The refused write ended the victim's residency: its next follow-up brings it back from the stored log.
+      await host.subagents.followup(parent, 'victim', [text('again')]);
     }
   });
 });

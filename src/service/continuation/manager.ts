@@ -17,6 +17,7 @@ import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
+import { acknowledge, acknowledgeStart } from './acknowledge.js';
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
@@ -291,16 +292,7 @@ export class ContinuationManager implements ActivationHost {
         throw error;
       }
     })()));
-    try {
-      await sessions.flush(childId);
-    } catch (error) {
-      // Not acknowledged, so not started: the child that is already running goes (child-first).
-      const activation = this.activations.get(childId);
-      if (activation) await settled(activation.dispose());
-      // Another writer of the store (another host) created a child of this id meanwhile, past the checks above.
-      if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} was created meanwhile by another writer of this store; reserve another child id`, { cause: error });
-      throw error;
-    }
+    await acknowledgeStart(sessions, this.activations, childId);
     return { childId, messageId };
   }
 
@@ -329,7 +321,7 @@ export class ContinuationManager implements ActivationHost {
         return this.#track(this.#coldResume(parent, childId, content, source, signal));
       }
     });
-    await this.deps.sessions.flush(childId);
+    await acknowledge(this.deps.sessions, this.activations, childId);
     return id;
   }
 

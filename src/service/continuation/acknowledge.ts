@@ -1,0 +1,44 @@
+// Acknowledging a message to a continuable child: the flush of the child's log, and what a failed
+// flush does to the child. A message is accepted only once it is durable.
+import type { SessionId } from '../../seam/content.js';
+import { SubagentError, isSubagentError } from '../../seam/errors.js';
+import { settled } from '../../seam/once.js';
+import type { LiveSessionStore } from '../../runtime/session-store.js';
+import type { Activation } from './activation.js';
+
+type Activations = ReadonlyMap<SessionId, Activation>;
+
+/** A start's prompt: not acknowledged, so not started, and the child already running goes (child-first). */
+export async function acknowledgeStart(sessions: LiveSessionStore, activations: Activations, childId: SessionId): Promise<void> {
+  try {
+    await sessions.flush(childId);
+  } catch (error) {
+    const activation = activations.get(childId);
+    if (activation) await settled(activation.dispose());
+    // Another writer of the store (another host) created a child of this id meanwhile, past the start's checks.
+    if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} was created meanwhile by another writer of this store; reserve another child id`, { cause: error });
+    throw error;
+  }
+}
+
+/**
+ * A follow-up. When the store lost a write of the child's log (it refused it, rather than a lock
+ * delaying it), the stored log falls short of the live one for good (each later append is refused
+ * as out of sequence), so the child's residency ends there, as after a crash: the next message
+ * brings it back from what the store holds, which is then also what its turns remember.
+ */
+export async function acknowledge(sessions: LiveSessionStore, activations: Activations, childId: SessionId): Promise<void> {
+  try {
+    await sessions.flush(childId);
+  } catch (error) {
+    const state = sessions.writeState(childId);
+    const activation = activations.get(childId);
+    // A lock held past the busy timeout loses nothing (the write is tried again): the child stays.
+    if (activation && (state === 'failed' || state === 'refused')) {
+      // Its turn on the refused message stops; input accepted before it and not taken yet stays
+      // pending in the stored log. The teardown's own flush fails alike, and was reported here.
+      await settled(activation.dispose({ keepInbox: true }));
+    }
+    throw error;
+  }
+}
