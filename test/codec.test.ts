@@ -150,6 +150,34 @@ describe('codec through a real MessageChannel', () => {
     expect(back).toStrictEqual({ n: 1 });
   });
 
+  it.each([
+    ['plain objects', () => ({ n: 1 })],
+    ['a Date and undefined', () => ({ when: new Date(0), none: undefined })],
+    ['a Map', () => new Map([['k', { n: 1 }]])],
+  ])('refuses, INVALID_REQUEST, a value holding each level twice, 40 levels deep, over %s', (_name, leaf) => {
+    // Written out in full it would hold 2^41 objects: the encoding never finished.
+    let doubled: unknown = leaf();
+    for (let level = 0; level < 40; level++) doubled = { a: doubled, b: [doubled] };
+    for (const value of [doubled, new SubagentError('CLOSED', 'gone', { cause: doubled }), new Map([['k', doubled]])]) {
+      const error = thrown(() => encode(value));
+      expect(error).toBeInstanceOf(SubagentError);
+      expect(error).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringMatching(/held at so many places .*refer to it by a key or an index/) });
+    }
+  });
+
+  it('keeps many objects each held at a few places, and cycles, as they were', () => {
+    const leaves = Array.from({ length: 1_000 }, (_, index) => ({ index, when: new Date(index) }));
+    const value: Record<string, unknown> = { leaves, again: leaves.map((leaf) => [leaf, leaf]), lookup: new Map(leaves.map((leaf) => [leaf.index, leaf])) };
+    value['self'] = value;
+    const back = parse<typeof value>(stringify(value));
+    expect(back['self']).toBe(back);
+    const [first] = back['leaves'] as typeof leaves;
+    expect((back['again'] as unknown[][])[0]).toStrictEqual([first, first]);
+    expect((back['again'] as unknown[][])[0]?.[1]).toBe(first);
+    expect((back['lookup'] as Map<number, unknown>).get(0)).toBe(first);
+    expect(first?.when).toStrictEqual(new Date(0));
+  });
+
   it('keeps an own `__proto__` key an own key, never the prototype of the copy', async () => {
     const value = JSON.parse('{"__proto__":{"polluted":true},"plain":1}') as Record<string, unknown>;
     for (const decoded of [await throughPort(value), parse(stringify(value))] as Record<string, unknown>[]) {

@@ -163,6 +163,19 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  it('carries a host tool’s error whose cause holds each level twice, 40 levels deep, into the child’s log, and the child finishes', async () => {
+    // Written out in full, the cause would hold 2^41 objects.
+    let cause: object = { leaf: true };
+    for (let level = 0; level < 40; level++) cause = { left: cause, right: cause };
+    const { host, parent } = await setup({
+      tools: [{ name: 'fail', description: 'fails', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you', { cause }); } }],
+    });
+    const run = await host.subagents.start('spawn', request(parent, [call('fail'), { text: 'ok' }]));
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'ok' }] });
+    expect(dataOf(host.sessions.get(run.id)!.events, 'tool/result')[0]).toMatchObject({ code: 'UNAUTHORIZED', isError: true, content: [{ text: expect.stringContaining('not for you') }] });
+    await run.dispose();
+  });
+
   it('lets a child busy in synchronous code see cancellation through its signal', async () => {
     const { host, parent } = await setup();
     const run = await host.subagents.start('spawn', request(parent, [call('spin_polite'), { text: 'after' }]));

@@ -45,7 +45,7 @@ const inProgress = new Set<object>();
 function nested(owner: object, value: unknown): Encoded {
   inProgress.add(owner);
   try {
-    return unshared(toEncoded(instance.serialize(value as SuperJSONValue))) as Encoded;
+    return unshared(toEncoded(serialize(value))) as Encoded;
   } finally {
     inProgress.delete(owner);
   }
@@ -225,12 +225,65 @@ function plainCopy(value: unknown, seen: Set<object>, depth: number): unknown {
   return copy;
 }
 
+/**
+ * How many objects and arrays the places an object is held at a second time may add to a value
+ * written out, beyond `REPEAT_FACTOR` times the value's own: superjson writes a shared object in
+ * full at every place it is held (and each annotation below it once per place), so a value holding
+ * the level below twice, 40 levels deep, would take 2^40 of them and never finish.
+ */
+const MAX_REPEATS = 1_000_000;
+const REPEAT_FACTOR = 16;
+
+/**
+ * `value` through superjson, or `INVALID_REQUEST` for a value whose shared objects would be written
+ * out at more places than MAX_REPEATS allows. superjson's `dedupe` would write each once, but it
+ * rebuilds a Map or Set around its placeholders (null) before it puts the objects back, merging
+ * their entries; so the value is measured first. Plain values never come here (`plainCopy`).
+ */
+function serialize(value: unknown): SuperJSONResult {
+  const sizes = new Map<object, number>();
+  const total = writtenSize(value, sizes);
+  const repeats = total - sizes.size;
+  if (repeats > MAX_REPEATS && repeats > REPEAT_FACTOR * sizes.size) {
+    throw new SubagentError(
+      'INVALID_REQUEST',
+      `A value's ${sizes.size} objects and arrays are held at so many places that written out in full it would take ${total > Number.MAX_SAFE_INTEGER ? 'more than 2^53' : total} ` +
+        '(a shared object is written at every place that holds it); hold each shared object at fewer places (refer to it by a key or an index).',
+    );
+  }
+  return instance.serialize(value as SuperJSONValue);
+}
+
+/**
+ * How many objects and arrays `value` holds, each counted at every place that holds it, as superjson
+ * writes it (a cycle's way back counts nothing: it is written once). `sizes` keeps each object's
+ * count, so each object is walked once.
+ */
+function writtenSize(value: unknown, sizes: Map<object, number>): number {
+  if (typeof value !== 'object' || value === null) return 0;
+  const known = sizes.get(value);
+  if (known !== undefined) return known;
+  sizes.set(value, 0);
+  let size = 1;
+  if (value instanceof Map) {
+    for (const [key, item] of value) size += writtenSize(key, sizes) + writtenSize(item, sizes);
+  } else if (value instanceof Set) {
+    for (const item of value) size += writtenSize(item, sizes);
+  } else if (value instanceof Error) {
+    if ('cause' in value) size += writtenSize(value.cause, sizes);
+  } else if (Array.isArray(value) || isPlainObject(value)) {
+    for (const item of Object.values(value)) size += writtenSize(item, sizes);
+  }
+  sizes.set(value, size);
+  return size;
+}
+
 /** Encodes `value` (Date, Map, Set, BigInt, URL, errors, cycles…) as a postMessage-safe `{ json, meta? }`. */
 export function encode(value: unknown): Encoded {
   const json = plainCopy(value, new Set(), 0);
   if (json !== NOT_PLAIN) return { json };
   try {
-    return toEncoded(instance.serialize(value as SuperJSONValue));
+    return toEncoded(serialize(value));
   } catch (error) {
     if (error instanceof SubagentError) throw error;
     throw new SubagentError('INVALID_REQUEST', `Value cannot be encoded: ${describeError(error)}.`, {
