@@ -1,10 +1,10 @@
 // Continuable ACP children against real `subagent-host acp --db` processes: follow-ups on the
 // resident process, interrupt as session/cancel, linger-out reaping, cold resume through
 // session/load (also after a host restart), and the refusals (no loadSession, a failing load).
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
+import { CLI, FIXTURE_AGENT, STRICT_AGENT, childPids, isAlive, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 import { continuationHost, eventually, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { tempFiles } from './helpers.js';
 
@@ -161,6 +161,23 @@ describe('continuable ACP children', () => {
     const sessionId = remoteSessionId(host.sessions.get(childId)!.events);
     await host.close();
     expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['first', 'second']);
+  });
+
+  it('reaps a process whose connection closed while it kept running, ignoring stdin EOF and SIGTERM, once a fresh one loaded the session', async () => {
+    const once = files.file();
+    const stubborn = ['--usage', `--close-stdout-on-prompt=${once}`, '--ignore-eof', '--trap-sigterm'];
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, ...stubborn], cwd: files.dir, disposeEofGraceMs: 200, disposeGraceMs: 200 });
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    const first = newChildPids(before).filter(isAlive);
+    expect(first).toHaveLength(1);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['error', 'completed']);
+    expect(recorder.ends[1]).toMatchObject({ lastAssistantMessage: [text('hello world')] });
+    // Not left to host.close(): the child stays resident on the fresh process.
+    await eventually(() => !isAlive(first[0]!));
+    expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
   });
 
   it('ends the follow-up error when the fresh process cannot load the session of a child whose process died, leaving no process', async () => {
@@ -344,6 +361,32 @@ describe('continuable ACP children', () => {
     expect(logged().match(/^prompt .*(?= \d+$)/gm)).toStrictEqual(['prompt first', 'prompt second|third']);
     host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
     await recorder.until(() => turnEnds(child.session.events).length === 3);
+  });
+
+  it('answers lines that are not JSON-RPC and silently ignores an error for id null the agent writes while no request waits: the next follow-up runs on the same process', async () => {
+    const noise = files.file();
+    const log = files.file();
+    const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [STRICT_AGENT, `--junk-on=${noise}`, `--log=${log}`], cwd: files.dir, ...GRACES });
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    const pids = newChildPids(before).filter(isAlive);
+    // The host stays silent: nothing of it reaches stderr (its logger is the only voice it has).
+    const printed: unknown[][] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void printed.push(args));
+    try {
+      writeFileSync(noise, '');
+      // Three of its four lines are answered -32700: once the third answer is back, all four were read while idle.
+      await eventually(() => logged() === 'answered -32700\n'.repeat(3));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(printed).toStrictEqual([]);
+    await host.subagents.followup(parent, childId, [text('second')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['completed', 'completed']);
+    expect(assistantTexts(host, childId)).toStrictEqual(['first', 'second']);
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual(pids);
   });
 
   it('answers a permission request that comes after session/cancel `cancelled`, whatever the policy', async () => {

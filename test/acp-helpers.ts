@@ -8,6 +8,8 @@ import type { Session, SessionEvent } from 'subagent-host';
 export const CLI = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
 /** The configurable fixture agent (see its header for the flags). */
 export const FIXTURE_AGENT = fileURLToPath(new URL('./fixtures/acp/agent.js', import.meta.url));
+/** The strict fixture agent, reading as serde_json does (see its header for the flags). */
+export const STRICT_AGENT = fileURLToPath(new URL('./fixtures/acp/strict-agent.js', import.meta.url));
 
 /** Pids of the live child processes of this process. */
 export function childPids(): number[] {

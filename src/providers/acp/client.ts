@@ -187,11 +187,14 @@ export class AcpClient {
   /**
    * Closes the connection when the agent says it could not read a message while a request waits:
    * that request may be the one lost, and would wait forever. With none waiting (the agent refused
-   * our answer to a line of its own, say) nothing is lost that anyone waits for.
+   * our answer to a line of its own, say) nothing is lost that anyone waits for. Either way the
+   * SDK never sees it: an answer for no request is one it prints to the host's stderr.
    */
-  #unreadable(message: object): void {
+  #unreadable(message: object): boolean {
     const code = nullIdErrorCode(message);
-    if (code !== undefined && this.#asking > 0) this.#connection.close(new UnreadableMessageError(code));
+    if (code === undefined) return false;
+    if (this.#asking > 0) this.#connection.close(new UnreadableMessageError(code));
+    return true;
   }
 
   /** `request`, counted while it waits for its answer. */

@@ -108,12 +108,13 @@ export type Intercept = (message: object) => boolean;
 /**
  * `arrived` sees every parsed message, synchronously and in the order it arrived, before the SDK
  * does: the SDK tries each message on its handlers one after another, awaiting each, so a message
- * for a later-registered handler is handled after one that arrived after it. `sent` sees every
- * message the SDK writes, as it writes it: a response ends its request, whether a handler answered
- * it or the SDK refused it before any handler saw it (bad params).
+ * for a later-registered handler is handled after one that arrived after it. It returns true when
+ * it spent the message, which the SDK then never sees. `sent` sees every message the SDK writes,
+ * as it writes it: a response ends its request, whether a handler answered it or the SDK refused
+ * it before any handler saw it (bad params).
  */
 export interface Observe {
-  arrived(message: object): void;
+  arrived(message: object): boolean | void;
   sent(message: AnyMessage): void;
 }
 
@@ -171,7 +172,7 @@ function lineReader(
     }
     if (Array.isArray(message)) answer({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
-      observe?.arrived(message);
+      if (observe?.arrived(message) === true) return;
       if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
       // Either may close the connection, which cancels this stream: it takes no more messages.
       if (stopped) return;
