@@ -1,22 +1,27 @@
 // A continuable start whose provider is still preparing its child (a remote session being opened,
 // a process being spawned) when the host closes: the provider is told to stop, close() settles only
 // once what it prepared is released, the start rejects CLOSED, and nothing is stored or left running.
-// And a provider whose release fails after a start or resume failed: the original failure is reported.
+// And a provider whose release fails after a start or resume failed, or after the child's own
+// dispose failed: the original failure is reported, the release's is warned.
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   acpProvider,
   createHost,
   inProcessProvider,
+  memoryPersistence,
   spawnProvider,
+  sqlitePersistence,
   text,
   type Agent,
   type ContinuableCreateRequest,
   type ContinuableCreateSpec,
   type Host,
+  type SessionPersistence,
   type SubagentProvider,
 } from 'subagent-host';
 import { FIXTURE_AGENT, childPids, isAlive, newChildPids } from './acp-helpers.js';
-import { continuationHost, continuationSuite, eventually, startChild } from './continuation-helpers.js';
+import { continuationHost, continuationSuite, eventually, startChild, userTexts } from './continuation-helpers.js';
 import { deferred } from './helpers.js';
 
 const suite = continuationSuite('subagent-continuation-prepare-close-');
@@ -180,6 +185,83 @@ describe('a provider whose release fails after the start or resume failed', () =
     broken();
     expect(releases).toBe(1);
     expect(host.agents.get(childId)).toBeUndefined();
+  });
+});
+
+/** A caller's store over `inner`, `overrides` in place of its own methods. */
+function callerStore(inner: SessionPersistence, overrides: Partial<SessionPersistence>): SessionPersistence {
+  const methods = ['create', 'append', 'load', 'list', 'childRecords', 'descendantRecords', 'projections', 'flush', 'close'] as const;
+  const store = Object.fromEntries(methods.map((method) => [method, (...args: unknown[]) => (inner[method] as (...values: unknown[]) => unknown)(...args)]));
+  return Object.assign(store as unknown as SessionPersistence, overrides);
+}
+
+describe("a provider whose release fails after the child's own dispose failed", () => {
+  it("reports the dispose's failure (the child's log could not be written), and warns of the release's", async () => {
+    const inner = memoryPersistence();
+    let broken = false;
+    const persistence = callerStore(inner, { append: (id, events) => (broken && id === 'child' ? Promise.reject(new Error('disk full')) : inner.append(id, events)) });
+    const warnings: string[] = [];
+    const host = suite.track(await createHost({ persistence, providers: false, pool: { minThreads: 0 }, logger: { warn: (message, data) => void warnings.push(`${message}: ${String(data)}`) } }));
+    const local = inProcessProvider(host);
+    let releases = 0;
+    host.subagents.registerProvider({
+      ...local,
+      name: 'leaky',
+      prepareContinuable: async (request) => ({ ...(await local.prepareContinuable!(request)), release: () => Promise.reject(new Error(`release ${++releases} broke`)) }),
+    });
+    const parent = await host.createAgent();
+    const { childId } = await startChild(host, parent, 'hello', { provider: 'leaky', childId: 'child' });
+    const child = host.agents.get(childId)!;
+    await child.whenIdle();
+    broken = true;
+    child.inject([text('never written')]);
+    const failure = await host.subagents.drainContinuableChildren(parent, [childId]).then(() => undefined, (error: unknown) => error as Error);
+    expect(failure).toMatchObject({ code: 'ACTIVATION_TEARDOWN_FAILED', message: expect.stringContaining('disk full'), cause: { code: 'PERSISTENCE_UNAVAILABLE' } });
+    expect(failure!.message).not.toContain('release 1 broke');
+    expect(releases).toBe(1);
+    expect(warnings).toContain(`releasing what the provider prepared for continuable child ${childId} failed: Error: release 1 broke`);
+    expect(host.agents.get(childId)).toBeUndefined();
+  });
+});
+
+describe('a host that closes while a continuable start is being acknowledged', () => {
+  it('settles close() only after the start, whose prompt is durable and whose child is stored, listed and resumable', async () => {
+    const file = suite.files.file();
+    const inner = sqlitePersistence(file);
+    // The first flush asked for once the start began (its acknowledgement) is held until the test lets it go.
+    const held = { armed: false, called: deferred(), gate: deferred() };
+    const persistence = callerStore(inner, {
+      flush: async () => {
+        if (held.armed) {
+          held.armed = false;
+          held.called.resolve();
+          await held.gate.promise;
+        }
+        await inner.flush();
+      },
+    });
+    const host = suite.track(await createHost({ persistence, providers: false, pool: { minThreads: 0 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const log: string[] = [];
+    held.armed = true;
+    const start = startChild(host, parent, 'hello', { childId: 'acknowledged' }).then((started) => void log.push(`started ${started.childId}`));
+    await held.called.promise;
+    const closing = host.close().then(() => void log.push('closed'));
+    // Time enough for close() to run to its end, were it not waiting for the start.
+    for (let turn = 0; turn < 500 && !log.includes('closed'); turn++) await nextTurn();
+    const closedMeanwhile = log.includes('closed');
+    held.gate.resolve();
+    await Promise.all([start, closing]);
+    await inner.close();
+    expect(closedMeanwhile).toBe(false);
+    expect(log).toStrictEqual(['started acknowledged', 'closed']);
+    const again = suite.track(await continuationHost(file));
+    expect((await again.subagents.listChildren(parent.id)).map((row) => row.kind)).toStrictEqual(['child']);
+    const back = (await again.agents.resume({ sessionId: parent.id })).agent;
+    await again.subagents.followup(back, 'acknowledged', [text('again')]);
+    await again.recorder.until(() => again.recorder.ends.some((end) => end.id === 'acknowledged'));
+    expect(userTexts((await again.persistence!.load('acknowledged'))!.events)).toStrictEqual(['hello', 'again']);
   });
 });
 

@@ -186,8 +186,9 @@ describe('in-process child of a host that closes while it starts', () => {
   const files = tempFiles('in-process-close-');
 
   // close() lands at every point of the start, from before the provider runs to after the
-  // child's first turn began: a child cut off before that turn must not be stored as corrupt.
-  it.each(['in-process', 'in-process-fork'])('%s: every child stored is listed as an ended child, never corrupt', async (provider) => {
+  // child's first turn began: a child cut off before that turn must not be stored as corrupt, and a
+  // start that rejects CLOSED (it never started) leaves no child listed.
+  it.each(['in-process', 'in-process-fork'])('%s: a start rejected CLOSED leaves no child listed; a started one is listed as an ended child, never corrupt', async (provider) => {
     for (let ticks = 0; ticks <= 60; ticks++) {
       const file = files.file();
       const host = await createHost({ providers: false, persistence: { sqlite: file } });
@@ -203,9 +204,9 @@ describe('in-process child of a host that closes while it starts', () => {
       await closing;
       const again = await createHost({ providers: false, persistence: { sqlite: file } });
       try {
-        // At most the one child, ended; the tick count and the start's outcome name a failing case.
+        // The tick count and the start's outcome name a failing case.
         const rows = (await again.subagents.listChildren(parent.id)).map((row) => (row.kind === 'child' ? row.activity : row.reason));
-        expect({ ticks, outcome, rows }).toEqual({ ticks, outcome, rows: rows.length === 0 ? [] : ['inactive'] });
+        expect({ ticks, outcome, rows }).toEqual({ ticks, outcome, rows: outcome === 'CLOSED' ? [] : ['inactive'] });
       } finally {
         await again.close();
       }

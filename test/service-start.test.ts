@@ -236,9 +236,9 @@ describe('failed and malformed starts', () => {
   });
 
   it.each([
-    ['a dispose that throws synchronously', 'CONTRACT_VIOLATION', { id: '' }],
-    ['a dispose that throws synchronously, the host closing meanwhile', 'CLOSED', { id: 'c' }],
-  ])('keeps its own typed error for a run with %s', async (label, code, fields) => {
+    ['keeps its own typed error for a malformed run with a dispose that throws synchronously', { id: '' }],
+    ['gives the caller a run whose dispose throws synchronously, the host closing meanwhile, and close() still settles', { id: 'c' }],
+  ])('%s', async (label, fields) => {
     const raw = {
       ...fields,
       localAgent: undefined,
@@ -256,8 +256,11 @@ describe('failed and malformed starts', () => {
         },
       }),
     );
-    await expect(t.host.subagents.start('odd', t.request())).rejects.toMatchObject({ code });
+    const starting = t.host.subagents.start('odd', t.request());
+    if (closing) await expect(starting).resolves.toMatchObject({ id: 'c' });
+    else await expect(starting).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION' });
     await closing;
+    expect(t.host.subagents.activeRuns).toBe(0);
   });
 
   it('rejects CLOSED after the host closed, without calling the provider', async () => {
@@ -268,7 +271,7 @@ describe('failed and malformed starts', () => {
     expect(provider.requests).toEqual([]);
   });
 
-  it('cancels a start racing host.close(), disposes its run and rejects CLOSED', async () => {
+  it('cancels a start racing host.close(); a run its provider still started is the caller’s, and close() disposes it', async () => {
     const gate = deferred();
     const raw = fakeRun();
     let providerSignal: AbortSignal | undefined;
@@ -281,14 +284,17 @@ describe('failed and malformed starts', () => {
         },
       }),
     );
-    const rejected = expect(t.host.subagents.start('slow', t.request())).rejects.toMatchObject({ code: 'CLOSED' });
+    const starting = t.host.subagents.start('slow', t.request());
     const closing = t.host.close();
     expect(providerSignal?.aborted).toBe(true);
     gate.resolve();
-    await rejected;
+    // Rejected, it would be a start that never started whose child exists (a local child's log is stored and listed).
+    const run = await starting;
+    expect(run.id).toBe(raw.id);
     await closing;
     expect(raw.disposeCalls).toBe(1);
-    expect(events).toEqual([]);
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    expect(events).toEqual(['start', 'end']);
     expect(t.host.subagents.activeRuns).toBe(0);
   });
 

@@ -222,11 +222,9 @@ export class SubagentService {
       }
       throw error;
     }
-    if (this.#closed) {
-      // The host closed while the provider was starting: nobody would ever dispose this child.
-      await disposeQuietly(raw);
-      throw SubagentError.closedWhile('the host', 'the child was starting');
-    }
+    // A child its provider started is the caller's run, also when the host began to close meanwhile:
+    // rejected, it would be a start that "never started" whose log is stored and listed. close() waits
+    // for this start, then disposes the run with the others.
     this.#subtrees.open(raw.id, parent.id);
     const continuation = this.#continuation;
     const child = raw.localAgent;

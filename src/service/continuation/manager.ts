@@ -37,8 +37,8 @@ export interface ContinuationDeps {
   /**
    * Admits a child under the tree budgets covering its parent (and its own, `scope: 'tree'`);
    * throws when one is spent. A `resumed` child's own tree counts what its subtree already spent.
+   * `configured`: the budget is the `subagent` tool's config (see `CONFIGURED_BUDGET_REQUESTS`).
    */
-  /** `configured`: the budget is the `subagent` tool's config (see `CONFIGURED_BUDGET_REQUESTS`). */
   admitBudget?(parentId: SessionId, budget: SubagentBudget | undefined, resumed?: { childId: SessionId; startedAt: number }, configured?: boolean): Promise<TreeAdmission | undefined>;
   /**
    * The agent of a live one-shot run the registry does not hold (a worker child's main-thread proxy):
@@ -251,11 +251,12 @@ export class ContinuationManager implements ActivationHost {
     continuableDescriptor(given, budget);
     // From here on (after awaits) the copy is read, never the caller's objects.
     const spec = detachedSpec(given);
-    // The child's lock is taken at once: a drain naming a reserved id waits for this start, then releases
-    // the child it brought. All of it, the provider's part too, is a creation shutdown and drains stop and wait for.
+    // The child's lock is taken at once: a drain naming a reserved id waits for this start, then releases the child
+    // it brought. All of it, the provider's part and the acknowledging flush too, is what shutdown and drains wait for.
     const messageId = await this.#locked(childId, () => this.#track((async () => {
       const budgetTree = await this.deps.admitBudget?.(parent.id, budget, undefined, configured);
       let prepared: ContinuableCreateSpec | undefined;
+      let id: MessageId;
       try {
         const built = await this.creations.run(parent, signal, `child ${childId} was being created`, async (creating) => {
           // The caller's abort first (its own reason), then the host's or a drain's (CLOSED, DRAINING); checked before
@@ -279,9 +280,9 @@ export class ContinuationManager implements ActivationHost {
           // Published once admitted: an abort or a drain landing after that comes too late, and the
           // start is accepted (a rollback would leave its stored session and catalog row behind).
           const admit = () => this.admission.check(parent);
-          return createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: ready.seed ?? [], prepared: ready, signal: creating, admit, treeStop: budgetTree?.link.stop });
+          return createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: ready.seed ?? [], prepared: ready, signal: creating, admit, treeStop: budgetTree?.link.stop, warn: (message, error) => this.warn(message, error) });
         });
-        return await this.#adopt(
+        id = await this.#adopt(
           built, spec.provider, parent, built.handle.agent.session.seq,
           (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal, true),
           budgetTree,
@@ -291,8 +292,9 @@ export class ContinuationManager implements ActivationHost {
         await this.releasePrepared(prepared, childId);
         throw error;
       }
+      await acknowledgeStart(sessions, this.activations, childId);
+      return id;
     })()));
-    await acknowledgeStart(sessions, this.activations, childId);
     return { childId, messageId };
   }
 
@@ -339,16 +341,14 @@ export class ContinuationManager implements ActivationHost {
       childId,
       parent,
       signal: resuming,
-      recheck: () => {
-        checkAborted(signal);
-        this.admission.check(parent);
-      },
+      recheck: () => { checkAborted(signal); this.admission.check(parent); },
       admit: async (budget, startedAt) => {
         budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
         return budgetTree?.link.stop;
       },
       prepare: (descriptor, own) => this.#resumeProvider(descriptor, own, childId, parent, signal, resuming, budgetTree),
       releasePrepared: (prepared) => this.releasePrepared(prepared, childId),
+      warn: (message, error) => this.warn(message, error),
     }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
   }

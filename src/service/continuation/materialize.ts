@@ -16,6 +16,8 @@ import type { AgentHooks } from '../../runtime/turn-context.js';
 import type { SetupBatch, SetupRegistry } from './setup-registry.js';
 
 export type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;
+/** Where a failure that is not the one reported goes (the host's logger). */
+export type Warn = (message: string, error: unknown) => void;
 /** The stop a tree budget covering the child calls for, if any. */
 export type TreeStop = () => BudgetStop | undefined;
 
@@ -132,9 +134,10 @@ export interface Built {
 
 /**
  * `handle` whose dispose first quiesces the child where it runs, then disposes its agent, then frees
- * what the provider holds for the child (once the agent is gone).
+ * what the provider holds for the child (once the agent is gone). A release failing after the
+ * agent's own dispose failed is only `warn`ed: the dispose's failure is the one reported.
  */
-export function withRelease(handle: AgentHandle, spec: Pick<ContinuableCreateSpec, 'release' | 'quiesce'>): AgentHandle {
+export function withRelease(handle: AgentHandle, spec: Pick<ContinuableCreateSpec, 'release' | 'quiesce'>, warn: Warn): AgentHandle {
   const { release, quiesce } = spec;
   if (!release && !quiesce) return handle;
   let disposing: Promise<void> | undefined;
@@ -142,12 +145,20 @@ export function withRelease(handle: AgentHandle, spec: Pick<ContinuableCreateSpe
     agent: handle.agent,
     dispose: () =>
       (disposing ??= (async () => {
+        let failed: { error: unknown } | undefined;
         try {
           await quiesce?.().catch(() => undefined);
           await handle.dispose();
-        } finally {
-          await release?.();
+        } catch (error) {
+          failed = { error };
         }
+        try {
+          await release?.();
+        } catch (error) {
+          if (!failed) throw error;
+          warn(`releasing what the provider prepared for continuable child ${handle.agent.id} failed`, error);
+        }
+        if (failed) throw failed.error;
       })()),
   };
 }
@@ -170,6 +181,8 @@ export async function createFresh(options: {
    */
   admit?: (() => void) | undefined;
   treeStop?: TreeStop | undefined;
+  /** Told of a release that failed after the agent's own dispose failed (see withRelease). */
+  warn: Warn;
 }): Promise<Built> {
   const { spec, descriptor } = options;
   const parent: Agent = spec.request.parent;
@@ -194,7 +207,7 @@ export async function createFresh(options: {
     hooks: guard(descriptor, out, Date.now(), options.seed.length, options.treeStop),
     ...(options.signal ? { signal: options.signal } : {}),
   }));
-  const handle = withRelease(built, options.prepared);
+  const handle = withRelease(built, options.prepared, options.warn);
   const batch = out.batch!;
   try {
     batch.commit();
@@ -262,6 +275,8 @@ export async function resumeStored(options: {
   prepare: (descriptor: ContinuableDescriptor, own: readonly SessionEvent[]) => Promise<ContinuableCreateSpec>;
   /** Frees what `prepare` brought when the child is not built; never rejects (the build's failure is the one reported). */
   releasePrepared: (prepared: ContinuableCreateSpec) => Promise<void>;
+  /** Told of a release that failed after the agent's own dispose failed (see withRelease). */
+  warn: Warn;
 }): Promise<Built & { from: number; provider: string; descriptor: ContinuableDescriptor }> {
   const { childId } = options;
   await refuseBeforeLoad(options.store, childId, options.parent, options.signal);
@@ -311,7 +326,7 @@ export async function resumeStored(options: {
     if (isSubagentError(error)) throw error;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
   }
-  handle = withRelease(handle, prepared);
+  handle = withRelease(handle, prepared, options.warn);
   const batch = out.batch!;
   try {
     batch.commit();
