@@ -1,14 +1,16 @@
 // Agent hooks (`createAgent({ hooks })`) that misbehave without throwing: async ones (awaited until
-// the turn is cancelled), verdicts of the wrong shape (typed CONTRACT_VIOLATION, never logged as
-// given), and a beforeTool checkpoint the turn is cancelled during (the tool body never starts).
+// the turn is cancelled, a beforeTool checkpoint's too), verdicts of the wrong shape (typed
+// CONTRACT_VIOLATION, never logged as given), a beforeTool checkpoint the turn is cancelled during
+// (the tool body never starts), and one that throws (that call fails, the turn goes on).
 import { describe, expect, it } from 'vitest';
-import { text, type AgentHooks, type Tool, type TurnEndReason } from 'subagent-host';
-import { dataOf, deferred, hostsClosedAfterEach, runNodeScript } from './helpers.js';
+import { createHost, text, type AgentHooks, type Tool, type TurnEndReason } from 'subagent-host';
+import { closeAfterEach, dataOf, deferred, hostsClosedAfterEach, runNodeScript } from './helpers.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const oddHook = new URL('./fixtures/odd-hook.mjs', import.meta.url).pathname;
 
 const newHost = hostsClosedAfterEach();
+const track = closeAfterEach();
 
 const ends = (events: Parameters<typeof dataOf>[0]) => dataOf<{ reason: TurnEndReason }>(events, 'turn/end').map((end) => end.reason);
 
@@ -115,6 +117,99 @@ describe('a beforeTool checkpoint the turn is cancelled during', () => {
     expect(ran).toBe(false);
     expect(dataOf(agent.session.events, 'tool/result')).toEqual([expect.objectContaining({ isError: true, code: 'ABORTED_BEFORE_DISPATCH' })]);
     expect(ends(agent.session.events)).toEqual([{ kind: 'aborted', cause: { kind: 'user' } }]);
+  });
+});
+
+/** A tool that records whether its body ran. */
+function effectTool(): { tool: Tool; ran: () => boolean } {
+  let ran = false;
+  const tool: Tool = {
+    name: 'effect',
+    description: 'has a side effect',
+    parameters: { type: 'object' },
+    execute: () => {
+      ran = true;
+      return Promise.resolve('done');
+    },
+  };
+  return { tool, ran: () => ran };
+}
+
+const callsEffect = { kind: 'scripted' as const, steps: [{ toolCalls: [{ name: 'effect', input: {} }] }, { text: 'after' }] };
+
+// Before the fix, beforeTool was awaited without the turn's signal: a checkpoint that never settled
+// (say one waiting on a store that never answers) held the cancelled turn for abandonGraceMs, which
+// then answered the call ABANDONED, or for ever on an agent created with `abandon: false`, and so
+// did host.close() (it cancels the turn, then waits for it). turnStart and beforeStep stopped waiting at the cancel.
+describe('a beforeTool checkpoint that never settles', () => {
+  it('is awaited until the turn is cancelled: the call ends ABORTED_BEFORE_DISPATCH at once, not ABANDONED after abandonGraceMs', { timeout: 10_000 }, async () => {
+    const effect = effectTool();
+    const host = track(await createHost({ providers: false, tools: [effect.tool], abandonGraceMs: 200 }));
+    const reached = deferred();
+    const agent = await host.createAgent({
+      agentOptions: { model: callsEffect },
+      hooks: {
+        beforeTool: () => {
+          reached.resolve();
+          return new Promise<void>(() => {});
+        },
+      },
+    });
+    agent.followup([text('go')]);
+    await reached.promise;
+    agent.cancel();
+    await agent.whenIdle();
+    expect(effect.ran()).toBe(false);
+    expect(dataOf(agent.session.events, 'tool/result')).toEqual([expect.objectContaining({ isError: true, code: 'ABORTED_BEFORE_DISPATCH' })]);
+    expect(ends(agent.session.events)).toEqual([{ kind: 'aborted', cause: { kind: 'user' } }]);
+    await host.close();
+  });
+
+  it.each(['a cancel', 'host.close()'])('leaves the turn of an agent created with abandon: false (no grace at all) to end at %s', { timeout: 10_000 }, async (how) => {
+    const effect = effectTool();
+    const host = track(await createHost({ providers: false, tools: [effect.tool], abandonGraceMs: 200 }));
+    const reached = deferred();
+    const agent = await host.createAgent({
+      abandon: false,
+      agentOptions: { model: callsEffect },
+      hooks: {
+        beforeTool: () => {
+          reached.resolve();
+          return new Promise<void>(() => {});
+        },
+      },
+    });
+    agent.followup([text('go')]);
+    await reached.promise;
+    if (how === 'a cancel') {
+      agent.cancel();
+      await agent.whenIdle();
+    }
+    await host.close();
+    expect(effect.ran()).toBe(false);
+    expect(dataOf(agent.session.events, 'tool/result')).toEqual([expect.objectContaining({ code: 'ABORTED_BEFORE_DISPATCH' })]);
+    expect(ends(agent.session.events)).toEqual([{ kind: 'aborted', cause: { kind: how === 'a cancel' ? 'user' : 'disposed' } }]);
+  });
+});
+
+describe('a beforeTool checkpoint that throws or rejects', () => {
+  it.each(['throws', 'rejects'])('(%s) fails that call alone: its body never runs, the model gets the error, and the turn goes on', async (how) => {
+    const effect = effectTool();
+    const host = await newHost([effect.tool]);
+    const agent = await host.createAgent({
+      agentOptions: { model: callsEffect },
+      hooks: {
+        beforeTool: () => {
+          if (how === 'throws') throw new Error('checkpoint failed');
+          return Promise.reject(new Error('checkpoint failed'));
+        },
+      },
+    });
+    agent.followup([text('go')]);
+    await agent.whenIdle();
+    expect(effect.ran()).toBe(false);
+    expect(dataOf(agent.session.events, 'tool/result')).toEqual([expect.objectContaining({ isError: true, code: 'TOOL_FAILED', content: [text('Error: checkpoint failed')] })]);
+    expect(ends(agent.session.events)).toEqual([{ kind: 'completed' }]);
   });
 });
 

@@ -1,10 +1,12 @@
 // A caller's SessionPersistence that misbehaves: what it throws (also synchronously, also a
 // non-Error) reaches the caller as PERSISTENCE_UNAVAILABLE, what it returns out of contract (a log
 // of another session, events out of order, records of another parent or twice over) as CORRUPT_DATA,
-// and a slow append is waited for, not polled.
+// a slow append is waited for, not polled, and one whose writes never answer holds only what
+// waits for a flush (disposals, close()), never a turn beyond a cancel's grace.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, memoryPersistence, text, type CatalogRecord, type Host, type SessionEvent, type SessionPersistence } from 'subagent-host';
+import { createHost, inProcessProvider, memoryPersistence, subagentTool, text, type CatalogRecord, type Host, type SessionEvent, type SessionPersistence, type TurnEndReason } from 'subagent-host';
+import { dataOf, deferred, untilCancelled } from './helpers.js';
 
 const hosts: Host[] = [];
 afterEach(async () => {
@@ -174,5 +176,71 @@ describe("a caller's SessionPersistence", () => {
     expect(pending).toBe(true);
     expect(during).toBeLessThanOrEqual(40);
     expect((await inner.load('slow'))?.events).toEqual(agent.session.events);
+  });
+});
+
+describe("a caller's SessionPersistence whose writes never answer (until the test lets them)", () => {
+  /** A host over a store whose appends and flushes wait for `release()`; `abandonGraceMs` 200. */
+  async function hungHost() {
+    const gate = deferred();
+    const inner = memoryPersistence();
+    const store = callerStore(inner, {
+      append: (store, id, events) => gate.promise.then(() => store.append(id, events)),
+      flush: (store) => gate.promise.then(() => store.flush()),
+    });
+    const { tool, entered } = untilCancelled('wait');
+    const host = await createHost({ persistence: store, providers: false, pool: { minThreads: 0 }, abandonGraceMs: 200, tools: [tool] });
+    hosts.push(host);
+    host.subagents.registerProvider(inProcessProvider(host));
+    return { host, entered, release: () => gate.resolve() };
+  }
+
+  /** Whether `promise` is still pending after a few hundred milliseconds (past the grace). */
+  async function stillPendingAfterTheGrace(promise: Promise<unknown>): Promise<boolean> {
+    let settled = false;
+    void promise.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    return !settled;
+  }
+
+  it('lets a cancelled in-process child calling a tool settle aborted, while close() waits for the store', { timeout: 10_000 }, async () => {
+    const { host, entered, release } = await hungHost();
+    const parent = await host.createAgent({});
+    const controller = new AbortController();
+    const run = await host.subagents.start('in-process', {
+      prompt: [text('go')],
+      parent,
+      signal: controller.signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'wait', input: {} }] }] } },
+    });
+    await entered;
+    controller.abort();
+    expect((await run.result).stopReason).toBe('aborted');
+    // A close flushes every session: it waits for the store, as the README says.
+    const closing = host.close();
+    expect(await stillPendingAfterTheGrace(closing)).toBe(true);
+    release();
+    await closing;
+  });
+
+  it("ends a parent's foreground subagent call ABANDONED after the grace once cancelled: the call waits for its run's dispose, a flush", { timeout: 10_000 }, async () => {
+    const { host, release } = await hungHost();
+    subagentTool(host, { provider: 'in-process' });
+    const childEnded = deferred();
+    host.subagents.on('subagent/end', () => childEnded.resolve());
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'subagent', input: { description: 'd', prompt: 'p' } }] }, { text: 'done' }] } } });
+    parent.followup([text('go')]);
+    // The child has answered; the call still waits for the child's log to be flushed.
+    await childEnded.promise;
+    expect(await stillPendingAfterTheGrace(parent.whenIdle())).toBe(true);
+    parent.cancel();
+    await parent.whenIdle();
+    expect(dataOf<{ code?: string }>(parent.session.events, 'tool/result').map((result) => result.code)).toEqual(['ABANDONED']);
+    expect(dataOf<{ reason: TurnEndReason }>(parent.session.events, 'turn/end').map((end) => end.reason)).toEqual([{ kind: 'aborted', cause: { kind: 'user' } }]);
+    release();
+    await host.close();
   });
 });

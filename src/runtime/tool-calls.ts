@@ -5,7 +5,7 @@ import { describeError, isSubagentError, printable } from '../seam/errors.js';
 import type { SessionEventMap } from '../seam/session-types.js';
 import { ABANDONED, type Abandonment } from './abandonment.js';
 import type { ToolResultContent } from './tool-registry.js';
-import type { TurnContext } from './turn-context.js';
+import { isThenable, untilCancelled, type TurnContext } from './turn-context.js';
 
 /**
  * A view of `signal` whose `aborted` also reads a shared flag, so a tool looping in synchronous
@@ -48,7 +48,10 @@ async function execute(ctx: TurnContext, call: ToolCallBlock, signal: AbortSigna
   let concludes = false;
   try {
     if (ctx.hooks.beforeTool) {
-      await ctx.hooks.beforeTool(call.id);
+      // Awaited until the turn is cancelled, as every hook is: a checkpoint that never settles (a
+      // store that never answers) ends the call at the cancel, not after abandonGraceMs or never.
+      const checked: unknown = ctx.hooks.beforeTool(call.id);
+      if (isThenable(checked)) await untilCancelled(checked, signal);
       // Cancelled while the checkpoint ran: the body never starts, as for a call the cancel came before.
       if (signal.aborted) return { result: notDispatched(), concludes: false };
     }

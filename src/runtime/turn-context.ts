@@ -1,5 +1,7 @@
-// What one turn works with: the agent's parts and the hooks it calls back. Apart from turn.ts so the
-// tool-call runner can read the context without importing the turn loop that imports it.
+// What one turn works with: the agent's parts and the hooks it calls back, and how a hook's promise is
+// awaited. Apart from turn.ts so the tool-call runner can read the context without importing the turn
+// loop that imports it.
+import { onAbort } from '../seam/abort.js';
 import type { Agent, AgentOptions } from '../seam/agent-types.js';
 import type { TurnEndReason } from '../seam/session-types.js';
 import type { History } from './history.js';
@@ -10,7 +12,8 @@ import type { ToolRegistry } from './tool-registry.js';
 
 /**
  * Optional callbacks into a turn; each runs inside the turn. One that returns a promise is awaited
- * (until the turn is cancelled: a hook gets no signal), and its rejection fails the turn as a throw does.
+ * (until the turn is cancelled: a hook gets no signal), and its rejection counts as a throw: it fails
+ * the turn (`beforeTool`'s fails its call alone, whose body never runs).
  */
 export interface AgentHooks {
   /** Right after `turn/start` is appended (e.g. to append a descriptor inside the first turn). */
@@ -53,4 +56,23 @@ export interface TurnContext {
   abandonGraceMs?: number;
   /** Aborted once the host began to close: with `abandonGraceMs`, a cancelled turn waits no grace then. */
   closing?: AbortSignal;
+}
+
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+}
+
+/**
+ * What an async hook resolves with, or `undefined` once the turn is cancelled: a hook is given no
+ * signal to honour, so a cancel stops the wait (every hook's: a turn ends `aborted` at once, not
+ * after `abandonGraceMs`, and never waits for ever). A rejection is the hook's throw; one after the
+ * cancel is dropped (the race observes it).
+ */
+export function untilCancelled(work: PromiseLike<unknown>, signal: AbortSignal): Promise<unknown> {
+  let stop = () => {};
+  const cancelled = new Promise<undefined>((resolve) => {
+    if (signal.aborted) resolve(undefined);
+    else stop = onAbort(signal, () => resolve(undefined));
+  });
+  return Promise.race([work, cancelled]).finally(() => stop());
 }

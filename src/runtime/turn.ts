@@ -7,9 +7,8 @@ import type { FinishReason, ModelChunk } from './models/types.js';
 import { settled } from '../seam/once.js';
 import { ABANDONED, Abandonment, unlessAbandoned } from './abandonment.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
-import { onAbort } from '../seam/abort.js';
 import { runTools } from './tool-calls.js';
-import type { TurnContext } from './turn-context.js';
+import { isThenable, untilCancelled, type TurnContext } from './turn-context.js';
 
 /** @default maxStepsPerTurn */
 export const DEFAULT_MAX_STEPS_PER_TURN = 32;
@@ -238,24 +237,6 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
 /** The turn and step the log has open: the latest `step/start`'s. */
 export function openStep(events: readonly SessionEvent[]): SessionEventMap['step/start'] | undefined {
   return events.findLast((event) => event.type === 'step/start')?.data as SessionEventMap['step/start'] | undefined;
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
-}
-
-/**
- * What an async hook resolves with, or `undefined` once the turn is cancelled: a hook is given no
- * signal to honour, so a cancel stops the wait. A rejection is the hook's throw; one after the
- * cancel is dropped (the race observes it).
- */
-function untilCancelled(work: PromiseLike<unknown>, signal: AbortSignal): Promise<unknown> {
-  let stop = () => {};
-  const cancelled = new Promise<undefined>((resolve) => {
-    if (signal.aborted) resolve(undefined);
-    else stop = onAbort(signal, () => resolve(undefined));
-  });
-  return Promise.race([work, cancelled]).finally(() => stop());
 }
 
 /**
