@@ -1,6 +1,6 @@
 // Acknowledging a message to a continuable child: the flush of the child's log, and what a failed
 // flush does to the child. A message is accepted only once it is durable.
-import type { SessionId } from '../../seam/content.js';
+import type { MessageId, SessionId } from '../../seam/content.js';
 import { SubagentError, isSubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
@@ -22,12 +22,14 @@ export async function acknowledgeStart(sessions: LiveSessionStore, activations: 
 }
 
 /**
- * A follow-up. When the store lost a write of the child's log (it refused it, rather than a lock
- * delaying it), the stored log falls short of the live one for good (each later append is refused
- * as out of sequence), so the child's residency ends there, as after a crash: the next message
- * brings it back from what the store holds, which is then also what its turns remember.
+ * A follow-up `delivered` to the child: its id once its log is flushed. When the store lost a write
+ * of the child's log (it refused it, rather than a lock delaying it), the stored log falls short of
+ * the live one for good (each later append is refused as out of sequence), so the child's residency
+ * ends there, as after a crash: the next message brings it back from what the store holds, which is
+ * then also what its turns remember.
  */
-export async function acknowledge(sessions: LiveSessionStore, activations: Activations, childId: SessionId): Promise<void> {
+export async function acknowledge(sessions: LiveSessionStore, activations: Activations, childId: SessionId, delivered: MessageId | Promise<MessageId>): Promise<MessageId> {
+  const id = await delivered;
   try {
     await sessions.flush(childId);
   } catch (error) {
@@ -41,4 +43,5 @@ export async function acknowledge(sessions: LiveSessionStore, activations: Activ
     }
     throw error;
   }
+  return id;
 }

@@ -70,7 +70,8 @@ export async function reportFrom(
   } catch (error) {
     throw new SubagentError('PARENT_UNAVAILABLE', `the parent of ${child.id} did not accept the report`, { cause: error });
   }
-  await m.deps.sessions.flush(parent.id);
+  // In flight for the reporting child from here on: close() and drains (its own included) wait for it.
+  await m.track(m.deps.sessions.flush(parent.id), child.id);
   return id;
 }
 
@@ -122,13 +123,13 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
     m.admission.closeBelow(root, below.flatMap((a) => lineageBelow(m, a.agent, root)));
     for (const target of below) targets.add(target);
   }
-  // Nothing resident below and nothing being created or resumed (creations are all materializing):
-  // admission is closed, and there is nothing to wait for (every disposed child comes here).
-  if (roots.length === 0 || (targets.size === 0 && m.materializing.size === 0)) return;
+  // Nothing resident below and nothing in flight (creations, cold resumes, acknowledgements): admission
+  // is closed, and there is nothing to wait for (every disposed child comes here).
+  if (roots.length === 0 || (targets.size === 0 && m.inFlight.size === 0)) return;
   const disposing = disposingAll([...targets]);
   // Creations below a root stop now, rather than at the admission check they may never reach.
   m.creations.drain((parent) => m.admission.refusal(parent));
-  await Promise.allSettled([...m.materializing]);
+  await Promise.all([...m.inFlight.keys()]);
   // Creations that were in flight rolled back; anything they left resident below a root goes too.
   const late = [...m.activations.values()].filter((a) => !targets.has(a) && roots.some((root) => a.agent !== root && isAncestor(m, a, root)));
   await Promise.all([disposing, disposeAll(late)]);
@@ -138,7 +139,7 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
 export async function drainAll(m: ContinuationManager): Promise<void> {
   m.admission.closeAll();
   m.shutdown();
-  await Promise.allSettled([...m.materializing]);
+  await Promise.all([...m.inFlight.keys()]);
   const roots = [...m.activations.values()].filter((a) => !m.activations.has(a.parentSession));
   await disposeAll(roots);
 }

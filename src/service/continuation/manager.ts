@@ -60,8 +60,8 @@ export class ContinuationManager implements ActivationHost {
   readonly live: LiveAgents;
   readonly activations = new Map<SessionId, Activation>();
   readonly #locks = new Map<SessionId, Promise<unknown>>();
-  /** Creations in flight: drains wait for them (they roll back on the admission re-check). */
-  readonly materializing = new Set<Promise<unknown>>();
+  /** What close() and drains wait for, by the child it concerns: creations, cold resumes, acknowledging flushes. */
+  readonly inFlight = new Map<Promise<void>, SessionId>();
   /** Creations in flight, stopped by shutdown and drains (a provider bringing a child back, an import that never ends). */
   readonly creations = new Creations();
 
@@ -149,9 +149,10 @@ export class ContinuationManager implements ActivationHost {
     }
   }
 
-  /** Resolves once every section for `id` begun so far (a follow-up's cold resume) has ended. */
-  quiet(id: SessionId): Promise<void> {
-    return settled(this.#locks.get(id) ?? Promise.resolve());
+  /** Resolves once every section for `id` begun so far (a follow-up's cold resume) has ended, and what it left in flight. */
+  async quiet(id: SessionId): Promise<void> {
+    await settled(this.#locks.get(id) ?? Promise.resolve());
+    await Promise.all([...this.inFlight].flatMap(([done, of]) => (of === id ? [done] : [])));
   }
 
   /** Runs `section` after every earlier section for `id` (a failed one never blocks later ones). */
@@ -166,10 +167,11 @@ export class ContinuationManager implements ActivationHost {
     return next;
   }
 
-  #track<T>(work: Promise<T>): Promise<T> {
+  /** `work`, in flight for child `id` until it settles (see `inFlight`). */
+  track<T>(work: Promise<T>, id: SessionId): Promise<T> {
     const done = settled(work);
-    this.materializing.add(done);
-    void done.then(() => this.materializing.delete(done));
+    this.inFlight.set(done, id);
+    void done.then(() => this.inFlight.delete(done));
     return work;
   }
 
@@ -253,7 +255,7 @@ export class ContinuationManager implements ActivationHost {
     const spec = detachedSpec(given);
     // The child's lock is taken at once: a drain naming a reserved id waits for this start, then releases the child
     // it brought. All of it, the provider's part and the acknowledging flush too, is what shutdown and drains wait for.
-    const messageId = await this.#locked(childId, () => this.#track((async () => {
+    const messageId = await this.#locked(childId, () => this.track((async () => {
       const budgetTree = await this.deps.admitBudget?.(parent.id, budget, undefined, configured);
       let prepared: ContinuableCreateSpec | undefined;
       let id: MessageId;
@@ -294,7 +296,7 @@ export class ContinuationManager implements ActivationHost {
       }
       await acknowledgeStart(sessions, this.activations, childId);
       return id;
-    })()));
+    })(), childId));
     return { childId, messageId };
   }
 
@@ -310,7 +312,9 @@ export class ContinuationManager implements ActivationHost {
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
     if (!isExactLive(this.live, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);
     this.admission.check(parent);
-    const id = await this.#locked(childId, async () => {
+    // The lock is held for the delivery only, so follow-ups pipeline; its acknowledging flush is in flight
+    // with it (tracked from the delivery on, a cold resume included), so close() and drains wait for both.
+    const { acked } = await this.#locked(childId, async () => {
       for (;;) {
         const activation = this.activations.get(childId);
         if (activation?.disposal) {
@@ -319,12 +323,13 @@ export class ContinuationManager implements ActivationHost {
           this.admission.check(parent);
           continue;
         }
-        if (activation) return this.#submit(activation, parent, content, source, signal);
-        return this.#track(this.#coldResume(parent, childId, content, source, signal));
+        const delivered = activation ? this.#submit(activation, parent, content, source, signal) : this.#coldResume(parent, childId, content, source, signal);
+        const acked = this.track(acknowledge(this.deps.sessions, this.activations, childId, delivered), childId);
+        await delivered;
+        return { acked };
       }
     });
-    await acknowledge(this.deps.sessions, this.activations, childId);
-    return id;
+    return acked;
   }
 
   async #coldResume(parent: Agent, childId: SessionId, content: ContentBlock[], source: MessageSource, signal: AbortSignal | undefined): Promise<MessageId> {
