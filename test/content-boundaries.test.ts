@@ -22,6 +22,18 @@ function nestedResults(depth: number): ContentBlock {
   return block;
 }
 
+/**
+ * A block holding a chain of `levels` objects at `c`, and again `deeper` levels down under `w`: the
+ * check walks the chain once (at its first place), and must still find it too deep at its second.
+ */
+function heldShallowAndDeep(levels: number, deeper: number): ContentBlock {
+  let chain: Record<string, unknown> = {};
+  for (let level = 0; level < levels; level++) chain = { n: chain };
+  let wrapped: Record<string, unknown> = { c: chain };
+  for (let level = 0; level < deeper; level++) wrapped = { w: wrapped };
+  return { type: 'text', text: 'x', c: chain, w: wrapped } as ContentBlock;
+}
+
 const unfit: [string, unknown, RegExp][] = [
   ['a bigint', { type: 'text', text: 'x', n: 1n }, /prompt\[0\]\.n is a bigint/],
   ['a function', { type: 'text', text: 'x', run() {} }, /prompt\[0\]\.run is a function/],
@@ -42,6 +54,7 @@ const unfit: [string, unknown, RegExp][] = [
   ['NaN', { type: 'tool_call', id: 'c', name: 'n', input: { x: Number.NaN } }, /input\.x is NaN/],
   ['a getter that throws', { type: 'text', get text(): string { throw new Error('boom'); } }, /could not be read/],
   ['tool results nested 20,000 deep', nestedResults(20_000), /prompt\[0\](\.content\[0\])+\.content is nested more than 256 levels deep/],
+  ['an object nested 200 deep held at a second place 100 levels deeper', heldShallowAndDeep(200, 100), /prompt\[0\](\.w)+\.c is nested more than 256 levels deep/],
   ['a nested tool result with a bad block', { type: 'tool_result', callId: 'c', content: [{ type: 'text' }] }, /prompt\[0\]\.content\[0\]\.text must be a string/],
 ];
 

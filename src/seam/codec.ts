@@ -6,6 +6,7 @@ import type { SuperJSONResult, SuperJSONValue } from 'superjson';
 import { z } from 'zod';
 import { SubagentError, describeError, printable, type SubagentErrorCode } from './errors.js';
 import { lazy } from './once.js';
+import { repeatsProblem } from './plain-json.js';
 
 /** The object form of an encoded value: structured-clone safe, so it can go straight to `postMessage`. */
 export interface Encoded { json: unknown; meta?: unknown }
@@ -226,31 +227,16 @@ function plainCopy(value: unknown, seen: Set<object>, depth: number): unknown {
 }
 
 /**
- * How many objects and arrays the places an object is held at a second time may add to a value
- * written out, beyond `REPEAT_FACTOR` times the value's own: superjson writes a shared object in
- * full at every place it is held (and each annotation below it once per place), so a value holding
- * the level below twice, 40 levels deep, would take 2^40 of them and never finish.
- */
-const MAX_REPEATS = 1_000_000;
-const REPEAT_FACTOR = 16;
-
-/**
  * `value` through superjson, or `INVALID_REQUEST` for a value whose shared objects would be written
- * out at more places than MAX_REPEATS allows. superjson's `dedupe` would write each once, but it
+ * out at more places than `repeatsProblem` allows. superjson's `dedupe` would write each once, but it
  * rebuilds a Map or Set around its placeholders (null) before it puts the objects back, merging
  * their entries; so the value is measured first. Plain values never come here (`plainCopy`).
  */
 function serialize(value: unknown): SuperJSONResult {
   const sizes = new Map<object, number>();
   const total = writtenSize(value, sizes);
-  const repeats = total - sizes.size;
-  if (repeats > MAX_REPEATS && repeats > REPEAT_FACTOR * sizes.size) {
-    throw new SubagentError(
-      'INVALID_REQUEST',
-      `A value's ${sizes.size} objects and arrays are held at so many places that written out in full it would take ${total > Number.MAX_SAFE_INTEGER ? 'more than 2^53' : total} ` +
-        '(a shared object is written at every place that holds it); hold each shared object at fewer places (refer to it by a key or an index).',
-    );
-  }
+  const problem = repeatsProblem(sizes.size, total);
+  if (problem) throw new SubagentError('INVALID_REQUEST', `A value cannot be encoded: ${problem}.`);
   return instance.serialize(value as SuperJSONValue);
 }
 

@@ -3,6 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { SubagentError } from './errors.js';
 import { assertKnownKeys, isRecord } from './parse.js';
+import { MAX_CONTENT_DEPTH, jsonProblem, readable, sharingProblem, writtenSize, type Walked } from './plain-json.js';
+
+export { MAX_CONTENT_DEPTH, plainJsonProblem } from './plain-json.js';
 
 /** A piece of message content. */
 export type ContentBlock =
@@ -84,13 +87,6 @@ export function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/**
- * How many arrays and objects may enclose a value of content, from any source (a message, a tool
- * result, a model's tool call): what logging, freezing, storage, the codec and structured clone
- * all recurse through with room to spare, on the main thread and on a worker's smallest stack.
- */
-export const MAX_CONTENT_DEPTH = 256;
-
 /** How many arrays and objects enclose the deepest value in `value`, walked without recursion (each object once). */
 export function nestingDepth(value: unknown): number {
   let deepest = 0;
@@ -142,45 +138,6 @@ export function deepToolInputFailure(source: string, name: string, input: unknow
   };
 }
 
-/** Why `value` is not plain JSON a log can hold, or undefined. `undefined` may only be a property's value (JSON drops it). */
-function jsonProblem(value: unknown, path: string, ancestors: Set<object>): string | undefined {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return undefined;
-    case 'number':
-      return Number.isFinite(value) ? undefined : `${path} is ${String(value)}, not a finite number`;
-    case 'object':
-      break;
-    default:
-      return `${path} is a ${typeof value}, not plain JSON`;
-  }
-  if (value === null) return undefined;
-  if (ancestors.has(value)) return `${path} refers back to an enclosing value (a cycle)`;
-  if (ancestors.size >= MAX_CONTENT_DEPTH) return `${path} is nested more than ${MAX_CONTENT_DEPTH} levels deep`;
-  ancestors.add(value);
-  try {
-    if (Array.isArray(value)) {
-      for (let index = 0; index < value.length; index++) {
-        const item: unknown = value[index];
-        const problem = item === undefined ? `${path}[${index}] is undefined` : jsonProblem(item, `${path}[${index}]`, ancestors);
-        if (problem) return problem;
-      }
-      return undefined;
-    }
-    const proto: unknown = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) return `${path} is a class instance, not a plain object`;
-    for (const key of Object.keys(value)) {
-      const item = (value as Record<string, unknown>)[key];
-      const problem = item === undefined ? undefined : jsonProblem(item, `${path}.${key}`, ancestors);
-      if (problem) return problem;
-    }
-    return undefined;
-  } finally {
-    ancestors.delete(value);
-  }
-}
-
 const isString = (value: unknown) => typeof value === 'string';
 
 /** An image media type (`image/png`, `image/svg+xml`). */
@@ -217,8 +174,12 @@ const BLOCK_FIELDS: Record<ContentBlock['type'], readonly (readonly [string, (va
   ],
 };
 
-/** `depth`: how many values enclose `content` (a `tool_result` nests its blocks two levels down). */
-function blocksProblem(content: unknown, path: string, ancestors: Set<object>, depth = 0): string | undefined {
+/**
+ * Why `content` is not a list of content blocks, or undefined. `depth`: how many values enclose
+ * `content` (a `tool_result` nests its blocks two levels down). `written` adds up the written size
+ * of the blocks of the outermost list (a nested list's is in its block's).
+ */
+function blocksProblem(content: unknown, path: string, walked: Walked, depth = 0, written?: { total: number }): string | undefined {
   if (!Array.isArray(content)) return `${path} must be an array of content blocks`;
   // Before recursing: results nested thousands deep would overflow the stack here.
   if (depth >= MAX_CONTENT_DEPTH) return `${path} is nested more than ${MAX_CONTENT_DEPTH} levels deep`;
@@ -232,30 +193,13 @@ function blocksProblem(content: unknown, path: string, ancestors: Set<object>, d
     for (const [field, check, what] of fields) {
       if (!check((block as Record<string, unknown>)[field])) return `${at}.${field} must be ${what}`;
     }
-    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, ancestors, depth + 2) : undefined;
+    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, walked, depth + 2) : undefined;
     if (problem) return problem;
-    const json = jsonProblem(block, at, ancestors);
-    if (json) return json;
+    const entry = jsonProblem(block, at, 0, walked);
+    if (typeof entry === 'string') return entry;
+    if (written) written.total += writtenSize(entry);
   }
   return undefined;
-}
-
-/**
- * Why `value` is not plain JSON (strings, finite numbers, booleans, null, arrays and plain objects
- * of those; `undefined` only as a property's value, which JSON drops), or undefined when it is. A
- * JSON round trip is not enough: it silently drops functions instead of failing.
- */
-export function plainJsonProblem(value: unknown, path: string): string | undefined {
-  return readable(path, () => jsonProblem(value, path, new Set()));
-}
-
-/** `check`'s answer, or that the value at `path` could not be read (a getter or proxy threw). */
-function readable(path: string, check: () => string | undefined): string | undefined {
-  try {
-    return check();
-  } catch {
-    return `${path} could not be read (a getter or proxy threw)`;
-  }
 }
 
 /**
@@ -264,7 +208,11 @@ function readable(path: string, check: () => string | undefined): string | undef
  * getter or proxy that throws while it is read makes it unreadable, not a crash.
  */
 export function contentProblem(content: unknown, path = 'content'): string | undefined {
-  return readable(path, () => blocksProblem(content, path, new Set()));
+  return readable(path, () => {
+    const walked: Walked = new Map();
+    const written = { total: 0 };
+    return blocksProblem(content, path, walked, 0, written) ?? sharingProblem(path, walked, written.total);
+  });
 }
 
 /**
