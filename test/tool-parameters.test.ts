@@ -131,6 +131,11 @@ describe('tool parameters', () => {
     ['a required property that has a default', { type: 'object', properties: { a: { type: 'string', default: 'x' } }, required: ['a'] }, {}, { a: 'y' }],
     ['a required property that has a default in a definition', { type: 'object', properties: { o: { $ref: '#/$defs/O' } }, $defs: { O: { type: 'object', properties: { a: { type: 'number', default: 1 } }, required: ['a'] } } }, { o: {} }, { o: { a: 2 } }],
     ['format email', { type: 'object', properties: { s: { type: 'string', format: 'email' } } }, { s: 'nope' }, { s: 'a@b.co' }],
+    // zod checks what sits beside an object's own keywords as an intersection, which lets a name through that either side allows.
+    ['additionalProperties false beside dependentRequired', { type: 'object', properties: { a: {}, b: {} }, additionalProperties: false, dependentRequired: { a: ['b'] } }, { b: 1, c: 1 }, { a: 1, b: 2 }],
+    ["additionalProperties false beside draft-07's dependencies", { type: 'object', properties: { a: {}, 'b.c': {} }, additionalProperties: false, dependencies: { a: ['b.c'] } }, { a: 1, 'b.c': 1, bxc: 1 }, { a: 1, 'b.c': 2 }],
+    ['additionalProperties false beside anyOf', { type: 'object', properties: { a: {}, b: {} }, additionalProperties: false, anyOf: [{ required: ['a'] }, { required: ['b'] }] }, { a: 1, c: 1 }, { b: 1 }],
+    ['additionalProperties false beside a $ref', { type: 'object', properties: { o: { $ref: '#/$defs/O', properties: { a: {} }, additionalProperties: false } }, $defs: { O: { type: 'object' } } }, { o: { a: 1, c: 1 } }, { o: { a: 1 } }],
   ])('enforces %s', async (_label, parameters, bad, good) => {
     const root = new ToolRegistry();
     root.register(tool(parameters));
@@ -160,6 +165,7 @@ describe('tool parameters', () => {
     ['a dependentRequired that lists no names', { type: 'object', dependentRequired: { a: 'b' } }, 'parameters.dependentRequired["a"] must be an array of property names'],
     ['dependencies that are neither names nor a subschema', { type: 'object', dependencies: { a: 5 } }, 'parameters.dependencies["a"] must be an array of property names or a subschema'],
     ['a dependentSchemas cycle back to the root', { type: 'object', dependentSchemas: { a: { $ref: '#' } } }, 'parameters has a $ref cycle'],
+    ['additionalProperties false beside patternProperties and allOf', { type: 'object', patternProperties: { '^x': {} }, additionalProperties: false, allOf: [{ required: ['x1'] }] }, 'parameters has additionalProperties: false beside patternProperties and a subschema'],
   ])('refuses %s, which the validator would not enforce, with INVALID_OPTIONS naming it', (_label, parameters, message) => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));

@@ -210,7 +210,27 @@ function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set
   delete node['dependentSchemas'];
   delete node['dependencies'];
   if (dependencies.length > 0) node['allOf'] = [...(Array.isArray(node['allOf']) ? node['allOf'] : []), ...dependencies];
-  return rewriteNode(node, path);
+  return rewriteNode(closedOverComposition(node, path, patterns), path);
+}
+
+/**
+ * zod checks a subschema beside the node's own (an `allOf`, `anyOf` or `oneOf`, a dependency, a
+ * `$ref`) as an intersection, which passes a name one side does not know when the other lets it
+ * through: `additionalProperties: false` there would let every name pass. The names it forbids are
+ * written as a `patternProperties` entry that no value meets instead, which an intersection keeps.
+ */
+function closedOverComposition(node: Schema, path: string, patterns: Set<string>): Schema {
+  if (node['additionalProperties'] !== false || !(node['type'] === undefined || hasType(node, 'object'))) return node;
+  if (!['allOf', 'anyOf', 'oneOf', '$ref'].some((keyword) => node[keyword] !== undefined)) return node;
+  if (node['patternProperties'] !== undefined) {
+    throw new Error(`${path} has additionalProperties: false beside patternProperties and a subschema (allOf, anyOf, oneOf, a dependency or a $ref), which the validator would not enforce: list the properties`);
+  }
+  const names = Object.keys(isRecord(node['properties']) ? node['properties'] : {}).map((name) => name.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&'));
+  const others = names.length === 0 ? '' : `^(?!(?:${names.join('|')})$)`;
+  patterns.add(others);
+  const open: Schema = { ...node, patternProperties: { [others]: false } };
+  delete open['additionalProperties'];
+  return open;
 }
 
 /** `pattern`, checked to be a regular expression with Unicode semantics (the `u` flag), as JSON Schema reads it. */
