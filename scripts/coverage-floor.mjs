@@ -41,8 +41,6 @@ const EXCLUDED = {
     'a start signal already aborted when a startup step begins, and the host closing before the start signal aborts (CLOSED rather than CANCELLED), are not provoked',
   'src/providers/queue/connect.ts':
     'a Redis that accepts the connection and never answers (the connect timeout) is not provoked',
-  'src/providers/queue/connection.ts':
-    'a reply-stream read failing while Redis blips, a foreign entry in the reply stream, and closing while Redis is down are not provoked',
   'src/providers/queue/provider.ts':
     'a start aborted while its job is being queued (the job removed again), and a start racing the host’s close past the host’s own checks, are not provoked',
   'src/providers/queue/queue-worker.ts':

@@ -198,6 +198,7 @@ class HostImpl implements Host {
   readonly tools: ToolRegistry;
   readonly pool: WorkerPoolEngine;
   readonly abandonGraceMs: number;
+  readonly logger: Logger | undefined;
   readonly #ownsPersistence: boolean;
   readonly #closeHooks = new Set<() => Promise<void>>();
   #closing: Promise<void> | undefined;
@@ -205,6 +206,7 @@ class HostImpl implements Host {
   constructor(options: HostOptions, { persistence, owned }: ReturnType<typeof openPersistence>) {
     this.#ownsPersistence = owned;
     const { logger } = options;
+    this.logger = logger;
     this.sessions = new LiveSessionStore({ persistence, logger });
     this.persistence = liveGuardedPersistence(persistence, (id) => {
       const session = this.sessions.get(id);

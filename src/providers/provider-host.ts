@@ -9,7 +9,7 @@ import { isRecord } from '../seam/parse.js';
 import type { AgentHandle, AgentRegistry, CreateAgentOptions, ResumeAgentOptions } from '../runtime/agent-registry.js';
 import type { LocalAgent } from '../runtime/agent.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
-import type { LiveSessionStore } from '../runtime/session-store.js';
+import type { LiveSessionStore, Logger } from '../runtime/session-store.js';
 import type { ToolRegistry } from '../runtime/tool-registry.js';
 import type { SubagentService } from '../service/service.js';
 import type { WorkerPool, WorkerPoolEngine } from './worker/pool.js';
@@ -76,6 +76,8 @@ export interface ProviderHost {
    * its thread is gone, waits for the host calls it left out (their signal aborted).
    */
   readonly abandonGraceMs: number;
+  /** The host's logger (`createHost({ logger })`, contained: it never throws): for failures a provider contains. */
+  readonly logger?: Logger | undefined;
   /**
    * Registers teardown that `close()` awaits (after runs are disposed), for resources a provider
    * owns beyond its runs, such as prewarmed processes. Returns an unregister function.

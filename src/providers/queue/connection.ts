@@ -8,16 +8,22 @@ import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { parse } from '../../seam/codec.js';
+import { describeKind } from '../../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { Encoded } from '../../seam/codec.js';
+import { isRecord } from '../../seam/parse.js';
+import type { Logger } from '../../runtime/session-store.js';
 import { RedisSilence, bounded, connectRedis, redisSilence } from './connect.js';
 import { redisOptions, type ResolvedQueueOptions } from './options.js';
-import { PREFIX, replyKey, type QueueJobData, type ReplyEntry } from './protocol.js';
+import { PREFIX, replyKey, type QueueJobData } from './protocol.js';
+
+/** A decoded entry of a reply stream naming its run: checked by the run before it reads anything else. */
+export type ReplyRecord = Record<string, unknown> & { run: string };
 
 /** What the connection needs of a run. */
 export interface ConnectedRun {
-  /** An entry of this run's reply stream, in stream order. */
-  receive(entry: ReplyEntry): void;
+  /** An entry of this run's reply stream, in stream order; never throws. */
+  receive(entry: ReplyRecord): void;
   /** Checks the run's job; called on every watchdog tick while the run is unsettled. */
   check(connection: QueueConnection): Promise<void>;
   /** Redis has been unreachable for longer than the lock duration. */
@@ -36,6 +42,16 @@ async function queueModules(): Promise<{ Queue: typeof Queue; Redis: typeof Redi
 // The reply stream outlives a host that vanished by at most this long.
 const REPLY_TTL_MS = 60_000;
 
+type ReadBatch = [Buffer, [Buffer, Buffer[]][]][] | null;
+
+const ENTRY_FIELD = Buffer.from('e');
+
+/** The value of field e of a stream entry's `fields` (name, value, name, value, …), compared as bytes: a name may be any size. */
+function entryField(fields: readonly Buffer[]): Buffer | undefined {
+  for (let index = 0; index + 1 < fields.length; index += 2) if (ENTRY_FIELD.equals(fields[index]!)) return fields[index + 1];
+  return undefined;
+}
+
 export class QueueConnection {
   readonly options: ResolvedQueueOptions;
   readonly client: Redis;
@@ -43,6 +59,9 @@ export class QueueConnection {
   readonly reply: string;
   readonly #reader: Redis;
   readonly #runs = new Map<string, ConnectedRun>();
+  readonly #logger: Logger | undefined;
+  /** Entries read that were no reply entries: the 1st, 10th, 100th, … are warned about. */
+  #strays = 0;
   #lastId = '0';
   #closed = false;
   /**
@@ -60,8 +79,9 @@ export class QueueConnection {
   /** Callers of `answering` still waiting: each is rejected once the watchdog judges Redis silent. */
   readonly #waiters = new Set<(error: RedisSilence) => void>();
 
-  private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis, queue: Queue<QueueJobData, Encoded>) {
+  private constructor(options: ResolvedQueueOptions, client: Redis, reader: Redis, queue: Queue<QueueJobData, Encoded>, logger: Logger | undefined) {
     this.options = options;
+    this.#logger = logger;
     this.client = client;
     this.#reader = reader;
     this.reply = replyKey(options.queue, randomUUID());
@@ -69,15 +89,18 @@ export class QueueConnection {
     this.queue.on('error', () => undefined);
   }
 
-  /** Connects both connections and creates the reply stream; `START_FAILED` when Redis is unreachable. */
-  static async open(options: ResolvedQueueOptions): Promise<QueueConnection> {
+  /**
+   * Connects both connections and creates the reply stream; `START_FAILED` when Redis is unreachable.
+   * `logger` (the host's) hears of reply entries the host could not read.
+   */
+  static async open(options: ResolvedQueueOptions, logger?: Logger): Promise<QueueConnection> {
     const { Queue, Redis } = await queueModules();
     const client = await connectRedis(new Redis(options.url, redisOptions(false)), 'the queue provider');
     let reader: Redis | undefined;
     try {
       reader = await connectRedis(new Redis(options.url, redisOptions(true)), 'the queue provider');
       const queue = new Queue<QueueJobData, Encoded>(options.queue, { connection: client, prefix: PREFIX });
-      const connection = new QueueConnection(options, client, reader, queue);
+      const connection = new QueueConnection(options, client, reader, queue, logger);
       // Workers append with NOMKSTREAM, so the stream must exist before the first job is queued.
       connection.#lastId = await client.xadd(connection.reply, '*', 'e', 'open') ?? '0';
       await client.pexpire(connection.reply, REPLY_TTL_MS);
@@ -122,11 +145,12 @@ export class QueueConnection {
 
   async #read(): Promise<void> {
     while (!this.#closed) {
-      let batch: [string, [string, string[]][]][] | null;
+      let batch: ReadBatch;
       try {
-        const read = this.#reader.xread('COUNT', 1000, 'BLOCK', 1000, 'STREAMS', this.reply, this.#lastId) as Promise<typeof batch>;
+        // Read as bytes: an entry too long for a string (a 512 MB value) fails alone, not every read from then on.
+        const read = this.#reader.xreadBuffer('COUNT', 1000, 'BLOCK', 1000, 'STREAMS', this.reply, this.#lastId) as Promise<ReadBatch>;
         read.catch(() => undefined);
-        batch = await new Promise<typeof batch>((resolve, reject) => {
+        batch = await new Promise<ReadBatch>((resolve, reject) => {
           this.#stopRead = () => resolve(null);
           read.then(resolve, reject);
         });
@@ -137,21 +161,55 @@ export class QueueConnection {
       }
       for (const [, entries] of batch ?? []) {
         for (const [id, fields] of entries) {
-          this.#lastId = id;
-          const text = fields[1];
-          if (text === undefined || text === 'open') continue;
-          let entry: ReplyEntry;
-          try {
-            entry = parse<ReplyEntry>(text);
-          } catch {
-            continue; // not ours to interpret; the run's watchdog still bounds its wait
-          }
-          this.#runs.get(entry.run)?.receive(entry);
+          this.#lastId = id.toString();
+          this.#deliver(this.#lastId, fields);
         }
       }
       // Entries read are dropped; the last one stays so the stream (and its NOMKSTREAM guard) stays.
       if (batch) this.client.xtrim(this.reply, 'MINID', this.#lastId).catch(() => undefined);
     }
+  }
+
+  /**
+   * Hands one stream entry to its run. Whoever can write to Redis can write here: what is not a
+   * reply entry naming a run is dropped and warned about, and nothing in an entry stops the reading.
+   * An entry for no run of this host (settled, or disposed: its worker may still be talking) is dropped.
+   */
+  #deliver(id: string, fields: readonly Buffer[]): void {
+    const value = entryField(fields);
+    if (value === undefined) return this.#malformed(`entry ${id} has no field e`);
+    let entry: unknown;
+    try {
+      const text = value.toString();
+      if (text === 'open') return;
+      entry = parse(text);
+    } catch (error) {
+      return this.#malformed(`entry ${id} is not codec text (${value.length} bytes: ${describeError(error)})`);
+    }
+    if (!isRecord(entry) || typeof entry['run'] !== 'string') {
+      const what = isRecord(entry) ? 'an object without a run id' : describeKind(entry);
+      return this.#malformed(`entry ${id} decodes to ${what}, not a reply entry`);
+    }
+    const run = this.#runs.get(entry['run']);
+    try {
+      run?.receive(entry as ReplyRecord);
+    } catch (error) {
+      // A run does not throw on any entry; were one to, it fails, and the reading goes on.
+      run?.lost(`the host could not read a reply of the child (${describeError(error)})`);
+    }
+  }
+
+  /** Warns of an entry that is no reply entry: the first, then each tenfold count (a flood is not a flood of warnings). */
+  #malformed(what: string): void {
+    this.#strays += 1;
+    if (!/^10*$/.test(String(this.#strays))) return;
+    const count = this.#strays === 1 ? '' : ` (${this.#strays} such entries so far; warned at the 1st, 10th, 100th, …)`;
+    this.warn(`queue provider ${this.options.name}: its reply stream ${this.reply} holds an entry that is not a queue worker's reply, ignored: ${what}${count}; is something other than a subagent-host worker writing to it?`);
+  }
+
+  /** Tells the host's logger (when it has one). */
+  warn(message: string): void {
+    this.#logger?.warn(message);
   }
 
   /** Redis has not answered for the lock duration: its connection dropped, or it stopped answering. */

@@ -5,6 +5,8 @@
 // a covering tree budget's stop likewise (the key holds the stop, the budget channel names the run).
 // Both sides declare PROTOCOL_VERSION: a job or a reply of another version is refused, not misread.
 import type { Encoded } from '../../seam/codec.js';
+import { describeKind, plainJsonProblem } from '../../seam/content.js';
+import { headOf, isRecord, wellFormed } from '../../seam/parse.js';
 import type { SessionEvent } from '../../seam/session-types.js';
 import type { SubagentResult } from '../../seam/types.js';
 
@@ -40,6 +42,9 @@ export function protocolText(value: unknown): string {
 /** What to do about a job or a reply of another version. */
 export const SAME_VERSION_HINT = 'run the same subagent-host version on hosts and workers';
 
+/** What to check about a reply entry that no worker of this version writes. */
+export const MALFORMED_HINT = 'is something other than a subagent-host worker of this version writing to its Redis?';
+
 export interface QueueJobData {
   /** PROTOCOL_VERSION of the host that queued the job. */
   protocol: number;
@@ -71,6 +76,70 @@ export type ReplyBody =
   | { run: string; kind: 'attach'; placement: Placement }
   | { run: string; kind: 'events'; attempt: number; events: SessionEvent[] }
   | { run: string; kind: 'end'; attempt: number; result: SubagentResult };
+
+const STOP_REASONS: readonly unknown[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal'] satisfies SubagentResult['stopReason'][];
+
+const count = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 0;
+const attemptNumber = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 1;
+
+/** A value named in a message: a short JSON rendering (control characters escaped), or its kind. */
+function shown(value: unknown): string {
+  try {
+    const json = JSON.stringify(value);
+    if (typeof json === 'string') return json.length > 80 ? `${headOf(json, 80)}…` : json;
+  } catch {
+    // A cycle or a BigInt: its kind says enough.
+  }
+  return describeKind(value);
+}
+
+function eventProblem(event: unknown, index: number): string | undefined {
+  const at = `events[${index}]`;
+  if (!isRecord(event)) return `${at} is ${describeKind(event)}, not a session event`;
+  if (!count(event['seq'])) return `${at}.seq is ${shown(event['seq'])}, not a count`;
+  const type = event['type'];
+  if (typeof type !== 'string' || type === '' || !wellFormed(type)) return `${at}.type is ${shown(type)}, not an event type`;
+  if (typeof event['time'] !== 'number' || !Number.isFinite(event['time'])) return `${at}.time is ${shown(event['time'])}, not a time`;
+  return undefined;
+}
+
+function resultProblem(result: unknown): string | undefined {
+  if (!isRecord(result)) return `its result is ${describeKind(result)}, not a SubagentResult`;
+  const { output, stopReason, diagnostic, structured } = result;
+  if (!STOP_REASONS.includes(stopReason)) return `result.stopReason is ${shown(stopReason)}, not one of ${STOP_REASONS.join(', ')}`;
+  if (!Array.isArray(output)) return `result.output is ${describeKind(output)}, not an array of content blocks`;
+  const block = output.findIndex((item) => !isRecord(item) || typeof item['type'] !== 'string');
+  if (block >= 0) return `result.output[${block}] is not a content block`;
+  if (diagnostic !== undefined && typeof diagnostic !== 'string') return `result.diagnostic is ${describeKind(diagnostic)}, not text`;
+  return plainJsonProblem(output, 'result.output') ?? (structured === undefined ? undefined : plainJsonProblem(structured, 'result.structured'));
+}
+
+/**
+ * Why a decoded entry of this protocol version is not a reply entry as this version writes them
+ * (an unknown kind, a field missing or of another type), or undefined when it is one. The host reads
+ * no entry before this check passes: whoever can write to Redis can write to a reply stream.
+ * Only what the host reads is checked (each event's envelope, not its data).
+ */
+export function replyProblem(entry: Record<string, unknown>): string | undefined {
+  const { kind } = entry;
+  if (kind === 'attach') {
+    const placement = entry['placement'];
+    if (!isRecord(placement)) return `its placement is ${describeKind(placement)}, not an object`;
+    if (typeof placement['hostname'] !== 'string') return `placement.hostname is ${shown(placement['hostname'])}, not text`;
+    for (const field of ['pid', 'threadId'] as const) if (!count(placement[field])) return `placement.${field} is ${shown(placement[field])}, not a count`;
+    return attemptNumber(placement['attempt']) ? undefined : `placement.attempt is ${shown(placement['attempt'])}, not an attempt number`;
+  }
+  if (kind !== 'events' && kind !== 'end') return `its kind is ${shown(kind)}, not attach, events or end`;
+  if (!attemptNumber(entry['attempt'])) return `its attempt is ${shown(entry['attempt'])}, not an attempt number`;
+  if (kind === 'end') return resultProblem(entry['result']);
+  const events = entry['events'];
+  if (!Array.isArray(events)) return `its events are ${describeKind(events)}, not an array`;
+  for (let index = 0; index < events.length; index++) {
+    const problem = eventProblem(events[index], index);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
 
 export function replyKey(queue: string, hostId: string): string {
   return `${PREFIX}:${queue}:sah:reply:${hostId}`;

@@ -31,7 +31,7 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
   let closed = false;
 
   const connection = (): Promise<QueueConnection> => {
-    connecting ??= QueueConnection.open(options).catch((error: unknown) => {
+    connecting ??= QueueConnection.open(options, host.logger).catch((error: unknown) => {
       connecting = undefined; // the next start tries again
       throw error;
     });

@@ -4,7 +4,7 @@
 // covering the child count its log as it arrives, and a spent one stops it on its worker.
 import type { BudgetStop } from '../../seam/budget.js';
 import { stringify } from '../../seam/codec.js';
-import { SubagentError, describeError } from '../../seam/errors.js';
+import { SubagentError, describeError, isSubagentError, type SubagentErrorCode } from '../../seam/errors.js';
 import type { ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { once, settled } from '../../seam/once.js';
@@ -15,9 +15,10 @@ import { usageOf } from '../../seam/usage.js';
 import { treeCounter } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
-import type { ConnectedRun, QueueConnection } from './connection.js';
+import type { ConnectedRun, QueueConnection, ReplyRecord } from './connection.js';
 import {
   JOB_NAME,
+  MALFORMED_HINT,
   PROTOCOL_VERSION,
   SAME_VERSION_HINT,
   budgetChannel,
@@ -27,6 +28,7 @@ import {
   lockKey,
   ownProtocol,
   protocolText,
+  replyProblem,
   type Placement,
   type QueueJobData,
   type ReplyEntry,
@@ -48,9 +50,9 @@ export interface QueueRunInit {
   budgetTree?: BudgetTreeLink | undefined;
 }
 
-function endReason(result: SubagentResult, error: SubagentError | undefined): TurnEndReason {
+function endReason(result: SubagentResult, code: SubagentErrorCode | 'QUEUE_CHILD_LOST'): TurnEndReason {
   if (result.stopReason === 'aborted') return { kind: 'aborted', cause: { kind: 'parent' } };
-  return { kind: 'error', error: { code: error?.code ?? 'QUEUE_CHILD_LOST', message: result.diagnostic ?? 'the child was lost' } };
+  return { kind: 'error', error: { code, message: result.diagnostic ?? 'the child was lost' } };
 }
 
 /** A child placed on the queue (`localAgent` is undefined: the agent runs on a worker). */
@@ -61,7 +63,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   readonly #init: QueueRunInit;
   readonly #connection: QueueConnection;
   #session: SessionLog | undefined;
-  readonly #pending: ReplyEntry[] = [];
+  readonly #pending: ReplyRecord[] = [];
   #attempt = 1;
   /** What turns a seq of this attempt's log into the host log's: set when a thread takes the attempt. */
   #attemptShift = 0;
@@ -115,22 +117,26 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     for (const entry of this.#pending.splice(0)) this.receive(entry);
   }
 
-  receive(entry: ReplyEntry): void {
+  receive(record: ReplyRecord): void {
     if (this.#settled) return;
     const session = this.#session;
-    if (!session) return void this.#pending.push(entry);
+    if (!session) return void this.#pending.push(record);
     // Checked before anything else is read of it: an entry of another version may be shaped otherwise.
-    if (!ownProtocol(entry)) return this.#refuse(entry);
+    if (!ownProtocol(record)) return this.#refuse(record);
+    const problem = replyProblem(record);
+    if (problem !== undefined) return this.#malformed(problem);
+    const entry = record as unknown as ReplyEntry;
     const attempt = entry.kind === 'attach' ? entry.placement.attempt : entry.attempt;
     if (attempt !== this.#attempt) return; // a lost attempt's worker may still be talking
     if (entry.kind === 'attach') {
-      this.#placement = entry.placement;
+      this.#placement = { hostname: entry.placement.hostname, pid: entry.placement.pid, threadId: entry.placement.threadId, attempt };
     } else if (entry.kind === 'events') {
       this.#placeAttempt(session);
       try {
         session.mirror(this.#own(entry.events));
         this.#countTrees?.(session.events);
       } catch (error) {
+        if (!isSubagentError(error, 'SEQ_MISMATCH')) return this.#malformed(`its events could not be read (${describeError(error)})`);
         // Events missing from the stream (their worker could not write them: a Redis out of memory, say):
         // the log cannot be completed, so the child is stopped where it runs rather than keep its slot.
         const why = `some of the child's events never reached the host (${describeError(error)}): its worker could not write them to Redis (out of memory, or refusing writes? see the worker's log)`;
@@ -142,11 +148,29 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   }
 
   /**
+   * A reply to this child that no worker of this version writes (an unknown kind, a field missing or of
+   * another type; event data the host cannot read): nothing else the stream says of it can be trusted.
+   * The run fails `CORRUPT_DATA` (so ends its log's turn), the logger is told, and its worker stops it.
+   */
+  #corrupt(what: string, cause?: unknown): SubagentError {
+    const message = `child ${this.id} failed: ${what}, so the child was stopped; ${MALFORMED_HINT}`;
+    this.#connection.warn(`queue provider ${this.#connection.options.name}: ${message}`);
+    if (!this.#connection.closed) this.#publishCancel().catch(() => this.#retryCancel());
+    return new SubagentError('CORRUPT_DATA', message, cause === undefined ? undefined : { cause });
+  }
+
+  #malformed(problem: string): void {
+    if (this.#cancelled) return this.#settle({ output: [], stopReason: 'aborted' });
+    const error = this.#corrupt(`a reply to it on the queue's reply stream is malformed (${problem})`);
+    this.#settle({ output: [], stopReason: 'error', diagnostic: error.message }, error);
+  }
+
+  /**
    * A worker of another protocol version took the child: its replies would be misread, and it may
    * not honour what the job asks (an output schema, say). The run fails with the reason for good (a
    * restart could land on such a worker again), and a worker still running the child stops it.
    */
-  #refuse(entry: ReplyEntry): void {
+  #refuse(entry: ReplyRecord): void {
     if (this.#cancelled) return this.#settle({ output: [], stopReason: 'aborted' });
     // A worker that refuses the job (as every versioned worker does) ends it without running it.
     const ended = entry.kind === 'end';
@@ -243,7 +267,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   async #restart(diagnostic: string): Promise<void> {
     this.#strikes = 0;
     this.#attempt += 1;
-    this.#closeTurn({ output: [], stopReason: 'error', diagnostic });
+    this.#closeTurn({ output: [], stopReason: 'error', diagnostic }, 'QUEUE_CHILD_LOST');
     const { queue } = this.#connection;
     try {
       // A run settled meanwhile (Redis went silent, a cancel) queues nothing for nobody to wait for.
@@ -257,7 +281,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     }
   }
 
-  #closeTurn(result: SubagentResult, error?: SubagentError): void {
+  #closeTurn(result: SubagentResult, code: SubagentErrorCode | 'QUEUE_CHILD_LOST'): void {
     const session = this.#session;
     if (!session) return;
     // An attempt that was placed but sent nothing is still on record.
@@ -270,7 +294,7 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#openTurn = 1;
       this.#ownEvents = 2;
     }
-    if (this.#openTurn !== undefined) session.append('turn/end', { turn: this.#openTurn, reason: endReason(result, error) });
+    if (this.#openTurn !== undefined) session.append('turn/end', { turn: this.#openTurn, reason: endReason(result, code) });
     this.#openTurn = undefined;
   }
 
@@ -279,13 +303,20 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     if (this.#settled) return;
     this.#settled = true;
     this.#connection.unregister(this.id);
-    this.#closeTurn(result, error);
+    let output: ContentBlock[] = result.output;
+    if (!error && output.length === 0 && result.stopReason !== 'completed' && this.#session) {
+      try {
+        output = finalAssistantOutput(this.#session.events.slice(this.#init.seedLength));
+      } catch (cause) {
+        error = this.#corrupt(`its log from the queue's reply stream could not be read as it settled (${describeError(cause)})`, cause);
+        result = { output: [], stopReason: 'error', diagnostic: error.message };
+      }
+    }
+    this.#closeTurn(result, error?.code ?? 'QUEUE_CHILD_LOST');
     this.#unwatchTrees?.();
     if (this.#session) this.#countTrees?.(this.#session.events);
     if (error) return this.#reject(error);
-    let output: ContentBlock[] = result.output;
     const own = this.#session?.events.slice(this.#init.seedLength);
-    if (output.length === 0 && result.stopReason !== 'completed' && own) output = finalAssistantOutput(own);
     // Usage is the host's log's: every attempt as far as its events arrived (a worker reports its own attempt).
     this.#resolve({ ...result, output, ...(own ? { usage: usageOf(own) } : {}) });
   }
