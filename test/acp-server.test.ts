@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, serveAcp, sqlitePersistence, text, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep, type SessionPersistence } from 'subagent-host';
+import { createHost, inProcessProvider, serveAcp, sqlitePersistence, text, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
-import { deferred, recordingTool } from './helpers.js';
+import { deferred, recordingTool, storeOver } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'acp-server-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -260,21 +260,13 @@ describe('serveAcp', () => {
       if (restores === 3) setImmediate(() => gate.resolve());
     };
     let loads = 0;
-    const slowLoad: SessionPersistence = {
-      create: (header) => stored.create(header),
-      append: (id, events) => stored.append(id, events),
+    const slowLoad = storeOver(stored, {
       load: async (id) => {
         loads += 1;
         await gate.promise;
         return stored.load(id);
       },
-      list: (filter) => stored.list(filter),
-      childRecords: (id) => stored.childRecords(id),
-      descendantRecords: (id) => stored.descendantRecords(id),
-      projections: (ids) => stored.projections(ids),
-      flush: () => stored.flush(),
-      close: () => stored.close(),
-    };
+    });
     const second = await newHost({ persistence: slowLoad });
     const client = await initialized(second, countRestores);
     const params = { sessionId, cwd: dir, mcpServers: [] };

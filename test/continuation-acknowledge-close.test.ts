@@ -6,7 +6,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createHost, sqlitePersistence, text, type Host, type SessionEvent, type SessionPersistence } from 'subagent-host';
 import { HANG, continuationHost, continuationSuite, eventually, startChild, textsOf } from './continuation-helpers.js';
-import { dataOf, deferred } from './helpers.js';
+import { dataOf, deferred, storeOver } from './helpers.js';
 
 const suite = continuationSuite('subagent-continuation-acknowledge-close-');
 
@@ -25,14 +25,8 @@ function callerStore() {
   const inner = suite.track(sqlitePersistence(file));
   const failing = new Set<string>();
   let held: { called: () => void; gate: Promise<void> } | undefined;
-  const persistence: SessionPersistence = {
-    create: (header) => inner.create(header),
+  const persistence = storeOver(inner, {
     append: (id, events) => (failing.has(id) ? Promise.reject(new Error('disk full')) : inner.append(id, events)),
-    load: (id) => inner.load(id),
-    list: (filter) => inner.list(filter),
-    childRecords: (id) => inner.childRecords(id),
-    descendantRecords: (id) => inner.descendantRecords(id),
-    projections: (ids) => inner.projections(ids),
     flush: async () => {
       const hold = held;
       held = undefined;
@@ -42,8 +36,7 @@ function callerStore() {
       }
       await inner.flush();
     },
-    close: () => inner.close(),
-  };
+  });
   const hold = (): Held => {
     const called = deferred();
     const gate = deferred();

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnProvider, sqlitePersistence, text, type ModelSpec, type SessionPersistence } from 'subagent-host';
 import { continuationHost, continuationSuite, turnEnds, userTexts } from './continuation-helpers.js';
+import { storeOver } from './helpers.js';
 
 const suite = continuationSuite('subagent-continuation-lost-write-');
 
@@ -15,17 +16,9 @@ const HISTORY: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/echo
 function failingStore(file: string): { store: SessionPersistence; failing: Set<string> } {
   const inner = sqlitePersistence(file);
   const failing = new Set<string>();
-  const store: SessionPersistence = {
-    create: (header) => inner.create(header),
+  const store = storeOver(inner, {
     append: (id, events) => (failing.has(id) ? Promise.reject(new Error('disk full')) : inner.append(id, events)),
-    load: (id) => inner.load(id),
-    list: (filter) => inner.list(filter),
-    childRecords: (id) => inner.childRecords(id),
-    descendantRecords: (id) => inner.descendantRecords(id),
-    projections: (ids) => inner.projections(ids),
-    flush: () => inner.flush(),
-    close: () => inner.close(),
-  };
+  });
   return { store, failing };
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { controlTools, memoryPersistence, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec, type SessionPersistence } from 'subagent-host';
 import { AgentStatusTracker, FAILED_KEPT, STORED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
-import { closeAfterEach, tempFiles } from './helpers.js';
+import { closeAfterEach, storeOver, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
 
@@ -218,21 +218,14 @@ describe('list_agents', () => {
 });
 
 /** A user's store over `store`: `close` as given (a host that leaves it open for the next), each `load` told. */
-function storeOver(store: SessionPersistence, hooks: { close?: () => Promise<void>; onLoad?: () => void }): SessionPersistence {
-  return {
-    create: (header) => store.create(header),
-    append: (id, events) => store.append(id, events),
+function userStore(store: SessionPersistence, hooks: { close?: () => Promise<void>; onLoad?: () => void }): SessionPersistence {
+  return storeOver(store, {
     load: (id) => {
       hooks.onLoad?.();
       return store.load(id);
     },
-    list: (filter) => store.list(filter),
-    childRecords: (id) => store.childRecords(id),
-    descendantRecords: (id) => store.descendantRecords(id),
-    projections: (ids) => store.projections(ids),
-    flush: () => store.flush(),
-    close: hooks.close ?? (() => store.close()),
-  };
+    ...(hooks.close ? { close: hooks.close } : {}),
+  });
 }
 
 describe('the control tools after a restart on the same database', () => {
@@ -278,7 +271,7 @@ describe('the control tools after a restart on the same database', () => {
     // One store for both hosts: the first leaves it open, the second counts the logs it loads.
     const store = memoryPersistence();
     let loads = 0;
-    const first = track(await continuationHost(files.file(), { persistence: storeOver(store, { close: async () => undefined }) }));
+    const first = track(await continuationHost(files.file(), { persistence: userStore(store, { close: async () => undefined }) }));
     const parent = await first.createAgent();
     const fail: ModelSpec = { kind: 'scripted', steps: [{ finish: 'error' }] };
     // More children than the statuses kept, the failed ones first: the first read of their logs.
@@ -287,7 +280,7 @@ describe('the control tools after a restart on the same database', () => {
     await first.recorder.until(() => first.recorder.ends.length === count);
     await first.close();
 
-    const second = track(await continuationHost(files.file(), { persistence: storeOver(store, { onLoad: () => loads++ }) }));
+    const second = track(await continuationHost(files.file(), { persistence: userStore(store, { onLoad: () => loads++ }) }));
     controlTools(second);
     const resumed = (await second.agents.resume({ sessionId: parent.id })).agent;
     const ctx = { agent: resumed, callId: 'c1', signal: new AbortController().signal };

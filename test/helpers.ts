@@ -176,6 +176,22 @@ export function thrown(fn: () => unknown): unknown {
   throw new Error('expected a throw');
 }
 
+/** A store passing every call on to `inner`, but those `overrides` replace (a store that fails, holds or counts on demand). */
+export function storeOver(inner: SessionPersistence, overrides: Partial<SessionPersistence> = {}): SessionPersistence {
+  return {
+    create: (header) => inner.create(header),
+    append: (id, events) => inner.append(id, events),
+    load: (id) => inner.load(id),
+    list: (filter) => inner.list(filter),
+    childRecords: (id) => inner.childRecords(id),
+    descendantRecords: (id) => inner.descendantRecords(id),
+    projections: (ids) => inner.projections(ids),
+    flush: () => inner.flush(),
+    close: () => inner.close(),
+    ...overrides,
+  };
+}
+
 /**
  * A memory store that is fully write-behind: appends are buffered and reach the store only on
  * `flush()` (the durability barrier of the SessionPersistence contract), so a dispose that does not

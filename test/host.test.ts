@@ -20,7 +20,7 @@ import {
   type SessionPersistence,
   type Tool,
 } from 'subagent-host';
-import { dataOf, deferred, runNodeScript } from './helpers.js';
+import { dataOf, deferred, runNodeScript, storeOver } from './helpers.js';
 
 let dir: string;
 const hosts: Host[] = [];
@@ -125,8 +125,7 @@ describe('createHost persistence', () => {
     let overlapped = false;
     const seqs: number[] = [];
     // A store that takes its time with every append and declares nothing about queuing them.
-    const persistence: SessionPersistence = {
-      create: (header) => inner.create(header),
+    const persistence = storeOver(inner, {
       append: async (id, events) => {
         if (inFlight++ > 0) overlapped = true;
         seqs.push(...events.map((event) => event.seq));
@@ -134,14 +133,7 @@ describe('createHost persistence', () => {
         await inner.append(id, events);
         inFlight--;
       },
-      load: (id) => inner.load(id),
-      list: (filter) => inner.list(filter),
-      childRecords: (id) => inner.childRecords(id),
-      descendantRecords: (id) => inner.descendantRecords(id),
-      projections: (ids) => inner.projections(ids),
-      flush: () => inner.flush(),
-      close: () => inner.close(),
-    };
+    });
     const host = await open({ persistence });
     const agent = await host.createAgent();
     for (const word of ['one', 'two', 'three']) {
