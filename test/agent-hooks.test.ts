@@ -142,11 +142,13 @@ const callsEffect = { kind: 'scripted' as const, steps: [{ toolCalls: [{ name: '
 // then answered the call ABANDONED, or for ever on an agent created with `abandon: false`, and so
 // did host.close() (it cancels the turn, then waits for it). turnStart and beforeStep stopped waiting at the cancel.
 describe('a beforeTool checkpoint that never settles', () => {
-  it('is awaited until the turn is cancelled: the call ends ABORTED_BEFORE_DISPATCH at once, not ABANDONED after abandonGraceMs', { timeout: 10_000 }, async () => {
+  /** An agent of a host with `abandonGraceMs: 200` whose turn has called `effect` and waits in a `beforeTool` that never settles. */
+  async function waitingInBeforeTool(options: { abandon?: false } = {}) {
     const effect = effectTool();
     const host = track(await createHost({ providers: false, tools: [effect.tool], abandonGraceMs: 200 }));
     const reached = deferred();
     const agent = await host.createAgent({
+      ...options,
       agentOptions: { model: callsEffect },
       hooks: {
         beforeTool: () => {
@@ -157,6 +159,11 @@ describe('a beforeTool checkpoint that never settles', () => {
     });
     agent.followup([text('go')]);
     await reached.promise;
+    return { effect, host, agent };
+  }
+
+  it('is awaited until the turn is cancelled: the call ends ABORTED_BEFORE_DISPATCH at once, not ABANDONED after abandonGraceMs', { timeout: 10_000 }, async () => {
+    const { effect, host, agent } = await waitingInBeforeTool();
     agent.cancel();
     await agent.whenIdle();
     expect(effect.ran()).toBe(false);
@@ -166,21 +173,7 @@ describe('a beforeTool checkpoint that never settles', () => {
   });
 
   it.each(['a cancel', 'host.close()'])('leaves the turn of an agent created with abandon: false (no grace at all) to end at %s', { timeout: 10_000 }, async (how) => {
-    const effect = effectTool();
-    const host = track(await createHost({ providers: false, tools: [effect.tool], abandonGraceMs: 200 }));
-    const reached = deferred();
-    const agent = await host.createAgent({
-      abandon: false,
-      agentOptions: { model: callsEffect },
-      hooks: {
-        beforeTool: () => {
-          reached.resolve();
-          return new Promise<void>(() => {});
-        },
-      },
-    });
-    agent.followup([text('go')]);
-    await reached.promise;
+    const { effect, host, agent } = await waitingInBeforeTool({ abandon: false });
     if (how === 'a cancel') {
       agent.cancel();
       await agent.whenIdle();
