@@ -5,7 +5,8 @@ import { describeError, isSubagentError, printable } from '../seam/errors.js';
 import type { SessionEventMap } from '../seam/session-types.js';
 import { ABANDONED, type Abandonment } from './abandonment.js';
 import type { ToolResultContent } from './tool-registry.js';
-import { isThenable, untilCancelled, type TurnContext } from './turn-context.js';
+import { isThenable } from '../seam/parse.js';
+import { untilCancelled, type TurnContext } from './turn-context.js';
 
 /**
  * A view of `signal` whose `aborted` also reads a shared flag, so a tool looping in synchronous

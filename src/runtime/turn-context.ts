@@ -58,10 +58,6 @@ export interface TurnContext {
   closing?: AbortSignal;
 }
 
-export function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
-}
-
 /**
  * What an async hook resolves with, or `undefined` once the turn is cancelled: a hook is given no
  * signal to honour, so a cancel stops the wait (every hook's: a turn ends `aborted` at once, not

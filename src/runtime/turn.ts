@@ -8,7 +8,8 @@ import { settled } from '../seam/once.js';
 import { ABANDONED, Abandonment, unlessAbandoned } from './abandonment.js';
 import { flaggedCause } from '../seam/cancel-flag.js';
 import { runTools } from './tool-calls.js';
-import { isThenable, untilCancelled, type TurnContext } from './turn-context.js';
+import { isThenable } from '../seam/parse.js';
+import { untilCancelled, type TurnContext } from './turn-context.js';
 
 /** @default maxStepsPerTurn */
 export const DEFAULT_MAX_STEPS_PER_TURN = 32;

@@ -21,6 +21,11 @@ export function timerOption(value: unknown, fallback: number, field: string): nu
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
 export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** Whether `value` is a promise or another thenable (what `await` would wait for). */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+}
+
 /** `code` (`INVALID_OPTIONS`) unless `value` is an object with only `known` keys: a misspelt option is not silently dropped. */
 export function assertKnownKeys(what: string, value: unknown, known: readonly string[], code: SubagentErrorCode = 'INVALID_OPTIONS'): void {
   if (!isRecord(value)) throw new SubagentError(code, `${what} must be an object`);

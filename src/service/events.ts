@@ -2,7 +2,7 @@
 // is called inside a containment wrapper, except provider-added, whose throw rolls back a registration.
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, printable } from '../seam/errors.js';
-import { isRecord } from '../seam/parse.js';
+import { isRecord, isThenable } from '../seam/parse.js';
 import type { SubagentEvents } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
 
@@ -115,8 +115,4 @@ export class SubagentEventBus {
       // A logger that throws must not turn a contained listener failure into the caller's.
     }
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
 }

@@ -9,7 +9,7 @@ import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
-import { everyItem, isRecord, parseOrThrow } from '../seam/parse.js';
+import { everyItem, isRecord, isThenable, parseOrThrow } from '../seam/parse.js';
 import { addUsage, type SubagentUsage } from '../seam/usage.js';
 
 const runShape = z.object({
@@ -42,7 +42,6 @@ const resultShape = z.object({
 
 type RawResult = z.infer<typeof resultShape>;
 const USAGE_FIELDS = Object.keys(usageShape.shape) as (keyof SubagentUsage)[];
-const isThenable = (value: unknown) => value instanceof Promise || (isRecord(value) && typeof value['then'] === 'function');
 
 // Hand-written checks for the shapes every provider returns: each accepts only what its zod
 // schema accepts, so a well-formed run or result skips zod; anything else goes through zod.
