@@ -1,6 +1,6 @@
 // One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
 // until the model stops, and always close the turn with `turn/end` and its reason.
-import { deepToolInputFailure, type ContentBlock, type ToolCallBlock } from '../seam/content.js';
+import { charsIn, deepToolInputFailure, largeAnswerFailure, type ContentBlock, type ToolCallBlock } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError, printable } from '../seam/errors.js';
 import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason, ModelChunk } from './models/types.js';
@@ -42,6 +42,17 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
     ...(ctx.options.maxTokens === undefined ? {} : { maxTokens: ctx.options.maxTokens }),
   };
   let finished = false;
+  /** Characters of the answer so far: its text, reasoning and tool calls' input (see largeAnswerFailure). */
+  let chars = 0;
+  const tooLarge = (more: number) => {
+    chars += more;
+    const failure = largeAnswerFailure('the model', chars);
+    if (!failure) return false;
+    out.finish = 'error';
+    out.failure = failure;
+    finished = true;
+    return true;
+  };
   let iterator: AsyncIterator<ModelChunk> | Iterator<ModelChunk> | undefined;
   let open = false;
   try {
@@ -65,10 +76,12 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
       const chunk = next.value;
       switch (chunk.type) {
         case 'text-delta':
+          if (tooLarge(chunk.text.length)) break;
           out.text += chunk.text;
           ctx.session.append('assistant/chunk', { turn, step, chunk: { type: 'text-delta', text: chunk.text } });
           break;
         case 'reasoning-delta':
+          if (tooLarge(chunk.text.length)) break;
           out.reasoning += chunk.text;
           ctx.session.append('assistant/chunk', { turn, step, chunk: { type: 'reasoning-delta', text: chunk.text } });
           break;
@@ -79,6 +92,7 @@ async function streamStep(ctx: TurnContext, turn: number, step: number, signal: 
           const failure = out.toolCalls.some((call) => call.id === chunk.id)
             ? { code: 'MODEL_CONTRACT', message: `the model gave two tool calls of one answer the id ${JSON.stringify(chunk.id)}` }
             : deepToolInputFailure('the model', chunk.name, chunk.input);
+          if (!failure && tooLarge(chunk.id.length + chunk.name.length + (charsIn(chunk.input) ?? 0))) break;
           if (failure) {
             out.finish = 'error';
             out.failure = failure;

@@ -3,9 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { SubagentError } from './errors.js';
 import { assertKnownKeys, isRecord } from './parse.js';
-import { MAX_CONTENT_DEPTH, jsonProblem, readable, sharingProblem, writtenSize, type Walked } from './plain-json.js';
+import { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsOf, charsProblem, jsonProblem, readable, sharingProblem, writtenSize, type Walked, type WalkedChars } from './plain-json.js';
 
-export { MAX_CONTENT_DEPTH, plainJsonProblem } from './plain-json.js';
+export { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsIn, plainJsonProblem } from './plain-json.js';
 
 /** A piece of message content. */
 export type ContentBlock =
@@ -138,6 +138,19 @@ export function deepToolInputFailure(source: string, name: string, input: unknow
   };
 }
 
+/**
+ * `MODEL_OUTPUT_TOO_LARGE` naming `source` (the model) once one answer's text, reasoning and tool
+ * input hold `chars` characters, more than MAX_CONTENT_CHARS: a session log stores an answer as one
+ * JSON text, which could not be built past it (the answer would be lost with the rest of the log).
+ */
+export function largeAnswerFailure(source: string, chars: number): { code: string; message: string } | undefined {
+  if (chars <= MAX_CONTENT_CHARS) return undefined;
+  return {
+    code: 'MODEL_OUTPUT_TOO_LARGE',
+    message: `${source} sent an answer whose text, reasoning and tool input hold more than ${MAX_CONTENT_CHARS} characters (64 Mi), more than a session log stores in one message; it was cut there and no tool of it ran`,
+  };
+}
+
 const isString = (value: unknown) => typeof value === 'string';
 
 /** An image media type (`image/png`, `image/svg+xml`). */
@@ -177,9 +190,9 @@ const BLOCK_FIELDS: Record<ContentBlock['type'], readonly (readonly [string, (va
 /**
  * Why `content` is not a list of content blocks, or undefined. `depth`: how many values enclose
  * `content` (a `tool_result` nests its blocks two levels down). `written` adds up the written size
- * of the blocks of the outermost list (a nested list's is in its block's).
+ * and the characters of the blocks of the outermost list (a nested list's are in its block's).
  */
-function blocksProblem(content: unknown, path: string, walked: Walked, depth = 0, written?: { total: number }): string | undefined {
+function blocksProblem(content: unknown, path: string, walked: Walked, chars: WalkedChars, depth = 0, written?: { total: number; chars: number }): string | undefined {
   if (!Array.isArray(content)) return `${path} must be an array of content blocks`;
   // Before recursing: results nested thousands deep would overflow the stack here.
   if (depth >= MAX_CONTENT_DEPTH) return `${path} is nested more than ${MAX_CONTENT_DEPTH} levels deep`;
@@ -193,11 +206,13 @@ function blocksProblem(content: unknown, path: string, walked: Walked, depth = 0
     for (const [field, check, what] of fields) {
       if (!check((block as Record<string, unknown>)[field])) return `${at}.${field} must be ${what}`;
     }
-    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, walked, depth + 2) : undefined;
+    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, walked, chars, depth + 2) : undefined;
     if (problem) return problem;
-    const entry = jsonProblem(block, at, 0, walked);
+    const entry = jsonProblem(block, at, 0, walked, chars);
     if (typeof entry === 'string') return entry;
-    if (written) written.total += writtenSize(entry);
+    if (!written) continue;
+    written.total += writtenSize(entry);
+    written.chars += charsOf(block, chars);
   }
   return undefined;
 }
@@ -210,8 +225,9 @@ function blocksProblem(content: unknown, path: string, walked: Walked, depth = 0
 export function contentProblem(content: unknown, path = 'content'): string | undefined {
   return readable(path, () => {
     const walked: Walked = new Map();
-    const written = { total: 0 };
-    return blocksProblem(content, path, walked, 0, written) ?? sharingProblem(path, walked, written.total);
+    const chars: WalkedChars = new Map();
+    const written = { total: 0, chars: 0 };
+    return blocksProblem(content, path, walked, chars, 0, written) ?? sharingProblem(path, walked, written.total) ?? charsProblem(path, written.chars);
   });
 }
 

@@ -44,6 +44,30 @@ export const MAX_CONTENT_DEPTH = 256;
  */
 export type Walked = Map<object, number>;
 
+/**
+ * How many characters the strings of one value of content (a message, a tool result, a tool call's
+ * input, …) may hold, keys included and a shared object's at every place that holds it. A session
+ * log stores each as one JSON text, which V8 cannot build past 2^29 characters: escaped at worst
+ * (`\u0000` for each control character), 2^26 still fits, with room for the event around it.
+ */
+export const MAX_CONTENT_CHARS = 2 ** 26;
+
+/**
+ * The characters of the strings of each object and array a check walked (see MAX_CONTENT_CHARS),
+ * beside its {@link Walked} entry. One per check, shared by every walk of it.
+ */
+export type WalkedChars = Map<object, number>;
+
+/** Why a value at `path` whose strings hold `chars` characters is too long to be stored, or undefined. */
+export function charsProblem(path: string, chars: number): string | undefined {
+  if (chars <= MAX_CONTENT_CHARS) return undefined;
+  return (
+    `${path} holds ${chars >= EXACT_WRITTEN_SIZE ? 'more than 2^43' : chars} characters of strings (keys included), more than the ` +
+    `${MAX_CONTENT_CHARS} (64 Mi) one message, tool result or input may hold (a session log stores it as one JSON text); ` +
+    'pass large data by reference (a file path or a URL)'
+  );
+}
+
 const OPEN = -1;
 /** More than the levels a value may nest. */
 const LEVELS = 512;
@@ -57,7 +81,7 @@ const plainLeaf = (value: unknown) =>
  * boolean or null). `depth`: how many objects and arrays enclose it. `undefined` may only be a
  * property's value (JSON drops it).
  */
-export function jsonProblem(value: unknown, path: string, depth: number, walked: Walked): string | number {
+export function jsonProblem(value: unknown, path: string, depth: number, walked: Walked, chars: WalkedChars): string | number {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -78,35 +102,47 @@ export function jsonProblem(value: unknown, path: string, depth: number, walked:
   walked.set(value, OPEN);
   let size = 1;
   let levels = 0;
+  let length = 0;
   if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index++) {
       const item: unknown = value[index];
       if (item === undefined) return `${path}[${index}] is undefined`;
+      if (typeof item === 'string') length += item.length;
       if (plainLeaf(item)) continue;
-      const entry = jsonProblem(item, `${path}[${index}]`, depth + 1, walked);
+      const entry = jsonProblem(item, `${path}[${index}]`, depth + 1, walked, chars);
       if (typeof entry === 'string') return entry;
       if (entry === 0) continue;
       size += Math.floor(entry / LEVELS);
       levels = Math.max(levels, entry % LEVELS);
+      length += chars.get(item as object) ?? 0;
     }
   } else {
     const proto: unknown = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null) return `${path} is a class instance, not a plain object`;
     for (const key of Object.keys(value)) {
       const item = (value as Record<string, unknown>)[key];
-      if (item === undefined || plainLeaf(item)) continue;
-      const entry = jsonProblem(item, `${path}.${key}`, depth + 1, walked);
+      if (item === undefined) continue;
+      length += key.length;
+      if (typeof item === 'string') length += item.length;
+      if (plainLeaf(item)) continue;
+      const entry = jsonProblem(item, `${path}.${key}`, depth + 1, walked, chars);
       if (typeof entry === 'string') return entry;
       if (entry === 0) continue;
       size += Math.floor(entry / LEVELS);
       levels = Math.max(levels, entry % LEVELS);
+      length += chars.get(item as object) ?? 0;
     }
   }
   // Sizes past EXACT_WRITTEN_SIZE (refused whatever they are) are kept as it, so an entry stays exact.
   const entry = Math.min(size, EXACT_WRITTEN_SIZE) * LEVELS + levels + 1;
   walked.set(value, entry);
+  chars.set(value, Math.min(length, EXACT_WRITTEN_SIZE));
   return entry;
 }
+
+/** How many characters the strings of a value (walked into `chars`) hold, keys included. */
+export const charsOf = (value: unknown, chars: WalkedChars) =>
+  typeof value === 'string' ? value.length : typeof value === 'object' && value !== null ? (chars.get(value) ?? 0) : 0;
 
 /** How many objects and arrays a value whose entry is `entry` holds written out. */
 export const writtenSize = (entry: number) => Math.floor(entry / LEVELS);
@@ -128,9 +164,24 @@ export function sharingProblem(path: string, walked: Walked, total: number): str
 export function plainJsonProblem(value: unknown, path: string): string | undefined {
   return readable(path, () => {
     const walked: Walked = new Map();
-    const entry = jsonProblem(value, path, 0, walked);
-    return typeof entry === 'string' ? entry : sharingProblem(path, walked, writtenSize(entry));
+    const chars: WalkedChars = new Map();
+    const entry = jsonProblem(value, path, 0, walked, chars);
+    if (typeof entry === 'string') return entry;
+    return sharingProblem(path, walked, writtenSize(entry)) ?? charsProblem(path, charsOf(value, chars));
   });
+}
+
+/**
+ * How many characters the strings of plain JSON `value` hold (see MAX_CONTENT_CHARS), or undefined
+ * when it is not plain JSON a log can hold (the caller's own check says why).
+ */
+export function charsIn(value: unknown): number | undefined {
+  const chars: WalkedChars = new Map();
+  try {
+    return typeof jsonProblem(value, 'value', 0, new Map(), chars) === 'string' ? undefined : charsOf(value, chars);
+  } catch {
+    return undefined;
+  }
 }
 
 /** `check`'s answer, or that the value at `path` could not be read (a getter or proxy threw). */
