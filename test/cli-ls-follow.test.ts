@@ -134,7 +134,8 @@ describe('subagent-host ls --follow', () => {
     }
   }, 60_000);
 
-  it.each(['SIGINT', 'SIGTERM'] as const)('stops on %s with exit 0 while a child is still running', async (signal) => {
+  // SIGHUP: its terminal closed.
+  it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)('stops on %s with exit 0 while a child is still running', async (signal) => {
     const { db, host, parent, run } = await hangingChild();
     let watcher: ReturnType<typeof watch> | undefined;
     try {

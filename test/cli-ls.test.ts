@@ -227,6 +227,25 @@ describe('subagent-host ls', () => {
     expect(lines(stdout)).toEqual(['c  one-shot     inactive  -  2  hurt']);
   });
 
+  it('lists a session whose parent links loop back to it (its child is its parent) and exits, never running out of memory', async () => {
+    const file = path.join(tmp, 'looped.db');
+    const store = sqlitePersistence(file);
+    // Nothing refuses these links: a session may be stored before its parent.
+    await store.create({ id: 'a', createdAt: 1, parentSession: 'b', origin: 'subagent' });
+    await store.create({ id: 'b', createdAt: 2, parentSession: 'a', origin: 'subagent' });
+    for (const id of ['a', 'b']) {
+      await store.append(id, [
+        { seq: 0, time: 1, type: 'turn/start', data: { turn: 1 } },
+        { seq: 1, time: 1, type: DESCRIPTOR_EVENT, data: { version: 2, mode: 'one-shot', provider: 'spawn', label: id } },
+        { seq: 2, time: 2, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+      ]);
+    }
+    await store.close();
+    const { code, stdout, stderr } = await ls(['a', '--db', file]);
+    expect([code, stderr]).toEqual([0, '']);
+    expect(lines(stdout)).toEqual(['b  one-shot     inactive  +  0  b']);
+  });
+
   it('shows control characters of a label (the model’s text) escaped, never raw', async () => {
     const file = path.join(tmp, 'labels.db');
     const store = sqlitePersistence(file);

@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHost, text } from 'subagent-host';
+import { createHost, sqlitePersistence, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
 import { cli, rawGet, startInspect, storedParentWithChild, type InspectProcess } from './inspect-helpers.js';
 
@@ -149,6 +149,18 @@ describe('subagent-host inspect server', () => {
     expect(await stopped).toBe(0);
   });
 
+  it('stops on SIGHUP (its terminal closed) as on Ctrl-C: exit 0, no -wal or -shm file left beside the database', async () => {
+    const path = join(files.dir, 'hangup.db');
+    await writeRootAt(path, 'hung up');
+    const other = await startInspect(path);
+    const exited = new Promise<number | null>((resolve) => other.child.once('exit', (code) => resolve(code)));
+    // Opened: the reader's WAL files exist while it serves.
+    expect((await rawGet(other.url, '/api/roots')).status).toBe(200);
+    other.child.kill('SIGHUP');
+    expect(await exited).toBe(0);
+    expect([existsSync(`${path}-wal`), existsSync(`${path}-shm`)]).toEqual([false, false]);
+  });
+
   it('follows a database deleted and written again at its path: says it is gone, then serves the new one', async () => {
     const path = join(files.dir, 'rewritten.db');
     const writeRoot = (title: string) => writeRootAt(path, title);
@@ -197,6 +209,34 @@ describe('subagent-host inspect server', () => {
       expect(await titles()).toStrictEqual(['second run']);
     } finally {
       await other.stop();
+    }
+  });
+
+  it('answers the tree of a session whose parent links loop back to it (its own parent, or its child\'s child), without hanging', async () => {
+    const path = join(files.dir, 'looped.db');
+    const store = sqlitePersistence(path);
+    // Nothing refuses these links: a session is stored before or after its parent, and may name itself.
+    const turn = (id: string) => store.append(id, [
+      { seq: 0, time: 10, type: 'turn/start', data: { turn: 1 } },
+      { seq: 1, time: 10, type: 'subagent/descriptor', data: { version: 2, mode: 'one-shot', provider: 'spawn', label: id } },
+      { seq: 2, time: 11, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+    ]);
+    await store.create({ id: 'itself', createdAt: 1, parentSession: 'itself', origin: 'subagent' });
+    await store.create({ id: 'a', createdAt: 2, parentSession: 'b', origin: 'subagent' });
+    await store.create({ id: 'b', createdAt: 3, parentSession: 'a', origin: 'subagent' });
+    await Promise.all(['itself', 'a', 'b'].map(turn));
+    await store.close();
+    const other = await startInspect(path);
+    try {
+      const labels = async (id: string) => {
+        const answer = await rawGet(other.url, `/api/roots/${id}/tree`);
+        return [answer.status, (JSON.parse(answer.body) as { nodes: { label?: string }[] }).nodes.map((node) => node.label)];
+      };
+      expect(await labels('itself')).toEqual([200, []]);
+      expect(await labels('a')).toEqual([200, ['b']]);
+      expect(await labels('b')).toEqual([200, ['a']]);
+    } finally {
+      expect(await other.stop()).toBe(0);
     }
   });
 

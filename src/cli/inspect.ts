@@ -30,7 +30,7 @@ function openBrowser(url: string): void {
   child.unref();
 }
 
-/** Runs `inspect`; resolves with the exit code once SIGINT or SIGTERM has closed the server. */
+/** Runs `inspect`; resolves with the exit code once SIGINT, SIGTERM or SIGHUP has closed the server. */
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommand('inspect', USAGE, {
     args,
@@ -59,15 +59,15 @@ export async function run(args: string[]): Promise<number> {
       `subagent-host inspect: warning: listening on ${host} rather than 127.0.0.1: anyone who can reach this address can read every session in ${file}\n`,
     );
   }
-  // Listening for signals before the URL is printed: whoever reads it may stop us at once.
+  // Listening for signals before the URL is printed: whoever reads it may stop us at once. SIGHUP
+  // (its terminal closed) too: killed by it, the reader would leave its -wal/-shm files behind.
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
+      for (const signal of signals) process.off(signal, stop);
       resolve();
     };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+    for (const signal of signals) process.on(signal, stop);
   });
   process.stdout.write(`Inspecting ${file} at ${server.url} (Ctrl-C to stop)\n`);
   if (values.open) openBrowser(server.url);

@@ -1,5 +1,5 @@
 // `ls --follow`: re-prints the listing whenever another process commits to the database, until every
-// child is inactive or SIGINT/SIGTERM arrives. Activity comes from each child's log (an open turn is
+// child is inactive or SIGINT/SIGTERM/SIGHUP arrives. Activity comes from each child's log (an open turn is
 // running), read through a read-only handle, since this process runs none of the children it lists.
 // The path is followed, not the file first opened: an empty file (a host creating it), a session not
 // stored yet, or a file deleted, replaced or emptied while watched is waited for.
@@ -43,8 +43,8 @@ function fileState(path: string): string | undefined {
 
 /**
  * Prints `print(entries)` each time the database at `file` changes; resolves once a listing has no
- * running child while the session itself is between turns, or when SIGINT or SIGTERM arrives (both
- * are a normal end of watching). While the file is missing or empty or does not hold the session,
+ * running child while the session itself is between turns, or when SIGINT, SIGTERM or SIGHUP arrives
+ * (each a normal end of watching). While the file is missing or empty or does not hold the session,
  * `waiting` goes to stderr once and the watch goes on.
  * @throws SubagentError what `open` throws for a file that is not a readable database of ours.
  */
@@ -58,8 +58,10 @@ export async function follow<E extends Listed>(options: {
   const { file, rootId, open, print } = options;
   const stop = new AbortController();
   const onSignal = (): void => stop.abort();
+  // SIGHUP (its terminal closed) too: killed by it, the open store would leave its -wal/-shm files behind.
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  process.once('SIGHUP', onSignal);
   let source: Listing<E> | undefined;
   try {
     let state: string | undefined;
@@ -113,6 +115,7 @@ export async function follow<E extends Listed>(options: {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('SIGHUP', onSignal);
     await source?.close();
   }
 }

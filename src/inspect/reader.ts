@@ -24,12 +24,14 @@ function usageOf(s: string): string {
 }
 
 // Per descendant: its row, plus the few facts of its log the tree shows, each one indexed probe
-// (events are keyed by session and seq) rather than a read of the whole log.
+// (events are keyed by session and seq) rather than a read of the whole log. The root is never its
+// own descendant: parent links that lead back to it (a session its own parent, a damaged file)
+// would make the walk below endless, and every such loop passes through the root.
 const TREE = `
 WITH RECURSIVE tree(id, depth) AS (
-  SELECT id, 1 FROM sessions WHERE parent_session = @root
+  SELECT id, 1 FROM sessions WHERE parent_session = @root AND id <> @root
   UNION ALL
-  SELECT c.id, tree.depth + 1 FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE tree.id <> @root
+  SELECT c.id, tree.depth + 1 FROM sessions c JOIN tree ON c.parent_session = tree.id WHERE c.id <> @root
 )
 SELECT s.id, s.parent_session AS parent, s.origin, s.created_at AS createdAt, s.next_seq AS events, s.seed_length AS seedLength,
   s.identity_mode AS mode, s.identity_label AS label, s.timing_settled AS settled, tree.depth,
