@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { controlTools, memoryPersistence, scriptedModel, spawnProvider, subagentTool, text, type Agent, type Host, type ModelSpec, type SessionPersistence } from 'subagent-host';
 import { AgentStatusTracker, FAILED_KEPT, STORED_KEPT, waitUntil } from '../dist/src/tools/agent-status.js';
 import { fakeProvider } from './fake-provider.js';
-import { closeAfterEach, storeOver, tempFiles } from './helpers.js';
+import { closeAfterEach, holdTool, storeOver, tempFiles } from './helpers.js';
 import { HANG, continuationHost, eventually, startChild, turnEnds, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { call, lazyScript, messages, resultJson, resultText, startedId, toolResults } from './tool-helpers.js';
 
@@ -130,9 +130,39 @@ describe('interrupt_agent on what is no continuable child below the caller', () 
     expect(host.agents.get(startedId(parent, 0))?.status).toBe('running');
   });
 
-  it('refuses a one-shot grandchild pointing at its continuable parent, not at task_cancel, which could not stop it', async () => {
-    const { host } = await setup();
-    subagentTool(host, { provider: 'in-process', toolName: 'fg_hang', agentOptions: { model: HANG } });
+  // A worker child's main-thread face is in no agent registry: it was answered "has finished".
+  it('refuses its own running spawn background task as running (INVALID_REQUEST, task_cancel), not as finished', async () => {
+    const [busy, gate] = [holdTool('busy'), holdTool('gate')];
+    const host = track(await continuationHost(files.file(), { tools: [busy.tool, gate.tool], pool: { minThreads: 0, maxThreads: 2 } }));
+    host.subagents.registerProvider(spawnProvider(host));
+    controlTools(host);
+    subagentTool(host, { provider: 'spawn', background: true, agentOptions: { model: { kind: 'scripted', steps: [call('busy', {}), { text: 'done' }] } } });
+    const parent: Agent = await host.createAgent({
+      model: lazyScript([
+        call('subagent', { description: 'slow', prompt: 'take forever' }),
+        call('gate', {}),
+        () => call('interrupt_agent', { agent_id: startedId(parent, 0) }),
+        () => call('task_output', { task_id: startedId(parent, 0) }),
+        { text: 'done' },
+      ]),
+    });
+    parent.followup([text('go')]);
+    // The task is in its tool call (its log so far is on the host) when the parent asks.
+    await Promise.all([busy.entered, gate.entered]);
+    gate.release();
+    await eventually(() => toolResults(parent).length === 4);
+    expect(errorOf(parent, 2)).toStrictEqual({ isError: true, code: 'INVALID_REQUEST' });
+    expect(resultText(parent, 2)).toContain('is your one-shot background task; stop it with task_cancel');
+    expect(resultJson(parent, 3)).toStrictEqual({ status: 'running' });
+    busy.release();
+  });
+
+  // A running worker grandchild (whose main-thread face is in no agent registry) was answered "has finished".
+  it.each(['in-process', 'spawn'])('refuses a running one-shot %s grandchild pointing at its continuable parent, not at task_cancel, which could not stop it', async (provider) => {
+    const host = track(await continuationHost(files.file(), { pool: { minThreads: 0, maxThreads: 2 } }));
+    host.subagents.registerProvider(spawnProvider(host));
+    controlTools(host);
+    subagentTool(host, { provider, toolName: 'fg_hang', agentOptions: { model: HANG } });
     subagentTool(host, {
       provider: 'in-process',
       toolName: 'ct',
@@ -141,7 +171,7 @@ describe('interrupt_agent on what is no continuable child below the caller', () 
     });
     let grandchild: string | undefined;
     host.subagents.on('subagent/start', (info) => {
-      if (host.agents.get(info.id)?.session.header.delegationDepth === 2) grandchild = info.id;
+      if (host.sessions.get(info.id)?.header.delegationDepth === 2) grandchild = info.id;
     });
     const parent: Agent = await host.createAgent({
       model: lazyScript([call('ct', { description: 'c', prompt: 'p' }), { text: 'started' }, () => call('interrupt_agent', { agent_id: grandchild! }), { text: 'done' }]),
@@ -149,11 +179,23 @@ describe('interrupt_agent on what is no continuable child below the caller', () 
     parent.followup([text('go')]);
     await eventually(() => grandchild !== undefined);
     await parent.whenIdle();
+    // A worker child is listed once its first events reach the host.
+    while (!(await host.subagents.listDescendants(parent.id)).some((entry) => entry.id === grandchild)) await new Promise((resolve) => setImmediate(resolve));
     parent.followup([text('stop the grandchild')]);
     await eventually(() => toolResults(parent).length === 2);
     const child = startedId(parent, 0);
     expect(errorOf(parent, 1)).toStrictEqual({ isError: true, code: 'INVALID_REQUEST' });
     expect(resultText(parent, 1)).toContain(`is a one-shot subagent of ${child}; it cannot be interrupted on its own: interrupt its continuable parent instead`);
+  });
+
+  // It was pointed at "its continuable parent": the caller itself, which may never interrupt itself.
+  it('refuses the caller\'s own running one-shot child without pointing it at itself', async () => {
+    const { host } = await setup();
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('in-process', { prompt: [text('hang')], parent, signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const interrupt = host.tools.get('interrupt_agent')!.execute({ agent_id: run.id }, { agent: parent, callId: 'c1', signal: new AbortController().signal });
+    await expect(interrupt).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('is your one-shot subagent; it cannot be interrupted on its own') });
+    await run.dispose();
   });
 });
 

@@ -84,11 +84,12 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
       parameters: schema({ agent_id: idSchema }, ['agent_id']),
       async execute(input, ctx) {
         const { agent_id } = input as { agent_id: string };
-        // The caller's own task without a child to interrupt (still waiting for a slot, or settled):
-        // its own tools are the way, not list_agents (which lists no task).
+        // The caller's own task is stopped or read with its own tools, not list_agents (which lists no
+        // task); told from the registry, whatever the catalog lists of its child yet.
         const task = tasks.of(ctx.agent.id).find((candidate) => candidate.id === agent_id);
         if (task?.result) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your background task and it has already settled; read its output with task_output`);
         if (task && !task.run) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your background task and it is still waiting to start; stop it with task_cancel`);
+        if (task) throw new SubagentError('INVALID_REQUEST', `${agent_id} is your one-shot background task; stop it with task_cancel`);
         const resident = host.agents.get(agent_id) !== undefined;
         // The service ignores targets that are no continuable child (the reference's contract): say so
         // here rather than answer `accepted` for a turn nothing stops.
@@ -99,14 +100,14 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
         }
         // Residency is a cache: a continuable child that left it runs no turn, as an idle resident one.
         if (!resident && entry.mode === 'continuable') return json({ accepted: true });
-        if (!resident) throw new SubagentError('UNKNOWN_SESSION', `${agent_id} is a one-shot subagent that has finished; there is no turn to stop`);
+        // A worker child's main-thread face is in no agent registry: its live log tells it is running.
+        if (!resident && entry.activity !== 'running') throw new SubagentError('UNKNOWN_SESSION', `${agent_id} is a one-shot subagent that has finished; there is no turn to stop`);
         if (entry.mode !== 'continuable') {
-          // Only its parent's own tools stop a one-shot child: task_cancel if it is this caller's task.
-          const mine = entry.parentId === ctx.agent.id && tasks.has(agent_id);
+          // Only its parent's own tools stop a one-shot child (a task of this caller's was answered above).
           throw new SubagentError(
             'INVALID_REQUEST',
-            mine
-              ? `${agent_id} is your one-shot background task; stop it with task_cancel`
+            entry.parentId === ctx.agent.id
+              ? `${agent_id} is your one-shot subagent; it cannot be interrupted on its own: it runs until its result`
               : `${agent_id} is a one-shot subagent of ${entry.parentId ?? 'another agent'}; it cannot be interrupted on its own: interrupt its continuable parent instead`,
           );
         }
