@@ -239,7 +239,7 @@ class HostImpl implements Host {
     });
     this.subagents = new SubagentService({
       logger,
-      catalog: createSubagentCatalog({ persistence, sessions: this.sessions, logger }),
+      catalog: (published) => createSubagentCatalog({ persistence, sessions: this.sessions, logger, published }),
       continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: timerOption(options.continuation?.lingerMs, 30_000, 'options.continuation.lingerMs') },
     });
     // An agent's background tasks are cancelled (and their notices given) before the agent goes.

@@ -451,6 +451,29 @@ describe.each(backends)('catalog over $name', ({ open }) => {
 });
 
 describe('catalog of children started through the service', () => {
+  // A worker child's first events (its descriptor among them) cross from its thread after start
+  // resolves: it was listed by no listing in between, nor to a subagent/start listener.
+  it.each(['spawn', 'fork'])('lists a one-shot %s child, running with its label, as soon as it is published', async (provider) => {
+    const host = await createHost({ persistence: { sqlite: newFile() }, pool: { maxThreads: 1 } });
+    try {
+      const parent = await host.createAgent();
+      const heard: unknown[] = [];
+      host.subagents.on('subagent/start', (info) => {
+        heard.push(host.subagents.listChildren(parent.id).then((rows) => rows.map((row) => [row.id === info.id, row.kind === 'child' && row.activity])));
+      });
+      const run = await host.subagents.start(provider, { label: 'scout', prompt: [text('hi')], parent, signal: new AbortController().signal });
+      const row = { kind: 'child', id: run.id, mode: 'one-shot', label: 'scout', activity: 'running', hasChildren: false, createdAt: expect.any(Number), usage: expect.any(Object) };
+      expect(await host.subagents.listChildren(parent.id)).toStrictEqual([row]);
+      expect(await host.subagents.listDescendants(parent.id)).toStrictEqual([{ ...row, parentId: parent.id, depth: 1, treeUsage: expect.any(Object) }]);
+      expect(await Promise.all(heard)).toStrictEqual([[[true, 'running']]]);
+      expect((await run.result).stopReason).toBe('completed');
+      await run.dispose();
+      expect(await host.subagents.listChildren(parent.id)).toStrictEqual([{ ...row, activity: 'inactive', usage: expect.objectContaining({ turns: 1 }) }]);
+    } finally {
+      await host.close();
+    }
+  });
+
   it('lists a child running while resident, then inactive, also from a reopened database', async () => {
     const file = newFile();
     const host = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });

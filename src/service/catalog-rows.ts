@@ -205,7 +205,7 @@ export function preOrder(rootId: SessionId, nodes: readonly CorpusNode[]): Corpu
 export function rowOf(
   node: CorpusNode,
   hasChildren: boolean,
-  liveIdentity: SubagentIdentity | null,
+  liveIdentity: Pick<SubagentIdentity, 'mode' | 'label'> | null,
   stored: StoredProjections | undefined,
   liveUsage?: SubagentUsage,
 ): SubagentListEntry | undefined {

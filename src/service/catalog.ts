@@ -12,7 +12,7 @@ import type { SessionPersistence } from '../runtime/session-persistence.js';
 import type { Logger } from '../runtime/session-store.js';
 import { LiveIndex, checkpoint, guarded, placed, preOrder, rowOf, treeTotals, type CorpusNode } from './catalog-rows.js';
 import { listedRows, listedTree } from './listed-rows.js';
-import type { SubagentCatalog } from './service.js';
+import type { PublishedChildren, SubagentCatalog } from './service.js';
 
 /** Options of {@link createSubagentCatalog}. */
 export interface SubagentCatalogOptions {
@@ -23,6 +23,8 @@ export interface SubagentCatalogOptions {
   logger?: Logger | undefined;
   /** Ids per projection read; cancellation is checked between reads. @default 1000 */
   batchSize?: number;
+  /** What started a live child whose log holds no descriptor yet (listed as that, `running`). */
+  published?: PublishedChildren | undefined;
 }
 
 /** Live identity and usage folds, resumed where they stopped: a live log only grows. */
@@ -37,6 +39,7 @@ class StoredCatalog implements SubagentCatalog {
   readonly #sessions: SessionStore;
   readonly #logger: Logger | undefined;
   readonly #batchSize: number;
+  readonly #published: PublishedChildren | undefined;
   readonly #liveFolds = new WeakMap<Session, LiveFold>();
 
   constructor(options: SubagentCatalogOptions) {
@@ -44,6 +47,7 @@ class StoredCatalog implements SubagentCatalog {
     this.#sessions = options.sessions;
     this.#logger = options.logger;
     this.#batchSize = options.batchSize ?? 1000;
+    this.#published = options.published;
   }
 
   async listChildren(parentId: SessionId, signal?: AbortSignal): Promise<SubagentListEntry[]> {
@@ -99,7 +103,9 @@ class StoredCatalog implements SubagentCatalog {
     const hasChildren = node.hasStoredSubagentChildren || live.subagentParents.has(node.header.id);
     if (node.live === undefined) return rowOf(node, hasChildren, null, node.stored);
     const fold = this.#liveFold(node.live);
-    return rowOf(node, hasChildren, subagentIdentity.view(fold.state), node.stored, subagentUsage.view(fold.usage));
+    // A worker child published before its first events crossed from its thread: as its start said.
+    const identity = subagentIdentity.view(fold.state) ?? this.#published?.(node.header.id) ?? null;
+    return rowOf(node, hasChildren, identity, node.stored, subagentUsage.view(fold.usage));
   }
 
   /**

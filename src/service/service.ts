@@ -30,11 +30,21 @@ import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from
 
 export interface SubagentServiceOptions {
   logger?: Logger | undefined;
-  /** Listing implementation (the catalog); without one, listing rejects `PERSISTENCE_UNAVAILABLE`. */
-  catalog?: SubagentCatalog | undefined;
+  /**
+   * Listing implementation (the catalog); without one, listing rejects `PERSISTENCE_UNAVAILABLE`. As a
+   * function, it is given what the service knows of the one-shot children it published.
+   */
+  catalog?: SubagentCatalog | ((published: PublishedChildren) => SubagentCatalog) | undefined;
   /** Enables continuable children (the host passes its registry, sessions and persistence). */
   continuation?: Omit<ContinuationDeps, 'getProvider' | 'emit' | 'logger'> | undefined;
 }
+
+/**
+ * What `start` said of a one-shot child it published and has not disposed (its mode and label), for
+ * a listing of it before its log holds its descriptor: a worker child's first events are still
+ * crossing from its thread when `start` resolves.
+ */
+export type PublishedChildren = (id: SessionId) => { mode: 'one-shot'; label?: string } | undefined;
 
 /** Reads children and descendants of a session (see `service/catalog`). */
 export interface SubagentCatalog {
@@ -74,6 +84,8 @@ export class SubagentService {
   readonly #held = new HeldWork((ownerId) => this.#continuation?.activations.get(ownerId)?.poke());
   /** The agents of live runs (a worker child's proxy is in no registry): they may be continuable parents. */
   readonly #runAgents = new Map<SessionId, Agent>();
+  /** What start said of each published one-shot child not yet disposed (see PublishedChildren). */
+  readonly #published = new Map<SessionId, { mode: 'one-shot'; label?: string }>();
   #closed = false;
   /** The host's drain of every continuable child (set by close()): later drains wait for it. */
   #drained: Promise<void> | undefined;
@@ -81,7 +93,7 @@ export class SubagentService {
   constructor(options: SubagentServiceOptions = {}) {
     HELD_WORK.set(this, this.#held);
     this.#events = new SubagentEventBus(options.logger);
-    this.#catalog = options.catalog;
+    this.#catalog = typeof options.catalog === 'function' ? options.catalog((id) => this.#published.get(id)) : options.catalog;
     this.#logger = options.logger;
     if (options.continuation) {
       this.#continuation = new ContinuationManager({
@@ -183,7 +195,8 @@ export class SubagentService {
       caller.stop();
       return Promise.reject(error as Error);
     }
-    const publishing = this.#publish(provider, resolved.parent, starting, controller, caller, admission);
+    const identity = resolved.label === undefined ? { mode: 'one-shot' as const } : { mode: 'one-shot' as const, label: resolved.label };
+    const publishing = this.#publish(provider, resolved.parent, starting, controller, caller, admission, identity);
     this.#starting.set(publishing, controller);
     // A published run has taken the listener over; a failed start removes it here.
     publishing.then(
@@ -203,6 +216,7 @@ export class SubagentService {
     controller: AbortController,
     caller: CallerAbort,
     admission: TreeAdmission | undefined,
+    identity: { mode: 'one-shot'; label?: string },
   ): Promise<ManagedRun> {
     let raw: SubagentRun;
     try {
@@ -234,10 +248,12 @@ export class SubagentService {
       ...(child ? { releaseDescendants: () => this.#releaseBelow(child, continuation), releaseLate: () => this.#held.finish(child) } : {}),
       disposed: () => {
         this.#runs.delete(run);
+        if (this.#published.get(run.id) === identity) this.#published.delete(run.id);
         if (child && this.#runAgents.get(child.id) === child) this.#runAgents.delete(child.id);
       },
     });
     this.#runs.add(run);
+    this.#published.set(run.id, identity);
     if (child) this.#runAgents.set(child.id, child);
     admission?.join(run);
     // Payloads are frozen: every listener gets the same object, and one must not change what the next sees.
