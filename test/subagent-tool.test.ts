@@ -208,6 +208,33 @@ describe('subagent tool config', () => {
     expect(h.subagents.getProvider('late')).toBeUndefined();
   });
 
+  // The config was read again at each call: a change after install went out unchecked (a budget
+  // of -1 tokens), and the tool's wording (fixed at mount) then told the model something else.
+  it('sends what was checked at install, whatever the config object holds later', async () => {
+    const h = await newHost();
+    const { provider, stats } = fakeProvider('p', async () => ({ output: [text('ok')], stopReason: 'completed' }), {
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: true, persona: true, budget: true },
+    });
+    h.subagents.registerProvider(provider);
+    const config: SubagentToolConfig = { provider: 'p', persona: 'You review code.', budget: { tokens: 100 }, toolFilter: { deny: ['bash'] } };
+    subagentTool(h, config);
+    config.persona = 'changed';
+    config.budget!.tokens = -1;
+    config.toolFilter = { allow: ['bash'] };
+    config.background = true;
+    const results = await callTool(h, [{ name: 'subagent', input: { description: 'x', prompt: 'y' } }]);
+    expect(results.map((result) => [result.isError ?? false, result.content[0]?.text])).toStrictEqual([[false, 'ok']]);
+    expect(stats.requests).toMatchObject([{ persona: 'You review code.', budget: { tokens: 100 }, toolFilter: { deny: ['bash'] } }]);
+  });
+
+  it('refuses a config it cannot copy as INVALID_OPTIONS', () => {
+    return newHost().then((h) => {
+      const config = new Proxy({ provider: 'p' }, { ownKeys: () => { throw new Error('no keys'); } });
+      expect(() => subagentTool(h, config)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS' }));
+      expect(h.tools.names()).not.toContain('subagent');
+    });
+  });
+
   it('sends maxDepth 3 by default, the configured cap, or none when provider-managed', async () => {
     const h = await newHost();
     const { provider, stats } = fakeProvider('p', async () => ({ output: [text('ok')], stopReason: 'completed' }));

@@ -6,7 +6,7 @@ import type { Tool, ToolRestriction } from '../seam/agent-types.js';
 import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { parseBudget, type SubagentBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
-import { SubagentError, describeError } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { HostTools } from '../providers/provider-host.js';
@@ -210,8 +210,17 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
  * Registers the `subagent` tool for `config.provider` in `host.tools`, now or whenever that
  * provider is (re-)registered, and removes it while the provider is gone. Returns the disposer.
  */
-export function subagentTool(host: SubagentToolHost, config: SubagentToolConfig): () => void {
+export function subagentTool(host: SubagentToolHost, given: SubagentToolConfig): () => void {
   assertToolHost(host, 'subagentTool', { tools: 'register' });
+  // What was checked is what every call sends: a copy, checked again (a getter may answer twice).
+  let config: SubagentToolConfig;
+  try {
+    validateConfig(given);
+    config = structuredClone(given);
+  } catch (error) {
+    if (isSubagentError(error)) throw error;
+    throw new SubagentError('INVALID_OPTIONS', 'subagentTool config could not be read or copied (a getter or proxy threw, or returned what cannot be copied)', { cause: error });
+  }
   validateConfig(config);
   const name = config.toolName ?? 'subagent';
   const key = `${config.provider}\0${name}`;
