@@ -180,6 +180,25 @@ describe('continuable ACP children', () => {
     expect(newChildPids(before).filter(isAlive)).toHaveLength(1);
   });
 
+  it('an interrupt ends a turn whose fresh process is still loading the session at once, without waiting for that process to be reaped', async () => {
+    const stubborn = ['--usage', '--hang-load', '--ignore-eof', '--trap-sigterm'];
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, ...stubborn], cwd: files.dir, disposeEofGraceMs: 600_000, disposeGraceMs: 600_000 });
+    const { childId } = await start(host, parent, 'first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await killAgentProcess();
+    await host.subagents.followup(parent, childId, [text('second')]);
+    const child = host.agents.get(childId)!;
+    let fresh = 0;
+    await eventually(() => (fresh = newChildPids(before).filter(isAlive)[0] ?? 0) !== 0);
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(turnEnds(child.session.events)).toStrictEqual(['completed', 'aborted']);
+    // Still in its EOF grace; ended here so that host.close() need not wait out the graces.
+    expect(isAlive(fresh)).toBe(true);
+    process.kill(fresh, 'SIGKILL');
+    await eventually(() => !isAlive(fresh));
+  });
+
   it('ends the follow-up error when the fresh process cannot load the session of a child whose process died, leaving no process', async () => {
     const { remoteDb, host, parent, recorder, childId } = await firstTurn();
     await killAgentProcess();

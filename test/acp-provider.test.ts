@@ -266,11 +266,16 @@ describe('acpProvider', () => {
       expect(newChildPids(before)).toEqual([]);
     });
 
+    // `cancelled` means the turn was cancelled (ACP): agents such as codex-acp and claude-code-acp
+    // abort the whole turn on it, so a rejection picks a reject option whenever one is offered.
     it.each([
-      ['reject', 'cancelled', '--permission'],
+      ['reject', 'selected no', '--permission'],
       ['allow', 'selected yes', '--permission'],
       ['allow', 'selected always', '--permission=always'],
-      ['reject', 'cancelled', '--permission=always'],
+      ['reject', 'selected no', '--permission=always'],
+      ['reject', 'selected no', '--permission=never'],
+      ['reject', 'cancelled', '--permission=allow-only'],
+      ['allow', 'selected never', '--permission=reject-only'],
     ] as const)('answers permission requests by policy %s (%s) with %s', async (permission, answer, flag) => {
       host.subagents.registerProvider(acpProvider(host, fixture([flag], { permission })));
       const run = await start('acp');

@@ -11,10 +11,15 @@ import { loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 export type PermissionPolicy = 'reject' | 'allow';
 export type SessionUpdateListener = (update: acp.SessionUpdate) => void;
 
-/** The answer to a permission request under `policy`: the first allow option, or cancelled. */
+/**
+ * The answer to a permission request under `policy`: `allow` the first allow option, otherwise (or
+ * with `reject`) a reject option, `reject_once` before `reject_always`; `cancelled` only when none
+ * fits. ACP keeps `cancelled` for a cancelled turn: agents (codex-acp, claude-code-acp) end the turn on it.
+ */
 export function permissionOutcome(policy: PermissionPolicy, options: readonly acp.PermissionOption[]): acp.RequestPermissionResponse {
   const allow = policy === 'allow' ? options.find((option) => option.kind === 'allow_once' || option.kind === 'allow_always') : undefined;
-  return { outcome: allow ? { outcome: 'selected', optionId: allow.optionId } : { outcome: 'cancelled' } };
+  const chosen = allow ?? options.find((option) => option.kind === 'reject_once') ?? options.find((option) => option.kind === 'reject_always');
+  return { outcome: chosen ? { outcome: 'selected', optionId: chosen.optionId } : { outcome: 'cancelled' } };
 }
 
 /** True when `error` is an error response from the peer (rather than a dead connection). */

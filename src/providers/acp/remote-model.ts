@@ -96,14 +96,25 @@ export class RemoteSessionModel implements ModelAdapter {
   async #comeBack(signal: AbortSignal): Promise<ModelChunk | undefined> {
     const { proc, client } = this.#child;
     if (!this.#relaunch || (!proc.exit && !client.signal.aborted)) return undefined;
+    const relaunched = this.#relaunch(signal);
+    // An interrupt ends the turn at once, as it would a prompt: the relaunch reaps what it spawned
+    // meanwhile (an agent ignoring stdin EOF and SIGTERM takes both graces). A process it brought up
+    // all the same is retired by the next relaunch, which this child's next prompt starts.
+    relaunched.catch(() => undefined);
+    let unwatch = (): void => undefined;
+    const stopped = new Promise<undefined>((resolve) => (unwatch = whenAborted(signal, () => resolve(undefined))));
     try {
-      this.#child = await this.#relaunch(signal);
+      const next = signal.aborted ? undefined : await Promise.race([relaunched, stopped]);
+      if (next === undefined) return FINISH['aborted']!;
+      this.#child = next;
       this.#inflight = Promise.resolve();
       return undefined;
     } catch (error) {
       // An interrupt during the relaunch ends the turn aborted whatever this says (the turn reads its signal).
       const why = error instanceof SubagentError ? error.message : describeAcpFailure(error);
       return { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: `the ACP agent process had ended and a new one could not load the session (${why})` } };
+    } finally {
+      unwatch();
     }
   }
 
