@@ -15,7 +15,7 @@ import { isRecord } from '../../seam/parse.js';
 import type { Logger } from '../../runtime/session-store.js';
 import { RedisSilence, bounded, connectRedis, redisSilence } from './connect.js';
 import { redisOptions, type ResolvedQueueOptions } from './options.js';
-import { PREFIX, replyKey, type QueueJobData } from './protocol.js';
+import { MALFORMED_HINT, PREFIX, replyKey, type QueueJobData } from './protocol.js';
 
 /** A decoded entry of a reply stream naming its run: checked by the run before it reads anything else. */
 export type ReplyRecord = Record<string, unknown> & { run: string };
@@ -62,6 +62,8 @@ export class QueueConnection {
   readonly #logger: Logger | undefined;
   /** Entries read that were no reply entries: the 1st, 10th, 100th, … are warned about. */
   #strays = 0;
+  /** Reads the server refused in a row (see `#refused`). */
+  #refusals = 0;
   #lastId = '0';
   #closed = false;
   /**
@@ -72,6 +74,7 @@ export class QueueConnection {
   #stopRead: (() => void) | undefined;
   #reading: Promise<void> = Promise.resolve();
   #watchdog: NodeJS.Timeout | undefined;
+  #ensuring: Promise<void> | undefined;
   #ticking = false;
   /** Since when (`performance.now()`: a wall clock stepped meanwhile is no silence) the watchdog has waited for an answer from Redis (a ping out, or no connection). */
   #waitingSince: number | undefined;
@@ -126,11 +129,24 @@ export class QueueConnection {
 
   /**
    * Keeps the reply stream alive, and makes it again when Redis lost it (a restart without
-   * persistence, FLUSHALL, its expiry during a long outage): workers append with NOMKSTREAM, so
-   * without it every later child's result would be dropped.
+   * persistence, FLUSHALL, its expiry during a long outage) or another program replaced it with a
+   * value of another type: workers append with NOMKSTREAM, so without it every later child's result
+   * would be dropped.
    */
-  async ensureReply(): Promise<void> {
-    if ((await this.client.pexpire(this.reply, REPLY_TTL_MS)) === 1) return;
+  ensureReply(): Promise<void> {
+    // One at a time: two that both found another type there would each delete what the other made.
+    this.#ensuring ??= this.#ensureReply().finally(() => (this.#ensuring = undefined));
+    return this.#ensuring;
+  }
+
+  async #ensureReply(): Promise<void> {
+    const [type, kept] = await Promise.all([this.client.type(this.reply), this.client.pexpire(this.reply, REPLY_TTL_MS)]);
+    if (kept === 1 && type === 'stream') return;
+    // Another program wrote a value of another type there: no worker could append, nor the host read.
+    if (type !== 'stream' && type !== 'none') {
+      this.warn(`queue provider ${this.options.name}: its reply stream ${this.reply} held a Redis ${type}, not a stream, and was made anew (replies sent meanwhile are lost); ${MALFORMED_HINT}`);
+      await this.client.del(this.reply);
+    }
     await this.client.xadd(this.reply, '*', 'e', 'open');
     await this.client.pexpire(this.reply, REPLY_TTL_MS);
   }
@@ -154,11 +170,13 @@ export class QueueConnection {
           this.#stopRead = () => resolve(null);
           read.then(resolve, reject);
         });
-      } catch {
+      } catch (error) {
         if (this.#closed) return;
+        if (error instanceof Error && error.name === 'ReplyError') await this.#refused(error);
         await new Promise((resolve) => setTimeout(resolve, 100));
         continue;
       }
+      this.#refusals = 0;
       for (const [, entries] of batch ?? []) {
         for (const [id, fields] of entries) {
           this.#lastId = id.toString();
@@ -197,6 +215,19 @@ export class QueueConnection {
       // A run does not throw on any entry; were one to, it fails, and the reading goes on.
       run?.lost(`the host could not read a reply of the child (${describeError(error)})`);
     }
+  }
+
+  /**
+   * The server refused a read (not a lost connection), so no reply reaches this host: a stream a
+   * value of another type replaced is made anew at once; any other refusal (an ACL that no longer
+   * allows it, say) is warned about at the 1st, 10th, 100th, … read in a row, not retried in silence.
+   */
+  async #refused(error: Error): Promise<void> {
+    if (error.message.startsWith('WRONGTYPE')) return this.ensureReply().catch(() => undefined);
+    this.#refusals += 1;
+    if (!/^10*$/.test(String(this.#refusals))) return;
+    const count = this.#refusals === 1 ? '' : ` (${this.#refusals} reads in a row)`;
+    this.warn(`queue provider ${this.options.name}: Redis refused to read its reply stream ${this.reply}: ${describeError(error)}${count}; no child's reply reaches this host until it reads again`);
   }
 
   /** Warns of an entry that is no reply entry: the first, then each tenfold count (a flood is not a flood of warnings). */
