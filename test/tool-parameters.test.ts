@@ -136,6 +136,14 @@ describe('tool parameters', () => {
     ["additionalProperties false beside draft-07's dependencies", { type: 'object', properties: { a: {}, 'b.c': {} }, additionalProperties: false, dependencies: { a: ['b.c'] } }, { a: 1, 'b.c': 1, bxc: 1 }, { a: 1, 'b.c': 2 }],
     ['additionalProperties false beside anyOf', { type: 'object', properties: { a: {}, b: {} }, additionalProperties: false, anyOf: [{ required: ['a'] }, { required: ['b'] }] }, { a: 1, c: 1 }, { b: 1 }],
     ['additionalProperties false beside a $ref', { type: 'object', properties: { o: { $ref: '#/$defs/O', properties: { a: {} }, additionalProperties: false } }, $defs: { O: { type: 'object' } } }, { o: { a: 1, c: 1 } }, { o: { a: 1 } }],
+    // An allOf member, and a definition a $ref brings beside other keywords, are intersected too.
+    ['additionalProperties false in an allOf member', { type: 'object', allOf: [{ properties: { a: {} }, additionalProperties: false }, { required: ['a'] }] }, { a: 1, c: 1 }, { a: 1 }],
+    ['additionalProperties false in a definition a $ref brings beside required', { type: 'object', properties: { o: { $ref: '#/$defs/O', required: ['a'] } }, $defs: { O: { type: 'object', properties: { a: {} }, additionalProperties: false } } }, { o: { a: 1, c: 1 } }, { o: { a: 1 } }],
+    ['propertyNames as a pattern beside allOf', { type: 'object', propertyNames: { pattern: '^[a-z]+$' }, allOf: [{ properties: { a: {} } }] }, { a: 1, B: 1 }, { a: 1, bc: 2 }],
+    ['propertyNames as an unanchored pattern beside anyOf', { type: 'object', propertyNames: { pattern: 'id' }, anyOf: [{ type: 'object' }] }, { name: 1 }, { user_id: 1 }],
+    ['propertyNames as an enum beside a $ref', { type: 'object', properties: { o: { $ref: '#/$defs/O', propertyNames: { enum: ['a.b', 'c'] } } }, $defs: { O: { type: 'object' } } }, { o: { axb: 1 } }, { o: { 'a.b': 1, c: 2 } }],
+    ['propertyNames as a Unicode pattern in an allOf member', { type: 'object', allOf: [{ propertyNames: { pattern: '^\\p{L}+$' } }, { properties: { x: {} } }] }, { Z1: 1 }, { Zoë: 1 }],
+    ['propertyNames false beside oneOf', { type: 'object', propertyNames: false, oneOf: [{ type: 'object' }] }, { a: 1 }, {}],
   ])('enforces %s', async (_label, parameters, bad, good) => {
     const root = new ToolRegistry();
     root.register(tool(parameters));
@@ -166,6 +174,8 @@ describe('tool parameters', () => {
     ['dependencies that are neither names nor a subschema', { type: 'object', dependencies: { a: 5 } }, 'parameters.dependencies["a"] must be an array of property names or a subschema'],
     ['a dependentSchemas cycle back to the root', { type: 'object', dependentSchemas: { a: { $ref: '#' } } }, 'parameters has a $ref cycle'],
     ['additionalProperties false beside patternProperties and allOf', { type: 'object', patternProperties: { '^x': {} }, additionalProperties: false, allOf: [{ required: ['x1'] }] }, 'parameters has additionalProperties: false beside patternProperties and a subschema'],
+    ['propertyNames other than a pattern, an enum or a const beside allOf', { type: 'object', propertyNames: { maxLength: 3 }, allOf: [{ required: ['a'] }] }, 'parameters.propertyNames beside allOf, anyOf, oneOf or a $ref, or in an allOf member or a definition, is enforced only as a pattern, an enum or a const of names'],
+    ['propertyNames beside an additionalProperties subschema in an allOf member', { type: 'object', allOf: [{ propertyNames: { pattern: '^a' }, additionalProperties: { type: 'string' } }] }, 'parameters.allOf[0].propertyNames beside allOf, anyOf, oneOf or a $ref, or in an allOf member or a definition, is not enforced beside additionalProperties (a subschema)'],
   ])('refuses %s, which the validator would not enforce, with INVALID_OPTIONS naming it', (_label, parameters, message) => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));

@@ -182,7 +182,7 @@ function shapeProblem(node: Schema, path: string): string | undefined {
 }
 
 /** `schema` (plain, acyclic JSON) rewritten so that zod enforces all it says; throws naming what cannot be. */
-function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set<string>): unknown {
+function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set<string>, intersected = false): unknown {
   if (!isRecord(schema)) return schema;
   const problem = shapeProblem(schema, path);
   if (problem) throw new Error(problem);
@@ -198,38 +198,77 @@ function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set
   for (const keyword of SCHEMA_MAP_KEYWORDS) {
     if (!isRecord(node[keyword])) continue;
     const map: Schema = {};
-    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns, refs));
+    // A definition may be referenced beside other keywords: intersected.
+    const defined = keyword === '$defs' || keyword === 'definitions';
+    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns, refs, defined));
     node[keyword] = map;
   }
   for (const keyword of SCHEMA_LIST_KEYWORDS) {
     const list = node[keyword];
-    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns, refs));
+    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns, refs, keyword === 'allOf'));
   }
   const dependencies = dependencyClauses(node, path, patterns, refs);
   delete node['dependentRequired'];
   delete node['dependentSchemas'];
   delete node['dependencies'];
   if (dependencies.length > 0) node['allOf'] = [...(Array.isArray(node['allOf']) ? node['allOf'] : []), ...dependencies];
-  return rewriteNode(closedOverComposition(node, path, patterns), path);
+  const composed = intersected || ['allOf', 'anyOf', 'oneOf', '$ref'].some((keyword) => node[keyword] !== undefined);
+  return rewriteNode(composed ? namesAsPatterns(closedOverComposition(node, path, patterns), path, patterns) : node, path);
 }
 
 /**
  * zod checks a subschema beside the node's own (an `allOf`, `anyOf` or `oneOf`, a dependency, a
- * `$ref`) as an intersection, which passes a name one side does not know when the other lets it
- * through: `additionalProperties: false` there would let every name pass. The names it forbids are
- * written as a `patternProperties` entry that no value meets instead, which an intersection keeps.
+ * `$ref`), and the members of an `allOf` (a definition too, which a `$ref` may bring beside others),
+ * as an intersection, which passes a name one side refuses when the other lets it through:
+ * `additionalProperties: false` there would let every name pass. The names it forbids are written
+ * as a `patternProperties` entry that no value meets instead, which an intersection keeps.
  */
 function closedOverComposition(node: Schema, path: string, patterns: Set<string>): Schema {
   if (node['additionalProperties'] !== false || !(node['type'] === undefined || hasType(node, 'object'))) return node;
-  if (!['allOf', 'anyOf', 'oneOf', '$ref'].some((keyword) => node[keyword] !== undefined)) return node;
   if (node['patternProperties'] !== undefined) {
     throw new Error(`${path} has additionalProperties: false beside patternProperties and a subschema (allOf, anyOf, oneOf, a dependency or a $ref), which the validator would not enforce: list the properties`);
   }
-  const names = Object.keys(isRecord(node['properties']) ? node['properties'] : {}).map((name) => name.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&'));
+  const names = Object.keys(isRecord(node['properties']) ? node['properties'] : {}).map(escapeName);
   const others = names.length === 0 ? '' : `^(?!(?:${names.join('|')})$)`;
   patterns.add(others);
   const open: Schema = { ...node, patternProperties: { [others]: false } };
   delete open['additionalProperties'];
+  return open;
+}
+
+const escapeName = (name: string) => name.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
+
+/**
+ * `propertyNames` where zod checks it in an intersection (see closedOverComposition), which drops it:
+ * written as `patternProperties` entries no value meets, for the names its `pattern`, `enum` or
+ * `const` refuses. Anything else it says is refused.
+ */
+function namesAsPatterns(node: Schema, path: string, patterns: Set<string>): Schema {
+  const names = node['propertyNames'];
+  if (names === undefined || names === true || !(node['type'] === undefined || hasType(node, 'object'))) return node;
+  const where = `${path}.propertyNames`;
+  const refused = (why: string) => new Error(`${where} beside allOf, anyOf, oneOf or a $ref, or in an allOf member or a definition, ${why}`);
+  if (isRecord(node['additionalProperties'])) throw refused('is not enforced beside additionalProperties (a subschema): list the properties instead');
+  const entries: string[] = [];
+  if (names === false) entries.push('');
+  else if (!isRecord(names) || Object.keys(names).some((key) => !['pattern', 'enum', 'const', 'type'].includes(key) && !ANNOTATIONS.has(key)) || !(names['type'] === undefined || hasType(names, 'string'))) {
+    throw refused('is enforced only as a pattern, an enum or a const of names: write it so');
+  } else {
+    if (names['pattern'] !== undefined) entries.push(`^(?![\\s\\S]*?(?:${unicodePattern(names['pattern'], `${where}.pattern`)}))`);
+    for (const keyword of ['enum', 'const']) {
+      if (names[keyword] === undefined) continue;
+      const listed = keyword === 'enum' ? names['enum'] : [names['const']];
+      if (!Array.isArray(listed) || !listed.every((name) => typeof name === 'string')) throw refused(`has a ${keyword} of other than names (strings)`);
+      entries.push(listed.length === 0 ? '' : `^(?!(?:${listed.map(escapeName).join('|')})$)`);
+    }
+  }
+  const patternProperties: Schema = { ...(isRecord(node['patternProperties']) ? node['patternProperties'] : {}) };
+  for (const entry of entries) {
+    patterns.add(entry);
+    put(patternProperties, entry, false);
+  }
+  const open: Schema = { ...node, patternProperties };
+  delete open['propertyNames'];
   return open;
 }
 
