@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { SubagentError } from './errors.js';
 import { assertKnownKeys, isRecord } from './parse.js';
-import { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsOf, charsProblem, jsonProblem, readable, sharingProblem, writtenSize, type Walked, type WalkedChars } from './plain-json.js';
+import { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsProblem, jsonProblem, readable, sharingProblem, writtenChars, writtenSize, type Tally, type Walked } from './plain-json.js';
 
 export { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsIn, plainJsonProblem } from './plain-json.js';
 
@@ -190,9 +190,9 @@ const BLOCK_FIELDS: Record<ContentBlock['type'], readonly (readonly [string, (va
 /**
  * Why `content` is not a list of content blocks, or undefined. `depth`: how many values enclose
  * `content` (a `tool_result` nests its blocks two levels down). `written` adds up the written size
- * and the characters of the blocks of the outermost list (a nested list's are in its block's).
+ * of the blocks of the outermost list (a nested list's is in its block's).
  */
-function blocksProblem(content: unknown, path: string, walked: Walked, chars: WalkedChars, depth = 0, written?: { total: number; chars: number }): string | undefined {
+function blocksProblem(content: unknown, path: string, walked: Walked, tally: Tally, depth = 0, written?: { total: number }): string | undefined {
   if (!Array.isArray(content)) return `${path} must be an array of content blocks`;
   // Before recursing: results nested thousands deep would overflow the stack here.
   if (depth >= MAX_CONTENT_DEPTH) return `${path} is nested more than ${MAX_CONTENT_DEPTH} levels deep`;
@@ -206,13 +206,11 @@ function blocksProblem(content: unknown, path: string, walked: Walked, chars: Wa
     for (const [field, check, what] of fields) {
       if (!check((block as Record<string, unknown>)[field])) return `${at}.${field} must be ${what}`;
     }
-    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, walked, chars, depth + 2) : undefined;
+    const problem = type === 'tool_result' ? blocksProblem((block as ToolResultBlock).content, `${at}.content`, walked, tally, depth + 2) : undefined;
     if (problem) return problem;
-    const entry = jsonProblem(block, at, 0, walked, chars);
+    const entry = jsonProblem(block, at, 0, walked, tally);
     if (typeof entry === 'string') return entry;
-    if (!written) continue;
-    written.total += writtenSize(entry);
-    written.chars += charsOf(block, chars);
+    if (written) written.total += writtenSize(entry);
   }
   return undefined;
 }
@@ -225,9 +223,13 @@ function blocksProblem(content: unknown, path: string, walked: Walked, chars: Wa
 export function contentProblem(content: unknown, path = 'content'): string | undefined {
   return readable(path, () => {
     const walked: Walked = new Map();
-    const chars: WalkedChars = new Map();
-    const written = { total: 0, chars: 0 };
-    return blocksProblem(content, path, walked, chars, 0, written) ?? sharingProblem(path, walked, written.total) ?? charsProblem(path, written.chars);
+    const tally: Tally = { chars: 0 };
+    const written = { total: 0 };
+    return (
+      blocksProblem(content, path, walked, tally, 0, written) ??
+      sharingProblem(path, walked, written.total) ??
+      charsProblem(path, writtenChars(content as unknown[], tally.chars, written.total, walked.size))
+    );
   });
 }
 

@@ -52,11 +52,10 @@ export type Walked = Map<object, number>;
  */
 export const MAX_CONTENT_CHARS = 2 ** 26;
 
-/**
- * The characters of the strings of each object and array a check walked (see MAX_CONTENT_CHARS),
- * beside its {@link Walked} entry. One per check, shared by every walk of it.
- */
-export type WalkedChars = Map<object, number>;
+/** The characters of the strings (keys included) of the objects and arrays a check walked, each counted once. */
+export interface Tally {
+  chars: number;
+}
 
 /** Why a value at `path` whose strings hold `chars` characters is too long to be stored, or undefined. */
 export function charsProblem(path: string, chars: number): string | undefined {
@@ -81,7 +80,7 @@ const plainLeaf = (value: unknown) =>
  * boolean or null). `depth`: how many objects and arrays enclose it. `undefined` may only be a
  * property's value (JSON drops it).
  */
-export function jsonProblem(value: unknown, path: string, depth: number, walked: Walked, chars: WalkedChars): string | number {
+export function jsonProblem(value: unknown, path: string, depth: number, walked: Walked, tally: Tally): string | number {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -102,19 +101,18 @@ export function jsonProblem(value: unknown, path: string, depth: number, walked:
   walked.set(value, OPEN);
   let size = 1;
   let levels = 0;
-  let length = 0;
+  let chars = 0;
   if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index++) {
       const item: unknown = value[index];
       if (item === undefined) return `${path}[${index}] is undefined`;
-      if (typeof item === 'string') length += item.length;
+      if (typeof item === 'string') chars += item.length;
       if (plainLeaf(item)) continue;
-      const entry = jsonProblem(item, `${path}[${index}]`, depth + 1, walked, chars);
+      const entry = jsonProblem(item, `${path}[${index}]`, depth + 1, walked, tally);
       if (typeof entry === 'string') return entry;
       if (entry === 0) continue;
       size += Math.floor(entry / LEVELS);
       levels = Math.max(levels, entry % LEVELS);
-      length += chars.get(item as object) ?? 0;
     }
   } else {
     const proto: unknown = Object.getPrototypeOf(value);
@@ -122,27 +120,47 @@ export function jsonProblem(value: unknown, path: string, depth: number, walked:
     for (const key of Object.keys(value)) {
       const item = (value as Record<string, unknown>)[key];
       if (item === undefined) continue;
-      length += key.length;
-      if (typeof item === 'string') length += item.length;
+      chars += key.length;
+      if (typeof item === 'string') chars += item.length;
       if (plainLeaf(item)) continue;
-      const entry = jsonProblem(item, `${path}.${key}`, depth + 1, walked, chars);
+      const entry = jsonProblem(item, `${path}.${key}`, depth + 1, walked, tally);
       if (typeof entry === 'string') return entry;
       if (entry === 0) continue;
       size += Math.floor(entry / LEVELS);
       levels = Math.max(levels, entry % LEVELS);
-      length += chars.get(item as object) ?? 0;
     }
   }
   // Sizes past EXACT_WRITTEN_SIZE (refused whatever they are) are kept as it, so an entry stays exact.
   const entry = Math.min(size, EXACT_WRITTEN_SIZE) * LEVELS + levels + 1;
   walked.set(value, entry);
-  chars.set(value, Math.min(length, EXACT_WRITTEN_SIZE));
+  tally.chars += chars;
   return entry;
 }
 
-/** How many characters the strings of a value (walked into `chars`) hold, keys included. */
-export const charsOf = (value: unknown, chars: WalkedChars) =>
-  typeof value === 'string' ? value.length : typeof value === 'object' && value !== null ? (chars.get(value) ?? 0) : 0;
+/**
+ * How many characters the strings (keys included) of plain JSON `values` hold written out, a shared
+ * object's at every place that holds it; `distinct` counts each object's once (a {@link Tally}),
+ * and `total` and `objects` are how many objects and arrays they hold written out and in memory.
+ * Held at one place each, they are the same; else they are counted again, unless even the most a
+ * shared object could add keeps them within MAX_CONTENT_CHARS.
+ */
+export function writtenChars(values: readonly unknown[], distinct: number, total: number, objects: number): number {
+  if (total <= objects || distinct * total <= MAX_CONTENT_CHARS) return distinct;
+  const memo = new Map<object, number>();
+  const count = (value: unknown): number => {
+    if (typeof value === 'string') return value.length;
+    if (typeof value !== 'object' || value === null) return 0;
+    const known = memo.get(value);
+    if (known !== undefined) return known;
+    let chars = 0;
+    if (Array.isArray(value)) for (const item of value) chars += count(item);
+    else for (const [key, item] of Object.entries(value)) if (item !== undefined) chars += key.length + count(item);
+    chars = Math.min(chars, EXACT_WRITTEN_SIZE);
+    memo.set(value, chars);
+    return chars;
+  };
+  return values.reduce<number>((sum, value) => sum + count(value), 0);
+}
 
 /** How many objects and arrays a value whose entry is `entry` holds written out. */
 export const writtenSize = (entry: number) => Math.floor(entry / LEVELS);
@@ -164,10 +182,12 @@ export function sharingProblem(path: string, walked: Walked, total: number): str
 export function plainJsonProblem(value: unknown, path: string): string | undefined {
   return readable(path, () => {
     const walked: Walked = new Map();
-    const chars: WalkedChars = new Map();
-    const entry = jsonProblem(value, path, 0, walked, chars);
+    const tally: Tally = { chars: 0 };
+    const entry = jsonProblem(value, path, 0, walked, tally);
     if (typeof entry === 'string') return entry;
-    return sharingProblem(path, walked, writtenSize(entry)) ?? charsProblem(path, charsOf(value, chars));
+    const total = writtenSize(entry);
+    const distinct = typeof value === 'string' ? value.length : tally.chars;
+    return sharingProblem(path, walked, total) ?? charsProblem(path, writtenChars([value], distinct, total, walked.size));
   });
 }
 
@@ -176,9 +196,12 @@ export function plainJsonProblem(value: unknown, path: string): string | undefin
  * when it is not plain JSON a log can hold (the caller's own check says why).
  */
 export function charsIn(value: unknown): number | undefined {
-  const chars: WalkedChars = new Map();
+  const walked: Walked = new Map();
+  const tally: Tally = { chars: 0 };
   try {
-    return typeof jsonProblem(value, 'value', 0, new Map(), chars) === 'string' ? undefined : charsOf(value, chars);
+    const entry = jsonProblem(value, 'value', 0, walked, tally);
+    if (typeof entry === 'string') return undefined;
+    return writtenChars([value], typeof value === 'string' ? value.length : tally.chars, writtenSize(entry), walked.size);
   } catch {
     return undefined;
   }
