@@ -1,6 +1,7 @@
 // The OpenAI-compatible adapter at its edges: a key with surrounding whitespace, a key quoted where a
 // cut or a label would keep it, an error body that never ends, an abort after the rest of the answer
-// was read, the caller's signal left clean, and stream shapes that cross one event's bounds.
+// was read, the caller's signal left clean, a JSON answer cut off mid-body, and stream shapes that
+// cross one event's bounds or split a tool's name.
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { ModelChunk } from 'subagent-host';
@@ -122,6 +123,35 @@ describe('openai model: bounds and cancellation', () => {
   });
 });
 
+describe('openai model: a JSON answer cut off', () => {
+  /** A server that answers 200 with JSON and stops mid-body; `written` resolves once the head and the start left. */
+  async function stalledJson(): Promise<{ server: Awaited<ReturnType<typeof serve>>; written: Promise<void> }> {
+    let wrote!: () => void;
+    const written = new Promise<void>((resolve) => (wrote = resolve));
+    const server = await serve((res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"id":"chatcmpl-1","choices":[{"message":{"content":"Hel', () => wrote());
+    });
+    return { server, written };
+  }
+
+  it('ends TIMEOUT, not MALFORMED_RESPONSE, when the body stops arriving for idleTimeoutMs', async () => {
+    const { server } = await stalledJson();
+    expect(failureOf(await collect(await model(server, { idleTimeoutMs: 150 })))).toMatchObject({ code: 'TIMEOUT' });
+  });
+
+  it('ends aborted, not MALFORMED_RESPONSE, when the caller aborts while the body is read', async () => {
+    const { server, written } = await stalledJson();
+    const controller = new AbortController();
+    const chunks = collect(await model(server), request(controller.signal));
+    await written;
+    // The adapter reaches its pending read of the body in promise jobs alone once the bytes are in.
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    controller.abort();
+    expect(await chunks).toEqual([{ type: 'finish', reason: 'aborted' }]);
+  });
+});
+
 describe('openai model: stream shapes', () => {
   it('keeps apart a call whose name comes alone at index 0, without ids, after a whole call', async () => {
     const calls = (fragment: unknown) => event({ choices: [{ index: 0, delta: { tool_calls: [fragment] } }] });
@@ -137,6 +167,27 @@ describe('openai model: stream shapes', () => {
     expect(await collect(await model(server))).toEqual([
       { type: 'tool-call', id: 'call_0', name: 'w', input: { city: 'A' } },
       { type: 'tool-call', id: 'call_1', name: 't', input: { tz: 'B' } },
+      { type: 'finish', reason: 'tool-calls' },
+    ]);
+  });
+
+  it('joins a name split across fragments and keeps one repeated on each fragment whole', async () => {
+    const calls = (fragment: unknown) => event({ choices: [{ index: 0, delta: { tool_calls: [fragment] } }] });
+    const server = await serve(
+      sse(
+        calls({ index: 0, id: 'c1', function: { name: 'get_wea', arguments: '' } }) +
+          calls({ index: 0, function: { name: 'ther' } }) +
+          calls({ index: 0, function: { arguments: '{"city":"A"}' } }) +
+          calls({ index: 1, id: 'c2', function: { name: 'now', arguments: '' } }) +
+          calls({ index: 1, function: { name: 'now', arguments: '{' } }) +
+          calls({ index: 1, function: { name: 'now', arguments: '}' } }) +
+          event({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }) +
+          DONE,
+      ),
+    );
+    expect(await collect(await model(server))).toEqual([
+      { type: 'tool-call', id: 'c1', name: 'get_weather', input: { city: 'A' } },
+      { type: 'tool-call', id: 'c2', name: 'now', input: {} },
       { type: 'finish', reason: 'tool-calls' },
     ]);
   });

@@ -258,7 +258,10 @@ export class CompletionAssembler {
       this.#calls.set(key, call);
     }
     if (fragment.id) call.id = fragment.id;
-    if (fragment.function?.name && call.name === '') call.name = fragment.function.name;
+    const name = fragment.function?.name;
+    // Some servers (Gemini) split a long name across fragments as they do the arguments; others
+    // (MiniMax, Anthropic gateways) repeat the whole name on each fragment, which adds nothing.
+    if (name && (call.name === '' || (call.args === '' && name !== call.name))) call.name += name;
     const args = fragment.function?.arguments;
     if (typeof args === 'string') call.args += args;
     else if (args) {

@@ -153,10 +153,14 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
     return [{ type: 'finish', reason: 'aborted' }];
   }
 
+  function idleFailure(): FailureInfo {
+    return { code: 'TIMEOUT', message: `no data from ${url} for ${idleMs} ms` };
+  }
+
   /** Why an exchange broke off: `undefined` for the caller's abort, else a timeout or `other`. */
   function breakOff(exchange: Exchange, signal: AbortSignal, other: FailureInfo): FailureInfo | undefined {
     if (signal.aborted) return undefined;
-    if (exchange.timedOut) return { code: 'TIMEOUT', message: `no data from ${url} for ${idleMs} ms` };
+    if (exchange.timedOut) return idleFailure();
     return other;
   }
 
@@ -233,6 +237,9 @@ export function openaiModel(spec: OpenAIModelSpec, env: NodeJS.ProcessEnv = proc
       if (type.includes('application/json') || !response.body) {
         // Some gateways answer an error with 200 and a JSON `{ error }`: quote it, classified.
         const text = response.body ? await readErrorBody(response, exchange) : '';
+        // A body the caller's abort or the idle timer cut off is judged by that, not by its head.
+        if (signal.aborted) return yield* aborted();
+        if (exchange.timedOut) return yield* fail(idleFailure());
         let error: unknown;
         try {
           error = (JSON.parse(text) as { error?: unknown } | null)?.error;
