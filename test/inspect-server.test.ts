@@ -6,7 +6,6 @@ import http from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, sqlitePersistence, text } from 'subagent-host';
 import { tempFiles } from './helpers.js';
@@ -216,21 +215,17 @@ describe('subagent-host inspect server', () => {
   it('answers the tree of a session whose parent links loop back to it (its own parent, or its child\'s child), without hanging', async () => {
     const path = join(files.dir, 'looped.db');
     const store = sqlitePersistence(path);
-    // Nothing refuses these links: a session may be stored before its parent. A session naming itself
-    // is refused at create, but a damaged file may hold one.
+    // Nothing refuses these links: a session is stored before or after its parent, and may name itself.
     const turn = (id: string) => store.append(id, [
       { seq: 0, time: 10, type: 'turn/start', data: { turn: 1 } },
       { seq: 1, time: 10, type: 'subagent/descriptor', data: { version: 2, mode: 'one-shot', provider: 'spawn', label: id } },
       { seq: 2, time: 11, type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
     ]);
-    await store.create({ id: 'itself', createdAt: 1, origin: 'subagent' });
+    await store.create({ id: 'itself', createdAt: 1, parentSession: 'itself', origin: 'subagent' });
     await store.create({ id: 'a', createdAt: 2, parentSession: 'b', origin: 'subagent' });
     await store.create({ id: 'b', createdAt: 3, parentSession: 'a', origin: 'subagent' });
     await Promise.all(['itself', 'a', 'b'].map(turn));
     await store.close();
-    const raw = new Database(path);
-    raw.prepare(`UPDATE sessions SET parent_session = 'itself' WHERE id = 'itself'`).run();
-    raw.close();
     const other = await startInspect(path);
     try {
       const labels = async (id: string) => {

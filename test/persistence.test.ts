@@ -117,8 +117,6 @@ describe.each(backends)('$name persistence contract', ({ open }) => {
     ['non-finite createdAt', { id: 'x', createdAt: Number.NaN }],
     ['mistyped optional field', { id: 'x', createdAt: 1, delegationDepth: -1 }],
     ['unknown field', { id: 'x', createdAt: 1, colour: 'red' }],
-    // Its own child and descendant: every walk of its tree would loop.
-    ['a parentSession naming itself', { id: 'x', createdAt: 1, parentSession: 'x' }],
   ])('rejects a header with %s as INVALID_OPTIONS', async (_name, bad) => {
     const p = make();
     await expect(p.create(bad as SessionHeader)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });

@@ -75,12 +75,9 @@ export function buildHeader(value: {
 
 /** Validates a header handed to `create`; throws `INVALID_OPTIONS` naming the bad field. */
 export function parseHeader(value: SessionHeader, hint = 'pass a SessionHeader with a non-empty id and a numeric createdAt'): SessionHeader {
-  const header = buildHeader(plainHeader(value) ? value : parseOrThrow(headerSchema, value, 'INVALID_OPTIONS', 'header', hint));
-  // Its own parent, a session would be its own child and descendant: every walk of the tree would loop.
-  if (header.parentSession === header.id) {
-    throw new SubagentError('INVALID_OPTIONS', `header.parentSession: session "${printable(header.id)}" cannot be its own parent; name the session that started it, or none`);
-  }
-  return header;
+  if (plainHeader(value)) return buildHeader(value);
+  const header = parseOrThrow(headerSchema, value, 'INVALID_OPTIONS', 'header', hint);
+  return buildHeader(header);
 }
 
 /**
