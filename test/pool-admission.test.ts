@@ -1,9 +1,15 @@
 // Admission of worker-child starts: a queued start can be cancelled or closed out, the nesting
 // limit is an option, and a waiting worker child lends its slot through thread-less descendants.
 import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { createHost, inProcessProvider, subagentTool, text, type Agent, type Host, type ScriptedStep, type SubagentStartRequest } from 'subagent-host';
+import { onStartWaits } from 'subagent-host/internals';
+import { deferred, tempFiles } from './helpers.js';
 
 let host: Host | undefined;
+const files = tempFiles('pool-admission-');
+const workerTools = new URL('./fixtures/worker-tools.mjs', import.meta.url).href;
 
 afterEach(async () => {
   await host?.close();
@@ -30,6 +36,28 @@ describe('worker pool admission', () => {
     const queued = host.subagents.start('spawn', request(parent, [{ text: 'late' }]));
     await host.pool.close();
     await expect(queued).rejects.toMatchObject({ code: 'CLOSED' });
+    expect((await busy.result).stopReason).toBe('error');
+    await busy.dispose();
+  });
+
+  it('rejects with CLOSED a start that had its slot but no thread yet when the pool closes', async () => {
+    host = await createHost({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2, cancelGraceMs: 100 } });
+    const parent = await host.createAgent();
+    // The one thread runs away in synchronous code: a start sent to it is never taken there.
+    const marker = join(files.dir, 'spinning');
+    const spin: ScriptedStep = { toolCalls: [{ name: 'spin', input: { marker } }] };
+    const busy = await host.subagents.start('spawn', { ...request(parent, [spin]), agentOptions: { model: { kind: 'scripted', steps: [spin] }, toolModules: [workerTools] } });
+    await expect.poll(() => existsSync(marker), { timeout: 15_000 }).toBe(true);
+    // Of two starts, one takes the last slot (its task is sent to the busy thread), the other waits.
+    const waits = deferred();
+    const signals = [new AbortController().signal, new AbortController().signal];
+    for (const signal of signals) onStartWaits(signal, () => waits.resolve());
+    const starts = signals.map((signal) => host!.subagents.start('spawn', request(parent, [{ text: 'never' }], signal)));
+    await waits.promise;
+    await new Promise((resolve) => setImmediate(resolve));
+    await host.pool.close();
+    const outcomes = await Promise.allSettled(starts);
+    expect(outcomes.map((outcome) => outcome.status === 'rejected' && (outcome.reason as { code?: unknown }).code)).toStrictEqual(['CLOSED', 'CLOSED']);
     expect((await busy.result).stopReason).toBe('error');
     await busy.dispose();
   });

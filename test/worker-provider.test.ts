@@ -120,6 +120,19 @@ describe('worker children', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
+  // They cross into the thread with the prompt: a persona, label or output schema about the heap
+  // limit's size aborted the whole process (measured: 30 MB with a limit of 16 MB).
+  it.each<[string, Partial<SubagentStartRequest>]>([
+    ['persona', { persona: 'p'.repeat(3 * 2 ** 20) }],
+    ['label', { label: 'l'.repeat(3 * 2 ** 20) }],
+    ['output schema', { outputSchema: { type: 'object', properties: { a: { type: 'string', description: 's'.repeat(3 * 2 ** 20) } } } }],
+  ])('refuses a start whose %s cannot fit a thread’s heap limit with its prompt before any thread holds it', async (_field, extra) => {
+    const { host, parent } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
+    const start = host.subagents.start('spawn', { prompt: [text('go')], parent, signal: new AbortController().signal, ...extra });
+    await expect(start).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
   it('refuses to hand a child’s thread a host tool result that cannot fit its heap limit: the call fails CONTRACT_VIOLATION, the child goes on', async () => {
     const { host, parent } = await setup({
       pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 16 } },
@@ -466,6 +479,57 @@ describe('worker children', () => {
       channel.close();
     }
   });
+
+  it('ends a thread wedged by work a finished child left running once a start it was given is cancelled: the slot comes back', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100 } });
+    const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
+    try {
+      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_spinner', { channel: channel.name }), { text: 'culprit done' }]));
+      expect(await culprit.result).toMatchObject({ stopReason: 'completed' });
+      await culprit.dispose();
+      const spinning = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      channel.postMessage('spin');
+      expect(await spinning).toBe('spinning');
+      // Of two starts, one takes the one slot (its task goes to the wedged thread, which never takes
+      // it), the other waits for a slot; both are cancelled.
+      const controllers = [new AbortController(), new AbortController()];
+      const waits = deferred();
+      for (const { signal } of controllers) onStartWaits(signal, () => waits.resolve());
+      const starts = controllers.map(({ signal }) => host.subagents.start('spawn', request(parent, [{ text: 'never' }], { signal })));
+      await waits.promise;
+      await new Promise((resolve) => setImmediate(resolve));
+      for (const controller of controllers) controller.abort();
+      for (const start of starts) await expect(start).rejects.toMatchObject({ code: 'CANCELLED' });
+      // The cancelled start's thread is ended after the grace, so its slot is free for the next start.
+      const next = await host.subagents.start('spawn', request(parent, [{ text: 'next done' }]));
+      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+      await next.dispose();
+    } finally {
+      channel.close();
+    }
+  }, 30_000);
+
+  it('drains a continuable child whose stay went to a thread wedged by work a finished child left running', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100 } });
+    const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
+    try {
+      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_spinner', { channel: channel.name }), { text: 'culprit done' }]));
+      expect(await culprit.result).toMatchObject({ stopReason: 'completed' });
+      await culprit.dispose();
+      const spinning = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      channel.postMessage('spin');
+      expect(await spinning).toBe('spinning');
+      // Its first turn's stay goes to the wedged thread, which never takes it; the drain asks it to
+      // leave, and after the grace that thread is ended.
+      await host.subagents.startContinuable({ provider: 'spawn', label: 'stuck', request: { prompt: [text('go')], parent, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'c' }] } } } });
+      await host.subagents.drainContinuableDescendants([parent]);
+      const next = await host.subagents.start('spawn', request(parent, [{ text: 'next done' }]));
+      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+      await next.dispose();
+    } finally {
+      channel.close();
+    }
+  }, 30_000);
 
   it('charges no child with an error from work a module’s top-level code started: the thread fails, no warning', async () => {
     const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });

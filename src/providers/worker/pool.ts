@@ -10,7 +10,7 @@ import { SubagentError } from '../../seam/errors.js';
 import { isThreadLeftoverNotice, isThreadRetireNotice, type WorkerTask, type WorkerThreadData } from './thread-protocol.js';
 import { RunRouter } from './run-router.js';
 import { Admission } from './admission.js';
-import { leastBusyBalancer } from './balancer.js';
+import { leastBusyBalancer, type Candidate } from './balancer.js';
 import { EntryWatch } from './entry-watch.js';
 import { ImportFence, MIN_PARK_WAIT_MS, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
@@ -66,8 +66,16 @@ export interface WorkerPoolEngine extends WorkerPool {
   readonly admission: Admission;
   /** Keeps the process alive until the returned release is called. */
   hold(): () => void;
-  /** Runs one child task that holds a slot of `admission`; rejects if its thread dies. */
-  run(task: WorkerTask): Promise<Encoded>;
+  /**
+   * Runs one child task that holds a slot of `admission`; rejects if its thread dies. With a
+   * `token`, `loneThreadOf(token)` finds the thread it went to.
+   */
+  run(task: WorkerTask, token?: object): Promise<Encoded>;
+  /**
+   * The thread the task run with `token` went to last, while that task is the only one there; a
+   * task such a thread never takes was given to a thread that no longer runs its event loop.
+   */
+  loneThreadOf(token: object): number | undefined;
   /**
    * Terminates the thread with that id once it is not loading modules, if `stillWanted()` (asked
    * right before) agrees. Its tasks reject; the pool replaces it.
@@ -159,6 +167,13 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   // Threads that take no new task because a child's code let an error escape in them.
   const avoided = new Set<number>();
   const retired = new Set<number>();
+  // The thread each task run with a token went to (piscina's live view of it): a task a thread
+  // never takes (work a finished child left running wedged it) can only be reached through it.
+  const placed = new WeakMap<object, Candidate>();
+  const onPlaced = (task: object, worker: Candidate) => {
+    const token = (task as Record<symbol, unknown>)[Piscina.queueOptionsSymbol];
+    if (typeof token === 'object' && token !== null) placed.set(token, worker);
+  };
   // Threads start on first use (or `warm()`), so a host that never delegates to a worker pays nothing.
   let instance: Piscina<WorkerTask, Encoded> | undefined;
   let watch: EntryWatch | undefined;
@@ -180,7 +195,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       minThreads: resolved.minThreads,
       maxThreads: ceiling(),
       concurrentTasksPerWorker: resolved.childrenPerThread,
-      loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed, avoided),
+      loadBalancer: leastBusyBalancer(resolved.childrenPerThread, doomed, avoided, onPlaced),
       idleTimeout: resolved.idleTimeoutMs,
       // The default ('sync') parks idle threads in Atomics.wait, freezing their timers and ports.
       atomics: 'disabled',
@@ -225,10 +240,16 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       return instance?.threads.length ?? 0;
     },
     hold: () => alive.hold(),
-    run(task) {
+    run(task, token) {
       if (closing) return Promise.reject(SubagentError.closed('the worker pool'));
       const transferList: MessagePort[] = task.port ? [task.port] : [];
-      return unlessEntryFails(piscina().run(task, { transferList }));
+      // piscina shows a task's queue options to the balancer; a symbol key never crosses to the thread.
+      const posted = token ? { ...task, [Piscina.queueOptionsSymbol]: token } : task;
+      return unlessEntryFails(piscina().run(posted, { transferList }));
+    },
+    loneThreadOf(token) {
+      const worker = placed.get(token);
+      return worker && worker.currentUsage === 1 && findThread(worker.id) ? worker.id : undefined;
     },
     warm() {
       if (closing) return Promise.reject(SubagentError.closed('the worker pool', 'warm a pool before closing it'));

@@ -9,7 +9,7 @@ import { SubagentError } from '../../seam/errors.js';
 import { within } from '../../seam/once.js';
 import type { CancelCause, SessionEvent } from '../../seam/session-types.js';
 import type { WorkerPoolEngine } from './pool.js';
-import { runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js';
+import { endWedgedThread, runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js';
 import { describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
 import { sharedFlags } from './thread-protocol.js';
@@ -21,6 +21,8 @@ export class ResidentThread {
   readonly #route: RunRoute;
   readonly #control: GuardedRemote<ResidentControlApi>;
   readonly #cancelFlag: Int32Array;
+  /** The stay's task until it attaches (see HeldTask). */
+  readonly #held: HeldTask;
   #threadId: number | undefined;
   #killTimer: NodeJS.Timeout | undefined;
   #killed = false;
@@ -53,7 +55,7 @@ export class ResidentThread {
     exposeOn(host, this.#route.endpoint('host'));
     this.#control = new GuardedRemote<ResidentControlApi>(this.#route.endpoint('control'));
     // Held until the child attaches: only a task that never reached its child may be sent again.
-    const held: HeldTask = { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true, ...(trees ? { trees: trees.trees, ahead: trees.ahead } : {}) } };
+    const held: HeldTask = (this.#held = { task: { data, cancelFlag, inputGate, run: this.#route.id, resident: true, ...(trees ? { trees: trees.trees, ahead: trees.ahead } : {}) } });
     const noticesIn = routeNotices(this.#route, this.#control, (notice) => {
       if (notice.type === 'events') onEvents(notice.events);
       else if (notice.type === 'attach') {
@@ -169,9 +171,11 @@ export class ResidentThread {
     this.#killTimer = setTimeout(() => {
       const threadId = this.#threadId;
       if (threadId !== undefined) return this.#terminate(threadId);
-      // No thread to end yet: the attach arms the grace again.
+      // No thread to end yet: the attach arms the grace again (a thread that has the stay and
+      // runs nothing else, but never took it, is wedged: it is ended, and the stay sent elsewhere).
       this.#graceSpent = true;
       this.#killTimer = undefined;
+      endWedgedThread(this.#pool, this.#held, () => !this.#over && this.#threadId === undefined);
     }, this.#pool.options.cancelGraceMs);
   }
 

@@ -86,11 +86,22 @@ export async function runOnPool(pool: WorkerPoolEngine, held: HeldTask): Promise
 function post(pool: WorkerPoolEngine, held: HeldTask, offer: boolean): Promise<ThreadTaskReturn> {
   const task = held.task;
   if (!task) throw new SubagentError('START_FAILED', 'a thread asked for its task again after the child had attached');
-  if (!offer) return pool.run(task);
+  if (!offer) return pool.run(task, held);
   const { port1, port2 } = new MessageChannel();
   // A port offered to a task that never ran stays with the router (unref'd) until the pool closes.
   pool.channels.listen(port1, { unref: true });
-  return pool.run({ ...task, port: port2 });
+  return pool.run({ ...task, port: port2 }, held);
+}
+
+/**
+ * Ends the thread a task was given to that has not taken it within a cancel's grace while it runs
+ * nothing else: work a finished child left running keeps it from its event loop (a synchronous
+ * loop), so it would never take the task, and the task's slot would never come back. The task then
+ * goes to another thread (see `runOnPool`), where it ends at once, as cancelled.
+ */
+export function endWedgedThread(pool: WorkerPoolEngine, held: HeldTask, stillWanted: () => boolean): void {
+  const threadId = pool.loneThreadOf(held);
+  if (threadId !== undefined) void pool.terminateThread(threadId, stillWanted);
 }
 
 /** Where a thread child's notices go, as they arrive (synchronously, in order). */
@@ -215,6 +226,7 @@ export class ThreadChild {
     // it had taken it already, its attach (see #attach) arms a new grace.
     if (threadId === undefined) {
       this.#graceSpent = true;
+      endWedgedThread(this.#pool, this.#held, () => this.#state === 'cancelling' && this.#threadId === undefined);
       return;
     }
     void this.#pool.terminateThread(threadId, () => {

@@ -3,7 +3,7 @@
 // involved: its header, its host tools (filtered once now, again per call) and its fork seed.
 import type { ChildTaskData } from '../../seam/child-protocol.js';
 import { stringify } from '../../seam/codec.js';
-import { newId, type ContentBlock } from '../../seam/content.js';
+import { newId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
@@ -48,12 +48,20 @@ function assertSeedFits(seed: string, heapLimitMb: number | undefined): void {
   );
 }
 
-/** Refuses a start a thread could not take in: its fork seed, and the seed with the prompt. */
-function assertStartFits(seed: string, prompt: readonly ContentBlock[], heapLimitMb: number | undefined): void {
+/**
+ * Refuses a start a thread could not take in: its fork seed, the seed with the prompt, and the whole
+ * task, whose persona, label, model spec and schemas cross into the thread with them.
+ */
+function assertStartFits(data: ChildTaskData, heapLimitMb: number | undefined): void {
+  const { seed, prompt } = data;
   assertSeedFits(seed, heapLimitMb);
   if (heapLimitMb === undefined) return;
-  // Prompts are plain JSON, checked where they entered: this cannot throw.
-  assertFitsThread(seed.length > 0 ? 'the prompt with the fork seed' : 'the prompt', seed + JSON.stringify(prompt), heapLimitMb, 'send less');
+  // The task is plain JSON, checked where each part entered: this cannot throw.
+  const started = seed + JSON.stringify(prompt);
+  assertFitsThread(seed.length > 0 ? 'the prompt with the fork seed' : 'the prompt', started, heapLimitMb, 'send less');
+  const rest = JSON.stringify({ ...data, seed: '', prompt: [] });
+  const what = seed.length > 0 ? 'the prompt with the fork seed, persona, label, model spec and schemas' : 'the prompt with the persona, label, model spec and schemas';
+  assertFitsThread(what, started + rest, heapLimitMb, 'send a shorter persona, label, model spec or output schema');
 }
 
 function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): WorkerTaskPlan {
@@ -72,7 +80,6 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
     ...(plan.seed.length > 0 ? { seedLength: plan.seed.length } : {}),
   };
   const seed = encodedSeed(request.parent.session, plan.seed);
-  assertStartFits(seed, request.prompt, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
   const data: ChildTaskData = {
     header,
     seed,
@@ -87,6 +94,7 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
     })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
+  assertStartFits(data, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
   return { data, allowedTools: new Set(allowed.map((tool) => tool.name)), seed: plan.seed };
 }
 

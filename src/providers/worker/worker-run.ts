@@ -4,7 +4,7 @@
 import { once, settled } from '../../seam/once.js';
 import type { ChildTaskData, HostApi } from '../../seam/child-protocol.js';
 import { encode } from '../../seam/codec.js';
-import { SubagentError } from '../../seam/errors.js';
+import { SubagentError, isSubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput } from '../../seam/output.js';
 import type { ContentBlock, MessageId, MessageSource } from '../../seam/content.js';
 import type { CancelCause, InboxTarget, SessionEvent, TurnEndReason } from '../../seam/session-types.js';
@@ -202,6 +202,8 @@ export class WorkerRun implements SubagentRun {
         void child.outcome.then((outcome) => {
           if (mirror) return;
           if (outcome.type === 'result') reject(new SubagentError('START_FAILED', 'the worker finished the task before the child started'));
+          // The pool closed before a thread took the child: as for a start still waiting for a slot.
+          else if (isSubagentError(outcome.error, 'CLOSED')) reject(SubagentError.closedWhile('the worker pool', 'this start waited for a thread'));
           else reject(new SubagentError('START_FAILED', outcome.diagnostic, { cause: outcome.error }));
         });
       });
