@@ -137,18 +137,28 @@ describe('continuable operations refuse malformed input', () => {
     await first.sessions.flush('c');
   });
 
-  it('refuses DUPLICATE_CHILD to the second of two hosts on one file that reserve the same id at once', async () => {
+  it('refuses DUPLICATE_CHILD to the second of two hosts on one file that reserve the same id at once; only the first parent hears of c', async () => {
     const file = files.file();
     const first = track(await continuationHost(file));
     const second = track(await continuationHost(file));
+    const hosts = [first, second];
     const parents = [await first.createAgent({ sessionId: 'parent-a' }), await second.createAgent({ sessionId: 'parent-b' })];
     // Both pass the stored-id check before either child exists: the store's refusal decides.
     const outcomes = await Promise.allSettled([startChild(first, parents[0]!, 'a', { childId: 'c' }), startChild(second, parents[1]!, 'b', { childId: 'c' })]);
     expect(outcomes.map((outcome) => (outcome.status === 'fulfilled' ? 'started' : (outcome.reason as SubagentError).code)).sort()).toStrictEqual(['DUPLICATE_CHILD', 'started']);
     const winner = outcomes[0]!.status === 'fulfilled' ? 0 : 1;
+    const loser = 1 - winner;
     await first.sessions.flush();
     await second.sessions.flush();
     expect((await first.persistence!.load('c'))!.header.parentSession).toBe(parents[winner]!.id);
+    // The refused start's child ran in its host until the refusal ended it (its epoch ended before the start rejected),
+    // yet its parent is told nothing of "c": that id is the other parent's child, which it could never reach.
+    const { recorder } = hosts[loser]!;
+    await recorder.until(() => recorder.ends.length === recorder.starts.length);
+    await parents[loser]!.whenIdle();
+    expect(userTexts(parents[loser]!.session.events)).toStrictEqual([]);
+    await eventually(() => userTexts(parents[winner]!.session.events).length === 1);
+    expect(userTexts(parents[winner]!.session.events)[0]).toContain('Background subagent c finished');
   });
 
   it('refuses a follow-up to a non-string id or to a live agent that is no continuable child', async () => {

@@ -56,3 +56,23 @@ describe('a follow-up whose message the store refused to write', () => {
     expect((await host.persistence!.load(childId))!.events).toStrictEqual(live);
   });
 });
+
+describe('a continuable start whose prompt the store refused to write', () => {
+  it.each(['in-process', 'spawn'])('rejects PERSISTENCE_UNAVAILABLE, and its parent is told nothing of the child it never got (%s)', async (provider) => {
+    const { store, failing } = failingStore(suite.files.file());
+    suite.track(store);
+    const host = suite.track(await continuationHost('', { persistence: store, pool: { minThreads: 0, maxThreads: 2 } }));
+    host.subagents.registerProvider(spawnProvider(host));
+    const { recorder } = host;
+    const parent = await host.createAgent();
+    failing.add('refused');
+    const start = host.subagents.startContinuable({ provider, label: 'c', childId: 'refused', request: { prompt: [text('first')], parent } });
+    await expect(start).rejects.toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('disk full') });
+    // Its epoch ended with its residency, before the start rejected: no notice of it reached the parent,
+    // which would have woken it for a child it has no id of and could never resume.
+    await recorder.until(() => recorder.ends.length === 1);
+    await parent.whenIdle();
+    expect(userTexts(parent.session.events)).toStrictEqual([]);
+    expect(host.subagents.residentChildren).toBe(0);
+  });
+});

@@ -8,17 +8,37 @@ import type { Activation } from './activation.js';
 
 type Activations = ReadonlyMap<SessionId, Activation>;
 
-/** A start's prompt: not acknowledged, so not started, and the child already running goes (child-first). */
-export async function acknowledgeStart(sessions: LiveSessionStore, activations: Activations, childId: SessionId): Promise<void> {
+/** Whether a start's prompt became durable, as its Activation's notices wait for it (see Activation.acknowledging). */
+export interface StartAcknowledgement {
+  readonly promise: Promise<boolean>;
+  settle(durable: boolean): void;
+}
+
+export function startAcknowledgement(): StartAcknowledgement {
+  let settle!: (durable: boolean) => void;
+  const promise = new Promise<boolean>((resolve) => (settle = resolve));
+  return { promise, settle };
+}
+
+/**
+ * A start's prompt: not acknowledged, so not started, and the child already running goes (child-first).
+ * Its parent hears of it only once it is acknowledged: the notice of an epoch that ended meanwhile waits,
+ * and one of a start refused (another host's child may hold its id) is never sent.
+ */
+export async function acknowledgeStart(sessions: LiveSessionStore, activations: Activations, childId: SessionId, acknowledged: StartAcknowledgement): Promise<void> {
+  const activation = activations.get(childId);
   try {
     await sessions.flush(childId);
   } catch (error) {
-    const activation = activations.get(childId);
     if (activation) await settled(activation.dispose());
+    acknowledged.settle(false);
     // Another writer of the store (another host) created a child of this id meanwhile, past the start's checks.
     if (isSubagentError(error, 'DUPLICATE_SESSION')) throw new SubagentError('DUPLICATE_CHILD', `session ${childId} was created meanwhile by another writer of this store; reserve another child id`, { cause: error });
     throw error;
   }
+  // Later epochs' notices go at once.
+  if (activation?.acknowledging === acknowledged.promise) activation.acknowledging = undefined;
+  acknowledged.settle(true);
 }
 
 /**

@@ -40,6 +40,11 @@ export class Activation {
   disposal: Promise<void> | undefined;
   /** Some delivery was accepted (a rolled-back child sends no notice). */
   announced = false;
+  /**
+   * A fresh child's start being acknowledged: its parent hears of its epochs once the prompt is
+   * durable (true). A start the store refused (false) is no child of that parent's: no notice.
+   */
+  acknowledging: Promise<boolean> | undefined;
   readonly #host: ActivationHost;
   readonly #handle: AgentHandle;
   readonly #release: () => void;

@@ -17,7 +17,7 @@ import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
-import { acknowledge, acknowledgeStart } from './acknowledge.js';
+import { acknowledge, acknowledgeStart, startAcknowledgement } from './acknowledge.js';
 import { Activation, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
@@ -104,7 +104,9 @@ export class ContinuationManager implements ActivationHost {
   }
 
   epochEnded(activation: Activation, runId: string, outcome: EpochOutcome, announced: boolean): void {
-    if (announced) this.#notify(activation, outcome);
+    const acknowledging = announced ? activation.acknowledging : undefined;
+    if (acknowledging) void acknowledging.then((durable) => (durable ? this.#notify(activation, outcome) : undefined));
+    else if (announced) this.#notify(activation, outcome);
     this.activations.get(activation.parentSession)?.poke();
     this.deps.emit(
       'subagent/end',
@@ -256,6 +258,7 @@ export class ContinuationManager implements ActivationHost {
     // The child's lock is taken at once: a drain naming a reserved id waits for this start, then releases the child
     // it brought. All of it, the provider's part and the acknowledging flush too, is what shutdown and drains wait for.
     const messageId = await this.#locked(childId, () => this.track((async () => {
+      const acknowledged = startAcknowledgement();
       const budgetTree = await this.deps.admitBudget?.(parent.id, budget, undefined, configured);
       let prepared: ContinuableCreateSpec | undefined;
       let id: MessageId;
@@ -286,7 +289,7 @@ export class ContinuationManager implements ActivationHost {
         });
         id = await this.#adopt(
           built, spec.provider, parent, built.handle.agent.session.seq,
-          (activation) => this.#submit(activation, parent, spec.request.prompt, { kind: 'user' }, signal, true),
+          (activation) => this.#submit(Object.assign(activation, { acknowledging: acknowledged.promise }), parent, spec.request.prompt, { kind: 'user' }, signal, true),
           budgetTree,
         );
       } catch (error) {
@@ -294,7 +297,7 @@ export class ContinuationManager implements ActivationHost {
         await this.releasePrepared(prepared, childId);
         throw error;
       }
-      await acknowledgeStart(sessions, this.activations, childId);
+      await acknowledgeStart(sessions, this.activations, childId, acknowledged);
       return id;
     })(), childId));
     return { childId, messageId };
