@@ -22,15 +22,19 @@ function failingStore(file: string): { store: SessionPersistence; failing: Set<s
   return { store, failing };
 }
 
+/** A continuation host (with `spawn`) over {@link failingStore}, and a parent. */
+async function failingHost() {
+  const { store, failing } = failingStore(suite.files.file());
+  // Closed after the host (a caller's store is the caller's to close).
+  suite.track(store);
+  const host = suite.track(await continuationHost('', { persistence: store, pool: { minThreads: 0, maxThreads: 2 } }));
+  host.subagents.registerProvider(spawnProvider(host));
+  return { failing, host, recorder: host.recorder, parent: await host.createAgent() };
+}
+
 describe('a follow-up whose message the store refused to write', () => {
   it.each(['in-process', 'spawn'])('rejects PERSISTENCE_UNAVAILABLE, and the next follow-up runs on what the store holds (%s)', async (provider) => {
-    const { store, failing } = failingStore(suite.files.file());
-    // Closed after the host (a caller's store is the caller's to close).
-    suite.track(store);
-    const host = suite.track(await continuationHost('', { persistence: store, pool: { minThreads: 0, maxThreads: 2 } }));
-    host.subagents.registerProvider(spawnProvider(host));
-    const { recorder } = host;
-    const parent = await host.createAgent();
+    const { failing, host, recorder, parent } = await failingHost();
     const { childId } = await host.subagents.startContinuable({ provider, label: 'c', request: { prompt: [text('first')], parent, agentOptions: { model: HISTORY } } });
     await recorder.until(() => recorder.ends.length === 1);
     // Its first turn is stored whole before the store starts refusing.
@@ -59,12 +63,7 @@ describe('a follow-up whose message the store refused to write', () => {
 
 describe('a continuable start whose prompt the store refused to write', () => {
   it.each(['in-process', 'spawn'])('rejects PERSISTENCE_UNAVAILABLE, and its parent is told nothing of the child it never got (%s)', async (provider) => {
-    const { store, failing } = failingStore(suite.files.file());
-    suite.track(store);
-    const host = suite.track(await continuationHost('', { persistence: store, pool: { minThreads: 0, maxThreads: 2 } }));
-    host.subagents.registerProvider(spawnProvider(host));
-    const { recorder } = host;
-    const parent = await host.createAgent();
+    const { failing, host, recorder, parent } = await failingHost();
     failing.add('refused');
     const start = host.subagents.startContinuable({ provider, label: 'c', childId: 'refused', request: { prompt: [text('first')], parent } });
     await expect(start).rejects.toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE', message: expect.stringContaining('disk full') });

@@ -480,7 +480,8 @@ describe('worker children', () => {
     }
   });
 
-  it('ends a thread wedged by work a finished child left running once a start it was given is cancelled: the slot comes back', async () => {
+  /** A host of one thread, which a finished child left spinning in a synchronous loop (`channel` is closed by the caller). */
+  async function wedgedThread() {
     const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100 } });
     const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
     try {
@@ -490,6 +491,16 @@ describe('worker children', () => {
       const spinning = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
       channel.postMessage('spin');
       expect(await spinning).toBe('spinning');
+    } catch (error) {
+      channel.close();
+      throw error;
+    }
+    return { host, parent, channel };
+  }
+
+  it('ends a thread wedged by work a finished child left running once a start it was given is cancelled: the slot comes back', async () => {
+    const { host, parent, channel } = await wedgedThread();
+    try {
       // Of two starts, one takes the one slot (its task goes to the wedged thread, which never takes
       // it), the other waits for a slot; both are cancelled.
       const controllers = [new AbortController(), new AbortController()];
@@ -510,15 +521,8 @@ describe('worker children', () => {
   }, 30_000);
 
   it('drains a continuable child whose stay went to a thread wedged by work a finished child left running', async () => {
-    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100 } });
-    const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
+    const { host, parent, channel } = await wedgedThread();
     try {
-      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_spinner', { channel: channel.name }), { text: 'culprit done' }]));
-      expect(await culprit.result).toMatchObject({ stopReason: 'completed' });
-      await culprit.dispose();
-      const spinning = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
-      channel.postMessage('spin');
-      expect(await spinning).toBe('spinning');
       // Its first turn's stay goes to the wedged thread, which never takes it; the drain asks it to
       // leave, and after the grace that thread is ended.
       await host.subagents.startContinuable({ provider: 'spawn', label: 'stuck', request: { prompt: [text('go')], parent, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'c' }] } } } });
