@@ -144,6 +144,10 @@ describe('tool parameters', () => {
     ['propertyNames as an enum beside a $ref', { type: 'object', properties: { o: { $ref: '#/$defs/O', propertyNames: { enum: ['a.b', 'c'] } } }, $defs: { O: { type: 'object' } } }, { o: { axb: 1 } }, { o: { 'a.b': 1, c: 2 } }],
     ['propertyNames as a Unicode pattern in an allOf member', { type: 'object', allOf: [{ propertyNames: { pattern: '^\\p{L}+$' } }, { properties: { x: {} } }] }, { Z1: 1 }, { Zoë: 1 }],
     ['propertyNames false beside oneOf', { type: 'object', propertyNames: false, oneOf: [{ type: 'object' }] }, { a: 1 }, {}],
+    // Only where zod intersects: a definition a $ref brings alone, and an allOf member's own patternProperties, are checked as written.
+    ['additionalProperties false beside patternProperties in a definition a $ref brings alone', { type: 'object', properties: { o: { $ref: '#/$defs/O' } }, $defs: { O: { type: 'object', patternProperties: { '^x': {} }, additionalProperties: false } } }, { o: { y: 1 } }, { o: { x1: 1 } }],
+    ['propertyNames maxLength in a definition a $ref brings alone', { type: 'object', properties: { o: { $ref: '#/$defs/O' } }, $defs: { O: { type: 'object', propertyNames: { maxLength: 3 }, additionalProperties: { type: 'number' } } } }, { o: { abcd: 1 } }, { o: { abc: 1 } }],
+    ['additionalProperties false beside patternProperties in an allOf member', { type: 'object', allOf: [{ properties: { a: {} }, patternProperties: { '^x': {} }, additionalProperties: false }, { properties: { c: {} } }] }, { a: 1, c: 1 }, { a: 1, x1: 1 }],
   ])('enforces %s', async (_label, parameters, bad, good) => {
     const root = new ToolRegistry();
     root.register(tool(parameters));
@@ -176,6 +180,8 @@ describe('tool parameters', () => {
     ['additionalProperties false beside patternProperties and allOf', { type: 'object', patternProperties: { '^x': {} }, additionalProperties: false, allOf: [{ required: ['x1'] }] }, 'parameters has additionalProperties: false beside patternProperties and a subschema'],
     ['propertyNames other than a pattern, an enum or a const beside allOf', { type: 'object', propertyNames: { maxLength: 3 }, allOf: [{ required: ['a'] }] }, 'parameters.propertyNames beside allOf, anyOf, oneOf or a $ref, or in an allOf member or a definition, is enforced only as a pattern, an enum or a const of names'],
     ['propertyNames beside an additionalProperties subschema in an allOf member', { type: 'object', allOf: [{ propertyNames: { pattern: '^a' }, additionalProperties: { type: 'string' } }] }, 'parameters.allOf[0].propertyNames beside allOf, anyOf, oneOf or a $ref, or in an allOf member or a definition, is not enforced beside additionalProperties (a subschema)'],
+    ['additionalProperties false beside patternProperties in a definition a $ref brings beside required', { type: 'object', properties: { o: { $ref: '#/$defs/O', required: ['a'] } }, $defs: { O: { type: 'object', properties: { a: {} }, patternProperties: { '^x': {} }, additionalProperties: false } } }, 'parameters.$defs["O"] has additionalProperties: false beside patternProperties'],
+    ['propertyNames maxLength in a definition an allOf member refers to', { type: 'object', allOf: [{ $ref: '#/$defs/A' }, { required: ['a'] }], $defs: { A: { $ref: '#/$defs/O' }, O: { type: 'object', propertyNames: { maxLength: 3 } } } }, 'parameters.$defs["O"].propertyNames beside allOf'],
   ])('refuses %s, which the validator would not enforce, with INVALID_OPTIONS naming it', (_label, parameters, message) => {
     const root = new ToolRegistry();
     expect(() => root.register(tool(parameters))).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) }));

@@ -9,38 +9,9 @@
 // own patterns get it while zod builds the validator (see {@link withUnicodePatterns}). What zod
 // would skip without a word (draft-07's `dependencies`, `$dynamicRef`) is enforced or refused too.
 import { z } from 'zod';
-import { describeError } from '../seam/errors.js';
 import { isRecord } from '../seam/parse.js';
-
-type Schema = Record<string, unknown>;
-
-/** Keywords that constrain a value only when the subschema names its `type`. */
-const TYPED_KEYWORDS = [
-  'properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
-  'items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems', 'uniqueItems', 'contains', 'minContains', 'maxContains',
-  'minLength', 'maxLength', 'pattern', 'format',
-  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
-];
-
-/** A typeless subschema constrains every type its keywords name and lets the others pass. */
-const ALL_TYPES = ['object', 'array', 'string', 'number', 'boolean', 'null'];
-/** What a `$ref`'s or an `enum`'s siblings may hold without constraining anything. */
-const ANNOTATIONS = new Set(['$schema', '$id', '$defs', 'definitions', '$comment', 'title', 'description', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly']);
-const COMPOSITION = ['allOf', 'anyOf', 'oneOf', 'not'];
-
-/** Keywords holding one subschema, and those holding a map or a list of them. */
-const SCHEMA_KEYWORDS = ['additionalProperties', 'propertyNames', 'items', 'additionalItems', 'contains', 'not'];
-const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions'];
-const SCHEMA_LIST_KEYWORDS = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
-/** The references zod resolves: it reads `#/$defs/A/properties/b` as `#/$defs/A`. */
-const SUPPORTED_REF = /^#(?:\/(?:\$defs|definitions)\/[^/]+)?$/;
-
-/** Sets an own property, `__proto__` included (an assignment would call the inherited setter). */
-function put(target: Schema, key: string, value: unknown): void {
-  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
-}
-
-const hasType = (node: Schema, type: string) => node['type'] === type || (Array.isArray(node['type']) && node['type'].includes(type));
+import { ALL_TYPES, ANNOTATIONS, COMPOSITION, SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, SUPPORTED_REF, TYPED_KEYWORDS, hasType, put, unicodePattern, type Schema } from './json-schema-keywords.js';
+import { closedOverComposition, definitionsInIntersection, namesAsPatterns } from './json-schema-intersections.js';
 
 function matchesType(value: unknown, type: unknown): boolean {
   if (Array.isArray(type)) return type.some((one) => matchesType(value, one));
@@ -181,8 +152,18 @@ function shapeProblem(node: Schema, path: string): string | undefined {
   return undefined;
 }
 
-/** `schema` (plain, acyclic JSON) rewritten so that zod enforces all it says; throws naming what cannot be. */
-function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set<string>, intersected = false): unknown {
+/**
+ * How zod checks a subschema: on its own (false), as a member of an intersection (an `allOf` member,
+ * inline), or as a definition a `$ref` brings into one.
+ */
+type Intersected = false | 'member' | 'defined';
+
+/**
+ * `schema` (plain, acyclic JSON) rewritten so that zod enforces all it says; throws naming what cannot be.
+ * `intersected`: see Intersected. `definedInIntersection`: the root's definitions (`$defs/name`) some
+ * `$ref` brings into an intersection (see definitionsInIntersection); the others are checked on their own.
+ */
+function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set<string>, intersected: Intersected = false, definedInIntersection: ReadonlySet<string> = new Set()): unknown {
   if (!isRecord(schema)) return schema;
   const problem = shapeProblem(schema, path);
   if (problem) throw new Error(problem);
@@ -198,89 +179,28 @@ function rewrite(schema: unknown, path: string, patterns: Set<string>, refs: Set
   for (const keyword of SCHEMA_MAP_KEYWORDS) {
     if (!isRecord(node[keyword])) continue;
     const map: Schema = {};
-    // A definition may be referenced beside other keywords: intersected.
+    // A definition a $ref brings beside other keywords (or into an allOf) is intersected.
     const defined = keyword === '$defs' || keyword === 'definitions';
-    for (const [name, sub] of Object.entries(node[keyword])) put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns, refs, defined));
+    for (const [name, sub] of Object.entries(node[keyword])) {
+      const inIntersection = defined && definedInIntersection.has(`${keyword}/${name}`) ? 'defined' : false;
+      put(map, name, rewrite(sub, `${path}.${keyword}[${JSON.stringify(name)}]`, patterns, refs, inIntersection));
+    }
     node[keyword] = map;
   }
   for (const keyword of SCHEMA_LIST_KEYWORDS) {
     const list = node[keyword];
-    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns, refs, keyword === 'allOf'));
+    if (Array.isArray(list)) node[keyword] = list.map((sub, index) => rewrite(sub, `${path}.${keyword}[${index}]`, patterns, refs, keyword === 'allOf' ? 'member' : false));
   }
   const dependencies = dependencyClauses(node, path, patterns, refs);
   delete node['dependentRequired'];
   delete node['dependentSchemas'];
   delete node['dependencies'];
   if (dependencies.length > 0) node['allOf'] = [...(Array.isArray(node['allOf']) ? node['allOf'] : []), ...dependencies];
-  const composed = intersected || ['allOf', 'anyOf', 'oneOf', '$ref'].some((keyword) => node[keyword] !== undefined);
-  return rewriteNode(composed ? namesAsPatterns(closedOverComposition(node, path, patterns), path, patterns) : node, path);
-}
-
-/**
- * zod checks a subschema beside the node's own (an `allOf`, `anyOf` or `oneOf`, a dependency, a
- * `$ref`), and the members of an `allOf` (a definition too, which a `$ref` may bring beside others),
- * as an intersection, which passes a name one side refuses when the other lets it through:
- * `additionalProperties: false` there would let every name pass. The names it forbids are written
- * as a `patternProperties` entry that no value meets instead, which an intersection keeps.
- */
-function closedOverComposition(node: Schema, path: string, patterns: Set<string>): Schema {
-  if (node['additionalProperties'] !== false || !(node['type'] === undefined || hasType(node, 'object'))) return node;
-  if (node['patternProperties'] !== undefined) {
-    throw new Error(`${path} has additionalProperties: false beside patternProperties and a subschema (allOf, anyOf, oneOf, a dependency or a $ref), which the validator would not enforce: list the properties`);
-  }
-  const names = Object.keys(isRecord(node['properties']) ? node['properties'] : {}).map(escapeName);
-  const others = names.length === 0 ? '' : `^(?!(?:${names.join('|')})$)`;
-  patterns.add(others);
-  const open: Schema = { ...node, patternProperties: { [others]: false } };
-  delete open['additionalProperties'];
-  return open;
-}
-
-const escapeName = (name: string) => name.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
-
-/**
- * `propertyNames` where zod checks it in an intersection (see closedOverComposition), which drops it:
- * written as `patternProperties` entries no value meets, for the names its `pattern`, `enum` or
- * `const` refuses. Anything else it says is refused.
- */
-function namesAsPatterns(node: Schema, path: string, patterns: Set<string>): Schema {
-  const names = node['propertyNames'];
-  if (names === undefined || names === true || !(node['type'] === undefined || hasType(node, 'object'))) return node;
-  const where = `${path}.propertyNames`;
-  const refused = (why: string) => new Error(`${where} beside allOf, anyOf, oneOf or a $ref, or in an allOf member or a definition, ${why}`);
-  if (isRecord(node['additionalProperties'])) throw refused('is not enforced beside additionalProperties (a subschema): list the properties instead');
-  const entries: string[] = [];
-  if (names === false) entries.push('');
-  else if (!isRecord(names) || Object.keys(names).some((key) => !['pattern', 'enum', 'const', 'type'].includes(key) && !ANNOTATIONS.has(key)) || !(names['type'] === undefined || hasType(names, 'string'))) {
-    throw refused('is enforced only as a pattern, an enum or a const of names: write it so');
-  } else {
-    if (names['pattern'] !== undefined) entries.push(`^(?![\\s\\S]*?(?:${unicodePattern(names['pattern'], `${where}.pattern`)}))`);
-    for (const keyword of ['enum', 'const']) {
-      if (names[keyword] === undefined) continue;
-      const listed = keyword === 'enum' ? names['enum'] : [names['const']];
-      if (!Array.isArray(listed) || !listed.every((name) => typeof name === 'string')) throw refused(`has a ${keyword} of other than names (strings)`);
-      entries.push(listed.length === 0 ? '' : `^(?!(?:${listed.map(escapeName).join('|')})$)`);
-    }
-  }
-  const patternProperties: Schema = { ...(isRecord(node['patternProperties']) ? node['patternProperties'] : {}) };
-  for (const entry of entries) {
-    patterns.add(entry);
-    put(patternProperties, entry, false);
-  }
-  const open: Schema = { ...node, patternProperties };
-  delete open['propertyNames'];
-  return open;
-}
-
-/** `pattern`, checked to be a regular expression with Unicode semantics (the `u` flag), as JSON Schema reads it. */
-function unicodePattern(pattern: unknown, where: string): string {
-  if (typeof pattern !== 'string') throw new Error(`${where} must be a string (a regular expression)`);
-  try {
-    new RegExp(pattern, 'u');
-  } catch (error) {
-    throw new Error(`${where} ${JSON.stringify(pattern)} is not a regular expression with Unicode semantics (${describeError(error)})`);
-  }
-  return pattern;
+  const composed = ['allOf', 'anyOf', 'oneOf', '$ref'].some((keyword) => node[keyword] !== undefined);
+  if (!composed && !intersected) return rewriteNode(node, path);
+  // An inline allOf member of its own is checked with its patternProperties, additionalProperties: false included.
+  const closed = !composed && intersected === 'member' && node['patternProperties'] !== undefined ? node : closedOverComposition(node, path, patterns);
+  return rewriteNode(namesAsPatterns(closed, path, patterns), path);
 }
 
 /**
@@ -368,7 +288,7 @@ function refCycleProblem(root: Schema, path: string): string | undefined {
 export function compileJsonSchema(schema: unknown, path: string): z.ZodType {
   const patterns = new Set<string>();
   const refs = new Set<string>();
-  const enforceable = rewrite(schema, path, patterns, refs);
+  const enforceable = rewrite(schema, path, patterns, refs, false, definitionsInIntersection(schema));
   if (isRecord(enforceable)) {
     // zod looks a definition up as `defs[name]`: `#/$defs/constructor` would find Object's own and check nothing.
     for (const ref of refs) if (resolve(enforceable, ref) === undefined) throw new Error(`${path} has a $ref to ${ref}, which it does not define`);
