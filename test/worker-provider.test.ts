@@ -520,6 +520,35 @@ describe('worker children', () => {
     }
   }, 30_000);
 
+  it('ends a wedged thread once every start it was given (two, childrenPerThread 2) is cancelled: both slots come back', async () => {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2, cancelGraceMs: 100 } });
+    const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
+    try {
+      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_spinner', { channel: channel.name }), { text: 'culprit done' }]));
+      expect(await culprit.result).toMatchObject({ stopReason: 'completed' });
+      await culprit.dispose();
+      const spinning = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      channel.postMessage('spin');
+      expect(await spinning).toBe('spinning');
+      // Of three starts, two take the two slots (both tasks go to the wedged thread, which takes
+      // neither), the third waits for a slot; all are cancelled. Each of the two, when its grace
+      // passes, finds the other still on that thread.
+      const controllers = [new AbortController(), new AbortController(), new AbortController()];
+      const waits = deferred();
+      for (const { signal } of controllers) onStartWaits(signal, () => waits.resolve());
+      const starts = controllers.map(({ signal }) => host.subagents.start('spawn', request(parent, [{ text: 'never' }], { signal })));
+      await waits.promise;
+      await new Promise((resolve) => setImmediate(resolve));
+      for (const controller of controllers) controller.abort();
+      for (const start of starts) await expect(start).rejects.toMatchObject({ code: 'CANCELLED' });
+      const next = await host.subagents.start('spawn', request(parent, [{ text: 'next done' }]));
+      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+      await next.dispose();
+    } finally {
+      channel.close();
+    }
+  }, 30_000);
+
   it('drains a continuable child whose stay went to a thread wedged by work a finished child left running', async () => {
     const { host, parent, channel } = await wedgedThread();
     try {

@@ -68,14 +68,15 @@ export interface WorkerPoolEngine extends WorkerPool {
   hold(): () => void;
   /**
    * Runs one child task that holds a slot of `admission`; rejects if its thread dies. With a
-   * `token`, `loneThreadOf(token)` finds the thread it went to.
+   * `token`, `giveUp(token)` may end the thread it went to.
    */
   run(task: WorkerTask, token?: object): Promise<Encoded>;
   /**
-   * The thread the task run with `token` went to last, while that task is the only one there; a
-   * task such a thread never takes was given to a thread that no longer runs its event loop.
+   * The task run with `token` was cancelled before any thread took it: while `stillWanted()`, its
+   * thread, once every task there is such a one, is terminated (a thread that takes none of its
+   * tasks no longer runs its event loop); the pool replaces it, and its tasks are sent again.
    */
-  loneThreadOf(token: object): number | undefined;
+  giveUp(token: object, stillWanted: () => boolean): void;
   /**
    * Terminates the thread with that id once it is not loading modules, if `stillWanted()` (asked
    * right before) agrees. Its tasks reject; the pool replaces it.
@@ -167,9 +168,17 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
   // Threads that take no new task because a child's code let an error escape in them.
   const avoided = new Set<number>();
   const retired = new Set<number>();
-  // The thread each task run with a token went to (piscina's live view of it): a task a thread
-  // never takes (work a finished child left running wedged it) can only be reached through it.
-  const placed = new WeakMap<object, Candidate>();
+  // The thread each task run with a token is on (piscina's live view of it) until its run settles:
+  // a task a thread never takes (work a finished child left running wedged it) can only be reached
+  // through it. With what says whether each task given up on still is.
+  const placed = new Map<object, Candidate>();
+  const givenUp = new WeakMap<object, () => boolean>();
+  /** Whether every task on `worker`'s thread was given up on, and still is. */
+  const abandoned = (worker: Candidate, id: number): boolean => {
+    if (worker.id !== id) return false;
+    const there = [...placed].filter(([, other]) => other.id === id);
+    return there.length === worker.currentUsage && there.every(([token]) => givenUp.get(token)?.() === true);
+  };
   const onPlaced = (task: object, worker: Candidate) => {
     const token = (task as Record<symbol, unknown>)[Piscina.queueOptionsSymbol];
     if (typeof token === 'object' && token !== null) placed.set(token, worker);
@@ -245,11 +254,21 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
       const transferList: MessagePort[] = task.port ? [task.port] : [];
       // piscina shows a task's queue options to the balancer; a symbol key never crosses to the thread.
       const posted = token ? { ...task, [Piscina.queueOptionsSymbol]: token } : task;
-      return unlessEntryFails(piscina().run(posted, { transferList }));
+      const work = piscina().run(posted, { transferList });
+      if (token) {
+        // Forgotten before the caller hears of the task's end, so before it may be sent again.
+        const forget = () => void placed.delete(token);
+        work.then(forget, forget);
+      }
+      return unlessEntryFails(work);
     },
-    loneThreadOf(token) {
+    giveUp(token, stillWanted) {
+      givenUp.set(token, stillWanted);
       const worker = placed.get(token);
-      return worker && worker.currentUsage === 1 && findThread(worker.id) ? worker.id : undefined;
+      if (!worker || !findThread(worker.id)) return;
+      const id = worker.id;
+      const wedged = () => abandoned(worker, id);
+      if (wedged()) void engine.terminateThread(id, wedged);
     },
     warm() {
       if (closing) return Promise.reject(SubagentError.closed('the worker pool', 'warm a pool before closing it'));

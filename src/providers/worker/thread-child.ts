@@ -94,14 +94,13 @@ function post(pool: WorkerPoolEngine, held: HeldTask, offer: boolean): Promise<T
 }
 
 /**
- * Ends the thread a task was given to that has not taken it within a cancel's grace while it runs
- * nothing else: work a finished child left running keeps it from its event loop (a synchronous
- * loop), so it would never take the task, and the task's slot would never come back. The task then
- * goes to another thread (see `runOnPool`), where it ends at once, as cancelled.
+ * Ends the thread a task was given to that has not taken it within a cancel's grace, once every
+ * task there is such a one: work a finished child left running keeps it from its event loop (a
+ * synchronous loop), so it would never take them, and their slots would never come back. The tasks
+ * then go to another thread (see `runOnPool`), where they end at once, as cancelled.
  */
 export function endWedgedThread(pool: WorkerPoolEngine, held: HeldTask, stillWanted: () => boolean): void {
-  const threadId = pool.loneThreadOf(held);
-  if (threadId !== undefined) void pool.terminateThread(threadId, stillWanted);
+  pool.giveUp(held, stillWanted);
 }
 
 /** Where a thread child's notices go, as they arrive (synchronously, in order). */
