@@ -1,7 +1,7 @@
 // Worker-thread children: host tools across the boundary, cancellation of busy children, and
 // containment of every way a child's thread can die.
 import { afterEach, describe, expect, it } from 'vitest';
-import { SubagentError, createHost, text, type Host, type ScriptedStep, type SubagentRun, type SubagentStartRequest, type Tool } from 'subagent-host';
+import { SubagentError, createHost, text, type Agent, type Host, type ScriptedStep, type SubagentRun, type SubagentStartRequest, type Tool } from 'subagent-host';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { onStartWaits } from 'subagent-host/internals';
@@ -481,8 +481,8 @@ describe('worker children', () => {
   });
 
   /** A host of one thread, which a finished child left spinning in a synchronous loop (`channel` is closed by the caller). */
-  async function wedgedThread() {
-    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100 } });
+  async function wedgedThread(pool: { childrenPerThread?: number } = {}) {
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, cancelGraceMs: 100, ...pool } });
     const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
     try {
       const culprit = await host.subagents.start('spawn', request(parent, [call('leave_spinner', { channel: channel.name }), { text: 'culprit done' }]));
@@ -498,52 +498,43 @@ describe('worker children', () => {
     return { host, parent, channel };
   }
 
+  /**
+   * Starts `count` children on a wedged thread's host (those past its slots wait for one), cancels
+   * them all once one waits, then starts another: it completes once the cancelled starts' thread
+   * was ended after the grace and their slots came back.
+   */
+  async function cancelWhileWedged(host: Host, parent: Agent, count: number) {
+    const controllers = Array.from({ length: count }, () => new AbortController());
+    const waits = deferred();
+    for (const { signal } of controllers) onStartWaits(signal, () => waits.resolve());
+    const starts = controllers.map(({ signal }) => host.subagents.start('spawn', request(parent, [{ text: 'never' }], { signal })));
+    await waits.promise;
+    await new Promise((resolve) => setImmediate(resolve));
+    for (const controller of controllers) controller.abort();
+    for (const start of starts) await expect(start).rejects.toMatchObject({ code: 'CANCELLED' });
+    const next = await host.subagents.start('spawn', request(parent, [{ text: 'next done' }]));
+    expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
+    await next.dispose();
+  }
+
   it('ends a thread wedged by work a finished child left running once a start it was given is cancelled: the slot comes back', async () => {
     const { host, parent, channel } = await wedgedThread();
     try {
       // Of two starts, one takes the one slot (its task goes to the wedged thread, which never takes
       // it), the other waits for a slot; both are cancelled.
-      const controllers = [new AbortController(), new AbortController()];
-      const waits = deferred();
-      for (const { signal } of controllers) onStartWaits(signal, () => waits.resolve());
-      const starts = controllers.map(({ signal }) => host.subagents.start('spawn', request(parent, [{ text: 'never' }], { signal })));
-      await waits.promise;
-      await new Promise((resolve) => setImmediate(resolve));
-      for (const controller of controllers) controller.abort();
-      for (const start of starts) await expect(start).rejects.toMatchObject({ code: 'CANCELLED' });
-      // The cancelled start's thread is ended after the grace, so its slot is free for the next start.
-      const next = await host.subagents.start('spawn', request(parent, [{ text: 'next done' }]));
-      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
-      await next.dispose();
+      await cancelWhileWedged(host, parent, 2);
     } finally {
       channel.close();
     }
   }, 30_000);
 
   it('ends a wedged thread once every start it was given (two, childrenPerThread 2) is cancelled: both slots come back', async () => {
-    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2, cancelGraceMs: 100 } });
-    const channel = new BroadcastChannel(`spinner-${process.pid}-${Date.now()}`);
+    const { host, parent, channel } = await wedgedThread({ childrenPerThread: 2 });
     try {
-      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_spinner', { channel: channel.name }), { text: 'culprit done' }]));
-      expect(await culprit.result).toMatchObject({ stopReason: 'completed' });
-      await culprit.dispose();
-      const spinning = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
-      channel.postMessage('spin');
-      expect(await spinning).toBe('spinning');
       // Of three starts, two take the two slots (both tasks go to the wedged thread, which takes
       // neither), the third waits for a slot; all are cancelled. Each of the two, when its grace
       // passes, finds the other still on that thread.
-      const controllers = [new AbortController(), new AbortController(), new AbortController()];
-      const waits = deferred();
-      for (const { signal } of controllers) onStartWaits(signal, () => waits.resolve());
-      const starts = controllers.map(({ signal }) => host.subagents.start('spawn', request(parent, [{ text: 'never' }], { signal })));
-      await waits.promise;
-      await new Promise((resolve) => setImmediate(resolve));
-      for (const controller of controllers) controller.abort();
-      for (const start of starts) await expect(start).rejects.toMatchObject({ code: 'CANCELLED' });
-      const next = await host.subagents.start('spawn', request(parent, [{ text: 'next done' }]));
-      expect(await next.result).toMatchObject({ output: [text('next done')], stopReason: 'completed' });
-      await next.dispose();
+      await cancelWhileWedged(host, parent, 3);
     } finally {
       channel.close();
     }
