@@ -9,7 +9,7 @@ import { SubagentError } from '../../seam/errors.js';
 import { within } from '../../seam/once.js';
 import type { CancelCause, SessionEvent } from '../../seam/session-types.js';
 import type { WorkerPoolEngine } from './pool.js';
-import { endWedgedThread, runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js';
+import { runOnPool, type HeldTask, type ThreadOutcome } from './thread-child.js';
 import { describeThreadFailure } from './thread-failure.js';
 import { routeNotices } from './notice-route.js';
 import { sharedFlags } from './thread-protocol.js';
@@ -175,7 +175,7 @@ export class ResidentThread {
       // runs nothing else, but never took it, is wedged: it is ended, and the stay sent elsewhere).
       this.#graceSpent = true;
       this.#killTimer = undefined;
-      endWedgedThread(this.#pool, this.#held, () => !this.#over && this.#threadId === undefined);
+      this.#pool.giveUp(this.#held, () => !this.#over && this.#threadId === undefined);
     }, this.#pool.options.cancelGraceMs);
   }
 

@@ -93,16 +93,6 @@ function post(pool: WorkerPoolEngine, held: HeldTask, offer: boolean): Promise<T
   return pool.run({ ...task, port: port2 }, held);
 }
 
-/**
- * Ends the thread a task was given to that has not taken it within a cancel's grace, once every
- * task there is such a one: work a finished child left running keeps it from its event loop (a
- * synchronous loop), so it would never take them, and their slots would never come back. The tasks
- * then go to another thread (see `runOnPool`), where they end at once, as cancelled.
- */
-export function endWedgedThread(pool: WorkerPoolEngine, held: HeldTask, stillWanted: () => boolean): void {
-  pool.giveUp(held, stillWanted);
-}
-
 /** Where a thread child's notices go, as they arrive (synchronously, in order). */
 export interface ChildSink {
   /** A thread took the child. */
@@ -225,7 +215,8 @@ export class ThreadChild {
     // it had taken it already, its attach (see #attach) arms a new grace.
     if (threadId === undefined) {
       this.#graceSpent = true;
-      endWedgedThread(this.#pool, this.#held, () => this.#state === 'cancelling' && this.#threadId === undefined);
+      // A thread that never took it is ended once every task there is given up (see WorkerPoolEngine.giveUp).
+      this.#pool.giveUp(this.#held, () => this.#state === 'cancelling' && this.#threadId === undefined);
       return;
     }
     void this.#pool.terminateThread(threadId, () => {
