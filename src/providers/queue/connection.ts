@@ -17,6 +17,9 @@ import { RedisSilence, bounded, connectRedis, redisSilence } from './connect.js'
 import { redisOptions, type ResolvedQueueOptions } from './options.js';
 import { MALFORMED_HINT, PREFIX, replyKey, type QueueJobData } from './protocol.js';
 
+/** Whether the `count`th of a flood is told: the 1st, 10th, 100th, … (a flood is not a flood of warnings). */
+const tenfold = (count: number) => /^10*$/.test(String(count));
+
 /** A decoded entry of a reply stream naming its run: checked by the run before it reads anything else. */
 export type ReplyRecord = Record<string, unknown> & { run: string };
 
@@ -225,7 +228,7 @@ export class QueueConnection {
   async #refused(error: Error): Promise<void> {
     if (error.message.startsWith('WRONGTYPE')) return this.ensureReply().catch(() => undefined);
     this.#refusals += 1;
-    if (!/^10*$/.test(String(this.#refusals))) return;
+    if (!tenfold(this.#refusals)) return;
     const count = this.#refusals === 1 ? '' : ` (${this.#refusals} reads in a row)`;
     this.warn(`queue provider ${this.options.name}: Redis refused to read its reply stream ${this.reply}: ${describeError(error)}${count}; no child's reply reaches this host until it reads again`);
   }
@@ -233,7 +236,7 @@ export class QueueConnection {
   /** Warns of an entry that is no reply entry: the first, then each tenfold count (a flood is not a flood of warnings). */
   #malformed(what: string): void {
     this.#strays += 1;
-    if (!/^10*$/.test(String(this.#strays))) return;
+    if (!tenfold(this.#strays)) return;
     const count = this.#strays === 1 ? '' : ` (${this.#strays} such entries so far; warned at the 1st, 10th, 100th, …)`;
     this.warn(`queue provider ${this.options.name}: its reply stream ${this.reply} holds an entry that is not a queue worker's reply, ignored: ${what}${count}; is something other than a subagent-host worker writing to it?`);
   }
