@@ -417,6 +417,26 @@ describe('another writer committing while this store reads', () => {
     expect((await reader.projections(['s'])).get('s')).toStrictEqual(locked);
     expect(other.prepare('SELECT usage_input FROM sessions').pluck().get()).toBe(0);
   });
+
+  it('does not wait for another process’s write lock to keep projections it rebuilt, however long busyTimeoutMs is', async () => {
+    const file = newFile();
+    const writer = open(file);
+    const ids = ['a', 'b', 'c'];
+    for (const id of ids) {
+      await writer.create(header(id));
+      await writer.append(id, [ev(0)]);
+    }
+    await writer.close();
+    // States not stored (as after an upgrade): each read rebuilds them, and would write them back.
+    raw(file).exec('UPDATE sessions SET identity_mode = NULL, timing_settled = NULL, usage_input = NULL');
+    const reader = open(file, { busyTimeoutMs: 60_000 });
+    const holder = await writeLockedByAnotherProcess(file, 3_000);
+    const read = await reader.projections(ids);
+    const answeredAt = Date.now();
+    expect([...read.values()].map((entry) => entry.ok)).toStrictEqual([true, true, true]);
+    // A cache write waiting for the lock (once per session) would have answered only after the holder let go.
+    expect(answeredAt).toBeLessThan(await holder.released);
+  });
 });
 
 describe('text SQLite cannot keep as it is', () => {

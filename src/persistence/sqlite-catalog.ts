@@ -37,6 +37,7 @@ const HAS_CHILDREN = 2;
 type Rebuilt = [SessionId, ProjectionStates, number];
 
 export class SqliteCatalog {
+  readonly #db: Database.Database;
   readonly #children: Database.Statement<[string], Values>;
   readonly #rootKey: Database.Statement<[string], Values>;
   readonly #orphanKey: Database.Statement<[string], string>;
@@ -53,6 +54,7 @@ export class SqliteCatalog {
   readonly #writeBack: Database.Statement<unknown[]>;
 
   constructor(db: Database.Database) {
+    this.#db = db;
     // subagent_children is kept by a trigger (sqlite-migrate.ts): a value, not a probe per row.
     this.#children = db.prepare<[string], Values>(CHILDREN_SELECT).raw(true);
     // A session's descendants are the rows whose lineage keys extend its key, in pre-order by key
@@ -150,12 +152,21 @@ export class SqliteCatalog {
     // after it (a write inside a read transaction could not wait for another writer's lock).
     const rebuilt: Rebuilt[] = [];
     this.#readStates.deferred(JSON.stringify(ids), found, rebuilt);
-    for (const [id, states, nextSeq] of rebuilt) {
-      try {
-        this.#writeBack.run(...stateValues(states), id, nextSeq);
-      } catch {
-        // Only a cache: another writer holds the lock (or the file is read-only). A later read rebuilds them.
+    if (rebuilt.length === 0) return found;
+    // Only a cache, so it never waits for another writer's lock (the caller's busy timeout would
+    // block the thread that long for each session); the connection's wait is restored after.
+    const waits = this.#db.pragma('busy_timeout', { simple: true }) as number;
+    this.#db.pragma('busy_timeout = 0');
+    try {
+      for (const [id, states, nextSeq] of rebuilt) {
+        try {
+          this.#writeBack.run(...stateValues(states), id, nextSeq);
+        } catch {
+          // Another writer holds the lock (or the file is read-only): a later read rebuilds them.
+        }
       }
+    } finally {
+      this.#db.pragma(`busy_timeout = ${waits}`);
     }
     return found;
   }

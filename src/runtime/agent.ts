@@ -8,7 +8,7 @@ import type { CancelCause, InboxTarget, SessionEvent } from '../seam/session-typ
 import { History } from './history.js';
 import { Inbox } from './inbox.js';
 import type { ModelAdapter } from './models/types.js';
-import { pendingInbox, type SessionLog } from './session.js';
+import { lastTurnOf, pendingInbox, type SessionLog } from './session.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { AgentHooks, TurnContext } from './turn-context.js';
 import { runTurn } from './turn.js';
@@ -40,14 +40,6 @@ export interface AgentInit {
 
 /** Takes input an agent added to itself, under the id it returned. */
 export type OwnInput = (target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource) => void;
-
-function lastTurnOf(events: readonly SessionEvent[]): number {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]!;
-    if (event.type === 'turn/start' || event.type === 'turn/end') return (event.data as { turn: number }).turn;
-  }
-  return 0;
-}
 
 /** The runtime's Agent implementation. */
 export class LocalAgent implements Agent {

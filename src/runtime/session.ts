@@ -155,6 +155,22 @@ function malformed(event: SessionEvent, what: string): SubagentError {
 }
 
 /**
+ * The number of the last turn a log started or ended (0 when none did), which the next turn follows.
+ * `CORRUPT_DATA` for a `turn/start` or `turn/end` that holds no such number (a damaged stored row):
+ * the agent would otherwise number its turns NaN, stored as null.
+ */
+export function lastTurnOf(events: readonly SessionEvent[]): number {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]!;
+    if (event.type !== 'turn/start' && event.type !== 'turn/end') continue;
+    const turn = isRecord(event.data) ? event.data['turn'] : undefined;
+    if (!Number.isSafeInteger(turn) || (turn as number) < 1) throw malformed(event, "its data must hold the turn's number (a whole number ≥ 1)");
+    return turn as number;
+  }
+  return 0;
+}
+
+/**
  * Pending input of a stored log: accepted, not yet claimed by a step, not discarded. `CORRUPT_DATA`
  * for an input event whose data could not be read (valid JSON of another shape).
  */

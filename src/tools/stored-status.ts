@@ -2,7 +2,8 @@
 // on the same database), read from its durable log: `failed` when its last turn ended in error, as
 // the `subagent/end` of that stretch said, else `idle` (nothing of it runs).
 import type { SessionId } from '../seam/content.js';
-import type { SessionEvent, SessionEventMap } from '../seam/session-types.js';
+import { isRecord } from '../seam/parse.js';
+import type { SessionEvent } from '../seam/session-types.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
 
 /** What the read needs of a host: its store, and its live agents and sessions (never loaded). */
@@ -12,10 +13,14 @@ export interface StoredStatusHost {
   readonly agents: { get(id: SessionId): unknown };
 }
 
-/** Whether the last turn that ended in `events` ended in error. */
+/**
+ * Whether the last turn that ended in `events` ended in error. A `turn/end` whose data says nothing
+ * of it (a damaged row) reads as not failed, rather than failing the read of its siblings' logs too.
+ */
 export function lastTurnFailed(events: readonly SessionEvent[]): boolean {
-  const end = events.findLast((event) => event.type === 'turn/end');
-  return (end?.data as SessionEventMap['turn/end'] | undefined)?.reason.kind === 'error';
+  const data = events.findLast((event) => event.type === 'turn/end')?.data;
+  const reason = isRecord(data) ? data['reason'] : undefined;
+  return isRecord(reason) && reason['kind'] === 'error';
 }
 
 const live = (host: StoredStatusHost, id: SessionId) => host.agents.get(id) !== undefined || host.sessions.get(id) !== undefined;
