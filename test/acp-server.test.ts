@@ -306,6 +306,32 @@ describe('serveAcp', () => {
     expect(users.map((event) => (event.data as { content: { text: string }[] }).content[0]!.text)).toEqual(['first', 'second']);
   });
 
+  it('runs nothing on session/load of a session whose writer died with input it had accepted: the next prompt takes it, and a cancel ends that', async () => {
+    // What a writer that crashed right after accepting a message leaves: the input, no turn that took it.
+    const db = join(dir, 'pending-input.db');
+    const store = sqlitePersistence(db);
+    const sessionId = 'crashed-writer';
+    await store.create({ id: sessionId, createdAt: Date.now(), cwd: dir });
+    const accepted = { id: 'left-over', target: 'next-turn', content: [text('left over')], source: { kind: 'user' } };
+    await store.append(sessionId, [{ seq: 0, time: Date.now(), type: 'inbox/accepted', data: accepted }]);
+    await store.close();
+
+    // The first model call hangs, whichever turn makes it; later ones echo.
+    const host = await newHost({ persistence: { sqlite: db }, model: { kind: 'scripted', steps: [{ finish: 'hang', text: 'hanging' }] } });
+    const client = await initialized(host);
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    // No turn runs that the client did not prompt (it could neither see nor cancel it).
+    expect(host.agents.get(sessionId)!.status).toBe('idle');
+    const first = client.nextUpdate();
+    const answer = prompt(client, sessionId, 'next');
+    await first;
+    expect(texts(client.updates, 'agent_message_chunk')).toEqual(['hanging']);
+    await client.agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    await expect(prompt(client, sessionId, 'again')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    expect(texts(client.updates, 'agent_message_chunk').slice(1).join('')).toBe('echo: again');
+  });
+
   it('sends the images a tool returned in its tool_call_update, live and on session/load', async () => {
     const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
     const snap = { name: 'snap', description: 'takes a screenshot', parameters: { type: 'object' }, execute: async () => ({ content: [text('shot'), image] }) };
@@ -643,6 +669,39 @@ describe('serveAcp', () => {
     await expect(served).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('33554432 bytes') });
   });
 
+  it('frees the sessions its client left open once its input ends, as session/close does: a host serving one client after another holds none of theirs, and a later client loads them', async () => {
+    const host = await newHost({ persistence: { sqlite: join(dir, 'one-after-another.db') } });
+    const earlier = await initialized(host);
+    const sessionId = await session(earlier);
+    await prompt(earlier, sessionId, 'first');
+    await session(earlier);
+    await earlier.close();
+    expect(host.agents.list()).toStrictEqual([]);
+
+    const later = await initialized(host);
+    await expect(later.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    expect(texts(later.updates, 'agent_message_chunk')).toEqual(['echo: first']);
+    await expect(prompt(later, sessionId, 'second')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    await later.close();
+    expect(host.agents.list()).toStrictEqual([]);
+  });
+
+  it('keeps a session two clients serve for the one still there, when the other closes it or goes away', async () => {
+    const host = await newHost();
+    const first = await initialized(host);
+    const sessionId = await session(first);
+    const second = await initialized(host);
+    await expect(second.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    await expect(second.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
+    await expect(prompt(first, sessionId, 'still here')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    await expect(second.agent.request(acp.methods.agent.session.resume, { sessionId, cwd: dir })).resolves.toEqual({});
+    await second.close();
+    await expect(prompt(first, sessionId, 'and still')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    expect(texts(first.updates, 'agent_message_chunk').join('')).toBe('echo: still hereecho: and still');
+    await first.close();
+    expect(host.agents.list()).toStrictEqual([]);
+  });
+
   it('returns when its input ends, cancelling the turn still running', async () => {
     const host = await newHost();
     const client = await initialized(host);
@@ -651,7 +710,9 @@ describe('serveAcp', () => {
     void prompt(client, sessionId, 'go').catch(() => undefined);
     await first;
     await client.close();
-    const events = host.agents.get(sessionId)!.session.events;
+    // Its session is freed, its log stored.
+    expect(host.agents.get(sessionId)).toBeUndefined();
+    const events = (await host.persistence!.load(sessionId))!.events;
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
   });
 

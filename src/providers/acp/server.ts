@@ -70,6 +70,9 @@ interface Served {
   answered?: Promise<void>;
 }
 
+/** The connections serving each live agent (one may load a session another serves): the last to let it go frees it. */
+const servingConnections = new WeakMap<Agent, Set<AcpServer>>();
+
 class AcpServer {
   readonly #sdk: AcpSdk;
   readonly #host: AcpServeHost;
@@ -82,6 +85,8 @@ class AcpServer {
   readonly #arrivals: Arrivals;
   readonly #images: boolean;
   readonly #replays: Replays;
+  /** The client went away: no session is served any more. */
+  #ended = false;
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
     this.#sdk = sdk;
@@ -171,7 +176,7 @@ class AcpServer {
     // Kept in the log: a later session/load (in another process, too) serves it with the same route.
     // (The host's agents are local: their session is the append-only log itself.)
     if (Object.keys(agentOptions).length > 0) (agent.session as SessionLog).append(SESSION_OPTIONS_EVENT, { agentOptions });
-    this.#sessions.set(agent.id, { agent });
+    await this.#serve(agent);
     return { sessionId: agent.id };
   }
 
@@ -190,9 +195,7 @@ class AcpServer {
     if (!restoring) {
       restoring = (async () => {
         const agent = this.#host.agents.get(sessionId) ?? (await this.#resumeStored(sessionId));
-        const restored = { agent };
-        this.#sessions.set(agent.id, restored);
-        return restored;
+        return this.#serve(agent);
       })().finally(() => this.#restoring.delete(sessionId));
       this.#restoring.set(sessionId, restoring);
     }
@@ -211,7 +214,8 @@ class AcpServer {
         return undefined;
       }
     };
-    return (await this.#host.agents.resume({ sessionId, agentOptionsFrom })).agent;
+    // Input a dead writer left unrun waits for the next prompt: run now, the client could not see or cancel it.
+    return (await this.#host.agents.resume({ sessionId, agentOptionsFrom, wake: false })).agent;
   }
 
   async #resume(params: acp.ResumeSessionRequest, requestId: unknown): Promise<acp.ResumeSessionResponse> {
@@ -225,6 +229,16 @@ class AcpServer {
     // A replay cut short by the client's $/cancel_request is answered as cancelled, not as loaded.
     signal.throwIfAborted();
     return {};
+  }
+
+  /** Serves `agent` from now on; once the client went away (close() ran), lets it go instead. */
+  async #serve(agent: Agent): Promise<Served> {
+    const served = { agent };
+    this.#sessions.set(agent.id, served);
+    servingConnections.set(agent, (servingConnections.get(agent) ?? new Set()).add(this));
+    if (!this.#ended) return served;
+    await this.#release(served);
+    throw this.#sdk.RequestError.internalError(undefined, 'the connection closed');
   }
 
   #served(sessionId: string): Served {
@@ -328,17 +342,25 @@ class AcpServer {
     // ACP: closing a session that does not exist or is no longer active succeeds.
     if (!served) return;
     this.#cancel(sessionId);
-    this.#sessions.delete(sessionId);
+    await this.#release(served);
+  }
+
+  /** Stops serving `served`; frees its agent (children released, agent disposed) unless another connection serves it. */
+  async #release(served: Served): Promise<void> {
+    this.#sessions.delete(served.agent.id);
     await served.answered;
+    const serving = servingConnections.get(served.agent);
+    serving?.delete(this);
+    if (serving?.size) return;
     await this.#host.subagents.drainContinuableDescendants([served.agent]);
     await this.#host.agents.dispose(served.agent.id);
   }
 
-  /** Cancels prompts still running when the client went away, and waits for them. */
+  /** The client went away: the sessions it left open (and those being restored) are closed as by session/close. */
   async close(): Promise<void> {
-    const running = [...this.#sessions.values()].filter((served) => served.active);
-    for (const served of running) this.#cancel(served.agent.id);
-    await Promise.allSettled(running.map((served) => served.agent.whenIdle()));
+    this.#ended = true;
+    await Promise.allSettled([...this.#restoring.values()]);
+    await Promise.allSettled([...this.#sessions.keys()].map((sessionId) => this.#closeServed(sessionId)));
   }
 }
 
