@@ -1,12 +1,13 @@
 // `npm run bench [-- SUITE…] [--json FILE]`: runs the suites (startup, overhead, throughput,
 // listing, queue, continuation, cancel, acp), each in its own process, prints each table beside its floors, and optionally writes
 // the rows as JSON.
-import { spawn } from 'node:child_process';
-import { accessSync, constants, statSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants as fsConstants, statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { availableParallelism, cpus } from 'node:os';
+import { availableParallelism, constants, cpus } from 'node:os';
 import { parseCommand, usageError } from '../src/cli/args.js';
+import { outputGone } from '../src/cli/output.js';
 import type { Row, Suite } from './lib.js';
 import { table } from './lib.js';
 
@@ -21,13 +22,19 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   acp: async () => (await import('./acp.bench.js')).acpSuite,
 };
 
+/** The suite process running now: a signal that stops `bench` is passed on to its process group. */
+let running: ChildProcess | undefined;
+
 /**
  * Runs one suite in a fresh process, so no suite measures another's heap or threads; the child
- * prints its rows as one JSON line.
+ * prints its rows as one JSON line. It leads a process group of its own, which holds what it starts
+ * (a redis-server, queue workers, ACP agents).
  */
 function runIsolated(name: string): Promise<Row[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), SUITE_FLAG, name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), SUITE_FLAG, name], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+    running = child;
+    child.once('exit', () => (running = undefined));
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
@@ -51,11 +58,13 @@ table beside its floors.
 /** Why the rows could not be written to `file` (checked before any suite runs), or undefined. */
 function unwritable(file: string): string | undefined {
   if (file === '') return 'needs a file path';
+  // resolve() drops a trailing slash, which writing does not: `new-dir/` is refused now, not after the run.
+  if (file.endsWith('/') || file.endsWith(sep)) return `${file} names a directory, not a file`;
   const path = resolve(file);
   try {
     if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) return `${file} is a directory`;
     if (!statSync(dirname(path)).isDirectory()) return `${dirname(path)} is not a directory`;
-    accessSync(dirname(path), constants.W_OK);
+    accessSync(dirname(path), fsConstants.W_OK);
   } catch {
     return `cannot be written: ${dirname(path)} is not a writable directory`;
   }
@@ -77,14 +86,36 @@ export async function runBench(args: string[]): Promise<number> {
   const jsonProblem = values.json === undefined ? undefined : unwritable(values.json);
   if (jsonProblem !== undefined) return usageError('bench', USAGE, `--json ${jsonProblem}`);
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
-  process.stdout.write(`node ${process.version}, ${availableParallelism()} × ${cpu}\n`);
+  // SIGINT, SIGTERM and SIGHUP stop the suite running and what it started (its group is not in the
+  // terminal's foreground: a Ctrl-C reaches it only through us), then end the run, exit 128 + n; a
+  // reader that went away (the entry point then emits SIGINT) ends it so too, exit 0.
+  let stoppedBy: NodeJS.Signals | undefined;
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const stop = (signal: NodeJS.Signals): void => {
+    stoppedBy ??= signal;
+    try {
+      if (running?.pid !== undefined) process.kill(-running.pid, signal);
+    } catch {
+      // The group is gone already.
+    }
+  };
+  for (const signal of signals) process.on(signal, stop);
   const all: Row[] = [];
-  for (const name of names) {
-    const t0 = performance.now();
-    const rows = await runIsolated(name);
-    all.push(...rows);
-    process.stdout.write(`\n${name} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${table(rows, all)}\n`);
+  try {
+    process.stdout.write(`node ${process.version}, ${availableParallelism()} × ${cpu}\n`);
+    for (const name of names) {
+      if (stoppedBy !== undefined) break;
+      const t0 = performance.now();
+      const rows = await runIsolated(name);
+      all.push(...rows);
+      process.stdout.write(`\n${name} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${table(rows, all)}\n`);
+    }
+  } catch (error) {
+    if (stoppedBy === undefined) throw error;
+  } finally {
+    for (const signal of signals) process.off(signal, stop);
   }
+  if (stoppedBy !== undefined) return outputGone() ? 0 : 128 + constants.signals[stoppedBy];
   if (values.json) {
     const rows = all.map(({ id, medianMs, p99Ms, opsPerSec, rssGrowthMb, note }) => ({
       id,

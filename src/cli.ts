@@ -2,7 +2,7 @@
 // The `subagent-host` command line. Each command lives in `cli/<name>.ts` and is loaded only when
 // used, so `ls` never pays for the ACP SDK and `acp` never pays for the demo.
 import { SubagentError, describeError } from './seam/errors.js';
-import { markOutputGone } from './cli/output.js';
+import { markOutputGone, outputFailed } from './cli/output.js';
 import { visible } from './seam/visible.js';
 
 interface Command {
@@ -58,13 +58,14 @@ function stopOutputWhenReaderLeaves(): void {
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
     if (gone) return;
     gone = true;
-    if (error.code !== 'EPIPE') {
+    const failed = error.code !== 'EPIPE';
+    if (failed) {
       process.stderr.write(`subagent-host: cannot write output: ${describeError(error)}\n`);
       process.exitCode = 1;
     }
     // Later writes go nowhere instead of failing again.
     process.stdout.write = (() => true) as typeof process.stdout.write;
-    markOutputGone();
+    markOutputGone(failed);
     if (process.listenerCount('SIGINT') > 0) process.emit('SIGINT', 'SIGINT');
   });
 }
@@ -84,7 +85,8 @@ stopOutputWhenReaderLeaves();
 dropLogsWhenReaderLeaves();
 main(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code;
+    // Output that could not be written (a full disk) fails a command that finished, or ended as interrupted, after it.
+    process.exitCode = code === 0 && outputFailed() ? 1 : code;
   },
   (error: unknown) => {
     const message = error instanceof SubagentError ? `${error.code}: ${error.message}` : describeError(error);

@@ -1,7 +1,7 @@
 // The command line as a user first meets it, run as a real process: the command list, help, unknown
 // commands and options, and bad values of `acp`, `bench`, `demo` and `worker`, each with its exit code and where its text goes.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -69,6 +69,36 @@ describe('subagent-host', () => {
       rmSync(dir, { recursive: true, force: true });
     }
     // Three processes (a demo among them): far longer than the default on a loaded machine.
+  }, 90_000);
+
+  // /dev/full fails every write with ENOSPC: output that was lost, not a reader that left.
+  it.skipIf(!existsSync('/dev/full'))('fails with exit 1 when its output cannot be written (a full disk), saying so once, even a command that then ends as interrupted', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cli-enospc-'));
+    const full = openSync('/dev/full', 'w');
+    try {
+      const db = join(dir, 'full.db');
+      const host = await createHost({ persistence: { sqlite: db }, providers: false });
+      await host.close();
+      const initialize = `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } })}\n`;
+      for (const [args, input] of [
+        [['ls', '--help'], ''],
+        [['inspect', '--db', db, '--port', '0'], ''],
+        [['demo', '--children', '1', '--provider', 'in-process', '--db', db], ''],
+        [['acp'], initialize],
+      ] as const) {
+        const child = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', full, 'pipe'] });
+        // acp reads requests until its input ends: this one stays open, so only the failed write ends it.
+        child.stdin!.write(input);
+        let stderr = '';
+        child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        const code = await new Promise((resolve) => child.once('close', resolve));
+        child.stdin!.destroy();
+        expect({ args, code, stderr: stderr.replace(/ENOSPC.*/, 'ENOSPC') }).toEqual({ args, code: 1, stderr: 'subagent-host: cannot write output: Error: ENOSPC\n' });
+      }
+    } finally {
+      closeSync(full);
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 90_000);
 
   it('names an unknown command on stderr and exits 2', async () => {
@@ -240,6 +270,7 @@ describe('subagent-host bench', () => {
     [['toString'], 'unknown suite: toString'],
     [['cancel', '--json', ''], '--json needs a file path'],
     [['cancel', '--json', '/nonexistent-dir/rows.json'], '--json cannot be written: /nonexistent-dir is not a writable directory'],
+    [['cancel', '--json', '/nonexistent-dir/'], '--json /nonexistent-dir/ names a directory, not a file'],
   ])('refuses %j with the usage on stderr and exits 2 before any suite runs', async (args, message) => {
     const { code, stdout, stderr } = await runCli('bench', ...args);
     expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
@@ -247,6 +278,46 @@ describe('subagent-host bench', () => {
     expect(stderr).toContain(message);
     expect(stderr).toContain('usage: subagent-host bench ');
   });
+});
+
+/** The pids of `pid`'s children (Linux: /proc). */
+function childPids(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+}
+
+/** Whether process `pid` exists. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('subagent-host bench, stopped', () => {
+  it.skipIf(!existsSync(`/proc/${process.pid}/task/${process.pid}/children`)).each(['SIGTERM', 'SIGHUP', 'SIGINT'] as const)(
+    'on %s stops the suite process it started before it exits, leaving nothing running',
+    async (signal) => {
+      const bench = spawn(process.execPath, [cli, 'bench', 'overhead'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const exited = new Promise<[number | null, string | null]>((resolve) => bench.once('exit', (code, sig) => resolve([code, sig])));
+      // A suite that leaves no file behind when it is stopped. Its first line is written just before it starts.
+      await new Promise((resolve) => bench.stdout.once('data', resolve));
+      let suites: number[] = [];
+      while (suites.length === 0) {
+        suites = childPids(bench.pid!);
+        if (suites.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      try {
+        bench.kill(signal);
+        const [code, killedBy] = await exited;
+        expect({ left: suites.filter(alive), code, killedBy }).toEqual({ left: [], code: { SIGTERM: 143, SIGHUP: 129, SIGINT: 130 }[signal], killedBy: null });
+      } finally {
+        for (const pid of suites.filter(alive)) process.kill(pid, 'SIGKILL');
+      }
+    },
+    60_000,
+  );
 });
 
 describe('option values read by a command', () => {

@@ -13,7 +13,7 @@ import { serveAcp } from '../providers/acp/server.js';
 import { startWarmUp } from './acp-warm-up.js';
 import { parseCommand, readValues } from './args.js';
 import { unusableDatabase } from './db-check.js';
-import { outputGone } from './output.js';
+import { outputFailed, outputGone } from './output.js';
 
 const USAGE = `usage: subagent-host acp [--model scripted|openai|<json ModelSpec>] [--db FILE] [--text-only]
 
@@ -89,8 +89,9 @@ export async function run(args: string[]): Promise<number> {
   const exitAfterClose = (code: number) => () => void closeHost().finally(() => process.exit(code));
   const onTerm = exitAfterClose(143);
   const onHup = exitAfterClose(129);
-  // A client that went away (its end of our stdout closed) ends the server as a finished one: exit 0.
-  const onInt = () => exitAfterClose(outputGone() ? 0 : 130)();
+  // A client that went away (its end of our stdout closed) ends the server as a finished one: exit 0
+  // (1 when our output failed otherwise, a full disk say).
+  const onInt = () => exitAfterClose(outputGone() ? (outputFailed() ? 1 : 0) : 130)();
   process.once('SIGTERM', onTerm);
   process.once('SIGINT', onInt);
   process.once('SIGHUP', onHup);
