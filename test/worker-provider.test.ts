@@ -101,6 +101,21 @@ describe('worker children', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
+  // A streamed answer is one small event per word: parsed, such a seed takes several times its text.
+  // A thread that kept the text, the parsed events and a copy of them for the log ran out of memory
+  // at 60% of the quarter (as a continuable fork of the same parent did not); it holds them once.
+  it('runs a fork whose seed of many small events is within a quarter of the heap limit', async () => {
+    const { host } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 24 } } });
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'word '.repeat(36_000) }] } } });
+    parent.followup([text('a')]);
+    await parent.whenIdle();
+    const seedLength = parent.session.events.length;
+    const run = await host.subagents.start('fork', { prompt: [text('go on')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'forked' }] } } });
+    expect(host.sessions.get(run.id)!.header.seedLength).toBe(seedLength);
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('forked')] });
+    await run.dispose();
+  }, 60_000);
+
   // Under a quarter in characters, over it in bytes: V8 keeps such text at two bytes a character.
   it('counts a seed of text past Latin-1 at two bytes a character against the heap limit', async () => {
     const { host } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } });

@@ -1,10 +1,10 @@
 // How much a worker thread can be handed at once. A thread holds what it starts from (a fork's
-// seed, a resident child's log, a prompt) about three times while it takes it in (the text, the
-// parsed events, the log's copy), so more than a quarter of its heap limit never fits (measured:
-// past that, the child ran out of memory; from about half of it, and for a payload about the size
-// of the heap limit as the thread received it, V8 aborted the whole process, which Node cannot
-// contain). Such payloads are refused before any thread holds them. V8 keeps a string with any
-// character past U+00FF at two bytes a character.
+// seed, a resident child's log, a prompt) twice while it takes it in (the text, and the parsed
+// events, larger than their text, which become the log as they are, uncopied), so more than a
+// quarter of its heap limit never fits (measured: past that, the child ran out of memory; from
+// about half of it, and for a payload about the size of the heap limit as the thread received it,
+// V8 aborted the whole process, which Node cannot contain). Such payloads are refused before any
+// thread holds them. V8 keeps a string with any character past U+00FF at two bytes a character.
 import { SubagentError, type SubagentErrorCode } from '../../seam/errors.js';
 import type { ToolResultContent } from '../../runtime/tool-registry.js';
 
