@@ -2,11 +2,11 @@
 // agent answers each prompt with its session's running totals, and every turn of the child counts
 // what that prompt added, on the resident process and after a cold resume alike.
 import { afterEach, describe, expect, it } from 'vitest';
-import { acpProvider, createHost, text, type Agent, type Host, type HostOptions, type ScriptedStep } from 'subagent-host';
+import { BUDGET_EVENT, acpProvider, createHost, subagentTool, text, type Agent, type Host, type HostOptions, type ScriptedStep, type SubagentRun } from 'subagent-host';
 import { usageOf } from 'subagent-host/internals';
 import { CLI, FIXTURE_AGENT, childPids, isAlive, newChildPids } from './acp-helpers.js';
 import { continuationHost, eventually, turnEnds, type Recorder } from './continuation-helpers.js';
-import { tempFiles } from './helpers.js';
+import { holdTool, tempFiles } from './helpers.js';
 
 const files = tempFiles('acp-continuable-usage-');
 const open: Host[] = [];
@@ -119,5 +119,47 @@ describe('usage of continuable ACP children', () => {
       { inputTokens: 5, outputTokens: 7 },
     ]);
     expect(recorder.ends.at(-1)!.usage).toMatchObject({ inputTokens: 15, outputTokens: 21, totalTokens: 36 });
+  });
+});
+
+describe('a tree budget above a continuable ACP child', () => {
+  it('cancels its prompt when the tree is spent by a sibling, the reached limit in its log, as a one-shot ACP member is cancelled', async () => {
+    const hold = holdTool();
+    const { host, parent, recorder } = await setup(files.file(), { tools: [hold.tool] });
+    // The remote child's prompt runs until it is cancelled; the local sibling spends the tree.
+    subagentTool(host, { provider: 'acp', toolName: 'remote', mode: 'continuable', agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } });
+    subagentTool(host, { provider: 'in-process', agentOptions: { model: { kind: 'scripted', steps: [step(500, 0)] } } });
+    let remoteId: string | undefined;
+    host.tools.register({
+      name: 'prompted',
+      description: 'waits until the remote child is in its prompt',
+      parameters: { type: 'object' },
+      execute: () => eventually(() => remoteId !== undefined && host.sessions.get(remoteId)?.events.some((event) => event.type === 'step/start') === true).then(() => 'in its prompt'),
+    });
+    host.subagents.on('subagent/start', (info) => void (info.provider === 'acp' && (remoteId = info.id)));
+    const call = (name: string, input: Record<string, unknown> = {}) => ({ name, input });
+    const free = { inputTokens: 0, outputTokens: 0 };
+    const steps: ScriptedStep[] = [
+      { toolCalls: [call('remote', { description: 'remote', prompt: 'work until cancelled' })], usage: free },
+      { toolCalls: [call('prompted')], usage: free },
+      { toolCalls: [call('subagent', { description: 'spend', prompt: 'spend' }), call('hold')], usage: free },
+      { text: 'owner never' },
+    ];
+    const owner: SubagentRun = await host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps } },
+      budget: { tokens: 100, scope: 'tree' },
+    });
+    // While its owner still waits in `hold`, the remote child's epoch ends: its prompt was cancelled.
+    await recorder.until(() => recorder.ends.some((end) => end.id === remoteId));
+    expect(recorder.ends.find((end) => end.id === remoteId)).toMatchObject({ provider: 'acp', stopReason: 'aborted' });
+    const events = host.sessions.get(remoteId!)!.events;
+    expect(events.filter((event) => event.type === BUDGET_EVENT).map((event) => event.data)).toStrictEqual([{ limit: 'tokens', max: 100, used: 500, scope: 'tree' }]);
+    expect(turnEnds(events)).toStrictEqual(['aborted']);
+    hold.release();
+    expect(await owner.result).toMatchObject({ stopReason: 'max-tokens', diagnostic: 'budget: tokens limit 100 reached (500 used, tree budget)' });
+    await owner.dispose();
   });
 });

@@ -174,6 +174,9 @@ describe('a tree budget with wallMs over a member without a log on this thread',
     expect(cancelled).toBe(true);
     expect(result.stopReason).toBe('aborted');
     expect(result.diagnostic).toMatch(/^budget: wallMs limit 100 reached \(\d+ used, tree budget\)$/);
+    // The member's own result says why it was cancelled, so its parent's model hears it was the budget.
+    const answer = host.sessions.get(run.id)!.events.find((event) => event.type === 'tool/result')!.data as { content: { text: string }[] };
+    expect(answer.content[0]!.text).toMatch(/^subagent run was stopped by its budget\nDiagnostic: budget: wallMs limit 100 reached \(\d+ used, tree budget\)$/);
     await run.dispose();
   });
 });

@@ -186,8 +186,13 @@ export class TreeAdmission {
     run.result.then(leave, () => leave());
   }
 
-  /** Makes a child with a log on this thread a member until the returned leave is called. */
-  joinAgent(agent: Agent): () => void {
+  /**
+   * Makes a child with a log on this thread a member until the returned leave is called. `stopTurn`
+   * is for a child whose whole remote prompt is one step (a continuable ACP child): it is called
+   * when a covering tree is spent by what others spent or by its `wallMs`, as a one-shot ACP
+   * member is cancelled then; a stop its own figures call for waits for its next step boundary.
+   */
+  joinAgent(agent: Agent, stopTurn?: (stop: BudgetStop) => void): () => void {
     this.#members.set(agent.id, this.#trees);
     // A fork's seed is its parent's spend, not its own.
     const meter = new UsageMeter(agent.session.header.seedLength ?? 0);
@@ -204,10 +209,20 @@ export class TreeAdmission {
     } else {
       this.#count(before);
     }
-    const unsubscribe = agent.subscribe(() => this.#count(meter.read(agent.session.events)));
+    let counting = false;
+    const unsubscribe = agent.subscribe(() => {
+      counting = true;
+      try {
+        this.#count(meter.read(agent.session.events));
+      } finally {
+        counting = false;
+      }
+    });
+    const unwatch = stopTurn && this.link.onStop((stop) => counting || stopTurn(stop));
     this.#arm();
     return () => {
       unsubscribe();
+      unwatch?.();
       clearTimeout(this.#own?.timer);
       if (this.#members.get(agent.id) === this.#trees) this.#members.delete(agent.id);
     };

@@ -2,6 +2,7 @@
 // frozen SubagentResult, cancellation through one combined signal, and one memoized dispose.
 import { z } from 'zod';
 import type { Agent } from '../seam/agent-types.js';
+import { isBudgetDiagnostic } from '../seam/budget.js';
 import { onAbort } from '../seam/abort.js';
 import { plainSnapshot } from '../seam/codec.js';
 import { deepFreeze, plainJsonProblem, type SessionId } from '../seam/content.js';
@@ -85,8 +86,11 @@ export interface RunLifecycle {
   disposed?: () => void;
 }
 
-/** Normalizes a provider's raw result; `undefined` when it is malformed. */
-function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => SubagentUsage | undefined) | undefined): SubagentResult | undefined {
+/**
+ * Normalizes a provider's raw result; `undefined` when it is malformed. `stoppedBy`: the budget stop
+ * a tree's cancel named (a member without step boundaries here), the diagnostic of a result without one.
+ */
+function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => SubagentUsage | undefined) | undefined, stoppedBy?: string): SubagentResult | undefined {
   let fields = plainResult(raw);
   if (!fields) {
     const parsed = resultShape.safeParse(raw);
@@ -115,6 +119,7 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
     if (below) result.treeUsage = addUsage(result.usage, below);
   }
   if (stopReason !== 'completed' && copy.diagnostic !== undefined && copy.diagnostic !== '') result.diagnostic = limitDiagnostic(copy.diagnostic);
+  else if (stopReason === 'aborted' && stoppedBy !== undefined) result.diagnostic = stoppedBy;
   return deepFreeze(result);
 }
 
@@ -153,6 +158,8 @@ export class ManagedRun implements SubagentRun {
   #state: 'running' | 'settled' | 'cancelled' = 'running';
   #disposing: Promise<void> | undefined;
   readonly #lifecycle: RunLifecycle;
+  /** The budget stop the cancel was for (`{ kind: 'hook', reason }` naming a reached limit). */
+  #stoppedBy: string | undefined;
 
   /**
    * `controller` is the run's own cancellation, already combined into the signal the provider
@@ -173,7 +180,7 @@ export class ManagedRun implements SubagentRun {
       async (raw) => {
         if (this.#state === 'running') this.#state = 'settled';
         unwatch();
-        const result = normalizeResult(raw, this.#state === 'cancelled', descendants);
+        const result = normalizeResult(raw, this.#state === 'cancelled', descendants, this.#stoppedBy);
         if (result) return result;
         // The run is released before the fault is reported, so nothing outlives the rejection.
         await this.dispose().catch(() => undefined);
@@ -190,6 +197,8 @@ export class ManagedRun implements SubagentRun {
   cancel(reason?: unknown): void {
     if (this.#state === 'cancelled') return;
     this.#state = 'cancelled';
+    const hook = isRecord(reason) && reason['kind'] === 'hook' ? reason['reason'] : undefined;
+    if (typeof hook === 'string' && isBudgetDiagnostic(hook)) this.#stoppedBy = hook;
     this.#controller.abort(reason ?? { kind: 'parent' });
     try {
       this.#run.cancel(reason);

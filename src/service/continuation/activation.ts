@@ -3,6 +3,7 @@
 // queued, no active children, no background work held): then the parent gets its notice and the child lingers until evicted.
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
+import { BUDGET_EVENT, describeBudgetStop, type BudgetStop } from '../../seam/budget.js';
 import type { SessionId } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { SessionEvent } from '../../seam/session-types.js';
@@ -28,6 +29,20 @@ export interface ActivationHost {
 }
 
 export type ActivationState = 'active' | 'lingering' | 'disposing';
+
+/**
+ * Stops the running turn of a child whose provider cannot stop it at its step boundaries (a remote
+ * agent's prompt is one step) once a tree covering it is spent: the log keeps the reached limit,
+ * the turn ends aborted and its queued input is dropped, as at a boundary. An idle child's next
+ * turn stops at its first boundary.
+ */
+export function stopRemoteTurn(agent: LocalAgent): (stop: BudgetStop) => void {
+  return (stop) => {
+    if (agent.status !== 'running') return;
+    agent.session.append(BUDGET_EVENT, { ...stop });
+    agent.cancel({ kind: 'hook', reason: describeBudgetStop(stop) });
+  };
+}
 
 export class Activation {
   readonly childId: SessionId;

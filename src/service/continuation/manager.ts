@@ -18,7 +18,7 @@ import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
 import { acknowledge, acknowledgeStart, startAcknowledgement } from './acknowledge.js';
-import { Activation, type ActivationHost } from './activation.js';
+import { Activation, stopRemoteTurn, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
 import { continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
@@ -205,7 +205,7 @@ export class ContinuationManager implements ActivationHost {
     deliver: (activation: Activation) => MessageId,
     budgetTree: TreeAdmission | undefined,
   ): Promise<MessageId> {
-    const leaveTree = budgetTree?.joinAgent(built.handle.agent);
+    const leaveTree = budgetTree?.joinAgent(built.handle.agent, this.deps.getProvider(provider)?.capabilities.budget ? undefined : stopRemoteTurn(built.handle.agent));
     const activation = new Activation({
       host: this,
       handle: built.handle,
