@@ -4,7 +4,7 @@
 // rejected and absent: never resolved and lost, nor stored and rejected.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { createHost, sqlitePersistence, text, type Host, type SessionEvent, type SessionPersistence } from 'subagent-host';
+import { createHost, sqlitePersistence, subagentTool, text, type Host, type SessionEvent, type SessionPersistence } from 'subagent-host';
 import { HANG, continuationHost, continuationSuite, eventually, startChild, textsOf } from './continuation-helpers.js';
 import { dataOf, deferred, storeOver } from './helpers.js';
 
@@ -175,5 +175,48 @@ describe('follow-ups to one child while the one before is being acknowledged', (
     await Promise.all([first, second]);
     expect(delivered).toStrictEqual(['hello', 'first', 'second']);
     expect(acceptedTexts((await host.persistence!.load(childId))!.events)).toStrictEqual(['hello', 'first', 'second']);
+  });
+});
+
+describe('a drain called in the same tick as a start or a follow-up, with nothing resident', () => {
+  it('drainContinuableDescendants settles only after the start and the follow-up it refused (DRAINING)', async () => {
+    const host = suite.track(await continuationHost(suite.files.file(), { continuation: { lingerMs: 0 } }));
+    const parent = await host.createAgent();
+    const { childId } = await startChild(host, parent, 'hello');
+    await eventually(() => host.subagents.residentChildren === 0);
+    const log: string[] = [];
+    const record = (name: string) => (promise: Promise<unknown>) =>
+      promise.then(
+        () => void log.push(`${name} accepted`),
+        (error: unknown) => void log.push(`${name} rejected ${(error as { code?: string }).code}`),
+      );
+    const calls = [
+      record('follow-up')(host.subagents.followup(parent, childId, [text('again')])),
+      record('start')(startChild(host, parent, 'another')),
+    ];
+    await host.subagents.drainContinuableDescendants([parent]);
+    log.push('settled');
+    await Promise.all(calls);
+    expect(log.at(-1)).toBe('settled');
+    expect(log.slice(0, -1).sort()).toStrictEqual(['follow-up rejected DRAINING', 'start rejected DRAINING']);
+    expect(host.subagents.residentChildren).toBe(0);
+  });
+
+  it('settles with a follow-up that waits for a child whose teardown disposes the one-shot subagent it runs', async () => {
+    const host = suite.track(await continuationHost(suite.files.file(), { abandonGraceMs: 600_000 }));
+    subagentTool(host, { provider: 'in-process', agentOptions: { model: HANG } });
+    const parent = await host.createAgent();
+    const delegating = host.recorder.until(() => host.recorder.starts.length === 2);
+    const steps = [{ toolCalls: [{ name: 'subagent', input: { prompt: 'wait', description: 'waiter' } }] }, { text: 'done' }];
+    const { childId } = await startChild(host, parent, 'delegate', { model: { kind: 'scripted', steps } });
+    await delegating;
+    // The follow-up waits for the child's teardown, which disposes its one-shot subagent (whose own drain must not wait for it).
+    const drained = host.subagents.drainContinuableChildren(parent, [childId]);
+    const next = host.subagents.followup(parent, childId, [text('again')]);
+    await host.subagents.drainContinuableDescendants([parent]);
+    await expect(next).rejects.toMatchObject({ code: 'DRAINING' });
+    await drained;
+    expect(host.subagents.residentChildren).toBe(0);
+    expect(host.subagents.activeRuns).toBe(0);
   });
 });

@@ -26,7 +26,7 @@ import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
 import { isExactLive } from './continuation/authority.js';
-import { drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
+import { PendingCalls, drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
 
 export interface SubagentServiceOptions {
   logger?: Logger | undefined;
@@ -86,6 +86,7 @@ export class SubagentService {
   readonly #runAgents = new Map<SessionId, Agent>();
   /** What start said of each published one-shot child not yet disposed (see PublishedChildren). */
   readonly #published = new Map<SessionId, { mode: 'one-shot'; label?: string }>();
+  readonly #calls = new PendingCalls();
   #closed = false;
   /** The host's drain of every continuable child (set by close()): later drains wait for it. */
   #drained: Promise<void> | undefined;
@@ -305,7 +306,7 @@ export class SubagentService {
     const manager = this.#continuation;
     if (!manager) return Promise.reject(SubagentError.continuationUnavailable('startContinuable'));
     if (this.#closed) return Promise.reject(SubagentError.closed('the host', 'start children on an open host'));
-    return manager.startContinuable(spec);
+    return this.#calls.add(manager.startContinuable(spec));
   }
 
   /** The next FIFO turn of a continuable child, from its exact live parent. */
@@ -313,7 +314,7 @@ export class SubagentService {
     const manager = this.#continuation;
     if (!manager) return Promise.reject(SubagentError.continuationUnavailable('followup'));
     if (this.#closed) return Promise.reject(SubagentError.closed('the host', 'send follow-ups on an open host'));
-    return manager.followup(parent, childId, content, opts);
+    return this.#calls.add(manager.followup(parent, childId, content, opts));
   }
 
   /** Stops a resident child's current turn (its inbox stays); no-op for absent ids, `CLOSED` once the host is closing. */
@@ -338,7 +339,7 @@ export class SubagentService {
 
   async drainContinuableDescendants(parents: Agent[]): Promise<void> {
     if (!this.#continuation) throw SubagentError.continuationUnavailable('drainContinuableDescendants');
-    await drainDescendants(this.#continuation, parents);
+    await drainDescendants(this.#continuation, parents, this.#calls.now());
   }
 
   async drainContinuableChildren(parent: Agent, childIds: SessionId[]): Promise<void> {
@@ -373,7 +374,7 @@ export class SubagentService {
     for (const controller of this.#starting.values()) controller.abort(HOST_CLOSING);
     // Continuable children go first (child-first), before one-shot runs and the agents they use.
     if (this.#continuation) {
-      this.#drained = drainAll(this.#continuation);
+      this.#drained = drainAll(this.#continuation, this.#calls.now());
       await this.#drained.catch((error: unknown) => this.#logger?.warn('draining continuable children failed', describeError(error)));
     }
     await this.#held.releaseAll();

@@ -1,9 +1,11 @@
 // The continuable operations that act on resident children without creating any: interrupt, a
-// child's report to its parent, and the drains (scoped, per child, and the whole manager's).
+// child's report to its parent, and the drains (scoped, per child, and the whole manager's) with the
+// pending starts and follow-ups they wait for.
 import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, type ContentBlock, type MessageId, type SessionId } from '../../seam/content.js';
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError } from '../../seam/errors.js';
+import { settled } from '../../seam/once.js';
 import { assertKnownKeys, everyItem, isRecord } from '../../seam/parse.js';
 import type { SubagentInterruptAuthority } from '../../seam/types.js';
 import type { Activation } from './activation.js';
@@ -112,8 +114,29 @@ function lineageBelow(m: ContinuationManager, agent: Agent, root: Agent): Agent[
   return at < 0 ? [agent] : lineage.slice(0, at);
 }
 
-/** Closes admission below each live parent and releases every continuable descendant. */
-export async function drainDescendants(m: ContinuationManager, parents: Agent[]): Promise<void> {
+/**
+ * Starts and follow-ups from their call until they settle, for close() and the caller's drains to wait for those made
+ * before them (a call waits for its child's lock first, so `inFlight` may not hold it yet). A drain inside a teardown
+ * does not wait for them: such a call may be waiting for that very teardown (a child being disposed).
+ */
+export class PendingCalls {
+  readonly #pending = new Set<Promise<void>>();
+
+  add<T>(call: Promise<T>): Promise<T> {
+    const done = settled(call);
+    this.#pending.add(done);
+    void done.then(() => this.#pending.delete(done));
+    return call;
+  }
+
+  /** The calls pending now. */
+  now(): Promise<void>[] {
+    return [...this.#pending];
+  }
+}
+
+/** Closes admission below each live parent and releases every continuable descendant, after `calls` (see PendingCalls). */
+export async function drainDescendants(m: ContinuationManager, parents: Agent[], calls: Promise<void>[] = []): Promise<void> {
   if (!Array.isArray(parents)) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents');
   if (!everyItem(parents, (parent) => isRecord(parent) && typeof parent['id'] === 'string')) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents, and an item is no Agent');
   const roots = parents.filter((parent) => isExactLive(m.live, parent));
@@ -125,21 +148,21 @@ export async function drainDescendants(m: ContinuationManager, parents: Agent[])
   }
   // Nothing resident below and nothing in flight (creations, cold resumes, acknowledgements): admission
   // is closed, and there is nothing to wait for (every disposed child comes here).
-  if (roots.length === 0 || (targets.size === 0 && m.inFlight.size === 0)) return;
+  if (roots.length === 0 || (targets.size === 0 && m.inFlight.size === 0 && calls.length === 0)) return;
   const disposing = disposingAll([...targets]);
   // Creations below a root stop now, rather than at the admission check they may never reach.
   m.creations.drain((parent) => m.admission.refusal(parent));
-  await Promise.all([...m.inFlight.keys()]);
+  await Promise.all([...m.inFlight.keys(), ...calls]);
   // Creations that were in flight rolled back; anything they left resident below a root goes too.
   const late = [...m.activations.values()].filter((a) => !targets.has(a) && roots.some((root) => a.agent !== root && isAncestor(m, a, root)));
   await Promise.all([disposing, disposeAll(late)]);
 }
 
-/** Host shutdown: admission closes for good and every resident child is released, child-first. */
-export async function drainAll(m: ContinuationManager): Promise<void> {
+/** Host shutdown: admission closes for good and every resident child is released, child-first, after `calls`. */
+export async function drainAll(m: ContinuationManager, calls: Promise<void>[] = []): Promise<void> {
   m.admission.closeAll();
   m.shutdown();
-  await Promise.all([...m.inFlight.keys()]);
+  await Promise.all([...m.inFlight.keys(), ...calls]);
   const roots = [...m.activations.values()].filter((a) => !m.activations.has(a.parentSession));
   await disposeAll(roots);
 }
