@@ -31,27 +31,31 @@ function usage(): string {
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
-  if (name === undefined) {
-    // A usage error, as every other one: on stderr.
-    process.stderr.write(`subagent-host: no command given\n\n${usage()}\n`);
-    return 2;
-  }
-  if (name === '--help' || name === '-h' || name === 'help') {
+  // A usage error, as every other one: on stderr.
+  if (name === undefined) return usageError('no command given');
+  const help = name === '--help' || name === '-h' || name === 'help';
+  if (help && args.length === 0) {
     process.stdout.write(`${usage()}\n`);
     return 0;
   }
-  const entry = COMMANDS[name];
-  if (!entry) {
-    process.stderr.write(`subagent-host: unknown command '${name}'\n\n${usage()}\n`);
-    return 2;
-  }
-  return (await entry.load()).run(args);
+  // `help COMMAND` is `COMMAND --help`: its usage, never the general one in its place.
+  const [command = name, ...rest] = help ? args : [name, ...args];
+  if (help && rest.length > 0) return usageError(`unexpected argument '${visible(rest[0]!)}'`);
+  const entry = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (!entry) return usageError(`unknown command '${visible(command)}'`);
+  return (await entry.load()).run(help ? ['--help'] : rest);
+}
+
+/** Writes `message` and the command list to stderr; returns the exit code of a usage error. */
+function usageError(message: string): number {
+  process.stderr.write(`subagent-host: ${message}\n\n${usage()}\n`);
+  return 2;
 }
 
 /**
  * A reader that went away (`subagent-host ls … | head -1`) is no failure of the command: its output
- * stops, and a command that listens for SIGINT (`demo`, `ls --follow`, `inspect`) ends as if
- * interrupted (a demo stops its children and closes its database), exit 0.
+ * stops, and a command that listens for SIGINT (`demo`, `ls --follow`, `acp`, `inspect`, `worker`) ends
+ * as if interrupted (a demo stops its children and closes its database), exit 0.
  */
 function stopOutputWhenReaderLeaves(): void {
   let gone = false;

@@ -144,6 +144,15 @@ describe('subagent-host ls', () => {
     expect(fs.existsSync(missing)).toBe(false);
   });
 
+  // As `inspect` says of it: a path that holds no database, not a bad option value.
+  it('refuses a directory with PERSISTENCE_UNAVAILABLE and exits 1, as inspect does, creating nothing in it', async () => {
+    const dir = fs.mkdtempSync(path.join(tmp, 'a-directory-'));
+    const { code, stdout, stderr } = await ls(['root', '--db', dir]);
+    expect([code, stdout]).toEqual([1, '']);
+    expect(stderr).toMatch(new RegExp(`^subagent-host: PERSISTENCE_UNAVAILABLE: cannot open ${dir} \\(.+\\); pass --db FILE\n$`));
+    expect(fs.readdirSync(dir)).toEqual([]);
+  });
+
   it('reads an empty file as no sessions yet (a host is creating it), exit 1, and leaves it empty', async () => {
     const empty = path.join(tmp, 'empty.db');
     fs.writeFileSync(empty, '');

@@ -101,11 +101,35 @@ describe('subagent-host', () => {
     }
   }, 90_000);
 
+  it('help COMMAND (or --help COMMAND) prints that command’s usage, as COMMAND --help does, exit 0', async () => {
+    const asked = [...COMMANDS.map((name) => ['help', name]), ['--help', 'ls']];
+    const [answers, own] = await Promise.all([Promise.all(asked.map((args) => runCli(...args))), Promise.all(asked.map(([, name]) => runCli(name!, '--help')))]);
+    asked.forEach((args, i) => {
+      expect(own[i]!.stdout).toMatch(new RegExp(`^usage: subagent-host ${args[1]} `));
+      expect({ args, ...answers[i] }).toEqual({ args, ...own[i], code: 0 });
+    });
+  }, 60_000);
+
+  it('help with an unknown command or a stray argument is a usage error, exit 2', async () => {
+    const unknown = await runCli('help', 'frobnicate');
+    expect([unknown.code, unknown.stdout]).toEqual([2, '']);
+    expect(unknown.stderr).toMatch(/^subagent-host: unknown command 'frobnicate'\n\nusage: subagent-host <command>/);
+    const stray = await runCli('help', 'ls', 'extra');
+    expect([stray.code, stray.stdout]).toEqual([2, '']);
+    expect(stray.stderr).toMatch(/^subagent-host: unexpected argument 'extra'\n\nusage: subagent-host <command>/);
+  });
+
   it('names an unknown command on stderr and exits 2', async () => {
     const { code, stdout, stderr } = await runCli('frobnicate');
     expect(code).toBe(2);
     expect(stdout).toBe('');
     expect(stderr).toMatch(/^subagent-host: unknown command 'frobnicate'\n/);
+  });
+
+  it.each([['constructor'], ['toString'], ['__proto__']])('takes %s, a name every object has, for an unknown command, exit 2', async (name) => {
+    const { code, stdout, stderr } = await runCli(name);
+    expect([code, stdout]).toEqual([2, '']);
+    expect(stderr).toMatch(new RegExp(`^subagent-host: unknown command '${name}'\n\nusage: subagent-host <command>`));
   });
 });
 
@@ -215,6 +239,24 @@ describe('subagent-host demo', () => {
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('subagent-host demo and acp --db', () => {
+  // SQLite takes /dev/null for an empty database and writes its rollback journal beside it: as root,
+  // a file /dev/null-journal. The check before the run must refuse it without writing anything.
+  const journal = '/dev/null-journal';
+  it.skipIf(!existsSync('/dev/null') || existsSync(journal))('refuses a --db that is not a regular file (/dev/null) with one line, exit 2, creating nothing beside it', async () => {
+    try {
+      for (const args of [['demo', '--provider', 'in-process', '--children', '1'], ['acp']]) {
+        const { code, stdout, stderr } = await runCli(...args, '--db', '/dev/null');
+        expect({ args, code, stdout, stderr }).toEqual({ args, code: 2, stdout: '', stderr: `subagent-host ${args[0]}: INVALID_OPTIONS: path "/dev/null" cannot be opened: it is not a regular file\n` });
+        expect(existsSync(journal)).toBe(false);
+      }
+    } finally {
+      // A failing run as root left it in /dev.
+      rmSync(journal, { force: true });
     }
   });
 });

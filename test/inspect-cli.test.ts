@@ -256,21 +256,23 @@ describe('subagent-host inspect while another process writes', () => {
 });
 
 describe('subagent-host inspect listening', () => {
-  it('refuses a port another server holds with INVALID_OPTIONS and exits 1', async () => {
+  // A port in use is no bad option value (the same command works once it is free): a failure to
+  // start, as the worker's unreachable Redis is, exit 1 without the usage.
+  it('fails START_FAILED on a port another server holds and exits 1, without the usage', async () => {
     const holder = createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
     try {
       const { port } = holder.address() as AddressInfo;
       const { code, stdout, stderr } = await inspect(['--db', db, '--port', String(port)]);
       expect([code, stdout]).toEqual([1, '']);
-      expect(stderr).toMatch(new RegExp(`^subagent-host: INVALID_OPTIONS: cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`));
+      expect(stderr).toMatch(new RegExp(`^subagent-host: START_FAILED: cannot listen on 127\\.0\\.0\\.1:${port}: [^\n]*EADDRINUSE[^\n]*\n$`));
     } finally {
       await new Promise((resolve) => holder.close(resolve));
     }
   });
 
-  it('serves on the IPv6 loopback with a bracketed URL', async () => {
-    const server = await startInspectWith(process.env, db, '--host', '::1');
+  it.each([['::1'], ['[::1]']])('serves on the IPv6 loopback given as %s with a bracketed URL', async (host) => {
+    const server = await startInspectWith(process.env, db, '--host', host);
     try {
       expect(server.url).toMatch(/^http:\/\/\[::1\]:\d+\/$/);
       expect(server.output()).not.toContain('warning');

@@ -289,6 +289,17 @@ describe('sqlitePersistence with damaged rows and unusable paths', () => {
     expect(String(error)).toContain(why);
   });
 
+  // SQLite would take it for an empty database and leave its journal beside it: as root, a file in /dev.
+  it.skipIf(!fs.existsSync('/dev/null') || fs.existsSync('/dev/null-journal'))('rejects a path that is no regular file (/dev/null) as INVALID_OPTIONS, writing nothing beside it', () => {
+    try {
+      const error = thrown(() => open('/dev/null'));
+      expect(error).toMatchObject({ code: 'INVALID_OPTIONS', message: 'path "/dev/null" cannot be opened: it is not a regular file' });
+      expect(fs.existsSync('/dev/null-journal')).toBe(false);
+    } finally {
+      fs.rmSync('/dev/null-journal', { force: true });
+    }
+  });
+
   it('rejects a store in a folder it may not write (no -shm beside it) as PERSISTENCE_UNAVAILABLE saying so', async () => {
     const folder = fs.mkdtempSync(path.join(tmp, 'locked-'));
     const file = path.join(folder, 'store.db');

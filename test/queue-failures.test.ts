@@ -568,6 +568,19 @@ describe('queue provider failures', () => {
     await run.dispose();
   });
 
+  // As `inspect` does when its address line finds no reader: it ends as interrupted, exit 0, and its
+  // log says why rather than naming a signal nobody sent.
+  it('a worker whose output reader went away before its ready line stops taking jobs as interrupted, exit 0, saying why', async () => {
+    const child = spawn(process.execPath, [CLI, 'worker', '--redis', redis.url, '--queue', 'no-output-reader'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Closed before the worker writes anything: its ready line fails with EPIPE.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise((resolve) => child.once('close', resolve));
+    const prefix = `subagent-host worker[${child.pid}]: `;
+    expect({ code, stderr }).toEqual({ code: 0, stderr: `${prefix}its output's reader went away: no longer taking jobs; draining 0 running children\n${prefix}drained\n` });
+  });
+
   it('cancels a child its worker took but that waits for a thread (more children than threads): it ends at once, not when a thread frees', async () => {
     register({ queue: 'slot', lockDurationMs: 30_000 });
     await worker('slot', '--lock-duration-ms', '30000', '--concurrency', '2', '--pool-threads', '1');

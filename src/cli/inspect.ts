@@ -2,6 +2,7 @@
 // delegation trees of a database, live while another process writes to it. Serves until interrupted.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import { isIPv6 } from 'node:net';
 import { SubagentError } from '../seam/errors.js';
 import { startInspectServer } from '../inspect/server.js';
 import { DEFAULT_DB } from './ls.js';
@@ -17,7 +18,8 @@ root's descendants, a timeline of their turns and each child's transcript. Read-
 
   --db FILE   the database (default: $SUBAGENT_HOST_DB, else ./${DEFAULT_DB})
   --port N    port to listen on, 0 for any free one (default: ${DEFAULT_PORT})
-  --host H    interface to listen on (default: 127.0.0.1; anything else exposes your sessions)
+  --host H    interface to listen on, an IPv6 address bare or in brackets (default: 127.0.0.1;
+              anything else exposes your sessions)
   --open      open the page in the default browser`;
 
 const usageError = (message: string): number => commandUsageError('inspect', USAGE, message);
@@ -51,7 +53,9 @@ export async function run(args: string[]): Promise<number> {
   const file = values.db ?? (process.env['SUBAGENT_HOST_DB'] || DEFAULT_DB);
   // Read-only: a missing file is an error, never an empty database created on the spot.
   if (!fs.existsSync(file)) throw new SubagentError('PERSISTENCE_UNAVAILABLE', `no database at ${file}; pass --db FILE`);
-  const host = values.host ?? '127.0.0.1';
+  // `[::1]`, as a URL writes it, names the address inside the brackets.
+  const bracketed = /^\[(.*)\]$/.exec(values.host ?? '')?.[1];
+  const host = bracketed !== undefined && isIPv6(bracketed) ? bracketed : (values.host ?? '127.0.0.1');
   const server = await startInspectServer({ db: file, port, host });
   // Judged from the address it bound: 127.0.0.2 or 0:0:0:0:0:0:0:1 are loopback too, 0.0.0.0 is every interface.
   if (!server.loopback) {

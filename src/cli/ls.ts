@@ -7,7 +7,7 @@ import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/typ
 import { visible } from '../seam/visible.js';
 import { sqlitePersistence } from '../persistence/sqlite.js';
 import { SCHEMA_VERSION, notOurSchema } from '../persistence/sqlite-migrate.js';
-import { InspectReader } from '../inspect/reader.js';
+import { InspectReader, openFailure } from '../inspect/reader.js';
 import { createSubagentCatalog } from '../service/catalog.js';
 import { activityFromLog, follow, type Listing } from './ls-follow.js';
 import { parseCommand, usageError as commandUsageError } from './args.js';
@@ -65,8 +65,9 @@ function refuseForeign(file: string): void {
   let db: Database.Database;
   try {
     db = new Database(file, { fileMustExist: true });
-  } catch {
-    return; // the store's own open says why
+  } catch (error) {
+    // A directory, say: nothing to list, as `inspect` says (the store's open would call it a bad option).
+    throw openFailure(file, error);
   }
   let version: unknown;
   try {

@@ -6,6 +6,7 @@ import { visible } from '../seam/visible.js';
 import { DEFAULT_LOCK_DURATION_MS, DEFAULT_QUEUE, LOCK_DURATION_RANGE, parseRedisUrl } from '../providers/queue/options.js';
 import { QueueWorker } from '../providers/queue/queue-worker.js';
 import { MAX_TIMER_MS, integerValue, parseCommand, readValues } from './args.js';
+import { outputFailed, outputGone } from './output.js';
 
 const USAGE = `usage: subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]
                             [--lock-duration-ms N] [--drain-grace-ms N]
@@ -76,10 +77,13 @@ export async function run(args: string[]): Promise<number> {
   });
   // Tests and supervisors wait for this line before queueing work.
   process.stdout.write(`ready pid=${process.pid} queue=${queue} concurrency=${concurrency} threads=${poolThreads}\n`);
+  // A ready line that found no reader ends the worker as interrupted (the entry point raises SIGINT):
+  // the log says so, not a signal nobody sent.
   const signal = await stopped;
+  const reason = !outputGone() ? signal : outputFailed() ? 'its output could not be written' : "its output's reader went away";
   // Taking jobs stops before the line below is written, so whoever reads it knows no new job starts here.
   const closing = worker.close(drainGraceMs);
-  log(`${signal}: no longer taking jobs; draining ${worker.active} running children`);
+  log(`${reason}: no longer taking jobs; draining ${worker.active} running children`);
   // Closing fails only when Redis or the thread pool fails during the drain: not provoked by a test.
   try {
     await closing;

@@ -125,6 +125,15 @@ function nodeOf(row: TreeRow): ChildNode {
   return node;
 }
 
+/** Why SQLite could not open the file at `path` to read it (a directory, say): `PERSISTENCE_UNAVAILABLE`. */
+export function openFailure(path: string, error: unknown): SubagentError {
+  return (
+    missingAddonError(error) ??
+    readonlyFolderError(path, error) ??
+    new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error })
+  );
+}
+
 /** A read-only view of one database file. */
 export class InspectReader {
   readonly #path: string;
@@ -150,11 +159,7 @@ export class InspectReader {
       this.#db = new Database(path, { fileMustExist: true });
       this.#db.pragma('query_only = ON');
     } catch (error) {
-      throw (
-        missingAddonError(error) ??
-        readonlyFolderError(path, error) ??
-        new SubagentError('PERSISTENCE_UNAVAILABLE', `cannot open ${path} (${String(error)}); pass --db FILE`, { cause: error })
-      );
+      throw openFailure(path, error);
     }
     let version: unknown;
     try {

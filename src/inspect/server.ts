@@ -3,7 +3,7 @@
 // exactly and never touch the file system, so no path can reach a file the server did not choose.
 import fs, { readFileSync } from 'node:fs';
 import http from 'node:http';
-import { BlockList, isIP, type AddressInfo } from 'node:net';
+import { BlockList, isIP, isIPv6, type AddressInfo } from 'node:net';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { ErrorResponse, TreeResponse } from './api-types.js';
 import { INDEX_HTML, PAGE_CSS } from './assets.js';
@@ -104,7 +104,10 @@ function fileIdentity(path: string): string | undefined {
   }
 }
 
-/** Starts the server; resolves once it listens. The reader is opened first, so a bad file fails here. */
+/**
+ * Starts the server; resolves once it listens. The reader is opened first, so a bad file fails here.
+ * @throws SubagentError `START_FAILED` when it cannot listen on `host`:`port` (a port in use, an address of no interface here).
+ */
 export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
   const bundle = loadBundle();
   // Undefined while the file is empty (a host is creating it): no sessions yet, opened once written.
@@ -263,7 +266,9 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     });
   }).catch((error: unknown) => {
     reader?.close();
-    throw new SubagentError('INVALID_OPTIONS', `cannot listen on ${host}:${port}: ${describeError(error)}`, { cause: error });
+    // A port in use or an address this machine lacks is no bad value: the same options work elsewhere, or later.
+    const shown = isIPv6(host) ? `[${host}]` : host;
+    throw new SubagentError('START_FAILED', `cannot listen on ${shown}:${port}: ${describeError(error)}`, { cause: error });
   });
   const address = server.address() as AddressInfo;
   loopback = isLoopback(address.address);

@@ -221,6 +221,20 @@ function createPrivateFile(path: string): void {
   }
 }
 
+/**
+ * Refuses a path that is no regular file (a directory, /dev/null, a FIFO) before SQLite opens it: it
+ * would take a device for an empty database and write its rollback journal beside it (/dev/null-journal).
+ */
+function refuseNonFile(path: string): void {
+  let regular: boolean;
+  try {
+    regular = fs.statSync(path).isFile();
+  } catch {
+    return; // gone again since it was made: SQLite's own open says why
+  }
+  if (!regular) throw new SubagentError('INVALID_OPTIONS', `path "${path}" cannot be opened: it is not a regular file`);
+}
+
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /**
@@ -255,7 +269,10 @@ export function openDatabase<T>(
   synchronous: 'full' | 'normal',
   build: (db: Database.Database) => T,
 ): T {
-  if (path !== ':memory:') createPrivateFile(path);
+  if (path !== ':memory:') {
+    createPrivateFile(path);
+    refuseNonFile(path);
+  }
   let db: Database.Database;
   try {
     db = new Database(path, { timeout: busyTimeoutMs });
