@@ -100,6 +100,32 @@ describe('continuable operations refuse malformed input', () => {
     }
   });
 
+  it('rejects a start DRAINING or CLOSED when its own subagent/start listener drains or closes, its prompt never entered', async () => {
+    const expected = { descendants: 'DRAINING', children: 'DRAINING', close: 'CLOSED' } as const;
+    for (const stop of ['descendants', 'children', 'close'] as const) {
+      const file = files.file();
+      const host = track(await continuationHost(file));
+      const parent = await host.createAgent({ sessionId: 'parent' });
+      let stopping: Promise<void> | undefined;
+      host.subagents.on('subagent/start', (start) => {
+        if (start.id !== 'c') return;
+        if (stop === 'descendants') stopping = host.subagents.drainContinuableDescendants([parent]);
+        else if (stop === 'children') stopping = host.subagents.drainContinuableChildren(parent, ['c']);
+        else stopping = host.close();
+      });
+      const started = host.subagents.startContinuable({ provider: 'in-process', label: 'scout', childId: 'c', request: { prompt: [text('hi')], parent } });
+      const code = await started.then(() => 'accepted', (error: unknown) => (error instanceof SubagentError ? error.code : String(error)));
+      await stopping;
+      await host.close();
+      const reopened = track(await continuationHost(file));
+      const events = (await reopened.persistence!.load('c'))?.events ?? [];
+      // The child was announced (and so stored): it stays, with no message in its log.
+      const entered = events.filter((e) => e.type === 'inbox/accepted' || e.type === 'user/message').length;
+      expect({ stop, code, entered }).toStrictEqual({ stop, code: expected[stop], entered: 0 });
+      await reopened.close();
+    }
+  });
+
   it('releases what the provider prepared for a start that is aborted after the provider answered', async () => {
     const { host, parent } = await setup();
     const local = inProcessProvider(host);
@@ -119,6 +145,29 @@ describe('continuable operations refuse malformed input', () => {
     await expect(start).rejects.toThrow('gave up');
     expect(log).toStrictEqual(['prepare c', 'release c']);
     expect(host.agents.list()).toStrictEqual([parent]);
+  });
+
+  it('rejects CONTRACT_VIOLATION for a prepareContinuable that answers no spec object, and passes on one that throws synchronously', async () => {
+    const { host, parent } = await setup();
+    const local = inProcessProvider(host);
+    const boom = new Error('provider failed');
+    const answers: [string, () => unknown][] = [
+      ['plain', () => ({})],
+      ['nothing', () => undefined],
+      ['null', () => Promise.resolve(null)],
+      ['number', () => Promise.resolve(7)],
+      ['release', () => Promise.resolve({ release: 'later' })],
+      ['throws', () => { throw boom; }],
+    ];
+    const outcomes: Record<string, unknown> = {};
+    for (const [name, prepare] of answers) {
+      host.subagents.registerProvider({ ...local, name, prepareContinuable: prepare as NonNullable<typeof local.prepareContinuable> });
+      outcomes[name] = await host.subagents
+        .startContinuable({ provider: name, label: 'c', request: { prompt: [text('p')], parent } })
+        .then(() => 'accepted', (error: unknown) => (error === boom ? 'its own error' : (error as SubagentError).code));
+    }
+    // A plain (not promised) spec object is taken as the provider's answer, as start()'s run is.
+    expect(outcomes).toStrictEqual({ plain: 'accepted', nothing: 'CONTRACT_VIOLATION', null: 'CONTRACT_VIOLATION', number: 'CONTRACT_VIOLATION', release: 'CONTRACT_VIOLATION', throws: 'its own error' });
   });
 
   it("refuses a reserved id another host's running child holds without touching that child's stored log", async () => {

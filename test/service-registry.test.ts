@@ -226,6 +226,47 @@ describe('registerProvider validation', () => {
     expect(() => t.host.subagents.registerProvider(null as unknown as SubagentProvider)).toThrow(expect.objectContaining({ code: 'INVALID_PROVIDER' }));
   });
 
+  it('rejects a provider whose getters or proxy traps throw with INVALID_PROVIDER, the throw as cause, and registers nothing', () => {
+    const boom = new Error('getter threw');
+    const hostile: [string, () => unknown][] = [
+      ['a throwing name getter', () => Object.defineProperty(valid(), 'name', { get: () => { throw boom; } })],
+      ['a throwing capabilities getter', () => Object.defineProperty(valid(), 'capabilities', { get: () => { throw boom; } })],
+      ['a throwing capability getter', () => ({ ...valid(), capabilities: Object.defineProperty({ ...ALL_CAPABILITIES }, 'persona', { get: () => { throw boom; } }) })],
+      ['a proxy whose get trap throws', () => new Proxy(valid(), { get: () => { throw boom; } })],
+      ['a proxy whose has trap throws', () => new Proxy(valid(), { has: () => { throw boom; } })],
+    ];
+    for (const [label, make] of hostile) {
+      let thrown: unknown;
+      try {
+        t.host.subagents.registerProvider(make() as SubagentProvider);
+      } catch (error) {
+        thrown = error;
+      }
+      expect({ label, code: (thrown as SubagentError | undefined)?.code, cause: (thrown as Error | undefined)?.cause }).toStrictEqual({ label, code: 'INVALID_PROVIDER', cause: boom });
+    }
+    expect(t.host.subagents.list()).toEqual([]);
+  });
+
+  it('registers a frozen provider, one whose start getter throws after its first read, and a class whose fields are getters on its prototype', async () => {
+    t.host.subagents.registerProvider(Object.freeze({ ...fakeProvider('frozen'), capabilities: Object.freeze({ ...ALL_CAPABILITIES }) }));
+    // Each field is read once: what was validated is what is kept.
+    let reads = 0;
+    const once = fakeProvider('once');
+    t.host.subagents.registerProvider(Object.defineProperty({ ...once }, 'start', { get: () => { if (reads++ > 0) throw new Error('read twice'); return once.start.bind(once); } }));
+    const inner = fakeProvider('inner');
+    class Accessors {
+      get name() { return 'accessors'; }
+      get capabilities() { return ALL_CAPABILITIES; }
+      get inheritsParentContext() { return false; }
+      start(request: Parameters<SubagentProvider['start']>[0]) {
+        return inner.start(request);
+      }
+    }
+    t.host.subagents.registerProvider(new Accessors());
+    expect(t.host.subagents.list()).toEqual(['frozen', 'once', 'accessors']);
+    for (const name of ['once', 'accessors']) await (await t.host.subagents.start(name, t.request())).dispose();
+  });
+
   it('keeps a frozen snapshot that later mutation of the caller object cannot change', async () => {
     const provider = fakeProvider('alpha', { capabilities: { ...ALL_CAPABILITIES } });
     t.host.subagents.registerProvider(provider);

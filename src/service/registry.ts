@@ -1,7 +1,7 @@
 // The provider registry: validates what a provider declares, keeps a frozen snapshot of it (so a
 // caller mutating its object later changes nothing) and remembers insertion order.
 import { z } from 'zod';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SubagentProvider } from '../seam/types.js';
 import { parseOrThrow } from '../seam/parse.js';
 
@@ -24,19 +24,29 @@ const providerShape = z.object({
     .optional(),
 });
 
-/** Reads and validates `provider`'s fields once; `INVALID_PROVIDER` names the first bad one. */
+/**
+ * Reads and validates `provider`'s fields once; `INVALID_PROVIDER` names the first bad one, or
+ * carries what a getter or proxy trap of it threw as `cause`.
+ */
 export function snapshotProvider(provider: unknown): SubagentProvider {
-  const { name, capabilities, inheritsParentContext } = parseOrThrow(providerShape, provider, 'INVALID_PROVIDER', 'provider');
+  let fields: z.output<typeof providerShape>;
+  try {
+    fields = parseOrThrow(providerShape, provider, 'INVALID_PROVIDER', 'provider');
+  } catch (error) {
+    if (isSubagentError(error, 'INVALID_PROVIDER')) throw error;
+    throw new SubagentError('INVALID_PROVIDER', `provider: reading its fields threw: ${describeError(error)}`, { cause: error });
+  }
+  const { name, capabilities, inheritsParentContext, start, prepareContinuable, resumeContinuable } = fields;
   const source = provider as SubagentProvider;
   const { budget, ...required } = capabilities;
-  // Methods are bound to the caller's object so providers written as classes keep `this`.
+  // The methods read (and checked) above, bound to the caller's object so providers written as classes keep `this`.
   const snapshot: SubagentProvider = {
     name,
     capabilities: Object.freeze(budget === undefined ? { ...required } : { ...required, budget }),
     inheritsParentContext,
-    start: source.start.bind(source),
-    ...(source.prepareContinuable ? { prepareContinuable: source.prepareContinuable.bind(source) } : {}),
-    ...(source.resumeContinuable ? { resumeContinuable: source.resumeContinuable.bind(source) } : {}),
+    start: start.bind(source),
+    ...(prepareContinuable ? { prepareContinuable: prepareContinuable.bind(source) } : {}),
+    ...(resumeContinuable ? { resumeContinuable: resumeContinuable.bind(source) } : {}),
   };
   return Object.freeze(snapshot);
 }

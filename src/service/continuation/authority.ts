@@ -102,3 +102,20 @@ export function checkAborted(signal: AbortSignal | undefined): void {
   // An aborted AbortSignal always has a reason (abort() without one gives an AbortError).
   if (signal?.aborted) throw signal.reason;
 }
+
+/**
+ * Runs `announce` (the start edge of a child just built, whose listeners may drain or close) and
+ * throws what a drain or close begun there refuses the start with, its message not yet entered:
+ * `CLOSED` for the host's close, `DRAINING` for a drain above `parent` or of the child itself.
+ */
+export function announceStart(admission: Admission, shutdown: AbortSignal, parent: Agent, child: { childId: SessionId; disposal: unknown }, announce: () => void): void {
+  const refusal = (): SubagentError | undefined => {
+    if (shutdown.aborted) return SubagentError.closedWhile('the host', `child ${child.childId} was starting`);
+    return admission.refusal(parent) ?? (child.disposal ? new SubagentError('DRAINING', `child ${child.childId} was drained as it started`) : undefined);
+  };
+  // One that began before (after the child was published) comes too late: the start is accepted.
+  const open = refusal() === undefined;
+  announce();
+  const refused = open ? refusal() : undefined;
+  if (refused) throw refused;
+}

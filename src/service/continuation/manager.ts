@@ -19,12 +19,12 @@ import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
 import { acknowledge, acknowledgeStart, startAcknowledgement } from './acknowledge.js';
 import { Activation, stopRemoteTurn, type ActivationHost } from './activation.js';
-import { Admission, checkAborted, isExactLive, liveLineage, type LiveAgents } from './authority.js';
+import { Admission, checkAborted, isExactLive, liveLineage, announceStart, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
 import { continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
-import { assertStartSpec, detachedSpec, startBudget } from './validate.js';
+import { assertStartSpec, detachedSpec, preparedSpec, startBudget } from './validate.js';
 
 export interface ContinuationDeps {
   agents: AgentRegistry;
@@ -219,7 +219,7 @@ export class ContinuationManager implements ActivationHost {
     this.activations.set(activation.childId, activation);
     try {
       if (this.activations.get(parent.id)?.disposal) throw new SubagentError('ACTIVATION_CLOSING', `parent ${parent.id} is shutting down`);
-      activation.open(from);
+      announceStart(this.admission, this.creations.shutdownSignal, parent, activation, () => activation.open(from));
       const id = deliver(activation);
       activation.poke();
       return id;
@@ -268,11 +268,11 @@ export class ContinuationManager implements ActivationHost {
           // the provider spends anything too, for a drain that came before this creation was in flight.
           const stopped = (): void => { checkAborted(signal); checkAborted(creating); this.admission.check(parent); };
           stopped();
-          const created = await prepareContinuable({
+          const created = await preparedSpec(spec.provider, () => prepareContinuable({
             sessionId: childId, parent, signal: creating,
             ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
             ...(budgetTree ? { budgetTree: budgetTree.link } : {}),
-          }).catch((error: unknown) => { stopped(); throw error; });
+          })).catch((error: unknown) => { stopped(); throw error; });
           const ready: ContinuableCreateSpec = (prepared = { ...created, ...(created.release ? { release: once(created.release) } : {}) });
           stopped();
           const duplicate = () => new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
@@ -282,8 +282,8 @@ export class ContinuationManager implements ActivationHost {
           stopped();
           if (taken()) throw duplicate();
           const descriptor = continuableDescriptor(spec, budget, ready.providerData);
-          // Published once admitted: an abort or a drain landing after that comes too late, and the
-          // start is accepted (a rollback would leave its stored session and catalog row behind).
+          // Published once admitted: an abort or a drain landing after that comes too late, and the start is
+          // accepted (a rollback would leave its stored session and catalog row behind), unless a start listener began it.
           const admit = () => this.admission.check(parent);
           return createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: ready.seed ?? [], prepared: ready, signal: creating, admit, treeStop: budgetTree?.link.stop, warn: (message, error) => this.warn(message, error) });
         });

@@ -3,8 +3,8 @@
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { snapshot } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
-import { parseOrThrow, wellFormed } from '../../seam/parse.js';
-import type { ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
+import { isRecord, parseOrThrow, wellFormed } from '../../seam/parse.js';
+import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
 import { assertMessageContent } from '../../seam/content.js';
@@ -99,4 +99,15 @@ export function detachedSpec(spec: ContinuableStartSpec): ContinuableStartSpec {
     ...(budget === undefined ? {} : { budget }),
   });
   return { ...spec, request: { ...rest, parent, ...data } };
+}
+
+/**
+ * What the provider's `prepareContinuable` answers (a throw is a rejection, a spec not in a promise is
+ * taken as is); `CONTRACT_VIOLATION` when it is no spec object or its `release` or `quiesce` is no function.
+ */
+export async function preparedSpec(provider: string, prepare: () => Promise<ContinuableCreateSpec>): Promise<ContinuableCreateSpec> {
+  const spec: unknown = await prepare();
+  const bad = !isRecord(spec) ? 'no object' : (['release', 'quiesce'] as const).find((key) => spec[key] !== undefined && typeof spec[key] !== 'function');
+  if (bad === undefined) return spec as ContinuableCreateSpec;
+  throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider}'s prepareContinuable answered ${bad === 'no object' ? bad : `a ${bad} that is no function`}; it must resolve a ContinuableCreateSpec object`);
 }
