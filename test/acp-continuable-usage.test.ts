@@ -17,11 +17,11 @@ afterEach(async () => {
   expect(newChildPids(before).filter(isAlive)).toStrictEqual([]);
 });
 
-async function setup(remoteDb: string, options: HostOptions = {}, args = [CLI, 'acp', '--db', remoteDb]) {
+async function setup(remoteDb: string, options: HostOptions = {}, args = [CLI, 'acp', '--db', remoteDb], disposeGraceMs = 200) {
   if (open.length === 0) before = childPids();
   const host = await continuationHost(files.file(), options);
   open.push(host);
-  host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args, cwd: files.dir, disposeEofGraceMs: 2000, disposeGraceMs: 200 }));
+  host.subagents.registerProvider(acpProvider(host, { command: process.execPath, args, cwd: files.dir, disposeEofGraceMs: 2000, disposeGraceMs }));
   const parent = await host.createAgent({ sessionId: 'parent' });
   return { host, parent, recorder: host.recorder as Recorder };
 }
@@ -99,6 +99,27 @@ describe('usage of continuable ACP children', () => {
     expect(await remoteTokens(remoteDb, remoteSessionOf(events))).toStrictEqual({ inputTokens: 3, outputTokens: 6 });
   });
 
+  it('keeps what an interrupted turn spent: the answer to its cancelled prompt carries it, and the next turn counts only its own', async () => {
+    // A grace no loaded machine outlasts: the agent's answer to the cancelled prompt is always waited for.
+    const remoteDb = files.file();
+    const { host, parent, recorder } = await setup(remoteDb, {}, undefined, 600_000);
+    const gate = { name: 'gate', input: { path: files.file() } };
+    const toolModules = [new URL('./fixtures/gate-tools.mjs', import.meta.url).href];
+    const steps: ScriptedStep[] = [{ toolCalls: [gate], usage: { inputTokens: 500, outputTokens: 5 } }, step(10, 20)];
+    const { childId } = await host.subagents.startContinuable({ provider: 'acp', label: 'remote', request: { prompt: [text('work')], parent, agentOptions: { model: { kind: 'scripted', steps }, toolModules } } });
+    const child = host.agents.get(childId)!;
+    // The remote turn spent its step and waits in the gate until the cancel reaches it.
+    await eventually(() => child.session.events.some((e) => e.type === 'assistant/chunk' && (e.data as { chunk: { text: string } }).chunk.text.includes('[remote tool call: gate]')));
+    host.subagents.interrupt(childId, { kind: 'user', parentSessionId: parent.id });
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'aborted', usage: { inputTokens: 500, outputTokens: 5, totalTokens: 505 } });
+    expect(await host.subagents.listDescendants(parent.id)).toMatchObject([{ id: childId, usage: { totalTokens: 505 }, treeUsage: { totalTokens: 505 } }]);
+    await host.subagents.followup(parent, childId, [text('next')]);
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(turnTokens(child.session.events)).toStrictEqual([{ inputTokens: 500, outputTokens: 5 }, { inputTokens: 10, outputTokens: 20 }]);
+    expect(recorder.ends[1]!.usage).toMatchObject({ inputTokens: 510, outputTokens: 25, totalTokens: 535, turns: 2 });
+  });
+
   it('counts totals that went down whole: an agent whose new process counts its loaded session from zero', async () => {
     const { host, parent, recorder } = await setup('', {}, [FIXTURE_AGENT, '--usage']);
     const { childId } = await host.subagents.startContinuable({ provider: 'acp', label: 'remote', request: { prompt: [text('one')], parent } });
@@ -160,6 +181,40 @@ describe('a tree budget above a continuable ACP child', () => {
     expect(turnEnds(events)).toStrictEqual(['aborted']);
     hold.release();
     expect(await owner.result).toMatchObject({ stopReason: 'max-tokens', diagnostic: 'budget: tokens limit 100 reached (500 used, tree budget)' });
+    await owner.dispose();
+  });
+});
+
+describe('a tree budget above a one-shot ACP child', () => {
+  it('counts what the child spent before the spent tree cancelled it: its answer to the cancel carries it', async () => {
+    // A grace no loaded machine outlasts: the agent's answer to the cancelled prompt is always waited for.
+    const { host, parent } = await setup(files.file(), {}, undefined, 600_000);
+    const toolModules = [new URL('./fixtures/gate-tools.mjs', import.meta.url).href];
+    const gate: ScriptedStep = { toolCalls: [{ name: 'gate', input: { path: files.file() } }], usage: { inputTokens: 500, outputTokens: 5 } };
+    subagentTool(host, { provider: 'acp', toolName: 'remote', agentOptions: { model: { kind: 'scripted', steps: [gate, { text: 'never' }] }, toolModules } });
+    let remoteId: string | undefined;
+    host.subagents.on('subagent/start', (info) => void (info.provider === 'acp' && (remoteId = info.id)));
+    // The local sibling spends the tree once the remote child has spent its step and waits in the gate.
+    host.tools.register({
+      name: 'prompted',
+      description: 'waits until the remote child waits in its gate',
+      parameters: { type: 'object' },
+      execute: () => eventually(() => remoteId !== undefined && host.sessions.get(remoteId)?.events.some((event) => event.type === 'tool/call') === true).then(() => 'in its gate'),
+    });
+    const free = { inputTokens: 0, outputTokens: 0 };
+    subagentTool(host, { provider: 'in-process', agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'prompted', input: {} }], usage: free }, step(600, 0)] } } });
+    const owner: SubagentRun = await host.subagents.start('in-process', {
+      prompt: [text('work')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'remote', input: { description: 'remote', prompt: 'wait' } }, { name: 'subagent', input: { description: 'spend', prompt: 'spend' } }], usage: free }, { text: 'owner never' }] } },
+      budget: { tokens: 100, scope: 'tree' },
+    });
+    const result = await owner.result;
+    // The diagnostic names the figures when the sibling spent the tree; the tree's cost counts both children.
+    expect(result).toMatchObject({ stopReason: 'max-tokens', diagnostic: 'budget: tokens limit 100 reached (600 used, tree budget)', treeUsage: { inputTokens: 1100, outputTokens: 5, totalTokens: 1105 } });
+    const rows = await host.subagents.listDescendants(owner.id);
+    expect(rows.find((row) => row.id === remoteId)).toMatchObject({ usage: { inputTokens: 500, outputTokens: 5, totalTokens: 505 } });
     await owner.dispose();
   });
 });

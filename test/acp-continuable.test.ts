@@ -359,9 +359,11 @@ describe('continuable ACP children', () => {
   it('an interrupt ends a follow-up waiting for the cancelled prompt at once; its text goes with the next prompt', async () => {
     const log = files.file();
     const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
-    // A long grace: the second turn waits for the first prompt's answer, which comes once the test releases it.
+    // The first prompt's answer comes once the test releases it: the interrupted first turn waits
+    // for it the grace long, and the second turn waits for it too. The test interrupts that wait in
+    // the same turn of the event loop as the second turn starts, before its grace's timer could fire.
     const release = files.file();
-    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', `--late=${release}`, `--log=${log}`], cwd: files.dir, ...GRACES, disposeGraceMs: 60_000 });
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', '--wait', `--late=${release}`, `--log=${log}`], cwd: files.dir, ...GRACES });
     const { childId } = await start(host, parent, 'first');
     const child = host.agents.get(childId)!;
     await whenSession(child.session, (events) => streamedText(events) === 'hello ');

@@ -134,7 +134,7 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
-  it('settles aborted at once when the agent never answers the prompt nor the cancel', async () => {
+  it('settles aborted once the grace ran out when the agent never answers the prompt nor the cancel', async () => {
     use(['--hang']);
     const { run, pid } = await startWithPid();
     await whenSession(host.sessions.get(run.id)!, (events) => streamedText(events) === 'hello ');

@@ -118,12 +118,31 @@ describe('acpProvider', () => {
       await expect(host.subagents.listChildren(parent.id)).resolves.toMatchObject([{ kind: 'child', id: run.id, mode: 'one-shot', label: 'acp test' }]);
     });
 
+    // A grace no loaded machine outlasts: the agent's answer to the cancelled prompt is always waited for.
+    const patient = () => host.subagents.registerProvider(acpProvider(host, cliOptions({ name: 'patient', disposeGraceMs: 600_000 })));
+
     it('cancel sends session/cancel and settles aborted with the text streamed so far', async () => {
-      const run = await start('acp', scripted({ finish: 'hang', text: 'partial answer' }));
+      patient();
+      const run = await start('patient', scripted({ finish: 'hang', text: 'partial answer' }));
       await whenSession(host.sessions.get(run.id)!, (events) => streamedText(events) === 'partial answer');
       run.cancel();
-      await expect(run.result).resolves.toEqual({ output: [text('partial answer')], stopReason: 'aborted' });
+      await expect(run.result).resolves.toEqual({ output: [text('partial answer')], stopReason: 'aborted', usage: expect.objectContaining({ totalTokens: 0, turns: 1 }) });
       expect(host.sessions.get(run.id)!.events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
+      await run.dispose();
+    });
+
+    it('keeps what a cancelled child spent: the answer to its cancelled prompt carries the usage, on the result and its listing row', async () => {
+      patient();
+      const never = join(dir, 'never-created');
+      const steps: ScriptedStep[] = [{ toolCalls: [{ name: 'gate', input: { path: never } }], usage: { inputTokens: 500, outputTokens: 5 } }, { text: 'never' }];
+      const toolModules = [new URL('./fixtures/gate-tools.mjs', import.meta.url).href];
+      const run = await start('patient', { agentOptions: { model: { kind: 'scripted', steps }, toolModules } });
+      // The remote turn spent its step and waits in the gate until the cancel reaches it.
+      await whenSession(host.sessions.get(run.id)!, (events) => events.some((event) => event.type === 'tool/call'));
+      run.cancel();
+      const spent = { inputTokens: 500, outputTokens: 5, totalTokens: 505, requests: 1, turns: 1, toolCalls: 1 };
+      await expect(run.result).resolves.toEqual({ output: [], stopReason: 'aborted', usage: expect.objectContaining(spent) });
+      await expect(host.subagents.listChildren(parent.id)).resolves.toMatchObject([{ id: run.id, usage: spent }]);
       await run.dispose();
     });
 

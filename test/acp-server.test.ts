@@ -10,7 +10,7 @@ import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, serveAcp, sqlitePersistence, text, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
-import { deferred, recordingTool, storeOver } from './helpers.js';
+import { deferred, recordingTool, storeOver, untilCancelled } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'acp-server-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -100,7 +100,7 @@ describe('serveAcp', () => {
     const answer = prompt(client, sessionId, 'go');
     await first;
     await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
-    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    await expect(answer).resolves.toMatchObject({ stopReason: 'cancelled' });
   }
 
   /** A session an earlier server stored in `db`, prompted once ('first'), with that server gone. */
@@ -208,15 +208,16 @@ describe('serveAcp', () => {
     await expect(session(client, missing)).rejects.toMatchObject({ code: -32602, data: { code: 'INVALID_MODEL_SPEC' } });
   });
 
-  it('ends the turn cancelled on session/cancel', async () => {
-    const host = await newHost();
+  it('ends the turn cancelled on session/cancel, answering the session’s token totals with what the cancelled turn spent', async () => {
+    const waiting = untilCancelled();
+    const host = await newHost({ tools: [waiting.tool] });
     const client = await initialized(host);
-    const sessionId = await session(client, scripted({ finish: 'hang', text: 'waiting' }));
-    const first = client.nextUpdate();
+    const sessionId = await session(client, scripted({ text: 'first', usage: { inputTokens: 7, outputTokens: 3 } }, { toolCalls: [{ name: 'until_cancelled', input: {} }], usage: { inputTokens: 500, outputTokens: 5 } }));
+    await expect(prompt(client, sessionId, 'one')).resolves.toEqual({ stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 3, totalTokens: 10 } });
     const answer = prompt(client, sessionId, 'go');
-    await first;
+    await waiting.entered;
     await client.agent.notify(acp.methods.agent.session.cancel, { sessionId });
-    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    await expect(answer).resolves.toEqual({ stopReason: 'cancelled', usage: { inputTokens: 507, outputTokens: 8, totalTokens: 515 } });
     expect(host.agents.get(sessionId)?.status).toBe('idle');
   });
 
@@ -229,7 +230,7 @@ describe('serveAcp', () => {
     await first;
     await expect(prompt(client, sessionId, 'two')).rejects.toMatchObject({ code: -32600 });
     await client.agent.notify(acp.methods.agent.session.cancel, { sessionId });
-    await expect(running).resolves.toEqual({ stopReason: 'cancelled' });
+    await expect(running).resolves.toMatchObject({ stopReason: 'cancelled' });
   });
 
   it('loads a session persisted by an earlier server, replays it, and continues it', async () => {
@@ -327,7 +328,7 @@ describe('serveAcp', () => {
     await first;
     expect(texts(client.updates, 'agent_message_chunk')).toEqual(['hanging']);
     await client.agent.notify(acp.methods.agent.session.cancel, { sessionId });
-    await expect(answer).resolves.toEqual({ stopReason: 'cancelled' });
+    await expect(answer).resolves.toMatchObject({ stopReason: 'cancelled' });
     await expect(prompt(client, sessionId, 'again')).resolves.toMatchObject({ stopReason: 'end_turn' });
     expect(texts(client.updates, 'agent_message_chunk').slice(1).join('')).toBe('echo: again');
   });

@@ -163,18 +163,21 @@ export class RemoteSessionModel implements ModelAdapter {
       wake?.();
     };
     const { client } = this.#child;
+    /** The prompt's answer, also one that came after its cancel (it carries what the prompt spent). */
+    let answer: acp.PromptResponse | undefined;
     const onAbort = () => {
       client.cancel();
       settle({ kind: 'aborted' });
     };
     request.signal.addEventListener('abort', onAbort, { once: true });
-    if (request.signal.aborted) onAbort();
+    const sent = !request.signal.aborted;
+    if (!sent) onAbort();
     else {
       this.#inflight = client.prompt(text, (update) => {
         const chunk = chunkOf(update);
         if (chunk) push(chunk);
       }).then(
-        (response) => settle({ kind: 'response', response }),
+        (response) => settle({ kind: 'response', response: (answer = response) }),
         (error: unknown) => settle({ kind: 'failed', error }),
       );
       void this.#inflight.then(this.#answered);
@@ -186,11 +189,15 @@ export class RemoteSessionModel implements ModelAdapter {
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
       }
-      // A prompt whose answer was not awaited (cancelled) is counted by the next answer's totals.
-      const reported = settled.kind === 'response' ? reportedUsage(settled.response) : undefined;
+      // A cancelled prompt's answer is waited for within the grace, for what it spent; one that comes
+      // later than that is counted by the next answer's totals.
+      if (settled.kind === 'aborted' && sent) await within(this.#inflight, this.#graceMs);
+      const reported = answer ? reportedUsage(answer) : undefined;
       if (reported) {
-        yield { type: 'usage', usage: promptUsage(reported, this.#total) };
+        // Counted before it is handed over: an interrupted turn stops reading at this chunk.
+        const spent = promptUsage(reported, this.#total);
         this.#total = reported;
+        yield { type: 'usage', usage: spent };
       }
       yield await this.#finish(settled);
     } finally {

@@ -1,5 +1,6 @@
 // One published ACP child: the prompt, the result (stop reason mapping, short secret-free
-// diagnostics), cancellation that never waits for the agent's cooperation, and dispose.
+// diagnostics), cancellation that waits for the agent's cooperation (its answer carries the
+// turn's usage) no longer than the SIGTERM grace, and dispose.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { ContentBlock } from '../../seam/content.js';
 import type { Usage } from '../../seam/session-types.js';
@@ -93,14 +94,17 @@ export class AcpRun implements SubagentRun {
 
   async #settle(): Promise<SubagentResult> {
     const { child, mirror } = this.#init;
-    const prompted: Promise<Outcome> = this.#state.kind !== 'prompting'
+    const sent = this.#state.kind === 'prompting';
+    const prompted: Promise<Outcome> = !sent
       ? this.#cancelled
       : child.client.prompt(this.#init.prompt, (update) => mirror.update(update)).then(
           (response) => ({ kind: 'response', response }),
           (error: unknown) => ({ kind: 'failed', error }),
         );
-    // Cancellation wins the race: an agent that ignores session/cancel cannot wedge the parent.
-    const outcome = await Promise.race([prompted, this.#cancelled]);
+    let outcome = await Promise.race([prompted, this.#cancelled]);
+    // A cooperative agent answers the cancelled prompt, with what the turn spent: that answer is
+    // waited for within the SIGTERM grace, so an agent that ignores session/cancel cannot wedge the parent.
+    if (sent && outcome.kind === 'cancelled' && (await within(prompted, this.#init.graces.graceMs))) outcome = await prompted;
     // Dispose cancels first, so any state but `prompting` here means the run was cancelled.
     const cancelled = outcome.kind === 'cancelled' || this.#state.kind !== 'prompting';
     if (this.#state.kind !== 'disposing') this.#state = { kind: 'settled', cancelled };
@@ -130,7 +134,7 @@ export class AcpRun implements SubagentRun {
     return { output, stopReason: 'error', diagnostic };
   }
 
-  /** Sends session/cancel and settles the result `aborted` without waiting for the agent. */
+  /** Sends session/cancel; the result settles `aborted` once the agent answers, or its grace ran out. */
   cancel(): void {
     if (this.#state.kind !== 'prompting') return;
     this.#state = { kind: 'cancelled' };

@@ -292,10 +292,10 @@ class AcpServer {
     // Answered once the turn is stored: a client told `end_turn` may count on `session/load` having
     // it, and a store that refused it (another process wrote the session) fails the prompt.
     await this.#host.sessions.flush(agent.id);
-    if (active.cancelled) return { stopReason: 'cancelled' };
-    const stopReason = acpStopReason(end);
+    const stopReason = active.cancelled ? 'cancelled' : acpStopReason(end);
     if (stopReason) {
-      // ACP's unstable `usage`: the session's token totals, for clients that account for them.
+      // ACP's unstable `usage`: the session's token totals, for clients that account for them (a
+      // cancelled turn's too: what it spent before it stopped was spent all the same).
       const { inputTokens, outputTokens, totalTokens } = usageOf(agent.session.events, { everything: true });
       const response: acp.PromptResponse & { usage: { inputTokens: number; outputTokens: number; totalTokens: number } } = {
         stopReason,
