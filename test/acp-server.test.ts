@@ -405,13 +405,42 @@ describe('serveAcp', () => {
   });
 
   it.each([
-    ['a relative cwd', { cwd: 'relative', mcpServers: [] }],
-    ['MCP servers', { cwd: dir, mcpServers: [{ name: 'x', command: 'x', args: [], env: [] }] }],
-    ['an invalid model in _meta', { cwd: dir, mcpServers: [], _meta: { [META]: { model: { kind: 'nope' } } } }],
-  ])('rejects session/new with %s as invalid params', async (_name, params) => {
+    ['a relative cwd', { cwd: 'relative', mcpServers: [] }, 'cwd must be an absolute path'],
+    ['a cwd holding a NUL byte', { cwd: `${dir}\0x`, mcpServers: [] }, 'cwd must not contain a NUL byte'],
+    ['MCP servers', { cwd: dir, mcpServers: [{ name: 'x', command: 'x', args: [], env: [] }] }, 'mcpServers: this agent connects to no MCP servers'],
+    ['additional directories', { cwd: dir, mcpServers: [], additionalDirectories: [dir] }, 'additionalDirectories: this agent works in cwd only'],
+    ['an invalid model in _meta', { cwd: dir, mcpServers: [], _meta: { [META]: { model: { kind: 'nope' } } } }, 'model is not a valid model spec'],
+  ])('rejects session/new with %s as invalid params, saying why', async (_name, params, why) => {
     const host = await newHost();
     const client = await initialized(host);
-    await expect(client.agent.request(acp.methods.agent.session.new, params as acp.NewSessionRequest)).rejects.toMatchObject({ code: -32602 });
+    await expect(client.agent.request(acp.methods.agent.session.new, params as acp.NewSessionRequest)).rejects.toMatchObject({ code: -32602, message: expect.stringContaining(why) });
+    expect(host.agents.list()).toStrictEqual([]);
+    const load = client.agent.request(acp.methods.agent.session.load, { ...(params as acp.NewSessionRequest), sessionId: 'any' });
+    if (!('_meta' in params)) await expect(load).rejects.toMatchObject({ code: -32602, message: expect.stringContaining(why) });
+  });
+
+  it('refuses to load or resume, text-only, a session holding an image a prompt sent (its every turn would fail), and loads one without', async () => {
+    const db = join(dir, 'text-only-load.db');
+    const first = await newHost({ persistence: { sqlite: db } });
+    const earlier = await initialized(first);
+    const withImage = await session(earlier);
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    await earlier.agent.request(acp.methods.agent.session.prompt, { sessionId: withImage, prompt: [{ type: 'text', text: 'look' }, image] });
+    const textOnly = await session(earlier);
+    await prompt(earlier, textOnly, 'words');
+    await earlier.close();
+    await first.close();
+
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = connect(second, { images: false });
+    await client.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    const refused = { code: -32602, message: expect.stringContaining('takes no images') };
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId: withImage, cwd: dir, mcpServers: [] })).rejects.toMatchObject(refused);
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId: withImage, cwd: dir })).rejects.toMatchObject(refused);
+    expect(second.agents.get(withImage)).toBeUndefined();
+    await expect(prompt(client, withImage, 'again')).rejects.toMatchObject({ code: -32002 });
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId: textOnly, cwd: dir, mcpServers: [] })).resolves.toEqual({});
+    await expect(prompt(client, textOnly, 'more')).resolves.toMatchObject({ stopReason: 'end_turn' });
   });
 
   it('rejects a prompt for an unknown session and an audio prompt', async () => {
@@ -618,6 +647,37 @@ describe('serveAcp', () => {
       raw.send({ id: 7, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
       expect((await raw.answer(7)).result).toStrictEqual({});
       expect(host.agents.get(sessionId)).toBeDefined();
+      await raw.end();
+    });
+
+    // ACP has session/cancel a notification and session/close a request: sent the other way, the SDK
+    // answers the cancel -32601 and drops the close; what it refuses must not act on arrival either.
+    it('lets a session/cancel sent as a request (answered -32601) or a session/close sent as a notification change nothing', async () => {
+      const { raw, sessionId } = await opened(await newHost());
+      raw.send(says(sessionId, 4, 'one'), { id: 5, method: 'session/cancel', params: { sessionId } });
+      expect((await raw.answer(5)).error).toMatchObject({ code: -32601 });
+      expect((await raw.answer(4)).result).toMatchObject({ stopReason: 'end_turn' });
+      raw.send(says(sessionId, 6, 'two'), { method: 'session/close', params: { sessionId } });
+      expect((await raw.answer(6)).result).toMatchObject({ stopReason: 'end_turn' });
+      raw.send(says(sessionId, 7, 'three'));
+      expect((await raw.answer(7)).result).toMatchObject({ stopReason: 'end_turn' });
+      await raw.end();
+    });
+
+    it('serves a prompt sent just after a close then a load of its session with the session the load restored', async () => {
+      const host = await newHost({ persistence: { sqlite: join(dir, 'one-write-close-load-prompt.db') } });
+      const { raw, sessionId } = await opened(host);
+      const load = (id: number) => ({ id, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } });
+      raw.send({ id: 4, method: 'session/close', params: { sessionId } }, load(5), says(sessionId, 6, 'one'));
+      expect([(await raw.answer(4)).result, (await raw.answer(5)).result]).toStrictEqual([{}, {}]);
+      expect((await raw.answer(6)).result).toMatchObject({ stopReason: 'end_turn' });
+      // Stored only (closed): a load, then a prompt, in one write.
+      raw.send({ id: 7, method: 'session/close', params: { sessionId } });
+      expect((await raw.answer(7)).result).toStrictEqual({});
+      raw.send(load(8), says(sessionId, 9, 'two'));
+      expect((await raw.answer(8)).result).toStrictEqual({});
+      expect((await raw.answer(9)).result).toMatchObject({ stopReason: 'end_turn' });
+      expect(raw.order.indexOf(8) < raw.order.indexOf(9)).toBe(true);
       await raw.end();
     });
 

@@ -23,8 +23,9 @@ Serves an agent over the Agent Client Protocol on stdin/stdout (logs go to stder
               key in OPENAI_API_KEY), or a ModelSpec as JSON (a module's relative specifier is
               resolved from the current directory)
   --db FILE   keep sessions in this SQLite database (enables session/load across runs)
-  --text-only advertise no image support and refuse prompts with images (for a model that takes
-              text only: an image would stay in the session and fail every later turn)`;
+  --text-only advertise no image support and refuse prompts with images, and loads of sessions
+              holding them (for a model that takes text only: an image would stay in the session
+              and fail every later turn)`;
 
 /** The `--model` value as a ModelSpec; `INVALID_MODEL_SPEC` when it is none. */
 export function parseModel(value: string | undefined): ModelSpec {

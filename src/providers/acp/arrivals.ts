@@ -7,16 +7,23 @@
 // no handler will ever see.
 import type { Observe } from './ndjson.js';
 
-/** A prompt as it arrived: whether a cancel or close of its session arrived after it, or a close before it. */
+/**
+ * A prompt as it arrived: whether a cancel or close of its session arrived after it, or a close
+ * before it (with no load or resume after that close); `after`, the load or resume of its session
+ * that arrived last before it (and after any close), until that is answered.
+ */
 export interface ArrivedPrompt {
   sessionId: string;
   cancelled: boolean;
   closed: boolean;
+  after?: Promise<void> | undefined;
 }
 
 /** A request (a close, a load or resume) until it is done: what waits for it waits on `done`. */
 interface Ticket {
   sessionId: string;
+  /** When it arrived, counted in messages. */
+  at: number;
   done: Promise<void>;
   resolve: () => void;
 }
@@ -26,10 +33,17 @@ interface ArrivedRestore extends Ticket {
   after: Promise<unknown> | undefined;
 }
 
-function ticket(sessionId: string): Ticket {
+function ticket(sessionId: string, at: number): Ticket {
   let resolve!: () => void;
   const done = new Promise<void>((settle) => (resolve = settle));
-  return { sessionId, done, resolve };
+  return { sessionId, at, done, resolve };
+}
+
+/** The ticket of `sessionId` among `tickets` that arrived last. */
+function lastOf<T extends Ticket>(tickets: Iterable<T>, sessionId: string): T | undefined {
+  let last: T | undefined;
+  for (const t of tickets) if (t.sessionId === sessionId && (last === undefined || t.at > last.at)) last = t;
+  return last;
 }
 
 /** When every ticket of `sessionId` among `tickets` is done; undefined when there is none. */
@@ -59,6 +73,8 @@ export class Arrivals implements Observe {
   readonly #restores = new Map<unknown, ArrivedRestore>();
   /** Closes by request id until they are answered: the loads and resumes that arrived before them, answered. */
   readonly #closeWaits = new Map<unknown, Promise<unknown>>();
+  /** Messages that arrived so far: a ticket's `at`. */
+  #arrivedCount = 0;
 
   constructor(methods: SessionMethods, cancelRunning: (sessionId: string) => void) {
     this.#methods = methods;
@@ -69,7 +85,8 @@ export class Arrivals implements Observe {
    * Every message as it arrives, in order, before any handler: a prompt, load or resume is recorded
    * under its request id; a cancel cancels the running prompt and those that arrived before it; a
    * close cancels those too, refuses the session's later prompts, holds later loads and resumes
-   * back, and waits for those before it.
+   * back, and waits for those before it; a prompt after a load or resume of its session (sent after
+   * any close of it) waits for that instead of being refused.
    */
   arrived(message: object): void {
     const kind = dispatchedAs(message);
@@ -80,15 +97,17 @@ export class Arrivals implements Observe {
     if (typeof sessionId !== 'string') return;
     const methods = this.#methods;
     const request = kind === 'request';
+    this.#arrivedCount += 1;
     if (method === methods.prompt) {
       if (request) this.#prompt(id, sessionId);
     } else if (method === methods.load || method === methods.resume) {
       if (request) this.#restore(id, sessionId);
-    } else if (method === methods.cancel || method === methods.close) {
+    } else if ((method === methods.cancel && !request) || (method === methods.close && request)) {
+      // A cancel is a notification, a close a request: sent the other way the SDK refuses it
+      // (answers the cancel -32601, drops the close), and it changes nothing here either.
       this.#cancel(sessionId);
       this.#cancelRunning(sessionId);
-      // A request only: a close sent as a notification reaches no handler that would open the gate again.
-      if (method === methods.close && request) this.#close(sessionId, id);
+      if (method === methods.close) this.#close(sessionId, id);
     }
   }
 
@@ -98,8 +117,11 @@ export class Arrivals implements Observe {
   }
 
   #prompt(id: unknown, sessionId: string): void {
-    const closed = [...this.#closes.values()].some((close) => close.sessionId === sessionId);
-    this.#prompts.set(id, { sessionId, cancelled: false, closed });
+    const close = lastOf(this.#closes.values(), sessionId);
+    const restore = lastOf(this.#restores.values(), sessionId);
+    // A load or resume sent after the close brings the session back for it: it waits for that instead.
+    const closed = close !== undefined && (restore === undefined || restore.at < close.at);
+    this.#prompts.set(id, { sessionId, cancelled: false, closed, after: closed ? undefined : restore?.done });
   }
 
   /** A cancel or close of `sessionId` arrived: the prompts that arrived before it are cancelled. */
@@ -111,7 +133,7 @@ export class Arrivals implements Observe {
   #restore(id: unknown, sessionId: string): void {
     // A client that reuses the id of a request still open gets no ordering for the first.
     this.#answered(id);
-    this.#restores.set(id, { ...ticket(sessionId), after: allDone(this.#closes.values(), sessionId) });
+    this.#restores.set(id, { ...ticket(sessionId, this.#arrivedCount), after: allDone(this.#closes.values(), sessionId) });
   }
 
   /** Resolves once the closes that arrived before the load or resume `id` are done. */
@@ -143,13 +165,18 @@ export class Arrivals implements Observe {
     this.closed(id);
     const before = allDone(this.#restores.values(), sessionId);
     if (before) this.#closeWaits.set(id, before);
-    this.#closes.set(id, ticket(sessionId));
+    this.#closes.set(id, ticket(sessionId, this.#arrivedCount));
   }
 
   /** The handler of the close `id` is done. */
   closed(id: unknown): void {
     this.#closes.get(id)?.resolve();
     this.#closes.delete(id);
+  }
+
+  /** Resolves once the load or resume of its session that the prompt `id` arrived after is answered. */
+  promptMayRun(id: unknown): Promise<void> | undefined {
+    return this.#prompts.get(id)?.after;
   }
 
   /** The prompt `id` as it arrived, now taken by its handler. */

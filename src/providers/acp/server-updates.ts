@@ -1,7 +1,8 @@
-// Translation between our agent's world and ACP for `serveAcp`: incoming prompt blocks, session
-// events → `session/update`s (live while a turn streams, and as history for session/load), and
-// turn end reasons → ACP stop reasons.
+// Translation between our agent's world and ACP for `serveAcp`: what a session request may ask,
+// incoming prompt blocks, session events → `session/update`s (live while a turn streams, and as
+// history for session/load), and turn end reasons → ACP stop reasons.
 import type * as acp from '@agentclientprotocol/sdk';
+import { isAbsolute } from 'node:path';
 import { isBase64, isImageType, type ContentBlock } from '../../seam/content.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
 
@@ -36,6 +37,27 @@ export function promptContent(prompt: readonly acp.ContentBlock[], images = true
         throw new UnsupportedPromptBlock(`prompt blocks of type ${block.type} are not supported`);
     }
   });
+}
+
+/**
+ * What a session/new, load or resume asks that this agent cannot do, said plainly; undefined when
+ * nothing. Its cwd must be a path (absolute, no NUL byte); it connects to no MCP servers (ACP's
+ * stdio ones included: an editor sending its servers is told so, not left with tools it never
+ * gets) and works in no directory but cwd.
+ */
+export function scopeProblem(params: { cwd: string; mcpServers?: readonly unknown[] | null; additionalDirectories?: readonly string[] | null }): string | undefined {
+  if (!isAbsolute(params.cwd)) return 'cwd must be an absolute path';
+  if (params.cwd.includes('\0')) return 'cwd must not contain a NUL byte';
+  if (params.mcpServers?.length) return 'mcpServers: this agent connects to no MCP servers; send an empty list';
+  if (params.additionalDirectories?.length) return 'additionalDirectories: this agent works in cwd only; send none';
+  return undefined;
+}
+
+/** Whether a session holds an image from its input (a prompt, or input accepted for the next one): a model taking text only fails each turn on it. */
+export function holdsInputImages(events: readonly SessionEvent[]): boolean {
+  return events.some(
+    (event) => (event.type === 'user/message' || event.type === 'inbox/accepted') && (event.data as { content?: readonly ContentBlock[] }).content?.some((block) => block.type === 'image') === true,
+  );
 }
 
 const text = (value: string): acp.ContentBlock => ({ type: 'text', text: value });

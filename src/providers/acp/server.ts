@@ -3,7 +3,6 @@
 // the turn `cancelled`, session/load replays a persisted session and session/resume restores one
 // without replay, session/close frees one (its stored log stays). Nothing but protocol on output.
 import type * as acp from '@agentclientprotocol/sdk';
-import { isAbsolute } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
@@ -17,7 +16,7 @@ import { assertModelSpec } from '../../runtime/models/create.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
-import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, promptContent } from './server-updates.js';
+import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, holdsInputImages, promptContent, scopeProblem } from './server-updates.js';
 import { Replays, UpdateQueue } from './server-stream.js';
 import { Arrivals } from './arrivals.js';
 import type { Observe } from './ndjson.js';
@@ -143,11 +142,9 @@ class AcpServer {
     }
   }
 
-  #checkScope(params: { cwd: string; mcpServers: readonly unknown[]; additionalDirectories?: readonly string[] | null }): void {
-    const { RequestError } = this.#sdk;
-    if (!isAbsolute(params.cwd)) throw RequestError.invalidParams(undefined, 'cwd must be an absolute path');
-    if (params.mcpServers.length > 0) throw RequestError.invalidParams(undefined, 'MCP servers are not supported');
-    if (params.additionalDirectories?.length) throw RequestError.invalidParams(undefined, 'additional directories are not supported');
+  #checkScope(params: Parameters<typeof scopeProblem>[0]): void {
+    const problem = scopeProblem(params);
+    if (problem !== undefined) throw this.#sdk.RequestError.invalidParams(undefined, problem);
   }
 
   /** The delegator's route overrides from `_meta`, validated like any boundary input. */
@@ -183,7 +180,7 @@ class AcpServer {
   /** The served session `params` names, restored from persistence when it is not live. */
   async #restore(params: acp.LoadSessionRequest | acp.ResumeSessionRequest, method: string, requestId: unknown): Promise<Served> {
     if (!this.#host.persistence) throw this.#sdk.RequestError.methodNotFound(method);
-    this.#checkScope({ ...params, mcpServers: params.mcpServers ?? [] });
+    this.#checkScope(params);
     const { sessionId } = params;
     // No session has an empty id: like any id not stored, it is not found.
     if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
@@ -194,7 +191,12 @@ class AcpServer {
     let restoring = this.#restoring.get(sessionId);
     if (!restoring) {
       restoring = (async () => {
-        const agent = this.#host.agents.get(sessionId) ?? (await this.#resumeStored(sessionId));
+        const live = this.#host.agents.get(sessionId);
+        const agent = live ?? (await this.#resumeStored(sessionId));
+        if (!this.#images && holdsInputImages(agent.session.events)) {
+          if (!live) await this.#host.agents.dispose(agent.id);
+          throw this.#sdk.RequestError.invalidParams(undefined, 'this session holds images and this agent takes no images (it is served text-only)');
+        }
         return this.#serve(agent);
       })().finally(() => this.#restoring.delete(sessionId));
       this.#restoring.set(sessionId, restoring);
@@ -248,6 +250,9 @@ class AcpServer {
   }
 
   async #prompt(params: acp.PromptRequest, client: acp.AgentContext, requestId: unknown): Promise<acp.PromptResponse> {
+    // Sent after a load or resume of its session: runs on the session that brought back.
+    const restored = this.#arrivals.promptMayRun(requestId);
+    if (restored) await restored;
     const arrived = this.#arrivals.takePrompt(requestId);
     // Sent after a close of its session: that session is gone for it.
     if (arrived?.closed) throw this.#sdk.RequestError.sessionNotFound(params.sessionId);
@@ -266,10 +271,7 @@ class AcpServer {
     const active = { cancelled: false };
     served.active = active;
     const answer = this.#run(agent, served, active, content, client, params.sessionId);
-    served.answered = answer.then(
-      () => undefined,
-      () => undefined,
-    );
+    served.answered = answer.then(() => undefined, () => undefined);
     return answer;
   }
 
