@@ -101,7 +101,7 @@ describe('a tool module that never finishes loading', () => {
   // The stay is left while its task waits for a thread busy in a synchronous loop, and the leave's
   // grace passes before that thread takes it; the module it then loads ignores the leave, so only a
   // grace counted again from that moment ends the thread.
-  it('holds no drain with a resident worker child left before its busy thread took it', { timeout: 60_000 }, async () => {
+  it('holds no drain with a resident worker child left before its busy thread took it', { timeout: 180_000 }, async () => {
     expect(await runFixture('continuable-spawn-busy', 'drain', spinning)).toEqual({
       code: 0,
       err: '',
