@@ -19,7 +19,7 @@ import type { ModelAdapter } from './runtime/models/types.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { unwritableFileError } from './persistence/sqlite-schema.js';
 import { createSubagentCatalog } from './service/catalog.js';
-import { SubagentService, heldWorkOf } from './service/service.js';
+import { SubagentService, heldWorkOf, parentLeaving } from './service/service.js';
 import { bindHostParts, type Host } from './providers/provider-host.js';
 import { openWorkerPool, type WorkerPoolEngine, type WorkerPoolOptions } from './providers/worker/pool.js';
 import { forkProvider, spawnProvider } from './providers/worker/worker-provider.js';
@@ -242,9 +242,14 @@ class HostImpl implements Host {
       catalog: (published) => createSubagentCatalog({ persistence, sessions: this.sessions, logger, published }),
       continuation: { agents: this.agents, sessions: this.sessions, persistence, lingerMs: timerOption(options.continuation?.lingerMs, 30_000, 'options.continuation.lingerMs') },
     });
-    // An agent's background tasks are cancelled (and their notices given) before the agent goes.
+    // An agent's background tasks are cancelled (and their notices given) before the agent goes;
+    // then no child starts under it any more, and starts under it in flight give up.
     const held = heldWorkOf(this.subagents);
-    this.agents.beforeDispose((agent) => held.finish(agent));
+    this.agents.beforeDispose((agent) => {
+      const finishing = held.finish(agent);
+      parentLeaving(this.subagents, agent);
+      return finishing;
+    });
     this.pool = openWorkerPool(options.pool);
     bindHostParts(this, this);
     if (options.providers !== false) {

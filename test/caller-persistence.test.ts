@@ -6,7 +6,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, memoryPersistence, subagentTool, text, type CatalogRecord, type Host, type SessionEvent, type SessionPersistence, type TurnEndReason } from 'subagent-host';
-import { dataOf, deferred, untilCancelled } from './helpers.js';
+import { dataOf, deferred, runNodeScript, untilCancelled } from './helpers.js';
 
 const hosts: Host[] = [];
 afterEach(async () => {
@@ -176,6 +176,16 @@ describe("a caller's SessionPersistence", () => {
     expect(pending).toBe(true);
     expect(during).toBeLessThanOrEqual(40);
     expect((await inner.load('slow'))?.events).toEqual(agent.session.events);
+  });
+
+  it('leaves no timer holding the process once close() resolved, after its flush waited out backed-off polls of a slow append', async () => {
+    // In a process of its own: what keeps its event loop alive right after close() is read there.
+    const script = new URL('./fixtures/flush-linger.mjs', import.meta.url).pathname;
+    const { code, out, err } = await runNodeScript(script, [new URL('../dist/src/index.js', import.meta.url).href, '40']);
+    expect({ code, err }).toEqual({ code: 0, err: '' });
+    const { flushes, resources } = JSON.parse(out) as { flushes: number; resources: string[] };
+    expect(flushes).toBeGreaterThanOrEqual(40);
+    expect(resources.filter((name) => name === 'Timeout')).toEqual([]);
   });
 });
 

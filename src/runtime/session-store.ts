@@ -46,7 +46,12 @@ function unavailable(error: unknown): SubagentError {
   return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}`, { cause: error });
 }
 
-const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A wait of `ms` and its cancel: the flush that made it clears it once done, so no timer outlives it (one pending would keep the process up to a second after close()). */
+function delay(ms: number): { wait: Promise<void>; clear: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  const wait = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  return { wait, clear: () => clearTimeout(timer) };
+}
 
 /** Turns of the event loop a flush polls the store through before it waits for the next write handed to it. */
 const POLLS = 32;
@@ -257,15 +262,18 @@ export class LiveSessionStore implements SessionStore {
     const chains = Promise.all(entries.map((entry) => entry.writes));
     let written = false;
     void chains.then(() => (written = true));
+    let backoff: ReturnType<typeof delay> | undefined;
     try {
       for (let polls = 0; !written; polls++) {
+        backoff?.clear();
         // Flushed again at each turn of the event loop for a while (the next link of a chain comes
         // soon), then only once another write is handed to the store: a store whose append is slow
         // (or never settles) is waited for, not polled for ever (a hung store spun a core and filled
         // the heap, each poll keeping a reaction on `chains`).
         // Past the polls, a timer backing off to a second wakes it too: a store may queue an append
         // only after an await of its own, and no later write may come to hand it a flush.
-        const next = polls < POLLS ? new Promise((resolve) => setImmediate(resolve)) : Promise.race([this.#nextHanded(), delay(Math.min(1000, 2 ** (polls - POLLS)))]);
+        backoff = polls < POLLS ? undefined : delay(Math.min(1000, 2 ** (polls - POLLS)));
+        const next = backoff ? Promise.race([this.#nextHanded(), backoff.wait]) : new Promise((resolve) => setImmediate(resolve));
         await this.#persistence?.flush();
         await Promise.race([chains, next]);
       }
@@ -273,6 +281,8 @@ export class LiveSessionStore implements SessionStore {
       if (!this.#queued) await this.#persistence?.flush();
     } catch (error) {
       throw unavailable(error);
+    } finally {
+      backoff?.clear();
     }
     const failure = entries.find((entry) => entry.failure !== undefined && entry.failure.reportedAt > began)?.failure;
     if (failure) {

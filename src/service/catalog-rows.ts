@@ -278,3 +278,10 @@ export function placed(row: SubagentListEntry, parentId: SessionId, depth: numbe
     ? { kind: 'child', id, mode, activity, hasChildren, createdAt, usage, treeUsage: tree, parentId, depth }
     : { kind: 'child', id, mode, label, activity, hasChildren, createdAt, usage, treeUsage: tree, parentId, depth };
 }
+
+/** A listing's arguments: a session id (an unknown one lists nothing) and an optional AbortSignal. */
+export function listingProblem(method: string, id: unknown, signal: unknown): SubagentError | undefined {
+  if (typeof id !== 'string' || id === '') return new SubagentError('INVALID_REQUEST', `${method}(): the session id must be a non-empty string (got ${id === '' ? 'an empty string' : typeof id})`);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
+  return undefined;
+}

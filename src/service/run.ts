@@ -238,3 +238,12 @@ export class ManagedRun implements SubagentRun {
     return this.dispose();
   }
 }
+
+/** Disposes a run the caller will never see; a dispose that throws, even synchronously, is ignored. */
+export async function disposeQuietly(run: SubagentRun): Promise<void> {
+  try {
+    await run.dispose();
+  } catch {
+    // The start's own error is the one to report.
+  }
+}

@@ -14,6 +14,7 @@ import type {
   SubagentStartRequest,
 } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
+import { listingProblem } from './catalog-rows.js';
 import { BudgetLedger, CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from './budget-ledger.js';
 import { HeldWork } from './held-work.js';
 import { SubagentEventBus } from './events.js';
@@ -22,10 +23,11 @@ import { addUsage, emptyUsage } from '../seam/usage.js';
 import { timerOption } from '../seam/parse.js';
 import { forwardStartWaits } from '../seam/start-wait.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
-import { ManagedRun, assertRunShape, callerAbort, type CallerAbort } from './run.js';
+import { ManagedRun, assertRunShape, callerAbort, disposeQuietly, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
 import { isExactLive } from './continuation/authority.js';
+import { PARENT_GONE } from './continuation/parent-watch.js';
 import { PendingCalls, drainAll, drainChildren, drainDescendants, interrupt, reportFrom } from './continuation/controls.js';
 
 export interface SubagentServiceOptions {
@@ -52,21 +54,20 @@ export interface SubagentCatalog {
   listDescendants(rootId: SessionId, signal?: AbortSignal): Promise<SubagentDescendantListEntry[]>;
 }
 
-/** A listing's arguments: a session id (an unknown one lists nothing) and an optional AbortSignal. */
-function listingProblem(method: string, id: unknown, signal: unknown): SubagentError | undefined {
-  if (typeof id !== 'string' || id === '') return new SubagentError('INVALID_REQUEST', `${method}(): the session id must be a non-empty string (got ${id === '' ? 'an empty string' : typeof id})`);
-  if (signal !== undefined && !(signal instanceof AbortSignal)) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
-  return undefined;
-}
-
 /** The abort reason of starts that close() interrupts (compared by identity). */
 const HOST_CLOSING = Object.freeze({ kind: 'disposed' as const });
 
 const HELD_WORK = new WeakMap<SubagentService, HeldWork>();
+const LEAVING = new WeakMap<SubagentService, (agent: Agent) => void>();
 
 /** The work agents of `service` hold outside their runs (for the tools' background tasks). */
 export function heldWorkOf(service: SubagentService): HeldWork {
   return HELD_WORK.get(service)!;
+}
+
+/** `agent`'s disposal began (the host's registry says so): no child of `service` starts under it any more. */
+export function parentLeaving(service: SubagentService, agent: Agent): void {
+  LEAVING.get(service)!(agent);
 }
 
 export class SubagentService {
@@ -93,6 +94,7 @@ export class SubagentService {
 
   constructor(options: SubagentServiceOptions = {}) {
     HELD_WORK.set(this, this.#held);
+    LEAVING.set(this, (agent) => this.#continuation?.parents.leave(agent));
     this.#events = new SubagentEventBus(options.logger);
     this.#catalog = typeof options.catalog === 'function' ? options.catalog((id) => this.#published.get(id)) : options.catalog;
     this.#logger = options.logger;
@@ -176,16 +178,18 @@ export class SubagentService {
       provider = this.#providers.get(name);
       if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${typeof name === 'string' ? name : `<a ${typeof name}, not a name>`} (registered: ${this.list().join(', ') || 'none'})`);
       resolved = resolveStartRequest(provider, request);
+      // A parent disposed (or going) would get an orphan: refused as startContinuable refuses it.
+      this.#continuation?.parents.check(resolved.parent);
       admission = this.#budgets.admit(resolved.parent.id, resolved.budget, undefined, CONFIGURED_BUDGET_REQUESTS.has(request));
       if (admission) resolved.budgetTree = admission.link;
     } catch (error) {
       return Promise.reject(error as Error);
     }
-    // The provider gets the run's own signal; the caller's abort is forwarded into it while the
-    // provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
+    // The provider gets the run's own signal; the caller's abort is forwarded into it while the provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
     const controller = new AbortController();
     const callerSignal = resolved.signal;
     const caller = callerAbort(callerSignal, () => controller.abort(callerSignal.reason));
+    const unwatch = this.#continuation?.parents.watch(resolved.parent, controller);
     forwardStartWaits(callerSignal, controller.signal);
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
@@ -194,6 +198,7 @@ export class SubagentService {
       starting = Promise.resolve(provider.start(resolved));
     } catch (error) {
       caller.stop();
+      unwatch?.();
       return Promise.reject(error as Error);
     }
     const identity = resolved.label === undefined ? { mode: 'one-shot' as const } : { mode: 'one-shot' as const, label: resolved.label };
@@ -201,9 +206,13 @@ export class SubagentService {
     this.#starting.set(publishing, controller);
     // A published run has taken the listener over; a failed start removes it here.
     publishing.then(
-      () => this.#starting.delete(publishing),
+      () => {
+        unwatch?.();
+        this.#starting.delete(publishing);
+      },
       () => {
         caller.stop();
+        unwatch?.();
         this.#starting.delete(publishing);
       },
     );
@@ -226,6 +235,9 @@ export class SubagentService {
       // close() aborted the start (the caller did not): the host closing is the cause, not a cancel.
       if (controller.signal.reason === HOST_CLOSING && isSubagentError(error, 'CANCELLED')) {
         throw new SubagentError('CLOSED', 'the host closed while the child was starting', { cause: error });
+      }
+      if (controller.signal.reason === PARENT_GONE && isSubagentError(error, 'CANCELLED')) {
+        throw new SubagentError('UNAUTHORIZED', 'request.parent was disposed while the child was starting', { cause: error });
       }
       throw error;
     }
@@ -289,9 +301,12 @@ export class SubagentService {
     const holding = this.#held.holds(child);
     const held = this.#held.release(child);
     if (!continuation) return held;
+    const draining = drainDescendants(continuation, [child]);
+    // After the drain began (what it stops ends DRAINING): no child starts under this one any more.
+    continuation.parents.leave(child);
     // Most children hold nothing: their release is the drain alone.
-    if (!holding) return drainDescendants(continuation, [child]);
-    const [, drained] = await Promise.allSettled([held, drainDescendants(continuation, [child])]);
+    if (!holding) return draining;
+    const [, drained] = await Promise.allSettled([held, draining]);
     if (drained.status === 'rejected') throw drained.reason;
   }
 
@@ -380,14 +395,5 @@ export class SubagentService {
     await this.#held.releaseAll();
     await Promise.allSettled([...this.#starting.keys()]);
     await Promise.allSettled([...this.#runs].map((run) => run.dispose()));
-  }
-}
-
-/** Disposes a run the caller will never see; a dispose that throws, even synchronously, is ignored. */
-async function disposeQuietly(run: SubagentRun): Promise<void> {
-  try {
-    await run.dispose();
-  } catch {
-    // The start's own error is the one to report.
   }
 }

@@ -21,6 +21,7 @@ import { acknowledge, acknowledgeStart, startAcknowledgement } from './acknowled
 import { Activation, stopRemoteTurn, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, announceStart, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
+import { ParentWatch } from './parent-watch.js';
 import { continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
@@ -64,6 +65,8 @@ export class ContinuationManager implements ActivationHost {
   readonly inFlight = new Map<Promise<void>, SessionId>();
   /** Creations in flight, stopped by shutdown and drains (a provider bringing a child back, an import that never ends). */
   readonly creations = new Creations();
+  /** Which agents may still be a parent (one-shot starts ask it too). */
+  readonly parents = new ParentWatch({ get: (id) => this.live.get(id) }, this.creations);
 
   constructor(deps: ContinuationDeps) {
     this.deps = deps;
@@ -235,7 +238,7 @@ export class ContinuationManager implements ActivationHost {
     const { request, signal } = given;
     const parent = request.parent;
     const { agents, sessions, persistence } = this.deps;
-    if (!isExactLive(this.live, parent)) throw new SubagentError('UNAUTHORIZED', 'request.parent must be a live agent of this host');
+    this.parents.check(parent);
     this.admission.check(parent);
     if (!persistence) throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session persistence');
     assertSubagentMaxDepth(request.maxDepth);
@@ -264,9 +267,9 @@ export class ContinuationManager implements ActivationHost {
       let id: MessageId;
       try {
         const built = await this.creations.run(parent, signal, `child ${childId} was being created`, async (creating) => {
-          // The caller's abort first (its own reason), then the host's or a drain's (CLOSED, DRAINING); checked before
-          // the provider spends anything too, for a drain that came before this creation was in flight.
-          const stopped = (): void => { checkAborted(signal); checkAborted(creating); this.admission.check(parent); };
+          // The caller's abort first (its own reason), then the host's or a drain's (CLOSED, DRAINING), then the parent's going
+          // (UNAUTHORIZED); checked before the provider spends anything too, for what came before this creation was in flight.
+          const stopped = (): void => { checkAborted(signal); checkAborted(creating); this.admission.check(parent); this.parents.check(parent); };
           stopped();
           const created = await preparedSpec(spec.provider, () => prepareContinuable({
             sessionId: childId, parent, signal: creating,
@@ -282,8 +285,7 @@ export class ContinuationManager implements ActivationHost {
           stopped();
           if (taken()) throw duplicate();
           const descriptor = continuableDescriptor(spec, budget, ready.providerData);
-          // Published once admitted: an abort or a drain landing after that comes too late, and the start is
-          // accepted (a rollback would leave its stored session and catalog row behind), unless a start listener began it.
+          // Published once admitted: an abort or a drain landing after that comes too late, and the start is accepted (a rollback would leave its stored session and catalog row behind), unless a start listener began it.
           const admit = () => this.admission.check(parent);
           return createFresh({ agents, setups: this.setups, spec, childId, depth, descriptor, seed: ready.seed ?? [], prepared: ready, signal: creating, admit, treeStop: budgetTree?.link.stop, warn: (message, error) => this.warn(message, error) });
         });
@@ -315,8 +317,7 @@ export class ContinuationManager implements ActivationHost {
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');
     if (!isExactLive(this.live, parent)) throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${childId} may send it messages`);
     this.admission.check(parent);
-    // The lock is held for the delivery only, so follow-ups pipeline; its acknowledging flush is in flight
-    // with it (tracked from the delivery on, a cold resume included), so close() and drains wait for both.
+    // Locked for the delivery only (follow-ups pipeline); its acknowledging flush, tracked from the delivery on (a cold resume included), is awaited by close() and drains too.
     const { acked } = await this.#locked(childId, async () => {
       for (;;) {
         const activation = this.activations.get(childId);
@@ -380,8 +381,7 @@ export class ContinuationManager implements ActivationHost {
     if (!provider?.resumeContinuable) {
       throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
     }
-    // `resuming` aborts with the follow-up's signal, at shutdown and on a drain: drains wait for this
-    // resume, so it must be able to end.
+    // `resuming` aborts with the follow-up's signal, at shutdown and on a drain: drains wait for this resume, so it must be able to end.
     const shutdown = this.creations.shutdownSignal;
     try {
       const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData, usage: usageOf(own), ...(budgetTree ? { budgetTree: budgetTree.link } : {}) });
