@@ -336,7 +336,8 @@ describe('the control tools after a restart on the same database', () => {
     expect(loads).toBe(count + 1);
   });
 
-  it('read a child whose log cannot be read as idle, and still the failure of another', async () => {
+  /** Two failed children of one parent, `damage` applied to the second's stored log: list_agents on a new host reads it idle, the first failed. */
+  async function listedAfterDamage(damage: (db: Database.Database, childId: string) => void) {
     const file = files.file();
     const first = track(await continuationHost(file));
     controlTools(first);
@@ -345,9 +346,8 @@ describe('the control tools after a restart on the same database', () => {
     const damaged = await startChild(first, parent, 'fail too', { label: 'damaged', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
     await first.recorder.until(() => first.recorder.ends.length === 2);
     await first.close();
-    // Its listed row stays readable (stored projections); its log does not.
     const db = new Database(file);
-    db.prepare("UPDATE events SET data = '{broken' WHERE session_id = ? AND seq = 1").run(damaged.childId);
+    damage(db, damaged.childId);
     db.close();
 
     const second = track(await continuationHost(file));
@@ -357,29 +357,16 @@ describe('the control tools after a restart on the same database', () => {
       agents: { id: string; status: string }[];
     };
     expect(Object.fromEntries(listed.agents.map((entry) => [entry.id, entry.status]))).toStrictEqual({ [failing.childId]: 'failed', [damaged.childId]: 'idle' });
+  }
+
+  it('read a child whose log cannot be read as idle, and still the failure of another', async () => {
+    // Its listed row stays readable (stored projections); its log does not.
+    await listedAfterDamage((db, childId) => db.prepare("UPDATE events SET data = '{broken' WHERE session_id = ? AND seq = 1").run(childId));
   });
 
   it.each(['null', '{}', '{"turn":1,"reason":null}'])('read a child whose last turn/end holds %s as idle, and still the failure of another', async (data) => {
-    const file = files.file();
-    const first = track(await continuationHost(file));
-    controlTools(first);
-    const parent = await first.createAgent();
-    const failing = await startChild(first, parent, 'fail', { label: 'failing', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
-    const damaged = await startChild(first, parent, 'fail too', { label: 'damaged', model: { kind: 'scripted', steps: [{ finish: 'error' }] } });
-    await first.recorder.until(() => first.recorder.ends.length === 2);
-    await first.close();
     // Valid JSON of another shape: the log loads, and its last turn says nothing of how it ended.
-    const db = new Database(file);
-    expect(db.prepare("UPDATE events SET data = ? WHERE session_id = ? AND type = 'turn/end'").run(data, damaged.childId).changes).toBe(1);
-    db.close();
-
-    const second = track(await continuationHost(file));
-    controlTools(second);
-    const resumed = (await second.agents.resume({ sessionId: parent.id })).agent;
-    const listed = JSON.parse(String(await second.tools.get('list_agents')!.execute({}, { agent: resumed, callId: 'c1', signal: new AbortController().signal }))) as {
-      agents: { id: string; status: string }[];
-    };
-    expect(Object.fromEntries(listed.agents.map((entry) => [entry.id, entry.status]))).toStrictEqual({ [failing.childId]: 'failed', [damaged.childId]: 'idle' });
+    await listedAfterDamage((db, childId) => expect(db.prepare("UPDATE events SET data = ? WHERE session_id = ? AND type = 'turn/end'").run(data, childId).changes).toBe(1));
   });
 });
 
