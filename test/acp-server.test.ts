@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createHost, inProcessProvider, serveAcp, sqlitePersistence, text, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep } from 'subagent-host';
+import { createHost, inProcessProvider, serveAcp, sqlitePersistence, text, type AcpServeHost, type AcpServeOptions, type Host, type ScriptedStep, type Tool } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
 import { deferred, recordingTool, storeOver, untilCancelled } from './helpers.js';
 
@@ -761,6 +761,40 @@ describe('serveAcp', () => {
     expect(texts(first.updates, 'agent_message_chunk').join('')).toBe('echo: still hereecho: and still');
     await first.close();
     expect(host.agents.list()).toStrictEqual([]);
+  });
+
+  it('serves a session another client loaded while this one was still closing it: the close does not free it under that client', async () => {
+    // A continuable child whose call ignores its cancel holds the first client's close in its drain.
+    const cancelled = deferred();
+    const gate = deferred();
+    const deaf: Tool = {
+      name: 'deaf',
+      description: 'waits for the test, whatever its signal says',
+      parameters: { type: 'object', properties: {}, additionalProperties: false },
+      async execute(_input, ctx) {
+        ctx.signal.addEventListener('abort', () => cancelled.resolve(), { once: true });
+        await gate.promise;
+        return 'released';
+      },
+    };
+    const host = await newHost({ persistence: { sqlite: join(dir, 'closing-load.db') }, tools: [deaf], abandonGraceMs: 600_000 });
+    host.subagents.registerProvider(inProcessProvider(host));
+    const first = await initialized(host);
+    const sessionId = await session(first);
+    const agent = host.agents.get(sessionId)!;
+    await host.subagents.startContinuable({ provider: 'in-process', label: 'held', request: { prompt: [text('go')], parent: agent, agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'deaf', input: {} }] }, { text: 'done' }] } } } });
+    const closing = first.agent.request(acp.methods.agent.session.close, { sessionId });
+    // The close is draining the session's children: it decided no other client serves the session.
+    await cancelled.promise;
+    const second = await initialized(host);
+    const loading = second.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+    // Answered after the load was taken up (requests are handled in the order they arrive).
+    await session(second);
+    gate.resolve();
+    await expect(closing).resolves.toEqual({});
+    await expect(loading).resolves.toEqual({});
+    await expect(prompt(second, sessionId, 'still here')).resolves.toMatchObject({ stopReason: 'end_turn' });
+    expect(texts(second.updates, 'agent_message_chunk').join('')).toContain('echo: still here');
   });
 
   it('returns when its input ends, cancelling the turn still running', async () => {

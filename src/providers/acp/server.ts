@@ -19,6 +19,7 @@ import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, holdsInputImages, promptContent, scopeProblem } from './server-updates.js';
 import { Replays, UpdateQueue } from './server-stream.js';
 import { Arrivals } from './arrivals.js';
+import { letGo, serveBy, unlessFreed } from './shared-agents.js';
 import type { Observe } from './ndjson.js';
 
 /** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
@@ -68,9 +69,6 @@ interface Served {
   /** Settles once the last prompt's handler is done with the agent (its turn stored, its answer made). */
   answered?: Promise<void>;
 }
-
-/** The connections serving each live agent (one may load a session another serves): the last to let it go frees it. */
-const servingConnections = new WeakMap<Agent, Set<AcpServer>>();
 
 class AcpServer {
   readonly #sdk: AcpSdk;
@@ -191,7 +189,8 @@ class AcpServer {
     let restoring = this.#restoring.get(sessionId);
     if (!restoring) {
       restoring = (async () => {
-        const live = this.#host.agents.get(sessionId);
+        // One another connection is freeing is not served as it goes: the session is restored afresh.
+        const live = await unlessFreed(this.#host.agents.get(sessionId), () => this.#host.agents.get(sessionId));
         const agent = live ?? (await this.#resumeStored(sessionId));
         if (!this.#images && holdsInputImages(agent.session.events)) {
           if (!live) await this.#host.agents.dispose(agent.id);
@@ -237,7 +236,7 @@ class AcpServer {
   async #serve(agent: Agent): Promise<Served> {
     const served = { agent };
     this.#sessions.set(agent.id, served);
-    servingConnections.set(agent, (servingConnections.get(agent) ?? new Set()).add(this));
+    serveBy(agent, this);
     if (!this.#ended) return served;
     await this.#release(served);
     throw this.#sdk.RequestError.internalError(undefined, 'the connection closed');
@@ -351,11 +350,10 @@ class AcpServer {
   async #release(served: Served): Promise<void> {
     this.#sessions.delete(served.agent.id);
     await served.answered;
-    const serving = servingConnections.get(served.agent);
-    serving?.delete(this);
-    if (serving?.size) return;
-    await this.#host.subagents.drainContinuableDescendants([served.agent]);
-    await this.#host.agents.dispose(served.agent.id);
+    await letGo(served.agent, this, async () => {
+      await this.#host.subagents.drainContinuableDescendants([served.agent]);
+      await this.#host.agents.dispose(served.agent.id);
+    });
   }
 
   /** The client went away: the sessions it left open (and those being restored) are closed as by session/close. */
