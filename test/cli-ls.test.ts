@@ -177,7 +177,7 @@ describe('subagent-host ls', () => {
     for (const [name, make, why] of [
       ['other-app.db', (other: Database.Database) => other.exec('CREATE TABLE notes (body TEXT)'), 'is an SQLite database that subagent-host did not create'],
       ['blank.db', (other: Database.Database) => other.exec('CREATE TABLE t (x); DROP TABLE t'), 'is not a subagent-host database (it is empty)'],
-      ['impostor.db', (other: Database.Database) => other.exec('CREATE TABLE notes (body TEXT); PRAGMA user_version = 4'), 'claims schema version 4 but its tables differ: it was not written by subagent-host'],
+      ['impostor.db', (other: Database.Database) => other.exec('CREATE TABLE notes (body TEXT); PRAGMA user_version = 5'), 'claims schema version 5 but its tables differ: it was not written by subagent-host'],
     ] as const) {
       const file = path.join(tmp, name);
       const other = new Database(file);

@@ -118,8 +118,8 @@ describe('subagent-host inspect on a file it cannot read', () => {
     const cases: [string, (db: Database.Database) => void, string][] = [
       // Not 0 bytes (a file a host is still creating reads as no sessions yet): an SQLite header, no tables.
       ['empty.db', (db) => db.exec('CREATE TABLE t (x); DROP TABLE t'), 'is not a subagent-host database (it is empty)'],
-      ['newer.db', (db) => db.exec('CREATE TABLE sessions (x); PRAGMA user_version = 99'), 'was written by a newer subagent-host (schema version 99); this build reads version 4'],
-      ['claims.db', (db) => db.exec('CREATE TABLE notes (body TEXT); PRAGMA user_version = 4'), 'claims schema version 4 but its tables differ: it was not written by subagent-host'],
+      ['newer.db', (db) => db.exec('CREATE TABLE sessions (x); PRAGMA user_version = 99'), 'was written by a newer subagent-host (schema version 99); this build reads version 5'],
+      ['claims.db', (db) => db.exec('CREATE TABLE notes (body TEXT); PRAGMA user_version = 5'), 'claims schema version 5 but its tables differ: it was not written by subagent-host'],
     ];
     for (const [name, make, why] of cases) {
       const file = join(files.dir, name);
@@ -139,8 +139,8 @@ describe('the inspector’s reader on a file of another schema', () => {
     const cases: [string, string, string][] = [
       ['v0-empty.db', 'CREATE TABLE t (x); DROP TABLE t', 'is not a subagent-host database (it is empty)'],
       ['v0-other.db', 'CREATE TABLE notes (body TEXT)', 'is an SQLite database that subagent-host did not create'],
-      ['v2.db', 'CREATE TABLE sessions (x); PRAGMA user_version = 2', 'has schema version 2; this build reads version 4: open it once with `subagent-host ls` to upgrade it'],
-      ['v99.db', 'CREATE TABLE sessions (x); PRAGMA user_version = 99', 'was written by a newer subagent-host (schema version 99); this build reads version 4'],
+      ['v2.db', 'CREATE TABLE sessions (x); PRAGMA user_version = 2', 'has schema version 2; this build reads version 5: open it once with `subagent-host ls` to upgrade it'],
+      ['v99.db', 'CREATE TABLE sessions (x); PRAGMA user_version = 99', 'was written by a newer subagent-host (schema version 99); this build reads version 5'],
       ['negative.db', 'CREATE TABLE sessions (x); PRAGMA user_version = -3', 'is not a subagent-host database (schema version -3)'],
     ];
     for (const [name, sql, why] of cases) {

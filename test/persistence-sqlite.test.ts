@@ -187,7 +187,7 @@ describe('sqlitePersistence', () => {
     expect(fs.existsSync(`${file}-wal`)).toBe(false);
   });
 
-  it.each([1, 2, 3])('refuses a database claiming older schema version %i without its tables as CORRUPT_DATA, leaving its bytes as they were', (version) => {
+  it.each([1, 2, 3, 4])('refuses a database claiming older schema version %i without its tables as CORRUPT_DATA, leaving its bytes as they were', (version) => {
     const file = newFile();
     const other = new Database(file);
     other.exec('CREATE TABLE notes (body TEXT)');

@@ -54,8 +54,11 @@ function writeV3(file: string): void {
   db.close();
 }
 
-const keys = (file: string): unknown[] =>
-  track(new Database(file, { readonly: true })).prepare('SELECT s.id, l.key FROM sessions s LEFT JOIN session_lineage l ON l.session = s.create_order ORDER BY s.id').raw().all();
+const keys = (file: string): [string, string | null][] =>
+  track(new Database(file, { readonly: true }))
+    .prepare<[], [string, string | null]>('SELECT s.id, l.key FROM sessions s LEFT JOIN session_lineage l ON l.session = s.create_order ORDER BY s.id')
+    .raw()
+    .all();
 
 it('upgrades a version-3 file on open: the keys its inserts would have written, the same listings', { timeout: 60_000 }, async () => {
   const file = newFile();
@@ -73,7 +76,7 @@ it('upgrades a version-3 file on open: the keys its inserts would have written, 
   await writer.close();
   expect(keys(file)).toStrictEqual(keys(written));
   const db = track(new Database(file, { readonly: true }));
-  expect(db.pragma('user_version', { simple: true })).toBe(4);
+  expect(db.pragma('user_version', { simple: true })).toBe(5);
   expect(new Set(db.prepare('SELECT id FROM sessions WHERE create_order NOT IN (SELECT session FROM session_lineage)').pluck().all())).toStrictEqual(new Set(UNKEYED));
 });
 
@@ -103,6 +106,90 @@ it('keys sessions stored after the upgrade as a file written by this version doe
   const writer = sqlitePersistence(written);
   await storeForest(writer);
   for (const header of LATER) await writer.create(header);
+  await writer.close();
+  expect(keys(file)).toStrictEqual(keys(written));
+  expect(track(new Database(file, { readonly: true })).prepare('SELECT count(*) FROM lineage_pending').pluck().get()).toBe(0);
+});
+
+it('keys again, upgrading a version-4 file, the sessions a version-3 host stored in it without keys', { timeout: 60_000 }, async () => {
+  const file = newFile();
+  const writer = sqlitePersistence(file);
+  await storeForest(writer);
+  await writer.close();
+  // The file as version 4 left it, with two sessions a version-3 host stored below 'top' meanwhile.
+  const db = new Database(file);
+  db.exec('DROP TRIGGER sessions_lineage_pending; DROP TABLE lineage_pending');
+  db.pragma('user_version = 4');
+  const older = [
+    { id: 'older', parentSession: 'top', createdAt: 1 },
+    { id: 'older-kid', parentSession: 'older', createdAt: 2 },
+  ];
+  const data = { version: 2, mode: 'one-shot', provider: 'in-process', label: 'older' };
+  for (const { id, parentSession, createdAt } of older) {
+    db.prepare(
+      `INSERT INTO sessions (id, created_at, create_order, parent_session, origin, next_seq)
+       VALUES (?, ?, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions), ?, 'subagent', 1)`,
+    ).run(id, createdAt, parentSession);
+    db.prepare('INSERT INTO events VALUES (?, 0, ?, 1000, ?)').run(id, DESCRIPTOR_EVENT, JSON.stringify(data));
+  }
+  db.close();
+  const memory = track(memoryPersistence());
+  await storeForest(memory);
+  for (const header of older) {
+    await memory.create({ ...header, origin: 'subagent' });
+    await memory.append(header.id, [{ seq: 0, time: 1000, type: DESCRIPTOR_EVENT, data }]);
+  }
+  expect(await listEveryRoot(track(sqlitePersistence(file)))).toStrictEqual(await listEveryRoot(memory));
+  expect(keys(file).filter(([, key]) => key === null).map(([id]) => id).sort()).toStrictEqual([...UNKEYED].sort());
+});
+
+// A host of version 3 that had the file open before another upgraded it goes on storing sessions
+// with its own INSERT, which writes no lineage key: listings must still show them.
+it('lists the sessions a still-running host of version 3 stores after the upgrade, and keys them when the file is next opened', { timeout: 60_000 }, async () => {
+  const file = newFile();
+  const older = track(new Database(file));
+  older.exec(V3_SCHEMA);
+  older.pragma('user_version = 3');
+  older.pragma('journal_mode = WAL');
+  const session = older.prepare(
+    `INSERT INTO sessions (id, created_at, create_order, parent_session, origin, next_seq, subagent_children)
+     VALUES (@id, @createdAt, (SELECT coalesce(max(create_order), 0) + 1 FROM sessions), @parent, @origin, 1,
+             EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session = @id AND c.origin = 'subagent'))
+     ON CONFLICT (id) DO NOTHING`,
+  );
+  const event = older.prepare('INSERT INTO events VALUES (?, 0, ?, 1000, ?)');
+  const upgraded = track(sqlitePersistence(file));
+  // Every other session is stored by the older host, the rest by this version, in FOREST's order.
+  for (const [at, { id, parent, createdAt, ordinary }] of FOREST.entries()) {
+    const origin = ordinary || parent === undefined ? null : 'subagent';
+    const data = { version: 2, mode: 'one-shot', provider: 'in-process', label: `task ${id}` };
+    if (at % 2 === 0) {
+      older.transaction(() => {
+        session.run({ id, createdAt, parent: parent ?? null, origin });
+        event.run(id, DESCRIPTOR_EVENT, JSON.stringify(data));
+      })();
+    } else {
+      await upgraded.create({ id, createdAt, ...(parent === undefined ? {} : { parentSession: parent }), ...(origin === null ? {} : { origin }) });
+      await upgraded.append(id, [{ seq: 0, time: 1000, type: DESCRIPTOR_EVENT, data }]);
+    }
+  }
+  await upgraded.flush();
+  const memory = track(memoryPersistence());
+  await storeForest(memory);
+  const expected = await listEveryRoot(memory);
+  expect(await listEveryRoot(upgraded)).toStrictEqual(expected);
+  // A store opened while the older host holds the write lock keys nothing, and waits for nothing.
+  older.exec('BEGIN IMMEDIATE');
+  expect(await listEveryRoot(track(sqlitePersistence(file)))).toStrictEqual(expected);
+  older.exec('ROLLBACK');
+  older.close();
+  await upgraded.close();
+
+  // Opened again by this version, the file gets the keys a file it wrote whole has.
+  expect(await listEveryRoot(track(sqlitePersistence(file)))).toStrictEqual(expected);
+  const written = newFile();
+  const writer = sqlitePersistence(written);
+  await storeForest(writer);
   await writer.close();
   expect(keys(file)).toStrictEqual(keys(written));
 });

@@ -100,7 +100,7 @@ it('upgrades a version-2 file on open and lists the same rows, also after a reop
   expect(await listings(file)).toStrictEqual([CHILDREN, DESCENDANTS]);
   expect(await listings(file)).toStrictEqual([CHILDREN, DESCENDANTS]);
   const db = track(new Database(file, { readonly: true }));
-  expect(db.pragma('user_version', { simple: true })).toBe(4);
+  expect(db.pragma('user_version', { simple: true })).toBe(5);
   const columns = db.prepare("SELECT name FROM pragma_table_info('sessions')").pluck().all();
   expect(columns).not.toContain('projections');
   expect(columns).toContain('usage_input');

@@ -319,7 +319,7 @@ describe('the SQLite store on its own', () => {
     const file = files.file();
     const foreign = new Database(file);
     foreign.exec('CREATE TABLE sessions (id TEXT PRIMARY KEY)');
-    foreign.pragma('user_version = 4');
+    foreign.pragma('user_version = 5');
     foreign.close();
     const before = readFileSync(file);
     const handles = () => readdirSync('/proc/self/fd').filter((fd) => {

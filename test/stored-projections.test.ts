@@ -190,6 +190,6 @@ describe('stored projections in an SQLite file', () => {
     db.pragma('user_version = 1');
     db.close();
     expect(await listed(file)).toStrictEqual([{ ...row, usage: NO_USAGE }]);
-    expect(raw(file).pragma('user_version', { simple: true })).toBe(4);
+    expect(raw(file).pragma('user_version', { simple: true })).toBe(5);
   });
 });

@@ -72,6 +72,41 @@ CREATE TABLE session_lineage (session INTEGER PRIMARY KEY, key TEXT NOT NULL) ST
 CREATE INDEX session_lineage_by_key ON session_lineage(key);
 `;
 
+/**
+ * Version 5: every session inserted is listed in `lineage_pending` by a trigger, and
+ * {@link LineageWriter} takes its own out once it has stored the key. A writer that keys nothing (a
+ * host of an earlier version still running on the file after a newer one upgraded it) leaves its
+ * sessions there: listings then walk parent links, and the next store to open the file keys them
+ * ({@link rekeyPending}).
+ */
+export const PENDING_SCHEMA = `
+CREATE TABLE lineage_pending (session INTEGER PRIMARY KEY) STRICT;
+CREATE TRIGGER sessions_lineage_pending AFTER INSERT ON sessions
+BEGIN
+  INSERT OR IGNORE INTO lineage_pending (session) VALUES (NEW.create_order);
+END;
+`;
+
+/**
+ * 1 when some session a writer left pending has no key: the keys may then miss sessions that a
+ * range scan must list (a pending session with a key was keyed by a writer of version 4, as this one
+ * would have).
+ */
+export const UNKEYED_PENDING_SQL = `SELECT EXISTS (SELECT 1 FROM lineage_pending p WHERE NOT EXISTS (SELECT 1 FROM session_lineage l WHERE l.session = p.session))`;
+
+/**
+ * Keys the sessions another writer left pending (in a write transaction): when all of them have
+ * keys, they only leave the table; otherwise every key is written again, as {@link backfillLineage}
+ * writes them.
+ */
+export function rekeyPending(db: Database.Database): void {
+  if (db.prepare(UNKEYED_PENDING_SQL).pluck().get() === 1) {
+    db.exec('DELETE FROM session_lineage');
+    backfillLineage(db);
+  }
+  db.exec('DELETE FROM lineage_pending');
+}
+
 interface NewKey {
   id: string;
   parentId: string | null;
@@ -85,6 +120,7 @@ export class LineageWriter {
   readonly #insert: Database.Statement<[number, string]>;
   readonly #adopt: Database.Statement<[{ id: string; key: string; depth: number }]>;
   readonly #drop: Database.Statement<[{ id: string }]>;
+  readonly #keyed: Database.Statement<[number]>;
 
   constructor(db: Database.Database) {
     const orphan = orphanPrefix('@id');
@@ -102,11 +138,13 @@ export class LineageWriter {
        WHERE key > ${orphan} AND key < ${orphan} || '~' AND @depth + (length(key) - length(${orphan})) / ${SEGMENT} <= ${MAX_DEPTH}`,
     );
     this.#drop = db.prepare(`DELETE FROM session_lineage WHERE key > ${orphan} AND key < ${orphan} || '~'`);
+    this.#keyed = db.prepare('DELETE FROM lineage_pending WHERE session = ?');
   }
 
   /** Keys the session `id` just stored with create_order `order`. */
   store(id: string, parentId: string | null, createdAt: number, order: number): void {
     const [key, adopts] = this.#keyOf.get({ id, parentId, createdKey: createdKey(createdAt), order })!;
+    this.#keyed.run(order);
     if (key !== null) this.#insert.run(order, key);
     if (adopts === 0) return;
     if (key !== null) this.#adopt.run({ id, key, depth: depthOf(key) });

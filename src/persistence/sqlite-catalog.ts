@@ -9,7 +9,7 @@ import { isSubagentError } from '../seam/errors.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { decodeCatalogHeader, decodeEvent } from './sqlite-schema.js';
-import { MAX_DEPTH, SEGMENT, depthOf, orphanPrefix } from './lineage.js';
+import { MAX_DEPTH, SEGMENT, UNKEYED_PENDING_SQL, depthOf, orphanPrefix } from './lineage.js';
 import { PACKED_TOKENS, WALL_TIME, flagsOf, packedFacts, unpackListed } from './listing-columns.js';
 import { LISTED_SELECT, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
 import { assertContiguous, corrupt } from './validate.js';
@@ -41,6 +41,7 @@ export class SqliteCatalog {
   readonly #children: Database.Statement<[string], Values>;
   readonly #rootKey: Database.Statement<[string], Values>;
   readonly #orphanKey: Database.Statement<[string], string>;
+  readonly #unkeyed: Database.Statement<[], number>;
   readonly #subtree: Database.Statement<[{ key: string; base: number; deepest: number }], Values>;
   readonly #walk: Database.Statement<[{ root: string }], Values>;
   readonly #header: Database.Statement<[unknown], Values>;
@@ -65,6 +66,8 @@ export class SqliteCatalog {
       .prepare<[string], Values>('SELECT (SELECT key FROM session_lineage WHERE session = s.create_order) FROM sessions s WHERE s.id = ?')
       .raw(true);
     this.#orphanKey = db.prepare<[string], string>(`SELECT ${orphanPrefix('?')}`).pluck(true);
+    // Sessions another writer stored without a key (lineage.ts): the keys may miss them.
+    this.#unkeyed = db.prepare<[], number>(UNKEYED_PENDING_SQL).pluck(true);
     this.#subtree = db
       .prepare<[{ key: string; base: number; deepest: number }], Values>(
         `SELECT id, created_at, ${packedFacts('0')},
@@ -136,6 +139,7 @@ export class SqliteCatalog {
 
   /** The rows below `rootId` by their lineage keys; undefined when some of them have no key. */
   #keyed(rootId: SessionId): Values[] | undefined {
+    if (this.#unkeyed.get() === 1) return undefined;
     const found = this.#rootKey.get(rootId);
     const key = found === undefined ? this.#orphanKey.get(rootId) : found[0];
     if (typeof key !== 'string') return undefined;

@@ -1,17 +1,18 @@
 // The versioned schema of the SQLite file and the upgrades between versions, each run inside the
 // transaction that opens the file. Version 3 moved the projection states from one JSON column into
 // typed columns; the JSON decoder lives on here only to carry a version-2 file's states across.
-// Version 4 added each row's lineage key (lineage.ts).
+// Version 4 added each row's lineage key (lineage.ts); version 5 the sessions left to key by a writer
+// that keys none (an earlier version's host still running on an upgraded file).
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { SubagentError, describeError } from '../seam/errors.js';
 import type { SubagentUsageState } from '../seam/usage.js';
 import type { ProjectionStates } from './projection-states.js';
-import { LINEAGE_SCHEMA, backfillLineage } from './lineage.js';
+import { LINEAGE_SCHEMA, PENDING_SCHEMA, backfillLineage, rekeyPending } from './lineage.js';
 import { STATE_COLUMNS, stateValues } from './state-columns.js';
 
 /** `PRAGMA user_version` of the schema below; any other non-zero version is refused. */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 // REAL times keep any finite number exactly; create_order breaks created_at ties in creation order.
 const V1 = `
@@ -142,10 +143,41 @@ function upgradeToV3(db: Database.Database): void {
   db.exec('ALTER TABLE sessions DROP COLUMN projections');
 }
 
-/** Version 3 → 4: the table of lineage keys, with every session's key. */
-function upgradeToV4(db: Database.Database): void {
-  db.exec(LINEAGE_SCHEMA);
+/**
+ * Version 3 or 4 → 5: the tables of lineage keys and of sessions left to key, with every session's
+ * key (written again in a version-4 file: a version-3 host may have stored sessions in it unkeyed).
+ */
+function upgradeToV5(db: Database.Database, version: number): void {
+  if (version <= 3) db.exec(LINEAGE_SCHEMA);
+  else db.exec('DELETE FROM session_lineage');
+  db.exec(PENDING_SCHEMA);
   backfillLineage(db);
+}
+
+/**
+ * Keys the sessions that a host of an earlier version, still running on the file after it was
+ * upgraded, stored without a key. Only a cache of what listings read (they walk parent links
+ * meanwhile): it never waits for another writer's lock, and a file this process may not write, or a
+ * full disk, leaves them as they are.
+ */
+function keyPending(db: Database.Database): void {
+  let pending: unknown;
+  try {
+    pending = db.prepare('SELECT EXISTS (SELECT 1 FROM lineage_pending)').pluck().get();
+  } catch {
+    return; // Not our tables: the store's statements say so.
+  }
+  if (pending !== 1) return;
+  const waits = db.pragma('busy_timeout', { simple: true }) as number;
+  db.pragma('busy_timeout = 0');
+  try {
+    db.transaction(() => rekeyPending(db)).immediate();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code !== 'string' || !/^SQLITE_(BUSY|READONLY|FULL)/.test(code)) throw error;
+  } finally {
+    db.pragma(`busy_timeout = ${waits}`);
+  }
 }
 
 /** Why a file whose `user_version` is not ours cannot be read, and what to do about it. */
@@ -181,9 +213,13 @@ function unknownVersion(path: string, version: unknown): SubagentError {
 /** Creates the schema in an empty database, or upgrades an older one, or refuses another. */
 export function migrate(db: Database.Database, path: string): void {
   // A store of this version needs no write: no write lock (a reader such as `ls` must not wait on a
-  // writer). Nor does refusing a newer one, which a newer host may be writing meanwhile.
+  // writer), unless an older host left sessions to key, which waits for none. Nor does refusing a
+  // newer one, which a newer host may be writing meanwhile.
   const found = db.pragma('user_version', { simple: true });
-  if (found === SCHEMA_VERSION) return;
+  if (found === SCHEMA_VERSION) {
+    keyPending(db);
+    return;
+  }
   if (!upgradable(found)) throw unknownVersion(path, found);
   // IMMEDIATE takes the write lock first, so two processes opening a new file cannot both create.
   db.transaction(() => {
@@ -202,7 +238,7 @@ export function migrate(db: Database.Database, path: string): void {
     try {
       if (version === 1) db.exec(V2);
       if (version <= 2) upgradeToV3(db);
-      upgradeToV4(db);
+      upgradeToV5(db, version);
     } catch (error) {
       // An upgrade that finds no table, index or column of ours (SQL errors, not a lock or the disk):
       // the file claims our schema without holding it. Rolled back, it stays as it was.
