@@ -60,6 +60,15 @@ const keys = (file: string): [string, string | null][] =>
     .raw()
     .all();
 
+/** `file` holds the lineage keys of a file this version wrote the same forest into. */
+async function expectKeysOfWrittenForest(file: string): Promise<void> {
+  const written = newFile();
+  const writer = sqlitePersistence(written);
+  await storeForest(writer);
+  await writer.close();
+  expect(keys(file)).toStrictEqual(keys(written));
+}
+
 it('upgrades a version-3 file on open: the keys its inserts would have written, the same listings', { timeout: 60_000 }, async () => {
   const file = newFile();
   writeV3(file);
@@ -70,11 +79,7 @@ it('upgrades a version-3 file on open: the keys its inserts would have written, 
   // Reopened, the upgraded file lists the same again.
   expect(await listEveryRoot(track(sqlitePersistence(file)))).toStrictEqual(expected);
 
-  const written = newFile();
-  const writer = sqlitePersistence(written);
-  await storeForest(writer);
-  await writer.close();
-  expect(keys(file)).toStrictEqual(keys(written));
+  await expectKeysOfWrittenForest(file);
   const db = track(new Database(file, { readonly: true }));
   expect(db.pragma('user_version', { simple: true })).toBe(5);
   expect(new Set(db.prepare('SELECT id FROM sessions WHERE create_order NOT IN (SELECT session FROM session_lineage)').pluck().all())).toStrictEqual(new Set(UNKEYED));
@@ -187,9 +192,5 @@ it('lists the sessions a still-running host of version 3 stores after the upgrad
 
   // Opened again by this version, the file gets the keys a file it wrote whole has.
   expect(await listEveryRoot(track(sqlitePersistence(file)))).toStrictEqual(expected);
-  const written = newFile();
-  const writer = sqlitePersistence(written);
-  await storeForest(writer);
-  await writer.close();
-  expect(keys(file)).toStrictEqual(keys(written));
+  await expectKeysOfWrittenForest(file);
 });
