@@ -9,6 +9,7 @@ import { isSubagentError } from '../seam/errors.js';
 import type { ProjectionStates } from './projection-states.js';
 import { initialStates, stepStates, viewsOf } from './projection-states.js';
 import { decodeCatalogHeader, decodeEvent } from './sqlite-schema.js';
+import { withoutWaiting } from './sqlite-migrate.js';
 import { MAX_DEPTH, SEGMENT, UNKEYED_PENDING_SQL, depthOf, orphanPrefix } from './lineage.js';
 import { PACKED_TOKENS, WALL_TIME, flagsOf, packedFacts, unpackListed } from './listing-columns.js';
 import { LISTED_SELECT, STATE_COLUMNS, listedFromRow, stateValues, statesFromRow } from './state-columns.js';
@@ -158,10 +159,8 @@ export class SqliteCatalog {
     this.#readStates.deferred(JSON.stringify(ids), found, rebuilt);
     if (rebuilt.length === 0) return found;
     // Only a cache, so it never waits for another writer's lock (the caller's busy timeout would
-    // block the thread that long for each session); the connection's wait is restored after.
-    const waits = this.#db.pragma('busy_timeout', { simple: true }) as number;
-    this.#db.pragma('busy_timeout = 0');
-    try {
+    // block the thread that long for each session).
+    withoutWaiting(this.#db, () => {
       for (const [id, states, nextSeq] of rebuilt) {
         try {
           this.#writeBack.run(...stateValues(states), id, nextSeq);
@@ -169,9 +168,7 @@ export class SqliteCatalog {
           // Another writer holds the lock (or the file is read-only): a later read rebuilds them.
         }
       }
-    } finally {
-      this.#db.pragma(`busy_timeout = ${waits}`);
-    }
+    });
     return found;
   }
 

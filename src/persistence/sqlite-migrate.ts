@@ -168,13 +168,22 @@ function keyPending(db: Database.Database): void {
     return; // Not our tables: the store's statements say so.
   }
   if (pending !== 1) return;
+  withoutWaiting(db, () => {
+    try {
+      db.transaction(() => rekeyPending(db)).immediate();
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      if (typeof code !== 'string' || !/^SQLITE_(BUSY|READONLY|FULL)/.test(code)) throw error;
+    }
+  });
+}
+
+/** Runs `write` (a cache write) with no wait for another writer's lock; the connection's busy timeout is restored after. */
+export function withoutWaiting(db: Database.Database, write: () => void): void {
   const waits = db.pragma('busy_timeout', { simple: true }) as number;
   db.pragma('busy_timeout = 0');
   try {
-    db.transaction(() => rekeyPending(db)).immediate();
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (typeof code !== 'string' || !/^SQLITE_(BUSY|READONLY|FULL)/.test(code)) throw error;
+    write();
   } finally {
     db.pragma(`busy_timeout = ${waits}`);
   }
