@@ -2,14 +2,12 @@
 // after idling, and paired with our prompt row), then our provider against `subagent-host acp`:
 // start fresh and prewarmed, a one-shot prompt on a prewarmed child, a resident follow-up.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import * as acp from '@agentclientprotocol/sdk';
 import { acpProvider, createHost, text, type Agent, type Host } from '../src/index.js';
-import { rowOf, sampled, type Row, type Suite } from './lib.js';
+import { rowOf, sampled, removeTempDir, suiteTempDir, type Row, type Suite } from './lib.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const FLOOR_AGENT = fileURLToPath(new URL('./fixtures/floor-acp-agent.js', import.meta.url));
@@ -172,7 +170,7 @@ async function followupRow(cwd: string, db: string): Promise<Row> {
 export const acpSuite: Suite = {
   name: 'acp',
   async run() {
-    const dir = mkdtempSync(join(tmpdir(), 'subagent-acp-bench-'));
+    const dir = suiteTempDir('subagent-acp-bench-');
     const floor = await openFloor(dir);
     try {
       const rows: Row[] = await floorRows(floor);
@@ -194,7 +192,7 @@ export const acpSuite: Suite = {
       return rows;
     } finally {
       await floor.close();
-      rmSync(dir, { recursive: true, force: true });
+      removeTempDir(dir);
     }
   },
 };

@@ -2,12 +2,10 @@
 // thread, also on a store opened with `synchronous: 'normal'`, and an in-process one), and to an
 // evicted one whose log has about 1,000 events (cold resume from SQLite), each timed from the call
 // to the epoch's end. Beside them, the floor of an acknowledged follow-up: one durable SQLite commit.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createHost, inProcessProvider, spawnProvider, text, type Agent, type Host } from '../src/index.js';
-import { rowOf, sampled, type Row, type Suite } from './lib.js';
+import { rowOf, sampled, removeTempDir, suiteTempDir, type Row, type Suite } from './lib.js';
 
 const LOG_EVENTS = 1000;
 
@@ -92,7 +90,7 @@ async function evicted(host: Host, childId: string): Promise<void> {
 export const continuationSuite: Suite = {
   name: 'continuation',
   async run() {
-    const dir = mkdtempSync(join(tmpdir(), 'subagent-continuation-'));
+    const dir = suiteTempDir('subagent-continuation-');
     const path = join(dir, 'continuation.db');
     try {
       const resident = await open(path, 60_000);
@@ -131,7 +129,7 @@ export const continuationSuite: Suite = {
       await cold.close();
       return rows;
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      removeTempDir(dir);
     }
   },
 };

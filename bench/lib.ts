@@ -1,5 +1,8 @@
 // Benchmark harness: tinybench latency rows, manual throughput rows, and the printed table with
 // each row's ratio to its floor measured in the same run.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Bench } from 'tinybench';
 import { text, type Agent, type Host } from '../src/index.js';
 
@@ -17,6 +20,27 @@ export interface Row {
 export interface Suite {
   name: string;
   run(): Promise<Row[]>;
+}
+
+/** The temp folders of the suite running in this process, removed when a signal stops it. */
+const tempDirs = new Set<string>();
+
+/** A fresh temp folder for a suite; `removeTempDir` it when done (a signal that stops the suite removes it too). */
+export function suiteTempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.add(dir);
+  return dir;
+}
+
+export function removeTempDir(dir: string): void {
+  tempDirs.delete(dir);
+  // Retried: a process the suite started may still be writing into it when a signal ends both.
+  rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+}
+
+/** Removes every temp folder a suite still holds (from a signal handler: the suite's own `finally` never runs). */
+export function removeTempDirs(): void {
+  for (const dir of tempDirs) removeTempDir(dir);
 }
 
 /** Latency of one async operation: median and p99 over at least `iterations` samples. */

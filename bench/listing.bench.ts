@@ -1,13 +1,11 @@
 // Listing from SQLite in a new host: 10,000 cold children of one parent, and a 10,000-node tree;
 // beside the children row, its floor: the same rows read bare through a new better-sqlite3
 // connection, sampled in the same loop.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createHost, sqlitePersistence, type SessionEvent, type SessionHeader } from '../src/index.js';
 import { CHILDREN_SELECT } from '../src/persistence/sqlite-catalog.js';
-import { rowOf, sampled, type Row, type Suite } from './lib.js';
+import { rowOf, sampled, removeTempDir, suiteTempDir, type Row, type Suite } from './lib.js';
 
 const CHILDREN = 10_000;
 
@@ -69,7 +67,7 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[v
 export const listingSuite: Suite = {
   name: 'listing',
   async run() {
-    const dir = mkdtempSync(join(tmpdir(), 'subagent-listing-'));
+    const dir = suiteTempDir('subagent-listing-');
     const path = join(dir, 'listing.db');
     try {
       const flatRoot = await seed(path, 'flat');
@@ -111,7 +109,7 @@ export const listingSuite: Suite = {
       const rows: Row[] = [floor, children, await sampled('listing/list-descendants-10k', 10, cold((host) => host.subagents.listDescendants(treeRoot)))];
       return rows;
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      removeTempDir(dir);
     }
   },
 };

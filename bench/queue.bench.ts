@@ -2,13 +2,10 @@
 // per second with 100 in flight over two worker processes. Uses REDIS_URL when set, else starts a
 // private loopback redis-server (no persistence) for the suite.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHost, queueProvider } from '../src/index.js';
-import { delegateOnce, latency, throughput, type Row, type Suite } from './lib.js';
+import { delegateOnce, latency, throughput, removeTempDir, suiteTempDir, type Row, type Suite } from './lib.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 
@@ -75,14 +72,14 @@ export const queueSuite: Suite = {
     const given = process.env['REDIS_URL'];
     if (given) return measure(given);
     const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'bench-redis-'));
+    const dir = suiteTempDir('bench-redis-');
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
     const redis = await launch('redis-server', args, 'Ready to accept connections');
     try {
       return await measure(`redis://127.0.0.1:${port}`);
     } finally {
       await stop(redis, 'SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
+      removeTempDir(dir);
     }
   },
 };

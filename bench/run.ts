@@ -9,7 +9,7 @@ import { availableParallelism, constants, cpus } from 'node:os';
 import { parseCommand, usageError } from '../src/cli/args.js';
 import { outputGone } from '../src/cli/output.js';
 import type { Row, Suite } from './lib.js';
-import { table } from './lib.js';
+import { removeTempDirs, table } from './lib.js';
 
 const SUITES: Record<string, () => Promise<Suite>> = {
   startup: async () => (await import('./startup.bench.js')).startupSuite,
@@ -133,6 +133,14 @@ export async function runBench(args: string[]): Promise<number> {
 
 async function main(args: string[]): Promise<number> {
   if (args[0] !== SUITE_FLAG) return runBench(args);
+  // A signal (passed on to this process group by `bench`) ends the suite here: its own `finally`
+  // never runs, so the temp folders it holds are removed now.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      removeTempDirs();
+      process.exit(128 + constants.signals[signal]);
+    });
+  }
   const suite = await SUITES[args[1] ?? '']!();
   process.stdout.write(`${JSON.stringify(await suite.run())}\n`);
   return 0;

@@ -1,11 +1,11 @@
 // The command line as a user first meets it, run as a real process: the command list, help, unknown
 // commands and options, and bad values of `acp`, `bench`, `demo` and `worker`, each with its exit code and where its text goes.
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { createHost } from 'subagent-host';
 
 const cli = new URL('../dist/src/cli.js', import.meta.url).pathname;
@@ -360,6 +360,20 @@ describe('subagent-host bench, stopped', () => {
     },
     60_000,
   );
+});
+
+describe('subagent-host bench, stopped while a suite holds a temp folder', () => {
+  it.each(['continuation', 'acp'])('removes the %s suite’s temp folder before it exits', async (suite) => {
+    const tmp = mkdtempSync(join(tmpdir(), 'bench-stopped-'));
+    onTestFinished(() => rmSync(tmp, { recursive: true, force: true }));
+    const bench = spawn(process.execPath, [cli, 'bench', suite], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: tmp } });
+    const exited = new Promise<number | null>((resolve) => bench.once('exit', (code) => resolve(code)));
+    // The suite makes its folder as it starts, after it is ready for a signal.
+    while (readdirSync(tmp).length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    const held = readdirSync(tmp);
+    bench.kill('SIGTERM');
+    expect({ code: await exited, held: held.length, left: readdirSync(tmp) }).toEqual({ code: 143, held: 1, left: [] });
+  }, 60_000);
 });
 
 describe('option values read by a command', () => {
