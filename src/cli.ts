@@ -33,8 +33,10 @@ async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   // A usage error, as every other one: on stderr.
   if (name === undefined) return usageError('no command given');
-  const help = name === '--help' || name === '-h' || name === 'help';
-  if (help && args.length === 0) {
+  const isHelp = (word: string | undefined): boolean => word === '--help' || word === '-h' || word === 'help';
+  const help = isHelp(name);
+  // `help`, and help about help (`help help`, `help --help`): the command list.
+  if (help && (args.length === 0 || (args.length === 1 && isHelp(args[0])))) {
     process.stdout.write(`${usage()}\n`);
     return 0;
   }

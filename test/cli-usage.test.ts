@@ -42,8 +42,8 @@ describe('subagent-host', () => {
     for (const name of COMMANDS) expect(stderr).toMatch(new RegExp(`^  ${name} +\\S`, 'm'));
   });
 
-  it.each([['--help'], ['-h'], ['help']])('%s lists the commands and exits 0', async (flag) => {
-    const { code, stdout } = await runCli(flag);
+  it.each([['--help'], ['-h'], ['help'], ['help', 'help'], ['help', '--help'], ['--help', '-h']])('%s lists the commands and exits 0', async (...flags) => {
+    const { code, stdout } = await runCli(...flags);
     expect(code).toBe(0);
     expect(stdout).toContain('Run `subagent-host <command> --help` for its options.');
   });
