@@ -91,6 +91,25 @@ describe.each([
     const rows = tokens(await host.subagents.listDescendants('root'));
     expect(rows.slice(0, 4)).toEqual([['a', 11, 6721], ['a1', 110, 6710], ['a11', 1100, 1100], ['a12', 5500, 5500]]);
   });
+
+  it('keeps tree totals within the safe integers, as each child’s own are, stored and live', async () => {
+    const persistence = track(store());
+    const max = Number.MAX_SAFE_INTEGER;
+    await persistence.create({ id: 'root', createdAt: 1 });
+    await persistence.create({ id: 'x', createdAt: 2, parentSession: 'root', origin: 'subagent' });
+    await persistence.create({ id: 'x1', createdAt: 3, parentSession: 'x', origin: 'subagent' });
+    await persistence.create({ id: 'x2', createdAt: 4, parentSession: 'x', origin: 'subagent' });
+    await persistence.append('x', spent('x', max, 1));
+    await persistence.append('x1', spent('x1', max, 1));
+    await persistence.append('x2', spent('x2', max, 1));
+    await persistence.flush();
+    const host = await open(persistence);
+    const capped = { inputTokens: max, outputTokens: 3, totalTokens: max, requests: 3, turns: 3, toolCalls: 0, wallMs: 60 };
+    expect((await host.subagents.listDescendants('root'))[0]).toMatchObject({ id: 'x', treeUsage: capped });
+    const live = hostParts(host).sessions.create({ id: 'x3', createdAt: 50, parentSession: 'x', origin: 'subagent' });
+    for (const event of spent('x3', max, 1)) live.append(event.type, event.data);
+    expect((await host.subagents.listDescendants('root'))[0]).toMatchObject({ id: 'x', treeUsage: { ...capped, outputTokens: 4, requests: 4, turns: 4, wallMs: expect.any(Number) } });
+  });
 });
 
 it('gives the same tree totals from a reopened SQLite file', async () => {

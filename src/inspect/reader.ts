@@ -17,9 +17,24 @@ import { TranscriptBuilder, type EventRow } from './transcript-builder.js';
 const ROOTS_SHOWN = 200;
 const TITLE_CHARS = 120;
 
-/** The token totals of session `s`'s own assistant messages (a fork's seed left out), as JSON `{in, out}`. */
+/**
+ * One message's count at `path` as the usage fold takes it (src/seam/usage.ts): NULL without a
+ * usage record; a finite non-negative number rounded, anything else (a string, a negative) 0.
+ */
+function tokensAt(path: string): string {
+  return `CASE WHEN json_type(data, '$.usage') IN ('object', 'array') THEN
+     CASE WHEN json_type(data, '${path}') IN ('integer', 'real') AND json_extract(data, '${path}') BETWEEN 0 AND 1.7976931348623157e308
+       THEN round(json_extract(data, '${path}')) ELSE 0 END END`;
+}
+
+/**
+ * The token totals of session `s`'s own assistant messages (a fork's seed left out), as JSON `{in,
+ * out}`, counted as the listings count them. Summed as reals, which cannot overflow as a sum of
+ * integers does (an error), then capped to a safe integer.
+ */
 function usageOf(s: string): string {
-  return `(SELECT json_object('in', sum(json_extract(data, '$.usage.inputTokens')), 'out', sum(json_extract(data, '$.usage.outputTokens')))
+  const total = (path: string): string => `CAST(min(${Number.MAX_SAFE_INTEGER}, sum(${tokensAt(path)})) AS INTEGER)`;
+  return `(SELECT json_object('in', ${total('$.usage.inputTokens')}, 'out', ${total('$.usage.outputTokens')})
      FROM events e WHERE e.session_id = ${s}.id AND e.seq >= coalesce(${s}.seed_length, 0) AND e.type = 'assistant/message' AND json_valid(data))`;
 }
 

@@ -36,7 +36,13 @@ async function call<T>(persistence: SessionPersistence, method: keyof SessionPer
 }
 
 const optionalText = (value: unknown) => value === undefined || typeof value === 'string';
-const isUsage = (value: unknown) => isRecord(value) && USAGE_KEYS.every((key) => Number.isFinite(value[key]));
+/** Usage as the folds make it: whole non-negative safe counts, and a non-negative wall time. */
+const isUsage = (value: unknown) =>
+  isRecord(value) &&
+  USAGE_KEYS.every((key) => {
+    const figure = value[key];
+    return typeof figure === 'number' && figure >= 0 && (key === 'wallMs' ? Number.isFinite(figure) : Number.isSafeInteger(figure));
+  });
 
 function checkStored(id: SessionId, stored: unknown): StoredSession | undefined {
   if (stored === undefined || stored === null) return undefined;

@@ -28,28 +28,31 @@ export function emptyUsage(): SubagentUsage {
   return { inputTokens: 0, outputTokens: 0, totalTokens: 0, requests: 0, turns: 0, toolCalls: 0, wallMs: 0 };
 }
 
+/** `a + b` as a figure: a sum stays a safe integer (as a child's own sums do), however many it adds up. */
+const plus = (a: number, b: number): number => Math.min(Number.MAX_SAFE_INTEGER, a + b);
+
 /** `a + b`, figure by figure (wall times add up too: a tree's figure is its members' busy time). */
 export function addUsage(a: SubagentUsage, b: SubagentUsage): SubagentUsage {
   return {
-    inputTokens: a.inputTokens + b.inputTokens,
-    outputTokens: a.outputTokens + b.outputTokens,
-    totalTokens: a.totalTokens + b.totalTokens,
-    requests: a.requests + b.requests,
-    turns: a.turns + b.turns,
-    toolCalls: a.toolCalls + b.toolCalls,
-    wallMs: a.wallMs + b.wallMs,
+    inputTokens: plus(a.inputTokens, b.inputTokens),
+    outputTokens: plus(a.outputTokens, b.outputTokens),
+    totalTokens: plus(a.totalTokens, b.totalTokens),
+    requests: plus(a.requests, b.requests),
+    turns: plus(a.turns, b.turns),
+    toolCalls: plus(a.toolCalls, b.toolCalls),
+    wallMs: plus(a.wallMs, b.wallMs),
   };
 }
 
 /** Adds `usage` to `sum` in place (tree totals summed over many rows, without an object per row). */
 export function addUsageInto(sum: SubagentUsage, usage: SubagentUsage): void {
-  sum.inputTokens += usage.inputTokens;
-  sum.outputTokens += usage.outputTokens;
-  sum.totalTokens += usage.totalTokens;
-  sum.requests += usage.requests;
-  sum.turns += usage.turns;
-  sum.toolCalls += usage.toolCalls;
-  sum.wallMs += usage.wallMs;
+  sum.inputTokens = plus(sum.inputTokens, usage.inputTokens);
+  sum.outputTokens = plus(sum.outputTokens, usage.outputTokens);
+  sum.totalTokens = plus(sum.totalTokens, usage.totalTokens);
+  sum.requests = plus(sum.requests, usage.requests);
+  sum.turns = plus(sum.turns, usage.turns);
+  sum.toolCalls = plus(sum.toolCalls, usage.toolCalls);
+  sum.wallMs = plus(sum.wallMs, usage.wallMs);
 }
 
 /** `a - b`, figure by figure (what was spent between two readings of a growing log). */
