@@ -174,6 +174,47 @@ async function storeEnded(file: string, root: string, child: string): Promise<vo
   await store.close();
 }
 
+/** Appends `events` (seqs from `from`) to session `id` of `file`, creating it first when `create` says so. */
+async function storeEvents(file: string, id: string, from: number, types: string[], create?: { createdAt: number; parentSession: string; label: string }): Promise<void> {
+  const store = sqlitePersistence(file);
+  if (create) {
+    await store.create({ id, createdAt: create.createdAt, parentSession: create.parentSession, origin: 'subagent' });
+    const descriptor = { version: 2, mode: 'continuable', provider: 'in-process', label: create.label };
+    await store.append(id, [{ seq: 0, time: create.createdAt, type: DESCRIPTOR_EVENT, data: descriptor }]);
+  }
+  const data: Record<string, unknown> = { 'turn/start': { turn: 1 }, 'turn/end': ended };
+  await store.append(id, types.map((type, index) => ({ seq: from + index, time: from + index, type, data: data[type] })));
+  await store.close();
+}
+
+describe('ls --follow of a child whose own children still run', () => {
+  it('keeps following without --tree while a grandchild runs, shows the child running again, and exits once the whole tree is quiet', async () => {
+    const db = files.file();
+    // R is between turns; its child C ended its turn, but C's child G is still in its first turn:
+    // once G settles, C takes the notice as a turn of its own.
+    const store = sqlitePersistence(db);
+    await store.create({ id: 'R', createdAt: 0 });
+    await store.close();
+    await storeEvents(db, 'C', 1, ['turn/start', 'turn/end'], { createdAt: 1, parentSession: 'R', label: 'child' });
+    await storeEvents(db, 'G', 1, ['turn/start'], { createdAt: 2, parentSession: 'C', label: 'grandchild' });
+    const watcher = watch(['R', '--follow', '--db', db]);
+    try {
+      await watcher.until(/^C\s+continuable\s+inactive\s+\+/);
+      // C's turn for G's settlement notice: the watch must still be there to show it.
+      await storeEvents(db, 'C', 3, ['turn/start']);
+      const outcome = await Promise.race([watcher.exit.then(() => 'exited'), watcher.until(/C\s+continuable\s+running/).then(() => 'followed')]);
+      expect(outcome, JSON.stringify(watcher.output())).toBe('followed');
+      await storeEvents(db, 'G', 2, ['turn/end']);
+      await storeEvents(db, 'C', 4, ['turn/end']);
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+      expect(watcher.output().stdout.trimEnd().split('\n\n').at(-1)).toMatch(/^C\s+continuable\s+inactive\s+\+\s+0\s+child$/);
+    } finally {
+      if (watcher.child.exitCode === null) watcher.child.kill();
+      await watcher.exit;
+    }
+  }, 60_000);
+});
+
 // The watch follows the path: a host creating the file leaves it empty for a moment, a session may be
 // stored after the watch began, and a file may be emptied or replaced while watched.
 describe('ls --follow on a file that changes under it', () => {

@@ -1,6 +1,7 @@
 // `ls --follow`: re-prints the listing whenever another process commits to the database, until every
-// child is inactive or SIGINT/SIGTERM/SIGHUP arrives. Activity comes from each child's log (an open turn is
-// running), read through a read-only handle, since this process runs none of the children it lists.
+// descendant is inactive or SIGINT/SIGTERM/SIGHUP arrives. Activity comes from each child's log (an
+// open turn is running), read through a read-only handle, since this process runs none of the
+// children it lists.
 // The path is followed, not the file first opened: an empty file (a host creating it), a session not
 // stored yet, or a file deleted, replaced or emptied while watched is waited for.
 import fs from 'node:fs';
@@ -26,9 +27,13 @@ export interface Listing<E extends Listed> {
   close(): Promise<void>;
 }
 
+/** The descendants of `rootId` whose log shows them running (an open turn, or none ended yet). */
+function runningBelow(reader: InspectReader, rootId: string): Set<string> {
+  return new Set(reader.tree(rootId).filter((node) => node.activity === 'running').map((node) => node.id));
+}
+
 /** `entries` with each child's activity as its log shows it (an open turn is running). */
-export function activityFromLog<E extends Listed>(reader: InspectReader, rootId: string, entries: E[]): E[] {
-  const running = new Set(reader.tree(rootId).filter((node) => node.activity === 'running').map((node) => node.id));
+export function activityFromLog<E extends Listed>(reader: InspectReader, rootId: string, entries: E[], running = runningBelow(reader, rootId)): E[] {
   return entries.map((entry) => (entry.kind === 'child' ? { ...entry, activity: running.has(entry.id) ? 'running' : 'inactive' } : entry));
 }
 
@@ -42,9 +47,9 @@ function fileState(path: string): string | undefined {
 }
 
 /**
- * Prints `print(entries)` each time the database at `file` changes; resolves once a listing has no
- * running child while the session itself is between turns, or when SIGINT, SIGTERM or SIGHUP arrives
- * (each a normal end of watching). While the file is missing or empty or does not hold the session,
+ * Prints `print(entries)` each time the database at `file` changes; resolves once no descendant of
+ * the session runs while the session itself is between turns, or when SIGINT, SIGTERM or SIGHUP
+ * arrives (each a normal end of watching). While the file is missing or empty or does not hold the session,
  * `waiting` goes to stderr once and the watch goes on.
  * @throws SubagentError what `open` throws for a file that is not a readable database of ours.
  */
@@ -93,16 +98,19 @@ export async function follow<E extends Listed>(options: {
           if (!(await source.has())) wait();
           else {
             waiting = false;
-            const entries = activityFromLog(source.reader, rootId, await source.list());
+            const listed = await source.list();
+            const running = runningBelow(source.reader, rootId);
+            const entries = activityFromLog(source.reader, rootId, listed, running);
             const text = print(entries);
             // Only a changed listing is printed again; a blank line separates successive listings.
             if (text !== last) process.stdout.write(`${printed ? '\n' : ''}${text}`);
             printed = true;
             last = text;
-            // Its parent still in a turn may start children yet: only both quiet end the watch, and
-            // only on a listing of one state (after a commit between the listing and the log reads,
-            // the next poll lists again).
-            const quiet = !entries.some((entry) => entry.activity === 'running') && !source.reader.turnOpen(rootId);
+            // Its parent still in a turn may start children yet, and a child whose own children still
+            // run is told when they settle and may run again (also when only its children are
+            // listed): only the whole tree quiet ends the watch, and only on a listing of one state
+            // (after a commit between the listing and the log reads, the next poll lists again).
+            const quiet = running.size === 0 && !source.reader.turnOpen(rootId);
             if (quiet && source.reader.version() === seen) return;
           }
         }

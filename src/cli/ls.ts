@@ -25,8 +25,8 @@ children of its own ("-" otherwise), tokens spent, label. Unreadable children sh
   --tree      list every descendant, indented by depth; tokens are subtree totals
   --json      print the entries as a JSON array instead
   --follow    re-print whenever the database changes (another process may be writing it), with
-              activity read from each child's log, until every child is inactive and SESSION is
-              between turns; waits for an empty file or a SESSION not stored yet; Ctrl-C stops`;
+              activity read from each child's log, until every descendant is inactive and
+              SESSION is between turns; waits for an empty file or a SESSION not stored yet; Ctrl-C stops`;
 
 type Entry = SubagentListEntry | SubagentDescendantListEntry;
 
