@@ -22,6 +22,8 @@ interface Delivery {
   event: EventName;
   payload: SubagentEvents[EventName];
   pending: Registration[];
+  /** Index in `pending` of the next listener to call (no shift: one event may have thousands). */
+  next: number;
   strict: boolean;
   failure: { error: unknown } | undefined;
 }
@@ -67,12 +69,12 @@ export class SubagentEventBus {
    * on it). A later rejection can no longer undo anything, so it is logged like a contained one.
    */
   emitStrict<E extends EventName>(event: E, payload: SubagentEvents[E]): void {
-    this.#deliver({ event, payload, pending: this.#listeners(event, undefined), strict: true, failure: undefined });
+    this.#deliver({ event, payload, pending: this.#listeners(event, undefined), next: 0, strict: true, failure: undefined });
   }
 
   /** Contained emit: each throw or rejection is logged as one warning and the others still run. */
   emit<E extends EventName>(event: E, payload: SubagentEvents[E], parent?: SessionId): void {
-    this.#deliver({ event, payload, pending: this.#listeners(event, parent), strict: false, failure: undefined });
+    this.#deliver({ event, payload, pending: this.#listeners(event, parent), next: 0, strict: false, failure: undefined });
   }
 
   /**
@@ -84,9 +86,9 @@ export class SubagentEventBus {
   #deliver(delivery: Delivery): void {
     this.#deliveries.push(delivery);
     try {
-      while (delivery.pending.length > 0) {
-        const current = this.#deliveries.find((d) => d.pending.length > 0)!;
-        const registration = current.pending.shift()!;
+      while (delivery.next < delivery.pending.length) {
+        const current = this.#deliveries.find((d) => d.next < d.pending.length)!;
+        const registration = current.pending[current.next++]!;
         // Unsubscribed by a listener before it this time: not called.
         if (this.#registrations.has(registration)) this.#call(current, registration);
       }
