@@ -221,6 +221,19 @@ describe('serveAcp', () => {
     expect(host.agents.get(sessionId)?.status).toBe('idle');
   });
 
+  it('ends the turn cancelled when the client cancels the prompt request itself ($/cancel_request), and runs the next prompt', async () => {
+    const waiting = untilCancelled();
+    const host = await newHost({ tools: [waiting.tool] });
+    const client = await initialized(host);
+    const sessionId = await session(client, scripted({ toolCalls: [{ name: 'until_cancelled', input: {} }] }));
+    const cancel = new AbortController();
+    const answer = client.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: 'go' }] }, { cancellationSignal: cancel.signal });
+    await waiting.entered;
+    cancel.abort();
+    await expect(answer).resolves.toMatchObject({ stopReason: 'cancelled' });
+    await expect(prompt(client, sessionId, 'next')).resolves.toMatchObject({ stopReason: 'end_turn' });
+  });
+
   it('refuses a second prompt while one runs', async () => {
     const host = await newHost();
     const client = await initialized(host);
@@ -290,6 +303,22 @@ describe('serveAcp', () => {
     const params = { sessionId: '', cwd: dir, mcpServers: [] };
     await expect(client.agent.request(acp.methods.agent.session.load, params)).rejects.toMatchObject({ code: -32002 });
     await expect(client.agent.request(acp.methods.agent.session.resume, params)).rejects.toMatchObject({ code: -32002 });
+  });
+
+  it('refuses to load or resume a session in a cwd other than its own (stored or live), serving nothing for it, and loads it in its own', async () => {
+    const db = join(dir, 'other-cwd.db');
+    const sessionId = await storedSession(db);
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    const elsewhere = join(dir, 'elsewhere');
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: elsewhere, mcpServers: [] })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('cwd') });
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId, cwd: elsewhere })).rejects.toMatchObject({ code: -32602 });
+    expect(second.agents.list()).toStrictEqual([]);
+    await expect(prompt(client, sessionId, 'there?')).rejects.toMatchObject({ code: -32002 });
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId, cwd: `${dir}/` })).resolves.toEqual({});
+    const other = await initialized(second);
+    await expect(other.agent.request(acp.methods.agent.session.load, { sessionId, cwd: elsewhere, mcpServers: [] })).rejects.toMatchObject({ code: -32602 });
+    await expect(prompt(other, sessionId, 'there?')).rejects.toMatchObject({ code: -32002 });
   });
 
   it('resumes a session persisted by an earlier server without replaying it, and continues it', async () => {
@@ -510,6 +539,22 @@ describe('serveAcp', () => {
     await expect(client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] })).resolves.toEqual({});
     expect(texts(client.updates, 'user_message_chunk')).toContain('go');
     expect(host.agents.get(sessionId)?.status).toBe('idle');
+  });
+
+  it('refuses to load or resume a live subagent child on its own (its parent’s session runs it): closing its id succeeds and the child stays its parent’s', async () => {
+    const host = await newHost({ persistence: { sqlite: join(dir, 'live-child.db') } });
+    host.subagents.registerProvider(inProcessProvider(host));
+    const client = await initialized(host);
+    const sessionId = await session(client);
+    const parent = host.agents.get(sessionId)!;
+    const { childId } = await host.subagents.startContinuable({ provider: 'in-process', label: 'helper', request: { prompt: [text('help')], parent } });
+    await expect(client.agent.request(acp.methods.agent.session.load, { sessionId: childId, cwd: dir, mcpServers: [] })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('subagent') });
+    await expect(client.agent.request(acp.methods.agent.session.resume, { sessionId: childId, cwd: dir })).rejects.toMatchObject({ code: -32602 });
+    await expect(prompt(client, childId, 'hello child')).rejects.toMatchObject({ code: -32002 });
+    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId: childId })).resolves.toEqual({});
+    expect(host.agents.get(childId)).toBeDefined();
+    await expect(client.agent.request(acp.methods.agent.session.close, { sessionId })).resolves.toEqual({});
+    expect(host.agents.list()).toStrictEqual([]);
   });
 
   it('answers session/close and the prompt it cancels while the model ignores the cancel, once the host stops waiting for it', async () => {
@@ -811,6 +856,43 @@ describe('serveAcp', () => {
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } });
   });
 
+  it('answers the requests its client sent before its input ended: a running prompt cancelled, a session/new with its session', async () => {
+    const waiting = untilCancelled();
+    const host = await newHost({ tools: [waiting.tool] });
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let written = '';
+    output.on('data', (chunk: Buffer) => void (written += chunk.toString()));
+    const served = serveAcp(host, { input, output });
+    const answers = new Map<number, { result?: { sessionId?: string; stopReason?: string }; error?: unknown }>();
+    let arrived = deferred();
+    output.on('data', () => {
+      for (const line of written.split('\n').slice(0, -1)) {
+        const message = JSON.parse(line) as { id?: number; result?: { sessionId?: string; stopReason?: string } };
+        if (message.id !== undefined) answers.set(message.id, message);
+      }
+      arrived.resolve();
+      arrived = deferred();
+    });
+    const send = (message: object) => void input.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    const answer = async (id: number) => {
+      while (!answers.has(id)) await arrived.promise;
+      return answers.get(id)!;
+    };
+    send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+    await answer(1);
+    send({ id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [], ...scripted({ toolCalls: [{ name: 'until_cancelled', input: {} }] }) } });
+    const sessionId = (await answer(2)).result!.sessionId!;
+    send({ id: 3, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'go' }] } });
+    await waiting.entered;
+    send({ id: 4, method: 'session/new', params: { cwd: dir, mcpServers: [] } });
+    input.end();
+    await served;
+    expect(answers.get(3)).toMatchObject({ result: { stopReason: 'cancelled' } });
+    expect(answers.get(4)).toMatchObject({ result: { sessionId: expect.any(String) } });
+    expect(host.agents.list()).toStrictEqual([]);
+  });
+
   describe('a client that reads its output late', () => {
     /**
      * serveAcp writing to an output nobody reads until `read()`: its first write's callback is held
@@ -887,6 +969,20 @@ describe('serveAcp', () => {
       const one = [...Array.from({ length: 2000 }, (_, i) => `${i}:${'x'.repeat(1000)}`), 'ok'];
       expect(replayed.map((update) => ((update.sessionUpdate === 'user_message_chunk' || update.sessionUpdate === 'agent_message_chunk') && update.content.type === 'text' ? update.content.text : update.sessionUpdate))).toStrictEqual([...one, ...one, ...one]);
       await late.end();
+    });
+
+    it('returns once its input ends while the client reads none of a turn it streamed, and frees the session', async () => {
+      const host = await newHost();
+      const late = lateReader(host);
+      late.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      await late.written((message) => message.id === 1);
+      late.send({ id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [], ...scripted({ text: 'x'.repeat(1024 * 1024) }) } });
+      await late.written((message) => message.id === 2);
+      const sessionId = (late.messages.find((message) => message.id === 2)!.result as { sessionId: string }).sessionId;
+      late.send({ id: 3, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'go' }] } });
+      await late.written((message) => message.method === 'session/update');
+      await late.end();
+      expect(host.agents.list()).toStrictEqual([]);
     });
 
     it('stops a session/load replay the client cancels with $/cancel_request and answers it cancelled; the next load replays whole', async () => {

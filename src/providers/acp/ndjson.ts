@@ -111,11 +111,14 @@ export type Intercept = (message: object) => boolean;
  * for a later-registered handler is handled after one that arrived after it. It returns true when
  * it spent the message, which the SDK then never sees. `sent` sees every message the SDK writes,
  * as it writes it: a response ends its request, whether a handler answered it or the SDK refused
- * it before any handler saw it (bad params).
+ * it before any handler saw it (bad params). `inputEnded`, when given, is told that the peer's
+ * input ended: the message stream ends (and the connection with it) once what it returns settles,
+ * so the requests that arrived before the end may still be answered.
  */
 export interface Observe {
   arrived(message: object): boolean | void;
   sent(message: AnyMessage): void;
+  inputEnded?(): Promise<void>;
 }
 
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
@@ -210,7 +213,10 @@ function lineReader(
           detach();
           if (pendingBytes > 0) parse(controller, Buffer.concat(pending).toString('utf8'));
           pending = [];
-          if (!stopped) controller.close();
+          const close = () => void (stopped || controller.close());
+          const held = observe?.inputEnded?.();
+          if (held) void held.then(close, close);
+          else close();
         };
         const fail = (error: unknown) => {
           stopped = true;

@@ -5,6 +5,19 @@ import type { SessionEvent } from '../../seam/session-types.js';
 import type { AcpSdk } from './sdk.js';
 import { historyUpdates } from './server-updates.js';
 
+/** Resolves once `settled` settles or `signal` aborts, whichever comes first (its listener removed either way). */
+function unlessAborted(settled: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    signal.addEventListener('abort', done, { once: true });
+    settled.then(done, done);
+  });
+}
+
 /**
  * Sends updates of one session; `drain` resolves once all were written. The connection writes its
  * messages in the order they were sent, so each update is handed over at once and the last one's
@@ -22,8 +35,9 @@ export class UpdateQueue {
     this.#tail = this.client.notify(this.sdk.methods.client.session.update, { sessionId: this.sessionId, update }).catch(() => undefined);
   }
 
-  drain(): Promise<void> {
-    return this.#tail;
+  /** Resolves once all were written, or once `until` aborts (a client that reads no more). */
+  drain(until: AbortSignal): Promise<void> {
+    return unlessAborted(this.#tail, until);
   }
 }
 
@@ -54,10 +68,10 @@ export class Replays {
   async #send(client: acp.AgentContext, sessionId: string, events: readonly SessionEvent[], signal: AbortSignal): Promise<void> {
     for (const update of historyUpdates(events)) {
       if (signal.aborted) return;
-      const written = await client.notify(this.sdk.methods.client.session.update, { sessionId, update }).then(
-        () => true,
-        () => false,
-      );
+      let written = false;
+      const write = client.notify(this.sdk.methods.client.session.update, { sessionId, update }).then(() => void (written = true));
+      // A write that waits for a client reading no more is not awaited once the signal aborts.
+      await unlessAborted(write, signal);
       if (!written) return;
     }
   }

@@ -2,8 +2,9 @@
 // incoming prompt blocks, session events → `session/update`s (live while a turn streams, and as
 // history for session/load), and turn end reasons → ACP stop reasons.
 import type * as acp from '@agentclientprotocol/sdk';
-import { isAbsolute } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { isBase64, isImageType, type ContentBlock } from '../../seam/content.js';
+import type { Agent } from '../../seam/agent-types.js';
 import type { SessionEvent, SessionEventMap, TurnEndReason } from '../../seam/session-types.js';
 
 /** A prompt block we cannot take (audio, embedded resources): the caller rejects the request. */
@@ -51,6 +52,18 @@ export function scopeProblem(params: { cwd: string; mcpServers?: readonly unknow
   if (params.mcpServers?.length) return 'mcpServers: this agent connects to no MCP servers; send an empty list';
   if (params.additionalDirectories?.length) return 'additionalDirectories: this agent works in cwd only; send none';
   return undefined;
+}
+
+/**
+ * Why `agent`'s session cannot be served in `cwd`; undefined when it can. A session works in the
+ * cwd of its session/new: ACP lets a load or resume change other things only "as long as the
+ * request cwd matches the session's cwd", and serving it elsewhere would run its tools in a
+ * directory the client did not ask for. (A session stored without a cwd takes any.)
+ */
+export function cwdProblem(agent: Agent, cwd: string): string | undefined {
+  const own = agent.session.header.cwd;
+  if (own === undefined || resolve(own) === resolve(cwd)) return undefined;
+  return `cwd: session ${agent.id} works in ${own}; load or resume it with that cwd`;
 }
 
 /** Whether a session holds an image from its input (a prompt, or input accepted for the next one): a model taking text only fails each turn on it. */

@@ -3,61 +3,23 @@
 // the turn `cancelled`, session/load replays a persisted session and session/resume restores one
 // without replay, session/close frees one (its stored log stays). Nothing but protocol on output.
 import type * as acp from '@agentclientprotocol/sdk';
-import type { Readable, Writable } from 'node:stream';
-import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
-import { isRecord } from '../../seam/parse.js';
 import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
-import type { CreateAgentOptions } from '../../runtime/agent-registry.js';
 import type { SessionLog } from '../../runtime/session.js';
-import type { HostAgents } from '../provider-host.js';
-import { assertModelSpec } from '../../runtime/models/create.js';
-import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
-import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, holdsInputImages, promptContent, scopeProblem } from './server-updates.js';
+import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, cwdProblem, holdsInputImages, promptContent, scopeProblem } from './server-updates.js';
+import { assertServeArguments, routeOptions, type AcpServeHost, type AcpServeIo, type AcpServeOptions } from './server-options.js';
 import { Replays, UpdateQueue } from './server-stream.js';
 import { Arrivals } from './arrivals.js';
-import { letGo, serveBy, unlessFreed } from './shared-agents.js';
+import { letGo, serveBy, servedByAny, unlessFreed } from './shared-agents.js';
 import type { Observe } from './ndjson.js';
+
+export type { AcpServeHost, AcpServeIo, AcpServeOptions } from './server-options.js';
 
 /** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
 const SESSION_OPTIONS_EVENT = 'acp/session-options';
-
-/** What `serveAcp` needs of a host (`createHost`'s Host satisfies it). */
-export interface AcpServeHost {
-  readonly agents: HostAgents;
-  readonly persistence: SessionPersistence | undefined;
-  /** A prompt is answered once its turn is stored (a Host's live session store). */
-  readonly sessions: { flush(id: string): Promise<void> };
-  /** session/close releases the session's continuable children before its agent is disposed. */
-  readonly subagents: { drainContinuableDescendants(parents: Agent[]): Promise<void> };
-  createAgent(options?: CreateAgentOptions): Promise<Agent>;
-}
-
-/** The streams to serve on. @default process.stdin / process.stdout */
-export interface AcpServeIo {
-  input: Readable;
-  output: Writable;
-}
-
-export interface AcpServeOptions {
-  /**
-   * Whether prompts may carry images (advertised as `promptCapabilities.image`). With `false`, a
-   * prompt with an image is refused (-32602) before anything is stored: a model that cannot take
-   * images would fail that turn and every later one, since the image stays in the session's history.
-   * @default true
-   */
-  images?: boolean;
-}
-
-const routeSchema = z.strictObject({
-  model: z.unknown().optional(),
-  maxTokens: z.number().int().positive().optional(),
-  maxStepsPerTurn: z.number().int().positive().optional(),
-  toolModules: z.array(z.string().min(1)).optional(),
-});
 
 /** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
 const CLIENT_FAULTS: ReadonlySet<string> = new Set(['INVALID_OPTIONS', 'INVALID_MODEL_SPEC', 'INVALID_REQUEST']);
@@ -84,6 +46,10 @@ class AcpServer {
   readonly #replays: Replays;
   /** The client went away: no session is served any more. */
   #ended = false;
+  /** Aborts once the client's input ended: no prompt runs and no replay is sent any more. */
+  readonly #inputGone = new AbortController();
+  /** The requests being handled, settled or not. */
+  readonly #handling = new Set<Promise<unknown>>();
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
     this.#sdk = sdk;
@@ -101,15 +67,33 @@ class AcpServer {
       .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
       .onRequest(methods.agent.session.load, ({ params, client, requestId, signal }) => this.#guard(() => this.#load(params, client, requestId, signal)))
       .onRequest(methods.agent.session.resume, ({ params, requestId }) => this.#guard(() => this.#resume(params, requestId)))
-      .onRequest(methods.agent.session.prompt, ({ params, client, requestId }) => this.#guard(() => this.#prompt(params, client, requestId)))
+      .onRequest(methods.agent.session.prompt, ({ params, client, requestId, signal }) => this.#guard(() => this.#prompt(params, client, requestId, signal)))
       .onRequest(methods.agent.session.close, ({ params, requestId }) => this.#guard(() => this.#close(params.sessionId, requestId)))
       // Done on arrival (Arrivals): here it would find the prompts of messages sent after it.
       .onNotification(methods.agent.session.cancel, () => undefined);
   }
 
-  /** What the connection reports of each message in and out (see Arrivals). */
+  /** What the connection reports of each message in and out (see Arrivals), and the end of its input. */
   get observer(): Observe {
-    return this.#arrivals;
+    return {
+      arrived: (message) => this.#arrivals.arrived(message),
+      sent: (message) => this.#arrivals.sent(message),
+      inputEnded: () => this.#inputEnded(),
+    };
+  }
+
+  /**
+   * The client's input ended: the requests it sent before are answered before the connection
+   * closes (its output may still be read), its running prompts cancelled and its replays cut.
+   */
+  async #inputEnded(): Promise<void> {
+    // The SDK takes up what arrived with the end in the promise callbacks that follow it.
+    await new Promise((resolve) => setImmediate(resolve));
+    this.#inputGone.abort();
+    for (const sessionId of this.#sessions.keys()) this.#cancel(sessionId);
+    while (this.#handling.size > 0) await Promise.all(this.#handling);
+    // The SDK writes an answer in the promise callbacks after its handler settled.
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   #initialize(): acp.InitializeResponse {
@@ -125,8 +109,18 @@ class AcpServer {
     };
   }
 
-  /** Runs a handler, turning our errors into JSON-RPC errors that carry the code, not the text. */
-  async #guard<T>(handler: () => Promise<T>): Promise<T> {
+  /** Runs a handler (counted until it settles), turning our errors into JSON-RPC errors that carry the code, not the text. */
+  #guard<T>(handler: () => Promise<T>): Promise<T> {
+    const answer = this.#answer(handler);
+    const settled: Promise<unknown> = answer.then(
+      () => this.#handling.delete(settled),
+      () => this.#handling.delete(settled),
+    );
+    this.#handling.add(settled);
+    return answer;
+  }
+
+  async #answer<T>(handler: () => Promise<T>): Promise<T> {
     const { RequestError } = this.#sdk;
     try {
       return await handler();
@@ -147,21 +141,9 @@ class AcpServer {
 
   /** The delegator's route overrides from `_meta`, validated like any boundary input. */
   #agentOptions(meta: acp.NewSessionRequest['_meta']): AgentOptions {
-    const parsed = routeSchema.safeParse(meta?.[AGENT_OPTIONS_META] ?? {});
-    if (!parsed.success) throw this.#sdk.RequestError.invalidParams(undefined, `_meta.${AGENT_OPTIONS_META} is invalid`);
-    const { model, maxTokens, maxStepsPerTurn, toolModules } = parsed.data;
-    const options: AgentOptions = {};
-    if (maxTokens !== undefined) options.maxTokens = maxTokens;
-    if (maxStepsPerTurn !== undefined) options.maxStepsPerTurn = maxStepsPerTurn;
-    // Loaded where this agent runs, as a worker child's are in its thread; one that does not load is -32602.
-    if (toolModules !== undefined) options.toolModules = toolModules;
-    if (model === undefined) return options;
-    try {
-      assertModelSpec(model);
-    } catch {
-      throw this.#sdk.RequestError.invalidParams(undefined, `_meta.${AGENT_OPTIONS_META}.model is not a valid model spec`);
-    }
-    return { ...options, model };
+    const options = routeOptions(meta?.[AGENT_OPTIONS_META] ?? {});
+    if (typeof options === 'string') throw this.#sdk.RequestError.invalidParams(undefined, options);
+    return options;
   }
 
   async #newSession(params: acp.NewSessionRequest): Promise<acp.NewSessionResponse> {
@@ -185,22 +167,39 @@ class AcpServer {
     await this.#arrivals.restoreMayRun(requestId);
     await this.#closing.get(sessionId)?.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
-    if (served) return served;
+    if (served) return this.#inCwd(served, params.cwd);
     let restoring = this.#restoring.get(sessionId);
     if (!restoring) {
       restoring = (async () => {
         // One another connection is freeing is not served as it goes: the session is restored afresh.
         const live = await unlessFreed(this.#host.agents.get(sessionId), () => this.#host.agents.get(sessionId));
+        // A subagent child its parent's run or continuation holds is run by that session: a client
+        // prompting it would race its parent, and a close could not free it. (A subagent's session a
+        // load brought back from storage is top-level, and served while a connection serves it.)
+        if (live?.session.header.origin === 'subagent' && !servedByAny(live)) {
+          throw this.#sdk.RequestError.invalidParams(undefined, `session ${sessionId} is a subagent's, run by its parent's session; it is not served on its own`);
+        }
         const agent = live ?? (await this.#resumeStored(sessionId));
-        if (!this.#images && holdsInputImages(agent.session.events)) {
+        const problem = !this.#images && holdsInputImages(agent.session.events)
+          ? 'this session holds images and this agent takes no images (it is served text-only)'
+          : cwdProblem(agent, params.cwd);
+        if (problem !== undefined) {
           if (!live) await this.#host.agents.dispose(agent.id);
-          throw this.#sdk.RequestError.invalidParams(undefined, 'this session holds images and this agent takes no images (it is served text-only)');
+          throw this.#sdk.RequestError.invalidParams(undefined, problem);
         }
         return this.#serve(agent);
       })().finally(() => this.#restoring.delete(sessionId));
       this.#restoring.set(sessionId, restoring);
     }
-    return restoring;
+    // A load or resume that joined another's restore asked for its own cwd.
+    return this.#inCwd(await restoring, params.cwd);
+  }
+
+  /** `served`, when its session works in `cwd`; -32602 otherwise. */
+  #inCwd(served: Served, cwd: string): Served {
+    const problem = cwdProblem(served.agent, cwd);
+    if (problem !== undefined) throw this.#sdk.RequestError.invalidParams(undefined, problem);
+    return served;
   }
 
   /** A stored session as a live agent, with the route overrides it was created with (read in the same load). */
@@ -226,9 +225,10 @@ class AcpServer {
 
   async #load(params: acp.LoadSessionRequest, client: acp.AgentContext, requestId: unknown, signal: AbortSignal): Promise<acp.LoadSessionResponse> {
     const served = await this.#restore(params, this.#sdk.methods.agent.session.load, requestId);
-    await this.#replays.replay(client, params.sessionId, served.agent.session.events, signal);
+    await this.#replays.replay(client, params.sessionId, served.agent.session.events, AbortSignal.any([signal, this.#inputGone.signal]));
     // A replay cut short by the client's $/cancel_request is answered as cancelled, not as loaded.
     signal.throwIfAborted();
+    if (this.#inputGone.signal.aborted) throw this.#sdk.RequestError.internalError(undefined, 'the client’s input ended before the session was replayed');
     return {};
   }
 
@@ -248,7 +248,8 @@ class AcpServer {
     return served;
   }
 
-  async #prompt(params: acp.PromptRequest, client: acp.AgentContext, requestId: unknown): Promise<acp.PromptResponse> {
+  /** `signal` aborts on the client's $/cancel_request of this prompt (or as the connection closes): the turn ends `cancelled`, as on session/cancel. */
+  async #prompt(params: acp.PromptRequest, client: acp.AgentContext, requestId: unknown, signal: AbortSignal): Promise<acp.PromptResponse> {
     // Sent after a load or resume of its session: runs on the session that brought back.
     const restored = this.#arrivals.promptMayRun(requestId);
     if (restored) await restored;
@@ -266,12 +267,17 @@ class AcpServer {
       throw this.#sdk.RequestError.invalidParams(undefined, 'the prompt is empty');
     }
     // Cancelled (or its session closed) before its turn could start: it ends at once.
-    if (arrived?.cancelled) return { stopReason: 'cancelled' };
+    // (Or the client's input ended meanwhile: it runs no new turn.)
+    if (arrived?.cancelled || signal.aborted || this.#inputGone.signal.aborted) return { stopReason: 'cancelled' };
     const active = { cancelled: false };
     served.active = active;
+    const cancel = () => {
+      if (served.active === active) this.#cancel(params.sessionId);
+    };
+    signal.addEventListener('abort', cancel, { once: true });
     const answer = this.#run(agent, served, active, content, client, params.sessionId);
     served.answered = answer.then(() => undefined, () => undefined);
-    return answer;
+    return answer.finally(() => signal.removeEventListener('abort', cancel));
   }
 
   async #run(agent: Agent, served: Served, active: { cancelled: boolean }, content: ReturnType<typeof promptContent>, client: acp.AgentContext, sessionId: string): Promise<acp.PromptResponse> {
@@ -289,7 +295,8 @@ class AcpServer {
       unsubscribe();
       served.active = undefined;
     }
-    await updates.drain();
+    // A client whose input ended may read no more: its answer does not wait for the updates to leave.
+    await updates.drain(this.#inputGone.signal);
     // Answered once the turn is stored: a client told `end_turn` may count on `session/load` having
     // it, and a store that refused it (another process wrote the session) fails the prompt.
     await this.#host.sessions.flush(agent.id);
@@ -364,18 +371,8 @@ class AcpServer {
   }
 }
 
-/** Checked before anything is served: a bad argument is `INVALID_OPTIONS`, not a session that fails later. */
-function assertServeArguments(host: unknown, io: unknown, options: unknown): void {
-  const problem = !isRecord(host) || typeof host['createAgent'] !== 'function' || typeof (host['agents'] as { dispose?: unknown } | undefined)?.dispose !== 'function' ||
-    typeof (host['sessions'] as { flush?: unknown } | undefined)?.flush !== 'function' || typeof (host['subagents'] as { drainContinuableDescendants?: unknown } | undefined)?.drainContinuableDescendants !== 'function'
-    ? 'host must be a host made by createHost()'
-    : io !== undefined && (!isRecord(io) || typeof (io['input'] as { on?: unknown } | undefined)?.on !== 'function' || typeof (io['output'] as { write?: unknown } | undefined)?.write !== 'function')
-      ? 'io must be { input: Readable, output: Writable }'
-      : options !== undefined && (!isRecord(options) || Object.keys(options).some((key) => key !== 'images') || (options['images'] !== undefined && typeof options['images'] !== 'boolean'))
-        ? 'options must be { images?: boolean }'
-        : undefined;
-  if (problem !== undefined) throw new SubagentError('INVALID_OPTIONS', `serveAcp: ${problem}`);
-}
+
+
 
 /**
  * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go

@@ -13,6 +13,11 @@ export function serveBy(agent: Agent, connection: object): void {
   serving.set(agent, (serving.get(agent) ?? new Set()).add(connection));
 }
 
+/** Whether some connection serves `agent`. */
+export function servedByAny(agent: Agent): boolean {
+  return (serving.get(agent)?.size ?? 0) > 0;
+}
+
 /** `connection` no longer serves `agent`: `free` runs (awaited) unless another connection still serves it. */
 export async function letGo(agent: Agent, connection: object, free: () => Promise<unknown>): Promise<void> {
   const connections = serving.get(agent);
