@@ -4,7 +4,7 @@
 import type { Agent, AgentOptions, ModelSpec, Tool } from './seam/agent-types.js';
 import { plainJsonProblem, type SessionId } from './seam/content.js';
 import { SubagentError, describeError, isSubagentError } from './seam/errors.js';
-import { assertKnownKeys, isRecord, timerOption, wellFormed } from './seam/parse.js';
+import { assertKnownKeys, isRecord, pickFields, readingInput, timerOption, wellFormed } from './seam/parse.js';
 import type { SessionHeader } from './seam/session-types.js';
 import { AgentRegistry, type CreateAgentOptions } from './runtime/agent-registry.js';
 import { checkedPersistence, liveGuardedPersistence } from './runtime/checked-persistence.js';
@@ -78,7 +78,7 @@ function containedLogger(logger: Logger | undefined): Logger | undefined {
  * not usable; else the options the host is built with (its logger contained).
  */
 function checkHostOptions(options: HostOptions): HostOptions {
-  const logger = containedLogger(options.logger);
+  const logger = readingInput('options.logger', 'INVALID_OPTIONS', () => containedLogger(options.logger));
   if (options.model !== undefined) assertModelSpec(options.model);
   if (options.providers !== undefined && typeof options.providers !== 'boolean') {
     throw new SubagentError('INVALID_OPTIONS', `options.providers must be true or false (got ${typeof options.providers})`);
@@ -124,11 +124,6 @@ function checkNewHeader(header: unknown): void {
 }
 
 /**
- * `INVALID_OPTIONS` naming the first event of a caller's `seed` that no store could keep or no agent
- * could continue from: each must be `{ seq, time, type, data }` with plain-JSON data, and a turn's
- * start and end must carry its number. (Contiguous seqs from 0 are the session's check: `SEQ_MISMATCH`.)
- */
-/**
  * A caller's ready adapter is the caller's code: its chunks are checked as a module adapter's are
  * (its output goes into the log as it is). Anything that is no adapter is left for the registry to refuse.
  */
@@ -138,6 +133,24 @@ function withCheckedModel(options: CreateAgentOptions | undefined): CreateAgentO
   return { ...options, model: checkedAdapter(model as unknown as ModelAdapter, 'the model adapter given to createAgent') };
 }
 
+/** The createAgent options, their fields read once, checked as the store and the registry will check them. */
+function checkAgentOptions(given: CreateAgentOptions): CreateAgentOptions {
+  assertKnownKeys('createAgent options', given, AGENT_OPTION_KEYS);
+  const options = pickFields(given, AGENT_OPTION_KEYS);
+  const { header, agentOptions, seed } = options;
+  // Checked as the store will check it: a header it refuses would leave the agent running unsaved.
+  if (header !== undefined) checkNewHeader(header);
+  // A misspelt option (maxToken) is refused, as a start's agentOptions are, not silently dropped.
+  if (isRecord(agentOptions)) assertKnownKeys('createAgent options.agentOptions', agentOptions, AGENT_OPTIONS_FIELDS);
+  if (seed !== undefined) checkSeed(seed);
+  return options as CreateAgentOptions;
+}
+
+/**
+ * `INVALID_OPTIONS` naming the first event of a caller's `seed` that no store could keep or no agent
+ * could continue from: each must be `{ seq, time, type, data }` with plain-JSON data, and a turn's
+ * start and end must carry its number. (Contiguous seqs from 0 are the session's check: `SEQ_MISMATCH`.)
+ */
 function checkSeed(seed: unknown): void {
   if (!Array.isArray(seed)) throw new SubagentError('INVALID_OPTIONS', 'createAgent options.seed must be an array of session events');
   seed.forEach((event: unknown, index) => {
@@ -178,7 +191,8 @@ function openPersistence(option: HostOptions['persistence']): { persistence: Ses
     if (unwritable) throw unwritable;
     return { persistence: sqlitePersistence(sqlite, options), owned: true };
   }
-  if (typeof option === 'object' && option !== null && PERSISTENCE_METHODS.every((m) => typeof (option as unknown as Record<string, unknown>)[m] === 'function')) {
+  const isStore = (store: object) => PERSISTENCE_METHODS.every((m) => typeof (store as Record<string, unknown>)[m] === 'function');
+  if (typeof option === 'object' && option !== null && readingInput('options.persistence', 'INVALID_OPTIONS', () => isStore(option))) {
     // Checked: what it throws or returns reaches the host typed, as from the built-in stores.
     return { persistence: checkedPersistence(option as SessionPersistence), owned: false };
   }
@@ -260,17 +274,10 @@ class HostImpl implements Host {
     }
   }
 
-  async createAgent(options?: CreateAgentOptions): Promise<Agent> {
+  async createAgent(given?: CreateAgentOptions): Promise<Agent> {
     if (this.#closing) throw SubagentError.closed('the host');
-    if (options !== undefined) assertKnownKeys('createAgent options', options, AGENT_OPTION_KEYS);
-    const header = (options as { header?: unknown } | undefined)?.header;
-    // Checked as the store will check it: a header it refuses would leave the agent running unsaved.
-    if (header !== undefined) checkNewHeader(header);
-    const agentOptions = (options as { agentOptions?: unknown } | undefined)?.agentOptions;
-    // A misspelt option (maxToken) is refused, as a start's agentOptions are, not silently dropped.
-    if (isRecord(agentOptions)) assertKnownKeys('createAgent options.agentOptions', agentOptions, AGENT_OPTIONS_FIELDS);
-    const seed = (options as { seed?: unknown } | undefined)?.seed;
-    if (seed !== undefined) checkSeed(seed);
+    // Read once into a copy and checked; a getter or proxy trap that throws is the caller's bad input.
+    const options = given === undefined ? undefined : readingInput('createAgent options', 'INVALID_OPTIONS', () => checkAgentOptions(given));
     const id = (options as { sessionId?: unknown } | undefined)?.sessionId;
     // A stored session is brought back with agents.resume; a new one under its id would write into its log.
     if (typeof id === 'string' && id !== '' && (await this.persistence.projections([id])).has(id)) {
@@ -333,10 +340,34 @@ class HostImpl implements Host {
   }
 }
 
+/**
+ * The caller's options, read once into plain copies (the continuation's, the tool list, a
+ * `{ sqlite }` persistence; the pool's are copied as the pool reads them) and checked: a getter or
+ * proxy trap that throws is `INVALID_OPTIONS` naming the option, not a TypeError from inside the host.
+ */
+function readHostOptions(given: HostOptions): HostOptions {
+  const options: Record<string, unknown> = readingInput('createHost options', 'INVALID_OPTIONS', () => {
+    assertKnownKeys('createHost options', given, HOST_OPTION_KEYS);
+    return pickFields(given, HOST_OPTION_KEYS);
+  });
+  const { tools, continuation, persistence } = options;
+  readingInput('options.tools', 'INVALID_OPTIONS', () => {
+    if (Array.isArray(tools)) options['tools'] = [...(tools as unknown[])];
+  });
+  readingInput('options.continuation', 'INVALID_OPTIONS', () => {
+    // Its own fields, for the check of misspelt ones, and lingerMs also where a class defines it.
+    if (isRecord(continuation)) options['continuation'] = { ...continuation, ...pickFields(continuation, ['lingerMs']) };
+  });
+  readingInput('options.persistence', 'INVALID_OPTIONS', () => {
+    // A store of the caller's own is kept as it is (its methods are checked as it is opened).
+    if (isRecord(persistence) && 'sqlite' in persistence) options['persistence'] = { ...persistence };
+  });
+  return checkHostOptions(options as HostOptions);
+}
+
 /** Creates a host. */
-export async function createHost(options: HostOptions = {}): Promise<Host> {
-  assertKnownKeys('createHost options', options, HOST_OPTION_KEYS);
-  const checked = checkHostOptions(options);
+export async function createHost(given: HostOptions = {}): Promise<Host> {
+  const checked = readHostOptions(given);
   const opened = openPersistence(checked.persistence);
   try {
     return new HostImpl(checked, opened);

@@ -142,6 +142,22 @@ describe('schema failures', () => {
     expect(() => createWorkerPool(options)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining(`options.pool.${field}`) as string }));
   });
 
+  it.each<[string, () => unknown, string]>([
+    ['pool.maxNestingDepth 2^53', () => createWorkerPool({ maxNestingDepth: 2 ** 53 }), 'options.pool.maxNestingDepth: Too big: expected number to be <=32'],
+    ['pool.maxNestingDepth 1e300', () => createWorkerPool({ maxNestingDepth: 1e300 }), 'options.pool.maxNestingDepth: Too big: expected number to be <=32'],
+    ['pool.maxThreads 2^53', () => createWorkerPool({ maxThreads: 2 ** 53 }), 'options.pool.maxThreads: Too big: expected number to be <=1024'],
+    ['pool.cancelGraceMs 2^53', () => createWorkerPool({ cancelGraceMs: 2 ** 53 }), 'options.pool.cancelGraceMs: must be at most 2147483647 ms (a longer timer fires at once)'],
+    ['sqlitePersistence busyTimeoutMs 2^53', () => sqlitePersistence(':memory:', { busyTimeoutMs: 2 ** 53 }), 'sqlitePersistence options.busyTimeoutMs: Too big: expected number to be <=2147483647'],
+  ])('refuse a %s naming the bound it passes, not the largest safe integer', (_name, create, message) => {
+    expect(create).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message }));
+  });
+
+  it.each(['maxNestingDepth', 'minThreads'])('refuse a pool %s of -0, as a maxDepth of -0 is refused', (field) => {
+    expect(() => createWorkerPool({ [field]: -0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: `options.pool.${field}: must be a whole number ≥ 0, not -0` }),
+    );
+  });
+
   it('refuse a worker heap so small that starting a thread would abort the process', async () => {
     const tooSmall = { pool: { resourceLimits: { maxOldGenerationSizeMb: 2 } } };
     expect(() => createWorkerPool(tooSmall.pool)).toThrow(

@@ -85,9 +85,10 @@ async function startLocal(host: ProviderHost, request: ResolvedSubagentStartRequ
 /** A provider whose children run as agents in this thread. */
 export function inProcessProvider(owner: Host, opts: InProcessProviderOptions = {}): SubagentProvider {
   const host = hostParts(owner);
-  const fork = factoryOptions(opts, 'inProcessProvider', ['name', 'fork']).fork ?? false;
+  const options = factoryOptions(opts, 'inProcessProvider', ['name', 'fork']);
+  const fork = options.fork ?? false;
   return {
-    name: opts.name ?? (fork ? 'in-process-fork' : 'in-process'),
+    name: options.name ?? (fork ? 'in-process-fork' : 'in-process'),
     capabilities: ALL_CAPABILITIES,
     inheritsParentContext: fork,
     start: (request) => startLocal(host, request, fork),

@@ -7,7 +7,7 @@ import { unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
-import { isRecord, timerOption, wellFormed } from '../seam/parse.js';
+import { isRecord, readingInput, timerOption, wellFormed } from '../seam/parse.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent, type OwnInput } from './agent.js';
 import { createModel } from './models/create.js';
@@ -75,11 +75,12 @@ export interface AgentHandle {
   dispose(): Promise<void>;
 }
 
-/** `INVALID_OPTIONS` unless `options` is an object whose `sessionId` (required for a resume) is a non-empty string. */
-function assertAgentOptionsObject(method: string, options: unknown, needsId: boolean): void {
+/** `INVALID_OPTIONS` unless `options` is an object whose `sessionId` (required for a resume) is a non-empty string (and can be read). */
+const assertAgentOptionsObject = (method: string, options: unknown, needsId: boolean): void => readingInput(`${method}() options`, 'INVALID_OPTIONS', () => checkOptionsObject(method, options, needsId));
+function checkOptionsObject(method: string, options: unknown, needsId: boolean): void {
   if (!isRecord(options)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options must be an object`);
   const bad = (field: string, what: string) => new SubagentError('INVALID_OPTIONS', `${method}(): options.${field} must be ${what}`);
-  const { model, tools, setup, hooks, signal, admit, cancelFlag, loadToolModules, ownInput, abandon } = options;
+  const { model, tools, setup, hooks, signal, admit, cancelFlag, loadToolModules, ownInput, abandon, sessionId } = options;
   if (model !== undefined && !(isRecord(model) && typeof model['stream'] === 'function')) {
     throw bad('model', 'a ready model adapter (an object with a stream() method); a model spec goes in agentOptions.model');
   }
@@ -92,7 +93,6 @@ function assertAgentOptionsObject(method: string, options: unknown, needsId: boo
   if (cancelFlag !== undefined && !(cancelFlag instanceof Int32Array)) throw bad('cancelFlag', 'an Int32Array');
   if (loadToolModules !== undefined && typeof loadToolModules !== 'boolean') throw bad('loadToolModules', 'true or false');
   if (abandon !== undefined && typeof abandon !== 'boolean') throw bad('abandon', 'true or false');
-  const { sessionId } = options;
   if (sessionId === undefined && !needsId) return;
   if (typeof sessionId !== 'string' || sessionId === '') throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be a non-empty string`);
   if (!wellFormed(sessionId)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)`);

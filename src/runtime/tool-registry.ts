@@ -8,7 +8,7 @@ import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import { compileJsonSchema } from './json-schema.js';
 import type { ToolSchema } from './models/types.js';
-import { parseOrThrow } from '../seam/parse.js';
+import { parseOrThrow, readingInput } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
 
 export interface ToolResultContent {
@@ -159,7 +159,7 @@ export class ToolRegistry {
   /** Registers tools in this scope; `DUPLICATE_TOOL` if a visible tool has the name, `CLOSED` once closed. */
   register(...tools: Tool[]): () => void {
     if (this.#closed) throw SubagentError.closed('the host', 'register tools on an open host');
-    for (const tool of tools) assertTool(tool);
+    for (const tool of tools) readingInput('a tool', 'INVALID_OPTIONS', () => assertTool(tool));
     const names = new Set<string>();
     for (const tool of tools) {
       const module = this.#own.has(tool.name) ? modules.get(this.#own.get(tool.name)!) : undefined;

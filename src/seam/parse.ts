@@ -1,7 +1,7 @@
 // One way to turn a schema failure into a SubagentError: the first issue, named by its full field
 // path (`options.pool.maxThreads: …`). Only zod's types are imported, so loading this builds nothing.
 import type { z } from 'zod';
-import { SubagentError, printable, type SubagentErrorCode } from './errors.js';
+import { SubagentError, describeError, printable, type SubagentErrorCode } from './errors.js';
 
 /** The longest delay a Node timer takes: a longer one fires after 1 ms (with a warning). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -16,6 +16,30 @@ export function timerOption(value: unknown, fallback: number, field: string): nu
     throw new SubagentError('INVALID_OPTIONS', `${field} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} (got ${printable(ms)})`);
   }
   return ms;
+}
+
+/**
+ * `read()`, where a getter or proxy trap of the caller's `what` that throws (a revoked proxy
+ * included) is `code` naming `what`, with the throw as cause, not a TypeError from deep inside.
+ * A `SubagentError` thrown by the checks in `read` passes unchanged.
+ */
+export function readingInput<T>(what: string, code: SubagentErrorCode, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof SubagentError) throw error;
+    throw new SubagentError(code, `${what} could not be read: a getter or proxy trap of it threw (${describeError(error)})`, { cause: error });
+  }
+}
+
+/**
+ * The `keys` a caller's object has (its own or inherited: a class's getters count), each read once
+ * into a plain object, so that later reads ask no getter or proxy again.
+ */
+export function pickFields(value: object, keys: readonly string[]): Record<string, unknown> {
+  const copy: Record<string, unknown> = {};
+  for (const key of keys) if (key in value) copy[key] = (value as Record<string, unknown>)[key];
+  return copy;
 }
 
 /** A non-null object that is not an array: what the hand-written checks before a schema look into. */
@@ -43,6 +67,13 @@ export function everyItem(values: unknown[], check: (value: unknown) => boolean)
 export function describeIssue(error: z.ZodError, path: string): string {
   // A failed parse has at least one issue; every caller roots the path at a named value.
   let issue = error.issues[0]!;
+  // `int()` bounds a number at 2^53 - 1 (and zod reports that first): where the field has a lower
+  // bound of its own (pool.maxNestingDepth ≤ 32), that bound is what the caller must be told.
+  if (issue.code === 'too_big' && issue.maximum === Number.MAX_SAFE_INTEGER) {
+    const first = issue;
+    const own = error.issues.find((other) => other.code === 'too_big' && Number(other.maximum) < Number.MAX_SAFE_INTEGER && other.path.join('\0') === first.path.join('\0'));
+    if (own) issue = own;
+  }
   let field = path;
   for (const key of issue.path) field += typeof key === 'number' ? `[${key}]` : `.${String(key)}`;
   // A union where only one option takes the value's type: that option's issue says what to fix.

@@ -282,6 +282,14 @@ export function placed(row: SubagentListEntry, parentId: SessionId, depth: numbe
 /** A listing's arguments: a session id (an unknown one lists nothing) and an optional AbortSignal. */
 export function listingProblem(method: string, id: unknown, signal: unknown): SubagentError | undefined {
   if (typeof id !== 'string' || id === '') return new SubagentError('INVALID_REQUEST', `${method}(): the session id must be a non-empty string (got ${id === '' ? 'an empty string' : typeof id})`);
-  if (signal !== undefined && !(signal instanceof AbortSignal)) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
+  // `instanceof` asks a proxy's getPrototypeOf trap, which may throw: no AbortSignal either.
+  const isSignal = (): boolean => {
+    try {
+      return signal instanceof AbortSignal;
+    } catch {
+      return false;
+    }
+  };
+  if (signal !== undefined && !isSignal()) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
   return undefined;
 }

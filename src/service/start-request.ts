@@ -12,7 +12,7 @@ import { SubagentError, describeError } from '../seam/errors.js';
 import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentStartRequest } from '../seam/types.js';
 import { compileJsonSchema } from '../runtime/json-schema.js';
 import { assertModelSpec } from '../runtime/models/create.js';
-import { everyItem, isRecord, parseOrThrow } from '../seam/parse.js';
+import { everyItem, isRecord, parseOrThrow, readingInput } from '../seam/parse.js';
 import { toolFilterSchema } from '../seam/tool-filter.js';
 
 const CAPABILITY_OF = [
@@ -109,6 +109,11 @@ export function assertObjectSchema(schema: unknown): asserts schema is JsonSchem
  * returns the detached copy the provider receives, with its one-shot descriptor.
  */
 export function resolveStartRequest(provider: SubagentProvider, request: SubagentStartRequest): ResolvedSubagentStartRequest {
+  // A getter or proxy trap of the caller's request that throws (a revoked proxy) is its bad input.
+  return readingInput('request', 'INVALID_REQUEST', () => resolve(provider, request));
+}
+
+function resolve(provider: SubagentProvider, request: SubagentStartRequest): ResolvedSubagentStartRequest {
   if (request === null || typeof request !== 'object') throw new SubagentError('INVALID_REQUEST', 'request must be an object { prompt, parent, signal, … }');
   for (const [field, capability] of CAPABILITY_OF) {
     if (request[field] !== undefined && !provider.capabilities[capability]) {

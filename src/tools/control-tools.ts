@@ -11,6 +11,7 @@ import { AgentStatusTracker, waitUntil, type AgentStatus, type TrackedAgent } fr
 import { backgroundTasks, type BackgroundTask } from './background-tasks.js';
 import type { StoredStatusHost } from './stored-status.js';
 import { assertToolHost } from './tool-host.js';
+import { readingInput } from '../seam/parse.js';
 
 /** What the control tools need of a host. */
 export interface ControlToolsHost {
@@ -199,7 +200,7 @@ function buildTools(host: ControlToolsHost, tracker: AgentStatusTracker): Tool[]
 /** Registers the control tools in `host.tools`; returns their disposer. */
 export function controlTools(host: ControlToolsHost): () => void {
   assertToolHost(host, 'controlTools', { tools: 'register', agents: 'get' });
-  const { persistence, sessions } = host;
+  const { persistence, sessions } = readingInput('controlTools: host', 'INVALID_OPTIONS', () => ({ persistence: host.persistence, sessions: host.sessions }));
   const tracker = new AgentStatusTracker(host.subagents, host.agents, persistence && sessions ? { persistence, sessions, agents: host.agents } : undefined);
   let unregister: () => void;
   try {

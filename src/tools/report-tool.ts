@@ -2,7 +2,7 @@
 // continuable child's own tool scope (never in one-shot children) and does not end the child's turn.
 import type { Agent, Tool } from '../seam/agent-types.js';
 import { SubagentError } from '../seam/errors.js';
-import { assertKnownKeys } from '../seam/parse.js';
+import { assertKnownKeys, pickFields, readingInput } from '../seam/parse.js';
 import { ToolRegistry, tagToolHolder } from '../runtime/tool-registry.js';
 import type { SubagentService } from '../service/service.js';
 import { assertToolHost } from './tool-host.js';
@@ -50,14 +50,17 @@ function buildTool(host: ReportToolHost, delivery: 'next-step' | 'quiet'): Tool 
 /** Installs `report` in every continuable child created from now on; returns the disposer. */
 export function reportTool(host: ReportToolHost, opts: ReportToolOptions = {}): () => void {
   assertToolHost(host, 'reportTool');
-  assertKnownKeys('reportTool opts', opts, ['delivery']);
-  const { delivery = 'next-step' } = opts;
+  const { delivery = 'next-step' } = readingInput('reportTool opts', 'INVALID_OPTIONS', () => {
+    assertKnownKeys('reportTool opts', opts, ['delivery']);
+    return pickFields(opts, ['delivery']) as ReportToolOptions;
+  });
   if (delivery !== 'next-step' && delivery !== 'quiet') throw new SubagentError('INVALID_OPTIONS', "reportTool opts.delivery must be 'next-step' or 'quiet'");
   // A second one would make every continuable child's setup fail on the duplicate name: refuse it here.
   if (installed.has(host.subagents)) throw new SubagentError('DUPLICATE_TOOL', 'reportTool is already installed on this host; call its disposer first');
   // So would a host tool of that name, which every continuable child inherits.
-  const tools = (host as { tools?: { get?: unknown } }).tools;
-  if (typeof tools?.get === 'function' && (tools.get as (name: string) => unknown)('report') !== undefined) {
+  const tools = readingInput('reportTool: host', 'INVALID_OPTIONS', () => (host as { tools?: { get?: unknown } }).tools);
+  const holdsReport = readingInput('reportTool: host.tools', 'INVALID_OPTIONS', () => typeof tools?.get === 'function' && (tools.get as (name: string) => unknown)('report') !== undefined);
+  if (holdsReport) {
     throw new SubagentError('DUPLICATE_TOOL', 'reportTool: host.tools already has a tool named report, which every continuable child inherits; rename or remove it first');
   }
   // And so would a host tool of that name registered later: the name is kept free in host.tools

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { Agent } from '../../seam/agent-types.js';
 import { SubagentError } from '../../seam/errors.js';
 import type { InheritEnv } from '../child-env.js';
-import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
+import { MAX_TIMER_MS, parseOrThrow, readingInput } from '../../seam/parse.js';
 
 export interface AcpProviderOptions {
   /** Registry name. @default 'acp' */
@@ -80,7 +80,7 @@ function assertEnterable(dir: string, what: string): void {
 
 /** Validates `opts`; `INVALID_OPTIONS` names the first bad option. */
 export function parseAcpOptions(opts: AcpProviderOptions): AcpProviderConfig {
-  const parsed = parseOrThrow(optionsSchema, opts, 'INVALID_OPTIONS', 'options');
+  const parsed = readingInput('acpProvider options', 'INVALID_OPTIONS', () => parseOrThrow(optionsSchema, opts, 'INVALID_OPTIONS', 'options'));
   const config = { ...parsed, cwd: parsed.cwd === undefined ? undefined : resolve(parsed.cwd) };
   if (config.cwd !== undefined) {
     try {

@@ -4,7 +4,7 @@
 import type { RedisOptions } from 'ioredis';
 import { z } from 'zod';
 import { SubagentError } from '../../seam/errors.js';
-import { parseOrThrow } from '../../seam/parse.js';
+import { parseOrThrow, readingInput } from '../../seam/parse.js';
 
 export interface QueueProviderOptions {
   /** `redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS). */
@@ -68,7 +68,7 @@ export function parseRedisUrl(value: unknown, field: string): string {
 
 /** Validates and fills in the provider's options; `INVALID_OPTIONS` on any bad field. */
 export function parseQueueOptions(options: QueueProviderOptions): ResolvedQueueOptions {
-  const parsed = parseOrThrow(shape, options, 'INVALID_OPTIONS', 'options');
+  const parsed = readingInput('queueProvider options', 'INVALID_OPTIONS', () => parseOrThrow(shape, options, 'INVALID_OPTIONS', 'options'));
   return {
     url: parseRedisUrl(parsed.connection, 'options.connection'),
     queue: parsed.queue ?? DEFAULT_QUEUE,

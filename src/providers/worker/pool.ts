@@ -15,7 +15,7 @@ import { EntryWatch } from './entry-watch.js';
 import { ImportFence, MIN_PARK_WAIT_MS, createGateBuffer } from './import-gate.js';
 import { KeepAlive } from './keep-alive.js';
 import { ThreadTracker } from './thread-tracker.js';
-import { MAX_TIMER_MS, parseOrThrow } from '../../seam/parse.js';
+import { MAX_TIMER_MS, parseOrThrow, readingInput } from '../../seam/parse.js';
 
 export interface WorkerPoolOptions {
   /** Threads kept warm. @default 1 */
@@ -104,12 +104,19 @@ const MAX_NESTING_DEPTH = 32;
 const MAX_STACK_MB = 1024;
 // A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms).
 const timerMs = z.number().int().min(0).max(MAX_TIMER_MS, `must be at most ${MAX_TIMER_MS} ms (a longer timer fires at once)`);
+// A whole number from 0 (`-0` is refused, as a maxDepth of -0 is).
+const count = () =>
+  z
+    .number()
+    .int()
+    .min(0)
+    .refine((value) => !Object.is(value, -0), 'must be a whole number ≥ 0, not -0');
 const optionsShape = z.strictObject({
-  minThreads: z.number().int().min(0).optional(),
+  minThreads: count().optional(),
   // Bounds that keep the shared gate buffer (a slot per thread and nesting level) a sane size.
   maxThreads: positiveInt.max(MAX_THREADS).optional(),
   childrenPerThread: positiveInt.optional(),
-  maxNestingDepth: z.number().int().min(0).max(MAX_NESTING_DEPTH).optional(),
+  maxNestingDepth: count().max(MAX_NESTING_DEPTH).optional(),
   idleTimeoutMs: timerMs.optional(),
   resourceLimits: z
     .strictObject({
@@ -146,15 +153,16 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
 
 /** `createWorkerPool` with the engine side the providers drive. */
 export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngine {
-  parseOrThrow(optionsShape, options, 'INVALID_OPTIONS', 'options.pool');
+  // Read once, into the copy the pool keeps: a getter of the caller's object is not asked again.
+  const given = readingInput('options.pool', 'INVALID_OPTIONS', () => parseOrThrow(optionsShape, options, 'INVALID_OPTIONS', 'options.pool'));
   const resolved = {
-    minThreads: options.minThreads ?? 1,
-    maxThreads: options.maxThreads ?? Math.max(4, 2 * availableParallelism()),
-    childrenPerThread: options.childrenPerThread ?? 1,
-    maxNestingDepth: options.maxNestingDepth ?? 3,
-    idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
-    cancelGraceMs: options.cancelGraceMs ?? 2000,
-    resourceLimits: threadLimits(options.resourceLimits),
+    minThreads: given.minThreads ?? 1,
+    maxThreads: given.maxThreads ?? Math.max(4, 2 * availableParallelism()),
+    childrenPerThread: given.childrenPerThread ?? 1,
+    maxNestingDepth: given.maxNestingDepth ?? 3,
+    idleTimeoutMs: given.idleTimeoutMs ?? 30_000,
+    cancelGraceMs: given.cancelGraceMs ?? 2000,
+    resourceLimits: threadLimits(given.resourceLimits as WorkerPoolOptions['resourceLimits']),
   };
   if (resolved.minThreads > resolved.maxThreads) {
     throw new SubagentError('INVALID_OPTIONS', `options.pool.minThreads (${resolved.minThreads}) must not exceed maxThreads (${resolved.maxThreads})`);

@@ -10,7 +10,7 @@ import { scriptedAdapter, scriptedModel, type ScriptedModel } from './scripted.j
 import { plainModelSpec } from './spec-check.js';
 import { loadModuleModel } from './module-model.js';
 import type { ModelAdapter } from './types.js';
-import { parseOrThrow } from '../../seam/parse.js';
+import { parseOrThrow, readingInput } from '../../seam/parse.js';
 
 /** A base URL without userinfo or fragment: fetch refuses the one, and the other would be cut. */
 function withoutCredentials(url: string): boolean {
@@ -84,7 +84,9 @@ const modelSpecSchema = lazy(() => {
 
 /** Throws `INVALID_MODEL_SPEC` naming the first bad field unless `spec` is a valid ModelSpec. */
 export function assertModelSpec(spec: unknown): asserts spec is ModelSpec {
-  if (!plainModelSpec(spec)) parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
+  readingInput('the model spec', 'INVALID_MODEL_SPEC', () => {
+    if (!plainModelSpec(spec)) parseOrThrow(modelSpecSchema(), spec, 'INVALID_MODEL_SPEC', 'model spec', 'kinds: scripted, openai, module');
+  });
 }
 
 /** What each field of an OpenAI-compatible spec read from the environment must hold. */

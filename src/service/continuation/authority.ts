@@ -11,7 +11,13 @@ export interface LiveAgents {
 
 /** True when `agent` is the very object the registry holds under its id (not a stale copy). */
 export function isExactLive(agents: LiveAgents, agent: Agent | undefined): agent is Agent {
-  return agent !== undefined && agent !== null && agents.get(agent.id) === agent;
+  if (agent === undefined || agent === null) return false;
+  try {
+    return agents.get(agent.id) === agent;
+  } catch {
+    // Its id could not be read (a revoked proxy, a getter that throws): no agent of this host.
+    return false;
+  }
 }
 
 /** `agent` and its live ancestors, walking `parentSession` headers (stops at a gap or a cycle). */

@@ -6,7 +6,7 @@ import { assertMessageContent, type ContentBlock, type MessageId, type SessionId
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
-import { assertKnownKeys, everyItem, isRecord } from '../../seam/parse.js';
+import { assertKnownKeys, everyItem, isRecord, pickFields, readingInput } from '../../seam/parse.js';
 import type { SubagentInterruptAuthority } from '../../seam/types.js';
 import type { Activation } from './activation.js';
 import { checkAborted, isExactLive, liveLineage } from './authority.js';
@@ -23,9 +23,11 @@ function isAncestor(m: ContinuationManager, activation: Activation, agent: Agent
 }
 
 /** Cancels the target's current turn; its inbox, the child and its descendants stay. */
-export function interrupt(m: ContinuationManager, targetId: SessionId, authority: SubagentInterruptAuthority): void {
+export function interrupt(m: ContinuationManager, targetId: SessionId, given: SubagentInterruptAuthority): void {
   if (typeof targetId !== 'string') throw new SubagentError('INVALID_REQUEST', 'the interrupt target must be a session id string');
-  if (authority === null || typeof authority !== 'object') throw new SubagentError('INVALID_REQUEST', "authority must be { kind: 'user', parentSessionId } or { kind: 'ancestor', agent }");
+  if (given === null || typeof given !== 'object') throw new SubagentError('INVALID_REQUEST', "authority must be { kind: 'user', parentSessionId } or { kind: 'ancestor', agent }");
+  // Read once: a getter that throws (or a revoked proxy) is the caller's bad input, typed.
+  const authority = readingInput('the interrupt authority', 'INVALID_REQUEST', () => pickFields(given, ['kind', 'agent', 'parentSessionId'])) as SubagentInterruptAuthority;
   if (authority.kind === 'ancestor') {
     if (!isExactLive(m.live, authority.agent)) throw new SubagentError('UNAUTHORIZED', 'the interrupting agent is not a live agent of this host');
     if (authority.agent.id === targetId) throw new SubagentError('UNAUTHORIZED', 'an agent cannot interrupt itself');
@@ -51,12 +53,17 @@ export async function reportFrom(
   content: ContentBlock[],
   opts: { delivery: 'quiet' | 'next-step'; signal?: AbortSignal },
 ): Promise<MessageId> {
-  assertKnownKeys('reportFrom opts', opts, ['delivery', 'signal'], 'INVALID_REQUEST');
-  if (opts?.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
+  opts = readingInput('reportFrom opts', 'INVALID_REQUEST', () => {
+    assertKnownKeys('reportFrom opts', opts, ['delivery', 'signal'], 'INVALID_REQUEST');
+    const { delivery, signal } = pickFields(opts, ['delivery', 'signal']);
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
+    return { delivery, signal } as typeof opts;
+  });
   checkAborted(opts?.signal);
   assertDelivery(opts?.delivery);
   assertMessageContent(content);
-  if (child === null || typeof child !== 'object') throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');
+  // Not a live agent of this host (a copy, a revoked proxy, an object whose id cannot be read): no resident child.
+  if (!isExactLive(m.live, child)) throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');
   m.admission.check(child);
   const activation = m.activations.get(child.id);
   if (!activation || activation.agent !== child) throw new SubagentError('UNAUTHORIZED', 'only a resident continuable child may report');

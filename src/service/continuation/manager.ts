@@ -8,7 +8,7 @@ import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
-import { assertKnownKeys } from '../../seam/parse.js';
+import { readingInput } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
 import { usageOf, type SubagentUsage } from '../../seam/usage.js';
 import type { SessionEvent } from '../../seam/session-types.js';
@@ -25,7 +25,7 @@ import { ParentWatch } from './parent-watch.js';
 import { continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
 import { SetupRegistry } from './setup-registry.js';
-import { assertStartSpec, detachedSpec, preparedSpec, startBudget } from './validate.js';
+import { assertStartSpec, detachedSpec, followupOptions, preparedSpec, startBudget } from './validate.js';
 
 export interface ContinuationDeps {
   agents: AgentRegistry;
@@ -255,7 +255,7 @@ export class ContinuationManager implements ActivationHost {
     const budget = startBudget(given, provider);
     const configured = CONFIGURED_BUDGET_REQUESTS.has(given.request);
     // Validated before the provider spends anything (an ACP provider spawns a process).
-    continuableDescriptor(given, budget);
+    readingInput('startContinuable spec', 'INVALID_REQUEST', () => continuableDescriptor(given, budget));
     // From here on (after awaits) the copy is read, never the caller's objects.
     const spec = detachedSpec(given);
     // The child's lock is taken at once: a drain naming a reserved id waits for this start, then releases the child
@@ -309,9 +309,8 @@ export class ContinuationManager implements ActivationHost {
     // Copied now: the message is taken after awaits, and the caller may change its arrays meanwhile.
     const content = copyMessageContent(given);
     // null is taken as no options; anything else must be them (a misspelt `signal` is not dropped).
-    if (opts != null) assertKnownKeys('followup opts', opts, ['source', 'signal'], 'INVALID_REQUEST');
+    if (opts != null) opts = followupOptions(opts);
     const signal = opts?.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new SubagentError('INVALID_REQUEST', 'opts.signal must be an AbortSignal when given');
     const source: MessageSource = opts?.source === undefined ? { kind: 'user' } : copyMessageSource(opts.source);
     checkAborted(signal);
     if (typeof childId !== 'string') throw new SubagentError('INVALID_REQUEST', 'childId must be a session id string');

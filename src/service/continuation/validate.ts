@@ -3,11 +3,11 @@
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { snapshot } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
-import { isRecord, parseOrThrow, wellFormed } from '../../seam/parse.js';
+import { assertKnownKeys, isRecord, parseOrThrow, pickFields, readingInput, wellFormed } from '../../seam/parse.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
-import { assertMessageContent } from '../../seam/content.js';
+import { assertMessageContent, type MessageSource } from '../../seam/content.js';
 
 function invalid(message: string): SubagentError {
   return new SubagentError('INVALID_REQUEST', message);
@@ -32,8 +32,15 @@ function assertFields(object: object, at: string, known: readonly string[]): voi
   }
 }
 
+/** What reading a caller's spec throws (a getter, a proxy trap) is `INVALID_REQUEST` naming it. */
+const readingSpec = <T>(read: () => T): T => readingInput('startContinuable spec', 'INVALID_REQUEST', read);
+
 /** Validates a `startContinuable` spec. */
 export function assertStartSpec(spec: unknown): asserts spec is ContinuableStartSpec {
+  readingSpec(() => checkStartSpec(spec));
+}
+
+function checkStartSpec(spec: unknown): void {
   if (spec === null || typeof spec !== 'object') throw invalid('startContinuable needs a spec object { provider, label, request }');
   const { provider, label, childId, request, signal } = spec as Record<string, unknown>;
   if (typeof provider !== 'string' || provider === '') throw invalid('spec.provider must be a provider name');
@@ -56,6 +63,10 @@ export function assertStartSpec(spec: unknown): asserts spec is ContinuableStart
  * returns the detached budget. A budget needs a provider with the `budget` capability.
  */
 export function startBudget(spec: ContinuableStartSpec, provider: SubagentProvider): SubagentBudget | undefined {
+  return readingSpec(() => checkedBudget(spec, provider));
+}
+
+function checkedBudget(spec: ContinuableStartSpec, provider: SubagentProvider): SubagentBudget | undefined {
   const { agentOptions, budget } = spec.request;
   if (agentOptions !== undefined) {
     parseOrThrow(agentOptionsShape, agentOptions, 'INVALID_REQUEST', 'spec.request.agentOptions');
@@ -67,6 +78,16 @@ export function startBudget(spec: ContinuableStartSpec, provider: SubagentProvid
     throw SubagentError.unsupported(provider.name, 'budget', 'budget');
   }
   return parsed;
+}
+
+/** `followup`'s options, read once into a copy: a misspelt field, a signal that is none or a getter that throws is `INVALID_REQUEST`. */
+export function followupOptions(opts: object): { source?: MessageSource; signal?: AbortSignal } {
+  return readingInput('followup opts', 'INVALID_REQUEST', () => {
+    assertKnownKeys('followup opts', opts, ['source', 'signal'], 'INVALID_REQUEST');
+    const options = pickFields(opts, ['source', 'signal']);
+    if (options['signal'] !== undefined && !(options['signal'] instanceof AbortSignal)) throw invalid('opts.signal must be an AbortSignal when given');
+    return options;
+  });
 }
 
 /** `delivery` of `reportFrom`. */
@@ -91,6 +112,10 @@ export function teardownError(results: PromiseSettledResult<unknown>[]): Subagen
  * and changes the caller makes meanwhile must not reach the child. Call it once the spec is valid.
  */
 export function detachedSpec(spec: ContinuableStartSpec): ContinuableStartSpec {
+  return readingSpec(() => detached(spec));
+}
+
+function detached(spec: ContinuableStartSpec): ContinuableStartSpec {
   const { parent, prompt, agentOptions, toolFilter, budget, ...rest } = spec.request;
   const data = snapshot({
     prompt,
