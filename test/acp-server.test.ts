@@ -297,12 +297,14 @@ describe('serveAcp', () => {
     await stored.close();
   });
 
-  it('answers session/load and session/resume of an empty session id as not found', async () => {
+  it('answers session/load and session/resume of an empty or unknown session id as not found, naming the session as ACP asks', async () => {
     const host = await newHost({ persistence: { sqlite: join(dir, 'empty-id.db') } });
     const client = await initialized(host);
-    const params = { sessionId: '', cwd: dir, mcpServers: [] };
-    await expect(client.agent.request(acp.methods.agent.session.load, params)).rejects.toMatchObject({ code: -32002 });
-    await expect(client.agent.request(acp.methods.agent.session.resume, params)).rejects.toMatchObject({ code: -32002 });
+    for (const sessionId of ['', 'no-such-session']) {
+      const params = { sessionId, cwd: dir, mcpServers: [] };
+      await expect(client.agent.request(acp.methods.agent.session.load, params)).rejects.toMatchObject({ code: -32002, data: { sessionId } });
+      await expect(client.agent.request(acp.methods.agent.session.resume, params)).rejects.toMatchObject({ code: -32002, data: { sessionId } });
+    }
   });
 
   it('refuses to load or resume a session in a cwd other than its own (stored or live), serving nothing for it, and loads it in its own', async () => {
@@ -634,6 +636,35 @@ describe('serveAcp', () => {
     }
 
     const says = (sessionId: string, id: number, value: string) => ({ id, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: value }] } });
+
+    it('takes the requests sent with initialize before its answer: a session/new, a load and a prompt are served, not refused as uninitialized', async () => {
+      const db = join(dir, 'one-write-initialize.db');
+      const initialize = (id: number) => ({ id, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      // Its input ends right after: what it sent is still answered.
+      const first = rawClient(await newHost({ persistence: { sqlite: db } }));
+      first.send(initialize(1), { id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [] } });
+      await first.end();
+      const created = await first.answer(2);
+      expect(created.result).toMatchObject({ sessionId: expect.any(String) });
+      expect(first.order).toStrictEqual([1, 2]);
+      const sessionId = created.result!['sessionId'] as string;
+      // Another server of the same database: a client that reconnects sends it all at once.
+      const second = rawClient(await newHost({ persistence: { sqlite: db } }));
+      second.send(initialize(1), { id: 2, method: 'session/load', params: { sessionId, cwd: dir, mcpServers: [] } }, says(sessionId, 3, 'one'), initialize(4));
+      expect([(await second.answer(1)).result, (await second.answer(2)).result, (await second.answer(3)).result, (await second.answer(4)).result]).toMatchObject([
+        { protocolVersion: acp.PROTOCOL_VERSION },
+        {},
+        { stopReason: 'end_turn' },
+        { protocolVersion: acp.PROTOCOL_VERSION },
+      ]);
+      await second.end();
+      // An initialize the SDK refuses (bad params) leaves the requests after it uninitialized, as if sent one by one.
+      const third = rawClient(await newHost());
+      third.send({ id: 1, method: 'initialize', params: {} }, { id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [] } });
+      expect([(await third.answer(1)).error, (await third.answer(2)).error]).toMatchObject([{ code: -32602 }, { code: -32600, message: expect.stringContaining('initialized') }]);
+      expect(third.order).toStrictEqual([1, 2]);
+      await third.end();
+    });
 
     it('applies a cancel sent just before a prompt to nothing: the prompt runs', async () => {
       const { raw, sessionId } = await opened(await newHost());

@@ -119,6 +119,13 @@ export interface Observe {
   arrived(message: object): boolean | void;
   sent(message: AnyMessage): void;
   inputEnded?(): Promise<void>;
+  /**
+   * True for a request whose answer the messages after it wait for: they are read (and seen by
+   * `arrived`) only once it is written. The SDK refuses every request but `initialize` until it
+   * answered one, so a client that sends its first requests without waiting for that answer
+   * would otherwise have them refused.
+   */
+  answerFirst?(message: object): boolean;
 }
 
 /** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
@@ -129,6 +136,7 @@ function lineReader(
   intercept?: Intercept,
   observe?: Observe,
   onResume?: (wake: () => void) => void,
+  onAnswer?: (answered: (message: AnyMessage) => void) => void,
 ): ReadableStream<AnyMessage> {
   const errors = sdk.RequestError;
   // Thrown into the connection (which then closes), as the SDK's own stream does.
@@ -152,17 +160,43 @@ function lineReader(
   /** A reply to a malformed line waits for the peer to read: reading stops meanwhile, as in the SDK's stream. */
   let replying = false;
   let queue: ReadableStreamDefaultController<AnyMessage> | undefined;
+  /** The id of a request (see `Observe.answerFirst`) not answered yet: the messages after it wait in `held`. */
+  let awaited: { id: unknown } | undefined;
+  const held: object[] = [];
+  /** The input ended while messages were held: the stream ends once they went to the SDK. */
+  let endHeld: (() => void) | undefined;
+  /** Reading goes on unless a reply, an answer or the SDK's full queue (whose next pull resumes it) holds it. */
+  const resumeReading = () => {
+    if (!replying && awaited === undefined && (queue?.desiredSize ?? 1) > 0) input.resume();
+  };
   onResume?.(() => {
     if (!replying) return;
     replying = false;
-    // Still paused while the SDK's queue is full: its next pull resumes reading.
-    if ((queue?.desiredSize ?? 1) > 0) input.resume();
+    resumeReading();
   });
   const answer = (message: AnyMessage) => {
     if (reply(message) || replying) return;
     replying = true;
     input.pause();
   };
+  const take = (controller: ReadableStreamDefaultController<AnyMessage>, message: object) => {
+    if (observe?.arrived(message) === true) return;
+    if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
+    // Either may close the connection, which cancels this stream: it takes no more messages.
+    if (stopped) return;
+    handOver();
+    controller.enqueue(message as AnyMessage);
+    if (observe?.answerFirst?.(message) === true) awaited = { id: (message as { id?: unknown }).id };
+  };
+  onAnswer?.((message) => {
+    if (awaited === undefined || 'method' in message || !('id' in message) || message.id !== awaited.id) return;
+    awaited = undefined;
+    // The SDK has recorded the answer before writing it: the held messages go to it in order, up to the next that waits.
+    while (queue !== undefined && awaited === undefined && !stopped && held.length > 0) take(queue, held.shift()!);
+    if (awaited !== undefined) return;
+    if (endHeld !== undefined) endHeld();
+    else if (input.isPaused()) resumeReading();
+  });
   const parse = (controller: ReadableStreamDefaultController<AnyMessage>, text: string) => {
     const line = text.trim();
     if (line === '') return;
@@ -175,12 +209,8 @@ function lineReader(
     }
     if (Array.isArray(message)) answer({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(undefined, 'JSON-RPC batches are not supported').toErrorResponse() });
     else if (message !== null && typeof message === 'object') {
-      if (observe?.arrived(message) === true) return;
-      if (intercept !== undefined && !handedOver && controller.desiredSize === QUEUE_BOUND && intercept(message)) return;
-      // Either may close the connection, which cancels this stream: it takes no more messages.
-      if (stopped) return;
-      handOver();
-      controller.enqueue(message as AnyMessage);
+      if (awaited) held.push(message);
+      else take(controller, message);
     }
     else answer({ jsonrpc: '2.0', id: null, error: errors.invalidRequest(message).toErrorResponse() });
   };
@@ -207,16 +237,20 @@ function lineReader(
             if (pendingBytes > MAX_MESSAGE_BYTES) return fail(tooLarge());
             pending.push(chunk.subarray(start));
           }
-          if ((controller.desiredSize ?? 1) <= 0) input.pause();
+          if ((controller.desiredSize ?? 1) <= 0 || awaited !== undefined) input.pause();
         };
         const onEnd = () => {
           detach();
           if (pendingBytes > 0) parse(controller, Buffer.concat(pending).toString('utf8'));
           pending = [];
-          const close = () => void (stopped || controller.close());
-          const held = observe?.inputEnded?.();
-          if (held) void held.then(close, close);
-          else close();
+          endHeld = () => {
+            endHeld = undefined;
+            const close = () => void (stopped || controller.close());
+            const answering = observe?.inputEnded?.();
+            if (answering) void answering.then(close, close);
+            else close();
+          };
+          if (awaited === undefined) endHeld();
         };
         const fail = (error: unknown) => {
           stopped = true;
@@ -231,10 +265,11 @@ function lineReader(
         input.on('data', onData).once('end', onEnd).once('error', fail);
       },
       pull() {
-        if (input.isPaused() && !replying) input.resume();
+        if (input.isPaused() && !replying && awaited === undefined) input.resume();
       },
       cancel() {
         stopped = true;
+        held.length = 0;
         detach();
         pending = [];
         input.destroy();
@@ -250,7 +285,7 @@ function lineReader(
  * side hands out light writers instead, with the same outcomes: writes in order through the line
  * writer, one writer at a time, and no writes once closed or aborted (the Node stream is left as is).
  */
-function messageWritable(writer: LineWriter, observe?: Observe): WritableStream<AnyMessage> {
+function messageWritable(writer: LineWriter, sent: (message: AnyMessage) => void): WritableStream<AnyMessage> {
   let holder: object | undefined;
   let closed = false;
   const refuse = () => Promise.reject(new TypeError('the ACP message stream is closed'));
@@ -263,7 +298,7 @@ function messageWritable(writer: LineWriter, observe?: Observe): WritableStream<
       const lease = {
         write: (message: AnyMessage) => {
           // Seen even once closed: a handler that finished has answered, whether or not it is sent.
-          observe?.sent(message);
+          sent(message);
           return closed ? refuse() : writer.write(message);
         },
         close: () => (closed ? refuse() : ((closed = true), Promise.resolve())),
@@ -298,6 +333,11 @@ export function ndJsonNodeStream(
     void written.then(() => resume?.(), () => resume?.());
     return false;
   };
-  const readable = lineReader(input, sdk, reply, intercept, observe, (wake) => (resume = wake));
-  return { readable, writable: messageWritable(writer, observe) };
+  let answered: ((message: AnyMessage) => void) | undefined;
+  const readable = lineReader(input, sdk, reply, intercept, observe, (wake) => (resume = wake), (release) => (answered = release));
+  const sent = (message: AnyMessage) => {
+    observe?.sent(message);
+    answered?.(message);
+  };
+  return { readable, writable: messageWritable(writer, sent) };
 }

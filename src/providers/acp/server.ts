@@ -12,7 +12,7 @@ import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, cwdProblem, holdsInputImages, promptContent, scopeProblem } from './server-updates.js';
 import { assertServeArguments, routeOptions, type AcpServeHost, type AcpServeIo, type AcpServeOptions } from './server-options.js';
 import { Replays, UpdateQueue } from './server-stream.js';
-import { Arrivals } from './arrivals.js';
+import { Arrivals, dispatchedAs } from './arrivals.js';
 import { letGo, serveBy, servedByAny, unlessFreed } from './shared-agents.js';
 import type { Observe } from './ndjson.js';
 
@@ -79,6 +79,8 @@ class AcpServer {
       arrived: (message) => this.#arrivals.arrived(message),
       sent: (message) => this.#arrivals.sent(message),
       inputEnded: () => this.#inputEnded(),
+      // The SDK refuses any other request until it answered an initialize.
+      answerFirst: (message) => dispatchedAs(message) === 'request' && (message as { method?: unknown }).method === this.#sdk.methods.agent.initialize,
     };
   }
 
@@ -163,7 +165,7 @@ class AcpServer {
     this.#checkScope(params);
     const { sessionId } = params;
     // No session has an empty id: like any id not stored, it is not found.
-    if (sessionId === '') throw this.#sdk.RequestError.resourceNotFound();
+    if (sessionId === '') throw this.#sdk.RequestError.sessionNotFound(sessionId);
     await this.#arrivals.restoreMayRun(requestId);
     await this.#closing.get(sessionId)?.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
@@ -214,8 +216,14 @@ class AcpServer {
         return undefined;
       }
     };
-    // Input a dead writer left unrun waits for the next prompt: run now, the client could not see or cancel it.
-    return (await this.#host.agents.resume({ sessionId, agentOptionsFrom, wake: false })).agent;
+    try {
+      // Input a dead writer left unrun waits for the next prompt: run now, the client could not see or cancel it.
+      return (await this.#host.agents.resume({ sessionId, agentOptionsFrom, wake: false })).agent;
+    } catch (error) {
+      // Not found as ACP has it: -32002 naming the session (`data.sessionId`), as for a prompt.
+      if (isSubagentError(error, 'UNKNOWN_SESSION')) throw this.#sdk.RequestError.sessionNotFound(sessionId);
+      throw error;
+    }
   }
 
   async #resume(params: acp.ResumeSessionRequest, requestId: unknown): Promise<acp.ResumeSessionResponse> {
@@ -370,9 +378,6 @@ class AcpServer {
     await Promise.allSettled([...this.#sessions.keys()].map((sessionId) => this.#closeServed(sessionId)));
   }
 }
-
-
-
 
 /**
  * Serves the host's agent over ACP on `io` (stdio by default) until the input ends. Logs never go
