@@ -19,6 +19,7 @@ import type { ModelAdapter } from './runtime/models/types.js';
 import { sqlitePersistence, type SqlitePersistenceOptions } from './persistence/sqlite.js';
 import { unwritableFileError } from './persistence/sqlite-schema.js';
 import { createSubagentCatalog } from './service/catalog.js';
+import { assertSessionId } from './seam/session-id.js';
 import { SubagentService, heldWorkOf, parentLeaving } from './service/service.js';
 import { bindHostParts, type Host } from './providers/provider-host.js';
 import { openWorkerPool, type WorkerPoolEngine, type WorkerPoolOptions } from './providers/worker/pool.js';
@@ -140,6 +141,8 @@ function checkAgentOptions(given: CreateAgentOptions): CreateAgentOptions {
   const { header, agentOptions, seed } = options;
   // Checked as the store will check it: a header it refuses would leave the agent running unsaved.
   if (header !== undefined) checkNewHeader(header);
+  // A new id must be one `ls` and the inspector can show and be given back.
+  if (options.sessionId !== undefined) assertSessionId(options.sessionId, 'create(): options.sessionId', 'INVALID_OPTIONS');
   // A misspelt option (maxToken) is refused, as a start's agentOptions are, not silently dropped.
   if (isRecord(agentOptions)) assertKnownKeys('createAgent options.agentOptions', agentOptions, AGENT_OPTIONS_FIELDS);
   if (seed !== undefined) checkSeed(seed);

@@ -237,6 +237,19 @@ describe('ls --follow on a file that changes under it', () => {
     }
   }, 60_000);
 
+  it('says which session it waits for with its control characters escaped, on one line', async () => {
+    const db = files.file();
+    fs.writeFileSync(db, '');
+    const watcher = watch(['R\nforged\u001b[2J', '--follow', '--db', db]);
+    try {
+      await watcher.until(/waiting for it/, 'stderr');
+      expect(watcher.output().stderr).toBe(`subagent-host ls: no session "R\\x0aforged\\x1b[2J" in ${db} yet; waiting for it (Ctrl-C stops)\n`);
+    } finally {
+      watcher.child.kill('SIGTERM');
+    }
+    expect(await watcher.exit).toBe(0);
+  }, 60_000);
+
   it('waits while the file is emptied, then reads the file moved in its place', async () => {
     const db = files.file();
     const other = files.file();

@@ -160,6 +160,26 @@ describe('subagent-host inspect in a browser', () => {
     expect(await page.evaluate(() => (globalThis as { __pwned?: unknown }).__pwned)).toBeUndefined();
   });
 
+  it('shows the control characters of a label escaped, as ls does: a right-to-left override cannot reverse the text around it', async () => {
+    const label = '\u202egnp.exe\nforged\u001b[2J';
+    const shown = '\\u202egnp.exe\\x0aforged\\x1b[2J';
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let id: string;
+    try {
+      const run = await startChild(host, label, [{ text: 'done' }]);
+      await run.result;
+      await run.dispose();
+      id = run.id;
+    } finally {
+      await host.close();
+    }
+    await expect.poll(() => page.textContent(`#tree .row[data-child-id="${id}"] .label`), POLL).toBe(shown);
+    expect(await page.textContent(`#timeline .lane[data-lane-id="${id}"] .tag`)).toBe(shown);
+    await page.click(`#tree .row[data-child-id="${id}"]`);
+    await expect.poll(() => page.textContent('#transcript .mono'), POLL).toBe(id);
+    expect(await page.textContent('#transcript strong')).toBe(`Transcript of ${shown}`);
+  });
+
   it('shows a long output cut, with a link to its whole text, and a damaged row as unreadable among the others', async () => {
     const long = `${'x'.repeat(70_000)} the end`;
     const host = await createHost({ providers: false, persistence: { sqlite: db } });

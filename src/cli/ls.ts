@@ -117,7 +117,7 @@ export async function run(args: string[]): Promise<number> {
       rootId: sessionId,
       open,
       print: (entries) => (entries.length === 0 && !values.json ? 'no subagent children yet\n' : print(entries)),
-      waiting: `subagent-host ls: no session "${sessionId}" in ${file} yet; waiting for it (Ctrl-C stops)\n`,
+      waiting: `subagent-host ls: no session "${visible(sessionId)}" in ${visible(file)} yet; waiting for it (Ctrl-C stops)\n`,
     });
     return 0;
   }

@@ -1,5 +1,9 @@
 // The page's only way to build elements: every string becomes a text node or an attribute value,
-// never markup, so session text cannot turn into HTML.
+// never markup, so session text cannot turn into HTML. Ids and labels are shown as `ls` shows them:
+// a control character escaped, so a bidirectional override cannot show the text around it reversed.
+import { visible } from '../../seam/visible.js';
+
+export { visible };
 
 interface Props {
   className?: string;
@@ -44,7 +48,7 @@ export function reasonClass(activity: string, stopReason: string | undefined): s
   return 'reason-other';
 }
 
-/** A short form of a session id for narrow columns (the full id is in the tooltip). */
+/** A short form of a session id for narrow columns (the full id is in the tooltip), shown as `visible` shows it. */
 export function shortId(id: string): string {
-  return id.length > 8 ? id.slice(0, 8) : id;
+  return visible(id.length > 8 ? id.slice(0, 8) : id);
 }

@@ -2,7 +2,7 @@
 // child's transcript. It refetches when the server's change stream says the database changed and
 // redraws running bars as time passes; it never reloads. Selection lives in the URL hash.
 import type { ChildNode, ErrorResponse, RootSummary, TranscriptResponse, TreeResponse } from '../api-types.js';
-import { byId, el, shortId } from './dom.js';
+import { byId, el, shortId, visible } from './dom.js';
 import { renderTimeline } from './timeline.js';
 import { renderTranscript, type TranscriptView } from './transcript.js';
 import { renderTree } from './tree.js';
@@ -47,10 +47,10 @@ function renderRoots(): void {
   const buttons = state.roots.map((root) => {
     const button = el(
       'button',
-      { className: root.id === state.root ? 'selected' : '', title: root.id, data: { rootId: root.id } },
+      { className: root.id === state.root ? 'selected' : '', title: visible(root.id), data: { rootId: root.id } },
       el('span', { className: 'id', text: shortId(root.id) }),
       ` · ${root.children} ${root.children === 1 ? 'child' : 'children'} · ${new Date(root.createdAt).toLocaleTimeString()}`,
-      el('span', { className: 'title', text: root.title ?? '(no messages of its own)' }),
+      el('span', { className: 'title', text: visible(root.title ?? '(no messages of its own)') }),
     );
     button.addEventListener('click', () => void selectRoot(root.id));
     return button;
@@ -62,8 +62,8 @@ function renderRootHead(tree: TreeResponse): void {
   const { root } = tree;
   byId('root-head').replaceChildren(
     el('h2', { text: 'Root session' }),
-    el('div', {}, el('span', { className: 'mono', text: root.id }), ` · ${new Date(root.createdAt).toLocaleString()} · ${tree.total} descendants`),
-    el('div', { className: 'muted', text: root.title ?? '' }),
+    el('div', {}, el('span', { className: 'mono', text: visible(root.id) }), ` · ${new Date(root.createdAt).toLocaleString()} · ${tree.total} descendants`),
+    el('div', { className: 'muted', text: visible(root.title ?? '') }),
     ...(tree.nodes.length < tree.total
       ? [el('p', { className: 'cut more-nodes', text: `Showing the first ${tree.nodes.length.toLocaleString('en')} of ${tree.total.toLocaleString('en')} descendants (the rest: /api/roots/:id/tree?offset=${tree.nodes.length})` })]
       : []),
@@ -95,7 +95,7 @@ async function loadTranscript(force = false): Promise<void> {
   // Another child was selected, or another load showed these entries meanwhile.
   if (state.child !== id || (state.transcript?.id === id ? state.transcript : undefined) !== view) return;
   const node = nodeOf(id);
-  state.transcript = renderTranscript(byId('transcript'), response, `Transcript of ${node?.label ?? 'session'}`, view, () => void show(loadTranscript(true)));
+  state.transcript = renderTranscript(byId('transcript'), response, `Transcript of ${visible(node?.label ?? 'session')}`, view, () => void show(loadTranscript(true)));
 }
 
 async function loadTree(): Promise<void> {

@@ -1,7 +1,7 @@
 // The timeline: one lane per child, nested by depth, with a bar from its creation to its settling,
 // coloured by stop reason. A running child's bar ends at "now", so it grows as the page redraws.
 import type { ChildNode } from '../api-types.js';
-import { duration, el, reasonClass } from './dom.js';
+import { duration, el, reasonClass, visible } from './dom.js';
 
 const TICKS = 5;
 
@@ -41,12 +41,12 @@ export function renderTimeline(
     const reason = reasonClass(node.activity, node.stopReason);
     const bar = el('div', {
       className: `bar ${reason}${node.activity === 'running' ? ' running' : ''}`,
-      title: `${node.label ?? node.id}: ${node.activity === 'running' ? 'running' : (node.stopReason ?? 'settled')} after ${duration(stop - node.createdAt)}`,
+      title: `${visible(node.label ?? node.id)}: ${node.activity === 'running' ? 'running' : (node.stopReason ?? 'settled')} after ${duration(stop - node.createdAt)}`,
       data: { childId: node.id },
     });
     bar.style.left = percent(node.createdAt);
     bar.style.width = `calc(${percent(stop)} - ${percent(node.createdAt)})`;
-    const tag = el('span', { className: 'tag', text: node.label ?? node.id, title: node.id });
+    const tag = el('span', { className: 'tag', text: visible(node.label ?? node.id), title: visible(node.id) });
     tag.style.paddingLeft = `${(node.depth - 1) * 14}px`;
     const lane = el('div', { className: node.id === selected ? 'lane selected' : 'lane', data: { laneId: node.id } }, tag, el('div', { className: 'track' }, bar));
     lane.addEventListener('click', () => onSelect(node.id));

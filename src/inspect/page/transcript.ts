@@ -2,7 +2,7 @@
 // as the log grows. Long bodies are folded behind a summary that shows their first line; a body the
 // server cut says how much it left out and links to the whole of it.
 import type { TranscriptEntry, TranscriptResponse } from '../api-types.js';
-import { duration, el } from './dom.js';
+import { duration, el, visible } from './dom.js';
 
 const FOLD_CHARS = 600;
 const FOLD_LINES = 12;
@@ -69,7 +69,7 @@ export function renderTranscript(
 ): TranscriptView {
   if (view === undefined || view.id !== response.id) {
     container.replaceChildren(
-      el('p', { className: 'muted' }, el('strong', { text: heading }), ' ', el('span', { className: 'mono', text: response.id }), el('span', { className: 'usage', text: usageText(response) })),
+      el('p', { className: 'muted' }, el('strong', { text: heading }), ' ', el('span', { className: 'mono', text: visible(response.id) }), el('span', { className: 'usage', text: usageText(response) })),
     );
     view = { id: response.id, shown: 0, through: undefined, more: false };
   }

@@ -1,7 +1,7 @@
 // The tree of a root's descendants: one row per child, indented by depth, with its mode, activity,
 // stop reason, label and (when the log has them) timing and token usage.
 import type { ChildNode } from '../api-types.js';
-import { duration, el, reasonClass, shortId } from './dom.js';
+import { duration, el, reasonClass, shortId, visible } from './dom.js';
 
 /** The "time / usage" cell: how long the child took (or has run), and tokens once reported. */
 function cost(node: ChildNode, now: number): string {
@@ -36,9 +36,9 @@ export function renderTree(
   const rows = nodes.map((node) => {
     const name = el(
       'span',
-      { className: 'name', title: node.id },
+      { className: 'name', title: visible(node.id) },
       el('span', { className: `dot ${reasonClass(node.activity, node.stopReason)}` }),
-      el('span', { className: 'label', text: node.label ?? '(no label)' }),
+      el('span', { className: 'label', text: visible(node.label ?? '(no label)') }),
       ' ',
       el('span', { className: 'mono muted', text: shortId(node.id) }),
     );

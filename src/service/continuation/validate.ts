@@ -3,7 +3,8 @@
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { snapshot } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
-import { assertKnownKeys, isRecord, parseOrThrow, pickFields, readingInput, wellFormed } from '../../seam/parse.js';
+import { assertKnownKeys, isRecord, parseOrThrow, pickFields, readingInput } from '../../seam/parse.js';
+import { assertSessionId } from '../../seam/session-id.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
@@ -45,8 +46,7 @@ function checkStartSpec(spec: unknown): void {
   const { provider, label, childId, request, signal } = spec as Record<string, unknown>;
   if (typeof provider !== 'string' || provider === '') throw invalid('spec.provider must be a provider name');
   if (typeof label !== 'string' || label.trim() === '') throw invalid('spec.label must be a non-empty string (continuable children are listed by it)');
-  if (childId !== undefined && (typeof childId !== 'string' || childId === '')) throw invalid('spec.childId must be a non-empty string when given');
-  if (childId !== undefined && !wellFormed(childId)) throw invalid('spec.childId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)');
+  if (childId !== undefined) assertSessionId(childId, 'spec.childId', 'INVALID_REQUEST');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('spec.signal must be an AbortSignal when given');
   if (request === null || typeof request !== 'object') throw invalid('spec.request must be an object { prompt, parent, … }');
   assertFields(spec, 'spec', SPEC_KEYS);
