@@ -362,8 +362,9 @@ function readHostOptions(given: HostOptions): HostOptions {
     if (isRecord(continuation)) options['continuation'] = { ...continuation, ...pickFields(continuation, ['lingerMs']) };
   });
   readingInput('options.persistence', 'INVALID_OPTIONS', () => {
-    // A store of the caller's own is kept as it is (its methods are checked as it is opened).
-    if (isRecord(persistence) && 'sqlite' in persistence) options['persistence'] = { ...persistence };
+    // A store of the caller's own is kept as it is (its methods are checked as it is opened); a
+    // `{ sqlite }` one is copied: its own fields, and the path also where a class defines it.
+    if (isRecord(persistence) && 'sqlite' in persistence) options['persistence'] = { ...persistence, ...pickFields(persistence, ['sqlite']) };
   });
   return checkHostOptions(options as HostOptions);
 }

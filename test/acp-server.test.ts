@@ -323,6 +323,18 @@ describe('serveAcp', () => {
     await expect(prompt(other, sessionId, 'there?')).rejects.toMatchObject({ code: -32002 });
   });
 
+  it('serves a resume in the session’s own cwd sent together with a load in another cwd: only the other is refused', async () => {
+    const db = join(dir, 'joined-cwd.db');
+    const sessionId = await storedSession(db);
+    const second = await newHost({ persistence: { sqlite: db } });
+    const client = await initialized(second);
+    const elsewhere = client.agent.request(acp.methods.agent.session.load, { sessionId, cwd: join(dir, 'elsewhere'), mcpServers: [] });
+    const own = client.agent.request(acp.methods.agent.session.resume, { sessionId, cwd: dir });
+    await expect(elsewhere).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('cwd') });
+    await expect(own).resolves.toEqual({});
+    await expect(prompt(client, sessionId, 'there?')).resolves.toMatchObject({ stopReason: 'end_turn' });
+  });
+
   it('resumes a session persisted by an earlier server without replaying it, and continues it', async () => {
     const db = join(dir, 'resume.db');
     const sessionId = await storedSession(db);
@@ -1014,6 +1026,36 @@ describe('serveAcp', () => {
       await late.written((message) => message.method === 'session/update');
       await late.end();
       expect(host.agents.list()).toStrictEqual([]);
+    });
+
+    it('prints no listener-leak warning while a dozen turns wait for the client to read their updates', async () => {
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error) => void warnings.push(warning);
+      process.on('warning', onWarning);
+      try {
+        const host = await newHost();
+        const late = lateReader(host);
+        late.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+        await late.written((message) => message.id === 1);
+        const ids = Array.from({ length: 12 }, (_, index) => 2 + index);
+        for (const id of ids) late.send({ id, method: 'session/new', params: { cwd: dir, mcpServers: [], ...scripted({ text: 'x'.repeat(64 * 1024) }) } });
+        await late.written((message) => message.id === ids.at(-1));
+        const sessionIds = ids.map((id) => (late.messages.find((message) => message.id === id)!.result as { sessionId: string }).sessionId);
+        const ended = sessionIds.map((sessionId) => {
+          const turnEnd = deferred();
+          const unsubscribe = host.agents.get(sessionId)!.subscribe((event) => event.type === 'turn/end' && turnEnd.resolve());
+          return turnEnd.promise.finally(unsubscribe);
+        });
+        sessionIds.forEach((sessionId, index) => late.send({ id: 100 + index, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'go' }] } }));
+        // Every turn ended, its answer waiting for its updates to be read.
+        await Promise.all(ended);
+        late.read();
+        await late.written((message) => message.id === 100 + sessionIds.length - 1);
+        await late.end();
+        expect(warnings.map(String)).toStrictEqual([]);
+      } finally {
+        process.off('warning', onWarning);
+      }
     });
 
     it('stops a session/load replay the client cancels with $/cancel_request and answers it cancelled; the next load replays whole', async () => {

@@ -20,7 +20,7 @@ import {
   type Host,
   type SubagentErrorCode,
 } from 'subagent-host';
-import { closeAfterEach } from './helpers.js';
+import { closeAfterEach, tempFiles } from './helpers.js';
 
 const boom = new Error('read refused');
 
@@ -122,6 +122,34 @@ describe('createHost options that cannot be read', () => {
       expect(host.subagents.list()).toEqual([]);
     }
   });
+  it('are read once: a { sqlite } store whose path is a class getter opens that file', async () => {
+    const file = tempFiles('class-sqlite').file();
+    class Store {
+      get sqlite(): string {
+        return file;
+      }
+    }
+    const host = track(await createHost({ providers: false, persistence: new Store() as { sqlite: string } }));
+    const agent = await host.createAgent();
+    await host.sessions.flush(agent.id);
+    const reopened = track(await createHost({ providers: false, persistence: { sqlite: file } }));
+    expect((await reopened.agents.resume({ sessionId: agent.id })).agent.id).toBe(agent.id);
+  });
+});
+
+describe('options read through a proxy with a get trap alone', () => {
+  /** Options whose fields only its get trap knows (its target is empty). */
+  const lazy = <T extends object>(values: T): T => new Proxy({}, { get: (_target, key) => values[key as keyof T] }) as T;
+
+  it('(createHost, createAgent and the provider factories) take the fields the trap gives', async () => {
+    const host = track(await createHost(lazy({ providers: false })));
+    expect(host.subagents.getProvider('spawn')).toBeUndefined();
+    const agent = await host.createAgent(lazy({ header: { cwd: '/work' } }));
+    expect(agent.session.header.cwd).toBe('/work');
+    const inProcess = inProcessProvider(host, lazy({ name: 'lazy', fork: true }));
+    expect([inProcess.name, inProcess.inheritsParentContext]).toEqual(['lazy', true]);
+    expect(spawnProvider(host, lazy({ name: 'lazy-spawn' })).name).toBe('lazy-spawn');
+  });
 });
 
 describe('tool installers given a host or options that cannot be read', () => {
@@ -170,6 +198,33 @@ describe('provider factories given options that cannot be read', () => {
   it.each(factories)('(%s) throw INVALID_OPTIONS naming the factory', async (name, factory, key) => {
     const host = await openHost();
     for (const [, value] of unreadable(key)) expectRefused(await failure(() => factory(host, value())), 'INVALID_OPTIONS', `${name} options`);
+  });
+  it('(inProcessProvider, spawnProvider, forkProvider) take a class instance\'s getters as its options', async () => {
+    const host = await openHost();
+    class Named {
+      get name(): string {
+        return 'named';
+      }
+    }
+    class Forking extends Named {
+      get fork(): boolean {
+        return true;
+      }
+    }
+    const inProcess = inProcessProvider(host, new Forking());
+    expect([inProcess.name, inProcess.inheritsParentContext]).toEqual(['named', true]);
+    expect(spawnProvider(host, new Named()).name).toBe('named');
+    expect(forkProvider(host, new Named()).name).toBe('named');
+  });
+
+  it('(inProcessProvider) refuses a class getter that is not a valid option', async () => {
+    const host = await openHost();
+    const options = new (class {
+      get fork(): string {
+        return 'yes';
+      }
+    })();
+    expect(() => inProcessProvider(host, options as never)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: 'inProcessProvider options.fork must be a boolean' }));
   });
 });
 

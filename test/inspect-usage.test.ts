@@ -41,6 +41,8 @@ const CHILDREN: Record<string, unknown[]> = {
     { inputTokens: 5e18, outputTokens: 1e308 },
   ],
   plain: [{ inputTokens: 30, outputTokens: 4 }],
+  // The largest number below one half rounds to 0 (SQLite's round adds one half first: 1).
+  'below-half': [{ inputTokens: 0.49999999999999994, outputTokens: 0.5 }],
 };
 
 /** The tokens each child's listing row shows, from a host on the same file. */
@@ -77,6 +79,7 @@ describe('token counts in the inspector', () => {
       large: { inputTokens: Number.MAX_SAFE_INTEGER, outputTokens: 2 },
       huge: { inputTokens: Number.MAX_SAFE_INTEGER, outputTokens: Number.MAX_SAFE_INTEGER },
       plain: { inputTokens: 30, outputTokens: 4 },
+      'below-half': { inputTokens: 0, outputTokens: 1 },
     });
     const tree = await rawGet(server.url, '/api/roots/root/tree');
     expect(tree.status).toBe(200);

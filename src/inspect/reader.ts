@@ -20,10 +20,12 @@ const TITLE_CHARS = 120;
 /**
  * One message's count at `path` as the usage fold takes it (src/seam/usage.ts): NULL without a
  * usage record; a finite non-negative number rounded, anything else (a string, a negative) 0.
+ * Below one half it is 0, as `Math.round` has it: SQLite's `round` adds one half first, which
+ * takes the largest number below it (0.49999999999999994) to 1.
  */
 function tokensAt(path: string): string {
   return `CASE WHEN json_type(data, '$.usage') IN ('object', 'array') THEN
-     CASE WHEN json_type(data, '${path}') IN ('integer', 'real') AND json_extract(data, '${path}') BETWEEN 0 AND 1.7976931348623157e308
+     CASE WHEN json_type(data, '${path}') IN ('integer', 'real') AND json_extract(data, '${path}') BETWEEN 0.5 AND 1.7976931348623157e308
        THEN round(json_extract(data, '${path}')) ELSE 0 END END`;
 }
 

@@ -5,7 +5,7 @@ import type { Agent, Session, SessionStore, Tool } from '../seam/agent-types.js'
 import type { SessionId } from '../seam/content.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { SubagentError } from '../seam/errors.js';
-import { isRecord, readingInput } from '../seam/parse.js';
+import { isRecord, pickFields, readingInput } from '../seam/parse.js';
 import type { AgentHandle, AgentRegistry, CreateAgentOptions, ResumeAgentOptions } from '../runtime/agent-registry.js';
 import type { LocalAgent } from '../runtime/agent.js';
 import type { SessionPersistence } from '../runtime/session-persistence.js';
@@ -114,13 +114,15 @@ const OPTION_FIELDS = {
 export function factoryOptions<T extends object>(opts: T, factory: string, fields: readonly (keyof typeof OPTION_FIELDS)[]): T {
   return readingInput(`${factory} options`, 'INVALID_OPTIONS', () => {
     if (!isRecord(opts)) throw new SubagentError('INVALID_OPTIONS', `${factory} options must be an object`);
-    for (const [key, value] of Object.entries(opts)) {
-      const field = fields.find((known) => known === key);
-      if (field === undefined) throw new SubagentError('INVALID_OPTIONS', `${factory} options has unknown field ${key} (known: ${fields.join(', ')})`);
-      const [expected, check] = OPTION_FIELDS[field];
-      if (value !== undefined && !check(value)) throw new SubagentError('INVALID_OPTIONS', `${factory} options.${key} must be ${expected}`);
+    for (const key of Object.keys(opts)) {
+      if (!fields.some((known) => known === key)) throw new SubagentError('INVALID_OPTIONS', `${factory} options has unknown field ${key} (known: ${fields.join(', ')})`);
     }
-    // The copy checked is the one used: a getter is not asked again.
-    return Object.fromEntries(Object.entries(opts)) as T;
+    // The copy checked is the one used: a getter (a class's too) is read once, not asked again.
+    const copy = pickFields(opts, fields);
+    for (const field of fields) {
+      const [expected, check] = OPTION_FIELDS[field];
+      if (copy[field] !== undefined && !check(copy[field])) throw new SubagentError('INVALID_OPTIONS', `${factory} options.${field} must be ${expected}`);
+    }
+    return copy as T;
   });
 }

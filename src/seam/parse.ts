@@ -33,12 +33,16 @@ export function readingInput<T>(what: string, code: SubagentErrorCode, read: () 
 }
 
 /**
- * The `keys` a caller's object has (its own or inherited: a class's getters count), each read once
- * into a plain object, so that later reads ask no getter or proxy again.
+ * The `keys` a caller's object has (its own or inherited: a class's getters count, and what a
+ * proxy's get trap gives), each read once into a plain object, so that later reads ask no getter
+ * or proxy again. A key read as undefined is kept only where the object has it.
  */
 export function pickFields(value: object, keys: readonly string[]): Record<string, unknown> {
   const copy: Record<string, unknown> = {};
-  for (const key of keys) if (key in value) copy[key] = (value as Record<string, unknown>)[key];
+  for (const key of keys) {
+    const field = (value as Record<string, unknown>)[key];
+    if (field !== undefined || key in value) copy[key] = field;
+  }
   return copy;
 }
 

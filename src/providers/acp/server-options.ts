@@ -1,5 +1,6 @@
 // What `serveAcp` is given: the host it serves, the streams it serves on and its options, checked
-// before anything is served; and the route overrides a client's session/new may carry.
+// before anything is served; the route overrides a client's session/new may carry (and the event
+// that keeps them); and the error codes that are the client's fault.
 import type { Readable, Writable } from 'node:stream';
 import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
@@ -50,6 +51,12 @@ export function assertServeArguments(host: unknown, io: unknown, options: unknow
         : undefined;
   if (problem !== undefined) throw new SubagentError('INVALID_OPTIONS', `serveAcp: ${problem}`);
 }
+
+/** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
+export const SESSION_OPTIONS_EVENT = 'acp/session-options';
+
+/** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
+export const CLIENT_FAULTS: ReadonlySet<string> = new Set(['INVALID_OPTIONS', 'INVALID_MODEL_SPEC', 'INVALID_REQUEST']);
 
 const routeSchema = z.strictObject({
   model: z.unknown().optional(),

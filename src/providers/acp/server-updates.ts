@@ -62,9 +62,12 @@ export function scopeProblem(params: { cwd: string; mcpServers?: readonly unknow
  */
 export function cwdProblem(agent: Agent, cwd: string): string | undefined {
   const own = agent.session.header.cwd;
-  if (own === undefined || resolve(own) === resolve(cwd)) return undefined;
+  if (own === undefined || sameCwd(own, cwd)) return undefined;
   return `cwd: session ${agent.id} works in ${own}; load or resume it with that cwd`;
 }
+
+/** Whether `a` and `b` name the same directory (`/a/b/` and `/a/./b` do). */
+export const sameCwd = (a: string, b: string): boolean => resolve(a) === resolve(b);
 
 /** Whether a session holds an image from its input (a prompt, or input accepted for the next one): a model taking text only fails each turn on it. */
 export function holdsInputImages(events: readonly SessionEvent[]): boolean {

@@ -3,41 +3,29 @@
 // the turn `cancelled`, session/load replays a persisted session and session/resume restores one
 // without replay, session/close frees one (its stored log stays). Nothing but protocol on output.
 import type * as acp from '@agentclientprotocol/sdk';
+import { setMaxListeners } from 'node:events';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
 import type { SessionLog } from '../../runtime/session.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
-import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, cwdProblem, holdsInputImages, promptContent, scopeProblem } from './server-updates.js';
-import { assertServeArguments, routeOptions, type AcpServeHost, type AcpServeIo, type AcpServeOptions } from './server-options.js';
+import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, cwdProblem, holdsInputImages, promptContent, sameCwd, scopeProblem } from './server-updates.js';
+import { CLIENT_FAULTS, SESSION_OPTIONS_EVENT, assertServeArguments, routeOptions, type AcpServeHost, type AcpServeIo, type AcpServeOptions } from './server-options.js';
 import { Replays, UpdateQueue } from './server-stream.js';
 import { Arrivals, dispatchedAs } from './arrivals.js';
 import { letGo, serveBy, servedByAny, unlessFreed } from './shared-agents.js';
 import type { Observe } from './ndjson.js';
+import type { Restoring, Served } from './served.js';
 
 export type { AcpServeHost, AcpServeIo, AcpServeOptions } from './server-options.js';
-
-/** The event a served session's route overrides are kept in (its model, maxTokens, maxStepsPerTurn). */
-const SESSION_OPTIONS_EVENT = 'acp/session-options';
-
-/** Codes of a request the server could not use (say a module model that does not load): the client's fault. */
-const CLIENT_FAULTS: ReadonlySet<string> = new Set(['INVALID_OPTIONS', 'INVALID_MODEL_SPEC', 'INVALID_REQUEST']);
-
-interface Served {
-  agent: Agent;
-  /** The prompt in flight, if any. */
-  active?: { cancelled: boolean } | undefined;
-  /** Settles once the last prompt's handler is done with the agent (its turn stored, its answer made). */
-  answered?: Promise<void>;
-}
 
 class AcpServer {
   readonly #sdk: AcpSdk;
   readonly #host: AcpServeHost;
   readonly #sessions = new Map<string, Served>();
   /** Restores in flight: a second load or resume of the same session waits for the first. */
-  readonly #restoring = new Map<string, Promise<Served>>();
+  readonly #restoring = new Map<string, Restoring>();
   /** Closes in flight: a load or resume of a session being closed waits until it is gone. */
   readonly #closing = new Map<string, Promise<void>>();
   /** What arrived in which order: a cancel or close applies to the prompts before it, and more. */
@@ -55,6 +43,8 @@ class AcpServer {
     this.#sdk = sdk;
     this.#host = host;
     this.#images = images;
+    // Every turn whose updates wait to be written listens to it: as many as the client's sessions.
+    setMaxListeners(0, this.#inputGone.signal);
     this.#replays = new Replays(sdk);
     this.#arrivals = new Arrivals(sdk.methods.agent.session, (sessionId) => this.#cancel(sessionId));
   }
@@ -168,33 +158,44 @@ class AcpServer {
     if (sessionId === '') throw this.#sdk.RequestError.sessionNotFound(sessionId);
     await this.#arrivals.restoreMayRun(requestId);
     await this.#closing.get(sessionId)?.catch(() => undefined);
-    const served = this.#sessions.get(sessionId);
-    if (served) return this.#inCwd(served, params.cwd);
-    let restoring = this.#restoring.get(sessionId);
-    if (!restoring) {
-      restoring = (async () => {
-        // One another connection is freeing is not served as it goes: the session is restored afresh.
-        const live = await unlessFreed(this.#host.agents.get(sessionId), () => this.#host.agents.get(sessionId));
-        // A subagent child its parent's run or continuation holds is run by that session: a client
-        // prompting it would race its parent, and a close could not free it. (A subagent's session a
-        // load brought back from storage is top-level, and served while a connection serves it.)
-        if (live?.session.header.origin === 'subagent' && !servedByAny(live)) {
-          throw this.#sdk.RequestError.invalidParams(undefined, `session ${sessionId} is a subagent's, run by its parent's session; it is not served on its own`);
-        }
-        const agent = live ?? (await this.#resumeStored(sessionId));
-        const problem = !this.#images && holdsInputImages(agent.session.events)
-          ? 'this session holds images and this agent takes no images (it is served text-only)'
-          : cwdProblem(agent, params.cwd);
-        if (problem !== undefined) {
-          if (!live) await this.#host.agents.dispose(agent.id);
-          throw this.#sdk.RequestError.invalidParams(undefined, problem);
-        }
-        return this.#serve(agent);
-      })().finally(() => this.#restoring.delete(sessionId));
-      this.#restoring.set(sessionId, restoring);
+    for (;;) {
+      const served = this.#sessions.get(sessionId);
+      if (served) return this.#inCwd(served, params.cwd);
+      const restoring = this.#restoring.get(sessionId) ?? this.#restoreOnce(sessionId, params.cwd);
+      try {
+        // A load or resume that joined another's restore asked for its own cwd.
+        return this.#inCwd(await restoring.served, params.cwd);
+      } catch (error) {
+        // The one it joined was refused for that one's cwd, not this one's: this one restores it anew.
+        if (!restoring.refusedCwd(error) || sameCwd(restoring.cwd, params.cwd)) throw error;
+      }
     }
-    // A load or resume that joined another's restore asked for its own cwd.
-    return this.#inCwd(await restoring, params.cwd);
+  }
+
+  /** Restores `sessionId` for a load or resume in `cwd` (the session served, or refused for it). */
+  #restoreOnce(sessionId: string, cwd: string): Restoring {
+    let refused: unknown;
+    const served = (async () => {
+      // One another connection is freeing is not served as it goes: the session is restored afresh.
+      const live = await unlessFreed(this.#host.agents.get(sessionId), () => this.#host.agents.get(sessionId));
+      // A subagent child its parent's run or continuation holds is run by that session: a client
+      // prompting it would race its parent, and a close could not free it. (A subagent's session a
+      // load brought back from storage is top-level, and served while a connection serves it.)
+      if (live?.session.header.origin === 'subagent' && !servedByAny(live)) {
+        throw this.#sdk.RequestError.invalidParams(undefined, `session ${sessionId} is a subagent's, run by its parent's session; it is not served on its own`);
+      }
+      const agent = live ?? (await this.#resumeStored(sessionId));
+      const images = !this.#images && holdsInputImages(agent.session.events);
+      const problem = images ? 'this session holds images and this agent takes no images (it is served text-only)' : cwdProblem(agent, cwd);
+      if (problem === undefined) return this.#serve(agent);
+      if (!live) await this.#host.agents.dispose(agent.id);
+      const refusal = this.#sdk.RequestError.invalidParams(undefined, problem);
+      if (!images) refused = refusal;
+      throw refusal;
+    })().finally(() => this.#restoring.delete(sessionId));
+    const restoring = { cwd, served, refusedCwd: (error: unknown) => error === refused };
+    this.#restoring.set(sessionId, restoring);
+    return restoring;
   }
 
   /** `served`, when its session works in `cwd`; -32602 otherwise. */
@@ -353,7 +354,7 @@ class AcpServer {
   }
 
   async #closeServed(sessionId: string): Promise<void> {
-    await this.#restoring.get(sessionId)?.catch(() => undefined);
+    await this.#restoring.get(sessionId)?.served.catch(() => undefined);
     const served = this.#sessions.get(sessionId);
     // ACP: closing a session that does not exist or is no longer active succeeds.
     if (!served) return;
@@ -374,7 +375,7 @@ class AcpServer {
   /** The client went away: the sessions it left open (and those being restored) are closed as by session/close. */
   async close(): Promise<void> {
     this.#ended = true;
-    await Promise.allSettled([...this.#restoring.values()]);
+    await Promise.allSettled([...this.#restoring.values()].map((restoring) => restoring.served));
     await Promise.allSettled([...this.#sessions.keys()].map((sessionId) => this.#closeServed(sessionId)));
   }
 }
