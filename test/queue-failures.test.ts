@@ -400,6 +400,26 @@ describe('queue provider failures', () => {
     await waitFor(() => existsSync(mark));
   });
 
+  it('a worker does not start a child queued by a host that is gone (killed, its reply stream expired): the job leaves the queue unrun', async () => {
+    const loaded = join(dir, 'hostless-queued-loaded');
+    const tools = `${new URL('./fixtures/slow-tools.mjs', import.meta.url).href}?loaded=${encodeURIComponent(loaded)}`;
+    const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, redis.url, 'hostless-queued', 'queued', join(dir, 'never'), join(dir, 'never-mark'), tools];
+    const hostProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => hostProcess.once('exit', resolve));
+    const id = await new Promise<string>((resolve) => hostProcess.stdout.on('data', (chunk: Buffer) => /queued (\S+)/.exec(chunk.toString())?.[1] && resolve(/queued (\S+)/.exec(chunk.toString())![1]!)));
+    hostProcess.kill('SIGKILL');
+    await exited;
+    // What its TTL does a minute later; no worker has taken the job yet.
+    const client = redis.client();
+    const [reply] = await client.keys('bull:hostless-queued:sah:reply:*');
+    await client.del(reply!);
+    const taker = await worker('hostless-queued', '--lock-duration-ms', '10000');
+    while ((await client.exists(`bull:hostless-queued:${id}`)) === 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    await client.quit();
+    expect(existsSync(loaded)).toBe(false);
+    expect(taker.stderr).toContain(`job ${id} not run: its host is gone`);
+  });
+
   it('settles a child whose log has a gap (events its worker could not write) error, saying so, and tells its worker to stop it', async () => {
     register({ queue: 'gap', lockDurationMs: 30_000 });
     const subscriber = redis.client();
@@ -514,6 +534,41 @@ describe('queue provider failures', () => {
     const restartAt = events.findIndex((e, i) => i > 0 && e.type === 'queue/attempt');
     expect(events[restartAt - 1]).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
     expect(types(events).at(-1)).toBe('turn/end');
+    await run.dispose();
+  }, 60_000);
+
+  it('a child restarted onto the worker still stopping its earlier attempt keeps its job lock there once that attempt ends, and a cancel reaches it', async () => {
+    register({ queue: 'retaken', attempts: 2, lockDurationMs: 1000 });
+    const only = await worker('retaken', '--lock-duration-ms', '1000');
+    const file = (name: string) => join(dir, `retaken-${name}`);
+    const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate-never'), runningMark: file('running'), abortedMark: file('aborted') };
+    const run = await start({ agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'never' }] }, toolModules: [GATE_TOOLS] } });
+    let settled = false;
+    void run.result.finally(() => (settled = true));
+    await waitFor(() => existsSync(input.claim));
+    // Redis loses the job's lock: the host restarts the child, and the worker's other slot takes it
+    // while the first attempt, deaf to its stop, still holds the first.
+    const client = redis.client();
+    const lock = `bull:retaken:${run.id}:lock`;
+    await client.del(lock);
+    await waitFor(() => existsSync(input.runningMark));
+    writeFileSync(input.release, '');
+    await waitFor(() => existsSync(input.released));
+    // The first attempt has ended: the second's lock is still renewed (it would lapse within the lock duration).
+    let renewals = 0;
+    for (let last = await client.pttl(lock); renewals < 3 && !settled; ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const ttl = await client.pttl(lock);
+      if (ttl > last) renewals += 1;
+      last = ttl;
+    }
+    await client.quit();
+    expect(settled).toBe(false);
+    run.cancel();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
+    // The cancel reached the second attempt on its worker.
+    await waitFor(() => existsSync(input.abortedMark));
+    expect(attempts(host.sessions.get(run.id)!.events).map((a) => [a.attempt, a.pid])).toEqual([[1, only.pid], [2, only.pid]]);
     await run.dispose();
   }, 60_000);
 

@@ -15,6 +15,7 @@ import { MAX_TIMER_MS } from '../../seam/parse.js';
 import type { Slot } from '../worker/admission.js';
 import { openWorkerPool, type WorkerPoolEngine } from '../worker/pool.js';
 import { ThreadChild } from '../worker/thread-child.js';
+import { holdLock, type HeldLock } from './job-lock.js';
 import { redisOptions } from './options.js';
 import { bounded, connectRedis, redisConnected, redisTarget } from './connect.js';
 import {
@@ -51,6 +52,8 @@ interface PoolChild {
   budgetStop(stop: BudgetStop): void;
   /** Its host's reply stream. */
   readonly reply: string;
+  /** Its run: a run taken again (restarted by its host) may have an earlier attempt still stopping here. */
+  readonly run: string;
 }
 
 export interface QueueWorkerOptions {
@@ -73,9 +76,7 @@ export class QueueWorker {
   readonly #client: Redis;
   readonly #subscriber: Redis;
   readonly #pool: WorkerPoolEngine;
-  readonly #active = new Map<string, PoolChild>();
-  /** Runs whose job lock this worker could not renew: their children are stopped, and end `error`. */
-  readonly #unlocked = new Set<string>();
+  readonly #active = new Set<PoolChild>();
   #worker: Worker<QueueJobData, Encoded> | undefined;
   /** Set when `close()` begins: a job handed to this worker after that is put back, never started. */
   #closing: Promise<void> | undefined;
@@ -124,10 +125,11 @@ export class QueueWorker {
     const { queue, lockDurationMs } = this.#options;
     const budgets = budgetChannel(queue);
     this.#subscriber.on('message', (channel: string, run: string) => {
-      const child = this.#active.get(run);
-      if (child === undefined) return;
-      if (channel === budgets) this.#readBudgetStop(run, child).catch(() => undefined);
-      else child.cancel();
+      for (const child of this.#active) {
+        if (child.run !== run) continue;
+        if (channel === budgets) this.#readBudgetStop(run, child).catch(() => undefined);
+        else child.cancel();
+      }
     });
     await this.#subscriber.subscribe(cancelChannel(queue), budgets);
     // Pub/sub delivers to whoever listens at that moment: a cancel published while the subscriber
@@ -148,17 +150,6 @@ export class QueueWorker {
     this.#worker.on('error', (error) => this.#logError(error));
     this.#client.on('ready', () => this.#endOutage());
     this.#worker.on('failed', (job, error) => this.#options.log?.(`job ${job?.id ?? '?'} failed: ${describeError(error)}`));
-    // The lock is gone (Redis lost its data, or the job was taken back as stalled): the host no
-    // longer counts on this attempt, so its child would only hold a slot. It is stopped.
-    this.#worker.on('lockRenewalFailed', (runs) => {
-      for (const run of runs) {
-        const child = this.#active.get(run);
-        if (child === undefined) continue;
-        this.#unlocked.add(run);
-        this.#options.log?.(`job ${run} lost its lock: stopping its child`);
-        child.cancel();
-      }
-    });
     await this.#worker.waitUntilReady();
   }
 
@@ -196,14 +187,14 @@ export class QueueWorker {
    * passes each a spent tree budget's stop its host recorded.
    */
   #sweep(): void {
-    const children = [...this.#active.entries()];
+    const children = [...this.#active];
     if (children.length === 0 || this.#sweeping) return;
     this.#sweeping = true;
-    const keys = children.flatMap(([run, child]) => [cancelKey(this.#options.queue, run), child.reply]);
-    const stops = children.map(([run, child]) => this.#readBudgetStop(run, child).catch(() => undefined));
+    const keys = children.flatMap((child) => [cancelKey(this.#options.queue, child.run), child.reply]);
+    const stops = children.map((child) => this.#readBudgetStop(child.run, child).catch(() => undefined));
     Promise.all([...keys.map((key) => this.#client.exists(key)), ...stops])
       .then(
-        (found) => children.forEach(([, child], i) => (found[2 * i] === 1 || found[2 * i + 1] === 0) && child.cancel()),
+        (found) => children.forEach((child, i) => (found[2 * i] === 1 || found[2 * i + 1] === 0) && child.cancel()),
         () => undefined,
       )
       .finally(() => (this.#sweeping = false));
@@ -219,7 +210,16 @@ export class QueueWorker {
     }
     const run = job.id;
     if (!ownProtocol(job.data)) return this.#refuse(run, job.data);
-    const { task, reply, attempt } = job.data;
+    const lock = holdLock(job, token, this.#options.lockDurationMs, this.#options.log);
+    try {
+      return await this.#run(job.data, run, lock);
+    } finally {
+      lock.release();
+    }
+  }
+
+  async #run(data: QueueJobData, run: string, lock: HeldLock): Promise<Encoded> {
+    const { task, reply, attempt } = data;
     const send = (entry: ReplyBody) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify({ ...entry, protocol: PROTOCOL_VERSION }));
     // Ordering holds because every entry goes through this one connection, in call order. A reply
     // stream that is gone means its host is gone: nobody waits for this child any more.
@@ -239,7 +239,11 @@ export class QueueWorker {
         },
       ));
     let result: SubagentResult;
-    if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) {
+    // Not run: a child cancelled before it was taken, or one whose host is gone (its reply stream
+    // expires a minute after its host stopped refreshing it): nobody would read what it does.
+    const [cancelled, replying] = await Promise.all([this.#client.exists(cancelKey(this.#options.queue, run)), this.#client.exists(reply)]);
+    if (replying === 0) this.#options.log?.(`job ${run} not run: its host is gone (its reply stream no longer exists)`);
+    if (cancelled === 1 || replying === 0) {
       result = { output: [], stopReason: 'aborted' };
     } else {
       // A child waits for a slot of the pool (more children than threads) where a cancel reaches it.
@@ -275,18 +279,20 @@ export class QueueWorker {
         budgetStop = stop;
         thread?.budgetStop(stop);
       };
-      child = { result: onThread(), cancel: () => (thread ? thread.cancel() : waiting.abort()), budgetStop: stopBudget, reply };
-      this.#active.set(run, child);
+      child = { result: onThread(), cancel: () => (thread ? thread.cancel() : waiting.abort()), budgetStop: stopBudget, reply, run };
+      this.#active.add(child);
+      lock.child = child;
+      if (lock.lost) child.cancel();
       // A cancel or a tree's stop published before this child was listed is caught by its key.
       if ((await this.#client.exists(cancelKey(this.#options.queue, run))) === 1) child.cancel();
       await this.#readBudgetStop(run, child).catch(() => undefined);
       try {
         result = await child.result;
       } finally {
-        this.#active.delete(run);
+        this.#active.delete(child);
         this.#checkDrain();
       }
-      if (this.#unlocked.delete(run)) {
+      if (lock.lost) {
         result = { ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job (Redis lost it, or it was taken back as stalled) and stopped the child' };
       }
       await sending;
