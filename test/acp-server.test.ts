@@ -1058,6 +1058,24 @@ describe('serveAcp', () => {
       }
     });
 
+    it('returns once its input ends after an initialize sent again while the client reads none of a turn it streamed', async () => {
+      const host = await newHost();
+      const late = lateReader(host);
+      const initialize = (id: number) => ({ id, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      late.send(initialize(1));
+      await late.written((message) => message.id === 1);
+      late.send({ id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [], ...scripted({ text: 'x'.repeat(1024 * 1024) }) } });
+      await late.written((message) => message.id === 2);
+      const sessionId = (late.messages.find((message) => message.id === 2)!.result as { sessionId: string }).sessionId;
+      late.send({ id: 3, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'go' }] } });
+      await late.written((message) => message.method === 'session/update');
+      // Its answer waits behind the turn's updates the client does not read: what follows it must not.
+      late.send(initialize(4));
+      late.send({ method: 'session/cancel', params: { sessionId } });
+      await late.end();
+      expect(host.agents.list()).toStrictEqual([]);
+    });
+
     it('stops a session/load replay the client cancels with $/cancel_request and answers it cancelled; the next load replays whole', async () => {
       const host = await newHost();
       const sessionId = await bigSession(host);

@@ -180,6 +180,23 @@ describe('subagent-host inspect in a browser', () => {
     expect(await page.textContent('#transcript strong')).toBe(`Transcript of ${shown}`);
   });
 
+  it('shows the ids in transcript entry titles with their control characters escaped: a sender id cannot reverse its title', async () => {
+    const sender = 'R\u202etroper\nforged';
+    const host = await createHost({ providers: false, persistence: { sqlite: db } });
+    let id: string;
+    try {
+      const agent = await host.createAgent({ header: { parentSession: report.parentId } });
+      id = agent.id;
+      agent.followup([text('from the coordinator')], { source: { kind: 'coordinator', senderSessionId: sender } });
+      await agent.whenIdle();
+    } finally {
+      await host.close();
+    }
+    await expect.poll(() => page.locator(`#tree .row[data-child-id="${id}"]`).count(), POLL).toBe(1);
+    await page.click(`#tree .row[data-child-id="${id}"]`);
+    await expect.poll(() => page.textContent('#transcript .entry.message .title'), POLL).toMatch(/^message from coordinator R\\u202etroper\\x0aforged\+/);
+  });
+
   it('shows a long output cut, with a link to its whole text, and a damaged row as unreadable among the others', async () => {
     const long = `${'x'.repeat(70_000)} the end`;
     const host = await createHost({ providers: false, persistence: { sqlite: db } });

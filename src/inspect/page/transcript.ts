@@ -34,7 +34,8 @@ function cutNote(entry: TranscriptEntry, omitted: number, session: string): HTML
 }
 
 function entryElement(entry: TranscriptEntry, session: string, createdAt: number): HTMLElement {
-  const title = el('div', { className: 'title' }, entry.title, el('span', { className: 'time', text: `+${duration(Math.max(0, entry.time - createdAt))}` }));
+  // A title names ids (a message's sender) and the model's words (a tool's name): shown as ids and labels are.
+  const title = el('div', { className: 'title' }, visible(entry.title), el('span', { className: 'time', text: `+${duration(Math.max(0, entry.time - createdAt))}` }));
   const box = el('div', { className: `entry ${entry.kind}${entry.isError === true ? ' error' : ''}`, data: { seq: String(entry.seq), kind: entry.kind } }, title);
   if (entry.text !== undefined && entry.text !== '') box.append(body(entry.text));
   if (entry.omitted !== undefined) box.append(cutNote(entry, entry.omitted, session));

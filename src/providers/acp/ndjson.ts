@@ -123,7 +123,9 @@ export interface Observe {
    * True for a request whose answer the messages after it wait for: they are read (and seen by
    * `arrived`) only once it is written. The SDK refuses every request but `initialize` until it
    * answered one, so a client that sends its first requests without waiting for that answer
-   * would otherwise have them refused.
+   * would otherwise have them refused. Asked until one such request was answered with a result:
+   * after that none holds anything back (its answer may wait behind output the peer does not
+   * read, and a cancel sent after it must not).
    */
   answerFirst?(message: object): boolean;
 }
@@ -163,6 +165,8 @@ function lineReader(
   /** The id of a request (see `Observe.answerFirst`) not answered yet: the messages after it wait in `held`. */
   let awaited: { id: unknown } | undefined;
   const held: object[] = [];
+  /** A request `answerFirst` named was answered with a result: it is asked no more. */
+  let answeredFirst = false;
   /** The input ended while messages were held: the stream ends once they went to the SDK. */
   let endHeld: (() => void) | undefined;
   /** Reading goes on unless a reply, an answer or the SDK's full queue (whose next pull resumes it) holds it. */
@@ -186,11 +190,12 @@ function lineReader(
     if (stopped) return;
     handOver();
     controller.enqueue(message as AnyMessage);
-    if (observe?.answerFirst?.(message) === true) awaited = { id: (message as { id?: unknown }).id };
+    if (!answeredFirst && observe?.answerFirst?.(message) === true) awaited = { id: (message as { id?: unknown }).id };
   };
   onAnswer?.((message) => {
     if (awaited === undefined || 'method' in message || !('id' in message) || message.id !== awaited.id) return;
     awaited = undefined;
+    if ('result' in message) answeredFirst = true;
     // The SDK has recorded the answer before writing it: the held messages go to it in order, up to the next that waits.
     while (queue !== undefined && awaited === undefined && !stopped && held.length > 0) take(queue, held.shift()!);
     if (awaited !== undefined) return;
