@@ -1014,8 +1014,8 @@ describe('serveAcp', () => {
       await late.end();
     });
 
-    it('returns once its input ends while the client reads none of a turn it streamed, and frees the session', async () => {
-      const host = await newHost();
+    /** A session (initialize id 1, session/new id 2) whose turn (prompt id 3) streams 1 MiB the client has not read. */
+    async function streamingUnread(host: Host): Promise<{ late: ReturnType<typeof lateReader>; sessionId: string }> {
       const late = lateReader(host);
       late.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
       await late.written((message) => message.id === 1);
@@ -1024,6 +1024,12 @@ describe('serveAcp', () => {
       const sessionId = (late.messages.find((message) => message.id === 2)!.result as { sessionId: string }).sessionId;
       late.send({ id: 3, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'go' }] } });
       await late.written((message) => message.method === 'session/update');
+      return { late, sessionId };
+    }
+
+    it('returns once its input ends while the client reads none of a turn it streamed, and frees the session', async () => {
+      const host = await newHost();
+      const { late } = await streamingUnread(host);
       await late.end();
       expect(host.agents.list()).toStrictEqual([]);
     });
@@ -1060,17 +1066,9 @@ describe('serveAcp', () => {
 
     it('returns once its input ends after an initialize sent again while the client reads none of a turn it streamed', async () => {
       const host = await newHost();
-      const late = lateReader(host);
-      const initialize = (id: number) => ({ id, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
-      late.send(initialize(1));
-      await late.written((message) => message.id === 1);
-      late.send({ id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [], ...scripted({ text: 'x'.repeat(1024 * 1024) }) } });
-      await late.written((message) => message.id === 2);
-      const sessionId = (late.messages.find((message) => message.id === 2)!.result as { sessionId: string }).sessionId;
-      late.send({ id: 3, method: 'session/prompt', params: { sessionId, prompt: [{ type: 'text', text: 'go' }] } });
-      await late.written((message) => message.method === 'session/update');
+      const { late, sessionId } = await streamingUnread(host);
       // Its answer waits behind the turn's updates the client does not read: what follows it must not.
-      late.send(initialize(4));
+      late.send({ id: 4, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
       late.send({ method: 'session/cancel', params: { sessionId } });
       await late.end();
       expect(host.agents.list()).toStrictEqual([]);
