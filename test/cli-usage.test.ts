@@ -269,7 +269,7 @@ describe('subagent-host worker', () => {
     // The usage names every option described below it.
     const [synopsis, ...rest] = stdout.split('\n\n');
     const described = [...rest.join('\n\n').matchAll(/^ {2}(--[a-z-]+)/gm)].map((match) => match[1]!);
-    expect(described).toHaveLength(6);
+    expect(described).toHaveLength(7);
     for (const option of described) expect(synopsis).toContain(option);
   });
 
@@ -287,6 +287,7 @@ describe('subagent-host worker', () => {
     [['--concurrency', '1e3'], '--concurrency must be a whole number from 1 to 1024, got "1e3"'],
     [['--drain-grace-ms', '1.5'], '--drain-grace-ms must be a whole number from 1 to 2147483647, got "1.5"'],
     [['--drain-grace-ms', '3000000000'], '--drain-grace-ms must be a whole number from 1 to 2147483647, got "3000000000"'],
+    [['--cancel-grace-ms', '0'], '--cancel-grace-ms must be a whole number from 1 to 2147483647, got "0"'],
     [['--lock-duration-ms', '1'], '--lock-duration-ms must be a whole number from 100 to 3600000, got "1"'],
     [['--lock-duration-ms', '3000000000'], '--lock-duration-ms must be a whole number from 100 to 3600000, got "3000000000"'],
   ])('refuses %j with INVALID_OPTIONS and the usage, exit 2', async (args, message) => {

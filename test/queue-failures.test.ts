@@ -539,7 +539,8 @@ describe('queue provider failures', () => {
 
   it('a child restarted onto the worker still stopping its earlier attempt keeps its job lock there once that attempt ends, and a cancel reaches it', async () => {
     register({ queue: 'retaken', attempts: 2, lockDurationMs: 1000 });
-    const only = await worker('retaken', '--lock-duration-ms', '1000');
+    // The first attempt ignores its stop: a grace longer than the test keeps its thread until it is released.
+    const only = await worker('retaken', '--lock-duration-ms', '1000', '--cancel-grace-ms', '120000');
     const file = (name: string) => join(dir, `retaken-${name}`);
     const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate-never'), runningMark: file('running'), abortedMark: file('aborted') };
     const run = await start({ agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'never' }] }, toolModules: [GATE_TOOLS] } });

@@ -9,7 +9,7 @@ import { MAX_TIMER_MS, integerValue, parseCommand, readValues } from './args.js'
 import { outputFailed, outputGone } from './output.js';
 
 const USAGE = `usage: subagent-host worker --redis URL [--queue NAME] [--concurrency N] [--pool-threads N]
-                            [--lock-duration-ms N] [--drain-grace-ms N]
+                            [--lock-duration-ms N] [--drain-grace-ms N] [--cancel-grace-ms N]
 
 Runs children queued by a host's queue provider, each in a worker thread of this process.
 
@@ -18,7 +18,8 @@ Runs children queued by a host's queue provider, each in a worker thread of this
   --concurrency N        children run at once (default 4)
   --pool-threads N       worker threads (default: the concurrency)
   --lock-duration-ms N   a lost worker is noticed after this long (default ${DEFAULT_LOCK_DURATION_MS})
-  --drain-grace-ms N     on SIGTERM, children still running after this long are cancelled (default 10000)`;
+  --drain-grace-ms N     on SIGTERM, children still running after this long are cancelled (default 10000)
+  --cancel-grace-ms N    a cancelled child still running after this long has its thread terminated (default 2000)`;
 
 /** A whole number in `[min, max]` (decimal digits only), or `fallback` when the flag is absent. */
 function integer(value: string | undefined, flag: string, fallback: number, [min, max]: readonly [number, number]): number {
@@ -47,6 +48,7 @@ export async function run(args: string[]): Promise<number> {
       'pool-threads': { type: 'string' },
       'lock-duration-ms': { type: 'string' },
       'drain-grace-ms': { type: 'string' },
+      'cancel-grace-ms': { type: 'string' },
     },
   });
   if (typeof parsed === 'number') return parsed;
@@ -64,11 +66,12 @@ export async function run(args: string[]): Promise<number> {
       // The host's queueProvider takes the same range: both sides must agree on it.
       lockDurationMs: integer(values['lock-duration-ms'], '--lock-duration-ms', DEFAULT_LOCK_DURATION_MS, LOCK_DURATION_RANGE),
       drainGraceMs: integer(values['drain-grace-ms'], '--drain-grace-ms', 10_000, [1, MAX_TIMER_MS]),
+      cancelGraceMs: integer(values['cancel-grace-ms'], '--cancel-grace-ms', 2000, [1, MAX_TIMER_MS]),
     };
   });
   if (typeof settings === 'number') return settings;
-  const { url, queue, concurrency, poolThreads, lockDurationMs, drainGraceMs } = settings;
-  const worker = await QueueWorker.start({ url, queue, concurrency, poolThreads, lockDurationMs, log });
+  const { url, queue, concurrency, poolThreads, lockDurationMs, drainGraceMs, cancelGraceMs } = settings;
+  const worker = await QueueWorker.start({ url, queue, concurrency, poolThreads, lockDurationMs, cancelGraceMs, log });
   const stopped = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
