@@ -70,7 +70,10 @@ describe('authority and validation', () => {
     const parent = await host.createAgent();
     await expect(
       host.subagents.startContinuable({ provider: 'one-shot-only', label: 'w', request: { prompt: [text('p')], parent } }),
-    ).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining('one-shot-only') });
+    ).rejects.toMatchObject({
+      code: 'UNSUPPORTED_CAPABILITY',
+      message: 'provider one-shot-only cannot run continuable children (use in-process, spawn, fork, or acp with an agent that loads sessions)',
+    });
     expect(host.agents.list()).toStrictEqual([parent]);
   });
 

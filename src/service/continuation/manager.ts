@@ -249,7 +249,7 @@ export class ContinuationManager implements ActivationHost {
     const provider = this.deps.getProvider(given.provider);
     if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named ${given.provider}`);
     if (!provider.prepareContinuable) {
-      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${given.provider} cannot run continuable children (use in-process, spawn or fork)`);
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `provider ${given.provider} cannot run continuable children (use in-process, spawn, fork, or acp with an agent that loads sessions)`);
     }
     const prepareContinuable = provider.prepareContinuable.bind(provider);
     const budget = startBudget(given, provider);
