@@ -122,8 +122,9 @@ describe('createHost options that cannot be read', () => {
       expect(host.subagents.list()).toEqual([]);
     }
   });
+  const stores = tempFiles('class-sqlite');
   it('are read once: a { sqlite } store whose path is a class getter opens that file', async () => {
-    const file = tempFiles('class-sqlite').file();
+    const file = stores.file();
     class Store {
       get sqlite(): string {
         return file;
