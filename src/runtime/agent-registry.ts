@@ -7,7 +7,8 @@ import { unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
-import { isRecord, readingInput, timerOption, wellFormed } from '../seam/parse.js';
+import { isRecord, readingInput, timerOption } from '../seam/parse.js';
+import { assertSessionId } from '../seam/session-id.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent, type OwnInput } from './agent.js';
 import { createModel } from './models/create.js';
@@ -94,8 +95,7 @@ function checkOptionsObject(method: string, options: unknown, needsId: boolean):
   if (loadToolModules !== undefined && typeof loadToolModules !== 'boolean') throw bad('loadToolModules', 'true or false');
   if (abandon !== undefined && typeof abandon !== 'boolean') throw bad('abandon', 'true or false');
   if (sessionId === undefined && !needsId) return;
-  if (typeof sessionId !== 'string' || sessionId === '') throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be a non-empty string`);
-  if (!wellFormed(sessionId)) throw new SubagentError('INVALID_OPTIONS', `${method}(): options.sessionId must be well-formed text (it has a lone UTF-16 surrogate, which no store keeps)`);
+  assertSessionId(sessionId, `${method}(): options.sessionId`, 'INVALID_OPTIONS', true);
 }
 
 const positiveCount = (value: unknown) => value === undefined || (Number.isSafeInteger(value) && (value as number) > 0);
