@@ -1,19 +1,23 @@
 // How `serveAcp` hands `session/update`s to its client: a running turn's as they come (UpdateQueue),
 // a session/load's replay one update at a time, waiting while the client is not reading (Replays).
 import type * as acp from '@agentclientprotocol/sdk';
+import { onAbort } from '../../seam/abort.js';
 import type { SessionEvent } from '../../seam/session-types.js';
 import type { AcpSdk } from './sdk.js';
 import { historyUpdates } from './server-updates.js';
 
-/** Resolves once `settled` settles or `signal` aborts, whichever comes first (its listener removed either way). */
-function unlessAborted(settled: Promise<unknown>, signal: AbortSignal): Promise<void> {
+/**
+ * Resolves once `settled` settles or `signal` aborts, whichever comes first. Every wait on one
+ * signal (a connection's turns, as many as its sessions) shares its one listener (`onAbort`).
+ */
+function settledOrAborted(settled: Promise<unknown>, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
+    const stop = onAbort(signal, () => resolve());
     const done = () => {
-      signal.removeEventListener('abort', done);
+      stop();
       resolve();
     };
-    signal.addEventListener('abort', done, { once: true });
     settled.then(done, done);
   });
 }
@@ -37,7 +41,7 @@ export class UpdateQueue {
 
   /** Resolves once all were written, or once `until` aborts (a client that reads no more). */
   drain(until: AbortSignal): Promise<void> {
-    return unlessAborted(this.#tail, until);
+    return settledOrAborted(this.#tail, until);
   }
 }
 
@@ -71,7 +75,7 @@ export class Replays {
       let written = false;
       const write = client.notify(this.sdk.methods.client.session.update, { sessionId, update }).then(() => void (written = true));
       // A write that waits for a client reading no more is not awaited once the signal aborts.
-      await unlessAborted(write, signal);
+      await settledOrAborted(write, signal);
       if (!written) return;
     }
   }

@@ -3,7 +3,6 @@
 // the turn `cancelled`, session/load replays a persisted session and session/resume restores one
 // without replay, session/close frees one (its stored log stays). Nothing but protocol on output.
 import type * as acp from '@agentclientprotocol/sdk';
-import { setMaxListeners } from 'node:events';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, TurnEndReason } from '../../seam/session-types.js';
@@ -43,8 +42,6 @@ class AcpServer {
     this.#sdk = sdk;
     this.#host = host;
     this.#images = images;
-    // Every turn whose updates wait to be written listens to it: as many as the client's sessions.
-    setMaxListeners(0, this.#inputGone.signal);
     this.#replays = new Replays(sdk);
     this.#arrivals = new Arrivals(sdk.methods.agent.session, (sessionId) => this.#cancel(sessionId));
   }
