@@ -8,8 +8,8 @@ import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHost, sqlitePersistence, text, type Host } from 'subagent-host';
-import { continuationHost, startChild, type Recorder } from './continuation-helpers.js';
+import { createHost, sqlitePersistence, text, type Host, type Tool } from 'subagent-host';
+import { continuationHost, eventually, startChild, untilEvent, userTexts, type Recorder } from './continuation-helpers.js';
 import { damageSqlitePages, tempFiles } from './helpers.js';
 
 const files = tempFiles('storage-failures-');
@@ -180,12 +180,15 @@ describe('follow-ups sent together to a child whose write the store refuses', ()
     const other = await createHost({ persistence: { sqlite: file }, providers: false, pool: { minThreads: 0 } });
     await other.persistence!.load('victim');
     await other.close();
-    const outcomes = await Promise.allSettled(['m1', 'm2', 'm3'].map((message) => host.subagents.followup(parent, 'victim', [text(message)])));
-    expect(outcomes.map((outcome) => outcome.status === 'rejected' && (outcome.reason as { code?: unknown }).code)).toStrictEqual(['SEQ_MISMATCH', 'SEQ_MISMATCH', 'SEQ_MISMATCH']);
+    const messages = ['m1', 'm2', 'm3'];
+    const outcomes = await Promise.allSettled(messages.map((message) => host.subagents.followup(parent, 'victim', [text(message)])));
+    // The first is refused, and the child's residency ends with it; one sent after that brings it back from the stored log.
+    expect(outcomes[0]).toMatchObject({ status: 'rejected', reason: { code: 'SEQ_MISMATCH' } });
+    for (const outcome of outcomes) if (outcome.status === 'rejected') expect(outcome.reason).toMatchObject({ code: 'SEQ_MISMATCH' });
     const stored = new Database(file, { readonly: true });
     try {
       const texts = stored.prepare("SELECT data FROM events WHERE session_id = 'victim' AND type = 'inbox/accepted'").pluck().all() as string[];
-      expect(texts.filter((data) => /"m\d"/.test(data))).toStrictEqual([]);
+      expect(texts.flatMap((data) => /"(m\d)"/.exec(data)?.[1] ?? [])).toStrictEqual(messages.filter((_, n) => outcomes[n]!.status === 'fulfilled'));
     } finally {
       stored.close();
     }
@@ -429,6 +432,42 @@ describe('a session another host wrote meanwhile', () => {
     }
     expect((await reader.load('shared'))!.events).toStrictEqual(written);
     await reader.close();
+  });
+});
+
+describe('a continuable child another host took over', () => {
+  const takeoverWriter = fileURLToPath(new URL('./fixtures/takeover-writer.mjs', import.meta.url));
+  const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+
+  it('stops here once the store refuses its events: input it accepted before runs in the other host only', async () => {
+    const file = files.file();
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    const gate: Tool = { name: 'gate', description: 'Waits until the test opens it.', parameters: { type: 'object', properties: {} }, execute: async () => (await opened, 'open') };
+    const host = await continuationHost(file, { tools: [gate] });
+    hosts.push(host);
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    // Its first turn waits at the gate, then its next model call waits until the turn is stopped.
+    const model = { kind: 'scripted' as const, steps: [{ toolCalls: [{ name: 'gate', input: {} }] }, { finish: 'hang' as const }] };
+    await startChild(host, parent, 'first', { childId: 'child', model });
+    const child = host.agents.get('child')!;
+    await untilEvent(child, 'tool/call');
+    await host.subagents.followup(parent, 'child', [text('queued')]);
+    // Another process resumes the parent this host still holds and sends the child a message: it
+    // brings the child back from the stored log, where the accepted message is pending.
+    await promisify(execFile)(process.execPath, [takeoverWriter, packageUrl, file, 'parent', 'child']);
+    open();
+    // Its next event is refused as out of sequence: the child stops, and never takes the message the other host ran.
+    await host.recorder.until(() => host.recorder.ends.length === 1);
+    expect(host.recorder.ends).toMatchObject([{ id: 'child', stopReason: 'aborted' }]);
+    await eventually(() => host.sessions.get('child') === undefined);
+    expect(userTexts(child.session.events)).toStrictEqual(['first']);
+    const reader = sqlitePersistence(file);
+    try {
+      expect(userTexts((await reader.load('child'))!.events)).toStrictEqual(['first', 'queued']);
+    } finally {
+      await reader.close();
+    }
   });
 });
 

@@ -66,6 +66,8 @@ export class LiveSessionStore implements SessionStore {
   #clock = 0;
   /** Resolved when the next create or append is handed to the store (see flush). */
   #handing: { next: Promise<void>; resolve: () => void } | undefined;
+  /** Told of each write refused as out of sequence (see onDiverged). */
+  readonly #diverged = new Set<(id: SessionId, error: unknown) => void>();
 
   constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
     this.#persistence = options.persistence;
@@ -95,6 +97,15 @@ export class LiveSessionStore implements SessionStore {
 
   has(id: SessionId): boolean {
     return this.#entries.has(id);
+  }
+
+  /**
+   * Calls `listener` with live session `id` each time the store refuses a write of it as out of
+   * sequence (`SEQ_MISMATCH`): another writer of the store went on with its log (another host
+   * resumed it), or an earlier write was lost. No later event of it can be stored.
+   */
+  onDiverged(listener: (id: SessionId, error: unknown) => void): void {
+    this.#diverged.add(listener);
   }
 
   /** Creates and publishes a new session (persisted header + seed). `DUPLICATE_SESSION` if live. */
@@ -245,6 +256,7 @@ export class LiveSessionStore implements SessionStore {
   /** Records a write failure of `entry`, unless one not yet reported is recorded. */
   #fail(entry: Entry, error: unknown): void {
     if (entry.failure === undefined || entry.failure.reportedAt !== Infinity) entry.failure = { error, reportedAt: Infinity };
+    if (isSubagentError(error, 'SEQ_MISMATCH')) for (const listener of this.#diverged) listener(entry.session.id, error);
   }
 
   /**

@@ -65,3 +65,17 @@ export async function acknowledge(sessions: LiveSessionStore, activations: Activ
   }
   return id;
 }
+
+/**
+ * Ends the residency of a child whose log the store refused to continue (another host resumed it and
+ * went on with it): none of its later events could be stored, so it stops as after a crash, before
+ * it takes more input here (that input stays pending in the stored log, for the host that holds it).
+ */
+export function endDivergedResidencies(sessions: LiveSessionStore, activations: Activations, warn: (message: string, error: unknown) => void): void {
+  sessions.onDiverged((childId, error) => {
+    const activation = activations.get(childId);
+    if (activation === undefined || activation.disposal !== undefined) return;
+    warn(`continuable child ${childId} stops here: the store refuses its events (another writer of the store went on with its log)`, error);
+    activation.dispose({ keepInbox: true }).catch((failure: unknown) => warn(`stopping continuable child ${childId} failed`, failure));
+  });
+}

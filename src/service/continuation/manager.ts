@@ -17,7 +17,7 @@ import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
-import { acknowledge, acknowledgeStart, startAcknowledgement } from './acknowledge.js';
+import { acknowledge, acknowledgeStart, endDivergedResidencies, startAcknowledgement } from './acknowledge.js';
 import { Activation, stopRemoteTurn, type ActivationHost } from './activation.js';
 import { Admission, checkAborted, isExactLive, liveLineage, announceStart, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
@@ -72,6 +72,7 @@ export class ContinuationManager implements ActivationHost {
     this.deps = deps;
     this.live = { get: (id) => deps.agents.get(id) ?? deps.runAgent?.(id) };
     this.admission = new Admission(this.live);
+    endDivergedResidencies(deps.sessions, this.activations, (message, error) => this.warn(message, error));
   }
 
   get lingerMs(): number {
