@@ -393,6 +393,13 @@ describe('acpProvider with misbehaving agents', () => {
       expect(newChildPids(before).filter(isAlive)).toEqual([]);
     });
 
+    it('rejects START_FAILED at startupTimeoutMs without waiting out the EOF grace of an agent that never answers initialize and ignores EOF', async () => {
+      use(['--hang-init', '--ignore-eof'], { startupTimeoutMs: 300, disposeEofGraceMs: 600_000 });
+      const before = childPids();
+      await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('did not answer initialize within 300 ms') });
+      expect(newChildPids(before).filter(isAlive)).toEqual([]);
+    }, 60_000);
+
     it('rejects START_FAILED and reaps a command that floods its stdout with lines that are not JSON and never reads its stdin', async () => {
       // Each junk line is answered with a parse error; those answers must not pile up unread.
       const flood = "const chunk = 'x\\n'.repeat(10000); let i = 0; const more = () => { while (i < 200000) { i += 10000; if (!process.stdout.write(chunk)) return process.stdout.once('drain', more); } }; more(); setInterval(() => {}, 1e9);";

@@ -28,6 +28,8 @@ export interface AcpContinuableDeps {
   closed: AbortSignal;
   launch(launch: LaunchConfig, signal: AbortSignal): Promise<WarmChild>;
   retire(child: WarmChild): Promise<void>;
+  /** Reaps a process whose startup step failed: it serves no session, so SIGTERM comes with the EOF. */
+  retireFailed(child: WarmChild): Promise<void>;
 }
 
 const providerDataSchema = z.strictObject({
@@ -58,7 +60,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       try {
         await startupStep(next.client.loadSession(session.sessionId, session.launch.cwd), next.proc, runSignal, 'session/load', config.startupTimeoutMs);
       } catch (error) {
-        await deps.retire(next);
+        await deps.retireFailed(next);
         throw error;
       }
       const gone = current;
@@ -90,7 +92,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       return resident(child, { sessionId, launch }, { providerData: { sessionId, ...launch } });
     } catch (error) {
       pool?.fill();
-      if (child) await deps.retire(child);
+      if (child) await deps.retireFailed(child);
       throw error instanceof StartAborted ? abortedStart(signal, closed) : error;
     }
   }
@@ -111,7 +113,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       return resident(child, { sessionId, launch }, { spent: request.usage });
     } catch (error) {
       pool?.fill();
-      if (child) await deps.retire(child);
+      if (child) await deps.retireFailed(child);
       if (error instanceof StartAborted) throw abortedStart(signal, closed);
       if (error instanceof SubagentError && error.code === 'NOT_RESUMABLE') throw error;
       // The agent's own error (a JSON-RPC error, or the process's end) is the cause.

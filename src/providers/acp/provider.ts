@@ -41,11 +41,14 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
   // Loaded now, while nothing of ours holds descriptors (a start waits for it before spawning).
   loadAcpSdk().catch(() => undefined);
   const graces: ReapGraces = { eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs };
+  // A process that failed to start serves no session yet: nothing is lost by sending SIGTERM with
+  // the EOF, and an agent that never answered (a command that is no ACP agent) never reads it.
+  const failedStart: ReapGraces = { eofGraceMs: 0, graceMs: config.disposeGraceMs };
   const live = new Set<AgentProcess>();
   const closer = new AbortController();
 
-  const retire = async (child: WarmChild) => {
-    await child.proc.reap(graces);
+  const retire = async (child: WarmChild, reaping = graces) => {
+    await child.proc.reap(reaping);
     child.client.close();
   };
 
@@ -72,7 +75,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
       await startupStep(client.initialize(), proc, signal, 'initialize', config.startupTimeoutMs);
       return { proc, client };
     } catch (error) {
-      await proc.reap(graces);
+      await proc.reap(failedStart);
       client?.close();
       throw error;
     }
@@ -106,7 +109,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
       refuseOversize(child.client.oversizePrompt(prompt));
     } catch (error) {
       pool?.fill();
-      if (child) await retire(child);
+      if (child) await retire(child, failedStart);
       throw error instanceof StartAborted ? abortedStart(signal, closer.signal) : error;
     }
     const header = { cwd, parentSession: request.parent.id, origin: 'subagent' as const, delegationDepth };
@@ -114,7 +117,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     try {
       mirror = new SessionMirror(host.sessions, header, request.descriptor, request.prompt);
     } catch (error) {
-      await retire(child);
+      await retire(child, failedStart);
       throw error;
     }
     const run = new AcpRun({ child, mirror, sessions: host.sessions, prompt, signal: runSignal, graces });
@@ -128,7 +131,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     capabilities: NO_START_CAPABILITIES,
     inheritsParentContext: false,
     start,
-    ...acpContinuable({ config, graces, pool, closed: closer.signal, launch, retire }),
+    ...acpContinuable({ config, graces, pool, closed: closer.signal, launch, retire, retireFailed: (child) => retire(child, failedStart) }),
     whenWarm: () => pool?.whenWarm() ?? Promise.resolve(),
   };
 }
