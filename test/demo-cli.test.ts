@@ -241,6 +241,19 @@ describe('subagent-host demo whose terminal closed (SIGHUP)', () => {
   });
 });
 
+describe('subagent-host demo --provider in-process interrupted while its children run', () => {
+  it('stops them on Ctrl-C, though they analyse on its own thread: each ends aborted, not completed', { timeout: 120_000 }, async () => {
+    // A large folder: each chunk is seconds of synchronous analysis on the thread that must see the Ctrl-C.
+    const big = new URL('../node_modules/typescript/lib', import.meta.url).pathname;
+    const db = join(dir, `run-${++runs}.db`);
+    const args = ['demo', '--provider', 'in-process', '--children', '4', '--dir', big, '--db', db, '--deadline', '600000'];
+    const { ended, stdout, stderr } = await interruptCli(cli, args, /^ {2}chunk \d+\/4 +running since/m, 100_000);
+    expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(130);
+    const rows = [...stdout.matchAll(/^ {2}(chunk \d+\/4) +(\S+) +\d+ ms +\S+ +\S+ {2}\S*$/gm)].map(([, label, result]) => ({ label, result }));
+    expect(rows).toEqual([1, 2, 3, 4].map((n) => ({ label: `chunk ${n}/4`, result: 'aborted' })));
+  });
+});
+
 describe('subagent-host demo with more children asked than files', () => {
   it('says how many children it plans, one per file', async () => {
     const db = join(saved, 'more-children.db');

@@ -97,22 +97,22 @@ export function similarity(a: Uint32Array, b: Uint32Array): number {
   return a.length === 0 ? 0 : same / a.length;
 }
 
-/** Analyses the files of one chunk. */
-export function analyseFiles(paths: readonly string[]): ChunkAnalysis {
-  const identifiers = new Map<string, number>();
-  const files: FileStats[] = paths.map((path) => {
-    const text = readFileSync(path, 'utf8');
-    const tokens = text.match(TOKEN) ?? [];
-    for (const token of tokens) if (IDENTIFIER.test(token)) identifiers.set(token, (identifiers.get(token) ?? 0) + 1);
-    return {
-      path,
-      lines: text.split('\n').length,
-      tokens: tokens.length,
-      bytes: Buffer.byteLength(text),
-      sha256: createHash('sha256').update(text).digest('hex').slice(0, 16),
-      signature: Buffer.from(Uint32Array.from(signature(tokens, text)).buffer).toString('base64'),
-    };
-  });
+/** The stats of one file; its identifiers are counted into `identifiers`. */
+function fileStats(path: string, identifiers: Map<string, number>): FileStats {
+  const text = readFileSync(path, 'utf8');
+  const tokens = text.match(TOKEN) ?? [];
+  for (const token of tokens) if (IDENTIFIER.test(token)) identifiers.set(token, (identifiers.get(token) ?? 0) + 1);
+  return {
+    path,
+    lines: text.split('\n').length,
+    tokens: tokens.length,
+    bytes: Buffer.byteLength(text),
+    sha256: createHash('sha256').update(text).digest('hex').slice(0, 16),
+    signature: Buffer.from(Uint32Array.from(signature(tokens, text)).buffer).toString('base64'),
+  };
+}
+
+function chunkAnalysis(files: FileStats[], identifiers: Map<string, number>): ChunkAnalysis {
   const topIdentifiers = [...identifiers.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, 5);
   return {
     files,
@@ -121,4 +121,26 @@ export function analyseFiles(paths: readonly string[]): ChunkAnalysis {
     bytes: files.reduce((sum, f) => sum + f.bytes, 0),
     topIdentifiers,
   };
+}
+
+/** Analyses the files of one chunk. */
+export function analyseFiles(paths: readonly string[]): ChunkAnalysis {
+  const identifiers = new Map<string, number>();
+  return chunkAnalysis(paths.map((path) => fileStats(path, identifiers)), identifiers);
+}
+
+/**
+ * Analyses the files of one chunk as `analyseFiles` does, one file per turn of the event loop, and
+ * stops (rejecting with the signal's reason) once `signal` aborts. A child on the host's own thread
+ * (in-process) so lets a Ctrl-C through between two files, rather than after its whole chunk.
+ */
+export async function analyseFilesInTurns(paths: readonly string[], signal: AbortSignal): Promise<ChunkAnalysis> {
+  const identifiers = new Map<string, number>();
+  const files: FileStats[] = [];
+  for (const path of paths) {
+    await new Promise((resolve) => setImmediate(resolve));
+    signal.throwIfAborted();
+    files.push(fileStats(path, identifiers));
+  }
+  return chunkAnalysis(files, identifiers);
 }

@@ -1,7 +1,7 @@
 // Tool module of the demo's children (`toolModules`): loaded inside each child's worker thread.
 // `analyse_files` is the real work; `crash_thread` and `spin_forever` exist for `--chaos`.
 import type { Tool } from '../seam/agent-types.js';
-import { analyseFiles } from './analysis.js';
+import { analyseFilesInTurns } from './analysis.js';
 
 export const tools: Tool[] = [
   {
@@ -13,8 +13,9 @@ export const tools: Tool[] = [
       required: ['files'],
       additionalProperties: false,
     },
-    async execute(input) {
-      return JSON.stringify(analyseFiles((input as { files: string[] }).files));
+    // A file at a time: an in-process child runs on the host's thread, whose Ctrl-C must get through.
+    async execute(input, ctx) {
+      return JSON.stringify(await analyseFilesInTurns((input as { files: string[] }).files, ctx.signal));
     },
   },
   {
