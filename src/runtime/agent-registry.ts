@@ -3,7 +3,7 @@
 // owner's capability: its memoized dispose cancels, waits for idle, flushes and unregisters.
 import { setMaxListeners } from 'node:events';
 import { once } from '../seam/once.js';
-import { unlessAborted } from '../seam/abort.js';
+import { abortReason, unlessAborted } from '../seam/abort.js';
 import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
@@ -176,7 +176,7 @@ export function registerModuleTools(scope: ToolRegistry, tools: readonly Tool[],
 }
 
 function checkSignal(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw SubagentError.cancelled('agent creation', signal.reason);
+  if (signal !== undefined && readingInput('createAgent options.signal', 'INVALID_OPTIONS', () => signal.aborted)) throw SubagentError.cancelled('agent creation', abortReason(signal));
 }
 
 export class AgentRegistry {
@@ -389,8 +389,8 @@ export class AgentRegistry {
 
   /** `work` (caller modules being loaded), unless `signal` aborts (`CANCELLED`) or the registry closes (`CLOSED`) first. */
   #loading<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-    const cancelled = () => SubagentError.cancelled('agent creation', signal?.reason);
-    return unlessAborted(unlessAborted(work, signal, cancelled), this.#closed.signal, () => this.#closedWhileBuilding());
+    const cancelled = (reason: unknown) => SubagentError.cancelled('agent creation', reason);
+    return unlessAborted(readingInput('createAgent options.signal', 'INVALID_OPTIONS', () => unlessAborted(work, signal, cancelled)), this.#closed.signal, () => this.#closedWhileBuilding());
   }
 
   #closedWhileBuilding(): SubagentError {

@@ -1,9 +1,10 @@
 // Pieces of the catalog: cancellation checkpoints, the corpus of candidate sessions (stored records
 // overlaid by live sessions), the iterative pre-order walk, and the rows themselves.
-import { onAbort } from '../seam/abort.js';
+import { abortReason, onAbort } from '../seam/abort.js';
 import type { Session, SessionStore } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
-import { SubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
+import { readingInput } from '../seam/parse.js';
 import type { SubagentIdentity } from '../seam/projections.js';
 import type { SubagentDescendantListEntry, SubagentListEntry } from '../seam/types.js';
 import { addUsage, addUsageInto, emptyUsage, type SubagentUsage } from '../seam/usage.js';
@@ -31,8 +32,8 @@ export interface CorpusNode {
 }
 
 /** `CANCELLED`, with the abort reason as cause. */
-export function cancelled(signal: AbortSignal): SubagentError {
-  return SubagentError.cancelled('the listing', signal.reason);
+export function cancelled(signal: AbortSignal, reason = abortReason(signal)): SubagentError {
+  return SubagentError.cancelled('the listing', reason);
 }
 
 /** Throws `CANCELLED` when `signal` has been aborted. */
@@ -46,8 +47,17 @@ export function checkpoint(signal: AbortSignal | undefined): void {
  */
 export function guarded<T>(read: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return read;
+  let rejectListing: (error: Error) => void = () => undefined;
+  let unwatch: () => void;
+  try {
+    // A signal that cannot be watched (its addEventListener throws) is bad input.
+    unwatch = readingInput('the listing signal', 'INVALID_REQUEST', () => onAbort(signal, (reason) => rejectListing(cancelled(signal, reason))));
+  } catch (error) {
+    read.catch(() => undefined);
+    return Promise.reject(error as Error);
+  }
   return new Promise<T>((resolve, reject) => {
-    const unwatch = onAbort(signal, () => reject(cancelled(signal)));
+    rejectListing = reject;
     read.then(
       (value) => {
         unwatch();
@@ -290,6 +300,13 @@ export function listingProblem(method: string, id: unknown, signal: unknown): Su
       return false;
     }
   };
-  if (signal !== undefined && !isSignal()) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
+  if (signal === undefined) return undefined;
+  if (!isSignal()) return new SubagentError('INVALID_REQUEST', `${method}(): signal must be an AbortSignal`);
+  // A signal whose `aborted` getter throws cannot be read: bad input, as in a start request.
+  try {
+    void (signal as AbortSignal).aborted;
+  } catch (error) {
+    return new SubagentError('INVALID_REQUEST', `${method}(): signal could not be read: its aborted getter threw (${describeError(error)})`, { cause: error });
+  }
   return undefined;
 }

@@ -10,7 +10,7 @@ import { SubagentError } from '../seam/errors.js';
 import { settled } from '../seam/once.js';
 import { limitDiagnostic } from '../seam/output.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
-import { everyItem, isRecord, isThenable, parseOrThrow } from '../seam/parse.js';
+import { everyItem, isRecord, isThenable, parseOrThrow, readingInput } from '../seam/parse.js';
 import { addUsage, type SubagentUsage } from '../seam/usage.js';
 
 const runShape = z.object({
@@ -130,19 +130,26 @@ function normalizeResult(raw: unknown, cancelled: boolean, descendants: (() => S
  * one signal share its single listener).
  */
 export interface CallerAbort {
-  readonly signal: AbortSignal;
-  readonly relay: { onAbort: () => void };
+  /** The caller's abort, once it fired (its reason, read once). */
+  readonly fired: { reason: unknown } | undefined;
+  readonly relay: { onAbort: (reason: unknown) => void };
   readonly stop: () => void;
 }
 
 /**
  * The caller's relay, made here so that its watch holds only the relay: the start's own frame
- * (the request, the provider's promise) is not kept alive by a watch that outlives it.
+ * (the request, the provider's promise) is not kept alive by a watch that outlives it. A signal
+ * that cannot be watched (its `addEventListener` throws) is `INVALID_REQUEST`.
  */
-export function callerAbort(signal: AbortSignal, onAbortStart: () => void): CallerAbort {
-  const relay = { onAbort: onAbortStart };
-  const stop = onAbort(signal, () => relay.onAbort());
-  return { signal, relay, stop };
+export function callerAbort(signal: AbortSignal, onAbortStart: (reason: unknown) => void): CallerAbort {
+  const caller: { fired: { reason: unknown } | undefined; relay: CallerAbort['relay']; stop: () => void } = { fired: undefined, relay: { onAbort: onAbortStart }, stop: () => undefined };
+  caller.stop = readingInput('request.signal', 'INVALID_REQUEST', () =>
+    onAbort(signal, (reason) => {
+      caller.fired = { reason };
+      caller.relay.onAbort(reason);
+    }),
+  );
+  return caller;
 }
 
 export class ManagedRun implements SubagentRun {
@@ -173,9 +180,10 @@ export class ManagedRun implements SubagentRun {
     this.#controller = controller;
     this.id = run.id;
     this.localAgent = run.localAgent;
-    const { signal: callerSignal, relay, stop: unwatch } = caller;
-    relay.onAbort = () => this.cancel(callerSignal.reason);
-    if (callerSignal.aborted) relay.onAbort();
+    const { relay, stop: unwatch } = caller;
+    relay.onAbort = (reason) => this.cancel(reason);
+    // The caller aborted while the provider started (its signal is not read again: a getter may throw).
+    if (caller.fired) relay.onAbort(caller.fired.reason);
     this.result = Promise.resolve(run.result).then(
       async (raw) => {
         if (this.#state === 'running') this.#state = 'settled';

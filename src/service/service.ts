@@ -173,6 +173,9 @@ export class SubagentService {
     let resolved;
     let provider: SubagentProvider | undefined;
     let admission: TreeAdmission | undefined;
+    // The provider gets the run's own signal; the caller's abort is forwarded into it while the provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
+    const controller = new AbortController();
+    let caller: CallerAbort;
     try {
       if (this.#closed) throw SubagentError.closed('the host', 'start children on an open host');
       provider = this.#providers.get(name);
@@ -182,15 +185,12 @@ export class SubagentService {
       this.#continuation?.parents.check(resolved.parent);
       admission = this.#budgets.admit(resolved.parent.id, resolved.budget, undefined, CONFIGURED_BUDGET_REQUESTS.has(request));
       if (admission) resolved.budgetTree = admission.link;
+      caller = callerAbort(resolved.signal, (reason) => controller.abort(reason));
     } catch (error) {
       return Promise.reject(error as Error);
     }
-    // The provider gets the run's own signal; the caller's abort is forwarded into it while the provider starts, and by the run wrapper afterwards (cheaper than AbortSignal.any).
-    const controller = new AbortController();
-    const callerSignal = resolved.signal;
-    const caller = callerAbort(callerSignal, () => controller.abort(callerSignal.reason));
     const unwatch = this.#continuation?.parents.watch(resolved.parent, controller);
-    forwardStartWaits(callerSignal, controller.signal);
+    forwardStartWaits(resolved.signal, controller.signal);
     resolved.signal = controller.signal;
     let starting: Promise<SubagentRun>;
     try {

@@ -122,7 +122,7 @@ export class RemoteSessionModel implements ModelAdapter {
     // The agent refuses a prompt while the previous one runs: let a cancelled one wind down first.
     // An interrupt during the wait ends it at once; the turn's text is not marked sent (next prompt carries it).
     let unwatch = (): void => undefined;
-    const stopped = request.signal.aborted ? Promise.resolve() : new Promise<void>((resolve) => (unwatch = whenAborted(request.signal, resolve)));
+    const stopped = request.signal.aborted ? Promise.resolve() : new Promise<void>((resolve) => (unwatch = whenAborted(request.signal, () => resolve())));
     const wound = await within(Promise.race([this.#inflight, stopped]), this.#graceMs);
     unwatch();
     if (request.signal.aborted) {

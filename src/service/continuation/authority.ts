@@ -3,6 +3,8 @@
 import type { Agent } from '../../seam/agent-types.js';
 import type { SessionId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
+import { abortReason } from '../../seam/abort.js';
+import { readingInput } from '../../seam/parse.js';
 
 /** The registry lookup the rules need. */
 export interface LiveAgents {
@@ -105,8 +107,10 @@ export class Admission {
 
 /** The caller's abort reason when its signal fired. */
 export function checkAborted(signal: AbortSignal | undefined): void {
-  // An aborted AbortSignal always has a reason (abort() without one gives an AbortError).
-  if (signal?.aborted) throw signal.reason;
+  if (signal === undefined) return;
+  // An aborted AbortSignal always has a reason (abort() without one gives an AbortError). A caller's
+  // signal whose `aborted` getter throws is bad input, as in a start request.
+  if (readingInput('the signal', 'INVALID_REQUEST', () => signal.aborted)) throw abortReason(signal);
 }
 
 /**
