@@ -693,6 +693,35 @@ describe('serveAcp', () => {
       await raw.end();
     });
 
+    it('runs a prompt sent just after a cancel of the running one, once that turn is answered cancelled', async () => {
+      const host = await newHost({ model: { kind: 'scripted', steps: [{ text: 'zero' }, { finish: 'hang' }, { text: 'two' }, { finish: 'hang' }, { text: 'four' }, { text: 'five' }, { finish: 'hang' }] } });
+      const { raw, sessionId } = await opened(host);
+      const agent = host.agents.get(sessionId)!;
+      const running = async (id: number, value: string) => {
+        const started = deferred();
+        const unsubscribe = agent.subscribe((event) => event.type === 'step/start' && started.resolve());
+        raw.send(says(sessionId, id, value));
+        await started.promise.finally(unsubscribe);
+      };
+      // What a client does when its user stops the turn and sends another prompt: one write, or two.
+      await running(4, 'one');
+      raw.send({ method: 'session/cancel', params: { sessionId } }, says(sessionId, 5, 'two'));
+      expect([(await raw.answer(4)).result, (await raw.answer(5)).result]).toMatchObject([{ stopReason: 'cancelled' }, { stopReason: 'end_turn' }]);
+      await running(6, 'three');
+      raw.send({ method: 'session/cancel', params: { sessionId } });
+      raw.send(says(sessionId, 7, 'four'));
+      expect([(await raw.answer(6)).result, (await raw.answer(7)).result]).toMatchObject([{ stopReason: 'cancelled' }, { stopReason: 'end_turn' }]);
+      expect(raw.order).toStrictEqual([1, 2, 3, 4, 5, 6, 7]);
+      // A prompt sent while one runs, with no cancel, is still refused.
+      raw.send(says(sessionId, 8, 'five'), says(sessionId, 9, 'six'));
+      expect([(await raw.answer(8)).result, (await raw.answer(9)).error]).toMatchObject([{ stopReason: 'end_turn' }, { code: -32600 }]);
+      // One that waits for the cancelled turn is cancelled by a close sent after it, as the turn is.
+      await running(10, 'seven');
+      raw.send({ method: 'session/cancel', params: { sessionId } }, says(sessionId, 11, 'eight'), { id: 12, method: 'session/close', params: { sessionId } });
+      expect([(await raw.answer(10)).result, (await raw.answer(11)).result, (await raw.answer(12)).result]).toMatchObject([{ stopReason: 'cancelled' }, { stopReason: 'cancelled' }, {}]);
+      await raw.end();
+    });
+
     it('refuses a prompt sent just after a close of its session as for a closed session', async () => {
       const { raw, sessionId } = await opened(await newHost());
       raw.send({ id: 4, method: 'session/close', params: { sessionId } }, says(sessionId, 5, 'one'));
@@ -969,6 +998,8 @@ describe('serveAcp', () => {
         output,
         messages,
         send: (message: object) => void input.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`),
+        /** Writes `lines` as they are; false once the server's input holds more than it read (it stopped reading). */
+        write: (lines: string) => input.write(lines),
         /** Resolves once the server wrote a message that `done` holds for. */
         async written(done: (message: Message) => boolean): Promise<void> {
           while (!messages.some(done)) await wrote.promise;
@@ -1026,6 +1057,39 @@ describe('serveAcp', () => {
       await late.written((message) => message.method === 'session/update');
       return { late, sessionId };
     }
+
+    it('stops reading while the client reads none of the answers it is owed, then answers each request in order once it reads', async () => {
+      const host = await newHost();
+      const late = lateReader(host);
+      late.send({ id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+      await late.written((message) => message.id === 1);
+      // A hundred requests a write, each answered with an error: refused (an object id, -32600) or of no method (-32601).
+      const requests = (write: number) =>
+        Array.from({ length: 100 }, (_, index) => {
+          const id = 100 + write * 100 + index;
+          return `${JSON.stringify(index % 2 === 0 ? { jsonrpc: '2.0', id, method: 'no/such' } : { jsonrpc: '2.0', id: { id }, method: 'initialize' })}\n`;
+        }).join('');
+      // While it reads, the server takes each write at once; it holds one back once it stopped reading.
+      let writes = 0;
+      while (writes < 100 && late.write(requests(writes))) {
+        writes += 1;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(writes).toBeLessThan(100);
+      expect(late.output.writableLength).toBeLessThan(256 * 1024);
+      late.send({ id: 2, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } });
+
+      late.read();
+      await late.written((message) => message.id === 2);
+      const answers = late.messages.slice(1);
+      const sent = (writes + 1) * 100;
+      expect(answers.length).toBe(sent + 1);
+      expect(answers.filter((message) => message.error?.code === -32600).length).toBe(sent / 2);
+      const unknown = answers.filter((message) => message.error?.code === -32601).map((message) => message.id);
+      expect(unknown).toStrictEqual(Array.from({ length: sent / 2 }, (_, index) => 100 + index * 2));
+      expect(answers.at(-1)).toMatchObject({ id: 2, result: { protocolVersion: acp.PROTOCOL_VERSION } });
+      await late.end();
+    });
 
     it('returns once its input ends while the client reads none of a turn it streamed, and frees the session', async () => {
       const host = await newHost();

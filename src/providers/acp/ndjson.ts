@@ -67,8 +67,13 @@ class LineWriter {
     this.#heldLength += line.length;
     if (this.#heldLength >= this.#output.writableHighWaterMark) this.#flush();
     // Backpressure: a peer that stopped reading holds the writer until it drains (or goes away).
-    // One pair of listeners for every waiting write (one pair each made a drain O(n²)).
+    return this.drained();
+  }
+
+  /** Resolves once the output drained (at once when it is not backed up); rejects when it closed meanwhile. */
+  drained(): Promise<void> {
     if (!this.#output.writableNeedDrain) return Promise.resolve();
+    // One pair of listeners for every waiting write (one pair each made a drain O(n²)).
     return (this.#drained ??= new Promise<void>((resolve, reject) => {
       const done = () => {
         this.#output.off('drain', done).off('close', done);
@@ -95,6 +100,23 @@ class LineWriter {
 
 /** The queue bound of the message stream the SDK reads: the queue is empty when `desiredSize` equals it. */
 const QUEUE_BOUND = 64;
+
+/**
+ * How many answers the SDK may owe (see `owesAnswer`) before reading waits while the peer reads
+ * none: it reads every message at once and queues each answer, so a peer that writes requests
+ * and reads nothing would otherwise grow that queue without end. Far above what a peer has open.
+ */
+const OWED_BOUND = 1024;
+
+/**
+ * Whether the SDK answers `message` once: a request, or what it refuses (-32600); not a
+ * notification, nor a response (or what looks like one: it drops it).
+ */
+function owesAnswer(message: object): boolean {
+  const { jsonrpc, method } = message as { jsonrpc?: unknown; method?: unknown };
+  if ('method' in message) return jsonrpc !== '2.0' || typeof method !== 'string' || 'id' in message;
+  return !('id' in message || 'result' in message || 'error' in message);
+}
 
 /**
  * Takes a parsed message before the SDK sees it; returns true when it handled the message itself.
@@ -130,11 +152,15 @@ export interface Observe {
   answerFirst?(message: object): boolean;
 }
 
-/** Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does. */
+/**
+ * Splits incoming bytes into lines and parses each; malformed lines are answered like the SDK does.
+ * `waitForOutput` is true when the peer is not reading (then `onResume`'s wake comes once it drained).
+ */
 function lineReader(
   input: Readable,
   sdk: WireSdk,
-  reply: (message: AnyMessage) => boolean,
+  reply: (message: AnyMessage) => void,
+  waitForOutput: () => boolean,
   intercept?: Intercept,
   observe?: Observe,
   onResume?: (wake: () => void) => void,
@@ -159,8 +185,13 @@ function lineReader(
   /** The stream failed or was cancelled (the connection closed): the rest of a chunk is dropped. */
   let stopped = false;
   let detach = () => undefined as void;
-  /** A reply to a malformed line waits for the peer to read: reading stops meanwhile, as in the SDK's stream. */
+  /**
+   * A reply to a malformed line, or the answers the SDK owes (past OWED_BOUND), wait for the peer to
+   * read: reading stops meanwhile, as in the SDK's stream for a malformed line.
+   */
   let replying = false;
+  /** Answers the SDK owes for the messages it was handed: each response it writes pays one. */
+  let owed = 0;
   let queue: ReadableStreamDefaultController<AnyMessage> | undefined;
   /** The id of a request (see `Observe.answerFirst`) not answered yet: the messages after it wait in `held`. */
   let awaited: { id: unknown } | undefined;
@@ -178,10 +209,14 @@ function lineReader(
     replying = false;
     resumeReading();
   });
-  const answer = (message: AnyMessage) => {
-    if (reply(message) || replying) return;
+  const holdForOutput = () => {
+    if (replying || !waitForOutput()) return;
     replying = true;
     input.pause();
+  };
+  const answer = (message: AnyMessage) => {
+    reply(message);
+    holdForOutput();
   };
   const take = (controller: ReadableStreamDefaultController<AnyMessage>, message: object) => {
     if (observe?.arrived(message) === true) return;
@@ -190,9 +225,11 @@ function lineReader(
     if (stopped) return;
     handOver();
     controller.enqueue(message as AnyMessage);
+    if (owesAnswer(message) && ++owed >= OWED_BOUND) holdForOutput();
     if (!answeredFirst && observe?.answerFirst?.(message) === true) awaited = { id: (message as { id?: unknown }).id };
   };
   onAnswer?.((message) => {
+    if (!('method' in message) && 'id' in message) owed = Math.max(0, owed - 1);
     if (awaited === undefined || 'method' in message || !('id' in message) || message.id !== awaited.id) return;
     awaited = undefined;
     if ('result' in message) answeredFirst = true;
@@ -330,16 +367,15 @@ export function ndJsonNodeStream(
 ): acp.Stream {
   const writer = new LineWriter(output, batching);
   let resume: (() => void) | undefined;
-  // True when the reply left (or the output is gone); false when reading should wait for `resume`.
-  const reply = (message: AnyMessage): boolean => {
-    const written = writer.write(message);
-    written.catch(() => undefined);
-    if (!writer.backedUp) return true;
-    void written.then(() => resume?.(), () => resume?.());
-    return false;
+  const reply = (message: AnyMessage) => void writer.write(message).catch(() => undefined);
+  // False when the peer reads (or the output is gone); true when reading should wait for `resume`.
+  const waitForOutput = (): boolean => {
+    if (!writer.backedUp) return false;
+    void writer.drained().then(() => resume?.(), () => resume?.());
+    return true;
   };
   let answered: ((message: AnyMessage) => void) | undefined;
-  const readable = lineReader(input, sdk, reply, intercept, observe, (wake) => (resume = wake), (release) => (answered = release));
+  const readable = lineReader(input, sdk, reply, waitForOutput, intercept, observe, (wake) => (resume = wake), (release) => (answered = release));
   const sent = (message: AnyMessage) => {
     observe?.sent(message);
     answered?.(message);

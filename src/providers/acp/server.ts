@@ -259,9 +259,14 @@ class AcpServer {
     // Sent after a load or resume of its session: runs on the session that brought back.
     const restored = this.#arrivals.promptMayRun(requestId);
     if (restored) await restored;
+    // Sent after a cancel of the running prompt (a client stopping a turn to send the next): runs once that turn is answered, unless cancelled (or closed) meanwhile.
+    const previous = this.#sessions.get(params.sessionId);
+    const waited = previous?.active?.cancelled === true;
+    if (waited) await previous.answered;
     const arrived = this.#arrivals.takePrompt(requestId);
     // Sent after a close of its session: that session is gone for it.
     if (arrived?.closed) throw this.#sdk.RequestError.sessionNotFound(params.sessionId);
+    if (waited && arrived?.cancelled) return { stopReason: 'cancelled' };
     const served = this.#served(params.sessionId);
     const { agent } = served;
     if (served.active || agent.status === 'running') {
@@ -277,9 +282,7 @@ class AcpServer {
     if (arrived?.cancelled || signal.aborted || this.#inputGone.signal.aborted) return { stopReason: 'cancelled' };
     const active = { cancelled: false };
     served.active = active;
-    const cancel = () => {
-      if (served.active === active) this.#cancel(params.sessionId);
-    };
+    const cancel = () => void (served.active === active && this.#cancel(params.sessionId));
     signal.addEventListener('abort', cancel, { once: true });
     const answer = this.#run(agent, served, active, content, client, params.sessionId);
     served.answered = answer.then(() => undefined, () => undefined);
