@@ -96,6 +96,27 @@ describe('content of more than 2^26 characters', () => {
     expect(dataOf(events, 'tool/result')).toMatchObject([{ isError: true, code: 'CONTRACT_VIOLATION', content: [text(`Error: tool dump returned ${refused('content', CAP + 1)}`)] }]);
     expect(dataOf(events, 'turn/end')).toStrictEqual([{ turn: 1, reason: { kind: 'completed' } }]);
   });
+
+  it.each(['in-process', 'spawn'])('a tool result returned as one string of more is refused as its text block would be (%s child); the log is stored', async (provider) => {
+    const file = files.file();
+    const tool = { name: 'dump', description: '', parameters: { type: 'object' }, execute: async () => 'x'.repeat(CAP - 11) };
+    const host = await sqliteHost(file, { providers: true, tools: [tool], pool: { maxThreads: 1 } });
+    const parent = await host.createAgent();
+    const run = await host.subagents.start(provider, {
+      prompt: [text('go')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'dump', input: {} }] }, { text: 'done' }] } },
+    });
+    expect(await run.result).toMatchObject({ stopReason: 'completed' });
+    const id = run.id;
+    await run.dispose();
+    await host.close();
+    hosts.splice(hosts.indexOf(host), 1);
+    const events = await storedEvents(file, id);
+    expect(dataOf(events, 'tool/result')).toMatchObject([{ isError: true, code: 'CONTRACT_VIOLATION', content: [text(`Error: tool dump returned ${refused('content', CAP + 1)}`)] }]);
+    expect(dataOf(events, 'turn/end')).toStrictEqual([{ turn: 1, reason: { kind: 'completed' } }]);
+  });
 });
 
 describe("a model's answer of more than 2^26 characters", () => {

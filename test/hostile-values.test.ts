@@ -1,14 +1,16 @@
 // Values no well-behaved caller would throw or pass, through the public API: hooks that throw, an
-// Error whose message is a symbol, cancel causes that throw when read, and a message source with an
-// own `__proto__` key (JSON from the wire). Each gives a typed outcome; none hangs or corrupts a log.
+// Error whose message is a symbol, cancel causes that throw when read or that no port can carry (to
+// a worker child), host tool throws no port can carry, and a message source with an own `__proto__`
+// key (JSON from the wire). Each gives a typed outcome; none hangs or corrupts a log.
 import { describe, expect, it } from 'vitest';
-import { text, type Tool, type TurnEndReason } from 'subagent-host';
-import { dataOf, deferred, hostsClosedAfterEach, runNodeScript } from './helpers.js';
+import { createHost, inProcessProvider, text, type Agent, type Tool, type TurnEndReason } from 'subagent-host';
+import { closeAfterEach, dataOf, deferred, hostsClosedAfterEach, runNodeScript } from './helpers.js';
 
 const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 const throwingHook = new URL('./fixtures/throwing-hook.mjs', import.meta.url).pathname;
 
 const newHost = hostsClosedAfterEach();
+const track = closeAfterEach();
 
 describe('an agent hook that throws', () => {
   // In a plain process: before the fix the agent started turn after turn in microtasks alone, so
@@ -45,6 +47,45 @@ describe('a tool that throws an Error whose message is a symbol', () => {
   });
 });
 
+describe('a host tool that throws a value no port can carry, called by a worker child', () => {
+  const revokedError = () => {
+    const { proxy, revoke } = Proxy.revocable(new Error('gone'), {});
+    revoke();
+    return proxy;
+  };
+  const thrown: [string, () => unknown, string][] = [
+    ['a revoked proxy of an Error', revokedError, 'Error: <unprintable error>'],
+    ['a symbol', () => Symbol('why'), 'Error: Symbol(why)'],
+    ['an Error whose cause is a function', () => new Error('failed', { cause: () => 1 }), 'Error: failed'],
+  ];
+
+  it.each(thrown)('(%s) fails its call TOOL_FAILED worded as for an in-process child', async (_name, value, expected) => {
+    const tool: Tool = {
+      name: 'thrower',
+      description: 'throws',
+      parameters: { type: 'object', properties: {} },
+      execute: () => Promise.reject(value()),
+    };
+    const host = track(await createHost({ tools: [tool], pool: { maxThreads: 1 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const results: unknown[] = [];
+    for (const provider of ['in-process', 'spawn']) {
+      const run = await host.subagents.start(provider, {
+        prompt: [text('go')],
+        parent,
+        signal: new AbortController().signal,
+        agentOptions: { model: { kind: 'scripted', steps: [{ toolCalls: [{ name: 'thrower', input: {} }] }, { text: 'done' }] } },
+      });
+      expect(await run.result).toMatchObject({ stopReason: 'completed' });
+      results.push(...dataOf<{ content: unknown; code?: string }>(host.sessions.get(run.id)!.events, 'tool/result').map(({ content, code }) => ({ content, code })));
+      await run.dispose();
+    }
+    const failed = { content: [text(expected)], code: 'TOOL_FAILED' };
+    expect(results).toEqual([failed, failed]);
+  });
+});
+
 describe('agent.cancel with a cause that cannot be read', () => {
   const revoked = () => {
     const { proxy, revoke } = Proxy.revocable({}, {});
@@ -69,6 +110,50 @@ describe('agent.cancel with a cause that cannot be read', () => {
     agent.cancel(cause() as Parameters<typeof agent.cancel>[0]);
     await agent.whenIdle();
     expect(dataOf<{ reason: TurnEndReason }>(agent.session.events, 'turn/end').map((end) => end.reason)).toEqual([expected]);
+  });
+});
+
+describe('a worker child’s agent.cancel with a cause its thread could not take', () => {
+  const deep = () => {
+    let value: object = { kind: 'user' };
+    for (let level = 0; level < 10_000; level++) value = { kind: 'user', value };
+    return value;
+  };
+  const causes: [string, () => unknown, TurnEndReason][] = [
+    ['a function', () => () => 'why', { kind: 'aborted', cause: { kind: 'user' } }],
+    ['a symbol', () => Symbol('why'), { kind: 'aborted', cause: { kind: 'user' } }],
+    ['null', () => null, { kind: 'aborted', cause: { kind: 'user' } }],
+    ['a user cause with a function field', () => ({ kind: 'user', then: undefined, call: () => 1 }), { kind: 'aborted', cause: { kind: 'user' } }],
+    ['a hook cause whose reason is a function', () => ({ kind: 'hook', reason: Object.assign(() => 1, { toString: () => 'deadline' }) }), { kind: 'aborted', cause: { kind: 'hook', reason: 'deadline' } }],
+    ['an object nested 10,000 levels deep', deep, { kind: 'aborted', cause: { kind: 'user' } }],
+  ];
+
+  // As an agent on the host's thread logs it: before the fix the cancel never reached the thread
+  // (its port refused the value), the thread was terminated after the grace, and the log kept the
+  // raw value (a function; a deep object overflowed the stack freezing it and crashed the host).
+  it.each(causes)('(%s) ends the spawn child’s turn aborted at once, logged as an in-process child’s', async (_name, cause, expected) => {
+    const host = track(await createHost({ pool: { maxThreads: 1 } }));
+    const parent = await host.createAgent();
+    const run = await host.subagents.start('spawn', {
+      prompt: [text('go')],
+      parent,
+      signal: new AbortController().signal,
+      agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } },
+    });
+    const stepped = deferred();
+    const session = host.sessions.get(run.id)!;
+    if (session.events.some((event) => event.type === 'step/start')) stepped.resolve();
+    const off = session.subscribe((event) => {
+      if (event.type === 'step/start') stepped.resolve();
+    });
+    await stepped.promise;
+    off();
+    run.localAgent!.cancel(cause() as Parameters<Agent['cancel']>[0]);
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: 'aborted' });
+    expect(result.diagnostic).toBeUndefined();
+    expect(dataOf<{ reason: TurnEndReason }>(session.events, 'turn/end').map((end) => end.reason)).toEqual([expected]);
+    await run.dispose();
   });
 });
 

@@ -3,7 +3,7 @@
 // One visibility view feeds `list`, `get` and `execute`: a hidden tool is neither shown nor callable.
 import { z } from 'zod';
 import type { JsonSchema, Tool, ToolContext, ToolOutput, ToolRestriction } from '../seam/agent-types.js';
-import { copyContent, nestingDepth, parsedNonFinite, plainJsonProblem, type ContentBlock } from '../seam/content.js';
+import { contentProblem, copyContent, nestingDepth, parsedNonFinite, plainJsonProblem, type ContentBlock } from '../seam/content.js';
 import { SubagentError, describeError } from '../seam/errors.js';
 import { lazy } from '../seam/once.js';
 import { compileJsonSchema } from './json-schema.js';
@@ -86,7 +86,13 @@ export function normalizeToolOutput(name: string, output: ToolOutput): ToolResul
   if (!parsed.success) {
     throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned neither a string nor { content: ContentBlock[] }`);
   }
-  if (typeof output === 'string') return { content: [{ type: 'text', text: output }] };
+  if (typeof output === 'string') {
+    // Stored as the text of one block, and held to what such a block may hold (MAX_CONTENT_CHARS).
+    const content: ContentBlock[] = [{ type: 'text', text: output }];
+    const problem = contentProblem(content, 'content');
+    if (problem) throw new SubagentError('CONTRACT_VIOLATION', `tool ${name} returned ${problem}`);
+    return { content };
+  }
   // Tool results go into the log and across threads: what neither can carry fails this call, not the
   // thread. A copy: the log freezes what it holds, and the tool may keep (and change) the blocks it returned.
   const copied = copyContent(output.content, 'content');

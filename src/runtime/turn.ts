@@ -1,12 +1,12 @@
 // One turn of the agent loop: claim input, call the model, run its tool calls one by one, repeat
 // until the model stops, and always close the turn with `turn/end` and its reason.
 import { charsIn, deepToolInputFailure, largeAnswerFailure, type ContentBlock, type ToolCallBlock } from '../seam/content.js';
-import { SubagentError, describeError, isSubagentError, printable } from '../seam/errors.js';
-import type { CancelCause, FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
+import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import type { FailureInfo, SessionEvent, SessionEventMap, TurnEndReason, Usage } from '../seam/session-types.js';
 import type { FinishReason, ModelChunk } from './models/types.js';
 import { settled } from '../seam/once.js';
 import { ABANDONED, Abandonment, unlessAbandoned } from './abandonment.js';
-import { flaggedCause } from '../seam/cancel-flag.js';
+import { cancelCauseOf, flaggedCause } from '../seam/cancel-flag.js';
 import { runTools } from './tool-calls.js';
 import { isThenable } from '../seam/parse.js';
 import { untilCancelled, type TurnContext } from './turn-context.js';
@@ -242,7 +242,7 @@ export async function runTurn(ctx: TurnContext, turn: number, controller: AbortC
     }
   } finally {
     abandonment?.dispose();
-    if (signal.aborted && reason.kind !== 'max-tokens' && reason.kind !== 'aborted') reason = { kind: 'aborted', cause: causeOf(signal.reason) };
+    if (signal.aborted && reason.kind !== 'max-tokens' && reason.kind !== 'aborted') reason = { kind: 'aborted', cause: cancelCauseOf(signal.reason) };
     else if (truncated && reason.kind === 'completed') reason = { kind: 'max-tokens' };
     session.append('turn/end', { turn, reason });
   }
@@ -263,7 +263,7 @@ function stepVerdict(answer: unknown): TurnEndReason | undefined {
   if (answer === undefined || answer === null || answer === false) return undefined;
   const kind = typeof answer === 'object' ? (answer as { kind?: unknown }).kind : undefined;
   if (kind === 'max-tokens') return { kind: 'max-tokens' };
-  if (kind === 'aborted') return { kind: 'aborted', cause: causeOf((answer as { cause?: unknown }).cause) };
+  if (kind === 'aborted') return { kind: 'aborted', cause: cancelCauseOf((answer as { cause?: unknown }).cause) };
   const what = typeof kind === 'string' ? `a verdict of kind ${JSON.stringify(kind.slice(0, 64))}` : typeof answer === 'object' ? 'an object with no known kind' : `a ${typeof answer}`;
   throw new SubagentError('CONTRACT_VIOLATION', `hooks.beforeStep returned ${what}; it must return { kind: 'max-tokens' }, { kind: 'aborted', cause }, or undefined to go on`);
 }
@@ -275,18 +275,4 @@ function errorCode(error: unknown): string {
   } catch {
     return 'UNKNOWN';
   }
-}
-
-/** The cancel cause `agent.cancel` was given, as the log keeps it; any other value (one whose reading throws too) is the user's. */
-function causeOf(reason: unknown): CancelCause {
-  try {
-    if (reason !== null && typeof reason === 'object' && 'kind' in reason) {
-      const kind = (reason as { kind: unknown }).kind;
-      if (kind === 'user' || kind === 'parent' || kind === 'disposed') return { kind };
-      if (kind === 'hook') return { kind: 'hook', reason: printable((reason as { reason?: unknown }).reason ?? '') };
-    }
-  } catch {
-    // A revoked proxy, or a throwing `kind` getter: the turn still ends, aborted by its user.
-  }
-  return { kind: 'user' };
 }

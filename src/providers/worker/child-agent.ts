@@ -2,6 +2,7 @@
 // arrive in batches) and whose input and cancel act on the real child across the port.
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
 import { copyMessageContent, copyMessageSource, newId, sourceOption, type ContentBlock, type MessageId, type MessageSource } from '../../seam/content.js';
+import { cancelCauseOf } from '../../seam/cancel-flag.js';
 import { SubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { CancelCause, InboxTarget, SessionEvent } from '../../seam/session-types.js';
@@ -89,7 +90,8 @@ export class WorkerChildAgent implements Agent {
   }
 
   cancel(cause: CancelCause = { kind: 'user' }): void {
-    this.#link.cancel(cause);
+    // As the child's own turn would log it: what else the caller passed could not cross to its thread.
+    this.#link.cancel(cancelCauseOf(cause));
   }
 
   async whenIdle(): Promise<void> {

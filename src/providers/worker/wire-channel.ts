@@ -23,12 +23,10 @@ function encodeThrown(value: unknown): Encoded {
     structuredClone(encoded);
     return encoded;
   } catch {
-    if (value instanceof Error && 'cause' in value) {
-      try {
-        return encodeWithDescribedCause(value);
-      } catch {
-        // An Error whose fields cannot be read: described below.
-      }
+    try {
+      if (value instanceof Error && 'cause' in value) return encodeWithDescribedCause(value);
+    } catch {
+      // An Error whose fields cannot be read, or a revoked proxy (even `instanceof` throws): described below.
     }
     // A thrown Symbol, function or proxy, or an Error that cannot be read: its description crosses,
     // as a main-thread agent would word it (not Comlink's "Unserializable return value").
