@@ -17,7 +17,8 @@ export interface HeldLock {
 /**
  * Renews the lock of `job`'s attempt every half lock duration until released. A lock found gone
  * (Redis lost it, or the job was taken back as stalled or restarted) means the host no longer counts
- * on this attempt, so its child would only hold a slot: it is stopped, and the attempt ends `error`.
+ * on this attempt, so its child would only hold a slot: it is stopped, and the attempt sends its host
+ * no end (the host learns from the queue what became of the job) unless the child completed anyway.
  */
 export function holdLock(job: Job, token: string | undefined, lockDurationMs: number, log?: (line: string) => void): HeldLock {
   let renewing = false;

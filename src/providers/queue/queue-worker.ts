@@ -143,6 +143,9 @@ export class QueueWorker {
       prefix: PREFIX,
       concurrency: this.#options.concurrency,
       lockDuration: lockDurationMs,
+      // Each attempt renews its own lock (holdLock): BullMQ's renewal, by job id, would renew it a
+      // second time, and a lost lock's every renewal would be one more error in the worker's log.
+      skipLockRenewal: true,
       stalledInterval: lockDurationMs,
       // A stalled child fails at once; the host decides whether to restart it.
       maxStalledCount: 0,
@@ -292,10 +295,13 @@ export class QueueWorker {
         this.#active.delete(child);
         this.#checkDrain();
       }
-      if (lock.lost) {
-        result = { ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job (Redis lost it, or it was taken back as stalled) and stopped the child' };
-      }
       await sending;
+      // An attempt whose lock is gone (Redis lost it, or the job was taken back as stalled) is no
+      // longer counted on: unless its child completed anyway, it sends no end, and its host learns
+      // from the queue what became of the job (restarted while attempts remain, else `error`).
+      if (lock.lost && result.stopReason !== 'completed') {
+        return encode({ ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job and stopped the child' });
+      }
       if (unsent !== undefined) {
         result = { ...result, stopReason: 'error', diagnostic: `the worker could not send the child’s events to its host (${describeError(unsent)}) and stopped the child` };
       }
