@@ -77,7 +77,7 @@ describe('a tool module that never finishes loading', () => {
     ['create', 'close', 'CLOSED'],
     ['resume', 'cancel', 'CANCELLED'],
     ['resume', 'close', 'CLOSED'],
-    ['continuable-in-process', 'cancel', 'CANCELLED'],
+    ['continuable-in-process', 'cancel', 'AbortError'],
     ['continuable-in-process', 'drain', 'DRAINING'],
     ['continuable-in-process', 'close', 'CLOSED'],
   ])('holds neither a start nor the host on the host’s thread (%s, %s)', async (who, mode, code) => {
