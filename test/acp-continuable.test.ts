@@ -331,6 +331,17 @@ describe('continuable ACP children', () => {
     expect(recorder.ends[0]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [reasoning, text('hello world')] });
   });
 
+  it.each(['max_turn_requests', 'paused_for_review'])('ends a turn the agent ended with stop reason %s error, naming that reason', async (reason) => {
+    const { host, parent, recorder } = await setup({ command: process.execPath, args: [FIXTURE_AGENT, '--load-session', `--stop=${reason}`], cwd: files.dir, ...GRACES });
+    const { childId } = await start(host, parent, 'hello');
+    await recorder.until(() => recorder.ends.length === 1);
+    expect(recorder.ends[0]).toMatchObject({ stopReason: 'error', lastAssistantMessage: [text('hello world')] });
+    expect(host.sessions.get(childId)!.events.findLast((e) => e.type === 'turn/end')!.data).toStrictEqual({
+      turn: 1,
+      reason: { kind: 'error', error: { code: 'ACP_TURN_FAILED', message: `the ACP agent ended the turn with stop reason ${reason}` } },
+    });
+  });
+
   it('never takes a cancelled prompt’s late text for the next turn’s: that turn fails until the agent ended it', async () => {
     const log = files.file();
     const logged = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { acpProvider, createHost, text, type AcpProviderOptions, type Agent, type Host, type SubagentStartRequest } from 'subagent-host';
 import { FIXTURE_AGENT, childPids, isAlive, isRunning, newChildPids, streamedText, whenSession } from './acp-helpers.js';
 
@@ -308,6 +308,21 @@ describe('acpProvider with misbehaving agents', () => {
     await run.dispose();
   });
 
+  it('drops session/updates of kinds it does not know without a word on stderr', async () => {
+    use(['--future-update']);
+    const printed: unknown[][] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void printed.push(args));
+    try {
+      const run = await start();
+      await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+      expect(streamedText(host.sessions.get(run.id)!.events)).toBe('hello world');
+      await run.dispose();
+    } finally {
+      spy.mockRestore();
+    }
+    expect(printed).toStrictEqual([]);
+  });
+
   it('records a tool call whose rawInput nests too deeply to store with a marker instead, so the whole log is stored', async () => {
     use(['--deep-input']);
     const run = await start();
@@ -316,6 +331,15 @@ describe('acpProvider with misbehaving agents', () => {
     expect(events.find((event) => event.type === 'tool/call')?.data).toMatchObject({ name: 'dig', input: '[input nested too deeply to record]' });
     await run.dispose();
     expect((await host.persistence!.load(run.id))?.events).toHaveLength(events.length);
+  });
+
+  it('records a tool call whose rawInput holds a number past the range of a double with a marker saying so', async () => {
+    use(['--wide-number']);
+    const run = await start();
+    await expect(run.result).resolves.toMatchObject({ stopReason: 'completed' });
+    const events = host.sessions.get(run.id)!.events;
+    expect(events.find((event) => event.type === 'tool/call')?.data).toMatchObject({ name: 'measure', input: '[input holds a number beyond the range of a double]' });
+    await run.dispose();
   });
 
   describe('before the session is ready', () => {

@@ -314,6 +314,19 @@ describe('acpProvider', () => {
       await run.dispose();
     });
 
+    // ACP updates a tool call field by field: content that came before the final status is its result.
+    it('keeps the content a tool call reported before its final status on its tool/result', async () => {
+      host.subagents.registerProvider(acpProvider(host, fixture(['--tool-stages'])));
+      const run = await start('acp');
+      await expect(run.result).resolves.toEqual({ output: [text('hello world')], stopReason: 'completed' });
+      const events = host.sessions.get(run.id)!.events;
+      expect(events.filter((e) => e.type === 'tool/result').map((e) => e.data)).toEqual([
+        { turn: 1, step: 1, callId: 'c4', name: 'cat', content: [text('full')] },
+        { turn: 1, step: 1, callId: 'c5', name: 'rm', content: [text('queued')], isError: true },
+      ]);
+      await run.dispose();
+    });
+
     it('mirrors thoughts, diffs and failed tool calls; leaves out images, plans and updates of unknown calls', async () => {
       host.subagents.registerProvider(acpProvider(host, fixture(['--rich'])));
       const run = await start('acp');

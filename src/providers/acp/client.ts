@@ -114,6 +114,35 @@ const hasKeys = (value: object, keys: readonly string[]) => {
 };
 const TEXT_CHUNKS = new Set(['agent_message_chunk', 'agent_thought_chunk', 'user_message_chunk']);
 
+/** The update kinds the SDK's schema knows (a record, so the compiler checks the list against the SDK). */
+const KNOWN_UPDATES: Readonly<Record<acp.SessionUpdate['sessionUpdate'], true>> = {
+  user_message_chunk: true,
+  agent_message_chunk: true,
+  agent_thought_chunk: true,
+  tool_call: true,
+  tool_call_update: true,
+  plan: true,
+  available_commands_update: true,
+  current_mode_update: true,
+  config_option_update: true,
+  session_info_update: true,
+  usage_update: true,
+  notice: true,
+  compaction_update: true,
+  compaction_summary_chunk: true,
+};
+
+/**
+ * True for a `session/update` of a kind the SDK does not know (a newer agent's): its schema would
+ * drop it too, but print every such message to the host's stderr on the way.
+ */
+function unknownUpdate(message: object): boolean {
+  const { method, params } = message as { method?: unknown; params?: unknown };
+  if (method !== 'session/update' || !isRecord(params) || !isRecord(params['update'])) return false;
+  const kind = params['update']['sessionUpdate'];
+  return typeof kind === 'string' && !Object.hasOwn(KNOWN_UPDATES, kind);
+}
+
 /**
  * How long the connection outlives its agent process: what it wrote before exiting is read first.
  * Its stdout may stay open longer (a process it started inherited it), which must not keep a
@@ -158,7 +187,7 @@ export class AcpClient {
       })
       .onRequest(sdk.methods.client.session.requestPermission, ({ params }) => (this.#cancelled ? { outcome: { outcome: 'cancelled' } } : permissionOutcome(permission, params.options)))
       .connect(nodeAcpStream(sdk, proc.stdin, proc.stdout, 'client', (message) => this.#textChunk(message), {
-        arrived: (message) => this.#unreadable(message),
+        arrived: (message) => this.#unreadable(message) || unknownUpdate(message),
         sent: () => undefined,
       }));
     void proc.ended.then(() => {

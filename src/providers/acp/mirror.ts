@@ -3,7 +3,7 @@
 // lists ACP children like any other, and the log is complete when the run's result settles.
 import { randomUUID } from 'node:crypto';
 import type * as acp from '@agentclientprotocol/sdk';
-import { plainJsonProblem, type ContentBlock } from '../../seam/content.js';
+import { MAX_CONTENT_DEPTH, nestingDepth, plainJsonProblem, type ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
 import { AssistantOutputFold } from '../../seam/output.js';
 import type { SessionHeader, TurnEndReason, Usage } from '../../seam/session-types.js';
@@ -40,18 +40,23 @@ function toolContent(content: readonly acp.ToolCallContent[] | null | undefined)
 
 /**
  * An agent's `rawInput` as the log can keep it: JSON nested deeper than content may be (it parses,
- * but fails to be stored) is recorded as a marker.
+ * but fails to be stored), or holding a number past a double's range (`1e400` parses as Infinity,
+ * which a log cannot store), is recorded as a marker saying which.
  */
 function storableInput(input: unknown): unknown {
-  return plainJsonProblem(input, 'rawInput') === undefined ? input : '[input nested too deeply to record]';
+  if (plainJsonProblem(input, 'rawInput') === undefined) return input;
+  return nestingDepth(input) > MAX_CONTENT_DEPTH ? '[input nested too deeply to record]' : '[input holds a number beyond the range of a double]';
 }
 
 /** The local session of one ACP child; `end` closes its one turn. */
 export class SessionMirror {
   readonly session: SessionLog;
   readonly #fold = new AssistantOutputFold();
-  /** Tool call id → name, and whether its result was recorded. */
-  readonly #calls = new Map<string, { name: string; done: boolean }>();
+  /**
+   * Tool call id → name, its content as last reported (an update that carries content replaces it,
+   * one that carries none keeps it, as ACP has it), and whether its result was recorded.
+   */
+  readonly #calls = new Map<string, { name: string; content: acp.ToolCallContent[] | undefined; done: boolean }>();
   #ended = false;
 
   /** Publishes the child's session: header, then the turn's opening events and the prompt. */
@@ -96,22 +101,19 @@ export class SessionMirror {
 
   #toolCall(callId: string, title: string, input: unknown): void {
     if (this.#calls.has(callId)) return;
-    this.#calls.set(callId, { name: title, done: false });
+    this.#calls.set(callId, { name: title, content: undefined, done: false });
     this.session.append('tool/call', { turn: TURN, step: STEP, callId, name: title, input: storableInput(input ?? null) });
   }
 
   #toolResult(callId: string, status: acp.ToolCallStatus | null | undefined, content: acp.ToolCallContent[] | null | undefined): void {
     const call = this.#calls.get(callId);
-    if (!call || call.done || (status !== 'completed' && status !== 'failed')) return;
+    if (!call || call.done) return;
+    if (content) call.content = content;
+    if (status !== 'completed' && status !== 'failed') return;
     call.done = true;
-    this.session.append('tool/result', {
-      turn: TURN,
-      step: STEP,
-      callId,
-      name: call.name,
-      content: toolContent(content),
-      ...(status === 'failed' ? { isError: true } : {}),
-    });
+    const result = toolContent(call.content);
+    call.content = undefined;
+    this.session.append('tool/result', { turn: TURN, step: STEP, callId, name: call.name, content: result, ...(status === 'failed' ? { isError: true } : {}) });
   }
 
   /** The streamed text so far, as the run's output. */

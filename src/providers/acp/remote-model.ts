@@ -9,7 +9,7 @@ import type { WarmChild } from './pool.js';
 import { describeExit } from './process.js';
 import { within } from '../../seam/once.js';
 import { SubagentError } from '../../seam/errors.js';
-import { mapStopReason, reportedUsage } from './run.js';
+import { mapStopReason, reportedUsage, stopReasonDiagnostic } from './run.js';
 import type { Usage } from '../../seam/session-types.js';
 
 /**
@@ -209,7 +209,7 @@ export class RemoteSessionModel implements ModelAdapter {
     if (outcome.kind === 'aborted') return FINISH['aborted']!;
     if (outcome.kind === 'response') {
       const reason = mapStopReason(outcome.response.stopReason);
-      return FINISH[reason] ?? { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: 'the ACP agent ended the turn with an unexpected stop reason' } };
+      return FINISH[reason] ?? { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: stopReasonDiagnostic(outcome.response.stopReason) } };
     }
     const oversize = describeOversizeMessage(outcome.error);
     if (oversize !== undefined) return { type: 'finish', reason: 'error', failure: { code: 'ACP_TURN_FAILED', message: oversize } };

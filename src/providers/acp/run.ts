@@ -34,6 +34,11 @@ function quotable(reason: unknown): string {
   return typeof reason === 'string' && /^[a-z_]{1,32}$/.test(reason) ? reason : 'an unknown value';
 }
 
+/** Why a turn the agent ended with `reason` (one mapped to `error`) failed, naming the reason when it is a protocol token. */
+export function stopReasonDiagnostic(reason: unknown): string {
+  return `the ACP agent ended the turn with stop reason ${quotable(reason)}`;
+}
+
 export interface AcpRunInit {
   child: WarmChild;
   mirror: SessionMirror;
@@ -121,7 +126,7 @@ export class AcpRun implements SubagentRun {
     if (outcome.kind === 'response') {
       const stopReason = mapStopReason(outcome.response.stopReason);
       if (stopReason !== 'error') return { output, stopReason };
-      return { output, stopReason, diagnostic: `the ACP agent ended the turn with stop reason ${quotable(outcome.response.stopReason)}` };
+      return { output, stopReason, diagnostic: stopReasonDiagnostic(outcome.response.stopReason) };
     }
     // The connection failed: say whether the process died (its exit usually follows stdout's end).
     const oversize = describeOversizeMessage(outcome.error);
