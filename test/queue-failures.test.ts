@@ -326,6 +326,71 @@ describe('queue provider failures', () => {
     await next.dispose();
   });
 
+  it('a child its worker stopped because its host\'s reply stream was gone sends no end to the stream made anew: nobody cancelled it, so it settles error, not aborted', async () => {
+    const admin = redis.client();
+    await admin.call('ACL', 'SETUSER', 'remaking', 'on', '>pw', '~*', '&*', '+@all');
+    host.subagents.registerProvider(queueProvider(host, { connection: redis.url.replace('redis://', 'redis://remaking:pw@'), queue: 'remade', lockDurationMs: 500 }));
+    // The worker's commands from the stopped child's last events on wait until the stream is back.
+    const proxy = await holdingProxy(redis.port, 'aborted at the gate');
+    try {
+      workers.push(await startWorker(proxy.url, ['--queue', 'remade', '--lock-duration-ms', '10000', '--concurrency', '1', '--pool-threads', '1']));
+      const running = join(dir, 'remade-running');
+      const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'remade-gate-never'), runningMark: running } }] }, { text: 'never' }];
+      const run = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
+      // The host read the child's events up to its call: the stream holds nothing unread.
+      await waitFor(() => existsSync(running) && host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
+      // Redis lost the stream (evicted, say); its host may not make it anew until the worker found it gone.
+      await admin.call('ACL', 'SETUSER', 'remaking', '-xadd');
+      const [reply] = await admin.keys('bull:remade:sah:reply:*');
+      await admin.del(reply!);
+      await proxy.held;
+      await admin.call('ACL', 'SETUSER', 'remaking', '+xadd');
+      while ((await admin.exists(reply!)) === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      proxy.release();
+      await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: 'the child’s job left the queue without a result' });
+      await run.dispose();
+    } finally {
+      await proxy.close();
+      await admin.quit();
+    }
+  });
+
+  it('a cancel that comes after the child completed on its worker, before its host read the end, keeps the completed result', async () => {
+    // The host's stream reader lags: its reads wait in a proxy until the cancel was handled.
+    const proxy = await holdingProxy(redis.port, 'xread');
+    const admin = redis.client();
+    const watcher = redis.client();
+    const monitor = await watcher.monitor();
+    try {
+      host.subagents.registerProvider(queueProvider(host, { connection: proxy.url, queue: 'lagging', lockDurationMs: 30_000 }));
+      workers.push(await startWorker(redis.url, ['--queue', 'lagging', '--lock-duration-ms', '30000']));
+      const run = await start();
+      await proxy.held;
+      // Its worker sent the end and completed the job (BullMQ removed it).
+      while ((await admin.exists(`bull:lagging:${run.id}`)) === 1) await new Promise((resolve) => setTimeout(resolve, 10));
+      let published = false;
+      const handled = new Promise<void>((resolve) =>
+        monitor.on('monitor', (_time: string, args: string[]) => {
+          if (args[0]?.toLowerCase() === 'publish' && args[2] === run.id) published = true;
+          else if (published && args.some((arg) => arg.includes(run.id))) resolve();
+        }),
+      );
+      run.cancel();
+      await handled;
+      // The answer to the cancel's last command reached the host (this process) before these did.
+      await admin.ping();
+      await admin.ping();
+      proxy.release();
+      expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('echo: work')] });
+      await run.dispose();
+    } finally {
+      monitor.disconnect();
+      watcher.disconnect();
+      await admin.quit();
+      await proxy.close();
+    }
+  });
+
   it('a cancel no worker heard of (its key set, its message lost) still stops the running child', async () => {
     register({ queue: 'unheard' });
     await worker('unheard', '--lock-duration-ms', '10000');
@@ -383,7 +448,7 @@ describe('queue provider failures', () => {
   });
 
   it('a worker stops a quiet child whose host is gone (killed, its reply stream expired)', async () => {
-    await worker('hostless', '--lock-duration-ms', '10000');
+    const taker = await worker('hostless', '--lock-duration-ms', '10000');
     const mark = join(dir, 'hostless-aborted');
     const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, redis.url, 'hostless', GATE_TOOLS, join(dir, 'hostless-gate-never'), mark];
     const hostProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -395,9 +460,15 @@ describe('queue provider failures', () => {
     // the worker's sweep can see that nobody reads it.
     const client = redis.client();
     const [reply] = await client.keys('bull:hostless:sah:reply:*');
+    const [id] = await client.lrange('bull:hostless:active', 0, -1);
     await client.del(reply!);
-    await client.quit();
     await waitFor(() => existsSync(mark));
+    // Its job leaves the queue, and nothing of the child is left in Redis.
+    while ((await client.exists(`bull:hostless:${id!}`)) === 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    const left = (await client.keys('bull:hostless:*')).filter((key) => key.includes(id!) || /:(wait|active|completed|failed|sah:.*)$/.test(key));
+    await client.quit();
+    expect(left).toEqual([]);
+    expect(taker.stderr).toContain(`job ${id!}: its host is gone (its reply stream no longer exists): stopping its child`);
   });
 
   it('a worker does not start a child queued by a host that is gone (killed, its reply stream expired): the job leaves the queue unrun', async () => {

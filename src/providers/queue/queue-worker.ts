@@ -48,6 +48,8 @@ interface PoolChild {
   readonly result: Promise<SubagentResult>;
   /** Asks the child to stop; past the pool's grace its thread is terminated. */
   cancel(): void;
+  /** Its host's reply stream is gone: the child is stopped, and its attempt sends no end unless it completed. */
+  orphan(): void;
   /** A tree budget covering the child is spent: it stops at its next step boundary (the first stop counts). */
   budgetStop(stop: BudgetStop): void;
   /** Its host's reply stream. */
@@ -197,7 +199,7 @@ export class QueueWorker {
     const stops = children.map((child) => this.#readBudgetStop(child.run, child).catch(() => undefined));
     Promise.all([...keys.map((key) => this.#client.exists(key)), ...stops])
       .then(
-        (found) => children.forEach((child, i) => (found[2 * i] === 1 || found[2 * i + 1] === 0) && child.cancel()),
+        (found) => children.forEach((child, i) => (found[2 * i] === 1 ? child.cancel() : found[2 * i + 1] === 0 && child.orphan())),
         () => undefined,
       )
       .finally(() => (this.#sweeping = false));
@@ -225,15 +227,17 @@ export class QueueWorker {
     const { task, reply, attempt } = data;
     const send = (entry: ReplyBody) => this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify({ ...entry, protocol: PROTOCOL_VERSION }));
     // Ordering holds because every entry goes through this one connection, in call order. A reply
-    // stream that is gone means its host is gone: nobody waits for this child any more.
+    // stream that is gone means its host is gone (or Redis lost it): nobody waits for this child any more.
     let child: PoolChild | undefined;
+    /** Set once its host's reply stream was found gone: the child is stopped and its attempt sends no end. */
+    let orphaned = false;
     // Events Redis refused (out of memory, a read-only replica) leave a gap in the host's log: the
     // child is stopped, and its end says why. The end waits for the last batch's answer to know.
     let unsent: unknown;
     let sending: Promise<void> = Promise.resolve();
     const quiet = (entry: ReplyBody) =>
       void (sending = send(entry).then(
-        (id) => void (id === null && child?.cancel()),
+        (id) => void (id === null && child?.orphan()),
         (error: unknown) => {
           if (unsent !== undefined) return;
           unsent = error;
@@ -248,6 +252,8 @@ export class QueueWorker {
     if (replying === 0) this.#options.log?.(`job ${run} not run: its host is gone (its reply stream no longer exists)`);
     if (cancelled === 1 || replying === 0) {
       result = { output: [], stopReason: 'aborted' };
+      // Sent no end, as a child stopped for it (below): only a cancel is answered `aborted`.
+      if (cancelled !== 1) return encode(result);
     } else {
       // A child waits for a slot of the pool (more children than threads) where a cancel reaches it.
       const waiting = new AbortController();
@@ -282,7 +288,13 @@ export class QueueWorker {
         budgetStop = stop;
         thread?.budgetStop(stop);
       };
-      child = { result: onThread(), cancel: () => (thread ? thread.cancel() : waiting.abort()), budgetStop: stopBudget, reply, run };
+      const cancel = () => (thread ? thread.cancel() : waiting.abort());
+      const orphan = () => {
+        if (!orphaned) this.#options.log?.(`job ${run}: its host is gone (its reply stream no longer exists): stopping its child`);
+        orphaned = true;
+        cancel();
+      };
+      child = { result: onThread(), cancel, orphan, budgetStop: stopBudget, reply, run };
       this.#active.add(child);
       lock.child = child;
       if (lock.lost) child.cancel();
@@ -302,6 +314,9 @@ export class QueueWorker {
       if (lock.lost && result.stopReason !== 'completed') {
         return encode({ ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job and stopped the child' });
       }
+      // Likewise one stopped because its host's reply stream was gone: a host that made its stream
+      // anew (Redis lost its data) would read the `aborted` end as a cancel nobody asked for.
+      if (orphaned && result.stopReason !== 'completed') return encode(result);
       if (unsent !== undefined) {
         result = { ...result, stopReason: 'error', diagnostic: `the worker could not send the child’s events to its host (${describeError(unsent)}) and stopped the child` };
       }

@@ -321,14 +321,14 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#resolve({ ...result, output, ...(own ? { usage: usageOf(own) } : {}) });
   }
 
-  /** Tells the workers to stop the child; a child no worker has taken yet is removed at once. */
+  /** Tells the workers to stop the child; one no worker has taken yet is removed at once (BullMQ's remove answers 1 for a job gone too, whose end may be unread). */
   cancel(): void {
     if (this.#cancelled || this.#settled) return;
     this.#cancelled = true;
     const { queue } = this.#connection;
     void (async () => {
       await this.#publishCancel();
-      if ((await queue.remove(this.id)) === 1) this.#settle({ output: [], stopReason: 'aborted' });
+      if (['waiting', 'prioritized', 'delayed', 'waiting-children'].includes(await queue.getJobState(this.id)) && (await queue.remove(this.id)) === 1) this.#settle({ output: [], stopReason: 'aborted' });
     })().catch(() => {
       this.#settle({ output: [], stopReason: 'aborted', diagnostic: 'the cancellation could not reach Redis' });
       this.#retryCancel();
