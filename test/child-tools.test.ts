@@ -1,7 +1,7 @@
 // The tools a child's model is offered, and a tool module clashing with them, the same on every
 // local provider: in-process and in worker threads, one-shot and continuable (resident in a thread).
 import { describe, expect, it } from 'vitest';
-import { forkProvider, reportTool, spawnProvider, text, type Agent, type Host, type ModelSpec, type SessionEvent, type TurnEndReason } from 'subagent-host';
+import { SubagentError, forkProvider, reportTool, spawnProvider, text, type Agent, type Host, type ModelSpec, type SessionEvent, type TurnEndReason } from 'subagent-host';
 import { recordingTool } from './helpers.js';
 import { continuationHost, continuationSuite, turnEnds } from './continuation-helpers.js';
 import { resultsOf } from './tool-helpers.js';
@@ -110,6 +110,49 @@ describe('a tool module’s tool named like a tool the child already has', () =>
       await expect(run.result).resolves.toMatchObject({ stopReason: 'error', diagnostic: `${error.code}: ${error.message}` });
       await run.dispose();
     }
+  });
+});
+
+/** A tool module of `source`, as a data URL. */
+const moduleOf = (source: string) => `data:text/javascript,${encodeURIComponent(source)}`;
+
+describe('a tool module the child cannot take its tools from', () => {
+  // A one-shot start: in-process it rejects with the error, in a worker the child ends `error` with it.
+  async function refusals(host: Host, parent: Agent, toolModules: string[]) {
+    const seen: Record<string, unknown> = {};
+    for (const provider of PROVIDERS) {
+      const started = startOneShot(host, parent, provider, toolModules);
+      const outcome = await started.then(
+        async (run) => {
+          const { stopReason, diagnostic } = await run.result;
+          await run.dispose();
+          return { stopReason, diagnostic };
+        },
+        (error: unknown) => ({ rejected: error instanceof SubagentError ? `${error.code}: ${error.message}` : String(error) }),
+      );
+      seen[provider] = outcome;
+    }
+    return seen;
+  }
+  const expected = (diagnostic: string) => ({
+    'in-process': { rejected: diagnostic },
+    'in-process-fork': { rejected: diagnostic },
+    spawn: { stopReason: 'error', diagnostic },
+    fork: { stopReason: 'error', diagnostic },
+  });
+
+  it.each([
+    ['a tool whose getter throws', 'export const tools = [{ get name() { throw new Error("no name"); }, description: "", parameters: { type: "object" }, execute: () => "x" }];', (module: string) => `INVALID_OPTIONS: tool module ${module}, tools[0]: a tool could not be read: a getter or proxy trap of it threw (Error: no name)`],
+    ['a tools proxy that throws', 'export const tools = new Proxy([], { get(target, key) { if (key === "length") throw new Error("no length"); return Reflect.get(target, key); } });', (module: string) => `INVALID_OPTIONS: tool module ${module}'s tools could not be read: a getter or proxy trap of it threw (Error: no length)`],
+  ])('is INVALID_OPTIONS naming the module on every provider (%s)', async (_what, source, diagnostic) => {
+    const { host, parent } = await setup();
+    const module = moduleOf(source);
+    expect(await refusals(host, parent, [module])).toStrictEqual(expected(diagnostic(module)));
+  });
+
+  it('is INVALID_OPTIONS naming the module on every provider when toolModules lists it twice, not a clash among its tools', async () => {
+    const { host, parent } = await setup();
+    expect(await refusals(host, parent, [SHOUT_TOOLS, SHOUT_TOOLS])).toStrictEqual(expected(`INVALID_OPTIONS: toolModules lists tool module ${SHOUT_TOOLS} more than once; list each module once`));
   });
 });
 

@@ -270,6 +270,32 @@ describe('arguments of the public functions', () => {
     }
   });
 
+  it('say that a tool or model module given by a file URL was found when what is missing is a module it imports, in-process and in a worker', async () => {
+    const host = await createHost();
+    hosts.push(host);
+    const dir = mkdtempSync(join(tmpdir(), 'fail-loud-'));
+    try {
+      const tools = join(dir, 'tools.mjs');
+      writeFileSync(tools, "import 'no-such-package-of-tools';\nexport const tools = [];\n");
+      const model = join(dir, 'model.mjs');
+      writeFileSync(model, "import './no-such-helper.mjs';\nexport default () => ({});\n");
+      const found = '; that file was found: what is missing is a module it imports';
+      for (const specifier of [pathToFileURL(tools).href, tools]) {
+        const failure = await host.createAgent({ agentOptions: { toolModules: [specifier] } }).catch((error: unknown) => error as Error);
+        expect(failure).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringMatching(/^cannot load tool module .*'no-such-package-of-tools'.*; that file was found: what is missing is a module it imports$/) as string });
+        expect((failure as Error).message).not.toContain('use a file URL');
+      }
+      await expect(host.createAgent({ agentOptions: { model: { kind: 'module', specifier: pathToFileURL(model).href } } })).rejects.toThrow(refused('INVALID_MODEL_SPEC', found));
+      const parent = await host.createAgent();
+      const run = await host.subagents.start('spawn', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { toolModules: [pathToFileURL(tools).href] } });
+      const { stopReason, diagnostic } = await run.result;
+      await run.dispose();
+      expect({ stopReason, advice: diagnostic?.endsWith(found) }).toEqual({ stopReason: 'error', advice: true });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuse a listener that is not a function, an unknown event and a listing without a session id', async () => {
     const host = await openHost();
     expect(() => host.subagents.on('subagent/start', null as unknown as () => void)).toThrow(refused('INVALID_REQUEST', 'the listener must be a function'));

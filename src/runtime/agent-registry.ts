@@ -4,20 +4,20 @@
 import { setMaxListeners } from 'node:events';
 import { once } from '../seam/once.js';
 import { abortReason, unlessAborted } from '../seam/abort.js';
-import type { AgentOptions, ModelSpec, Tool } from '../seam/agent-types.js';
+import type { AgentOptions, ModelSpec } from '../seam/agent-types.js';
 import { newId, type SessionId } from '../seam/content.js';
-import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import { SubagentError, describeError } from '../seam/errors.js';
 import { isRecord, readingInput, timerOption } from '../seam/parse.js';
 import { assertSessionId } from '../seam/session-id.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
 import { LocalAgent, type OwnInput } from './agent.js';
 import { createModel } from './models/create.js';
 import type { ModelAdapter } from './models/types.js';
-import { importModule, specifierAdvice } from './module-import.js';
 import { SessionLog } from './session.js';
 import type { SessionPersistence } from './session-persistence.js';
 import type { LiveSessionStore, Logger } from './session-store.js';
-import { ToolRegistry, assertTool, tagToolModule } from './tool-registry.js';
+import { ToolRegistry } from './tool-registry.js';
+import { loadToolModules, registerModuleTools } from './tool-modules.js';
 import type { AgentHooks } from './turn-context.js';
 
 /** What `setup` may do before the agent is published: register scoped tools, restrict inherited ones. */
@@ -117,62 +117,6 @@ function assertAgentOptions(options: unknown): asserts options is AgentOptions {
   if (toolModules !== undefined && !(Array.isArray(toolModules) && toolModules.every((specifier) => typeof specifier === 'string' && specifier !== ''))) {
     throw bad('toolModules', 'an array of module specifiers');
   }
-}
-
-/**
- * Loads `toolModules` (each exporting `tools: Tool[]`). Every refusal names the module: a bad tool
- * (`INVALID_OPTIONS`), or a name that another module's tool or one `scope` has already takes
- * (`DUPLICATE_TOOL`). `overInherited` (an agent built again from its log): a name only a tool
- * `scope` inherits has is no clash, see {@link registerModuleTools}.
- */
-export async function loadToolModules(specifiers: readonly string[], scope?: ToolRegistry, opts: { overInherited?: boolean } = {}): Promise<Tool[]> {
-  const tools: Tool[] = [];
-  const from = new Map<string, string>();
-  for (const specifier of specifiers) {
-    let mod: { tools?: unknown; default?: unknown };
-    try {
-      mod = (await importModule(specifier)) as { tools?: unknown; default?: unknown };
-    } catch (error) {
-      throw new SubagentError('INVALID_OPTIONS', `cannot load tool module ${specifier}: ${describeError(error)}${specifierAdvice(specifier, error)}`, { cause: error });
-    }
-    if (!Array.isArray(mod.tools)) {
-      // A default export holding them: `export default { tools }`, or CommonJS exports Node could not name.
-      const inDefault = isRecord(mod.default) && Array.isArray(mod.default['tools']);
-      const hint = inDefault ? ' (its default export holds them: export them by name, `export const tools = […]`, or in CommonJS `exports.tools = […]`)' : '';
-      throw new SubagentError('INVALID_OPTIONS', `tool module ${specifier} must export \`tools\`, an array of Tool${hint}`);
-    }
-    for (const [index, tool] of (mod.tools as unknown[]).entries()) {
-      try {
-        assertTool(tool);
-      } catch (error) {
-        throw isSubagentError(error) ? new SubagentError(error.code, `tool module ${specifier}, tools[${index}]: ${error.message}`, { cause: error.cause }) : error;
-      }
-      const other = from.get(tool.name);
-      const visible = scope?.get(tool.name);
-      // Built again from its log, the agent's module tool may hide an inherited tool of its name.
-      const held = visible !== undefined && (!opts.overInherited || scope!.layers().own.includes(visible));
-      if (other !== undefined || held) {
-        const holder = other === undefined ? 'a tool the agent already has' : other === specifier ? 'another of its tools' : `a tool of tool module ${other}`;
-        throw new SubagentError('DUPLICATE_TOOL', `tool module ${specifier} exports a tool named ${tool.name}, as does ${holder}; pick another name`);
-      }
-      from.set(tool.name, specifier);
-      tagToolModule(tool, specifier);
-      tools.push(tool);
-    }
-  }
-  return tools;
-}
-
-/**
- * Registers an agent's tool modules' tools in its scope. Built again from its log (`overInherited`:
- * a resume, a resident stay rebuilt), the agent keeps the tools it started with: a tool of a module
- * named as a host tool registered since then hides that host tool from it, as it did while the agent
- * was live (its own tool wins there), instead of failing the agent's return.
- */
-export function registerModuleTools(scope: ToolRegistry, tools: readonly Tool[], overInherited: boolean): void {
-  const hidden = overInherited ? tools.filter((tool) => scope.get(tool.name) !== undefined).map((tool) => tool.name) : [];
-  if (hidden.length > 0) scope.restrict({ deny: hidden });
-  if (tools.length > 0) scope.register(...tools);
 }
 
 function checkSignal(signal: AbortSignal | undefined): void {
