@@ -256,7 +256,15 @@ export class LiveSessionStore implements SessionStore {
   /** Records a write failure of `entry`, unless one not yet reported is recorded. */
   #fail(entry: Entry, error: unknown): void {
     if (entry.failure === undefined || entry.failure.reportedAt !== Infinity) entry.failure = { error, reportedAt: Infinity };
-    if (isSubagentError(error, 'SEQ_MISMATCH')) for (const listener of this.#diverged) listener(entry.session.id, error);
+    if (!isSubagentError(error, 'SEQ_MISMATCH')) return;
+    for (const listener of this.#diverged) {
+      try {
+        listener(entry.session.id, error);
+      } catch (failure) {
+        // Contained: a listener's throw must not break this session's later writes.
+        this.#logger?.warn('a listener of refused writes failed', describeError(failure));
+      }
+    }
   }
 
   /**
