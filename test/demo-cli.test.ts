@@ -65,7 +65,7 @@ describe('subagent-host demo', () => {
     // run took more than the cores can explain (a loaded machine: these jobs take tens of ms), which
     // the report then says instead.
     expect(report.sequentialMs).toBeGreaterThan(0);
-    if (report.speedup === null) expect(report.noSpeedup).toMatch(/more than \d+ cores can explain/);
+    if (report.speedup === null) expect(report.noSpeedup).toMatch(/more than (\d+ cores|in-process children, which share the host's one thread,) can explain/);
     else expect(report.speedup).toBeGreaterThan(0);
   });
 
@@ -277,7 +277,9 @@ describe('subagent-host demo without --json', () => {
     }
     expect(stdout).toMatch(/^ {2}child +result +time +tokens +turns {2}session$/m);
     expect(stdout).toMatch(/^ {2}The model delegated 2 children covering all 2 chunks \(up to [12] running at once\)\.$/m);
-    expect(stdout).toMatch(/the same children one by one in-process: \d+ ms \(speed-up ×\d+\.\d\d\)\.$|No speed-up: the one-by-one run took ×\d+\.\d\d the parallel run's time, more than \d+ cores can explain/m);
+    expect(stdout).toMatch(
+      /The 2 children took \d+ ms taking turns on the host's thread \('in-process'\); the same children one by one in-process: \d+ ms \(speed-up ×[01]\.\d\d\)\.$|No speed-up: the one-by-one run took ×\d+\.\d\d the parallel run's time, more than in-process children, which share the host's one thread, can explain/m,
+    );
 
     const quoted = `'${join(saved, "it'\\''s saved", 'run.db')}'`;
     expect(stdout).toContain(`\n    subagent-host inspect --db ${quoted}\n`);
@@ -286,6 +288,19 @@ describe('subagent-host demo without --json', () => {
     const pasted = await run('/bin/sh', ['-c', `${ls.replace(/^subagent-host /, `'${process.execPath}' '${cli}' `)} --json`]);
     const listed = JSON.parse(pasted.stdout) as { label: string }[];
     expect(listed.map((entry) => entry.label)).toEqual(['chunk 1/2', 'chunk 2/2']);
+  });
+
+  // The progress lines and the report share one clock, started with the job: the threads' warm-up
+  // before it is no part of when a child ran. Every child ran within the job, so it ended by its end.
+  it('times the progress lines from the start of the job the report times', async () => {
+    const db = join(saved, 'clock.db');
+    const { stdout } = await run(process.execPath, [cli, 'demo', '--provider', 'spawn', '--children', '2', '--dir', dir, '--db', db], { timeout: 60_000 });
+    const job = Number(/the whole job took (\d+) ms/.exec(stdout)?.[1]);
+    const since = new Map([...stdout.matchAll(/^ {2}(chunk \d\/2) +running since (\d+) ms$/gm)].map(([, label, ms]) => [label!, Number(ms)]));
+    const ran = [...stdout.matchAll(/^ {2}(chunk \d\/2) +done in (\d+) ms$/gm)].map(([, label, ms]) => ({ label: label!, ended: since.get(label!)! + Number(ms) }));
+    expect(ran.map((child) => child.label).sort()).toEqual(['chunk 1/2', 'chunk 2/2']);
+    // Each figure is rounded to the millisecond: the two of a child's end by up to 1 ms, the job's by up to 0.5 ms.
+    for (const child of ran) expect(child.ended, stdout).toBeLessThanOrEqual(job + 2);
   });
 
   // `script` (util-linux) runs the demo on a pseudo-terminal, as a user's shell does.

@@ -46,6 +46,18 @@ describe('demo speed-up', () => {
     );
     expect(report(673, 8)).toMatchObject({ speedup: 6.73 });
   });
+
+  // In-process children all run on the host's one thread, taking turns: however many cores the
+  // machine has, they cannot finish sooner than the same work one by one on that thread.
+  it('is withheld for in-process children whenever the one-by-one run took longer, which one thread cannot explain', () => {
+    const inProcess = (sequentialMs: number) => buildReport({ ...facts(), provider: 'in-process', children, baseline: { ms: sequentialMs, stopReasons: ['completed', 'completed'] }, turn: { kind: 'completed' }, cores: 8 });
+    expect(inProcess(180)).toMatchObject({ parallelMs: 100, sequentialMs: 180, speedup: null });
+    expect(inProcess(180).noSpeedup).toBe(
+      "the one-by-one run took ×1.80 the parallel run's time, more than in-process children, which share the host's one thread, can explain: it waited on something other than its work (a slow disk or a busy machine), so the runs are not compared",
+    );
+    expect(inProcess(95)).toMatchObject({ speedup: 0.95 });
+    expect(reportText(inProcess(95))).toContain("The 2 children took 100 ms taking turns on the host's thread ('in-process'); the same children one by one in-process: 95 ms (speed-up ×0.95).");
+  });
 });
 
 describe('demo report text', () => {

@@ -44,6 +44,11 @@ export class ProgressView {
     return performance.now() - this.#t0;
   }
 
+  /** Milliseconds since the view was made: the clock of every time it shows. */
+  elapsed(): number {
+    return this.#now();
+  }
+
   queued(label: string): ChildProgress {
     const child: ChildProgress = { label, state: 'queued', queuedAt: this.#now() };
     this.children.push(child);

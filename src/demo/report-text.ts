@@ -28,9 +28,11 @@ function delegation(report: DemoReport): string {
 
 function timing(report: DemoReport): string {
   const job = `${report.files} files, the whole job took ${report.totalMs} ms`;
+  // In-process children are not parallel: they take turns on the host's thread.
+  const how = report.provider === 'in-process' ? "taking turns on the host's thread ('in-process')" : `in parallel on '${report.provider}'`;
   if (report.speedup !== null) {
     return (
-      `${job}. The ${report.children.length} children took ${report.parallelMs} ms in parallel on '${report.provider}'; ` +
+      `${job}. The ${report.children.length} children took ${report.parallelMs} ms ${how}; ` +
       `the same children one by one in-process: ${report.sequentialMs} ms (speed-up ×${report.speedup.toFixed(2)}).`
     );
   }

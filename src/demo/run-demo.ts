@@ -70,13 +70,14 @@ interface Delegated {
  * starts those are: a child that delegates again is not another of the parent's children) and a
  * runaway child meets a deadline.
  */
-function tracked(inner: SubagentProvider, view: ProgressView, deadlineMs: number, delegated: Delegated[], ours: (parentId: string) => boolean): SubagentProvider {
+function tracked(inner: SubagentProvider, progress: () => ProgressView, deadlineMs: number, delegated: Delegated[], ours: (parentId: string) => boolean): SubagentProvider {
   return {
     name: inner.name,
     capabilities: inner.capabilities,
     inheritsParentContext: inner.inheritsParentContext,
     async start(request) {
       if (!ours(request.parent.id)) return inner.start(request);
+      const view = progress();
       const child = view.queued(request.label ?? 'child');
       const { label, prompt, agentOptions } = request;
       const entry: Delegated = { progress: child, request: { prompt: [...prompt], ...(label === undefined ? {} : { label }), ...(agentOptions ? { agentOptions } : {}) } };
@@ -225,14 +226,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const threads = Math.max(2, availableParallelism());
   const host = await createHost({ providers: false, persistence: { sqlite: options.db }, pool: { minThreads: threads, maxThreads: threads, cancelGraceMs: 500 } });
   const stop = closeOnAbort(host, options.signal);
-  const view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
+  let view: ProgressView | undefined;
   const delegated: Delegated[] = [];
   try {
     const inner =
       options.provider === 'in-process' ? inProcessProvider(host) : options.provider === 'fork' ? forkProvider(host) : spawnProvider(host);
     // Set once the run's parent exists (the warm-up's children are not tracked).
     const run: { parentId?: string } = {};
-    host.subagents.registerProvider(tracked(inner, view, options.deadlineMs, delegated, (id) => id === run.parentId));
+    // The view exists once the job starts, which is when the run's parent starts children.
+    host.subagents.registerProvider(tracked(inner, () => view!, options.deadlineMs, delegated, (id) => id === run.parentId));
     const childModel = options.model ?? analystModel();
     subagentTool(host, { provider: inner.name, agentOptions: { model: childModel, toolModules: [childTools] } });
     // Warm every thread (modules loaded, analysis compiled) as a long-lived host's threads are, with
@@ -245,11 +247,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         ? { agentOptions: { model: options.model, persona: 'You coordinate code analysis. Delegate each chunk with the subagent tool, all chunks in one answer, then summarize their results.' } }
         : { model: createPlannerModel(children) },
     );
+    // The job's clock, which times the progress lines and the whole job alike, starts here: the
+    // warm-up and making the parent are no part of it.
+    view = new ProgressView(options.out, { tty: options.tty, quiet: options.quiet });
     run.parentId = parent.id;
-    const t0 = performance.now();
     parent.followup([text(`Analyse the ${files.length} files under ${dir} in ${children.length} parallel children:\n\n${children.map((c) => `## ${c.label}\n${c.prompt}`).join('\n\n')}`)]);
     await parent.whenIdle();
-    const totalMs = performance.now() - t0;
+    const totalMs = view.elapsed();
     // A turn stopped by Ctrl-C does not wait for the children it delegated (the host is closing):
     // their ends are reported as they come, which is at once (the close cancels them).
     await Promise.all(delegated.map((child) => child.settled));
@@ -265,7 +269,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     return buildReport({ provider: options.provider, model, parentId: parent.id, db: options.db, dir, files: files.length, chunks: children.filter((c) => c.files.length > 0), children: ranChildren, totalMs, turn, answer, baseline, cores: availableParallelism() });
   } finally {
     stop();
-    view.close();
+    view?.close();
     await host.close();
   }
 }
