@@ -87,6 +87,18 @@ describe('a tree budget over a queue child', () => {
     const [first, second] = [join(dir, 'first'), join(dir, 'second')];
     const child = await host.subagents.start('queue', request(under, [spend(600, first), spend(600, second), { text: 'never' }]));
     await atGate(host, child, first);
+    // The stop is in the worker's hands once it read the stop's key after the host set it.
+    const watcher = redis.client();
+    const monitor = await watcher.monitor();
+    const key = `bull:${QUEUE}:sah:budget:${child.id}`;
+    let set = false;
+    const fetched = new Promise<void>((resolve) =>
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        const command = args[0]?.toLowerCase();
+        if (command === 'set' && args[1] === key) set = true;
+        else if (set && command === 'get' && args[1] === key) resolve();
+      }),
+    );
     // The sibling's 500 on top of the queue child's 600 spend the tree.
     const sibling = await host.subagents.start('in-process', request(under, [{ text: 'sibling', usage: { inputTokens: 500, outputTokens: 0 } }]));
     await sibling.result;
@@ -94,8 +106,14 @@ describe('a tree budget over a queue child', () => {
       code: 'INVALID_REQUEST',
       message: expect.stringContaining('tree budget is spent'),
     });
+    try {
+      await fetched;
+    } finally {
+      monitor.disconnect();
+      watcher.disconnect();
+    }
     writeFileSync(first, '');
-    // The stop reaches the worker while the child waits at a gate: at the first one, or at the second.
+    // The worker passes the stop to the child's thread while it waits at a gate: it stops at the first one, or at the second.
     let settled = false;
     const result = child.result.finally(() => (settled = true));
     const opened = atGate(host, child, second, () => settled).then((called) => called && writeFileSync(second, ''));
