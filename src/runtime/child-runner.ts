@@ -5,8 +5,8 @@ import { onAbort } from '../seam/abort.js';
 import type { Tool } from '../seam/agent-types.js';
 import type { BudgetStop } from '../seam/budget.js';
 import type { ChildControlApi, ChildTaskData, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
-import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
-import { deepFreeze } from '../seam/content.js';
+import { decodeOwned, type Encoded } from '../seam/codec.js';
+import { takeEvents } from '../seam/event-texts.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import type { SubagentResult } from '../seam/types.js';
@@ -159,10 +159,9 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
     if (transport.cancelRequested()) return outcome({ output: [], stopReason: 'aborted' });
     const data = decodeOwned<ChildTaskData>(task);
     treeStop ??= data.treeStop;
-    // Parsed here and nowhere else: frozen, the events are the child's log as they are, not copied
-    // into it, and the task keeps none of their text (see heap-fit.ts).
-    const seed = data.seed === '' ? [] : parse<SessionEvent[]>(data.seed).map((event) => deepFreeze(event));
-    data.seed = '';
+    // Parsed here and nowhere else, one text at a time, each dropped as its event is made: frozen, the
+    // events are the child's log as they are, not copied into it (see seam/event-texts.ts).
+    const seed = takeEvents(data.seed);
     const root = new ToolRegistry();
     if (data.hostTools.length > 0) root.register(...data.hostTools.map((schema) => hostTool(schema, transport)));
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });

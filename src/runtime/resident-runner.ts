@@ -2,8 +2,8 @@
 // log its host holds, takes one turn per `prompt`, streams the events back as notices and keeps the
 // agent (its history, its tools' state) between turns until the host tells it to leave.
 import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
-import { decodeOwned, parse, type Encoded } from '../seam/codec.js';
-import { deepFreeze } from '../seam/content.js';
+import { decodeOwned, type Encoded } from '../seam/codec.js';
+import { takeEvents } from '../seam/event-texts.js';
 import { SubagentError } from '../seam/errors.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
@@ -86,10 +86,10 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
   try {
     const data = decodeOwned<ResidentTaskData>(task);
     unregister.inherited = register(root, data.hostTools.inherited);
-    // Parsed here and nowhere else: frozen, the events are the agent's log as they are, not copied into it.
-    const events = parse<SessionEvent[]>(data.events).map((event) => deepFreeze(event));
-    // The task is held (by this thread's frames) for the whole stay: it keeps none of the log's text.
-    data.events = '';
+    // Parsed here and nowhere else, one text at a time, each dropped as its event is made (the task is
+    // held by this thread's frames for the whole stay: it keeps none of the log's text). Frozen, the
+    // events are the agent's log as they are, not copied into it (see seam/event-texts.ts).
+    const events = takeEvents(data.events);
     const agents = new AgentRegistry({ sessions: new LiveSessionStore(), tools: root });
     const { id, createdAt: _createdAt, seedLength: _seedLength, ...header } = data.header;
     // The completed turns come in as this copy's prefix; only the turns it runs here go back.

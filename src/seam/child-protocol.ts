@@ -33,10 +33,10 @@ export interface HostToolSchema {
 export interface ChildTaskData {
   header: SessionHeader;
   /**
-   * A fork's completed-turn prefix as codec text (`stringify`), or '' for spawn. Text is cheap to
-   * send, and a parent forking several children with one prefix encodes it once.
+   * A fork's completed-turn prefix as codec text, one per event (`eventTexts`), or [] for spawn.
+   * Text is cheap to send, and a parent forking several children with one prefix encodes it once.
    */
-  seed: string;
+  seed: string[];
   prompt: ContentBlock[];
   agentOptions: AgentOptions;
   /** Its `budget` (if any) is enforced where the child runs, wall time from `header.createdAt`. */
@@ -81,11 +81,11 @@ export interface ChildControlApi {
 
 /**
  * A continuable child's stay where it runs: its agent is rebuilt from `events` (its completed turns,
- * codec text) and then takes one turn per `prompt` until the host tells it to leave.
+ * codec text, one per event) and then takes one turn per `prompt` until the host tells it to leave.
  */
 export interface ResidentTaskData {
   header: SessionHeader;
-  events: string;
+  events: string[];
   agentOptions: AgentOptions;
   hostTools: ResidentHostTools;
   /** The child's own budget, checked at each step where it runs (`seedLength`: its inherited prefix in `events`). */

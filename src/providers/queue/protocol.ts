@@ -21,8 +21,9 @@ export const JOB_NAME = 'child';
  * with any change a side of the previous version would misread or silently ignore, such as a new
  * field of ChildTaskData a worker must enforce. A worker refuses a job of another version and a
  * host a reply of another; jobs and replies without the field are version 1, the protocol before it.
+ * Version 3: a task's fork seed is a list of texts, one per event (it was one text).
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 function declared(value: unknown): unknown {
   return typeof value === 'object' && value !== null && 'protocol' in value ? value.protocol : 1;

@@ -53,7 +53,7 @@ export function queueProvider(owner: Host, opts: QueueProviderOptions): Subagent
     const header: SessionHeader = { ...plan.header, id: randomUUID(), createdAt: Date.now() };
     const task: ChildTaskData = {
       header,
-      seed: '',
+      seed: [],
       prompt: request.prompt,
       agentOptions: { ...plan.agentOptions, model: plan.agentOptions.model ?? host.agents.defaultModel },
       descriptor: request.descriptor,

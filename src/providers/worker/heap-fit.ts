@@ -1,7 +1,8 @@
 // How much a worker thread can be handed at once. A thread holds what it starts from (a fork's
-// seed, a resident child's log, a prompt) twice while it takes it in (the text, and the parsed
-// events, larger than their text, which become the log as they are, uncopied), so more than a
-// quarter of its heap limit never fits (measured: past that, the child ran out of memory; from
+// seed, a resident child's log, a prompt) as text and as what it parses from it, larger than the
+// text, while it takes it in (a log's events cross one text each and each text goes as its event
+// is made, see seam/event-texts.ts; the events become the log as they are, uncopied), so more than
+// a quarter of its heap limit never fits (measured: past that, the child ran out of memory; from
 // about half of it, and for a payload about the size of the heap limit as the thread received it,
 // V8 aborted the whole process, which Node cannot contain). Such payloads are refused before any
 // thread holds them. V8 keeps a string with any character past U+00FF at two bytes a character.
@@ -10,17 +11,24 @@ import type { ToolResultContent } from '../../runtime/tool-registry.js';
 
 const WIDE = /[\u0100-\uffff]/;
 
+/** What a thread is handed: one text, or several (a log's events, one text each, and what comes with them). */
+export type ThreadText = string | readonly string[];
+
 /** The megabytes `text` takes in a thread's heap when that is more than a quarter of `heapLimitMb`, else undefined. */
-export function tooLargeForThread(text: string, heapLimitMb: number | undefined): string | undefined {
+export function tooLargeForThread(text: ThreadText, heapLimitMb: number | undefined): string | undefined {
   if (heapLimitMb === undefined) return undefined;
+  const texts = typeof text === 'string' ? [text] : text;
   const bound = (heapLimitMb * 2 ** 20) / 4;
-  if (2 * text.length <= bound) return undefined;
-  const bytes = WIDE.test(text) ? 2 * text.length : text.length;
+  let length = 0;
+  for (const part of texts) length += part.length;
+  if (2 * length <= bound) return undefined;
+  let bytes = 0;
+  for (const part of texts) bytes += WIDE.test(part) ? 2 * part.length : part.length;
   return bytes > bound ? (bytes / 2 ** 20).toFixed(1) : undefined;
 }
 
 /** Throws `code` (`INVALID_REQUEST`) naming `what` when `text` would not fit a thread with `heapLimitMb`. */
-export function assertFitsThread(what: string, text: string, heapLimitMb: number | undefined, remedy: string, code: SubagentErrorCode = 'INVALID_REQUEST'): void {
+export function assertFitsThread(what: string, text: ThreadText, heapLimitMb: number | undefined, remedy: string, code: SubagentErrorCode = 'INVALID_REQUEST'): void {
   const mb = tooLargeForThread(text, heapLimitMb);
   if (mb === undefined) return;
   throw new SubagentError(

@@ -5,9 +5,10 @@
 import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentMessage, ResidentTaskData } from '../../seam/child-protocol.js';
 import { unlessAborted } from '../../seam/abort.js';
 import { limitsOf, type AheadTrees } from '../../seam/budget.js';
-import { encode, stringify } from '../../seam/codec.js';
+import { encode } from '../../seam/codec.js';
 import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
+import { eventTexts } from '../../seam/event-texts.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-types.js';
@@ -250,7 +251,7 @@ export class ResidentWorkerModel implements ModelAdapter {
     const budget = budgetOf(events, header.seedLength ?? 0, prior);
     const data: ResidentTaskData = {
       header,
-      events: stringify(prior.events),
+      events: eventTexts(prior.events),
       agentOptions: { ...agent.options, model: agent.options.model ?? this.#host.agents.defaultModel },
       hostTools: schemaLayers(tools),
       ...(budget ? { budget } : {}),

@@ -2,9 +2,9 @@
 // worker-run.ts). Start builds the child's task here, on the main thread, before any thread is
 // involved: its header, its host tools (filtered once now, again per call) and its fork seed.
 import type { ChildTaskData } from '../../seam/child-protocol.js';
-import { stringify } from '../../seam/codec.js';
 import { newId } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
+import { eventTexts } from '../../seam/event-texts.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest, ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from '../../seam/types.js';
 import { STRUCTURED_OUTPUT_TOOL, captureToolTaken, inheritedTools } from '../../runtime/child-run.js';
@@ -26,20 +26,21 @@ export interface WorkerProviderOptions {
 // the same completed-turn prefix for each; encoding it is the costly part of a fork start, so the
 // last encoding per parent session is kept. Keyed weakly by the session object: a parent that is
 // gone takes its entry with it, and a longer prefix (a later turn) simply replaces it.
-const seedCache = new WeakMap<object, { length: number; text: string }>();
+// (A thread gets its own copy of the texts, posted to it, and empties that one as it parses it.)
+const seedCache = new WeakMap<object, { length: number; texts: string[] }>();
 
-function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): string {
-  if (seed.length === 0) return '';
+function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): string[] {
+  if (seed.length === 0) return [];
   const cached = seedCache.get(parentSession);
   // The log is append-only, so an equal length means an equal prefix.
-  if (cached?.length === seed.length) return cached.text;
-  const text = stringify(seed);
-  seedCache.set(parentSession, { length: seed.length, text });
-  return text;
+  if (cached?.length === seed.length) return cached.texts;
+  const texts = eventTexts(seed);
+  seedCache.set(parentSession, { length: seed.length, texts });
+  return texts;
 }
 
 /** A fork's seed a pool thread cannot hold (see heap-fit.ts) is refused before any thread gets it. */
-function assertSeedFits(seed: string, heapLimitMb: number | undefined): void {
+function assertSeedFits(seed: readonly string[], heapLimitMb: number | undefined): void {
   const mb = tooLargeForThread(seed, heapLimitMb);
   if (mb === undefined) return;
   throw new SubagentError(
@@ -57,11 +58,11 @@ function assertStartFits(data: ChildTaskData, heapLimitMb: number | undefined): 
   assertSeedFits(seed, heapLimitMb);
   if (heapLimitMb === undefined) return;
   // The task is plain JSON, checked where each part entered: this cannot throw.
-  const started = seed + JSON.stringify(prompt);
+  const started = [...seed, JSON.stringify(prompt)];
   assertFitsThread(seed.length > 0 ? 'the prompt with the fork seed' : 'the prompt', started, heapLimitMb, 'send less');
-  const rest = JSON.stringify({ ...data, seed: '', prompt: [] });
+  const rest = JSON.stringify({ ...data, seed: [], prompt: [] });
   const what = seed.length > 0 ? 'the prompt with the fork seed, persona, label, model spec and schemas' : 'the prompt with the persona, label, model spec and schemas';
-  assertFitsThread(what, started + rest, heapLimitMb, 'send a shorter persona, label, model spec or output schema');
+  assertFitsThread(what, [...started, rest], heapLimitMb, 'send a shorter persona, label, model spec or output schema');
 }
 
 function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): WorkerTaskPlan {
