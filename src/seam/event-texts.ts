@@ -3,10 +3,12 @@
 // event is made, so it never holds the whole log's text beside the whole log: one text for the
 // log was held until its last event was parsed, and for a log of many small events (a streamed
 // answer is one per word) the two took about 2.5 times the text, near a thread's heap limit for
-// a log within the quarter of it that heap-fit.ts lets in.
+// a log within the quarter of it that heap-fit.ts lets in. An object two events share (a prompt's
+// content in its inbox and user events) comes back as a copy in each: the one text restored one.
 import { parse, stringify } from './codec.js';
 import { deepFreeze } from './content.js';
 import { SubagentError } from './errors.js';
+import { isRecord } from './parse.js';
 import type { SessionEvent } from './session-types.js';
 
 /** `events` as codec text, one `stringify` each. */
@@ -19,12 +21,18 @@ export function eventTexts(events: readonly SessionEvent[]): string[] {
  * is dropped from `texts` as its event is made: the caller must not use `texts` afterwards.
  */
 export function takeEvents(texts: string[]): SessionEvent[] {
-  if (!Array.isArray(texts)) throw new SubagentError('CORRUPT_DATA', `a log crossed as ${typeof texts}, not as a list of event texts; its sender speaks another version of this package`);
+  if (!Array.isArray(texts)) throw notALog(`crossed as ${texts === null ? 'null' : typeof texts}, not as a list of event texts`);
   const events = new Array<SessionEvent>(texts.length);
   for (let index = 0; index < texts.length; index++) {
-    events[index] = deepFreeze(parse<SessionEvent>(texts[index]!));
+    const event = parse<unknown>(texts[index]!);
+    if (!isRecord(event)) throw notALog(`holds ${event === null ? 'null' : typeof event} at ${index}, not an event`);
+    events[index] = deepFreeze(event as unknown as SessionEvent);
     texts[index] = '';
   }
   texts.length = 0;
   return events;
+}
+
+function notALog(what: string): SubagentError {
+  return new SubagentError('CORRUPT_DATA', `a log handed to this child ${what}; it was not written by a host of this version`);
 }
