@@ -25,6 +25,22 @@ const SUITES: Record<string, () => Promise<Suite>> = {
 /** The suite process running now: a signal that stops `bench` is passed on to its process group. */
 let running: ChildProcess | undefined;
 
+/** A suite that did not finish: its process failed (its own error is on stderr) or was killed. */
+class SuiteFailed extends Error {
+  constructor(name: string, code: number | null, signal: NodeJS.Signals | null) {
+    super(`suite ${name} ${signal === null ? `failed (exit code ${code})` : `was killed by ${signal}`}`);
+  }
+}
+
+/** Sends `signal` to process group `pgid`, if any process is left in it. */
+function signalGroup(pgid: number | undefined, signal: NodeJS.Signals): void {
+  try {
+    if (pgid !== undefined) process.kill(-pgid, signal);
+  } catch {
+    // The group is gone already.
+  }
+}
+
 /**
  * Runs one suite in a fresh process, so no suite measures another's heap or threads; the child
  * prints its rows as one JSON line. It leads a process group of its own, which holds what it starts
@@ -34,12 +50,18 @@ function runIsolated(name: string): Promise<Row[]> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [fileURLToPath(import.meta.url), SUITE_FLAG, name], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
     running = child;
-    child.once('exit', () => (running = undefined));
+    child.once('exit', () => {
+      running = undefined;
+      // A suite that failed or was killed may not have stopped what it started: nothing of it may
+      // outlive its run (a redis-server, a queue worker would run on, orphaned).
+      signalGroup(child.pid, 'SIGKILL');
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
-    child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`suite ${name} exited with code ${code}`));
+    // 'close', not 'exit': the rows line may still be in the pipe when the process has exited.
+    child.on('close', (code, signal) => {
+      if (code !== 0) return reject(new SuiteFailed(name, code, signal));
       resolve(JSON.parse(out.trim().split('\n').at(-1) ?? '[]') as Row[]);
     });
   });
@@ -93,11 +115,7 @@ export async function runBench(args: string[]): Promise<number> {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stop = (signal: NodeJS.Signals): void => {
     stoppedBy ??= signal;
-    try {
-      if (running?.pid !== undefined) process.kill(-running.pid, signal);
-    } catch {
-      // The group is gone already.
-    }
+    signalGroup(running?.pid, signal);
   };
   for (const signal of signals) process.on(signal, stop);
   const all: Row[] = [];
@@ -146,12 +164,22 @@ async function main(args: string[]): Promise<number> {
   return 0;
 }
 
+/** The message for a failure of the run: a failed suite said why itself, on stderr. */
+function failure(error: unknown): string {
+  if (error instanceof SuiteFailed) return error.message;
+  return error instanceof Error ? (error.stack ?? error.message) : String(error);
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  main(process.argv.slice(2)).then(
+  const args = process.argv.slice(2);
+  main(args).then(
     (code) => (process.exitCode = code),
     (error: unknown) => {
-      process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+      process.stderr.write(`bench failed: ${failure(error)}\n`);
       process.exitCode = 1;
+      // A suite that failed midway may still hold hosts, threads and processes that would keep it
+      // running forever; `bench` stops what is left of its process group once it exits.
+      if (args[0] === SUITE_FLAG) process.exit();
     },
   );
 }
