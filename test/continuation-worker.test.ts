@@ -91,6 +91,18 @@ describe('continuable spawn children', () => {
     expect(end).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('the message (3.0 MB encoded) is too large for a worker thread') } } });
   });
 
+  // The stay holds the child's log and may have filled its heap: a 20 MB follow-up to it (128 MB
+  // limit) aborted the whole process, whatever the quarter allowed.
+  it('ends a turn INVALID_REQUEST when its message is over 8 MB, whatever the heap limit: a stay may have filled its thread', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: 'one' }, { text: 'two' }] } });
+    await recorder.until(() => recorder.ends.length >= 1);
+    await host.subagents.followup(parent, childId, [text('y'.repeat(12 * 2 ** 20))]);
+    await recorder.until(() => recorder.ends.length >= 2);
+    const end = host.sessions.get(childId)!.events.findLast((e) => e.type === 'turn/end')!.data;
+    expect(end).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('the message (12.0 MB encoded) is too large for a worker thread that may already run a child') } } });
+  });
+
   it('refuses a continuable worker grandchild past pool.maxNestingDepth at its start, leaving no child behind', async () => {
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, maxNestingDepth: 0 } });
     subagentTool(host, { provider: 'spawn', mode: 'continuable' });

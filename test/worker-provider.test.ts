@@ -169,6 +169,78 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  // A running child may have filled its thread's heap; Node then lets the thread use only 16 MB more
+  // to end. With limits of 128 and 256 MB, a 20 MB result handed to such a thread aborted the whole
+  // process (at 8 MB the child ran out of memory and the host went on), whatever the quarter allowed.
+  it('refuses a host tool result over 8 MB to a running child whatever its heap limit: the call fails CONTRACT_VIOLATION, the child goes on', async () => {
+    const { host, parent } = await setup({
+      pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 64 } },
+      tools: [{ name: 'dump', description: 'returns 12 MB', parameters: { type: 'object' }, execute: async () => 'z'.repeat(12 * 2 ** 20) }],
+    });
+    const run = await host.subagents.start('spawn', request(parent, [call('dump'), { text: 'ok' }]));
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
+    const [result] = dataOf<{ code: string; isError: boolean; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
+    expect(result).toMatchObject({ code: 'CONTRACT_VIOLATION', isError: true });
+    expect(result!.content[0]!.text).toContain('the result of tool dump (12.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 64): such a thread takes at most 8 MB at once');
+    await run.dispose();
+  });
+
+  // An error crosses into the thread as a result does: a host tool that threw one with a 40 MB
+  // message aborted the whole process (32 MB limit), as did 20 MB ones thrown at a child near its
+  // 128 MB limit.
+  it.each([
+    // The message crosses twice: in the error's stack too.
+    [16, 2.5, 'the error of tool fail (5.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 16'],
+    [64, 6, 'the error of tool fail (12.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 64)'],
+  ])('refuses to hand a child’s thread a host tool error it cannot take (heap limit %i MB, a message of %f MB): the call fails CONTRACT_VIOLATION, the child goes on', async (limit, mb, message) => {
+    const { host, parent } = await setup({
+      pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: limit } },
+      tools: [{ name: 'fail', description: 'throws', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'e'.repeat(mb * 2 ** 20)); } }],
+    });
+    const run = await host.subagents.start('spawn', request(parent, [call('fail'), { text: 'ok' }]));
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
+    const [result] = dataOf<{ code: string; isError: boolean; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
+    expect(result).toMatchObject({ code: 'CONTRACT_VIOLATION', isError: true });
+    expect(result!.content[0]!.text).toContain(message);
+    expect(result!.content[0]!.text.length).toBeLessThan(2000);
+    await run.dispose();
+  });
+
+  // Input crosses into the running child's thread as a tool result does: 40 MB sent to a child under
+  // a 32 MB limit aborted the whole process.
+  it.each([
+    [16, 5, 'the message (5.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 16'],
+    [64, 12, 'the message (12.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 64)'],
+  ])('refuses input its thread cannot take (heap limit %i MB, %i MB): steer and followup throw INVALID_REQUEST and the child goes on', async (limit, mb, message) => {
+    const gate = deferred();
+    const hold = recordingTool('hold', { gate: gate.promise });
+    const { host, parent } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: limit } }, tools: [hold] });
+    const run = await host.subagents.start('spawn', request(parent, [call('hold', { value: 'x' }), { text: 'ok' }]));
+    await expect.poll(() => hold.calls.length, LONG).toBe(1);
+    const big = [text('s'.repeat(mb * 2 ** 20))];
+    const child = run.localAgent!;
+    expect(() => child.steer(big)).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringContaining(message) }));
+    expect(() => child.followup(big)).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }));
+    gate.resolve();
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
+    await run.dispose();
+  });
+
+  // A thread shared with a child that had filled its heap aborted the whole process when a 12 MB
+  // prompt arrived (128 MB limit); a thread of its own is not running anything when a start comes.
+  it('refuses a start over 8 MB when threads are shared (childrenPerThread above 1), and runs it when they are not', async () => {
+    const big = 'q'.repeat(12 * 2 ** 20);
+    const { host, parent } = await setup({ pool: { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const shared = host.subagents.start('spawn', request(parent, [{ text: 'ok' }], { prompt: [text(big)] }));
+    await expect(shared).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 64)') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+    await host.close();
+    const alone = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const run = await alone.host.subagents.start('spawn', request(alone.parent, [{ text: 'ok' }], { prompt: [text(big)] }));
+    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
+    await run.dispose();
+  });
+
   it('carries a host tool’s SubagentError code into the child’s log', async () => {
     const { host, parent } = await setup({
       tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],

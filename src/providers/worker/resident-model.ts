@@ -18,7 +18,7 @@ import type { LocalAgent } from '../../runtime/agent.js';
 import { executeForChild, toolHolder, type ToolRegistry } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
-import { assertFitsThread, resultForThread } from './heap-fit.js';
+import { assertFitsThread, assertMessageFits, errorForThread, resultForThread } from './heap-fit.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
 import type { WorkerProviderHost } from './worker-run.js';
@@ -153,9 +153,8 @@ export class ResidentWorkerModel implements ModelAdapter {
       messages = stepMessages(agent.session.events);
       // A step with no input gives the child nothing to take a turn for.
       if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
-      const heapLimitMb = this.#host.pool.options.resourceLimits?.maxOldGenerationSizeMb;
-      // Messages are plain JSON, checked where they entered: this cannot throw.
-      if (heapLimitMb !== undefined) assertFitsThread('the message', JSON.stringify(messages), heapLimitMb, 'send less');
+      // A stay holds the child's log, and may have filled its thread: what it is sent is bounded as for a running child.
+      assertMessageFits(messages, this.#host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
       await this.#previous;
       if (signal.aborted) return yield aborted;
       // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
@@ -258,7 +257,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       ...(this.#started ? { started: true as const } : {}),
     };
     // A log no thread can hold would only run it out of memory, or abort the whole process.
-    assertFitsThread(`the log of continuable child ${this.#childId}`, data.events, pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', 'START_FAILED');
+    assertFitsThread(`the log of continuable child ${this.#childId}`, data.events, pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', { code: 'START_FAILED' });
     const task = encode(data);
     const slot = await pool.admission.acquire({
       child: this.#childId,
@@ -280,6 +279,8 @@ export class ResidentWorkerModel implements ModelAdapter {
         try {
           const result = await turn.call(() => executeForChild(agent.tools, name, input, { agent, callId, signal: turn.callSignal }));
           return resultForThread(name, result, pool.options.resourceLimits?.maxOldGenerationSizeMb);
+        } catch (error) {
+          throw errorForThread(name, error, pool.options.resourceLimits?.maxOldGenerationSizeMb);
         } finally {
           done();
         }

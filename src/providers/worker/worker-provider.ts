@@ -51,18 +51,23 @@ function assertSeedFits(seed: readonly string[], heapLimitMb: number | undefined
 
 /**
  * Refuses a start a thread could not take in: its fork seed, the seed with the prompt, and the whole
- * task, whose persona, label, model spec and schemas cross into the thread with them.
+ * task, whose persona, label, model spec and schemas cross into the thread with them. A thread shared
+ * by several children may already run one that filled its heap: there the prompt and the rest of the
+ * task are bounded as what a running child is handed (the seed's many small texts were taken in).
  */
-function assertStartFits(data: ChildTaskData, heapLimitMb: number | undefined): void {
+function assertStartFits(data: ChildTaskData, heapLimitMb: number | undefined, shared: boolean): void {
   const { seed, prompt } = data;
   assertSeedFits(seed, heapLimitMb);
   if (heapLimitMb === undefined) return;
   // The task is plain JSON, checked where each part entered: this cannot throw.
-  const started = [...seed, JSON.stringify(prompt)];
+  const promptText = JSON.stringify(prompt);
+  const started = [...seed, promptText];
   assertFitsThread(seed.length > 0 ? 'the prompt with the fork seed' : 'the prompt', started, heapLimitMb, 'send less');
   const rest = JSON.stringify({ ...data, seed: [], prompt: [] });
   const what = seed.length > 0 ? 'the prompt with the fork seed, persona, label, model spec and schemas' : 'the prompt with the persona, label, model spec and schemas';
-  assertFitsThread(what, [...started, rest], heapLimitMb, 'send a shorter persona, label, model spec or output schema');
+  const remedy = 'send a shorter persona, label, model spec or output schema';
+  assertFitsThread(what, [...started, rest], heapLimitMb, remedy);
+  if (shared) assertFitsThread('the prompt with the persona, label, model spec and schemas', [promptText, rest], heapLimitMb, `${remedy}, a shorter prompt, or set pool.childrenPerThread to 1`, { running: true });
 }
 
 function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartRequest, fork: boolean): WorkerTaskPlan {
@@ -95,7 +100,8 @@ function planTask(host: WorkerProviderHost, request: ResolvedSubagentStartReques
     })),
     ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
   };
-  assertStartFits(data, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
+  const { resourceLimits, childrenPerThread } = host.pool.options;
+  assertStartFits(data, resourceLimits?.maxOldGenerationSizeMb, childrenPerThread > 1);
   return { data, allowedTools: new Set(allowed.map((tool) => tool.name)), seed: plan.seed };
 }
 

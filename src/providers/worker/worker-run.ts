@@ -14,7 +14,7 @@ import { usageOf } from '../../seam/usage.js';
 import { startWaits } from '../../seam/start-wait.js';
 import type { SessionLog } from '../../runtime/session.js';
 import { executeForChild } from '../../runtime/tool-registry.js';
-import { resultForThread } from './heap-fit.js';
+import { assertMessageFits, errorForThread, resultForThread } from './heap-fit.js';
 import type { ProviderHost } from '../provider-host.js';
 import type { Slot } from './admission.js';
 import { WorkerChildAgent } from './child-agent.js';
@@ -167,6 +167,8 @@ export class WorkerRun implements SubagentRun {
           calls.out++;
           const result = await executeForChild(host.tools, name, input, { agent: run.localAgent, callId, signal: callSignal(calls) });
           return resultForThread(name, result, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
+        } catch (error) {
+          throw errorForThread(name, error, host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
         } finally {
           calls.out--;
           done();
@@ -257,6 +259,9 @@ export class WorkerRun implements SubagentRun {
   }
 
   #deliver(target: InboxTarget, id: MessageId, content: ContentBlock[], wake: boolean, source: MessageSource | undefined): Promise<void> {
+    // Thrown before anything crosses: input the running child's thread could not take would end the
+    // child, or abort the whole process (see heap-fit.ts).
+    assertMessageFits(content, this.#host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
     const accepted = this.#child.deliver(target, id, content, wake, source);
     this.#deliveries.add(accepted);
     const forget = () => this.#deliveries.delete(accepted);
