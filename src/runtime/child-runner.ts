@@ -6,8 +6,10 @@ import type { Tool } from '../seam/agent-types.js';
 import type { BudgetStop } from '../seam/budget.js';
 import type { ChildControlApi, ChildTaskData, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
 import { decodeOwned, type Encoded } from '../seam/codec.js';
+import { describeKind } from '../seam/content.js';
 import { takeEvents } from '../seam/event-texts.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import { isRecord } from '../seam/parse.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import type { SubagentResult } from '../seam/types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
@@ -121,6 +123,21 @@ class InputDoor {
   }
 }
 
+/**
+ * Throws `CORRUPT_DATA` when `data` lacks a field the child reads before anything else checks it
+ * (its header, descriptor, host tools): a queue job's task comes from whoever can write to Redis,
+ * and a missing field would otherwise end the child with a bare TypeError that names no cause.
+ */
+function assertTaskShape(data: unknown): asserts data is ChildTaskData {
+  let problem: string | undefined;
+  if (!isRecord(data)) problem = `is ${describeKind(data)}, not an object`;
+  else if (!isRecord(data['header']) || typeof data['header']['id'] !== 'string' || typeof data['header']['createdAt'] !== 'number') {
+    problem = 'has no session header (an id and a creation time)';
+  } else if (!isRecord(data['descriptor'])) problem = 'has no descriptor';
+  else if (!Array.isArray(data['hostTools'])) problem = 'has no list of host tools';
+  if (problem !== undefined) throw new SubagentError('CORRUPT_DATA', `the task handed to this child ${problem}; it was not written by a host of this version`);
+}
+
 function failed(error: unknown): SubagentResult {
   const diagnostic = isSubagentError(error) ? `${error.code}: ${error.message}` : `the child failed: ${describeError(error)}`;
   return { output: [], diagnostic, stopReason: 'error' };
@@ -157,7 +174,8 @@ export async function runChild(task: Encoded, transport: ChildTransport): Promis
   let unsubscribe = () => {};
   try {
     if (transport.cancelRequested()) return outcome({ output: [], stopReason: 'aborted' });
-    const data = decodeOwned<ChildTaskData>(task);
+    const data = decodeOwned<unknown>(task);
+    assertTaskShape(data);
     treeStop ??= data.treeStop;
     // Parsed here and nowhere else, one text at a time, each dropped as its event is made: frozen, the
     // events are the child's log as they are, not copied into it (see seam/event-texts.ts).

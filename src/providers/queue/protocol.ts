@@ -43,6 +43,9 @@ export function protocolText(value: unknown): string {
 /** What to do about a job or a reply of another version. */
 export const SAME_VERSION_HINT = 'run the same subagent-host version on hosts and workers';
 
+/** What to check about a job that no host of this version queues. */
+export const JOB_HINT = 'is something other than a subagent-host host of this version adding jobs to its queue?';
+
 /** What to check about a reply entry that no worker of this version writes. */
 export const MALFORMED_HINT = 'is something other than a subagent-host worker of this version writing to its Redis?';
 
@@ -81,7 +84,7 @@ export type ReplyBody =
 const STOP_REASONS: readonly unknown[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal'] satisfies SubagentResult['stopReason'][];
 
 const count = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 0;
-const attemptNumber = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 1;
+export const attemptNumber = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 1;
 
 /** A value named in a message: a short JSON rendering (control characters escaped), or its kind. */
 function shown(value: unknown): string {
@@ -139,6 +142,33 @@ export function replyProblem(entry: Record<string, unknown>): string | undefined
     const problem = eventProblem(events[index], index);
     if (problem !== undefined) return problem;
   }
+  return undefined;
+}
+
+/** Why a job of another protocol version is not run, or undefined when it declares this side's. */
+export function versionProblem(data: unknown): string | undefined {
+  if (ownProtocol(data)) return undefined;
+  return `it was queued by a host speaking queue protocol ${protocolText(data)}, and this worker speaks ${PROTOCOL_VERSION}; ${SAME_VERSION_HINT}`;
+}
+
+/** Whether `reply` names a host's reply stream on `queue` (the only keys a worker appends to). */
+export function isReplyKey(queue: string, reply: unknown): reply is string {
+  const prefix = replyKey(queue, '');
+  return typeof reply === 'string' && reply.length > prefix.length && reply.startsWith(prefix);
+}
+
+/**
+ * Why job data of this protocol version is not what a host of this version queues, or undefined
+ * when it is. Whoever can write to Redis can queue a job: a reply naming any other key (BullMQ's own
+ * event stream, another queue's host) would have the child's replies appended there, and an attempt
+ * that is not an attempt number would be echoed in entries no host accepts.
+ */
+export function jobProblem(data: unknown, queue: string): string | undefined {
+  if (!isRecord(data)) return `its data is ${describeKind(data)}, not an object; ${JOB_HINT}`;
+  const { task, reply, attempt } = data;
+  if (!isRecord(task)) return `its task is ${describeKind(task)}, not an encoded child task; ${JOB_HINT}`;
+  if (!isReplyKey(queue, reply)) return `its reply is ${shown(reply)}, not the name of a reply stream of queue ${queue}; ${JOB_HINT}`;
+  if (!attemptNumber(attempt)) return `its attempt is ${shown(attempt)}, not an attempt number; ${JOB_HINT}`;
   return undefined;
 }
 

@@ -22,13 +22,14 @@ import {
   JOB_NAME,
   PREFIX,
   PROTOCOL_VERSION,
-  SAME_VERSION_HINT,
+  attemptNumber,
   budgetChannel,
   budgetKey,
   cancelChannel,
   cancelKey,
-  ownProtocol,
-  protocolText,
+  isReplyKey,
+  jobProblem,
+  versionProblem,
   type QueueJobData,
   type ReplyBody,
   type ReplyEntry,
@@ -214,7 +215,8 @@ export class QueueWorker {
       throw new WaitingError();
     }
     const run = job.id;
-    if (!ownProtocol(job.data)) return this.#refuse(run, job.data);
+    const problem = versionProblem(job.data) ?? jobProblem(job.data, this.#options.queue);
+    if (problem !== undefined) return this.#refuse(run, job.data, problem);
     const lock = holdLock(job, token, this.#options.lockDurationMs, this.#options.log);
     try {
       return await this.#run(job.data, run, lock);
@@ -327,16 +329,16 @@ export class QueueWorker {
 
   /**
    * A job of another protocol version is not run: this worker would misread it (an option it does
-   * not enforce, a field it reads otherwise). Its host gets an `end` saying why and the job leaves
-   * the queue for good, rather than wait for a worker of its version that may never come.
+   * not enforce, a field it reads otherwise); nor is one of this version that no host of it queues.
+   * Its host, when the job names one, gets an `end` saying why and the job leaves the queue for
+   * good, rather than wait for a worker of its version that may never come.
    */
-  async #refuse(run: string, data: unknown): Promise<Encoded> {
-    const why = `it was queued by a host speaking queue protocol ${protocolText(data)}, and this worker speaks ${PROTOCOL_VERSION}; ${SAME_VERSION_HINT}`;
+  async #refuse(run: string, data: unknown, why: string): Promise<Encoded> {
     this.#options.log?.(`job ${run} refused: ${why}`);
     const result: SubagentResult = { output: [], stopReason: 'error', diagnostic: `the queue worker ${hostname()}[${process.pid}] did not run the child: ${why}` };
     const { reply, attempt } = (data ?? {}) as Partial<QueueJobData>;
-    if (typeof reply === 'string') {
-      const entry: ReplyEntry = { run, protocol: PROTOCOL_VERSION, kind: 'end', attempt: typeof attempt === 'number' ? attempt : 1, result };
+    if (isReplyKey(this.#options.queue, reply)) {
+      const entry: ReplyEntry = { run, protocol: PROTOCOL_VERSION, kind: 'end', attempt: attemptNumber(attempt) ? attempt : 1, result };
       await this.#client.xadd(reply, 'NOMKSTREAM', '*', 'e', stringify(entry));
     }
     return encode(result);
