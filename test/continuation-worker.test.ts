@@ -742,6 +742,28 @@ describe('continuable fork children', () => {
     const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
     expect(ends.at(-1)).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
   });
+
+  // Its events cross in one message, each text made whole as it is read: a log with a 20 MB answer
+  // brought into a thread shared with a child within 16 MB of its 256 MB limit aborted the process.
+  it('brings back no stay with a log event over 8 MB when threads are shared: the turn ends with why', async () => {
+    const db = suite.files.file();
+    const register = (host: Host) => host.subagents.registerProvider(spawnProvider(host));
+    const first = suite.track(await continuationHost(db, { pool: { minThreads: 0 } }));
+    register(first);
+    const parent = await first.createAgent();
+    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: 'a'.repeat(9 * 2 ** 20) }] } });
+    await first.recorder.until(() => first.recorder.ends.length >= 1);
+    await first.close();
+    const second = suite.track(await continuationHost(db, { pool: { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } } }));
+    register(second);
+    await second.subagents.followup((await second.agents.resume({ sessionId: parent.id })).agent, childId, [text('again')]);
+    await second.recorder.until(() => second.recorder.ends.length >= 1);
+    const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
+    expect(ends.at(-1)).toMatchObject({
+      kind: 'error',
+      error: { code: 'START_FAILED', message: expect.stringContaining('(9.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 128)') },
+    });
+  });
 });
 
 describe('report from a resident worker child', () => {

@@ -245,6 +245,22 @@ describe('worker children', () => {
     await run.dispose();
   });
 
+  // A seed's events cross in one message, each text made whole as it is read: into a thread shared
+  // with a child within 16 MB of its 256 MB limit, one of 20 MB aborted the whole process (many
+  // small ones ran that child out of memory, and the host went on).
+  it('refuses a fork with a seed event over 8 MB when threads are shared (childrenPerThread above 1)', async () => {
+    const { host } = await setup({ pool: { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } } });
+    const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'a'.repeat(9 * 2 ** 20) }] } } });
+    parent.followup([text('question')]);
+    await parent.whenIdle();
+    const fork = host.subagents.start('fork', { prompt: [text('go on')], parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps: [{ text: 'ok' }] } } });
+    await expect(fork).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('an event of the parent’s completed turns (9.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 128)'),
+    });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+  });
+
   it('carries a host tool’s SubagentError code into the child’s log', async () => {
     const { host, parent } = await setup({
       tools: [{ name: 'refuse', description: 'refuses', parameters: { type: 'object' }, execute: async () => { throw new SubagentError('UNAUTHORIZED', 'not for you'); } }],

@@ -70,6 +70,17 @@ export function assertFitsThread(what: string, text: ThreadText, heapLimitMb: nu
   );
 }
 
+/**
+ * Throws (`INVALID_REQUEST` unless `code`) naming `what` when one text of a log (a fork's seed, a
+ * continuable child's log) is more than a thread that may already run a child takes at once. Its
+ * texts arrive in one message, each made whole as it is read: many small ones (56 MB of 7 MB texts
+ * with a 256 MB limit) at a child within 16 MB of its limit ran that child out of memory, one of
+ * 20 MB aborted the whole process.
+ */
+export function assertEventsFitRunning(what: string, texts: readonly string[], heapLimitMb: number | undefined, remedy: string, code?: SubagentErrorCode): void {
+  for (const text of texts) assertFitsThread(what, text, heapLimitMb, `${remedy}, or set pool.childrenPerThread to 1`, { running: true, ...(code ? { code } : {}) });
+}
+
 /** A host tool's result, unless it is too large to hand to the calling child's thread (`CONTRACT_VIOLATION`, the call's error). */
 export function resultForThread<T extends ToolResultContent>(name: string, result: T, heapLimitMb: number | undefined): T {
   // Tool results are plain JSON, checked as the tool returned them: this cannot throw.

@@ -11,7 +11,7 @@ import { STRUCTURED_OUTPUT_TOOL, captureToolTaken, inheritedTools } from '../../
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
-import { assertFitsThread, tooLargeForThread } from './heap-fit.js';
+import { assertEventsFitRunning, assertFitsThread, tooLargeForThread } from './heap-fit.js';
 import { ResidentWorkerModel } from './resident-model.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
@@ -39,14 +39,19 @@ function encodedSeed(parentSession: object, seed: readonly SessionEvent[]): stri
   return texts;
 }
 
-/** A fork's seed a pool thread cannot hold (see heap-fit.ts) is refused before any thread gets it. */
-function assertSeedFits(seed: readonly string[], heapLimitMb: number | undefined): void {
+/**
+ * A fork's seed a pool thread cannot hold (see heap-fit.ts) is refused before any thread gets it; in
+ * a thread `shared` with a child that may have filled its heap, so is one with an event too large.
+ */
+function assertSeedFits(seed: readonly string[], heapLimitMb: number | undefined, shared: boolean): void {
   const mb = tooLargeForThread(seed, heapLimitMb);
-  if (mb === undefined) return;
-  throw new SubagentError(
-    'INVALID_REQUEST',
-    `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
-  );
+  if (mb !== undefined) {
+    throw new SubagentError(
+      'INVALID_REQUEST',
+      `the parent's completed turns (${mb} MB encoded) are too large to fork into a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × the seed) or start a fresh child with spawn`,
+    );
+  }
+  if (shared) assertEventsFitRunning('an event of the parent’s completed turns', seed, heapLimitMb, 'start a fresh child with spawn');
 }
 
 /**
@@ -57,7 +62,7 @@ function assertSeedFits(seed: readonly string[], heapLimitMb: number | undefined
  */
 function assertStartFits(data: ChildTaskData, heapLimitMb: number | undefined, shared: boolean): void {
   const { seed, prompt } = data;
-  assertSeedFits(seed, heapLimitMb);
+  assertSeedFits(seed, heapLimitMb, shared);
   if (heapLimitMb === undefined) return;
   // The task is plain JSON, checked where each part entered: this cannot throw.
   const promptText = JSON.stringify(prompt);
@@ -144,7 +149,8 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
         // Past the pool's nesting limit now: refused before the child exists, as a one-shot start is.
         host.pool.admission.checkNesting({ parent: request.parent.id, parentOf: (id) => host.sessions.get(id)?.header.parentSession });
         // A seed no thread can hold, too: its stays would only fail (or abort the process).
-        if (seed) assertSeedFits(encodedSeed(request.parent.session, seed), host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
+        const { resourceLimits, childrenPerThread } = host.pool.options;
+        if (seed) assertSeedFits(encodedSeed(request.parent.session, seed), resourceLimits?.maxOldGenerationSizeMb, childrenPerThread > 1);
       } catch (error) {
         return Promise.reject(error as Error);
       }
