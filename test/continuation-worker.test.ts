@@ -743,15 +743,15 @@ describe('continuable fork children', () => {
     expect(ends.at(-1)).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
   });
 
-  // Its events cross in one message, each text made whole as it is read: a log with a 20 MB answer
-  // brought into a thread shared with a child within 16 MB of its 256 MB limit aborted the process.
-  it('brings back no stay with a log event over 8 MB when threads are shared: the turn ends with why', async () => {
+  // A stay refused for an event of its log could never come back: a log with an answer over the 8 MB
+  // bound of a thread that may already run a child is held to the quarter only (see resident-model.ts).
+  it('brings back a stay whose log holds an answer over 8 MB when threads are shared', async () => {
     const db = suite.files.file();
     const register = (host: Host) => host.subagents.registerProvider(spawnProvider(host));
     const first = suite.track(await continuationHost(db, { pool: { minThreads: 0 } }));
     register(first);
     const parent = await first.createAgent();
-    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: 'a'.repeat(9 * 2 ** 20) }] } });
+    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: 'a'.repeat(9 * 2 ** 20) }, { text: 'again done' }] } });
     await first.recorder.until(() => first.recorder.ends.length >= 1);
     await first.close();
     const second = suite.track(await continuationHost(db, { pool: { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } } }));
@@ -759,10 +759,7 @@ describe('continuable fork children', () => {
     await second.subagents.followup((await second.agents.resume({ sessionId: parent.id })).agent, childId, [text('again')]);
     await second.recorder.until(() => second.recorder.ends.length >= 1);
     const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
-    expect(ends.at(-1)).toMatchObject({
-      kind: 'error',
-      error: { code: 'START_FAILED', message: expect.stringContaining('(9.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 128)') },
-    });
+    expect(ends.at(-1)).toStrictEqual({ kind: 'completed' });
   });
 });
 

@@ -55,7 +55,7 @@ async function answers(id: string, data: Record<string, unknown>): Promise<Entry
     await queue.add('child', data, { jobId: id, removeOnComplete: true });
     const entries: Entry[] = [];
     while (entries.at(-1)?.kind !== 'end') {
-      const read = (await client.xread('BLOCK', 20_000, 'STREAMS', REPLY, last)) as [string, [string, string[]][]][] | null;
+      const read = (await client.xread('BLOCK', 15_000, 'STREAMS', REPLY, last)) as [string, [string, string[]][]][] | null;
       if (read === null) throw new Error(`no end for job ${id}: ${JSON.stringify(entries)}`);
       for (const [at, values] of read[0]![1]) {
         last = at;

@@ -78,7 +78,12 @@ export function assertFitsThread(what: string, text: ThreadText, heapLimitMb: nu
  * 20 MB aborted the whole process.
  */
 export function assertEventsFitRunning(what: string, texts: readonly string[], heapLimitMb: number | undefined, remedy: string, code?: SubagentErrorCode): void {
-  for (const text of texts) assertFitsThread(what, text, heapLimitMb, `${remedy}, or set pool.childrenPerThread to 1`, { running: true, ...(code ? { code } : {}) });
+  if (heapLimitMb === undefined) return;
+  // Only a text that may be over the bound is measured (two bytes a character at most).
+  const bound = (Math.min(heapLimitMb / 4, RUNNING_THREAD_MB) * MB) / 2;
+  for (const text of texts) {
+    if (text.length > bound) assertFitsThread(what, text, heapLimitMb, `${remedy}, or set pool.childrenPerThread to 1`, { running: true, ...(code ? { code } : {}) });
+  }
 }
 
 /** A host tool's result, unless it is too large to hand to the calling child's thread (`CONTRACT_VIOLATION`, the call's error). */
