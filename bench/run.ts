@@ -178,8 +178,13 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       process.stderr.write(`bench failed: ${failure(error)}\n`);
       process.exitCode = 1;
       // A suite that failed midway may still hold hosts, threads and processes that would keep it
-      // running forever; `bench` stops what is left of its process group once it exits.
-      if (args[0] === SUITE_FLAG) process.exit();
+      // running forever; `bench` stops what is left of its process group once it exits. Its temp
+      // folders go first: the signal that stopped `bench` may have failed the suite (its agents
+      // ended) before the suite's own handler for that signal ran.
+      if (args[0] === SUITE_FLAG) {
+        removeTempDirs();
+        process.exit();
+      }
     },
   );
 }
