@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHost, inProcessProvider, queueProvider, text, type Agent, type Host, type ScriptedStep, type SubagentBudget, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
 import { closeAfterEach, holdTool } from './helpers.js';
-import { startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { monitorRedis, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
 const QUEUE = 'budget';
@@ -88,17 +88,15 @@ describe('a tree budget over a queue child', () => {
     const child = await host.subagents.start('queue', request(under, [spend(600, first), spend(600, second), { text: 'never' }]));
     await atGate(host, child, first);
     // The stop is in the worker's hands once it read the stop's key after the host set it.
-    const watcher = redis.client();
-    const monitor = await watcher.monitor();
     const key = `bull:${QUEUE}:sah:budget:${child.id}`;
     let set = false;
-    const fetched = new Promise<void>((resolve) =>
-      monitor.on('monitor', (_time: string, args: string[]) => {
-        const command = args[0]?.toLowerCase();
-        if (command === 'set' && args[1] === key) set = true;
-        else if (set && command === 'get' && args[1] === key) resolve();
-      }),
-    );
+    let read!: () => void;
+    const fetched = new Promise<void>((resolve) => (read = resolve));
+    const monitor = await monitorRedis(redis.port, (args) => {
+      const command = args[0]?.toLowerCase();
+      if (command === 'set' && args[1] === key) set = true;
+      else if (set && command === 'get' && args[1] === key) read();
+    });
     // The sibling's 500 on top of the queue child's 600 spend the tree.
     const sibling = await host.subagents.start('in-process', request(under, [{ text: 'sibling', usage: { inputTokens: 500, outputTokens: 0 } }]));
     await sibling.result;
@@ -109,8 +107,7 @@ describe('a tree budget over a queue child', () => {
     try {
       await fetched;
     } finally {
-      monitor.disconnect();
-      watcher.disconnect();
+      monitor.close();
     }
     writeFileSync(first, '');
     // The worker passes the stop to the child's thread while it waits at a gate: it stops at the first one, or at the second.

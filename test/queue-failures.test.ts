@@ -24,7 +24,7 @@ import {
 import { QUEUE_PROTOCOL_VERSION, stringify, usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
-import { freePort, holdingProxy, onCommands, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { freePort, holdingProxy, monitorRedis, onCommands, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
 const QUEUE_HOST = fileURLToPath(new URL('./fixtures/queue-host.mjs', import.meta.url));
@@ -359,8 +359,15 @@ describe('queue provider failures', () => {
     // The host's stream reader lags: its reads wait in a proxy until the cancel was handled.
     const proxy = await holdingProxy(redis.port, 'xread');
     const admin = redis.client();
-    const watcher = redis.client();
-    const monitor = await watcher.monitor();
+    let published = false;
+    let done!: () => void;
+    const handled = new Promise<void>((resolve) => (done = resolve));
+    let runId: string | undefined;
+    const monitor = await monitorRedis(redis.port, (args) => {
+      if (runId === undefined) return;
+      if (args[0]?.toLowerCase() === 'publish' && args[2] === runId) published = true;
+      else if (published && args.some((arg) => arg.includes(runId!))) done();
+    });
     try {
       host.subagents.registerProvider(queueProvider(host, { connection: proxy.url, queue: 'lagging', lockDurationMs: 30_000 }));
       workers.push(await startWorker(redis.url, ['--queue', 'lagging', '--lock-duration-ms', '30000']));
@@ -368,13 +375,7 @@ describe('queue provider failures', () => {
       await proxy.held;
       // Its worker sent the end and completed the job (BullMQ removed it).
       while ((await admin.exists(`bull:lagging:${run.id}`)) === 1) await new Promise((resolve) => setTimeout(resolve, 10));
-      let published = false;
-      const handled = new Promise<void>((resolve) =>
-        monitor.on('monitor', (_time: string, args: string[]) => {
-          if (args[0]?.toLowerCase() === 'publish' && args[2] === run.id) published = true;
-          else if (published && args.some((arg) => arg.includes(run.id))) resolve();
-        }),
-      );
+      runId = run.id;
       run.cancel();
       await handled;
       // The answer to the cancel's last command reached the host (this process) before these did.
@@ -384,8 +385,7 @@ describe('queue provider failures', () => {
       expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('echo: work')] });
       await run.dispose();
     } finally {
-      monitor.disconnect();
-      watcher.disconnect();
+      monitor.close();
       await admin.quit();
       await proxy.close();
     }

@@ -105,6 +105,49 @@ export async function startRedis(port?: number): Promise<RedisServer> {
   };
 }
 
+/** A Redis MONITOR: the arguments of every command the server runs go to `onCommand` until `close`. */
+export interface RedisMonitor {
+  close(): void;
+}
+
+const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b' };
+
+/** The arguments of one MONITOR line: its quoted strings, unescaped (the client part is not quoted). */
+function monitoredArgs(line: string): string[] {
+  return [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((match) =>
+    match[1]!.replace(/\\(x[0-9a-fA-F]{2}|.)/g, (_, escape: string) => (escape.length === 3 ? String.fromCharCode(parseInt(escape.slice(1), 16)) : (ESCAPES[escape] ?? escape))),
+  );
+}
+
+/**
+ * MONITOR on a raw socket, resolved once the server has started it. Not ioredis's `monitor()`: a
+ * command echoed in the same read as MONITOR's OK reaches its client before it switches to
+ * monitoring, which then fails with "Command queue state error" (seen under load).
+ */
+export async function monitorRedis(port: number, onCommand: (args: string[]) => void): Promise<RedisMonitor> {
+  const socket = connect(port, '127.0.0.1');
+  socket.setEncoding('utf8');
+  // Closing it is the only way a monitor ends: the reset that may follow is expected.
+  socket.on('error', () => {});
+  let buffer = '';
+  const started = new Promise<void>((resolve, reject) => {
+    socket.once('close', () => reject(new Error('the Redis MONITOR connection closed before it started')));
+    socket.on('data', (chunk: string) => {
+      buffer += chunk;
+      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (line === '+OK') resolve();
+        else if (line.startsWith('-')) reject(new Error(`Redis refused MONITOR: ${line.slice(1)}`));
+        else onCommand(monitoredArgs(line));
+      }
+    });
+  });
+  socket.write('MONITOR\r\n');
+  await started;
+  return { close: () => socket.destroy() };
+}
+
 export interface WorkerProcess {
   pid: number;
   child: ChildProcess;
