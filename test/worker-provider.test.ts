@@ -106,14 +106,12 @@ describe('worker children', () => {
   // at 60% of the quarter (as a continuable fork of the same parent did not); one that kept the whole
   // text until its last event was parsed ran out at 95% of it with a 16 MB limit on Node 20 and at 91%
   // of it with 24 MB on Node 24 (every run), and now and then at 77% of it with 24 MB on a loaded
-  // machine. It parses one event's text at a time. (28,000 words are 96% of the quarter as counted,
-  // one text per event; 30,000 are refused.) The thread's own modules take about 3 MB more on Node 24,
-  // where a 16 MB thread cannot hold that seed either way: see the README.
-  const onNode20 = process.versions.node.startsWith('20.');
+  // machine. It parses one event's text at a time. Near the quarter of a small limit the thread's own
+  // modules (about 5 MB on Node 20, 8 MB on Node 24, more with coverage on) still decide: 96% of it
+  // with 16 MB ran out now and then in the whole suite, so these cases leave them room (see the README).
   it.each([
     [24, 36_000],
-    [24, 42_000],
-    ...(onNode20 ? [[16, 28_000]] : []),
+    [48, 80_000],
   ])('runs a fork whose seed of many small events is within a quarter of a %i MB heap limit (%i streamed words)', async (limit, words) => {
     const { host } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: limit } } });
     const parent = await host.createAgent({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'word '.repeat(words) }] } } });
