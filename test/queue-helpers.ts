@@ -6,6 +6,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { CLI } from './acp-helpers.js';
 
 /** A free loopback TCP port (bound once, then released). */
@@ -101,6 +102,33 @@ export async function startRedis(port?: number): Promise<RedisServer> {
         rmSync(dir, { recursive: true, force: true });
       })();
       return stopping;
+    },
+  };
+}
+
+/** The Redis and queue worker a file's tests share: started before the first test, stopped after the last. */
+export interface SharedQueue {
+  readonly redis: RedisServer;
+  readonly worker: WorkerProcess;
+}
+
+/** Registers the hooks that start a Redis and one queue worker (`startWorker` args) for the file's tests. */
+export function sharedQueue(workerArgs: string[]): SharedQueue {
+  const shared: { redis?: RedisServer; worker?: WorkerProcess } = {};
+  beforeAll(async () => {
+    shared.redis = await startRedis();
+    shared.worker = await startWorker(shared.redis.url, workerArgs);
+  }, 30_000);
+  afterAll(async () => {
+    await shared.worker?.stop();
+    await shared.redis?.stop();
+  }, 30_000);
+  return {
+    get redis() {
+      return shared.redis!;
+    },
+    get worker() {
+      return shared.worker!;
     },
   };
 }

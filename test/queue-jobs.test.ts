@@ -2,27 +2,16 @@
 // could add them: the worker answers each with a typed end (or, with no reply stream to answer on,
 // a log line), writes nothing anywhere else, and goes on serving the queue.
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { text } from 'subagent-host';
 import { QUEUE_PROTOCOL_VERSION, encode, parse } from 'subagent-host/internals';
-import { startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { sharedQueue } from './queue-helpers.js';
 
 const QUEUE = 'jobs';
 const REPLY = `bull:${QUEUE}:sah:reply:test-jobs`;
 const HINT = 'is something other than a subagent-host host of this version adding jobs to its queue?';
 
-let redis: RedisServer;
-let worker: WorkerProcess;
-
-beforeAll(async () => {
-  redis = await startRedis();
-  worker = await startWorker(redis.url, ['--queue', QUEUE, '--lock-duration-ms', '30000']);
-}, 30_000);
-
-afterAll(async () => {
-  await worker?.stop();
-  await redis?.stop();
-}, 30_000);
+const shared = sharedQueue(['--queue', QUEUE, '--lock-duration-ms', '30000']);
 
 interface Entry {
   run: string;
@@ -48,7 +37,7 @@ function task(id: string, over: Record<string, unknown> = {}) {
 
 /** Queues `data` as job `id` and resolves with the entries the reply stream gets until its end. */
 async function answers(id: string, data: Record<string, unknown>): Promise<Entry[]> {
-  const client = redis.client();
+  const client = shared.redis.client();
   const queue = new Queue(QUEUE, { connection: client, prefix: 'bull' });
   try {
     let last = (await client.xadd(REPLY, '*', 'e', 'open'))!;
@@ -69,7 +58,7 @@ async function answers(id: string, data: Record<string, unknown>): Promise<Entry
   }
 }
 
-const linesOf = (id: string) => worker.stderr.split('\n').filter((line) => line.includes(`job ${id} `));
+const linesOf = (id: string) => shared.worker.stderr.split('\n').filter((line) => line.includes(`job ${id} `));
 
 describe('queue jobs no host of this version queues', () => {
   it.each([
@@ -86,7 +75,7 @@ describe('queue jobs no host of this version queues', () => {
   });
 
   it('a job whose reply names a key that is no reply stream of its queue is refused: nothing is written to that key', async () => {
-    const client = redis.client();
+    const client = shared.redis.client();
     const queue = new Queue(QUEUE, { connection: client, prefix: 'bull' });
     // BullMQ's own event stream exists, and its readers would take the child's entries for events.
     const events = `bull:${QUEUE}:events`;

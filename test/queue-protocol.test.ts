@@ -3,26 +3,15 @@
 // refuses the replies of a worker of another version (or of an older one, which declares none).
 // The other side is a raw BullMQ producer or worker on the same queue, as another release would be.
 import { Queue, Worker } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHost, queueProvider, text, type SubagentStartRequest } from 'subagent-host';
 import { QUEUE_PROTOCOL_VERSION, encode, parse, stringify } from 'subagent-host/internals';
-import { startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { sharedQueue } from './queue-helpers.js';
 
 const LOCK_MS = 30_000;
 const HINT = 'run the same subagent-host version on hosts and workers';
 
-let redis: RedisServer;
-let worker: WorkerProcess;
-
-beforeAll(async () => {
-  redis = await startRedis();
-  worker = await startWorker(redis.url, ['--queue', 'versions', '--lock-duration-ms', String(LOCK_MS)]);
-}, 30_000);
-
-afterAll(async () => {
-  await worker?.stop();
-  await redis?.stop();
-}, 30_000);
+const shared = sharedQueue(['--queue', 'versions', '--lock-duration-ms', String(LOCK_MS)]);
 
 interface Entry {
   run: string;
@@ -36,7 +25,7 @@ describe('queue protocol versions', () => {
     ['a newer host (another version)', { protocol: QUEUE_PROTOCOL_VERSION + 1 }, String(QUEUE_PROTOCOL_VERSION + 1)],
     ['an older host (no version)', {}, '1'],
   ])('a worker refuses a job queued by %s: the child does not run, the host is told why, the worker logs it once', async (_, version, theirs) => {
-    const client = redis.client();
+    const client = shared.redis.client();
     const queue = new Queue('versions', { connection: client, prefix: 'bull' });
     const reply = `bull:versions:sah:reply:test-${theirs}`;
     try {
@@ -58,7 +47,7 @@ describe('queue protocol versions', () => {
       ]);
       // The job is done with for good (a worker of this version would not take it either).
       while ((await queue.getJobState(`job-${theirs}`)) !== 'unknown') await new Promise((resolve) => setTimeout(resolve, 20));
-      const lines = worker.stderr.split('\n').filter((line) => line.includes(`job-${theirs}`));
+      const lines = shared.worker.stderr.split('\n').filter((line) => line.includes(`job-${theirs}`));
       expect(lines).toEqual([expect.stringMatching(new RegExp(`: job job-${theirs} refused: it was queued by a host speaking queue protocol ${theirs}, and this worker speaks ${QUEUE_PROTOCOL_VERSION}; ${HINT}$`))]);
     } finally {
       await queue.close();
@@ -71,8 +60,8 @@ describe('queue protocol versions', () => {
     ['a newer worker, which refuses it', { protocol: QUEUE_PROTOCOL_VERSION + 1 }, String(QUEUE_PROTOCOL_VERSION + 1), 'it did not run'],
   ])('a host refuses the replies of %s: the run rejects UNSUPPORTED_CAPABILITY naming both versions', async (_, version, theirs, fate) => {
     const queueName = `other-worker-${theirs}`;
-    const subscriber = redis.client();
-    const writer = redis.client();
+    const subscriber = shared.redis.client();
+    const writer = shared.redis.client();
     const cancels: string[] = [];
     subscriber.on('message', (_channel: string, run: string) => void cancels.push(run));
     await subscriber.subscribe(`bull:${queueName}:sah:cancel`);
@@ -88,11 +77,11 @@ describe('queue protocol versions', () => {
         await send({ kind: 'attach', placement: { hostname: 'older', pid: 1, threadId: 1, attempt: 1 } });
         await held;
       },
-      { connection: { host: '127.0.0.1', port: redis.port }, prefix: 'bull', lockDuration: LOCK_MS },
+      { connection: { host: '127.0.0.1', port: shared.redis.port }, prefix: 'bull', lockDuration: LOCK_MS },
     );
     const host = await createHost({ providers: false });
     try {
-      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, queue: queueName, lockDurationMs: LOCK_MS, attempts: 2 }));
+      host.subagents.registerProvider(queueProvider(host, { connection: shared.redis.url, queue: queueName, lockDurationMs: LOCK_MS, attempts: 2 }));
       const parent = await host.createAgent();
       const request: SubagentStartRequest = { label: 'versioned', prompt: [text('work')], parent, signal: new AbortController().signal };
       const run = await host.subagents.start('queue', request);
