@@ -3,7 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { Worker } from 'node:worker_threads';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentTool, text, type Host, type LocalAgent, type ModelSpec } from 'subagent-host';
+import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentTool, text, type Host, type LocalAgent, type HostOptions, type ModelSpec, type ScriptedStep } from 'subagent-host';
 import { deferred, recordingTool } from './helpers.js';
 import { hostParts } from 'subagent-host/internals';
 import { call } from './tool-helpers.js';
@@ -725,41 +725,37 @@ describe('continuable fork children', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
-  it('brings back no stay whose log cannot fit a thread’s heap limit (a host reopened with a lower one): the turn ends with why', async () => {
+  /**
+   * Runs a spawn child's first turn (its model's `steps`) in a host with no heap limit, then follows
+   * it up from a host reopened on the same file with `pool`; resolves with how that turn ended.
+   */
+  async function nextTurnReopened(steps: ScriptedStep[], pool: NonNullable<HostOptions['pool']>): Promise<unknown> {
     const db = suite.files.file();
     const register = (host: Host) => host.subagents.registerProvider(spawnProvider(host));
     const first = suite.track(await continuationHost(db, { pool: { minThreads: 0 } }));
     register(first);
     const parent = await first.createAgent();
-    const long = 'x'.repeat(1_500_000);
-    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: long }] } });
+    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps } });
     await first.recorder.until(() => first.recorder.ends.length >= 1);
     await first.close();
-    const second = suite.track(await continuationHost(db, { pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } } }));
+    const second = suite.track(await continuationHost(db, { pool }));
     register(second);
     await second.subagents.followup((await second.agents.resume({ sessionId: parent.id })).agent, childId, [text('again')]);
     await second.recorder.until(() => second.recorder.ends.length >= 1);
     const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
-    expect(ends.at(-1)).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
+    return ends.at(-1);
+  }
+
+  it('brings back no stay whose log cannot fit a thread’s heap limit (a host reopened with a lower one): the turn ends with why', async () => {
+    const ended = await nextTurnReopened([{ text: 'x'.repeat(1_500_000) }], { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 8 } });
+    expect(ended).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
   });
 
   // A stay refused for an event of its log could never come back: a log with an answer over the 8 MB
   // bound of a thread that may already run a child is held to the quarter only (see resident-model.ts).
   it('brings back a stay whose log holds an answer over 8 MB when threads are shared', async () => {
-    const db = suite.files.file();
-    const register = (host: Host) => host.subagents.registerProvider(spawnProvider(host));
-    const first = suite.track(await continuationHost(db, { pool: { minThreads: 0 } }));
-    register(first);
-    const parent = await first.createAgent();
-    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: 'a'.repeat(9 * 2 ** 20) }, { text: 'again done' }] } });
-    await first.recorder.until(() => first.recorder.ends.length >= 1);
-    await first.close();
-    const second = suite.track(await continuationHost(db, { pool: { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } } }));
-    register(second);
-    await second.subagents.followup((await second.agents.resume({ sessionId: parent.id })).agent, childId, [text('again')]);
-    await second.recorder.until(() => second.recorder.ends.length >= 1);
-    const ends = second.sessions.get(childId)!.events.filter((e) => e.type === 'turn/end').map((e) => (e.data as { reason: unknown }).reason);
-    expect(ends.at(-1)).toStrictEqual({ kind: 'completed' });
+    const ended = await nextTurnReopened([{ text: 'a'.repeat(9 * 2 ** 20) }, { text: 'again done' }], { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } });
+    expect(ended).toStrictEqual({ kind: 'completed' });
   });
 });
 

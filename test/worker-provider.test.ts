@@ -158,32 +158,23 @@ describe('worker children', () => {
     expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
-  it('refuses to hand a child’s thread a host tool result that cannot fit its heap limit: the call fails CONTRACT_VIOLATION, the child goes on', async () => {
-    const { host, parent } = await setup({
-      pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 16 } },
-      tools: [{ name: 'dump', description: 'returns 5 MB', parameters: { type: 'object' }, execute: async () => 'z'.repeat(5 * 2 ** 20) }],
-    });
-    const run = await host.subagents.start('spawn', request(parent, [call('dump'), { text: 'ok' }]));
-    expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
-    const [result] = dataOf<{ code: string; isError: boolean; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
-    expect(result).toMatchObject({ code: 'CONTRACT_VIOLATION', isError: true });
-    expect(result!.content[0]!.text).toContain('the result of tool dump (5.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 16');
-    await run.dispose();
-  });
-
   // A running child may have filled its thread's heap; Node then lets the thread use only 16 MB more
   // to end. With limits of 128 and 256 MB, a 20 MB result handed to such a thread aborted the whole
-  // process (at 8 MB the child ran out of memory and the host went on), whatever the quarter allowed.
-  it('refuses a host tool result over 8 MB to a running child whatever its heap limit: the call fails CONTRACT_VIOLATION, the child goes on', async () => {
+  // process (at 8 MB the child ran out of memory and the host went on), whatever the quarter allowed:
+  // past a quarter of the limit, or past 8 MB whatever the limit, a result is refused.
+  it.each([
+    [16, 5, 'the result of tool dump (5.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 16'],
+    [64, 12, 'the result of tool dump (12.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 64): such a thread takes at most 8 MB at once'],
+  ])('refuses to hand a child’s thread a host tool result it cannot take (heap limit %i MB, a result of %i MB): the call fails CONTRACT_VIOLATION, the child goes on', async (limit, mb, message) => {
     const { host, parent } = await setup({
-      pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 64 } },
-      tools: [{ name: 'dump', description: 'returns 12 MB', parameters: { type: 'object' }, execute: async () => 'z'.repeat(12 * 2 ** 20) }],
+      pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: limit } },
+      tools: [{ name: 'dump', description: `returns ${mb} MB`, parameters: { type: 'object' }, execute: async () => 'z'.repeat(mb * 2 ** 20) }],
     });
     const run = await host.subagents.start('spawn', request(parent, [call('dump'), { text: 'ok' }]));
     expect(await run.result).toMatchObject({ stopReason: 'completed', output: [text('ok')] });
     const [result] = dataOf<{ code: string; isError: boolean; content: { text: string }[] }>(host.sessions.get(run.id)!.events, 'tool/result');
     expect(result).toMatchObject({ code: 'CONTRACT_VIOLATION', isError: true });
-    expect(result!.content[0]!.text).toContain('the result of tool dump (12.0 MB encoded) is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb 64): such a thread takes at most 8 MB at once');
+    expect(result!.content[0]!.text).toContain(message);
     await run.dispose();
   });
 
