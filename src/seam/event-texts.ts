@@ -6,7 +6,7 @@
 // a log within the quarter of it that heap-fit.ts lets in. An object two events share (a prompt's
 // content in its inbox and user events) comes back as a copy in each: the one text restored one.
 import { parse, stringify } from './codec.js';
-import { deepFreeze } from './content.js';
+import { deepFreeze, describeKind } from './content.js';
 import { SubagentError } from './errors.js';
 import { isRecord } from './parse.js';
 import type { SessionEvent } from './session-types.js';
@@ -21,11 +21,11 @@ export function eventTexts(events: readonly SessionEvent[]): string[] {
  * is dropped from `texts` as its event is made: the caller must not use `texts` afterwards.
  */
 export function takeEvents(texts: string[]): SessionEvent[] {
-  if (!Array.isArray(texts)) throw notALog(`crossed as ${texts === null ? 'null' : typeof texts}, not as a list of event texts`);
+  if (!Array.isArray(texts)) throw notALog(`crossed as ${describeKind(texts)}, not as a list of event texts`);
   const events = new Array<SessionEvent>(texts.length);
   for (let index = 0; index < texts.length; index++) {
     const event = parse<unknown>(texts[index]!);
-    if (!isRecord(event)) throw notALog(`holds ${event === null ? 'null' : typeof event} at ${index}, not an event`);
+    if (!isRecord(event)) throw notALog(`holds ${describeKind(event)} at ${index}, not an event`);
     events[index] = deepFreeze(event as unknown as SessionEvent);
     texts[index] = '';
   }

@@ -145,12 +145,6 @@ export function replyProblem(entry: Record<string, unknown>): string | undefined
   return undefined;
 }
 
-/** Why a job of another protocol version is not run, or undefined when it declares this side's. */
-export function versionProblem(data: unknown): string | undefined {
-  if (ownProtocol(data)) return undefined;
-  return `it was queued by a host speaking queue protocol ${protocolText(data)}, and this worker speaks ${PROTOCOL_VERSION}; ${SAME_VERSION_HINT}`;
-}
-
 /** Whether `reply` names a host's reply stream on `queue` (the only keys a worker appends to). */
 export function isReplyKey(queue: string, reply: unknown): reply is string {
   const prefix = replyKey(queue, '');
@@ -158,14 +152,16 @@ export function isReplyKey(queue: string, reply: unknown): reply is string {
 }
 
 /**
- * Why job data of this protocol version is not what a host of this version queues, or undefined
- * when it is. Whoever can write to Redis can queue a job: a reply naming any other key (BullMQ's own
- * event stream, another queue's host) would have the child's replies appended there, and an attempt
- * that is not an attempt number would be echoed in entries no host accepts.
+ * Why a worker does not run a job, or undefined when it does: one of another protocol version (it
+ * would misread it), or one of this version that no host of it queues. Whoever can write to Redis
+ * can queue a job: a reply naming any other key (BullMQ's own event stream, another queue's host)
+ * would have the child's replies appended there, and an attempt that is not an attempt number would
+ * be echoed in entries no host accepts.
  */
 export function jobProblem(data: unknown, queue: string): string | undefined {
-  if (!isRecord(data)) return `its data is ${describeKind(data)}, not an object; ${JOB_HINT}`;
-  const { task, reply, attempt } = data;
+  if (!ownProtocol(data)) return `it was queued by a host speaking queue protocol ${protocolText(data)}, and this worker speaks ${PROTOCOL_VERSION}; ${SAME_VERSION_HINT}`;
+  // Declaring this version, it is an object (see `declared`).
+  const { task, reply, attempt } = data as Record<string, unknown>;
   if (!isRecord(task)) return `its task is ${describeKind(task)}, not an encoded child task; ${JOB_HINT}`;
   if (!isReplyKey(queue, reply)) return `its reply is ${shown(reply)}, not the name of a reply stream of queue ${queue}; ${JOB_HINT}`;
   if (!attemptNumber(attempt)) return `its attempt is ${shown(attempt)}, not an attempt number; ${JOB_HINT}`;

@@ -29,7 +29,6 @@ import {
   cancelKey,
   isReplyKey,
   jobProblem,
-  versionProblem,
   type QueueJobData,
   type ReplyBody,
   type ReplyEntry,
@@ -215,7 +214,7 @@ export class QueueWorker {
       throw new WaitingError();
     }
     const run = job.id;
-    const problem = versionProblem(job.data) ?? jobProblem(job.data, this.#options.queue);
+    const problem = jobProblem(job.data, this.#options.queue);
     if (problem !== undefined) return this.#refuse(run, job.data, problem);
     const lock = holdLock(job, token, this.#options.lockDurationMs, this.#options.log);
     try {

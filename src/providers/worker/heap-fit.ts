@@ -50,39 +50,47 @@ export function tooLargeForThread(text: ThreadText, heapLimitMb: number | undefi
   return bytes === undefined ? undefined : (bytes / MB).toFixed(1);
 }
 
-/** Throws (`INVALID_REQUEST` unless `fit.code`) naming `what` when `text` would not fit a thread with `heapLimitMb`. */
-export function assertFitsThread(what: string, text: ThreadText, heapLimitMb: number | undefined, remedy: string, fit: ThreadFit = {}): void {
-  if (heapLimitMb === undefined) return;
+/** The most bytes a thread with `heapLimitMb` is handed at once; `running`: one that may already run a child. */
+function boundOf(heapLimitMb: number, running: boolean | undefined): number {
   const quarter = (heapLimitMb * MB) / 4;
-  const bytes = bytesOver(text, fit.running ? Math.min(quarter, RUNNING_THREAD_MB * MB) : quarter);
-  if (bytes === undefined) return;
+  return running ? Math.min(quarter, RUNNING_THREAD_MB * MB) : quarter;
+}
+
+/** The refusal of `bytes` of `what` that a thread with `heapLimitMb` cannot take (see `assertFitsThread`). */
+function refusal(what: string, bytes: number, heapLimitMb: number, remedy: string, fit: ThreadFit): SubagentError {
   const size = `${what} (${(bytes / MB).toFixed(1)} MB encoded)`;
   // Past the running bound a higher limit does not help: the payload must shrink.
   if (fit.running && bytes > RUNNING_THREAD_MB * MB) {
-    throw new SubagentError(
+    return new SubagentError(
       fit.code ?? 'INVALID_REQUEST',
       `${size} is too large for a worker thread that may already run a child (pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}): such a thread takes at most ${RUNNING_THREAD_MB} MB at once, whatever that limit; ${remedy}`,
     );
   }
-  throw new SubagentError(
+  return new SubagentError(
     fit.code ?? 'INVALID_REQUEST',
     `${size} is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb ${heapLimitMb}; raise that limit (to at least 4 × that size) or ${remedy}`,
   );
 }
 
-/**
- * Throws (`INVALID_REQUEST` unless `code`) naming `what` when one text of a log (a fork's seed, a
- * continuable child's log) is more than a thread that may already run a child takes at once. Its
- * texts arrive in one message, each made whole as it is read: many small ones (56 MB of 7 MB texts
- * with a 256 MB limit) at a child within 16 MB of its limit ran that child out of memory, one of
- * 20 MB aborted the whole process.
- */
-export function assertEventsFitRunning(what: string, texts: readonly string[], heapLimitMb: number | undefined, remedy: string, code?: SubagentErrorCode): void {
+/** Throws (`INVALID_REQUEST` unless `fit.code`) naming `what` when `text` would not fit a thread with `heapLimitMb`. */
+export function assertFitsThread(what: string, text: ThreadText, heapLimitMb: number | undefined, remedy: string, fit: ThreadFit = {}): void {
   if (heapLimitMb === undefined) return;
-  // Only a text that may be over the bound is measured (two bytes a character at most).
-  const bound = (Math.min(heapLimitMb / 4, RUNNING_THREAD_MB) * MB) / 2;
+  const bytes = bytesOver(text, boundOf(heapLimitMb, fit.running));
+  if (bytes !== undefined) throw refusal(what, bytes, heapLimitMb, remedy, fit);
+}
+
+/**
+ * Throws `INVALID_REQUEST` naming `what` when one text of a fork's seed is more than a thread that
+ * may already run a child takes at once. Its texts arrive in one message, each made whole as it is
+ * read: many small ones (56 MB of 7 MB texts with a 256 MB limit) at a child within 16 MB of its
+ * limit ran that child out of memory, one of 20 MB aborted the whole process.
+ */
+export function assertEventsFitRunning(what: string, texts: readonly string[], heapLimitMb: number | undefined, remedy: string): void {
+  if (heapLimitMb === undefined) return;
+  const bound = boundOf(heapLimitMb, true);
   for (const text of texts) {
-    if (text.length > bound) assertFitsThread(what, text, heapLimitMb, `${remedy}, or set pool.childrenPerThread to 1`, { running: true, ...(code ? { code } : {}) });
+    const bytes = bytesOver(text, bound);
+    if (bytes !== undefined) throw refusal(what, bytes, heapLimitMb, `${remedy}, or set pool.childrenPerThread to 1`, { running: true });
   }
 }
 

@@ -58,7 +58,7 @@ function assertSeedFits(seed: readonly string[], heapLimitMb: number | undefined
  * Refuses a start a thread could not take in: its fork seed, the seed with the prompt, and the whole
  * task, whose persona, label, model spec and schemas cross into the thread with them. A thread shared
  * by several children may already run one that filled its heap: there the prompt and the rest of the
- * task are bounded as what a running child is handed (the seed's many small texts were taken in).
+ * task are bounded as what a running child is handed (the seed's events one by one: assertSeedFits).
  */
 function assertStartFits(data: ChildTaskData, heapLimitMb: number | undefined, shared: boolean): void {
   const { seed, prompt } = data;
