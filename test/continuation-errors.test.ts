@@ -170,6 +170,47 @@ describe('continuable operations refuse malformed input', () => {
     expect(outcomes).toStrictEqual({ plain: 'accepted', nothing: 'CONTRACT_VIOLATION', null: 'CONTRACT_VIOLATION', number: 'CONTRACT_VIOLATION', release: 'CONTRACT_VIOLATION', throws: 'its own error' });
   });
 
+  it('asks the provider’s admitInput before each message is accepted: a refused one is in no log, and the child goes on', async () => {
+    const { host, parent } = await setup();
+    const local = inProcessProvider(host);
+    const log: string[] = [];
+    // Refuses a message saying 'too much' as its transport would, and breaks on one saying 'broken'.
+    const admitInput = (content: readonly unknown[]) => {
+      const said = JSON.stringify(content);
+      if (said.includes('too much')) throw new SubagentError('INVALID_REQUEST', 'the message is too large for this transport');
+      if (said.includes('broken')) throw new Error('admitInput broke');
+    };
+    const spec = (request: { sessionId: string }, made: string) => ({
+      providerData: { remote: true }, admitInput,
+      release: () => Promise.resolve(void log.push(`release ${made} ${request.sessionId}`)),
+    });
+    host.subagents.registerProvider({
+      ...local,
+      name: 'narrow',
+      prepareContinuable: async (request) => ({ ...(await local.prepareContinuable!(request)), ...spec(request, 'prepared') }),
+      resumeContinuable: (request) => Promise.resolve(spec(request, 'resumed')),
+    });
+    const recorder = host.recorder as Recorder;
+    const start = (prompt: string, childId: string) => host.subagents.startContinuable({ provider: 'narrow', label: 'c', childId, request: { prompt: [text(prompt)], parent } });
+    await expect(start('too much', 'c0')).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: 'the message is too large for this transport' });
+    await expect(start('broken', 'c1')).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION', message: expect.stringContaining('provider narrow\'s admitInput threw Error: admitInput broke') });
+    expect(log).toStrictEqual(['release prepared c0', 'release prepared c1']);
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+    const { childId } = await start('first', 'c2');
+    await recorder.until(() => recorder.ends.length === 1);
+    // Resident, then brought back: each refusal leaves the child's log and its epochs as they were.
+    const follow = (said: string) => host.subagents.followup(parent, childId, [text(said)]);
+    await expect(follow('too much')).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    await expect(follow('too much')).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    await expect(follow('broken')).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION' });
+    expect(log).toStrictEqual(['release prepared c0', 'release prepared c1', 'release prepared c2', 'release resumed c2', 'release resumed c2']);
+    expect(recorder.starts).toHaveLength(1);
+    await follow('second');
+    await recorder.until(() => recorder.ends.length === 2);
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'second']);
+  });
+
   it("refuses a reserved id another host's running child holds without touching that child's stored log", async () => {
     const file = files.file();
     const first = track(await continuationHost(file));

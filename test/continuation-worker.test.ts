@@ -83,24 +83,29 @@ describe('continuable spawn children', () => {
     expect(host.pool.threads).toBeGreaterThan(0);
   });
 
-  it('ends a turn INVALID_REQUEST, before any thread holds it, when its message cannot fit a thread’s heap limit', async () => {
+  it('refuses a start INVALID_REQUEST, before any child exists, when its prompt cannot fit a thread’s heap limit', async () => {
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 8 } } });
-    const { childId } = await startChild(host, parent, 'x'.repeat(3 * 2 ** 20), { provider: 'spawn' });
-    await recorder.until(() => recorder.ends.length >= 1);
-    const end = host.sessions.get(childId)!.events.find((e) => e.type === 'turn/end')!.data;
-    expect(end).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('the message (3.0 MB encoded) is too large for a worker thread') } } });
+    const start = startChild(host, parent, 'x'.repeat(3 * 2 ** 20), { provider: 'spawn' });
+    await expect(start).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('the message (3.0 MB encoded) is too large for a worker thread') });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+    expect(recorder.starts).toStrictEqual([]);
   });
 
   // The stay holds the child's log and may have filled its heap: a 20 MB follow-up to it (128 MB
-  // limit) aborted the whole process, whatever the quarter allowed.
-  it('ends a turn INVALID_REQUEST when its message is over 8 MB, whatever the heap limit: a stay may have filled its thread', async () => {
+  // limit) aborted the whole process, whatever the quarter allowed. Refused at acceptance, it is in
+  // no log, so no later stay carries it.
+  it.each(['resident', 'brought back'])('refuses a follow-up over 8 MB INVALID_REQUEST whatever the heap limit (%s): a stay may have filled its thread, and the child goes on', async (where) => {
     const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
     const { childId } = await startChild(host, parent, 'first', { provider: 'spawn', model: { kind: 'scripted', steps: [{ text: 'one' }, { text: 'two' }] } });
     await recorder.until(() => recorder.ends.length >= 1);
-    await host.subagents.followup(parent, childId, [text('y'.repeat(12 * 2 ** 20))]);
+    if (where === 'brought back') await host.subagents.drainContinuableChildren(parent, [childId]);
+    const follow = host.subagents.followup(parent, childId, [text('y'.repeat(12 * 2 ** 20))]);
+    await expect(follow).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('the message (12.0 MB encoded) is too large for a worker thread that may already run a child') });
+    expect(recorder.starts).toHaveLength(1);
+    await host.subagents.followup(parent, childId, [text('second')]);
     await recorder.until(() => recorder.ends.length >= 2);
-    const end = host.sessions.get(childId)!.events.findLast((e) => e.type === 'turn/end')!.data;
-    expect(end).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('the message (12.0 MB encoded) is too large for a worker thread that may already run a child') } } });
+    expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed' });
+    expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'second']);
   });
 
   it('refuses a continuable worker grandchild past pool.maxNestingDepth at its start, leaving no child behind', async () => {

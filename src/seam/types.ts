@@ -137,6 +137,12 @@ export interface ContinuableCreateSpec {
    * its agent first (nothing it was given an id for is lost).
    */
   quiesce?(): Promise<void>;
+  /**
+   * Throws a `SubagentError` (`INVALID_REQUEST`) for a message the child's transport cannot take (a
+   * worker thread's heap bound): asked before each message is accepted into the child's inbox (its
+   * start's prompt, each follow-up, the one that brings it back), so a refused one is never in its log.
+   */
+  admitInput?(content: readonly ContentBlock[]): void;
 }
 
 export interface SubagentProvider {

@@ -11,7 +11,7 @@ import { STRUCTURED_OUTPUT_TOOL, captureToolTaken, inheritedTools } from '../../
 import { completedTurnPrefix } from '../../runtime/session.js';
 import { ALL_CAPABILITIES, localChildPlan } from '../local-child.js';
 import { factoryOptions, hostParts, type Host } from '../provider-host.js';
-import { assertEventsFitRunning, assertFitsThread, tooLargeForThread } from './heap-fit.js';
+import { assertEventsFitRunning, assertFitsThread, assertMessageFits, tooLargeForThread } from './heap-fit.js';
 import { ResidentWorkerModel } from './resident-model.js';
 import { WorkerRun, type WorkerProviderHost, type WorkerTaskPlan } from './worker-run.js';
 
@@ -126,7 +126,15 @@ const RESIDENT_DATA = Object.freeze({ residence: 'worker-thread' });
 function residentSpec(host: WorkerProviderHost, request: ContinuableCreateRequest, resumed: boolean): ContinuableCreateSpec {
   // Its stays add the child's spend to the trees covering it and check them where it runs.
   const model = new ResidentWorkerModel(host, request.sessionId, request.parent.id, request.budgetTree?.countAhead?.(), resumed);
-  return { model, providerData: { ...RESIDENT_DATA }, toolModulesHere: false, quiesce: () => model.closeOwnInput(), release: () => model.release() };
+  return {
+    model,
+    providerData: { ...RESIDENT_DATA },
+    toolModulesHere: false,
+    quiesce: () => model.closeOwnInput(),
+    release: () => model.release(),
+    // Each turn's input goes to a stay that may have filled its thread: one that could not take a message never accepts it.
+    admitInput: (content) => assertMessageFits(content, host.pool.options.resourceLimits?.maxOldGenerationSizeMb),
+  };
 }
 
 function resumeResident(host: WorkerProviderHost, name: string, request: ContinuableResumeRequest): Promise<ContinuableCreateSpec> {

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
 import { BUDGET_EVENT, describeBudgetStop, type BudgetStop } from '../../seam/budget.js';
-import type { SessionId } from '../../seam/content.js';
+import type { ContentBlock, SessionId } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { SessionEvent } from '../../seam/session-types.js';
 import { UsageMeter, subtractUsage, type SubagentUsage } from '../../seam/usage.js';
@@ -60,6 +60,8 @@ export class Activation {
    * durable (true). A start the store refused (false) is no child of that parent's: no notice.
    */
   acknowledging: Promise<boolean> | undefined;
+  /** Throws for a message the child's transport cannot take: asked before each is accepted. */
+  readonly admitInput: (content: readonly ContentBlock[]) => void;
   readonly #host: ActivationHost;
   readonly #handle: AgentHandle;
   readonly #release: () => void;
@@ -81,6 +83,8 @@ export class Activation {
     ancestry: Agent[];
     /** Releases the child's setup installations. */
     release: () => void;
+    /** Refuses a message the child's transport cannot take (see Built). */
+    admitInput: (content: readonly ContentBlock[]) => void;
   }) {
     this.#host = init.host;
     this.#handle = init.handle;
@@ -90,6 +94,7 @@ export class Activation {
     this.parentSession = this.agent.session.header.parentSession ?? '';
     this.ancestry = new Set([this.agent, ...init.ancestry]);
     this.#release = init.release;
+    this.admitInput = init.admitInput;
     this.#meter = new UsageMeter(this.agent.session.header.seedLength ?? 0);
     this.#reported = this.usage;
     this.#unsubscribe = this.agent.subscribe((event) => this.#observe(event));

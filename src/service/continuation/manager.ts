@@ -6,14 +6,13 @@ import type { Agent } from '../../seam/agent-types.js';
 import { copyMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
-import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
 import { readingInput } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
-import { usageOf, type SubagentUsage } from '../../seam/usage.js';
-import type { SessionEvent } from '../../seam/session-types.js';
+import type { SubagentUsage } from '../../seam/usage.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentEvents, SubagentProvider } from '../../seam/types.js';
-import type { AgentHandle, AgentRegistry } from '../../runtime/agent-registry.js';
+import type { AgentRegistry } from '../../runtime/agent-registry.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { LiveSessionStore, Logger } from '../../runtime/session-store.js';
 import { CONFIGURED_BUDGET_REQUESTS, type TreeAdmission } from '../budget-ledger.js';
@@ -22,10 +21,11 @@ import { Activation, stopRemoteTurn, type ActivationHost } from './activation.js
 import { Admission, checkAborted, isExactLive, liveLineage, announceStart, type LiveAgents } from './authority.js';
 import { Creations } from './creations.js';
 import { ParentWatch } from './parent-watch.js';
-import { continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
+import { type Built, continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
 import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
+import { resumeProvider } from './resume-provider.js';
 import { SetupRegistry } from './setup-registry.js';
-import { assertStartSpec, detachedSpec, followupOptions, preparedSpec, startBudget } from './validate.js';
+import { admitInput, assertStartSpec, detachedSpec, followupOptions, preparedSpec, startBudget } from './validate.js';
 
 export interface ContinuationDeps {
   agents: AgentRegistry;
@@ -194,6 +194,7 @@ export class ContinuationManager implements ActivationHost {
     if (!isExactLive(this.live, parent) || activation.parentSession !== parent.id) {
       throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${activation.childId} may send it messages`);
     }
+    activation.admitInput(content);
     activation.open();
     const id = activation.agent.followup(content, { source });
     activation.announced = true;
@@ -202,7 +203,7 @@ export class ContinuationManager implements ActivationHost {
 
   /** Installs a materialized child; a failure before its first message disposes it silently. */
   async #adopt(
-    built: { handle: AgentHandle; batch: { release(): void } },
+    built: Pick<Built, 'handle' | 'batch' | 'admitInput'>,
     provider: string,
     parent: Agent,
     from: number,
@@ -215,6 +216,7 @@ export class ContinuationManager implements ActivationHost {
       handle: built.handle,
       provider,
       ancestry: liveLineage(this.live, parent),
+      admitInput: built.admitInput,
       release: () => {
         leaveTree?.();
         built.batch.release();
@@ -279,6 +281,8 @@ export class ContinuationManager implements ActivationHost {
           })).catch((error: unknown) => { stopped(); throw error; });
           const ready: ContinuableCreateSpec = (prepared = { ...created, ...(created.release ? { release: once(created.release) } : {}) });
           stopped();
+          // A prompt the child could not take is refused before the child exists.
+          admitInput(ready, spec.provider, spec.request.prompt);
           const duplicate = () => new SubagentError('DUPLICATE_CHILD', `session ${childId} already exists; reserve another child id`);
           // Asked of the projections, which write nothing: a load would close the open turn of another host's live child.
           if (taken() || (spec.childId !== undefined && (await persistence.projections([childId])).has(childId))) throw duplicate();
@@ -355,45 +359,13 @@ export class ContinuationManager implements ActivationHost {
         budgetTree = await this.deps.admitBudget?.(parent.id, budget, { childId, startedAt });
         return budgetTree?.link.stop;
       },
-      prepare: (descriptor, own) => this.#resumeProvider(descriptor, own, childId, parent, signal, resuming, budgetTree),
+      prepare: (descriptor, own) => resumeProvider(
+        { getProvider: (name) => this.deps.getProvider(name), shutdownSignal: this.creations.shutdownSignal, warn: (message, error) => this.warn(message, error), releasePrepared: (prepared, id) => this.releasePrepared(prepared, id) },
+        { descriptor, own, childId, parent, content, signal, resuming, budgetTree },
+      ),
       releasePrepared: (prepared) => this.releasePrepared(prepared, childId),
       warn: (message, error) => this.warn(message, error),
     }));
     return this.#adopt(built, built.provider, parent, built.from, (activation) => this.#submit(activation, parent, content, source, signal), budgetTree);
-  }
-
-  /** The provider's part of a cold resume (only children whose descriptor holds provider data need one). */
-  async #resumeProvider(
-    descriptor: { provider: string; providerData?: Record<string, unknown> },
-    /** The child's own stored events (what its usage so far is counted from). */
-    own: readonly SessionEvent[],
-    childId: SessionId,
-    parent: Agent,
-    signal: AbortSignal | undefined,
-    /** The resume's own signal (see Creations.run): also aborted by a drain above the child. */
-    resuming: AbortSignal,
-    /** Its admission under the trees that cover it (made before this part). */
-    budgetTree: TreeAdmission | undefined,
-  ): Promise<ContinuableCreateSpec> {
-    const { providerData } = descriptor;
-    if (providerData === undefined) return {};
-    const provider = this.deps.getProvider(descriptor.provider);
-    if (!provider?.resumeContinuable) {
-      throw new SubagentError('NOT_RESUMABLE', `child ${childId} needs provider ${descriptor.provider} to come back; register it on this host`);
-    }
-    // `resuming` aborts with the follow-up's signal, at shutdown and on a drain: drains wait for this resume, so it must be able to end.
-    const shutdown = this.creations.shutdownSignal;
-    try {
-      const resumed = await provider.resumeContinuable({ sessionId: childId, parent, signal: resuming, providerData, usage: usageOf(own), ...(budgetTree ? { budgetTree: budgetTree.link } : {}) });
-      return { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
-    } catch (error) {
-      if (shutdown.aborted && !signal?.aborted) throw SubagentError.closedWhile('the host', `child ${childId} was resuming`);
-      if (resuming.aborted && !signal?.aborted) throw resuming.reason;
-      // The caller gave up meanwhile: exactly its abort reason, as before acceptance anywhere else (the child stays resumable).
-      if (signal?.aborted) throw signal.reason;
-      this.warn(`continuable child ${childId} could not be resumed by provider ${descriptor.provider}`, error);
-      if (isSubagentError(error)) throw error;
-      throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
-    }
   }
 }

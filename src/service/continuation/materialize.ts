@@ -3,7 +3,7 @@
 // install before the agent is published; anything failing leaves no agent behind.
 import type { Agent, AgentOptions, ModelSpec } from '../../seam/agent-types.js';
 import type { BudgetStop, SubagentBudget } from '../../seam/budget.js';
-import type { SessionId } from '../../seam/content.js';
+import type { ContentBlock, SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
@@ -14,6 +14,7 @@ import type { SessionLog } from '../../runtime/session.js';
 import type { SessionPersistence } from '../../runtime/session-persistence.js';
 import type { AgentHooks } from '../../runtime/turn-context.js';
 import type { SetupBatch, SetupRegistry } from './setup-registry.js';
+import { admitInput } from './validate.js';
 
 export type ContinuableDescriptor = Extract<SubagentDescriptorData, { mode: 'continuable' }>;
 /** Where a failure that is not the one reported goes (the host's logger). */
@@ -130,6 +131,8 @@ async function rollback(handle: AgentHandle, batch: SetupBatch | undefined, erro
 export interface Built {
   handle: AgentHandle;
   batch: SetupBatch;
+  /** Refuses a message the child's transport cannot take (the provider's `admitInput`, see validate.ts). */
+  admitInput: (content: readonly ContentBlock[]) => void;
 }
 
 /**
@@ -214,7 +217,7 @@ export async function createFresh(options: {
   } catch (error) {
     return rollback(handle, batch, error);
   }
-  return { handle, batch };
+  return { handle, batch, admitInput: (content) => admitInput(options.prepared, spec.provider, content) };
 }
 
 function parseModel(agentModel: string | undefined): ModelSpec | undefined {
@@ -333,5 +336,5 @@ export async function resumeStored(options: {
   } catch (error) {
     return rollback(handle, batch, error);
   }
-  return { handle, batch, from: stored.events.length, provider: descriptor.provider, descriptor };
+  return { handle, batch, admitInput: (content) => admitInput(prepared, descriptor.provider, content), from: stored.events.length, provider: descriptor.provider, descriptor };
 }

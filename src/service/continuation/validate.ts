@@ -2,13 +2,13 @@
 // the field, before any child, lock or Activation is touched.
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { snapshot } from '../../seam/codec.js';
-import { SubagentError } from '../../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { assertKnownKeys, isRecord, parseOrThrow, pickFields, readingInput } from '../../seam/parse.js';
 import { assertSessionId } from '../../seam/session-id.js';
 import type { ContinuableCreateSpec, ContinuableStartSpec, SubagentProvider } from '../../seam/types.js';
 import { assertModelSpec } from '../../runtime/models/create.js';
 import { agentOptionsShape } from '../start-request.js';
-import { assertMessageContent, type MessageSource } from '../../seam/content.js';
+import { assertMessageContent, type ContentBlock, type MessageSource } from '../../seam/content.js';
 
 function invalid(message: string): SubagentError {
   return new SubagentError('INVALID_REQUEST', message);
@@ -132,7 +132,17 @@ function detached(spec: ContinuableStartSpec): ContinuableStartSpec {
  */
 export async function preparedSpec(provider: string, prepare: () => Promise<ContinuableCreateSpec>): Promise<ContinuableCreateSpec> {
   const spec: unknown = await prepare();
-  const bad = !isRecord(spec) ? 'no object' : (['release', 'quiesce'] as const).find((key) => spec[key] !== undefined && typeof spec[key] !== 'function');
+  const bad = !isRecord(spec) ? 'no object' : (['release', 'quiesce', 'admitInput'] as const).find((key) => spec[key] !== undefined && typeof spec[key] !== 'function');
   if (bad === undefined) return spec as ContinuableCreateSpec;
   throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider}'s prepareContinuable answered ${bad === 'no object' ? bad : `a ${bad} that is no function`}; it must resolve a ContinuableCreateSpec object`);
+}
+
+/** Asks `spec.admitInput` (see ContinuableCreateSpec) about `content`: its `SubagentError` refuses the message; anything else it throws is the provider's fault. */
+export function admitInput(spec: Pick<ContinuableCreateSpec, 'admitInput'>, provider: string, content: readonly ContentBlock[]): void {
+  try {
+    spec.admitInput?.(content);
+  } catch (error) {
+    if (isSubagentError(error)) throw error;
+    throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider}'s admitInput threw ${describeError(error)}; it must throw a SubagentError or nothing`, { cause: error });
+  }
 }
