@@ -2,25 +2,17 @@
 // listing, queue, continuation, cancel, acp), each in its own process, prints each table beside its floors, and optionally writes
 // the rows as JSON.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, statSync, writeFileSync } from 'node:fs';
-import { dirname, resolve, sep } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { availableParallelism, constants, cpus } from 'node:os';
-import { parseCommand, usageError } from '../src/cli/args.js';
+import { availableParallelism, constants, cpus, tmpdir } from 'node:os';
+import { usageError } from '../src/cli/args.js';
 import { outputGone } from '../src/cli/output.js';
-import type { Row, Suite } from './lib.js';
+import { USAGE, parseBenchArgs } from './args.js';
+import { writeWhole } from './json-file.js';
+import type { Row } from './lib.js';
 import { removeTempDirs, table } from './lib.js';
-
-const SUITES: Record<string, () => Promise<Suite>> = {
-  startup: async () => (await import('./startup.bench.js')).startupSuite,
-  overhead: async () => (await import('./overhead.bench.js')).overheadSuite,
-  throughput: async () => (await import('./throughput.bench.js')).throughputSuite,
-  listing: async () => (await import('./listing.bench.js')).listingSuite,
-  queue: async () => (await import('./queue.bench.js')).queueSuite,
-  continuation: async () => (await import('./continuation.bench.js')).continuationSuite,
-  cancel: async () => (await import('./cancel.bench.js')).cancelSuite,
-  acp: async () => (await import('./acp.bench.js')).acpSuite,
-};
+import { SUITES, isSuite } from './suites.js';
 
 /** The suite process running now: a signal that stops `bench` is passed on to its process group. */
 let running: ChildProcess | undefined;
@@ -44,11 +36,16 @@ function signalGroup(pgid: number | undefined, signal: NodeJS.Signals): void {
 /**
  * Runs one suite in a fresh process, so no suite measures another's heap or threads; the child
  * prints its rows as one JSON line. It leads a process group of its own, which holds what it starts
- * (a redis-server, queue workers, ACP agents).
+ * (a redis-server, queue workers, ACP agents). Its temp dir is a folder of its own, removed once it
+ * ended, however it ended: a suite killed by SIGKILL cannot remove what it made there.
  */
 function runIsolated(name: string): Promise<Row[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), SUITE_FLAG, name], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+    const tmp = mkdtempSync(join(tmpdir(), `subagent-bench-${name}-`));
+    // Retried: a process of the group, killed just now, may still be ending a write into it.
+    const removeTmp = (): void => rmSync(tmp, { recursive: true, force: true, maxRetries: 5 });
+    const env = { ...process.env, TMPDIR: tmp, TMP: tmp, TEMP: tmp };
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), SUITE_FLAG, name], { stdio: ['ignore', 'pipe', 'inherit'], detached: true, env });
     running = child;
     child.once('exit', () => {
       running = undefined;
@@ -58,9 +55,13 @@ function runIsolated(name: string): Promise<Row[]> {
     });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
+    child.on('error', (error) => {
+      removeTmp();
+      reject(error);
+    });
     // 'close', not 'exit': the rows line may still be in the pipe when the process has exited.
     child.on('close', (code, signal) => {
+      removeTmp();
       if (code !== 0) return reject(new SuiteFailed(name, code, signal));
       resolve(JSON.parse(out.trim().split('\n').at(-1) ?? '[]') as Row[]);
     });
@@ -69,44 +70,11 @@ function runIsolated(name: string): Promise<Row[]> {
 
 const SUITE_FLAG = '--run-suite';
 
-const USAGE = `usage: subagent-host bench [SUITE…] [--json FILE]
-
-Runs the benchmark suites (all when none is named), each in its own process, and prints each
-table beside its floors.
-
-  SUITE        ${Object.keys(SUITES).join(', ')}
-  --json FILE  also write the rows as JSON to FILE`;
-
-/** Why the rows could not be written to `file` (checked before any suite runs), or undefined. */
-function unwritable(file: string): string | undefined {
-  if (file === '') return 'needs a file path';
-  // resolve() drops a trailing slash, which writing does not: `new-dir/` is refused now, not after the run.
-  if (file.endsWith('/') || file.endsWith(sep)) return `${file} names a directory, not a file`;
-  const path = resolve(file);
-  try {
-    if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) return `${file} is a directory`;
-    if (!statSync(dirname(path)).isDirectory()) return `${dirname(path)} is not a directory`;
-    accessSync(dirname(path), fsConstants.W_OK);
-  } catch {
-    return `cannot be written: ${dirname(path)} is not a writable directory`;
-  }
-  return undefined;
-}
-
 /** Runs the named suites (all when none); returns the process exit code. */
 export async function runBench(args: string[]): Promise<number> {
-  const parsed = parseCommand('bench', USAGE, {
-    args,
-    allowPositionals: true,
-    options: { json: { type: 'string' } },
-  });
+  const parsed = parseBenchArgs(args);
   if (typeof parsed === 'number') return parsed;
-  const { values, positionals } = parsed;
-  const names = positionals.length > 0 ? positionals : Object.keys(SUITES);
-  const unknown = names.filter((name) => !Object.hasOwn(SUITES, name));
-  if (unknown.length > 0) return usageError('bench', USAGE, `unknown suite: ${unknown.join(', ')}`);
-  const jsonProblem = values.json === undefined ? undefined : unwritable(values.json);
-  if (jsonProblem !== undefined) return usageError('bench', USAGE, `--json ${jsonProblem}`);
+  const { names, json } = parsed;
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
   // SIGINT, SIGTERM and SIGHUP stop the suite running and what it started (its group is not in the
   // terminal's foreground: a Ctrl-C reaches it only through us), then end the run, exit 128 + n; a
@@ -134,7 +102,7 @@ export async function runBench(args: string[]): Promise<number> {
     for (const signal of signals) process.off(signal, stop);
   }
   if (stoppedBy !== undefined) return outputGone() ? 0 : 128 + constants.signals[stoppedBy];
-  if (values.json) {
+  if (json !== undefined) {
     const rows = all.map(({ id, medianMs, p99Ms, opsPerSec, rssGrowthMb, note }) => ({
       id,
       medianMs,
@@ -143,14 +111,22 @@ export async function runBench(args: string[]): Promise<number> {
       ...(rssGrowthMb === undefined ? {} : { rssGrowthMb }),
       ...(note ? { note } : {}),
     }));
-    writeFileSync(values.json, `${JSON.stringify({ node: process.version, cpus: availableParallelism(), cpu, rows }, null, 2)}\n`);
-    process.stdout.write(`\nwrote ${values.json}\n`);
+    const failed = writeWhole(json, `${JSON.stringify({ node: process.version, cpus: availableParallelism(), cpu, rows }, null, 2)}\n`);
+    if (failed !== undefined) {
+      process.stderr.write(`subagent-host bench: cannot write ${json}: ${failed}\n`);
+      return 1;
+    }
+    process.stdout.write(`\nwrote ${json}\n`);
   }
   return 0;
 }
 
 async function main(args: string[]): Promise<number> {
   if (args[0] !== SUITE_FLAG) return runBench(args);
+  const name = args[1] ?? '';
+  if (args.length !== 2 || !isSuite(name)) {
+    return usageError('bench', USAGE, `--run-suite takes one suite name (${Object.keys(SUITES).join(', ')}): it is how bench runs each suite in a process of its own`);
+  }
   // A signal (passed on to this process group by `bench`) ends the suite here: its own `finally`
   // never runs, so the temp folders it holds are removed now.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
@@ -159,7 +135,7 @@ async function main(args: string[]): Promise<number> {
       process.exit(128 + constants.signals[signal]);
     });
   }
-  const suite = await SUITES[args[1] ?? '']!();
+  const suite = await SUITES[name]!();
   process.stdout.write(`${JSON.stringify(await suite.run())}\n`);
   return 0;
 }

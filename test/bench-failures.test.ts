@@ -44,7 +44,7 @@ async function until<T>(probe: () => T | undefined | Promise<T | undefined>): Pr
 }
 
 /** Starts `bench SUITE` with its temp folders in a folder of the test's own. */
-function bench(suite: string, env: NodeJS.ProcessEnv = {}): { child: ChildProcess; exited: Promise<number | null>; stderr: () => Promise<string> } {
+function bench(suite: string, env: NodeJS.ProcessEnv = {}): { child: ChildProcess; tmp: string; exited: Promise<number | null>; stderr: () => Promise<string> } {
   const tmp = mkdtempSync(join(tmpdir(), 'bench-failures-'));
   const child = spawn(process.execPath, [CLI, 'bench', suite], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env, TMPDIR: tmp } });
   let stderr = '';
@@ -53,7 +53,7 @@ function bench(suite: string, env: NodeJS.ProcessEnv = {}): { child: ChildProces
   // All of stderr, once no process writes to it any more (what the suite started inherits it).
   const closed = new Promise((resolve) => child.once('close', resolve));
   onTestFinished(() => rmSync(tmp, { recursive: true, force: true }));
-  return { child, exited, stderr: () => closed.then(() => stderr) };
+  return { child, tmp, exited, stderr: () => closed.then(() => stderr) };
 }
 
 /** The suite process `bench` started (it leads the process group of what the suite starts). */
@@ -80,13 +80,14 @@ describe.runIf(linux)('subagent-host bench, a suite that does not finish', () =>
     expect(await run.stderr()).toContain('suite queue failed (exit code 1)');
   }, 120_000);
 
-  it('whose process is killed says so, exits 1 and stops the redis-server and workers it started', async () => {
+  it('whose process is killed says so, exits 1, stops the redis-server and workers it started and removes its temp folder', async () => {
     const run = bench('queue');
     const suite = await suiteOf(run.child);
-    // Its redis-server, then its first worker.
+    // Its redis-server, then its first worker: the redis-server's folder is made before either.
     await until(() => (childPids(suite).length >= 2 ? true : undefined));
     process.kill(suite, 'SIGKILL');
     expect(await run.exited).toBe(1);
+    expect(readdirSync(run.tmp)).toEqual([]);
     // A killed process may take a moment to leave /proc on a loaded machine.
     await expect.poll(() => groupMembers(suite), { timeout: 15_000 }).toEqual([]);
     expect(await run.stderr()).toContain('suite queue was killed by SIGKILL');

@@ -314,6 +314,9 @@ describe('subagent-host bench', () => {
     [['cancel', '--json', ''], '--json needs a file path'],
     [['cancel', '--json', '/nonexistent-dir/rows.json'], '--json cannot be written: /nonexistent-dir is not a writable directory'],
     [['cancel', '--json', '/nonexistent-dir/'], '--json /nonexistent-dir/ names a directory, not a file'],
+    [['cancel', '--json', '/nonexistent-dir/a.json', '--json', '/nonexistent-dir/b.json'], '--json is given more than once'],
+    [['cancel', 'cancel'], 'suite named more than once: cancel'],
+    [['cancel', 'overhead', 'cancel', 'overhead'], 'suite named more than once: cancel, overhead'],
   ])('refuses %j with the usage on stderr and exits 2 before any suite runs', async (args, message) => {
     const { code, stdout, stderr } = await runCli('bench', ...args);
     expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
@@ -369,9 +372,11 @@ describe('subagent-host bench, stopped while a suite holds a temp folder', () =>
     onTestFinished(() => rmSync(tmp, { recursive: true, force: true }));
     const bench = spawn(process.execPath, [cli, 'bench', suite], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: tmp } });
     const exited = new Promise<number | null>((resolve) => bench.once('exit', (code) => resolve(code)));
-    // The suite makes its folder as it starts, after it is ready for a signal.
-    while (readdirSync(tmp).length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-    const held = readdirSync(tmp);
+    // The suite makes its folder as it starts, after it is ready for a signal, in the temp dir bench
+    // gave its process (a folder of `tmp`).
+    const suiteFolders = (): string[] => readdirSync(tmp).flatMap((dir) => readdirSync(join(tmp, dir)));
+    while (suiteFolders().length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    const held = suiteFolders();
     bench.kill('SIGTERM');
     expect({ code: await exited, held: held.length, left: readdirSync(tmp) }).toEqual({ code: 143, held: 1, left: [] });
   }, 60_000);
