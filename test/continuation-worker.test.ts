@@ -731,16 +731,17 @@ describe('continuable fork children', () => {
   });
 
   /**
-   * Runs a spawn child's first turn (its model's `steps`) in a host with no heap limit, then follows
+   * Runs a spawn child's first turn (`steps` of a scripted model, or `model`) in a host with no heap limit, then follows
    * it up from a host reopened on the same file with `pool`; resolves with how that turn ended.
    */
-  async function nextTurnReopened(steps: ScriptedStep[], pool: NonNullable<HostOptions['pool']>): Promise<unknown> {
+  async function nextTurnReopened(steps: ScriptedStep[] | ModelSpec, pool: NonNullable<HostOptions['pool']>): Promise<unknown> {
     const db = suite.files.file();
     const register = (host: Host) => host.subagents.registerProvider(spawnProvider(host));
     const first = suite.track(await continuationHost(db, { pool: { minThreads: 0 } }));
     register(first);
     const parent = await first.createAgent();
-    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model: { kind: 'scripted', steps } });
+    const model: ModelSpec = Array.isArray(steps) ? { kind: 'scripted', steps } : steps;
+    const { childId } = await startChild(first, parent, 'go', { provider: 'spawn', model });
     await first.recorder.until(() => first.recorder.ends.length >= 1);
     await first.close();
     const second = suite.track(await continuationHost(db, { pool }));
@@ -756,10 +757,28 @@ describe('continuable fork children', () => {
     expect(ended).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 8') } });
   });
 
+  // Its model spec crosses with each stay twice (in its options and in its log's descriptor): a
+  // 7.5 MB one under a 32 MB limit ran the child out of memory in 2 of 3 runs.
+  it('refuses a start whose model spec no stay could take (it crosses twice) before the child exists', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 32 } } });
+    const model: ModelSpec = { kind: 'scripted', steps: [{ text: 'a' }, { text: 'x'.repeat(4.5 * 2 ** 20) }] };
+    await expect(startChild(host, parent, 'go', { provider: 'spawn', model })).rejects.toMatchObject({
+      code: 'INVALID_REQUEST', message: expect.stringContaining('the model spec and options of a continuable child (9.0 MB encoded) is too large for a worker thread'),
+    });
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
+    expect(recorder.starts).toStrictEqual([]);
+  });
+
+  it('brings back no stay whose log with its model spec cannot fit a thread’s heap limit, though the log alone would', async () => {
+    const ended = await nextTurnReopened([{ text: 'a' }, { text: 'x'.repeat(5 * 2 ** 20) }], { minThreads: 0, resourceLimits: { maxOldGenerationSizeMb: 32 } });
+    expect(ended).toMatchObject({ kind: 'error', error: { code: 'START_FAILED', message: expect.stringContaining('with its model spec and tool schemas (10.0 MB encoded) is too large for a worker thread with pool.resourceLimits.maxOldGenerationSizeMb 32') } });
+  });
+
   // A stay refused for an event of its log could never come back: a log with an answer over the 8 MB
   // bound of a thread that may already run a child is held to the quarter only (see resident-model.ts).
   it('brings back a stay whose log holds an answer over 8 MB when threads are shared', async () => {
-    const ended = await nextTurnReopened([{ text: 'a'.repeat(9 * 2 ** 20) }, { text: 'again done' }], { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } });
+    const model: ModelSpec = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createLongFirstAnswerModel', options: { text: 'a', times: 9 * 2 ** 20 } };
+    const ended = await nextTurnReopened(model, { minThreads: 0, childrenPerThread: 2, resourceLimits: { maxOldGenerationSizeMb: 128 } });
     expect(ended).toStrictEqual({ kind: 'completed' });
   });
 });

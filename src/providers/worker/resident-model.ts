@@ -261,7 +261,9 @@ export class ResidentWorkerModel implements ModelAdapter {
     // holds what it was sent and answered, and a stay refused for an event of it could never come
     // back. A log with one event of more than about 16 MB, brought into a thread shared with a child
     // at its heap limit, can still abort the process: see the README.)
-    assertFitsThread(`the log of continuable child ${this.#childId}`, data.events, pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', { code: 'START_FAILED' });
+    // Its options and tool schemas cross with the log (the model spec twice: in them and in the log's descriptor).
+    const rest = JSON.stringify({ ...data, events: [] });
+    assertFitsThread(`the log of continuable child ${this.#childId} with its model spec and tool schemas`, [...data.events, rest], pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', { code: 'START_FAILED' });
     const task = encode(data);
     const slot = await pool.admission.acquire({
       child: this.#childId,
