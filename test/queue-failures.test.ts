@@ -9,13 +9,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Queue, Worker } from 'bullmq';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createHost,
   queueProvider,
   text,
-  type Agent,
-  type Host,
   type QueueProviderOptions,
   type SessionEvent,
   type SubagentRunEndInfo,
@@ -24,7 +22,7 @@ import {
 import { QUEUE_PROTOCOL_VERSION, stringify, usageOf } from 'subagent-host/internals';
 import { CLI } from './acp-helpers.js';
 import { types } from './helpers.js';
-import { freePort, holdingProxy, monitorRedis, onCommands, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
+import { freePort, holdingProxy, monitorRedis, onCommands, queueSuite, startRedis, startWorker, type RedisServer, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
 const QUEUE_HOST = fileURLToPath(new URL('./fixtures/queue-host.mjs', import.meta.url));
@@ -142,49 +140,29 @@ describe('queue provider options', () => {
 });
 
 describe('queue provider failures', () => {
-  let redis: RedisServer;
-  let host: Host;
-  let parent: Agent;
-  const workers: WorkerProcess[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis.stop();
-  });
-  beforeEach(async () => {
-    host = await createHost({ providers: false });
-    parent = await host.createAgent();
-  });
-  afterEach(async () => {
-    await host.close();
-    await Promise.all(workers.splice(0).map((worker) => worker.stop('SIGKILL')));
-  });
+  const suite = queueSuite();
 
   // A short lock lets a killed worker's job be found lost quickly; tests that do not kill a worker pass a
   // long one, so a worker starved of CPU on a loaded machine is not mistaken for a lost one.
   async function worker(queue: string, ...args: string[]): Promise<WorkerProcess> {
     const lock = args.includes('--lock-duration-ms') ? [] : ['--lock-duration-ms', '500'];
-    const started = await startWorker(redis.url, ['--queue', queue, ...lock, '--concurrency', '2', '--pool-threads', '2', ...args]);
-    workers.push(started);
-    return started;
+    return suite.worker(['--queue', queue, ...lock, '--concurrency', '2', '--pool-threads', '2', ...args]);
   }
 
   function register(options: Partial<QueueProviderOptions> & { queue: string }) {
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url, lockDurationMs: 500, ...options }));
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, lockDurationMs: 500, ...options }));
   }
 
   function start(request: Partial<SubagentStartRequest> = {}) {
-    return host.subagents.start('queue', { label: 'failing', prompt: [text('work')], parent, signal: new AbortController().signal, ...request });
+    return suite.host.subagents.start('queue', { label: 'failing', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal, ...request });
   }
 
   it('rejects START_FAILED naming the server and database when Redis is not there, and leaves no child', async () => {
     const port = await freePort();
-    host.subagents.registerProvider(queueProvider(host, { connection: `redis://127.0.0.1:${port}/3` }));
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: `redis://127.0.0.1:${port}/3` }));
     await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining(`Redis at 127.0.0.1:${port}/3:`) as string });
-    expect(host.sessions.list().map((s) => s.header.id)).toEqual([parent.id]);
-    await expect(host.subagents.listChildren(parent.id)).resolves.toEqual([]);
+    expect(suite.host.sessions.list().map((s) => s.header.id)).toEqual([suite.parent.id]);
+    await expect(suite.host.subagents.listChildren(suite.parent.id)).resolves.toEqual([]);
   });
 
   it('leaves nothing running after a start refused for an unreachable Redis: the host\'s process can exit at once (its own process)', async () => {
@@ -205,9 +183,9 @@ describe('queue provider failures', () => {
   });
 
   it('refuses a database the server does not have (START_FAILED, worker exit 1) instead of going on in database 0', async () => {
-    host.subagents.registerProvider(queueProvider(host, { connection: `${redis.url}/99` }));
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: `${suite.redis.url}/99` }));
     await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('DB index is out of range') as string });
-    const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', `${redis.url}/99`], { encoding: 'utf8', timeout: 15_000 });
+    const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', `${suite.redis.url}/99`], { encoding: 'utf8', timeout: 15_000 });
     expect({ status: worker.status, stdout: worker.stdout }).toEqual({ status: 1, stdout: '' });
     expect(worker.stderr).toContain('START_FAILED');
   });
@@ -215,12 +193,12 @@ describe('queue provider failures', () => {
   it('rejects START_FAILED with the reason of a Redis that refuses writes, before and after connecting', async () => {
     register({ queue: 'full' });
     const queued = await start();
-    const admin = redis.client();
+    const admin = suite.redis.client();
     await admin.config('SET', 'maxmemory', '1');
     try {
       await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('OOM') as string });
-      host.subagents.registerProvider(queueProvider(host, { connection: redis.url, name: 'fresh', queue: 'full' }));
-      const fresh = host.subagents.start('fresh', { label: 'fresh', prompt: [text('work')], parent, signal: new AbortController().signal });
+      suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, name: 'fresh', queue: 'full' }));
+      const fresh = suite.host.subagents.start('fresh', { label: 'fresh', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal });
       await expect(fresh).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('OOM') as string });
     } finally {
       await admin.config('SET', 'maxmemory', '0');
@@ -232,22 +210,22 @@ describe('queue provider failures', () => {
   });
 
   it('rejects START_FAILED with the server\'s reason when it refuses the credentials', async () => {
-    const refused = redis.url.replace('redis://', 'redis://nobody:wrong@');
-    host.subagents.registerProvider(queueProvider(host, { connection: refused, name: 'refused', queue: 'refused' }));
-    const starting = host.subagents.start('refused', { label: 'refused', prompt: [text('work')], parent, signal: new AbortController().signal });
+    const refused = suite.redis.url.replace('redis://', 'redis://nobody:wrong@');
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: refused, name: 'refused', queue: 'refused' }));
+    const starting = suite.host.subagents.start('refused', { label: 'refused', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal });
     await expect(starting).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('WRONGPASS') as string });
     const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', refused], { encoding: 'utf8', timeout: 15_000 });
     expect({ status: worker.status, stderr: worker.stderr }).toMatchObject({ status: 1, stderr: expect.stringContaining('WRONGPASS') as string });
   });
 
   it('a worker whose Redis user may not subscribe exits 1 with the reason, leaving nothing open', async () => {
-    const admin = redis.client();
+    const admin = suite.redis.client();
     try {
       await admin.call('ACL', 'SETUSER', 'nosub', 'on', '>pw', '~*', '&*', '+@all', '-subscribe');
     } finally {
       admin.disconnect();
     }
-    const url = redis.url.replace('redis://', 'redis://nosub:pw@');
+    const url = suite.redis.url.replace('redis://', 'redis://nosub:pw@');
     const worker = spawnSync(process.execPath, [CLI, 'worker', '--redis', url], { encoding: 'utf8', timeout: 30_000 });
     expect({ status: worker.status, stderr: worker.stderr }).toMatchObject({ status: 1, stderr: expect.stringContaining('NOPERM') as string });
   });
@@ -257,7 +235,7 @@ describe('queue provider failures', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const { port } = server.address() as AddressInfo;
-      host.subagents.registerProvider(queueProvider(host, { connection: `redis://127.0.0.1:${port}` }));
+      suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: `redis://127.0.0.1:${port}` }));
       await expect(start()).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('Protocol error') as string });
     } finally {
       await new Promise((resolve) => server.close(resolve));
@@ -265,8 +243,8 @@ describe('queue provider failures', () => {
   });
 
   it('hints that a rediss:// URL may meet a server without TLS (START_FAILED), never printing its password', async () => {
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url.replace('redis://', 'rediss://user:s3cret-pw@'), name: 'tls', queue: 'tls' }));
-    const error = await host.subagents.start('tls', { label: 'tls', prompt: [text('work')], parent, signal: new AbortController().signal }).catch((e: unknown) => e);
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url.replace('redis://', 'rediss://user:s3cret-pw@'), name: 'tls', queue: 'tls' }));
+    const error = await suite.host.subagents.start('tls', { label: 'tls', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('without TLS') as string });
     expect((error as Error).message).toContain('use redis://');
     expect((error as Error).message).not.toContain('s3cret-pw');
@@ -274,7 +252,7 @@ describe('queue provider failures', () => {
 
   it('a worker logs a job it cannot run with the job\'s name escaped: a name put on the queue cannot drive the terminal', async () => {
     const running = await worker('named');
-    const admin = redis.client();
+    const admin = suite.redis.client();
     const queue = new Queue('named', { connection: admin });
     try {
       await queue.add('x\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\nforged line\u202e', {});
@@ -295,7 +273,7 @@ describe('queue provider failures', () => {
     const first = await start();
     expect((await first.result).stopReason).toBe('completed');
     await first.dispose();
-    const client = redis.client();
+    const client = suite.redis.client();
     await client.flushall();
     await client.quit();
     const next = await start();
@@ -305,15 +283,14 @@ describe('queue provider failures', () => {
 
   it('a child whose run was lost with Redis\'s data (FLUSHALL mid-run) is stopped on its worker: the worker\'s one slot takes the next child', async () => {
     register({ queue: 'orphan' });
-    const only = await startWorker(redis.url, ['--queue', 'orphan', '--lock-duration-ms', '500', '--concurrency', '1', '--pool-threads', '1']);
-    workers.push(only);
+    const only = await suite.worker(['--queue', 'orphan', '--lock-duration-ms', '500', '--concurrency', '1', '--pool-threads', '1']);
     const mark = join(dir, 'orphan-aborted');
     const running = join(dir, 'orphan-running');
     const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'orphan-gate-never'), abortedMark: mark, runningMark: running } }] }, { text: 'never' }];
     const lost = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
     // Stopped once the gate runs: a stop before it would end the call undispatched, the mark never written.
     await waitFor(() => existsSync(running));
-    const client = redis.client();
+    const client = suite.redis.client();
     await client.flushall();
     await client.quit();
     await expect(lost.result).resolves.toMatchObject({ stopReason: 'error' });
@@ -322,23 +299,23 @@ describe('queue provider failures', () => {
     await waitFor(() => existsSync(mark));
     const next = await start();
     expect(await next.result).toMatchObject({ stopReason: 'completed' });
-    expect(attempts(host.sessions.get(next.id)!.events).map((a) => a.pid)).toEqual([only.pid]);
+    expect(attempts(suite.host.sessions.get(next.id)!.events).map((a) => a.pid)).toEqual([only.pid]);
     await next.dispose();
   });
 
   it('a child its worker stopped because its host\'s reply stream was gone sends no end to the stream made anew: nobody cancelled it, so it settles error, not aborted', async () => {
-    const admin = redis.client();
+    const admin = suite.redis.client();
     await admin.call('ACL', 'SETUSER', 'remaking', 'on', '>pw', '~*', '&*', '+@all');
-    host.subagents.registerProvider(queueProvider(host, { connection: redis.url.replace('redis://', 'redis://remaking:pw@'), queue: 'remade', lockDurationMs: 500 }));
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url.replace('redis://', 'redis://remaking:pw@'), queue: 'remade', lockDurationMs: 500 }));
     // The worker's commands from the stopped child's last events on wait until the stream is back.
-    const proxy = await holdingProxy(redis.port, 'aborted at the gate');
+    const proxy = await holdingProxy(suite.redis.port, 'aborted at the gate');
     try {
-      workers.push(await startWorker(proxy.url, ['--queue', 'remade', '--lock-duration-ms', '10000', '--concurrency', '1', '--pool-threads', '1']));
+      await suite.worker(['--queue', 'remade', '--lock-duration-ms', '10000', '--concurrency', '1', '--pool-threads', '1'], proxy.url);
       const running = join(dir, 'remade-running');
       const steps = [{ toolCalls: [{ name: 'gate', input: { path: join(dir, 'remade-gate-never'), runningMark: running } }] }, { text: 'never' }];
       const run = await start({ agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
       // The host read the child's events up to its call: the stream holds nothing unread.
-      await waitFor(() => existsSync(running) && host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
+      await waitFor(() => existsSync(running) && suite.host.sessions.get(run.id)!.events.some((event) => event.type === 'tool/call'));
       // Redis lost the stream (evicted, say); its host may not make it anew until the worker found it gone.
       await admin.call('ACL', 'SETUSER', 'remaking', '-xadd');
       const [reply] = await admin.keys('bull:remade:sah:reply:*');
@@ -357,20 +334,20 @@ describe('queue provider failures', () => {
 
   it('a cancel that comes after the child completed on its worker, before its host read the end, keeps the completed result', async () => {
     // The host's stream reader lags: its reads wait in a proxy until the cancel was handled.
-    const proxy = await holdingProxy(redis.port, 'xread');
-    const admin = redis.client();
+    const proxy = await holdingProxy(suite.redis.port, 'xread');
+    const admin = suite.redis.client();
     let published = false;
     let done!: () => void;
     const handled = new Promise<void>((resolve) => (done = resolve));
     let runId: string | undefined;
-    const monitor = await monitorRedis(redis.port, (args) => {
+    const monitor = await monitorRedis(suite.redis.port, (args) => {
       if (runId === undefined) return;
       if (args[0]?.toLowerCase() === 'publish' && args[2] === runId) published = true;
       else if (published && args.some((arg) => arg.includes(runId!))) done();
     });
     try {
-      host.subagents.registerProvider(queueProvider(host, { connection: proxy.url, queue: 'lagging', lockDurationMs: 30_000 }));
-      workers.push(await startWorker(redis.url, ['--queue', 'lagging', '--lock-duration-ms', '30000']));
+      suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: proxy.url, queue: 'lagging', lockDurationMs: 30_000 }));
+      await suite.worker(['--queue', 'lagging', '--lock-duration-ms', '30000']);
       const run = await start();
       await proxy.held;
       // Its worker sent the end and completed the job (BullMQ removed it).
@@ -402,7 +379,7 @@ describe('queue provider failures', () => {
     await waitFor(() => existsSync(running));
     // What a cancel leaves in Redis when its publish never reached the worker's subscriber (it was
     // reconnecting, or the host lost Redis between the two commands).
-    const client = redis.client();
+    const client = suite.redis.client();
     await client.set(`bull:unheard:sah:cancelled:${run.id}`, '1', 'PX', 60_000);
     await client.quit();
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
@@ -412,10 +389,10 @@ describe('queue provider failures', () => {
 
   it('a cancel that could not reach Redis is sent once Redis answers again: the child stops on its worker', async () => {
     // The host connects as its own Redis user, whose writes a test can refuse while the worker goes on.
-    const admin = redis.client();
+    const admin = suite.redis.client();
     await admin.acl('SETUSER', 'host', 'on', '>pw', '~*', '&*', '+@all');
-    const url = redis.url.replace('redis://', 'redis://host:pw@');
-    host.subagents.registerProvider(queueProvider(host, { connection: url, queue: 'retry', lockDurationMs: 2000 }));
+    const url = suite.redis.url.replace('redis://', 'redis://host:pw@');
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: url, queue: 'retry', lockDurationMs: 2000 }));
     await worker('retry', '--lock-duration-ms', '10000');
     const mark = join(dir, 'retry-aborted');
     const running = join(dir, 'retry-running');
@@ -443,14 +420,14 @@ describe('queue provider failures', () => {
     // A plain host process whose wall clock steps an hour at every read, its child held at a gate past three lock durations.
     const gate = join(dir, 'stepped-gate');
     const args = ['--import', fileURLToPath(new URL('./fixtures/stepping-clock.mjs', import.meta.url)), fileURLToPath(new URL('./fixtures/clock-stepped.mjs', import.meta.url))];
-    const { stdout } = await promisify(execFile)(process.execPath, [...args, new URL('../dist/src/index.js', import.meta.url).href, 'queue', redis.url, 'stepped', GATE_TOOLS, gate], { timeout: 20_000 });
+    const { stdout } = await promisify(execFile)(process.execPath, [...args, new URL('../dist/src/index.js', import.meta.url).href, 'queue', suite.redis.url, 'stepped', GATE_TOOLS, gate], { timeout: 20_000 });
     expect(stdout).toBe('queue completed\n');
   });
 
   it('a worker stops a quiet child whose host is gone (killed, its reply stream expired)', async () => {
     const taker = await worker('hostless', '--lock-duration-ms', '10000');
     const mark = join(dir, 'hostless-aborted');
-    const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, redis.url, 'hostless', GATE_TOOLS, join(dir, 'hostless-gate-never'), mark];
+    const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, suite.redis.url, 'hostless', GATE_TOOLS, join(dir, 'hostless-gate-never'), mark];
     const hostProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise((resolve) => hostProcess.once('exit', resolve));
     await new Promise<void>((resolve) => hostProcess.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('at-gate') && resolve()));
@@ -458,7 +435,7 @@ describe('queue provider failures', () => {
     await exited;
     // What its TTL does a minute later. The child writes nothing while it waits at its gate: only
     // the worker's sweep can see that nobody reads it.
-    const client = redis.client();
+    const client = suite.redis.client();
     const [reply] = await client.keys('bull:hostless:sah:reply:*');
     const [id] = await client.lrange('bull:hostless:active', 0, -1);
     await client.del(reply!);
@@ -474,14 +451,14 @@ describe('queue provider failures', () => {
   it('a worker does not start a child queued by a host that is gone (killed, its reply stream expired): the job leaves the queue unrun', async () => {
     const loaded = join(dir, 'hostless-queued-loaded');
     const tools = `${new URL('./fixtures/slow-tools.mjs', import.meta.url).href}?loaded=${encodeURIComponent(loaded)}`;
-    const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, redis.url, 'hostless-queued', 'queued', join(dir, 'never'), join(dir, 'never-mark'), tools];
+    const args = [QUEUE_HOST, new URL('../dist/src/index.js', import.meta.url).href, suite.redis.url, 'hostless-queued', 'queued', join(dir, 'never'), join(dir, 'never-mark'), tools];
     const hostProcess = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise((resolve) => hostProcess.once('exit', resolve));
     const id = await new Promise<string>((resolve) => hostProcess.stdout.on('data', (chunk: Buffer) => /queued (\S+)/.exec(chunk.toString())?.[1] && resolve(/queued (\S+)/.exec(chunk.toString())![1]!)));
     hostProcess.kill('SIGKILL');
     await exited;
     // What its TTL does a minute later; no worker has taken the job yet.
-    const client = redis.client();
+    const client = suite.redis.client();
     const [reply] = await client.keys('bull:hostless-queued:sah:reply:*');
     await client.del(reply!);
     const taker = await worker('hostless-queued', '--lock-duration-ms', '10000');
@@ -493,8 +470,8 @@ describe('queue provider failures', () => {
 
   it('settles a child whose log has a gap (events its worker could not write) error, saying so, and tells its worker to stop it', async () => {
     register({ queue: 'gap', lockDurationMs: 30_000 });
-    const subscriber = redis.client();
-    const writer = redis.client();
+    const subscriber = suite.redis.client();
+    const writer = suite.redis.client();
     const cancels: string[] = [];
     subscriber.on('message', (_channel: string, run: string) => void cancels.push(run));
     await subscriber.subscribe('bull:gap:sah:cancel');
@@ -510,7 +487,7 @@ describe('queue provider failures', () => {
         await send({ kind: 'events', attempt: 1, events: [{ seq: 3, time: Date.now(), type: 'step/start', data: { step: 1 } }] });
         await held;
       },
-      { connection: { host: '127.0.0.1', port: redis.port }, prefix: 'bull', lockDuration: 30_000 },
+      { connection: { host: '127.0.0.1', port: suite.redis.port }, prefix: 'bull', lockDuration: 30_000 },
     );
     try {
       const run = await start();
@@ -535,7 +512,7 @@ describe('queue provider failures', () => {
     const run = await start({ agentOptions: { model: { kind: 'scripted', steps: [{ text: 'done' }] }, toolModules: [slow] } });
     // The worker's thread took the child (attach sent) and waits on its tool module. The host has
     // read the attach once its reader trimmed the stream down to that entry.
-    const client = redis.client();
+    const client = suite.redis.client();
     const [reply] = await client.keys('bull:placed:sah:reply:*');
     for (;;) {
       const entries = await client.xrange(reply!, '-', '+');
@@ -543,10 +520,10 @@ describe('queue provider failures', () => {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     await client.quit();
-    expect(host.sessions.get(run.id)!.events).toStrictEqual([]);
+    expect(suite.host.sessions.get(run.id)!.events).toStrictEqual([]);
     writeFileSync(gate, '');
     expect(await run.result).toMatchObject({ stopReason: 'completed' });
-    expect(host.sessions.get(run.id)!.events.slice(0, 4).map((event) => event.type)).toStrictEqual(['queue/attempt', 'inbox/accepted', 'turn/start', 'subagent/descriptor']);
+    expect(suite.host.sessions.get(run.id)!.events.slice(0, 4).map((event) => event.type)).toStrictEqual(['queue/attempt', 'inbox/accepted', 'turn/start', 'subagent/descriptor']);
     await run.dispose();
   });
 
@@ -554,11 +531,11 @@ describe('queue provider failures', () => {
     register({ queue: 'killed' });
     const doomed = await worker('killed');
     const run = await start(hang);
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    await waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 1);
     doomed.child.kill('SIGKILL');
     const result = await run.result;
     expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringMatching(/lost worker|stalled/) as string });
-    const events = host.sessions.get(run.id)!.events;
+    const events = suite.host.sessions.get(run.id)!.events;
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error' } } });
     await run.dispose();
   });
@@ -568,7 +545,7 @@ describe('queue provider failures', () => {
     await worker('busy-host', '--lock-duration-ms', '30000');
     const gate = join(dir, 'busy-host-gate');
     const run = await start(gated(gate));
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    await waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 1);
     // Three lock durations without a turn of the event loop: the watchdog's replies wait unread.
     const until = Date.now() + 1500;
     while (Date.now() < until);
@@ -584,22 +561,22 @@ describe('queue provider failures', () => {
     const first = await worker('retried');
     const gate = join(dir, 'retry-gate');
     const ends: SubagentRunEndInfo[] = [];
-    host.subagents.on('subagent/end', (end) => void ends.push(end));
+    suite.host.subagents.on('subagent/end', (end) => void ends.push(end));
     const run = await start(gated(gate));
     // Killed once the first attempt's call is in the host's log (its request and tool call, counted
     // below): its queue/attempt alone comes before any step.
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1 && types(host.sessions.get(run.id)!.events).includes('tool/call'));
+    await waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 1 && types(suite.host.sessions.get(run.id)!.events).includes('tool/call'));
     const second = await worker('retried');
     first.child.kill('SIGKILL');
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 2);
+    await waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 2);
     writeFileSync(gate, '');
     // Usage counts both attempts: the lost one's turn (one request, one tool call) and the finishing one.
     const result = await run.result;
     expect(result).toEqual({ output: [text('through the gate')], stopReason: 'completed', usage: expect.objectContaining({ turns: 2, requests: 3, toolCalls: 2 }) });
-    const events = host.sessions.get(run.id)!.events;
+    const events = suite.host.sessions.get(run.id)!.events;
     expect(events.filter((e) => e.type === 'subagent/descriptor')).toHaveLength(1);
     expect(usageOf(events)).toEqual(result.usage);
-    expect(await host.subagents.listChildren(parent.id)).toEqual([expect.objectContaining({ id: run.id, usage: result.usage })]);
+    expect(await suite.host.subagents.listChildren(suite.parent.id)).toEqual([expect.objectContaining({ id: run.id, usage: result.usage })]);
     expect(ends).toEqual([expect.objectContaining({ id: run.id, usage: result.usage })]);
     expect(attempts(events).map((a) => [a.attempt, a.pid])).toEqual([[1, first.pid], [2, second.pid]]);
     const restartAt = events.findIndex((e, i) => i > 0 && e.type === 'queue/attempt');
@@ -620,7 +597,7 @@ describe('queue provider failures', () => {
     await waitFor(() => existsSync(input.claim));
     // Redis loses the job's lock: the host restarts the child, and the worker's other slot takes it
     // while the first attempt, deaf to its stop, still holds the first.
-    const client = redis.client();
+    const client = suite.redis.client();
     const lock = `bull:retaken:${run.id}:lock`;
     await client.del(lock);
     await waitFor(() => existsSync(input.runningMark));
@@ -640,7 +617,7 @@ describe('queue provider failures', () => {
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
     // The cancel reached the second attempt on its worker.
     await waitFor(() => existsSync(input.abortedMark));
-    expect(attempts(host.sessions.get(run.id)!.events).map((a) => [a.attempt, a.pid])).toEqual([[1, only.pid], [2, only.pid]]);
+    expect(attempts(suite.host.sessions.get(run.id)!.events).map((a) => [a.attempt, a.pid])).toEqual([[1, only.pid], [2, only.pid]]);
     await run.dispose();
   }, 60_000);
 
@@ -649,7 +626,7 @@ describe('queue provider failures', () => {
     const draining = await worker('drain', '--lock-duration-ms', '30000');
     const gate = join(dir, 'drain-gate');
     const first = await start(gated(gate));
-    await waitFor(() => attempts(host.sessions.get(first.id)!.events).length === 1);
+    await waitFor(() => attempts(suite.host.sessions.get(first.id)!.events).length === 1);
     draining.child.kill('SIGTERM');
     // Queued as soon as the worker says it stopped taking jobs: its blocking fetch may still be
     // open then, and a job it gets that way must go back to the queue untouched.
@@ -658,11 +635,11 @@ describe('queue provider failures', () => {
     writeFileSync(gate, '');
     await expect(first.result).resolves.toMatchObject({ stopReason: 'completed' });
     expect(await draining.exited).toBe(0);
-    for (const run of later) expect(attempts(host.sessions.get(run.id)!.events)).toEqual([]);
+    for (const run of later) expect(attempts(suite.host.sessions.get(run.id)!.events)).toEqual([]);
     const next = await worker('drain', '--lock-duration-ms', '30000');
     for (const [i, run] of later.entries()) {
       await expect(run.result).resolves.toEqual(expect.objectContaining({ stopReason: 'completed', output: [text(`later ${i + 1}`)] }));
-      expect(attempts(host.sessions.get(run.id)!.events)).toEqual([expect.objectContaining({ attempt: 1, pid: next.pid })]);
+      expect(attempts(suite.host.sessions.get(run.id)!.events)).toEqual([expect.objectContaining({ attempt: 1, pid: next.pid })]);
     }
     await Promise.all([first, ...later].map((run) => run.dispose()));
   });
@@ -673,7 +650,7 @@ describe('queue provider failures', () => {
     register({ queue, lockDurationMs: 30_000 });
     const draining = await worker(queue, '--lock-duration-ms', '30000', '--drain-grace-ms', '200');
     const run = await start(hang);
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    await waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 1);
     draining.child.kill(signal);
     await expect(run.result).resolves.toMatchObject({ stopReason: 'aborted' });
     expect(await draining.exited).toBe(0);
@@ -685,7 +662,7 @@ describe('queue provider failures', () => {
     register({ queue: 'no-log-reader' });
     const draining = await worker('no-log-reader', '--drain-grace-ms', '200');
     const run = await start(hang);
-    await waitFor(() => attempts(host.sessions.get(run.id)!.events).length === 1);
+    await waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 1);
     // Its supervisor's end of the stderr pipe closes: the drain's log lines cannot be written.
     draining.child.stderr?.destroy();
     draining.child.kill('SIGTERM');
@@ -698,7 +675,7 @@ describe('queue provider failures', () => {
   // As `inspect` does when its address line finds no reader: it ends as interrupted, exit 0, and its
   // log says why rather than naming a signal nobody sent.
   it('a worker whose output reader went away before its ready line stops taking jobs as interrupted, exit 0, saying why', async () => {
-    const child = spawn(process.execPath, [CLI, 'worker', '--redis', redis.url, '--queue', 'no-output-reader'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'worker', '--redis', suite.redis.url, '--queue', 'no-output-reader'], { stdio: ['ignore', 'pipe', 'pipe'] });
     // Closed before the worker writes anything: its ready line fails with EPIPE.
     child.stdout.destroy();
     let stderr = '';
@@ -713,9 +690,9 @@ describe('queue provider failures', () => {
     await worker('slot', '--lock-duration-ms', '30000', '--concurrency', '2', '--pool-threads', '1');
     const gate = join(dir, 'slot-gate');
     const first = await start(gated(gate));
-    await waitFor(() => types(host.sessions.get(first.id)!.events).includes('tool/call'));
+    await waitFor(() => types(suite.host.sessions.get(first.id)!.events).includes('tool/call'));
     const second = await start(gated(gate));
-    const admin = redis.client();
+    const admin = suite.redis.client();
     const queue = new Queue('slot', { connection: admin });
     while ((await queue.getJobCounts('active'))['active'] !== 2) await new Promise((resolve) => setTimeout(resolve, 20));
     await queue.close();
@@ -726,7 +703,7 @@ describe('queue provider failures', () => {
     const late = new Promise((resolve) => (timer = setTimeout(() => resolve('still waiting for a thread'), 10_000)));
     await expect(Promise.race([second.result, late])).resolves.toMatchObject({ stopReason: 'aborted' });
     clearTimeout(timer);
-    expect(attempts(host.sessions.get(second.id)!.events)).toEqual([]);
+    expect(attempts(suite.host.sessions.get(second.id)!.events)).toEqual([]);
     writeFileSync(gate, '');
     await expect(first.result).resolves.toMatchObject({ stopReason: 'completed' });
     await Promise.all([first.dispose(), second.dispose()]);
@@ -737,7 +714,7 @@ describe('queue provider failures', () => {
     const draining = await worker('long-grace', '--lock-duration-ms', '30000', '--drain-grace-ms', '2147483647');
     const gate = join(dir, 'long-grace-gate');
     const run = await start(gated(gate));
-    await waitFor(() => types(host.sessions.get(run.id)!.events).includes('tool/call'));
+    await waitFor(() => types(suite.host.sessions.get(run.id)!.events).includes('tool/call'));
     draining.child.kill('SIGTERM');
     while (!draining.stderr.includes('SIGTERM')) await new Promise((resolve) => setImmediate(resolve));
     // The drain must still be waiting for the child a moment later.

@@ -6,7 +6,8 @@ import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { createHost, type Agent, type Host } from 'subagent-host';
 import { CLI } from './acp-helpers.js';
 
 /** A free loopback TCP port (bound once, then released). */
@@ -129,6 +130,64 @@ export function sharedQueue(workerArgs: string[]): SharedQueue {
     },
     get worker() {
       return shared.worker!;
+    },
+  };
+}
+
+/** The Redis a describe block's tests share, and each test's own host, parent agent and queue workers. */
+export interface QueueSuite {
+  readonly redis: RedisServer;
+  /** The test's host (no built-in providers), closed after the test. */
+  readonly host: Host;
+  /** An agent of the test's host, to be the parent of its children. */
+  readonly parent: Agent;
+  /** The warnings the test's host logged, in order. */
+  readonly warnings: string[];
+  /** Starts `subagent-host worker --redis url …args` (the suite's Redis by default); killed (SIGKILL) after the test. */
+  worker(args: string[], url?: string): Promise<WorkerProcess>;
+}
+
+/**
+ * Registers the hooks of a describe block whose tests share one Redis (started before the first,
+ * stopped after the last) and each get a fresh host and parent; the workers a test starts through
+ * the suite are killed after it, once its host has closed.
+ */
+export function queueSuite(): QueueSuite {
+  const state: { redis?: RedisServer; host?: Host; parent?: Agent; warnings: string[] } = { warnings: [] };
+  const workers: WorkerProcess[] = [];
+  beforeAll(async () => {
+    state.redis = await startRedis();
+  }, 30_000);
+  afterAll(async () => {
+    await state.redis?.stop();
+  }, 30_000);
+  beforeEach(async () => {
+    const warnings: string[] = [];
+    state.warnings = warnings;
+    state.host = await createHost({ providers: false, logger: { warn: (message) => void warnings.push(message) } });
+    state.parent = await state.host.createAgent();
+  });
+  afterEach(async () => {
+    await state.host?.close();
+    await Promise.all(workers.splice(0).map((worker) => worker.stop('SIGKILL')));
+  });
+  return {
+    get redis() {
+      return state.redis!;
+    },
+    get host() {
+      return state.host!;
+    },
+    get parent() {
+      return state.parent!;
+    },
+    get warnings() {
+      return state.warnings;
+    },
+    async worker(args, url = state.redis!.url) {
+      const started = await startWorker(url, args);
+      workers.push(started);
+      return started;
     },
   };
 }

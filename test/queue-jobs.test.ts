@@ -110,3 +110,47 @@ describe('queue jobs no host of this version queues', () => {
     expect(next.at(-1)).toMatchObject({ kind: 'end', result: { stopReason: 'completed', output: [text('echo: work')] } });
   });
 });
+
+describe('queue jobs whose task no host of this version writes', () => {
+  const tool = { name: 'lookup', description: 'looks up', parameters: { type: 'object' } };
+  const header = (over: Record<string, unknown>) => ({ header: { id: 'unused', createdAt: Date.now(), origin: 'subagent', delegationDepth: 1, ...over } });
+  const descriptor = (budget: Record<string, unknown>) => ({ descriptor: { version: 2, mode: 'one-shot', provider: 'queue', budget } });
+  it.each([
+    ['no prompt', { prompt: undefined }, 'task.prompt'],
+    ['a prompt that is text', { prompt: 'work' }, 'task.prompt'],
+    ['a prompt block of no known type', { prompt: [{ type: 'scroll', text: 'work' }] }, 'task.prompt[0]'],
+    ['agent options that are text', { agentOptions: 'fast' }, 'task.agentOptions'],
+    ['a host tool that is null', { hostTools: [null] }, 'task.hostTools[0]'],
+    ['a host tool without a description', { hostTools: [{ name: 'lookup', parameters: { type: 'object' } }] }, 'task.hostTools[0].description'],
+    ['a host tool whose parameters are text', { hostTools: [{ ...tool, parameters: 'any' }] }, 'task.hostTools[0].parameters'],
+    ['a host tool with a field no host writes', { hostTools: [{ ...tool, run: 'rm -rf /' }] }, 'task.hostTools[0]: has unknown field(s) run'],
+    ['a delegation depth that is text', header({ delegationDepth: 'x' }), 'task.header.delegationDepth'],
+    ['a negative delegation depth', header({ delegationDepth: -1 }), 'task.header.delegationDepth'],
+    ['a fractional delegation depth', header({ delegationDepth: 1.5 }), 'task.header.delegationDepth'],
+    ['a header field no host writes', header({ owner: 'root' }), 'task.header: has unknown field(s) owner'],
+    ['a budget field no host writes', descriptor({ tokens: 100, coins: 5 }), 'task.descriptor.budget: has unknown field(s) coins'],
+    ['a budget limit that is text', descriptor({ tokens: 'many' }), 'task.descriptor.budget.tokens'],
+  ])('a task with %s ends CORRUPT_DATA naming the field: one error end, and the worker goes on', async (what, over, field) => {
+    const id = `shape-${what.replaceAll(' ', '-')}`;
+    const laid = 'header' in over ? { header: { ...over.header, id } } : over;
+    const entries = await answers(id, { protocol: QUEUE_PROTOCOL_VERSION, task: task(id, laid), reply: REPLY, attempt: 1 });
+    const ends = entries.filter((entry) => entry.kind === 'end');
+    expect(ends).toEqual([
+      expect.objectContaining({ attempt: 1, result: { output: [], stopReason: 'error', diagnostic: expect.stringMatching(/^CORRUPT_DATA: the task handed to this child /) as string } }),
+    ]);
+    expect(ends[0]!.result!.diagnostic).toContain(field);
+    const next = await answers(`${id}-next`, { protocol: QUEUE_PROTOCOL_VERSION, task: task(`${id}-next`), reply: REPLY, attempt: 1 });
+    expect(next.at(-1)).toMatchObject({ kind: 'end', result: { stopReason: 'completed', output: [text('echo: work')] } });
+  });
+
+  it('a task with a well-formed host tool, a budget and every header field a host writes runs', async () => {
+    const id = 'shape-full';
+    const full = {
+      header: { id, createdAt: Date.now(), cwd: '/tmp', parentSession: 'parent', origin: 'subagent', delegationDepth: 2 },
+      descriptor: { version: 2, mode: 'one-shot', provider: 'queue', label: 'full', budget: { tokens: 1000, turns: 3, wallMs: 60_000, toolCalls: 5, scope: 'child' } },
+      hostTools: [{ ...tool, concurrencySafe: true }],
+    };
+    const entries = await answers(id, { protocol: QUEUE_PROTOCOL_VERSION, task: task(id, full), reply: REPLY, attempt: 1 });
+    expect(entries.at(-1)).toMatchObject({ kind: 'end', result: { stopReason: 'completed', output: [text('echo: work')] } });
+  });
+});

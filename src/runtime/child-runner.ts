@@ -4,16 +4,15 @@
 import { onAbort } from '../seam/abort.js';
 import type { Tool } from '../seam/agent-types.js';
 import type { BudgetStop } from '../seam/budget.js';
-import type { ChildControlApi, ChildTaskData, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
+import type { ChildControlApi, ChildTaskResult, ChildTransport, HostToolSchema } from '../seam/child-protocol.js';
 import { decodeOwned, type Encoded } from '../seam/codec.js';
-import { describeKind } from '../seam/content.js';
 import { takeEvents } from '../seam/event-texts.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
-import { isRecord } from '../seam/parse.js';
 import type { SessionEvent } from '../seam/session-types.js';
 import type { SubagentResult } from '../seam/types.js';
 import { AgentRegistry, type AgentHandle } from './agent-registry.js';
 import type { LocalAgent } from './agent.js';
+import { assertTaskShape } from './child-task-shape.js';
 import { budgetHooks, composeChildTools, descriptorHooks, readChildResult, treeCounter, type StructuredCapture } from './child-run.js';
 import { LiveSessionStore } from './session-store.js';
 import { ToolRegistry, tagToolHolder } from './tool-registry.js';
@@ -121,21 +120,6 @@ class InputDoor {
     this.#shut ??= why;
     for (const { reject } of this.#early.splice(0)) reject(new SubagentError('CLOSED', why));
   }
-}
-
-/**
- * Throws `CORRUPT_DATA` when `data` lacks a field the child reads before anything else checks it
- * (its header, descriptor, host tools): a queue job's task comes from whoever can write to Redis,
- * and a missing field would otherwise end the child with a bare TypeError that names no cause.
- */
-function assertTaskShape(data: unknown): asserts data is ChildTaskData {
-  let problem: string | undefined;
-  if (!isRecord(data)) problem = `is ${describeKind(data)}, not an object`;
-  else if (!isRecord(data['header']) || typeof data['header']['id'] !== 'string' || typeof data['header']['createdAt'] !== 'number') {
-    problem = 'has no session header (an id and a creation time)';
-  } else if (!isRecord(data['descriptor'])) problem = 'has no descriptor';
-  else if (!Array.isArray(data['hostTools'])) problem = 'has no list of host tools';
-  if (problem !== undefined) throw new SubagentError('CORRUPT_DATA', `the task handed to this child ${problem}; it was not written by a host of this version`);
 }
 
 function failed(error: unknown): SubagentResult {

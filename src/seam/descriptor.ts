@@ -39,7 +39,8 @@ export type SubagentDescriptorData =
 /** What `snapshotSubagentDescriptor` takes: the descriptor without its version (each mode's own fields). */
 export type SubagentDescriptorInput = SubagentDescriptorData extends infer D ? (D extends unknown ? Omit<D, 'version'> : never) : never;
 
-const descriptorSchema = lazy(() => {
+/** The schema of a descriptor payload of this version (both modes). */
+export const descriptorSchema = lazy(() => {
   const toolFilter = toolFilterSchema();
   const oneShot = z.strictObject({
     version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),

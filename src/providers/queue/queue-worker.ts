@@ -218,7 +218,11 @@ export class QueueWorker {
     if (problem !== undefined) return this.#refuse(run, job.data, problem);
     const lock = holdLock(job, token, this.#options.lockDurationMs, this.#options.log);
     try {
-      return await this.#run(job.data, run, lock);
+      const result = await this.#run(job.data, run, lock);
+      // A job whose lock is gone cannot be finished by this attempt (BullMQ refuses, and logs it
+      // twice): it is left to what took it (its host, the stall check, a restart), as a job put back.
+      if (lock.lost) throw new WaitingError();
+      return result;
     } finally {
       lock.release();
     }
@@ -312,9 +316,7 @@ export class QueueWorker {
       // An attempt whose lock is gone (Redis lost it, or the job was taken back as stalled) is no
       // longer counted on: unless its child completed anyway, it sends no end, and its host learns
       // from the queue what became of the job (restarted while attempts remain, else `error`).
-      if (lock.lost && result.stopReason !== 'completed') {
-        return encode({ ...result, stopReason: 'error', diagnostic: 'the worker lost its lock on the child’s job and stopped the child' });
-      }
+      if (lock.lost && result.stopReason !== 'completed') return encode(result);
       // Likewise one stopped because its host's reply stream was gone: a host that made its stream
       // anew (Redis lost its data) would read the `aborted` end as a cancel nobody asked for.
       if (orphaned && result.stopReason !== 'completed') return encode(result);
