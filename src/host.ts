@@ -267,7 +267,7 @@ class HostImpl implements Host {
       parentLeaving(this.subagents, agent);
       return finishing;
     });
-    this.pool = openWorkerPool(options.pool);
+    this.pool = openWorkerPool(options.pool, logger);
     bindHostParts(this, this);
     if (options.providers !== false) {
       this.subagents.registerProvider(spawnProvider(this));

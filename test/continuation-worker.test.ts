@@ -455,11 +455,14 @@ describe('continuable spawn children', () => {
     expect(recorder.ends[2]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
   });
 
-  it('loses only the stay when work the child left running throws between its turns: a warning, and the next follow-up brings it back', async () => {
-    const { host, parent, recorder } = await setup();
+  // Told to the host's logger when it has one, else printed as a SubagentWarning.
+  it.each(['process', 'logger'])('loses only the stay when work the child left running throws between its turns: a warning (%s), and the next follow-up brings it back', async (to) => {
+    const logged: string[] = [];
+    const { host, parent, recorder } = await setup(to === 'logger' ? { logger: { warn: (message) => void logged.push(message) } } : {});
     const channel = new BroadcastChannel(`between-turns-${process.pid}-${Date.now()}`);
-    const warnings: string[] = [];
-    const onWarning = (warning: Error) => void (warning.name === 'SubagentWarning' && warnings.push(warning.message));
+    const printed: string[] = [];
+    const warnings = to === 'logger' ? logged : printed;
+    const onWarning = (warning: Error) => void (warning.name === 'SubagentWarning' && printed.push(warning.message));
     process.on('warning', onWarning);
     try {
       const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
@@ -480,6 +483,7 @@ describe('continuable spawn children', () => {
       await recorder.until(() => recorder.ends.length >= 2);
       expect(recorder.ends[1]).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [text('echo: again')] });
       expect(turnEnds(host.sessions.get(childId)!.events)).toStrictEqual(['completed', 'completed']);
+      if (to === 'logger') expect(printed).toStrictEqual([]);
     } finally {
       process.off('warning', onWarning);
       channel.close();

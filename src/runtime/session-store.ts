@@ -12,6 +12,15 @@ export interface Logger {
   debug?(message: string, data?: unknown): void;
 }
 
+/**
+ * Reports a failure the host contained (nothing failed for it) to the host's logger, or, when the
+ * host has none, as a `SubagentWarning` on the process: no such failure goes unsaid.
+ */
+export function warnContained(logger: Logger | undefined, message: string, data?: string): void {
+  if (logger) logger.warn(message, data);
+  else process.emitWarning(data === undefined ? message : `${message}: ${data}`, 'SubagentWarning');
+}
+
 interface Entry {
   session: SessionLog;
   unsubscribe: () => void;

@@ -7,6 +7,7 @@ import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { parseBudget, type SubagentBudget } from '../seam/budget.js';
 import { assertSubagentMaxDepth } from '../seam/depth.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
+import { warnContained, type Logger } from '../runtime/session-store.js';
 import type { ChildAgentOptions, SubagentProvider, SubagentResult, SubagentStartRequest } from '../seam/types.js';
 import { assertModelSpec } from '../runtime/models/create.js';
 import type { HostTools } from '../providers/provider-host.js';
@@ -42,6 +43,8 @@ export interface SubagentToolConfig {
 export interface SubagentToolHost {
   readonly subagents: SubagentService;
   readonly tools: HostTools;
+  /** Where failures of background tasks are reported (a host's `createHost({ logger })`); without one, `SubagentWarning`s. */
+  readonly logger?: Logger | undefined;
 }
 
 const DEFAULT_MAX_DEPTH = 3;
@@ -49,9 +52,6 @@ const DEFAULT_MAX_DEPTH = 3;
 /** Per service, the provider and tool name of each installed tool (`provider\0name`). */
 const installed = new WeakMap<SubagentService, Set<string>>();
 
-function warn(message: string, error: unknown): void {
-  process.emitWarning(`${message}: ${describeError(error)}`, 'SubagentWarning');
-}
 
 const configShape = z.strictObject({
   provider: z.string().min(1),
@@ -188,7 +188,7 @@ function buildTool(host: SubagentToolHost, config: SubagentToolConfig, provider:
           off();
           stopListening();
         }
-        const task = backgroundTasks(host.subagents).adopt(first, ctx.agent, warn);
+        const task = backgroundTasks(host.subagents).adopt(first, ctx.agent, (message, error) => warnContained(host.logger, message, describeError(error)));
         return `started task ${task.id}`;
       }
       const request: SubagentStartRequest = configured({ ...shared, label: description, signal: ctx.signal });

@@ -7,6 +7,7 @@ import { Piscina } from 'piscina';
 import { z } from 'zod';
 import type { Encoded } from '../../seam/codec.js';
 import { SubagentError } from '../../seam/errors.js';
+import { warnContained, type Logger } from '../../runtime/session-store.js';
 import { isThreadLeftoverNotice, isThreadRetireNotice, type WorkerTask, type WorkerThreadData } from './thread-protocol.js';
 import { RunRouter } from './run-router.js';
 import { Admission } from './admission.js';
@@ -152,7 +153,7 @@ export function createWorkerPool(options: WorkerPoolOptions = {}): WorkerPool {
 }
 
 /** `createWorkerPool` with the engine side the providers drive. */
-export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngine {
+export function openWorkerPool(options: WorkerPoolOptions = {}, logger?: Logger): WorkerPoolEngine {
   // Read once, into the copy the pool keeps: a getter of the caller's object is not asked again.
   const given = readingInput('options.pool', 'INVALID_OPTIONS', () => parseOrThrow(optionsShape, options, 'INVALID_OPTIONS', 'options.pool'));
   const resolved = {
@@ -226,9 +227,9 @@ export function openWorkerPool(options: WorkerPoolOptions = {}): WorkerPoolEngin
     instance.on('message', (message: unknown) => {
       if (isThreadRetireNotice(message)) return engine.retireThread(message.retireThread);
       if (!isThreadLeftoverNotice(message)) return tracker.onMessage(message, instance?.threads ?? []);
-      process.emitWarning(
+      warnContained(
+        logger,
         `work a finished worker child left running threw in thread ${message.threadId}: ${message.leftoverThrew.split('\n', 1)[0]}; no child was failed, and the thread is replaced once idle`,
-        'SubagentWarning',
       );
       engine.avoidThread(message.threadId);
     });

@@ -10,6 +10,7 @@ import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, foldSubagentDescriptor } from '../../seam/descriptor.js';
 import { eventTexts } from '../../seam/event-texts.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { warnContained } from '../../runtime/session-store.js';
 import { settled } from '../../seam/once.js';
 import type { ModelAdapter, ModelChunk, ModelRequest } from '../../seam/model-types.js';
 import type { CancelCause, SessionEvent, SessionEventMap } from '../../seam/session-types.js';
@@ -315,7 +316,7 @@ export class ResidentWorkerModel implements ModelAdapter {
       if (stay.turn?.began) stay.turn.lost(stayFailure(outcome));
       else if (!stay.turn && outcome.type === 'thread-failed' && !outcome.aborted && !this.#released) {
         // No turn to end: the child comes back from its log at its next message, as after any leave.
-        process.emitWarning(`continuable child ${this.#childId} lost its stay between turns (${outcome.diagnostic}); its next message brings it back from its log`, 'SubagentWarning');
+        warnContained(this.#host.logger, `continuable child ${this.#childId} lost its stay between turns (${outcome.diagnostic}); its next message brings it back from its log`);
       }
     });
     try {
