@@ -788,6 +788,24 @@ describe('continuable fork children', () => {
 });
 
 describe('report from a resident worker child', () => {
+  // A report reaches its parent's thread as a follow-up does: one it could not take is refused.
+  it('refuses a report over 8 MB to a continuable worker parent INVALID_REQUEST before it is in the parent’s log', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.length >= 1);
+    const worker = host.agents.get(childId)!;
+    const { childId: grandchildId } = await startChild(host, worker, 'below', { provider: 'in-process' });
+    await recorder.until(() => recorder.ends.length >= 2);
+    const grandchild = host.agents.get(grandchildId)!;
+    const report = (said: string) => host.subagents.reportFrom(grandchild, [text(said)], { delivery: 'quiet' });
+    await expect(report('y'.repeat(12 * 2 ** 20))).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('too large for a worker thread that may already run a child') });
+    await report('small');
+    const accepted = worker.session.events.filter((e) => e.type === 'inbox/accepted').map((e) => e.data as { source: { kind: string } });
+    expect(accepted.filter((data) => data.source.kind === 'subagent-report')).toHaveLength(1);
+    expect(Math.max(...accepted.map((data) => JSON.stringify(data).length))).toBeLessThan(2 ** 20);
+  });
+
+
   it.each([
     ['quiet', false],
     ['next-step', true],

@@ -71,6 +71,8 @@ export async function reportFrom(
   const parent = m.live.get(activation.parentSession);
   if (!parent) throw new SubagentError('PARENT_UNAVAILABLE', `the parent ${activation.parentSession} of ${child.id} is not live`);
   const { content: framed, source } = reportMessage(child.id, content);
+  // A continuable parent takes it as it takes a follow-up: one its transport cannot take is refused before it is in its log.
+  m.activations.get(parent.id)?.admitInput(framed);
   let id: MessageId;
   try {
     // A one-shot parent whose result settled takes it as context only, as it does a settlement
