@@ -116,22 +116,30 @@ describe('continuable ACP children', () => {
     expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['work', 'next']);
   });
 
-  it('ends a follow-up over the 32 MiB bound on one ACP message INVALID_REQUEST without sending it; the process serves the next one', async () => {
+  it('refuses a follow-up over the 32 MiB bound on one ACP message INVALID_REQUEST before it is accepted; the process serves the next one', async () => {
     const { remoteDb, host, parent, recorder, childId } = await firstTurn();
     const pids = newChildPids(before).filter(isAlive);
-    await host.subagents.followup(parent, childId, [text('x'.repeat(33 * 2 ** 20))]);
+    await expect(host.subagents.followup(parent, childId, [text('x'.repeat(33 * 2 ** 20))])).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('at most 33554432 bytes') });
     const child = host.agents.get(childId)!;
-    await recorder.until(() => turnEnds(child.session.events).length === 2);
-    const refused = child.session.events.findLast((e) => e.type === 'turn/end')!.data;
-    expect(refused).toMatchObject({ reason: { kind: 'error', error: { code: 'INVALID_REQUEST', message: expect.stringContaining('at most 33554432 bytes') } } });
+    expect(userTexts(child.session.events)).toStrictEqual(['first']);
     await host.subagents.followup(parent, childId, [text('third')]);
-    await recorder.until(() => turnEnds(child.session.events).length === 3);
-    expect(turnEnds(child.session.events)).toStrictEqual(['completed', 'error', 'completed']);
+    await recorder.until(() => turnEnds(child.session.events).length === 2);
+    expect(turnEnds(child.session.events)).toStrictEqual(['completed', 'completed']);
     expect(assistantTexts(host, childId).at(-1)).toBe('echo: third');
     expect(newChildPids(before).filter(isAlive)).toStrictEqual(pids);
     const sessionId = remoteSessionId(child.session.events);
     await host.close();
     expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['first', 'third']);
+  });
+
+  it('refuses a continuable start whose model spec no session/new could carry INVALID_REQUEST before taking a process', async () => {
+    const { host, parent } = await setup(agentOptions(files.file()));
+    const pids = newChildPids(before).filter(isAlive);
+    await expect(start(host, parent, 'go', [{ text: 'x'.repeat(33 * 2 ** 20) }])).rejects.toMatchObject({
+      code: 'INVALID_REQUEST', message: expect.stringMatching(/^the agent options \(33\.0 MB as one ACP session\/new message with the model spec\) are too large for an ACP agent/),
+    });
+    expect(newChildPids(before).filter(isAlive)).toStrictEqual(pids);
+    expect(await host.subagents.listChildren(parent.id)).toStrictEqual([]);
   });
 
   it('reaps the process when the child lingers out, and a follow-up cold-resumes it through session/load', async () => {

@@ -224,6 +224,21 @@ describe('acpProvider', () => {
       expect(host.sessions.list().filter((session) => session.header.parentSession === parent.id)).toEqual([]);
     });
 
+    it('refuses INVALID_REQUEST a model spec over the bound on one session/new message before taking a process: the warm one stays', async () => {
+      const before = childPids();
+      const provider = acpProvider(host, cliOptions({ name: 'bounded-spec', prewarm: 1 }));
+      host.subagents.registerProvider(provider);
+      await provider.whenWarm();
+      const warm = newChildPids(before);
+      const model = { kind: 'scripted' as const, steps: [{ text: 'x'.repeat(33 * 2 ** 20) }] };
+      await expect(start('bounded-spec', { agentOptions: { model } })).rejects.toMatchObject({
+        code: 'INVALID_REQUEST', message: expect.stringMatching(/^the agent options \(33\.0 MB .*at most 33554432 bytes in one message.*; give a shorter model spec$/),
+      });
+      await provider.whenWarm();
+      expect(newChildPids(before)).toEqual(warm);
+      expect(warm.filter(isAlive)).toEqual(warm);
+    });
+
     it('counts the session id the agent picked: a prompt it pushes over the bound is refused, and the warm process taken for it is reaped', async () => {
       const before = childPids();
       const provider = acpProvider(host, cliOptions({ name: 'exact', prewarm: 1 }));

@@ -86,6 +86,19 @@ export function oversizePrompt(sessionId: string, text: readonly string[]): stri
   return `the prompt (${(bytes / 2 ** 20).toFixed(1)} MB as one ACP session/prompt message) is too large for an ACP agent: the ACP SDK reads at most ${MAX_MESSAGE_BYTES} bytes in one message and closes the connection on a larger one; send less`;
 }
 
+/**
+ * Why the session/new message carrying `meta` (the delegator's route overrides: a model spec may be
+ * long) cannot be sent, or undefined: the agent would close the connection on it, as on a prompt
+ * over the bound (see {@link oversizePrompt}).
+ */
+export function oversizeSessionNew(cwd: string, meta: Record<string, unknown> | undefined): string | undefined {
+  if (meta === undefined) return undefined;
+  const request = { jsonrpc: '2.0', id: Number.MAX_SAFE_INTEGER, method: 'session/new', params: { cwd, mcpServers: [], _meta: meta } };
+  const bytes = Buffer.byteLength(JSON.stringify(request));
+  if (bytes <= MAX_MESSAGE_BYTES) return undefined;
+  return `the agent options (${(bytes / 2 ** 20).toFixed(1)} MB as one ACP session/new message with the model spec) are too large for an ACP agent: the ACP SDK reads at most ${MAX_MESSAGE_BYTES} bytes in one message and closes the connection on a larger one; give a shorter model spec`;
+}
+
 /** An error code word (`MODEL_AUTH`): what a peer's `data.code` may add to a description, no free text. */
 const CODE_WORD = /^[A-Z][A-Z0-9_]{0,63}$/;
 

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { SubagentError } from '../../seam/errors.js';
 import type { Usage } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest } from '../../seam/types.js';
-import { describeAcpFailure } from './client.js';
+import { describeAcpFailure, oversizePrompt, oversizeSessionNew } from './client.js';
 import { resolveChildCwd, type AcpProviderConfig } from './options.js';
 import type { WarmChild, WarmPool } from './pool.js';
 import type { ReapGraces } from './process.js';
@@ -73,6 +73,12 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       model: new RemoteSessionModel(first, graces.graceMs, () => pool?.fillSoon(), relaunch, stored.spent),
       ...(stored.providerData ? { providerData: stored.providerData } : {}),
       release: () => deps.retire(current),
+      // A message no session/prompt could carry is refused before it is accepted (so before it is in the child's log).
+      admitInput: (content) => {
+        const text = content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
+        const oversize = oversizePrompt(session.sessionId, text);
+        if (oversize !== undefined) throw new SubagentError('INVALID_REQUEST', oversize);
+      },
     };
   };
 
@@ -80,6 +86,10 @@ export function acpContinuable(deps: AcpContinuableDeps) {
     const { signal } = request;
     checkOpen(signal, closed);
     const launch: LaunchConfig = { command: config.command, args: config.args, cwd: resolveChildCwd(config.cwd, request.parent) };
+    const meta = routeMeta(request.agentOptions);
+    // Before any process is taken (one that large would end the agent's connection).
+    const oversize = oversizeSessionNew(launch.cwd, meta);
+    if (oversize !== undefined) throw new SubagentError('INVALID_REQUEST', oversize);
     // Every pooled process runs the same agent: a warm one already answered, so nothing is spawned to ask.
     const warm = pool?.peek();
     if (warm && !warm.client.canLoadSession) throw unsupported(config.name);
@@ -88,7 +98,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
     try {
       child ??= await deps.launch(launch, runSignal);
       if (!child.client.canLoadSession) throw unsupported(config.name);
-      const sessionId = await startupStep(child.client.newSession(launch.cwd, routeMeta(request.agentOptions)), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
+      const sessionId = await startupStep(child.client.newSession(launch.cwd, meta), child.proc, runSignal, 'session/new', config.startupTimeoutMs);
       return resident(child, { sessionId, launch }, { providerData: { sessionId, ...launch } });
     } catch (error) {
       pool?.fill();

@@ -7,7 +7,7 @@ import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
 import { childEnvironment } from '../child-env.js';
 import { hostParts, type Host } from '../provider-host.js';
-import { AcpClient, oversizePrompt } from './client.js';
+import { AcpClient, oversizePrompt, oversizeSessionNew } from './client.js';
 import { acpContinuable, type LaunchConfig } from './continuable.js';
 import { SessionMirror } from './mirror.js';
 import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './options.js';
@@ -29,7 +29,7 @@ function textPrompt(prompt: ResolvedSubagentStartRequest['prompt']): string[] {
   return text;
 }
 
-/** Throws `INVALID_REQUEST` when `problem` (what {@link oversizePrompt} says) is set. */
+/** Throws `INVALID_REQUEST` when `problem` (what {@link oversizePrompt} or {@link oversizeSessionNew} says) is set. */
 function refuseOversize(problem: string | undefined): void {
   if (problem !== undefined) throw new SubagentError('INVALID_REQUEST', problem);
 }
@@ -101,6 +101,7 @@ export function acpProvider(owner: Host, opts: AcpProviderOptions): AcpProvider 
     const cwd = resolveChildCwd(config.cwd, request.parent);
     const delegationDepth = resolveChildDepth(request.parent, undefined);
     const meta = routeMeta(request.agentOptions);
+    refuseOversize(oversizeSessionNew(cwd, meta));
     const runSignal = AbortSignal.any([signal, closer.signal]);
     let child = pool?.take();
     try {
