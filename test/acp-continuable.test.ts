@@ -132,6 +132,16 @@ describe('continuable ACP children', () => {
     expect(await remoteUserTexts(remoteDb, sessionId)).toStrictEqual(['first', 'third']);
   });
 
+  it('refuses a start or follow-up without text INVALID_REQUEST before it is accepted: an ACP child receives text only', async () => {
+    const { host, parent, childId } = await firstTurn();
+    const image = { type: 'image' as const, mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+    const noText = { code: 'INVALID_REQUEST', message: 'the message has no text block; an ACP child receives text only' };
+    await expect(host.subagents.followup(parent, childId, [image, text('')])).rejects.toMatchObject(noText);
+    expect(userTexts(host.agents.get(childId)!.session.events)).toStrictEqual(['first']);
+    await expect(host.subagents.startContinuable({ provider: 'acp', label: 'image', request: { prompt: [image], parent } })).rejects.toMatchObject(noText);
+    expect((await host.subagents.listChildren(parent.id)).map((row) => row.id)).toStrictEqual([childId]);
+  });
+
   it('refuses a continuable start whose model spec no session/new could carry INVALID_REQUEST before taking a process', async () => {
     const { host, parent } = await setup(agentOptions(files.file()));
     const pids = newChildPids(before).filter(isAlive);

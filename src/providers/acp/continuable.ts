@@ -73,9 +73,10 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       model: new RemoteSessionModel(first, graces.graceMs, () => pool?.fillSoon(), relaunch, stored.spent),
       ...(stored.providerData ? { providerData: stored.providerData } : {}),
       release: () => deps.retire(current),
-      // A message no session/prompt could carry is refused before it is accepted (so before it is in the child's log).
+      // A message no session/prompt could carry (none with no text) is refused before it is accepted (so before it is in the child's log).
       admitInput: (content) => {
         const text = content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
+        if (text.length === 0) throw new SubagentError('INVALID_REQUEST', 'the message has no text block; an ACP child receives text only');
         const oversize = oversizePrompt(session.sessionId, text);
         if (oversize !== undefined) throw new SubagentError('INVALID_REQUEST', oversize);
       },
