@@ -183,7 +183,7 @@ export class ContinuationManager implements ActivationHost {
 
   /**
    * Final admission span (no awaits): authority, then the message enters the child's inbox. A fresh
-   * child was `admitted` (signal and admission) as it was published: its start is accepted from there.
+   * child was `admitted` (signal, admission and its prompt's size) as it was published: its start is accepted from there.
    */
   #submit(activation: Activation, parent: Agent, content: ContentBlock[], source: MessageSource, signal: AbortSignal | undefined, admitted = false): MessageId {
     if (!admitted) {
@@ -194,7 +194,8 @@ export class ContinuationManager implements ActivationHost {
     if (!isExactLive(this.live, parent) || activation.parentSession !== parent.id) {
       throw new SubagentError('UNAUTHORIZED', `only the live direct parent of ${activation.childId} may send it messages`);
     }
-    activation.admitInput(content);
+    // A fresh child's prompt was asked about before the child was created.
+    if (!admitted) activation.admitInput(content);
     activation.open();
     const id = activation.agent.followup(content, { source });
     activation.announced = true;
