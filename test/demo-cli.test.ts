@@ -224,12 +224,15 @@ describe('subagent-host demo interrupted while children wait for a thread', () =
   });
 });
 
-describe('subagent-host demo whose terminal closed (SIGHUP)', () => {
-  it('stops as on Ctrl-C: exit 130, and no turn it began is left open in its database', { timeout: 90_000 }, async () => {
+describe('subagent-host demo stopped by its terminal closing (SIGHUP) or by SIGTERM', () => {
+  it.each([
+    ['SIGHUP', 129],
+    ['SIGTERM', 143],
+  ] as const)('stops on %s as on Ctrl-C, exit %i (128 + the signal), and no turn it began is left open in its database', { timeout: 90_000 }, async (signal, code) => {
     const big = new URL('../node_modules/typescript/lib', import.meta.url).pathname;
     const db = join(dir, `run-${++runs}.db`);
-    const { ended, stdout, stderr } = await interruptCli(cli, ['demo', '--children', '8', '--dir', big, '--db', db], /^ {2}chunk \d+\/8 +running since/m, 80_000, 'SIGHUP');
-    expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(130);
+    const { ended, stdout, stderr } = await interruptCli(cli, ['demo', '--children', '8', '--dir', big, '--db', db], /^ {2}chunk \d+\/8 +running since/m, 80_000, signal);
+    expect(ended, `stdout:\n${stdout}\nstderr:\n${stderr}`).toBe(code);
     const saved = new Database(db, { readonly: true });
     try {
       const turns = saved.prepare("SELECT session_id AS id, SUM(type = 'turn/start') AS started, SUM(type = 'turn/end') AS ended FROM events GROUP BY session_id").all() as { id: string; started: number; ended: number }[];

@@ -2,6 +2,7 @@
 // children, with live progress and a report of what the model delegated and what it cost.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { constants } from 'node:os';
 import { modelFromEnv, sourceFiles } from '../demo/demo-inputs.js';
 import type { ModelSpec } from '../seam/agent-types.js';
 import type { DemoProvider } from '../demo/report.js';
@@ -91,7 +92,11 @@ export async function run(args: string[]): Promise<number> {
   // and every open turn ends in the database, which `ls` and `inspect` would otherwise show running
   // for good. A second one quits.
   const interrupted = new AbortController();
-  const onSignal = () => interrupted.abort();
+  let stoppedBy: NodeJS.Signals = 'SIGINT';
+  const onSignal = (by: NodeJS.Signals) => {
+    if (!interrupted.signal.aborted) stoppedBy = by;
+    interrupted.abort();
+  };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   process.once('SIGHUP', onSignal);
@@ -111,7 +116,8 @@ export async function run(args: string[]): Promise<number> {
   // A reader that went away stops the run as quietly as it stops any command's output.
   if (outputGone()) return 0;
   process.stderr.write(`subagent-host demo: interrupted; its children were stopped and ${db} closed\n`);
-  return 130;
+  // As a shell reports a command a signal ended: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP).
+  return 128 + constants.signals[stoppedBy];
 }
 
 /** The one-shot demo: the opening line, the run, then the report (text or JSON). */
