@@ -1,9 +1,9 @@
 // The command line of `bench`: suite names and `--json FILE`, checked before any suite runs (a
 // mistake found after minutes of measuring loses the run).
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
-import { dirname, resolve, sep } from 'node:path';
+import { dirname, sep } from 'node:path';
 import { parseCommand, usageError } from '../src/cli/args.js';
-import { notReplaceable } from './json-file.js';
+import { notReplaceable, targetOf } from './json-file.js';
 import { SUITES, isSuite } from './suites.js';
 
 export const USAGE = `usage: subagent-host bench [SUITE…] [--json FILE]
@@ -25,11 +25,12 @@ function unwritable(file: string): string | undefined {
   if (file === '') return 'needs a file path';
   // resolve() drops a trailing slash, which writing does not: `new-dir/` is refused now, not after the run.
   if (file.endsWith('/') || file.endsWith(sep)) return `${file} names a directory, not a file`;
-  const path = resolve(file);
+  // The folder the rows go to: that of the file a symlink FILE names.
+  const path = targetOf(file);
   try {
     if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) return `${file} is a directory`;
     if (!statSync(dirname(path)).isDirectory()) return `${dirname(path)} is not a directory`;
-    // The rows are renamed into place from a temp file beside FILE: its folder must take new files.
+    // The rows are renamed into place from a temp file beside that file: its folder must take new files.
     accessSync(dirname(path), fsConstants.W_OK);
   } catch {
     return `cannot be written: ${dirname(path)} is not a writable directory`;

@@ -1,7 +1,7 @@
 // The `--json FILE` of `bench`: which existing file it may replace (only the output of an earlier
 // run), and the write itself, to a temp file beside FILE renamed over it, so FILE is whole or untouched.
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fsyncSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 
@@ -40,17 +40,33 @@ function reason(error: unknown): string {
 }
 
 /**
+ * The file `file` names: through its symlinks when it exists, so a link kept to the latest output
+ * stays a link and the output it names is replaced (as writing in place did, and write-file-atomic does).
+ */
+export function targetOf(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    // New, or a dangling link: the name itself.
+    return resolve(file);
+  }
+}
+
+/**
  * Writes `text` to `file` through a temp file in the same folder (a rename within one file system
- * replaces FILE whole); returns why it could not, or undefined. FILE is checked again just before the
- * rename: it may have appeared during the run.
+ * replaces FILE whole), with the permissions of the output it replaces; returns why it could not, or
+ * undefined. FILE is checked again just before the rename: it may have appeared during the run.
  */
 export function writeWhole(file: string, text: string): string | undefined {
-  const path = resolve(file);
+  const path = targetOf(file);
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
   try {
     // 'wx': a file (or link) already at the temp path is never written through.
     const fd = openSync(temp, 'wx');
     try {
+      // An earlier output kept private stays private.
+      const earlier = statSync(path, { throwIfNoEntry: false });
+      if (earlier?.isFile()) fchmodSync(fd, earlier.mode & 0o7777);
       writeSync(fd, text);
       fsyncSync(fd);
     } finally {

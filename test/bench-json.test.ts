@@ -2,7 +2,7 @@
 // the write fails, and the internal `--run-suite` flag of the runner. Runs the cancel suite, the
 // quickest one.
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,6 +72,31 @@ describe('subagent-host bench --json FILE, when FILE exists', () => {
       ids: ['cancel/busy-child-observed', 'cancel/runaway-settled'],
       files: ['rows.json'],
     });
+  }, 60_000);
+
+  // As writing the file in place did (and as write-file-atomic does): a link kept to the latest
+  // output stays a link, and the output it names is the one replaced.
+  it('replaces the earlier output a symlink FILE names, and FILE stays that symlink', async () => {
+    const dir = folder();
+    mkdirSync(join(dir, 'runs'));
+    const target = join(dir, 'runs', 'first.json');
+    writeFileSync(target, PREVIOUS);
+    const file = join(dir, 'latest.json');
+    symlinkSync(join('runs', 'first.json'), file);
+    const { code } = await run(CLI, 'bench', 'cancel', '--json', file);
+    expect(code).toBe(0);
+    expect(lstatSync(file).isSymbolicLink()).toBe(true);
+    const written = JSON.parse(readFileSync(target, 'utf8')) as { node: string };
+    expect({ node: written.node, files: readdirSync(dir).sort(), runs: readdirSync(join(dir, 'runs')) }).toEqual({ node: process.version, files: ['latest.json', 'runs'], runs: ['first.json'] });
+  }, 60_000);
+
+  it('keeps the permissions of the earlier output it replaces', async () => {
+    const file = join(folder(), 'rows.json');
+    writeFileSync(file, PREVIOUS, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    const { code } = await run(CLI, 'bench', 'cancel', '--json', file);
+    expect(code).toBe(0);
+    expect({ mode: statSync(file).mode & 0o777, node: (JSON.parse(readFileSync(file, 'utf8')) as { node: string }).node }).toEqual({ mode: 0o600, node: process.version });
   }, 60_000);
 });
 

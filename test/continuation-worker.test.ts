@@ -805,6 +805,58 @@ describe('report from a resident worker child', () => {
     expect(Math.max(...accepted.map((data) => JSON.stringify(data).length))).toBeLessThan(2 ** 20);
   });
 
+  // A settlement notice reaches its parent's thread as a follow-up does: a closing message that
+  // thread could not take is left out of it, said so, and the parent's turn runs.
+  it('leaves a closing message over 8 MB out of the settlement notice to a continuable worker parent, saying why', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn' });
+    await recorder.until(() => recorder.ends.length >= 1);
+    const worker = host.agents.get(childId)!;
+    const long: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createLongFirstAnswerModel', options: { text: 'z', times: 12 * 2 ** 20 } };
+    const { childId: grandchildId } = await startChild(host, worker, 'below', { provider: 'in-process', model: long });
+    await recorder.until(() => recorder.ends.length >= 3);
+    expect(recorder.ends.map((end) => [end.id, end.stopReason])).toStrictEqual([[childId, 'completed'], [grandchildId, 'completed'], [childId, 'completed']]);
+    const notice = userTexts(worker.session.events).at(-1)!;
+    expect(notice).toContain(`Background subagent ${grandchildId} finished`);
+    expect(notice).toContain('Its closing message is left out: this agent could not take it (the message (12.0 MB encoded) is too large for a worker thread');
+    const accepted = worker.session.events.filter((e) => e.type === 'inbox/accepted');
+    expect(Math.max(...accepted.map((e) => JSON.stringify(e.data).length))).toBeLessThan(2 ** 20);
+  });
+
+  it('leaves an output over 8 MB out of a background task’s notice to a continuable worker parent, saying why', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const long: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createLongFirstAnswerModel', options: { text: 'z', times: 12 * 2 ** 20 } };
+    subagentTool(host, { provider: 'in-process', background: true, toolName: 'bg', agentOptions: { model: long } });
+    const model: ModelSpec = { kind: 'scripted', steps: [call('bg', { description: 'long', prompt: 'go' }), { text: 'started' }, { text: 'noticed' }] };
+    const { childId } = await startChild(host, parent, 'first', { provider: 'spawn', model });
+    await recorder.until(() => recorder.ends.some((end) => end.id === childId));
+    const events = host.sessions.get(childId)!.events;
+    expect(new Set(turnEnds(events))).toStrictEqual(new Set(['completed']));
+    expect(userTexts(events).at(-1)).toContain('Its output is left out: this agent could not take it (the message (12.0 MB encoded) is too large for a worker thread');
+    expect(Math.max(...events.filter((e) => e.type === 'inbox/accepted').map((e) => JSON.stringify(e.data).length))).toBeLessThan(2 ** 20);
+  });
+
+  it('gives a running one-shot worker parent the settlement notice without a closing message its thread could not take', async () => {
+    const warned: string[] = [];
+    const logger = { warn: (message: string) => void warned.push(message) };
+    const { host, parent } = await setup({ logger, pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const run = await host.subagents.start('spawn', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const child = run.localAgent!;
+    await untilEvent(child, 'step/start');
+    const long: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createLongFirstAnswerModel', options: { text: 'z', times: 12 * 2 ** 20 } };
+    const warning = new Promise<void>((resolve) => (logger.warn = (message) => void (warned.push(message), resolve())));
+    const { childId: grandchildId } = await startChild(host, child, 'below', { provider: 'in-process', model: long });
+    const isNotice = (e: { type: string; data: unknown }) => e.type === 'inbox/accepted' && (e.data as { source: { kind: string } }).source.kind === 'subagent-settled';
+    const noticed = new Promise<void>((resolve) => child.subscribe((event) => void (isNotice(event) && resolve())));
+    await Promise.race([noticed, warning]);
+    expect(warned).toStrictEqual([]);
+    const notice = child.session.events.find(isNotice)!.data as { content: { text: string }[] };
+    expect(notice.content.map((block) => block.text).join('\n')).toContain(`Its closing message is left out: this agent could not take it (the message (12.0 MB encoded) is too large for a worker thread`);
+    run.cancel();
+    await run.result;
+    await host.subagents.drainContinuableChildren(child, [grandchildId]);
+  });
+
 
   it.each([
     ['quiet', false],

@@ -140,7 +140,9 @@ export interface ContinuableCreateSpec {
   /**
    * Throws a `SubagentError` (`INVALID_REQUEST`) for a message the child's transport cannot take (a
    * worker thread's heap bound): asked before each message is accepted into the child's inbox (its
-   * start's prompt, each follow-up, the one that brings it back), so a refused one is never in its log.
+   * start's prompt, each follow-up, the one that brings it back, a child's report), so a refused one is
+   * never in its log; a child's settlement notice it refuses goes without the child's closing message.
+   * It may be asked more than once about one message: it must change nothing.
    */
   admitInput?(content: readonly ContentBlock[]): void;
 }

@@ -82,7 +82,7 @@ export class SubagentService {
   readonly #continuation: ContinuationManager | undefined;
   readonly #logger: Logger | undefined;
   /** A continuable child whose held work ended may now be quiet: it re-checks its settlement. */
-  readonly #held = new HeldWork((ownerId) => this.#continuation?.activations.get(ownerId)?.poke());
+  readonly #held = new HeldWork((ownerId) => this.#continuation?.activations.get(ownerId)?.poke(), (ownerId) => this.#continuation?.activations.get(ownerId)?.admitInput);
   /** The agents of live runs (a worker child's proxy is in no registry): they may be continuable parents. */
   readonly #runAgents = new Map<SessionId, Agent>();
   /** What start said of each published one-shot child not yet disposed (see PublishedChildren). */

@@ -43,15 +43,25 @@ const SENTENCES: Partial<Record<string, string>> & Record<SubagentStopReason, st
   refusal: 'declined the task',
 };
 
-/** The parent's notice of a settled background task: task id, stop reason, output. */
-export function taskNotice(task: BackgroundTask, result: SubagentResult): ContentBlock[] {
+/**
+ * The parent's notice of a settled background task: task id, stop reason, output. `admit` (the
+ * parent's transport bound, see ContinuableCreateSpec.admitInput) refusing it leaves the output out, said so.
+ */
+export function taskNotice(task: BackgroundTask, result: SubagentResult, admit?: (content: readonly ContentBlock[]) => void): ContentBlock[] {
   const how = stoppedByBudget(result) ? 'was stopped by its budget before finishing' : (SENTENCES[result.stopReason] ?? 'ended abnormally');
   const sentence = `Background task ${task.id} ${how} (stop reason: ${result.stopReason}).`;
   const output = textOf(result.output);
   const lines = [sentence];
   if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);
-  lines.push(output ? `Its output:\n${output}` : 'It left no output.');
-  return [{ type: 'text', text: lines.join('\n') }];
+  if (!output) return [{ type: 'text', text: [...lines, 'It left no output.'].join('\n') }];
+  const content: ContentBlock[] = [{ type: 'text', text: [...lines, `Its output:\n${output}`].join('\n') }];
+  try {
+    admit?.(content);
+    return content;
+  } catch (error) {
+    const why = isSubagentError(error) ? error.message : 'its transport refused it';
+    return [{ type: 'text', text: [...lines, `Its output is left out: this agent could not take it (${why}).`].join('\n') }];
+  }
 }
 
 /**
@@ -170,9 +180,15 @@ export class BackgroundTasks {
     let done = () => undefined as void;
     const task = new Task('run' in start ? start.run.id : start.id, parent.id, 'run' in start ? start.run : undefined, 'stop' in start ? start.stop : undefined);
     const { id } = task;
-    const notify = (content: ContentBlock[]) => {
+    const notify = (result: SubagentResult) => {
       try {
-        deliver(parent, content, id, task.released);
+        try {
+          deliver(parent, taskNotice(task, result, this.#held?.admitInputOf(parent)), id, task.released);
+        } catch (error) {
+          // A one-shot worker parent's thread refuses input too large for it as it is sent: the notice goes again without the output.
+          if (!isSubagentError(error, 'INVALID_REQUEST')) throw error;
+          deliver(parent, taskNotice(task, result, () => { throw error; }), id, task.released);
+        }
       } catch (error) {
         onWarn(`the settlement notice of background task ${id} could not reach its parent`, error);
       }
@@ -197,7 +213,7 @@ export class BackgroundTasks {
           task.result = { stopReason: givenUp ? 'aborted' : 'error', output: [], diagnostic: startFailure(error) };
         },
       )
-      .then(() => notify(taskNotice(task, task.result!)))
+      .then(() => notify(task.result!))
       .finally(async () => {
         this.#remember(id);
         task.forgetStart();

@@ -6,7 +6,7 @@ import type { Agent } from '../../seam/agent-types.js';
 import { copyMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
-import { SubagentError, describeError } from '../../seam/errors.js';
+import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
 import { readingInput } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
@@ -145,11 +145,19 @@ export class ContinuationManager implements ActivationHost {
   #notify(activation: Activation, outcome: EpochOutcome): void {
     const parent = this.live.get(activation.parentSession);
     if (!parent) return;
-    const { content, source } = settlementNotice(activation.childId, outcome);
-    try {
+    const deliver = ({ content, source }: { content: ContentBlock[]; source: MessageSource }): void => {
       if (this.admission.isClosing(parent) || this.activations.get(parent.id)?.disposal || settledOneShot(parent)) injectIfOpen(parent, content, source);
       else if (parent.status === 'idle') parent.followup(content, { source });
       else parent.steer(content, { source });
+    };
+    try {
+      try {
+        deliver(settlementNotice(activation.childId, outcome, this.activations.get(parent.id)?.admitInput));
+      } catch (error) {
+        // A one-shot worker parent's thread refuses input too large for it as it is sent: the notice goes again without the closing message.
+        if (!isSubagentError(error, 'INVALID_REQUEST')) throw error;
+        deliver(settlementNotice(activation.childId, outcome, () => { throw error; }));
+      }
     } catch (error) {
       this.warn(`the settlement notice of ${activation.childId} could not reach its parent`, error);
     }

@@ -68,17 +68,29 @@ const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
  * and images of its closing message, or their absence. The closing message's tool calls and
  * reasoning stay out: they are the child's own turn's, and no model takes them in a user message.
  */
-export function settlementNotice(childId: SessionId, outcome: EpochOutcome): { content: ContentBlock[]; source: MessageSource } {
+export function settlementNotice(
+  childId: SessionId,
+  outcome: EpochOutcome,
+  /** The parent's `admitInput` (a continuable parent's transport bound), when it has one. */
+  admit?: (content: readonly ContentBlock[]) => void,
+): { content: ContentBlock[]; source: MessageSource } {
   const sentence = SENTENCES[outcome.stopReason](childId);
   const head: ContentBlock[] = [{ type: 'text', text: sentence }];
   if (outcome.failure !== undefined) head.push({ type: 'text', text: `Diagnostic: ${outcome.failure}` });
   if (outcome.diagnostic !== undefined) head.push({ type: 'text', text: `It was stopped by its ${outcome.diagnostic}.` });
   const shown = outcome.output.filter((block) => block.type === 'text' || block.type === 'image');
-  const content: ContentBlock[] =
-    shown.length > 0
-      ? [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(shown)]
-      : [...head, { type: 'text', text: 'It left no closing message.' }];
-  return { content, source: { kind: 'subagent-settled', senderSessionId: childId, summary: headOf(sentence, 200) } };
+  const source: MessageSource = { kind: 'subagent-settled', senderSessionId: childId, summary: headOf(sentence, 200) };
+  if (shown.length === 0) return { content: [...head, { type: 'text', text: 'It left no closing message.' }], source };
+  const content: ContentBlock[] = [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(shown)];
+  try {
+    admit?.(content);
+    return { content, source };
+  } catch (error) {
+    // A notice is never refused (nobody could be told): one the parent's transport cannot take
+    // leaves the closing message out, which in its log would end its turns or keep it from coming back.
+    const why = isSubagentError(error) ? error.message : 'its transport refused it';
+    return { content: [...head, { type: 'text', text: `Its closing message is left out: this agent could not take it (${why}); it is in the log of ${childId}.` }], source };
+  }
 }
 
 /** A child's report as its parent reads it. */
