@@ -1,6 +1,8 @@
 // Worker plumbing: a process that used the host (workers, ACP, SQLite) ends every resource on close
 // and exits by itself (a tool module that never finishes loading holds neither it nor a run), and
 // error codes cross the control channel in both directions.
+import { mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MessageChannel } from 'node:worker_threads';
@@ -108,6 +110,19 @@ describe('a tool module that never finishes loading', () => {
       rest: [JSON.stringify({ loaded: true, busy: 'completed' }), 'closed', ''],
       ended: { created: true },
     });
+  });
+});
+
+describe('a thread being terminated', () => {
+  const script = new URL('./fixtures/ending-thread.mjs', import.meta.url).pathname;
+  const tools = new URL('./fixtures/blocking-exit-tools.mjs', import.meta.url).href;
+
+  // The pool's one thread is being terminated when its child's result comes in (a cancel's grace
+  // that ran out as the child finished does this); the start waiting for the slot gets it then, and
+  // its task goes to the pool before that thread has exited: it needs a thread of its own.
+  it('holds neither a start granted its slot meanwhile nor the host', async () => {
+    const { code, out, err } = await runNodeScript(script, [packageUrl, tools, mkdtempSync(join(files.dir, 'ending-'))]);
+    expect({ code, out, err }).toEqual({ code: 0, out: `${JSON.stringify({ first: 'completed', second: 'completed' })}\nclosed\n`, err: '' });
   });
 });
 

@@ -25,7 +25,8 @@ export interface WorkerPoolOptions {
    * Threads for children started by main-thread agents. A worker child waiting for its own
    * children lends them one slot, so the pool never runs more than
    * `maxThreads × (1 + maxNestingDepth)` threads (plus, for a while, up to `maxThreads` threads
-   * retiring after an error escaped a child's code).
+   * retiring after an error escaped a child's code, and threads being terminated whose tasks ended
+   * meanwhile: each lets a new thread take its free slots until it has exited).
    * At most 1024. @default max(4, 2 × availableParallelism())
    */
   maxThreads?: number;
@@ -173,6 +174,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}, logger?: Logger)
   const gateBuffer = createGateBuffer(resolved.maxThreads * (1 + resolved.maxNestingDepth));
   const fence = new ImportFence(gateBuffer);
   const tracker = new ThreadTracker((slot) => fence.free(slot));
+  // Threads being terminated: they take no new task.
   const doomed = new Set<number>();
   // Threads that take no new task because a child's code let an error escape in them.
   const avoided = new Set<number>();
@@ -198,10 +200,15 @@ export function openWorkerPool(options: WorkerPoolOptions = {}, logger?: Logger)
   // piscina may run as many tasks as admission admits (root slots plus loans), so it never queues
   // one: its thread ceiling follows the loans in use, and without nesting it stays maxThreads.
   // A retiring thread's free slots are no use to anyone, so each (up to maxThreads of them) lifts
-  // the ceiling by one thread until it exits; the import gate has room for that many more.
+  // the ceiling by one thread until it exits; the import gate has room for that many more. So does
+  // a thread being terminated: its task may end meanwhile and free its slot, and piscina, which
+  // never hands it that slot's next task, queues the task without a thread of its own and starts
+  // none for it when the thread exits (it only keeps minThreads), so the task would wait forever.
   // piscina reads `options.maxThreads` at each spawn decision, which is what makes it adjustable.
-  const ceiling = () =>
-    resolved.maxThreads + Math.ceil(admission.loans / resolved.childrenPerThread) + Math.min(avoided.size, resolved.maxThreads);
+  const ceiling = () => {
+    const ending = [...doomed].filter((id) => !avoided.has(id)).length;
+    return resolved.maxThreads + Math.ceil(admission.loans / resolved.childrenPerThread) + Math.min(avoided.size, resolved.maxThreads) + ending;
+  };
   const resize = () => {
     if (instance) instance.options.maxThreads = ceiling();
   };
@@ -300,7 +307,10 @@ export function openWorkerPool(options: WorkerPoolOptions = {}, logger?: Logger)
           let wanted: boolean | undefined;
           const want = () => {
             wanted ??= thread.threadId !== -1 && stillWanted();
-            if (wanted) doomed.add(threadId);
+            if (wanted && !doomed.has(threadId)) {
+              doomed.add(threadId);
+              resize();
+            }
             return wanted;
           };
           const lower = await fence.fence(slot, want, resolved.cancelGraceMs);
@@ -308,7 +318,7 @@ export function openWorkerPool(options: WorkerPoolOptions = {}, logger?: Logger)
             if (!want() || thread.threadId === -1) return;
             await thread.terminate();
           } finally {
-            doomed.delete(threadId);
+            if (doomed.delete(threadId)) resize();
             lower();
           }
         })(),
