@@ -263,8 +263,12 @@ export class ResidentWorkerModel implements ModelAdapter {
     // back. A log with one event of more than about 16 MB, brought into a thread shared with a child
     // at its heap limit, can still abort the process: see the README.)
     // Its options and tool schemas cross with the log (the model spec twice: in them and in the log's descriptor).
-    const rest = JSON.stringify({ ...data, events: [] });
-    assertFitsThread(`the log of continuable child ${this.#childId} with its model spec and tool schemas`, [...data.events, rest], pool.options.resourceLimits?.maxOldGenerationSizeMb, 'start a fresh child', { code: 'START_FAILED' });
+    // Measured only under a heap limit: without one, nothing is stringified on the way to a thread.
+    const heapLimitMb = pool.options.resourceLimits?.maxOldGenerationSizeMb;
+    if (heapLimitMb !== undefined) {
+      const rest = JSON.stringify({ ...data, events: [] });
+      assertFitsThread(`the log of continuable child ${this.#childId} with its model spec and tool schemas`, [...data.events, rest], heapLimitMb, 'start a fresh child', { code: 'START_FAILED' });
+    }
     const task = encode(data);
     const slot = await pool.admission.acquire({
       child: this.#childId,

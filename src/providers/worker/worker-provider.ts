@@ -160,9 +160,10 @@ function workerProvider(host: WorkerProviderHost, fork: boolean, name: string): 
         const { resourceLimits, childrenPerThread } = host.pool.options;
         if (seed) assertSeedFits(encodedSeed(request.parent.session, seed), resourceLimits?.maxOldGenerationSizeMb, childrenPerThread > 1);
         // Options no stay could take, too: they cross with each stay's log, the model spec twice (in them and in the log).
-        if (request.agentOptions) {
+        if (request.agentOptions && resourceLimits?.maxOldGenerationSizeMb !== undefined) {
           const { model, ...rest } = request.agentOptions;
-          const texts = model === undefined ? [JSON.stringify(rest)] : [JSON.stringify(rest), JSON.stringify(model), JSON.stringify(model)];
+          const spec = model === undefined ? undefined : JSON.stringify(model);
+          const texts = spec === undefined ? [JSON.stringify(rest)] : [JSON.stringify(rest), spec, spec];
           assertFitsThread('the model spec and options of a continuable child', texts, resourceLimits?.maxOldGenerationSizeMb, 'give it a shorter model spec', { running: childrenPerThread > 1 });
         }
       } catch (error) {
