@@ -2,6 +2,7 @@
 // version check the SDK leaves to us), session/new, session/prompt with its updates routed to
 // the run, session/cancel, and permission requests answered by policy. No fs, no terminal.
 import type * as acp from '@agentclientprotocol/sdk';
+import type { ContentBlock } from '../../seam/content.js';
 import { SubagentError } from '../../seam/errors.js';
 import { isRecord } from '../../seam/parse.js';
 import { MAX_MESSAGE_BYTES } from './ndjson.js';
@@ -84,6 +85,16 @@ export function oversizePrompt(sessionId: string, text: readonly string[]): stri
   const bytes = Buffer.byteLength(JSON.stringify(promptRequest(sessionId, text)));
   if (bytes <= MAX_MESSAGE_BYTES) return undefined;
   return `the prompt (${(bytes / 2 ** 20).toFixed(1)} MB as one ACP session/prompt message) is too large for an ACP agent: the ACP SDK reads at most ${MAX_MESSAGE_BYTES} bytes in one message and closes the connection on a larger one; send less`;
+}
+
+/** The text an ACP agent is sent of `content`: its non-empty text blocks (other blocks are not sent). */
+export function promptTexts(content: readonly ContentBlock[]): string[] {
+  return content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
+}
+
+/** Throws `INVALID_REQUEST` when `problem` (what {@link oversizePrompt} or {@link oversizeSessionNew} says) is set. */
+export function refuseOversize(problem: string | undefined): void {
+  if (problem !== undefined) throw new SubagentError('INVALID_REQUEST', problem);
 }
 
 /**

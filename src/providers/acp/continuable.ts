@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { SubagentError } from '../../seam/errors.js';
 import type { Usage } from '../../seam/session-types.js';
 import type { ContinuableCreateRequest, ContinuableCreateSpec, ContinuableResumeRequest } from '../../seam/types.js';
-import { describeAcpFailure, oversizePrompt, oversizeSessionNew } from './client.js';
+import { describeAcpFailure, oversizePrompt, oversizeSessionNew, promptTexts, refuseOversize } from './client.js';
 import { resolveChildCwd, type AcpProviderConfig } from './options.js';
 import type { WarmChild, WarmPool } from './pool.js';
 import type { ReapGraces } from './process.js';
@@ -75,10 +75,9 @@ export function acpContinuable(deps: AcpContinuableDeps) {
       release: () => deps.retire(current),
       // A message no session/prompt could carry (none with no text) is refused before it is accepted (so before it is in the child's log).
       admitInput: (content) => {
-        const text = content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
+        const text = promptTexts(content);
         if (text.length === 0) throw new SubagentError('INVALID_REQUEST', 'the message has no text block; an ACP child receives text only');
-        const oversize = oversizePrompt(session.sessionId, text);
-        if (oversize !== undefined) throw new SubagentError('INVALID_REQUEST', oversize);
+        refuseOversize(oversizePrompt(session.sessionId, text));
       },
     };
   };
@@ -89,8 +88,7 @@ export function acpContinuable(deps: AcpContinuableDeps) {
     const launch: LaunchConfig = { command: config.command, args: config.args, cwd: resolveChildCwd(config.cwd, request.parent) };
     const meta = routeMeta(request.agentOptions);
     // Before any process is taken (one that large would end the agent's connection).
-    const oversize = oversizeSessionNew(launch.cwd, meta);
-    if (oversize !== undefined) throw new SubagentError('INVALID_REQUEST', oversize);
+    refuseOversize(oversizeSessionNew(launch.cwd, meta));
     // Every pooled process runs the same agent: a warm one already answered, so nothing is spawned to ask.
     const warm = pool?.peek();
     if (warm && !warm.client.canLoadSession) throw unsupported(config.name);

@@ -7,7 +7,7 @@ import type { ResolvedSubagentStartRequest, SubagentProvider, SubagentRun } from
 import { NO_START_CAPABILITIES } from '../../seam/types.js';
 import { childEnvironment } from '../child-env.js';
 import { hostParts, type Host } from '../provider-host.js';
-import { AcpClient, oversizePrompt, oversizeSessionNew } from './client.js';
+import { AcpClient, oversizePrompt, oversizeSessionNew, promptTexts, refuseOversize } from './client.js';
 import { acpContinuable, type LaunchConfig } from './continuable.js';
 import { SessionMirror } from './mirror.js';
 import { parseAcpOptions, resolveChildCwd, type AcpProviderOptions } from './options.js';
@@ -24,14 +24,9 @@ export interface AcpProvider extends SubagentProvider {
 }
 
 function textPrompt(prompt: ResolvedSubagentStartRequest['prompt']): string[] {
-  const text = prompt.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : []));
+  const text = promptTexts(prompt);
   if (text.length === 0) throw new SubagentError('INVALID_REQUEST', 'request.prompt has no text block; the ACP provider sends text only');
   return text;
-}
-
-/** Throws `INVALID_REQUEST` when `problem` (what {@link oversizePrompt} or {@link oversizeSessionNew} says) is set. */
-function refuseOversize(problem: string | undefined): void {
-  if (problem !== undefined) throw new SubagentError('INVALID_REQUEST', problem);
 }
 
 /** A provider whose children are ACP agent processes (`command args…`), one process per child. */

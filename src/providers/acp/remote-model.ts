@@ -4,7 +4,7 @@
 import type * as acp from '@agentclientprotocol/sdk';
 import type { ModelAdapter, ModelChunk, ModelMessage, ModelRequest } from '../../seam/model-types.js';
 import { onAbort as whenAborted } from '../../seam/abort.js';
-import { describeAcpFailure, describeOversizeMessage, isJsonRpcError } from './client.js';
+import { describeAcpFailure, describeOversizeMessage, isJsonRpcError, promptTexts } from './client.js';
 import type { WarmChild } from './pool.js';
 import { describeExit } from './process.js';
 import { within } from '../../seam/once.js';
@@ -22,7 +22,7 @@ export function pendingText(messages: readonly ModelMessage[], sent: WeakSet<obj
     const { content } = messages[i]!;
     if (sent.has(content)) break;
     sent.add(content);
-    texts.unshift(...content.flatMap((block) => (block.type === 'text' && block.text !== '' ? [block.text] : [])));
+    texts.unshift(...promptTexts(content));
   }
   return texts;
 }
