@@ -9,7 +9,7 @@ import { SubagentError, isSubagentError } from '../seam/errors.js';
 import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { HeldWork } from '../service/held-work.js';
 import { heldWorkOf, type SubagentService } from '../service/service.js';
-import { injectIfOpen } from '../service/continuation/notices.js';
+import { type AdmitInput, deliverFitting, fittedNotice, injectIfOpen } from '../service/continuation/notices.js';
 import { stoppedByBudget } from './subagent-wording.js';
 
 export interface BackgroundTask {
@@ -47,21 +47,16 @@ const SENTENCES: Partial<Record<string, string>> & Record<SubagentStopReason, st
  * The parent's notice of a settled background task: task id, stop reason, output. `admit` (the
  * parent's transport bound, see ContinuableCreateSpec.admitInput) refusing it leaves the output out, said so.
  */
-export function taskNotice(task: BackgroundTask, result: SubagentResult, admit?: (content: readonly ContentBlock[]) => void): ContentBlock[] {
+export function taskNotice(task: BackgroundTask, result: SubagentResult, admit?: AdmitInput): ContentBlock[] {
   const how = stoppedByBudget(result) ? 'was stopped by its budget before finishing' : (SENTENCES[result.stopReason] ?? 'ended abnormally');
   const sentence = `Background task ${task.id} ${how} (stop reason: ${result.stopReason}).`;
   const output = textOf(result.output);
   const lines = [sentence];
   if (result.diagnostic) lines.push(`Diagnostic: ${result.diagnostic}`);
   if (!output) return [{ type: 'text', text: [...lines, 'It left no output.'].join('\n') }];
-  const content: ContentBlock[] = [{ type: 'text', text: [...lines, `Its output:\n${output}`].join('\n') }];
-  try {
-    admit?.(content);
-    return content;
-  } catch (error) {
-    const why = isSubagentError(error) ? error.message : 'its transport refused it';
-    return [{ type: 'text', text: [...lines, `Its output is left out: this agent could not take it (${why}).`].join('\n') }];
-  }
+  return fittedNotice([{ type: 'text', text: [...lines, `Its output:\n${output}`].join('\n') }], admit, (why) => [
+    { type: 'text', text: [...lines, `Its output is left out: this agent could not take it (${why}).`].join('\n') },
+  ]);
 }
 
 /**
@@ -182,13 +177,7 @@ export class BackgroundTasks {
     const { id } = task;
     const notify = (result: SubagentResult) => {
       try {
-        try {
-          deliver(parent, taskNotice(task, result, this.#held?.admitInputOf(parent)), id, task.released);
-        } catch (error) {
-          // A one-shot worker parent's thread refuses input too large for it as it is sent: the notice goes again without the output.
-          if (!isSubagentError(error, 'INVALID_REQUEST')) throw error;
-          deliver(parent, taskNotice(task, result, () => { throw error; }), id, task.released);
-        }
+        deliverFitting(this.#held?.admitInputOf(parent), (admit) => taskNotice(task, result, admit), (content) => deliver(parent, content, id, task.released));
       } catch (error) {
         onWarn(`the settlement notice of background task ${id} could not reach its parent`, error);
       }

@@ -6,7 +6,7 @@ import type { Agent } from '../../seam/agent-types.js';
 import { copyMessageContent, copyMessageSource, type ContentBlock, type MessageId, type MessageSource, type SessionId } from '../../seam/content.js';
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
-import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
+import { SubagentError, describeError } from '../../seam/errors.js';
 import { once, settled } from '../../seam/once.js';
 import { readingInput } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
@@ -22,7 +22,7 @@ import { Admission, checkAborted, isExactLive, liveLineage, announceStart, type 
 import { Creations } from './creations.js';
 import { ParentWatch } from './parent-watch.js';
 import { type Built, continuableDescriptor, createFresh, liveElsewhere, resumeStored } from './materialize.js';
-import { type EpochOutcome, injectIfOpen, settlementNotice } from './notices.js';
+import { type EpochOutcome, deliverFitting, injectIfOpen, settlementNotice } from './notices.js';
 import { resumeProvider } from './resume-provider.js';
 import { SetupRegistry } from './setup-registry.js';
 import { admitInput, assertStartSpec, detachedSpec, followupOptions, preparedSpec, startBudget } from './validate.js';
@@ -151,13 +151,7 @@ export class ContinuationManager implements ActivationHost {
       else parent.steer(content, { source });
     };
     try {
-      try {
-        deliver(settlementNotice(activation.childId, outcome, this.activations.get(parent.id)?.admitInput));
-      } catch (error) {
-        // A one-shot worker parent's thread refuses input too large for it as it is sent: the notice goes again without the closing message.
-        if (!isSubagentError(error, 'INVALID_REQUEST')) throw error;
-        deliver(settlementNotice(activation.childId, outcome, () => { throw error; }));
-      }
+      deliverFitting(this.activations.get(parent.id)?.admitInput, (admit) => settlementNotice(activation.childId, outcome, admit), deliver);
     } catch (error) {
       this.warn(`the settlement notice of ${activation.childId} could not reach its parent`, error);
     }

@@ -63,6 +63,38 @@ const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
   error: (id) => `Background subagent ${id} failed before finishing.`,
 };
 
+/** A parent's `admitInput`: throws for a message its transport cannot take (see ContinuableCreateSpec). */
+export type AdmitInput = (content: readonly ContentBlock[]) => void;
+
+/**
+ * `full` when `admit` takes it, else `leftOut(why)`: a notice is never refused (nobody could be
+ * told), and the output it carries, in a log, would end the parent's turns or keep it from coming back.
+ */
+export function fittedNotice(full: ContentBlock[], admit: AdmitInput | undefined, leftOut: (why: string) => ContentBlock[]): ContentBlock[] {
+  try {
+    admit?.(full);
+    return full;
+  } catch (error) {
+    return leftOut(isSubagentError(error) ? error.message : 'its transport refused it');
+  }
+}
+
+/**
+ * Delivers the notice `build` makes for the parent's `admit`; a one-shot worker parent's thread
+ * refuses input too large for it only as it is sent (`INVALID_REQUEST`): the notice is then made
+ * again as refused with that error, and delivered without what it carried.
+ */
+export function deliverFitting<T>(admit: AdmitInput | undefined, build: (admit: AdmitInput | undefined) => T, deliver: (notice: T) => void): void {
+  try {
+    deliver(build(admit));
+  } catch (error) {
+    if (!isSubagentError(error, 'INVALID_REQUEST')) throw error;
+    deliver(build(() => {
+      throw error;
+    }));
+  }
+}
+
 /**
  * The parent's settlement notice: one sentence (and why it failed or was stopped), then the text
  * and images of its closing message, or their absence. The closing message's tool calls and
@@ -72,7 +104,7 @@ export function settlementNotice(
   childId: SessionId,
   outcome: EpochOutcome,
   /** The parent's `admitInput` (a continuable parent's transport bound), when it has one. */
-  admit?: (content: readonly ContentBlock[]) => void,
+  admit?: AdmitInput,
 ): { content: ContentBlock[]; source: MessageSource } {
   const sentence = SENTENCES[outcome.stopReason](childId);
   const head: ContentBlock[] = [{ type: 'text', text: sentence }];
@@ -81,16 +113,11 @@ export function settlementNotice(
   const shown = outcome.output.filter((block) => block.type === 'text' || block.type === 'image');
   const source: MessageSource = { kind: 'subagent-settled', senderSessionId: childId, summary: headOf(sentence, 200) };
   if (shown.length === 0) return { content: [...head, { type: 'text', text: 'It left no closing message.' }], source };
-  const content: ContentBlock[] = [...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(shown)];
-  try {
-    admit?.(content);
-    return { content, source };
-  } catch (error) {
-    // A notice is never refused (nobody could be told): one the parent's transport cannot take
-    // leaves the closing message out, which in its log would end its turns or keep it from coming back.
-    const why = isSubagentError(error) ? error.message : 'its transport refused it';
-    return { content: [...head, { type: 'text', text: `Its closing message is left out: this agent could not take it (${why}); it is in the log of ${childId}.` }], source };
-  }
+  const content = fittedNotice([...head, { type: 'text', text: 'Its closing message:' }, ...structuredClone(shown)], admit, (why) => [
+    ...head,
+    { type: 'text', text: `Its closing message is left out: this agent could not take it (${why}); it is in the log of ${childId}.` },
+  ]);
+  return { content, source };
 }
 
 /** A child's report as its parent reads it. */
