@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { queueProvider, text, type SessionEvent, type SubagentRunEndInfo } from 'subagent-host';
-import { usageOf } from 'subagent-host/internals';
+import { QUEUE_PROTOCOL_VERSION, stringify, usageOf } from 'subagent-host/internals';
 import { queueSuite, type WorkerProcess } from './queue-helpers.js';
 
 const GATE_TOOLS = new URL('./fixtures/gate-tools.mjs', import.meta.url).href;
@@ -102,6 +102,51 @@ describe('queue provider when a worker stalls', () => {
     await run.dispose();
     // Nothing of the child is left in Redis once it is disposed, whatever the stale worker did.
     expect((await suite.redis.keys()).filter((key) => key.includes(run.id))).toEqual([]);
+  }, 60_000);
+
+  it('a run whose end reached its host while its worker still held the job: dispose removes the job once the worker lets go of it', async () => {
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'held', lockDurationMs: 3000 }));
+    const only = await suite.worker(['--queue', 'held', '--lock-duration-ms', '3000', '--concurrency', '1']);
+    const child = gated('held');
+    const run = await child.run;
+    await waitFor(child.running);
+    // The worker stops between sending its child's end and finishing the job (frozen here, so it
+    // holds the job's lock until it lapses): the end is on the host's reply stream as it sends it.
+    only.child.kill('SIGSTOP');
+    try {
+      const client = suite.redis.client();
+      const [reply] = await client.keys('bull:held:sah:reply:*');
+      const end = { run: run.id, protocol: QUEUE_PROTOCOL_VERSION, kind: 'end', attempt: 1, result: { output: [text('ended')], stopReason: 'completed' } };
+      await client.xadd(reply!, '*', 'e', stringify(end));
+      await client.quit();
+      await expect(run.result).resolves.toMatchObject({ output: [text('ended')], stopReason: 'completed' });
+      await run.dispose();
+      expect((await suite.redis.keys()).filter((key) => key.includes(run.id))).toEqual([]);
+    } finally {
+      only.child.kill('SIGCONT');
+    }
+  }, 60_000);
+
+  it('a run disposed while a live worker goes on holding its job (its child deaf to the stop): dispose ends after the lock duration and a margin, and tells the host’s logger', async () => {
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'kept', lockDurationMs: 1000 }));
+    await suite.worker(['--queue', 'kept', '--lock-duration-ms', '1000', '--cancel-grace-ms', '120000', '--concurrency', '1']);
+    const file = (name: string) => join(dir, `kept-${name}`);
+    const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate'), runningMark: file('running'), abortedMark: file('aborted') };
+    const steps = [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'released' }];
+    const run = await suite.host.subagents.start('queue', { label: 'kept', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
+    await waitFor(() => existsSync(input.claim));
+    // A reply the host cannot read fails the run and tells the worker to stop the child, which does not stop.
+    const client = suite.redis.client();
+    const [reply] = await client.keys('bull:kept:sah:reply:*');
+    await client.xadd(reply!, '*', 'e', stringify({ run: run.id, protocol: QUEUE_PROTOCOL_VERSION, kind: 'bogus', attempt: 1 }));
+    await expect(run.result).rejects.toMatchObject({ code: 'CORRUPT_DATA' });
+    await run.dispose();
+    expect(suite.warnings).toContain(`queue provider queue: child ${run.id} was disposed while a queue worker still held its job; the job leaves the queue when that worker finishes it`);
+    expect(await client.exists(`bull:kept:${run.id}:lock`)).toBe(1);
+    // Once its child ends, the worker finishes the job, and it leaves the queue.
+    writeFileSync(input.release, '');
+    await waitFor(async () => (await suite.redis.keys()).every((key) => !key.includes(run.id)));
+    await client.quit();
   }, 60_000);
 
   it('a child running for several lock durations on a live worker keeps its job lock: it completes in its one attempt', async () => {

@@ -3,7 +3,6 @@
 // worker was lost, and dispose, which removes the child's job and keys from Redis. Tree budgets
 // covering the child count its log as it arrives, and a spent one stops it on its worker.
 import type { BudgetStop } from '../../seam/budget.js';
-import { stringify } from '../../seam/codec.js';
 import { SubagentError, describeError, isSubagentError, type SubagentErrorCode } from '../../seam/errors.js';
 import type { ContentBlock } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData } from '../../seam/descriptor.js';
@@ -21,10 +20,6 @@ import {
   MALFORMED_HINT,
   PROTOCOL_VERSION,
   SAME_VERSION_HINT,
-  budgetChannel,
-  budgetKey,
-  cancelChannel,
-  cancelKey,
   lockKey,
   ownProtocol,
   protocolText,
@@ -33,11 +28,10 @@ import {
   type QueueJobData,
   type ReplyEntry,
 } from './protocol.js';
+import { publishBudgetStop, publishCancel, removeChild, removeWhenFree } from './job-keys.js';
 
 /** A log event the host appends when a worker thread takes the child (one per attempt). */
 export const ATTEMPT_EVENT = 'queue/attempt';
-
-const STOP_KEY_TTL_MS = 3_600_000;
 
 export interface QueueRunInit {
   id: string;
@@ -78,6 +72,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #ownEvents = 0;
   #described = false;
   #strikes = 0;
+  /** Set while a restart puts the child back on the queue: the watchdog leaves the job to it. */
+  #restarting = false;
   #cancelled = false;
   /** A cancellation that could not reach Redis: each watchdog check sends it again until it does. */
   #cancelPending = false;
@@ -226,9 +222,9 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       connection.unregister(this.id);
       return;
     }
-    if (this.#settled) return;
+    if (this.#settled || this.#restarting) return;
     const state = await connection.queue.getJobState(this.id);
-    if (this.#settled) return;
+    if (this.#settled || this.#restarting) return;
     if (state === 'active') {
       const locked = (await connection.client.exists(lockKey(connection.options.queue, this.id))) === 1;
       this.#strike(!locked, 'the worker running the child stopped renewing its job lock (lost worker)');
@@ -267,17 +263,22 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   async #restart(diagnostic: string): Promise<void> {
     this.#strikes = 0;
     this.#attempt += 1;
+    this.#restarting = true;
     this.#closeTurn({ output: [], stopReason: 'error', diagnostic }, 'QUEUE_CHILD_LOST');
     const { queue } = this.#connection;
     try {
+      // A job a worker took meanwhile (the queue's own stall check put it back) is let go of first:
+      // adding a job under an id still in use adds nothing.
+      if (!(await removeWhenFree(this.#connection, this.id)) && !this.#settled) throw new Error('a queue worker still holds its job');
       // A run settled meanwhile (Redis went silent, a cancel) queues nothing for nobody to wait for.
-      await queue.remove(this.id);
       if (this.#settled) return;
       await this.#connection.ensureReply();
       if (this.#settled) return;
       await queue.add(JOB_NAME, { ...this.#init.data, attempt: this.#attempt }, { jobId: this.id, removeOnComplete: true });
     } catch (error) {
       this.#settle({ output: [], stopReason: 'error', diagnostic: `${diagnostic}; restarting it failed (${String(error)})` });
+    } finally {
+      this.#restarting = false;
     }
   }
 
@@ -357,11 +358,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#connection.register(this.id, this);
   }
 
-  /** The cancel key (for a worker that takes the job later) and the cancel message (for the one running it). */
-  async #publishCancel(): Promise<void> {
-    const { client, options } = this.#connection;
-    await client.set(cancelKey(options.queue, this.id), '1', 'PX', STOP_KEY_TTL_MS);
-    await client.publish(cancelChannel(options.queue), this.id);
+  #publishCancel(): Promise<void> {
+    return publishCancel(this.#connection, this.id);
   }
 
   /**
@@ -369,26 +367,18 @@ export class QueueRun implements SubagentRun, ConnectedRun {
    * its next step boundary as a worker child's. Best effort: a Redis that cannot be reached loses it.
    */
   #budgetStop(stop: BudgetStop): void {
-    if (this.#settled) return;
-    const { client, options } = this.#connection;
-    void (async () => {
-      // The key, for a worker that takes the job later or missed the message; the message, for the one running it.
-      await client.set(budgetKey(options.queue, this.id), stringify(stop), 'PX', STOP_KEY_TTL_MS);
-      await client.publish(budgetChannel(options.queue), this.id);
-    })().catch(() => undefined);
+    if (!this.#settled) publishBudgetStop(this.#connection, this.id, stop).catch(() => undefined);
   }
 
   /** Idempotent: cancels, waits for the result, removes the job and keys, drops the session. */
   readonly dispose = once(async () => {
     this.cancel();
     await settled(this.result);
-    const { client, queue, options } = this.#connection;
     // A cancellation still on its way keeps the run registered: its check sends it and removes the job.
     if (!this.#cancelPending) this.#connection.unregister(this.id);
     if (!this.#connection.closed && !this.#cancelPending) {
-      const cleanUp = Promise.allSettled([client.del(cancelKey(options.queue, this.id), budgetKey(options.queue, this.id)), queue.remove(this.id)]);
       // A silent Redis gets the commands (it runs them if it wakes up), but nobody waits for their timeout.
-      await this.#connection.answering(() => cleanUp).catch(() => undefined);
+      await this.#connection.answering(() => removeChild(this.#connection, this.id)).catch(() => undefined);
     }
     await this.#init.sessions.remove(this.id);
   });
