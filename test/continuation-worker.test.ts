@@ -805,6 +805,29 @@ describe('report from a resident worker child', () => {
     expect(Math.max(...accepted.map((data) => JSON.stringify(data).length))).toBeLessThan(2 ** 20);
   });
 
+  // A one-shot worker parent takes a report on its running turn as it takes a steer: one its thread
+  // could not take is the report's fault, not the parent's.
+  it('refuses a report over 8 MB to a running one-shot worker parent INVALID_REQUEST, and the parent takes the next', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const run = await host.subagents.start('spawn', { prompt: [text('go')], parent, signal: new AbortController().signal, agentOptions: { model: HANG } });
+    const child = run.localAgent!;
+    await untilEvent(child, 'step/start');
+    const { childId: grandchildId } = await startChild(host, child, 'below', { provider: 'in-process', model: { kind: 'scripted', steps: [{ text: 'up' }] } });
+    await recorder.until(() => recorder.ends.some((end) => end.id === grandchildId));
+    const grandchild = host.agents.get(grandchildId)!;
+    const report = (said: string) => host.subagents.reportFrom(grandchild, [text(said)], { delivery: 'next-step' });
+    await expect(report('y'.repeat(12 * 2 ** 20))).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('too large for a worker thread that may already run a child') });
+    // The next reaches the parent's running turn (its thread logs it); the refused one never crossed.
+    await report('small');
+    const reports = () => child.session.events.filter((e) => e.type === 'inbox/accepted' && (e.data as { source: { kind: string } }).source.kind === 'subagent-report');
+    await eventually(() => reports().length > 0);
+    expect(reports().map((e) => JSON.stringify(e.data).length)).toStrictEqual([expect.any(Number)]);
+    expect(JSON.stringify(reports()[0]!.data)).toContain('small');
+    run.cancel();
+    await run.result;
+    await host.subagents.drainContinuableChildren(child, [grandchildId]);
+  });
+
   // A settlement notice reaches its parent's thread as a follow-up does: a closing message that
   // thread could not take is left out of it, said so, and the parent's turn runs.
   it('leaves a closing message over 8 MB out of the settlement notice to a continuable worker parent, saying why', async () => {

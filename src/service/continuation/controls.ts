@@ -4,7 +4,7 @@
 import type { Agent } from '../../seam/agent-types.js';
 import { assertMessageContent, type ContentBlock, type MessageId, type SessionId } from '../../seam/content.js';
 import { settledOneShot } from '../../seam/descriptor.js';
-import { SubagentError } from '../../seam/errors.js';
+import { SubagentError, isSubagentError } from '../../seam/errors.js';
 import { settled } from '../../seam/once.js';
 import { assertKnownKeys, everyItem, isRecord, pickFields, readingInput } from '../../seam/parse.js';
 import type { SubagentInterruptAuthority } from '../../seam/types.js';
@@ -79,6 +79,8 @@ export async function reportFrom(
     // notice: a turn woken there would run outside every result and budget.
     id = opts.delivery === 'next-step' && !settledOneShot(parent) ? parent.steer(framed, { source }) : parent.inject(framed, { source });
   } catch (error) {
+    // A message its transport cannot take (a worker thread's bound) is the report's fault: the parent takes others.
+    if (isSubagentError(error, 'INVALID_REQUEST')) throw error;
     throw new SubagentError('PARENT_UNAVAILABLE', `the parent of ${child.id} did not accept the report`, { cause: error });
   }
   // In flight for the reporting child from here on: close() and drains (its own included) wait for it.
