@@ -211,6 +211,48 @@ describe('continuable operations refuse malformed input', () => {
     expect(userTexts(host.sessions.get(childId)!.events)).toStrictEqual(['first', 'second']);
   });
 
+  it('takes a spec whose hooks are methods of its class (this bound to it), from prepareContinuable and resumeContinuable alike', async () => {
+    const { host, parent } = await setup();
+    const local = inProcessProvider(host);
+    const log: string[] = [];
+    class Spec {
+      readonly providerData = { remote: true };
+      constructor(readonly made: string) {}
+      admitInput(content: readonly unknown[]): void {
+        if (JSON.stringify(content).includes('too much')) throw new SubagentError('INVALID_REQUEST', `${this.made} refuses it`);
+      }
+      quiesce(): Promise<void> {
+        return Promise.resolve(void log.push(`quiesce ${this.made}`));
+      }
+      release(): Promise<void> {
+        return Promise.resolve(void log.push(`release ${this.made}`));
+      }
+    }
+    let resumed: () => unknown = () => new Spec('resumed');
+    host.subagents.registerProvider({
+      ...local,
+      name: 'classy',
+      prepareContinuable: async (request) => Object.assign(new Spec('prepared'), await local.prepareContinuable!(request)),
+      resumeContinuable: () => Promise.resolve(resumed() as Spec),
+    });
+    const recorder = host.recorder as Recorder;
+    const start = (prompt: string) => host.subagents.startContinuable({ provider: 'classy', label: 'c', request: { prompt: [text(prompt)], parent } });
+    await expect(start('too much')).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: 'prepared refuses it' });
+    const { childId } = await start('first');
+    await recorder.until(() => recorder.ends.length === 1);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    const follow = (said: string) => host.subagents.followup(parent, childId, [text(said)]);
+    await expect(follow('too much')).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: 'resumed refuses it' });
+    // Answering no spec object is the provider's fault, as it is from prepareContinuable.
+    resumed = () => null;
+    await expect(follow('second')).rejects.toMatchObject({ code: 'CONTRACT_VIOLATION', message: expect.stringContaining("provider classy's resumeContinuable answered no object") });
+    resumed = () => new Spec('resumed');
+    await follow('second');
+    await recorder.until(() => recorder.ends.length === 2);
+    await host.subagents.drainContinuableChildren(parent, [childId]);
+    expect(log).toStrictEqual(['release prepared', 'quiesce prepared', 'release prepared', 'release resumed', 'quiesce resumed', 'release resumed']);
+  });
+
   it("refuses a reserved id another host's running child holds without touching that child's stored log", async () => {
     const file = files.file();
     const first = track(await continuationHost(file));

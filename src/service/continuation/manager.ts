@@ -7,7 +7,7 @@ import { copyMessageContent, copyMessageSource, type ContentBlock, type MessageI
 import { assertSubagentMaxDepth, resolveChildDepth } from '../../seam/depth.js';
 import { settledOneShot } from '../../seam/descriptor.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
-import { once, settled } from '../../seam/once.js';
+import { settled } from '../../seam/once.js';
 import { readingInput } from '../../seam/parse.js';
 import type { SubagentBudget } from '../../seam/budget.js';
 import type { SubagentUsage } from '../../seam/usage.js';
@@ -282,7 +282,7 @@ export class ContinuationManager implements ActivationHost {
             ...(spec.request.agentOptions === undefined ? {} : { agentOptions: spec.request.agentOptions }),
             ...(budgetTree ? { budgetTree: budgetTree.link } : {}),
           })).catch((error: unknown) => { stopped(); throw error; });
-          const ready: ContinuableCreateSpec = (prepared = { ...created, ...(created.release ? { release: once(created.release) } : {}) });
+          const ready: ContinuableCreateSpec = (prepared = created);
           stopped();
           // A prompt the child could not take is refused before the child exists.
           admitInput(ready, spec.provider, spec.request.prompt);

@@ -3,12 +3,11 @@
 import type { Agent } from '../../seam/agent-types.js';
 import type { ContentBlock, SessionId } from '../../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
-import { once } from '../../seam/once.js';
 import type { SessionEvent } from '../../seam/session-types.js';
 import type { ContinuableCreateSpec, SubagentProvider } from '../../seam/types.js';
 import { usageOf } from '../../seam/usage.js';
 import type { TreeAdmission } from '../budget-ledger.js';
-import { admitInput } from './validate.js';
+import { admitInput, ownSpec } from './validate.js';
 
 /** What the provider part needs of the continuation manager. */
 export interface ResumeHost {
@@ -46,7 +45,7 @@ export async function resumeProvider(host: ResumeHost, request: ResumeProviderRe
   }
   // `resuming` aborts with the follow-up's signal, at shutdown and on a drain: drains wait for this resume, so it must be able to end.
   const shutdown = host.shutdownSignal;
-  let resumed: ContinuableCreateSpec;
+  let resumed: unknown;
   try {
     resumed = await provider.resumeContinuable({ sessionId: childId, parent: request.parent, signal: resuming, providerData, usage: usageOf(request.own), ...(budgetTree ? { budgetTree: budgetTree.link } : {}) });
   } catch (error) {
@@ -58,7 +57,7 @@ export async function resumeProvider(host: ResumeHost, request: ResumeProviderRe
     if (isSubagentError(error)) throw error;
     throw new SubagentError('NOT_RESUMABLE', `child ${childId} could not be resumed: ${describeError(error)}`, { cause: error });
   }
-  const ready: ContinuableCreateSpec = { ...resumed, ...(resumed.release ? { release: once(resumed.release) } : {}) };
+  const ready = ownSpec(descriptor.provider, 'resumeContinuable', resumed);
   try {
     // A message the child could not take is refused before it comes back: its log stays as it was.
     admitInput(ready, descriptor.provider, request.content);

@@ -2,6 +2,7 @@
 // the field, before any child, lock or Activation is touched.
 import { parseBudget, type SubagentBudget } from '../../seam/budget.js';
 import { snapshot } from '../../seam/codec.js';
+import { once } from '../../seam/once.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import { assertKnownKeys, isRecord, parseOrThrow, pickFields, readingInput } from '../../seam/parse.js';
 import { assertSessionId } from '../../seam/session-id.js';
@@ -131,10 +132,31 @@ function detached(spec: ContinuableStartSpec): ContinuableStartSpec {
  * taken as is); `CONTRACT_VIOLATION` when it is no spec object or its `release` or `quiesce` is no function.
  */
 export async function preparedSpec(provider: string, prepare: () => Promise<ContinuableCreateSpec>): Promise<ContinuableCreateSpec> {
-  const spec: unknown = await prepare();
-  const bad = !isRecord(spec) ? 'no object' : (['release', 'quiesce', 'admitInput'] as const).find((key) => spec[key] !== undefined && typeof spec[key] !== 'function');
-  if (bad === undefined) return spec as ContinuableCreateSpec;
-  throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider}'s prepareContinuable answered ${bad === 'no object' ? bad : `a ${bad} that is no function`}; it must resolve a ContinuableCreateSpec object`);
+  return ownSpec(provider, 'prepareContinuable', await prepare());
+}
+
+/**
+ * The spec a provider's `prepareContinuable` or `resumeContinuable` answered, as the service keeps
+ * it: an object whose hooks are functions (else `CONTRACT_VIOLATION`), its fields read once, its
+ * hooks called on it (methods of its class keep their `this`), and `release` run at most once.
+ */
+export function ownSpec(provider: string, method: 'prepareContinuable' | 'resumeContinuable', answered: unknown): ContinuableCreateSpec {
+  const violation = (what: string) => new SubagentError('CONTRACT_VIOLATION', `provider ${provider}'s ${method} answered ${what}; it must resolve a ContinuableCreateSpec object`);
+  if (!isRecord(answered)) throw violation('no object');
+  const spec = answered as ContinuableCreateSpec;
+  const { seed, model, providerData, toolModulesHere, release, quiesce, admitInput } = spec;
+  const hooks = { release, quiesce, admitInput };
+  const bad = (Object.keys(hooks) as (keyof typeof hooks)[]).find((key) => hooks[key] !== undefined && typeof hooks[key] !== 'function');
+  if (bad !== undefined) throw violation(`a ${bad} that is no function`);
+  return {
+    ...(seed === undefined ? {} : { seed }),
+    ...(model === undefined ? {} : { model }),
+    ...(providerData === undefined ? {} : { providerData }),
+    ...(toolModulesHere === undefined ? {} : { toolModulesHere }),
+    ...(release ? { release: once(() => release.call(spec)) } : {}),
+    ...(quiesce ? { quiesce: () => quiesce.call(spec) } : {}),
+    ...(admitInput ? { admitInput: (content: readonly ContentBlock[]) => admitInput.call(spec, content) } : {}),
+  };
 }
 
 /** Asks `spec.admitInput` (see ContinuableCreateSpec) about `content`: its `SubagentError` refuses the message; anything else it throws is the provider's fault. */
