@@ -128,8 +128,8 @@ describe('queue provider when a worker stalls', () => {
   }, 60_000);
 
   it('a run disposed while a live worker goes on holding its job (its child deaf to the stop): dispose ends after the lock duration and a margin, and tells the host’s logger', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'kept', lockDurationMs: 1000 }));
-    await suite.worker(['--queue', 'kept', '--lock-duration-ms', '1000', '--cancel-grace-ms', '120000', '--concurrency', '1']);
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'kept', lockDurationMs: 2000 }));
+    await suite.worker(['--queue', 'kept', '--lock-duration-ms', '2000', '--cancel-grace-ms', '120000', '--concurrency', '1']);
     const file = (name: string) => join(dir, `kept-${name}`);
     const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate'), runningMark: file('running'), abortedMark: file('aborted') };
     const steps = [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'released' }];
