@@ -3,11 +3,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { Worker } from 'node:worker_threads';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentTool, text, type Host, type LocalAgent, type HostOptions, type ModelSpec, type ScriptedStep } from 'subagent-host';
+import { forkProvider, reportTool, spawnProvider, sqlitePersistence, subagentTool, text, type ContentBlock, type Host, type LocalAgent, type HostOptions, type ModelSpec, type ScriptedStep } from 'subagent-host';
 import { deferred, recordingTool } from './helpers.js';
 import { hostParts } from 'subagent-host/internals';
 import { call } from './tool-helpers.js';
-import { continuationHost, continuationSuite, HANG, eventually, startChild, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
+import { continuationHost, continuationSuite, HANG, eventually, startChild, textsOf, turnEnds, untilEvent, userTexts } from './continuation-helpers.js';
 
 const suite = continuationSuite('subagent-continuation-worker-');
 const TOOLS = new URL('./fixtures/resident-tools.mjs', import.meta.url).href;
@@ -803,6 +803,31 @@ describe('report from a resident worker child', () => {
     const accepted = worker.session.events.filter((e) => e.type === 'inbox/accepted').map((e) => e.data as { source: { kind: string } });
     expect(accepted.filter((data) => data.source.kind === 'subagent-report')).toHaveLength(1);
     expect(Math.max(...accepted.map((data) => JSON.stringify(data).length))).toBeLessThan(2 ** 20);
+  });
+
+  // Quiet reports wait in the parent's inbox and join the first step of its next turn: each within
+  // the bound of a thread that may already run a child, together over it, they reach the thread in pieces.
+  it('gives a continuable worker parent quiet reports that are together over 8 MB with its next follow-up, in one turn', async () => {
+    const { host, parent, recorder } = await setup({ pool: { minThreads: 0, maxThreads: 2, resourceLimits: { maxOldGenerationSizeMb: 64 } } });
+    const model: ModelSpec = { kind: 'module', specifier: ECHO_MODELS, export: 'createEchoModel', options: { prefix: 'took ' } };
+    const { childId } = await host.subagents.startContinuable({ provider: 'spawn', label: 'worker', request: { prompt: [text('first')], parent, agentOptions: { model } } });
+    const turnsOf = (id: string) => recorder.ends.filter((end) => end.id === id).length;
+    await recorder.until(() => turnsOf(childId) === 1);
+    const worker = host.agents.get(childId)!;
+    const { childId: grandchildId } = await startChild(host, worker, 'below', { provider: 'in-process', model: { kind: 'scripted', steps: [{ text: 'up' }] } });
+    // Its settlement notice wakes the worker child for a turn; the reports come once that is over.
+    await recorder.until(() => turnsOf(grandchildId) === 1 && turnsOf(childId) === 2);
+    const grandchild = host.agents.get(grandchildId)!;
+    for (const said of ['a', 'b', 'c']) await host.subagents.reportFrom(grandchild, [text(said.repeat(3 * 2 ** 20))], { delivery: 'quiet' });
+    await host.subagents.followup(parent, childId, [text('go')]);
+    await recorder.until(() => turnsOf(childId) === 3);
+    expect(turnEnds(worker.session.events)).toStrictEqual(['completed', 'completed', 'completed']);
+    // Its first step took the follow-up and the three reports.
+    const events = worker.session.events;
+    const step = events.slice(events.findLastIndex((e) => e.type === 'turn/start'));
+    const taken = step.filter((e) => e.type === 'user/message').map((e) => textsOf((e.data as { content: ContentBlock[] }).content).slice(-3));
+    expect(taken.sort()).toStrictEqual(['aaa', 'bbb', 'ccc', 'go']);
+    await host.subagents.drainContinuableChildren(worker, [grandchildId]);
   });
 
   // A one-shot worker parent takes a report on its running turn as it takes a steer: one its thread

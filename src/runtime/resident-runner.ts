@@ -1,7 +1,7 @@
 // Runs a continuable child's stay where it was sent (a worker thread): rebuilds its agent from the
 // log its host holds, takes one turn per `prompt`, streams the events back as notices and keeps the
 // agent (its history, its tools' state) between turns until the host tells it to leave.
-import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
+import type { HostToolSchema, ResidentHostApi, ResidentHostTools, ResidentMessage, ResidentTaskData, ChildTaskResult, ChildTransport } from '../seam/child-protocol.js';
 import { decodeOwned, type Encoded } from '../seam/codec.js';
 import { takeEvents } from '../seam/event-texts.js';
 import { SubagentError } from '../seam/errors.js';
@@ -52,7 +52,14 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       .finally(() => ownInput.delete(sent));
     ownInput.add(sent);
   };
+  // Messages of the next turn's first step handed over so far: the first of them opens the turn.
+  let staged = 0;
+  const stage = (messages: ResidentMessage[]) => {
+    if (!agent) throw new Error('the resident child is not built yet');
+    for (const { id, content, source } of messages) agent.deliver(staged++ === 0 ? 'next-turn' : 'next-step', id, content, false, source);
+  };
   transport.serve({
+    stage,
     prompt(messages, hostTools, steps) {
       if (!agent) throw new Error('the resident child is not built yet');
       if (hostTools) setHostTools(hostTools);
@@ -61,7 +68,8 @@ export async function runResident(task: Encoded, transport: ChildTransport): Pro
       if (flag) Atomics.store(flag, 0, 0);
       let reply!: (events: SessionEvent[]) => void;
       const ended = new Promise<SessionEvent[]>((resolve) => (answer = reply = resolve));
-      messages.forEach(({ id, content, source }, index) => agent!.deliver(index === 0 ? 'next-turn' : 'next-step', id, content, false, source));
+      stage(messages);
+      staged = 0;
       agent.wake();
       // A cancellation that lands before the turn starts stops it from starting: the prompt is
       // answered all the same (with no turn/end), so the host's turn ends now, not at the grace's kill.

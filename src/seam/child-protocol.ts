@@ -125,6 +125,11 @@ export interface ResidentControlApi {
    * may make (what its host-side turn has left of maxStepsPerTurn).
    */
   prompt(messages: ResidentMessage[], hostTools?: ResidentHostTools, steps?: number): Promise<SessionEvent[]>;
+  /**
+   * Hands over messages of the next turn's first step ahead of its `prompt` (which brings the rest):
+   * messages that together are more than a thread takes at once cross a few at a time.
+   */
+  stage(messages: ResidentMessage[]): void;
   /** Cancels the running turn; the child stays. */
   cancel(cause: CancelCause): void;
   /** Ends the stay: the agent is disposed and the task returns. */

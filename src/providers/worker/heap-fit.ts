@@ -129,3 +129,29 @@ export function assertMessageFits(content: unknown, heapLimitMb: number | undefi
   // Input is plain JSON, checked where it entered: this cannot throw.
   if (heapLimitMb !== undefined) assertFitsThread('the message', JSON.stringify(content), heapLimitMb, 'send less', { running: true });
 }
+
+/**
+ * `messages` in runs that each fit a thread that may already run a child, in order, to be handed
+ * over one run at a time: messages each within that bound (as every one is where it was accepted)
+ * but together over it reach the thread whole. Throws `INVALID_REQUEST` for one message over it.
+ * Without a heap limit, all of them in one run.
+ */
+export function messageRuns<T>(messages: readonly T[], heapLimitMb: number | undefined): T[][] {
+  if (heapLimitMb === undefined) return [[...messages]];
+  const bound = boundOf(heapLimitMb, true);
+  const runs: T[][] = [[]];
+  let size = 0;
+  for (const message of messages) {
+    // Input is plain JSON, checked where it entered: this cannot throw.
+    const text = JSON.stringify(message);
+    const bytes = WIDE.test(text) ? 2 * text.length : text.length;
+    if (bytes > bound) throw refusal('the message', bytes, heapLimitMb, 'send less', { running: true });
+    if (size + bytes > bound) {
+      runs.push([]);
+      size = 0;
+    }
+    runs.at(-1)!.push(message);
+    size += bytes;
+  }
+  return runs;
+}

@@ -19,7 +19,7 @@ import type { LocalAgent } from '../../runtime/agent.js';
 import { executeForChild, toolHolder, type ToolRegistry } from '../../runtime/tool-registry.js';
 import { DEFAULT_MAX_STEPS_PER_TURN, openStep } from '../../runtime/turn.js';
 import type { Slot } from './admission.js';
-import { assertFitsThread, assertMessageFits, errorForThread, resultForThread } from './heap-fit.js';
+import { assertFitsThread, errorForThread, messageRuns, resultForThread } from './heap-fit.js';
 import { ResidentThread, stayFailure } from './resident-thread.js';
 import { TurnRelay } from './resident-turn.js';
 import type { WorkerProviderHost } from './worker-run.js';
@@ -148,14 +148,14 @@ export class ResidentWorkerModel implements ModelAdapter {
     const { signal } = request;
     let agent: LocalAgent;
     let stay: Stay;
-    let messages: ResidentMessage[];
+    let runs: ResidentMessage[][];
     try {
       agent = this.#agent();
-      messages = stepMessages(agent.session.events);
+      const messages = stepMessages(agent.session.events);
       // A step with no input gives the child nothing to take a turn for.
       if (messages.length === 0) return yield { type: 'finish', reason: 'stop' };
-      // A stay holds the child's log, and may have filled its thread: what it is sent is bounded as for a running child.
-      assertMessageFits(messages, this.#host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
+      // A stay holds the child's log, and may have filled its thread: what it is sent at once is bounded as for a running child.
+      runs = messageRuns(messages, this.#host.pool.options.resourceLimits?.maxOldGenerationSizeMb);
       await this.#previous;
       if (signal.aborted) return yield aborted;
       // A cancel that lands from now on still reaches the child: its turn starts, and is cancelled.
@@ -189,7 +189,8 @@ export class ResidentWorkerModel implements ModelAdapter {
       const tools = agent.tools.layers();
       const changed = !sameTools(tools.inherited, stay.tools.inherited) || !sameTools(tools.own, stay.tools.own);
       stay.tools = tools;
-      const tail = stay.thread.prompt(messages, changed ? schemaLayers(tools) : undefined, steps);
+      for (const run of runs.slice(0, -1)) stay.thread.stage(run);
+      const tail = stay.thread.prompt(runs.at(-1)!, changed ? schemaLayers(tools) : undefined, steps);
       // A cancel that landed before the listener was added still reaches the turn: it follows the prompt.
       if (signal.aborted) cancel();
       try {

@@ -128,6 +128,11 @@ export class ResidentThread {
     return this.#control.call((remote) => remote.prompt(messages, hostTools, steps));
   }
 
+  /** Hands over messages of the next turn's first step ahead of its prompt (a closed stay's prompt says so). */
+  stage(messages: ResidentMessage[]): void {
+    this.#control.call((remote) => remote.stage(messages)).catch(() => undefined);
+  }
+
   /**
    * Cancels the running turn: the flag lands at its next step or tool boundary, the call wakes a
    * child waiting on I/O, and a child that ignores both loses its thread after the grace, unless
