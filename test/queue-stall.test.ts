@@ -104,6 +104,33 @@ describe('queue provider when a worker stalls', () => {
     expect((await suite.redis.keys()).filter((key) => key.includes(run.id))).toEqual([]);
   }, 60_000);
 
+  it('a child whose job a worker holds when its host restarts it is queued again once that worker lets go of the job, not lost', async () => {
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'retaken', lockDurationMs: 1000, attempts: 2 }));
+    const first = await worker('retaken');
+    const child = gated('retaken');
+    const run = await child.run;
+    await waitFor(child.running);
+    first.child.kill('SIGSTOP');
+    try {
+      // The queue fails the job, and a worker takes it at once (as one takes a job its stall check put
+      // back, to fail it): the host restarts the child while that worker holds the job for a moment.
+      const client = suite.redis.client();
+      const at = String(Date.now());
+      const taken = `redis.call('LREM', KEYS[1], 0, ARGV[1]); redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]);
+        redis.call('HSET', KEYS[3], 'failedReason', 'job stalled more than allowable limit', 'finishedOn', ARGV[2]);
+        redis.call('SET', KEYS[4], 'another-worker', 'PX', 1500)`;
+      await client.eval(taken, 4, 'bull:retaken:active', 'bull:retaken:failed', `bull:retaken:${run.id}`, `bull:retaken:${run.id}:lock`, run.id, at);
+      await client.quit();
+      child.open();
+      const second = await worker('retaken');
+      await expect(run.result).resolves.toMatchObject({ output: [text('through the gate')], stopReason: 'completed' });
+      expect(attempts(suite.host.sessions.get(run.id)!.events)).toEqual([[1, first.pid], [2, second.pid]]);
+      await run.dispose();
+    } finally {
+      first.child.kill('SIGCONT');
+    }
+  }, 60_000);
+
   it('a run whose end reached its host while its worker still held the job: dispose removes the job once the worker lets go of it', async () => {
     suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'held', lockDurationMs: 3000 }));
     const only = await suite.worker(['--queue', 'held', '--lock-duration-ms', '3000', '--concurrency', '1']);
