@@ -41,6 +41,16 @@ describe('queue provider when a worker stalls', () => {
     return { run, open: () => writeFileSync(gate, ''), running: () => existsSync(running) };
   }
 
+  /** A gated child on queue `queue` (lock 1 s, 2 attempts), running on the worker it returns. */
+  async function gatedRunning(queue: string) {
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue, lockDurationMs: 1000, attempts: 2 }));
+    const first = await worker(queue);
+    const child = gated(queue);
+    const run = await child.run;
+    await waitFor(child.running);
+    return { first, child, run };
+  }
+
   /** Freezes `stalled` until Redis has let its job lock on `run` lapse, then wakes it. */
   async function stall(stalled: WorkerProcess, queue: string, run: string): Promise<void> {
     stalled.child.kill('SIGSTOP');
@@ -54,13 +64,9 @@ describe('queue provider when a worker stalls', () => {
   }
 
   it('a worker that comes back from a stall past its lock stops its child without settling the run: the child restarts while attempts remain', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'come-back', lockDurationMs: 1000, attempts: 2 }));
-    const only = await worker('come-back');
     const ends: SubagentRunEndInfo[] = [];
     suite.host.subagents.on('subagent/end', (end) => void ends.push(end));
-    const child = gated('come-back');
-    const run = await child.run;
-    await waitFor(child.running);
+    const { first: only, child, run } = await gatedRunning('come-back');
     await stall(only, 'come-back', run.id);
     // The stalled attempt is stopped where it ran; the run waits for the queue's verdict, not its end.
     const restarted = waitFor(() => attempts(suite.host.sessions.get(run.id)!.events).length === 2).then(() => 'restarted');
@@ -79,13 +85,9 @@ describe('queue provider when a worker stalls', () => {
   }, 60_000);
 
   it('a stalled worker that comes back after its child was restarted elsewhere is not heard: the run settles once, with the attempt that completed', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'stale', lockDurationMs: 1000, attempts: 2 }));
-    const first = await worker('stale');
     const ends: SubagentRunEndInfo[] = [];
     suite.host.subagents.on('subagent/end', (end) => void ends.push(end));
-    const child = gated('stale');
-    const run = await child.run;
-    await waitFor(child.running);
+    const { first, child, run } = await gatedRunning('stale');
     first.child.kill('SIGSTOP');
     try {
       const second = await worker('stale');
@@ -105,11 +107,7 @@ describe('queue provider when a worker stalls', () => {
   }, 60_000);
 
   it('a child whose job a worker holds when its host restarts it is queued again once that worker lets go of the job, not lost', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'retaken', lockDurationMs: 1000, attempts: 2 }));
-    const first = await worker('retaken');
-    const child = gated('retaken');
-    const run = await child.run;
-    await waitFor(child.running);
+    const { first, child, run } = await gatedRunning('retaken');
     first.child.kill('SIGSTOP');
     try {
       // The queue fails the job, and a worker takes it at once (as one takes a job its stall check put
@@ -177,11 +175,7 @@ describe('queue provider when a worker stalls', () => {
   }, 60_000);
 
   it('a child running for several lock durations on a live worker keeps its job lock: it completes in its one attempt', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'long', lockDurationMs: 1000, attempts: 2 }));
-    const only = await worker('long');
-    const child = gated('long');
-    const run = await child.run;
-    await waitFor(child.running);
+    const { first: only, child, run } = await gatedRunning('long');
     const client = suite.redis.client();
     const lock = `bull:long:${run.id}:lock`;
     // Renewed again and again (its time to live grows back) while the lock duration passes several times.
