@@ -51,6 +51,21 @@ describe('queue provider when a worker stalls', () => {
     return { first, child, run };
   }
 
+  /**
+   * A child on queue `queue` that ignores its stop, on a worker whose cancel grace is longer than the
+   * test (its thread is kept until the child is released), once it has claimed its gate.
+   */
+  async function deafChild(queue: string, lockDurationMs: number) {
+    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue, lockDurationMs }));
+    const only = await suite.worker(['--queue', queue, '--lock-duration-ms', String(lockDurationMs), '--cancel-grace-ms', '120000', '--concurrency', '1']);
+    const file = (name: string) => join(dir, `${queue}-${name}`);
+    const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate'), runningMark: file('running'), abortedMark: file('aborted') };
+    const steps = [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'released' }];
+    const run = await suite.host.subagents.start('queue', { label: queue, prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
+    await waitFor(() => existsSync(input.claim));
+    return { only, run, release: () => writeFileSync(input.release, '') };
+  }
+
   /** Freezes `stalled` until Redis has let its job lock on `run` lapse, then wakes it. */
   async function stall(stalled: WorkerProcess, queue: string, run: string): Promise<void> {
     stalled.child.kill('SIGSTOP');
@@ -153,13 +168,7 @@ describe('queue provider when a worker stalls', () => {
   }, 60_000);
 
   it('a run disposed while a live worker goes on holding its job (its child deaf to the stop): dispose ends after the lock duration and a margin, and tells the host’s logger', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'kept', lockDurationMs: 2000 }));
-    await suite.worker(['--queue', 'kept', '--lock-duration-ms', '2000', '--cancel-grace-ms', '120000', '--concurrency', '1']);
-    const file = (name: string) => join(dir, `kept-${name}`);
-    const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate'), runningMark: file('running'), abortedMark: file('aborted') };
-    const steps = [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'released' }];
-    const run = await suite.host.subagents.start('queue', { label: 'kept', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
-    await waitFor(() => existsSync(input.claim));
+    const { run, release } = await deafChild('kept', 2000);
     // A reply the host cannot read fails the run and tells the worker to stop the child, which does not stop.
     const client = suite.redis.client();
     const [reply] = await client.keys('bull:kept:sah:reply:*');
@@ -169,7 +178,7 @@ describe('queue provider when a worker stalls', () => {
     expect(suite.warnings).toContain(`queue provider queue: child ${run.id} was disposed while a queue worker still held its job; the job leaves the queue when that worker finishes it`);
     expect(await client.exists(`bull:kept:${run.id}:lock`)).toBe(1);
     // Once its child ends, the worker finishes the job, and it leaves the queue.
-    writeFileSync(input.release, '');
+    release();
     await waitFor(async () => (await suite.redis.keys()).every((key) => !key.includes(run.id)));
     await client.quit();
   }, 60_000);
@@ -194,14 +203,7 @@ describe('queue provider when a worker stalls', () => {
   }, 60_000);
 
   it('a worker whose child lost its job lock says so once, however long the child takes to stop', async () => {
-    suite.host.subagents.registerProvider(queueProvider(suite.host, { connection: suite.redis.url, queue: 'deaf', lockDurationMs: 1000 }));
-    // The child ignores its stop: a grace longer than the test keeps its thread until it is released.
-    const only = await suite.worker(['--queue', 'deaf', '--lock-duration-ms', '1000', '--cancel-grace-ms', '120000', '--concurrency', '1']);
-    const file = (name: string) => join(dir, `deaf-${name}`);
-    const input = { claim: file('claim'), release: file('release'), released: file('released'), path: file('gate'), runningMark: file('running'), abortedMark: file('aborted') };
-    const steps = [{ toolCalls: [{ name: 'claim-gate', input }] }, { text: 'never' }];
-    const run = await suite.host.subagents.start('queue', { label: 'deaf', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal, agentOptions: { model: { kind: 'scripted', steps }, toolModules: [GATE_TOOLS] } });
-    await waitFor(() => existsSync(input.claim));
+    const { only, run, release } = await deafChild('deaf', 1000);
     const client = suite.redis.client();
     await client.del(`bull:deaf:${run.id}:lock`);
     await client.quit();
@@ -210,7 +212,7 @@ describe('queue provider when a worker stalls', () => {
     await waitFor(() => only.stderr.includes(`job ${run.id} lost its lock`));
     // Its host removes the job while the child still runs.
     await run.dispose();
-    writeFileSync(input.release, '');
+    release();
     // Its attempt ends: the next child runs only once the worker is done with the job (one at a time).
     const next = await suite.host.subagents.start('queue', { label: 'next', prompt: [text('work')], parent: suite.parent, signal: new AbortController().signal });
     await expect(next.result).resolves.toMatchObject({ stopReason: 'completed' });
