@@ -36,15 +36,16 @@ export async function publishBudgetStop(connection: QueueConnection, id: string,
  * Removes the child's job once no worker holds it; true once it is gone. BullMQ removes no job
  * whose lock is set (it answers 0), and a run can settle while its worker still holds the job: its
  * end reaches the host before the worker has finished the job, or the host gave up on the child.
- * Asked again every few milliseconds until the job is gone (BullMQ answers 1 for a job already gone
- * too), for at most the lock duration and `RELEASE_MARGIN_MS`; false if a worker still holds it then,
- * or once the connection closed or Redis went silent.
+ * Asked again after 1 ms, then at doubling intervals up to 50 ms, until the job is gone (BullMQ
+ * answers 1 for a job already gone too), for at most the lock duration and `RELEASE_MARGIN_MS`;
+ * false if a worker still holds it then, or once the connection closed or Redis went silent.
  */
 export async function removeWhenFree(connection: QueueConnection, id: string): Promise<boolean> {
   const { queue, options } = connection;
   const until = performance.now() + options.lockDurationMs + RELEASE_MARGIN_MS;
-  const pause = Math.min(50, Math.max(5, Math.floor(options.lockDurationMs / 20)));
-  for (;;) {
+  // A worker finishing the job lets go of it within milliseconds: asked again soon, then less often.
+  const longest = Math.min(50, Math.max(5, Math.floor(options.lockDurationMs / 20)));
+  for (let pause = 1; ; pause = Math.min(longest, 2 * pause)) {
     if ((await queue.remove(id)) === 1) return true;
     if (connection.closed || connection.silent || performance.now() >= until) return false;
     await delay(pause);
