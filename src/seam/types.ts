@@ -147,6 +147,9 @@ export interface ContinuableCreateSpec {
   admitInput?(content: readonly ContentBlock[]): void;
 }
 
+/** A spec's `admitInput`, once it has one. */
+export type AdmitInput = NonNullable<ContinuableCreateSpec['admitInput']>;
+
 export interface SubagentProvider {
   readonly name: string;
   readonly capabilities: SubagentCapabilities;

@@ -2,7 +2,8 @@
 // tasks): it is released before its agent (child-first), and a continuable child holding some is
 // still busy, so its epoch stays open until the work settled.
 import type { Agent } from '../seam/agent-types.js';
-import type { ContentBlock, SessionId } from '../seam/content.js';
+import type { SessionId } from '../seam/content.js';
+import type { AdmitInput } from '../seam/types.js';
 
 const NOTHING_HELD = Promise.resolve();
 
@@ -16,19 +17,19 @@ export class HeldWork {
   /** Owners being released: work they start from now on (a start that was in flight) is released at once. */
   readonly #closed = new WeakSet<Agent>();
   readonly #settled: (ownerId: SessionId) => void;
-  readonly #admitter: (ownerId: SessionId) => ((content: readonly ContentBlock[]) => void) | undefined;
+  readonly #admitter: (ownerId: SessionId) => AdmitInput | undefined;
 
   /**
    * `settled` hears each owner whose held work just ended (to re-check its settlement); `admitter`
    * answers a continuable owner's `admitInput` (what its transport can take), which a notice is fitted to.
    */
-  constructor(settled: (ownerId: SessionId) => void, admitter: (ownerId: SessionId) => ((content: readonly ContentBlock[]) => void) | undefined = () => undefined) {
+  constructor(settled: (ownerId: SessionId) => void, admitter: (ownerId: SessionId) => AdmitInput | undefined = () => undefined) {
     this.#settled = settled;
     this.#admitter = admitter;
   }
 
   /** What refuses a message `owner`'s transport cannot take, when it is a continuable child that has one. */
-  admitInputOf(owner: Agent): ((content: readonly ContentBlock[]) => void) | undefined {
+  admitInputOf(owner: Agent): AdmitInput | undefined {
     return this.#admitter(owner.id);
   }
 

@@ -6,10 +6,10 @@ import { textOf, type ContentBlock, type SessionId } from '../seam/content.js';
 import { settledOneShot } from '../seam/descriptor.js';
 import { limitDiagnostic } from '../seam/output.js';
 import { SubagentError, isSubagentError } from '../seam/errors.js';
-import type { SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
+import type { AdmitInput, SubagentResult, SubagentRun, SubagentStopReason } from '../seam/types.js';
 import type { HeldWork } from '../service/held-work.js';
 import { heldWorkOf, type SubagentService } from '../service/service.js';
-import { type AdmitInput, deliverFitting, fittedNotice, injectIfOpen } from '../service/continuation/notices.js';
+import { deliverFitting, fittedNotice, injectIfOpen } from '../service/continuation/notices.js';
 import { stoppedByBudget } from './subagent-wording.js';
 
 export interface BackgroundTask {

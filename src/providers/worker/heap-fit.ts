@@ -32,6 +32,11 @@ export interface ThreadFit {
 
 const MB = 2 ** 20;
 
+/** The bytes `text` takes in a thread's heap. */
+function heapBytes(text: string): number {
+  return WIDE.test(text) ? 2 * text.length : text.length;
+}
+
 /** The bytes `text` takes in a thread's heap when that is more than `bound`, else undefined. */
 function bytesOver(text: ThreadText, bound: number): number | undefined {
   const texts = typeof text === 'string' ? [text] : text;
@@ -39,7 +44,7 @@ function bytesOver(text: ThreadText, bound: number): number | undefined {
   for (const part of texts) length += part.length;
   if (2 * length <= bound) return undefined;
   let bytes = 0;
-  for (const part of texts) bytes += WIDE.test(part) ? 2 * part.length : part.length;
+  for (const part of texts) bytes += heapBytes(part);
   return bytes > bound ? bytes : undefined;
 }
 
@@ -143,8 +148,7 @@ export function messageRuns<T>(messages: readonly T[], heapLimitMb: number | und
   let size = 0;
   for (const message of messages) {
     // Input is plain JSON, checked where it entered: this cannot throw.
-    const text = JSON.stringify(message);
-    const bytes = WIDE.test(text) ? 2 * text.length : text.length;
+    const bytes = heapBytes(JSON.stringify(message));
     if (bytes > bound) throw refusal('the message', bytes, heapLimitMb, 'send less', { running: true });
     if (size + bytes > bound) {
       runs.push([]);

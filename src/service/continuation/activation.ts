@@ -4,9 +4,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Agent } from '../../seam/agent-types.js';
 import { BUDGET_EVENT, describeBudgetStop, type BudgetStop } from '../../seam/budget.js';
-import type { ContentBlock, SessionId } from '../../seam/content.js';
+import type { SessionId } from '../../seam/content.js';
 import { SubagentError, describeError } from '../../seam/errors.js';
 import type { SessionEvent } from '../../seam/session-types.js';
+import type { AdmitInput } from '../../seam/types.js';
 import { UsageMeter, subtractUsage, type SubagentUsage } from '../../seam/usage.js';
 import type { AgentHandle } from '../../runtime/agent-registry.js';
 import type { LocalAgent } from '../../runtime/agent.js';
@@ -61,7 +62,7 @@ export class Activation {
    */
   acknowledging: Promise<boolean> | undefined;
   /** Throws for a message the child's transport cannot take: asked before each is accepted. */
-  readonly admitInput: (content: readonly ContentBlock[]) => void;
+  readonly admitInput: AdmitInput;
   readonly #host: ActivationHost;
   readonly #handle: AgentHandle;
   readonly #release: () => void;
@@ -84,7 +85,7 @@ export class Activation {
     /** Releases the child's setup installations. */
     release: () => void;
     /** Refuses a message the child's transport cannot take (see Built). */
-    admitInput: (content: readonly ContentBlock[]) => void;
+    admitInput: AdmitInput;
   }) {
     this.#host = init.host;
     this.#handle = init.handle;

@@ -3,11 +3,11 @@
 // install before the agent is published; anything failing leaves no agent behind.
 import type { Agent, AgentOptions, ModelSpec } from '../../seam/agent-types.js';
 import type { BudgetStop, SubagentBudget } from '../../seam/budget.js';
-import type { ContentBlock, SessionId } from '../../seam/content.js';
+import type { SessionId } from '../../seam/content.js';
 import { DESCRIPTOR_EVENT, type SubagentDescriptorData, foldSubagentDescriptor, snapshotSubagentDescriptor } from '../../seam/descriptor.js';
 import { SubagentError, describeError, isSubagentError } from '../../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../../seam/session-types.js';
-import type { ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/types.js';
+import type { AdmitInput, ContinuableCreateSpec, ContinuableStartSpec } from '../../seam/types.js';
 import type { AgentHandle, AgentRegistry, AgentSetupScope } from '../../runtime/agent-registry.js';
 import { budgetHooks, inheritedTools } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
@@ -132,7 +132,7 @@ export interface Built {
   handle: AgentHandle;
   batch: SetupBatch;
   /** Refuses a message the child's transport cannot take (the provider's `admitInput`, see validate.ts). */
-  admitInput: (content: readonly ContentBlock[]) => void;
+  admitInput: AdmitInput;
 }
 
 /**

@@ -7,7 +7,7 @@ import { headOf } from '../../seam/parse.js';
 import { isSubagentError } from '../../seam/errors.js';
 import { finalAssistantOutput, limitDiagnostic } from '../../seam/output.js';
 import type { SessionEvent, SessionEventMap } from '../../seam/session-types.js';
-import type { SubagentStopReason } from '../../seam/types.js';
+import type { AdmitInput, SubagentStopReason } from '../../seam/types.js';
 
 export interface EpochOutcome {
   stopReason: SubagentStopReason;
@@ -62,9 +62,6 @@ const SENTENCES: Record<SubagentStopReason, (id: SessionId) => string> = {
   refusal: (id) => `Background subagent ${id} declined the task.`,
   error: (id) => `Background subagent ${id} failed before finishing.`,
 };
-
-/** A parent's `admitInput`: throws for a message its transport cannot take (see ContinuableCreateSpec). */
-export type AdmitInput = (content: readonly ContentBlock[]) => void;
 
 /**
  * `full` when `admit` takes it, else `leftOut(why)`: a notice is never refused (nobody could be
