@@ -331,6 +331,7 @@ class HostImpl implements Host {
         await this.sessions.flush();
         if (disposed) throw disposed.error;
       } finally {
+        this.sessions.stopRetries();
         await this.pool.close();
         if (this.#ownsPersistence) await this.persistence.close();
       }

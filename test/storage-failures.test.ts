@@ -122,6 +122,9 @@ describe('storage failures', () => {
     expect(recorder.ends.map((end) => [end.id, end.stopReason])).toStrictEqual([['x', 'aborted']]);
     expect(host.agents.get('x')).toBeUndefined();
     expect(host.sessions.get('x')).toBeUndefined();
+    // Not later either, by a retry or a flush of every session.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await host.sessions.flush();
     await host.persistence!.flush();
     expect(await host.subagents.listChildren('parent')).toStrictEqual([]);
     await expect(host.subagents.followup(parent, 'x', [text('more')])).rejects.toMatchObject({ code: 'NOT_RESUMABLE' });
@@ -145,6 +148,60 @@ describe('storage failures', () => {
       expect(byId).toStrictEqual({ bystander: 'fulfilled', victim: 'rejected' });
       // The refused write ended the victim's residency: its next follow-up brings it back from the stored log.
       await host.subagents.followup(parent, 'victim', [text('again')]);
+    }
+  });
+});
+
+describe('a session disposed before the store created it (a lock held past busyTimeoutMs)', () => {
+  /** How many events of session `id` the file holds (0 when it holds no such session), read by another connection. */
+  function storedEvents(file: string, id: string): number {
+    const reader = new Database(file, { readonly: true });
+    try {
+      return reader.prepare('SELECT count(*) FROM events WHERE session_id = ?').pluck().get(id) as number;
+    } finally {
+      reader.close();
+    }
+  }
+
+  it('is stored with every event once the lock clears, though no flush comes: a one-shot child and a top-level agent alike', async () => {
+    const file = files.file();
+    const host = await continuationHost(file, { persistence: { sqlite: file, busyTimeoutMs: 50 } });
+    hosts.push(host);
+    const parent = await host.createAgent({ sessionId: 'parent' });
+    await host.sessions.flush();
+    const lock = lockWriters(file);
+    const run = await host.subagents.start('in-process', { prompt: [text('hi')], label: 'one-shot', parent, signal: new AbortController().signal });
+    await run.result;
+    const childEvents = host.sessions.get(run.id)!.events.length;
+    await expect(run.dispose()).rejects.toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE' });
+    const agent = await host.createAgent({ sessionId: 'top' });
+    agent.followup([text('hello')]);
+    await agent.whenIdle();
+    const agentEvents = agent.session.events.length;
+    await expect(host.agents.dispose('top')).rejects.toMatchObject({ name: 'SubagentError', code: 'PERSISTENCE_UNAVAILABLE' });
+    expect(host.sessions.get('top')).toBeUndefined();
+    lock.release();
+    await eventually(() => storedEvents(file, run.id) === childEvents && storedEvents(file, 'top') === agentEvents);
+    expect((await host.subagents.listChildren('parent')).map((entry) => entry.id)).toStrictEqual([run.id]);
+    await host.close();
+  });
+
+  it('is stored by close() when the lock clears before it', async () => {
+    const file = files.file();
+    const host = await createHost({ persistence: { sqlite: file, busyTimeoutMs: 50 }, providers: false, pool: { minThreads: 0 } });
+    const lock = lockWriters(file);
+    const agent = await host.createAgent({ sessionId: 'top' });
+    agent.followup([text('hello')]);
+    await agent.whenIdle();
+    const events = agent.session.events;
+    await expect(host.agents.dispose('top')).rejects.toMatchObject({ code: 'PERSISTENCE_UNAVAILABLE' });
+    lock.release();
+    await host.close();
+    const reopened = sqlitePersistence(file);
+    try {
+      expect((await reopened.load('top'))!.events).toStrictEqual(events);
+    } finally {
+      await reopened.close();
     }
   });
 });

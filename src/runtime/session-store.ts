@@ -4,6 +4,7 @@ import type { SessionStore } from '../seam/agent-types.js';
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, isSubagentError } from '../seam/errors.js';
 import type { SessionEvent, SessionHeader } from '../seam/session-types.js';
+import { delay, RetryTimer } from './retry-timer.js';
 import { SessionLog } from './session.js';
 import { takesQueuedAppends, type SessionPersistence } from './session-persistence.js';
 
@@ -55,13 +56,6 @@ function unavailable(error: unknown): SubagentError {
   return new SubagentError('PERSISTENCE_UNAVAILABLE', `writing sessions failed: ${describeError(error)}`, { cause: error });
 }
 
-/** A wait of `ms` and its cancel: the flush that made it clears it once done, so no timer outlives it (one pending would keep the process up to a second after close()). */
-function delay(ms: number): { wait: Promise<void>; clear: () => void } {
-  let timer: NodeJS.Timeout | undefined;
-  const wait = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-  return { wait, clear: () => clearTimeout(timer) };
-}
-
 /** Turns of the event loop a flush polls the store through before it waits for the next write handed to it. */
 const POLLS = 32;
 
@@ -77,6 +71,10 @@ export class LiveSessionStore implements SessionStore {
   #handing: { next: Promise<void>; resolve: () => void } | undefined;
   /** Told of each write refused as out of sequence (see onDiverged). */
   readonly #diverged = new Set<(id: SessionId, error: unknown) => void>();
+  /** Sessions removed before their creation was stored (a passing failure): still written (see remove). */
+  readonly #unwritten = new Set<Entry>();
+  /** Tries their creations again, backing off from 50 ms to 5 s; close() flushes them itself. */
+  readonly #retry = new RetryTimer(() => this.#writeUnwritten(), 50, 5000);
 
   constructor(options: { persistence?: SessionPersistence | undefined; logger?: Logger | undefined } = {}) {
     this.#persistence = options.persistence;
@@ -284,7 +282,7 @@ export class LiveSessionStore implements SessionStore {
    */
   async flush(id?: SessionId, { report = true }: { report?: boolean } = {}): Promise<void> {
     const began = ++this.#clock;
-    const entries = id === undefined ? [...this.#entries.values()] : [this.#entries.get(id)].filter((e) => e !== undefined);
+    const entries = id === undefined ? [...this.#entries.values(), ...this.#unwritten] : [this.#entries.get(id)].filter((e) => e !== undefined);
     for (const entry of entries) this.#drain(entry, true);
     // Each link of a session's write chain is queued only once the previous one committed; commit
     // each as soon as it is queued instead of waiting out the write-behind interval per link.
@@ -313,6 +311,7 @@ export class LiveSessionStore implements SessionStore {
     } finally {
       backoff?.clear();
     }
+    if (id === undefined) this.#settleUnwritten();
     const failure = entries.find((entry) => entry.failure !== undefined && entry.failure.reportedAt > began)?.failure;
     if (failure) {
       // A flush that does not report (a read's) leaves the failure to the flushes that do.
@@ -336,7 +335,13 @@ export class LiveSessionStore implements SessionStore {
     return this.#handing.next;
   }
 
-  /** Flushes `id`, then drops it from the live store (it stays in persistence). */
+  /**
+   * Flushes `id`, then drops it from the live store (it stays in persistence). A session whose
+   * creation has not been stored yet for a passing reason (another connection held the write lock
+   * past the busy timeout, the disk was full) is not dropped with its only copy: it leaves the live
+   * store, its creation and events are tried again in the background (backing off from 50 ms to 5 s)
+   * and by every flush of all sessions (`close()` too) until the store took or refused them.
+   */
   async remove(id: SessionId): Promise<void> {
     const entry = this.#entries.get(id);
     if (!entry) return;
@@ -345,6 +350,42 @@ export class LiveSessionStore implements SessionStore {
     } finally {
       entry.unsubscribe();
       this.#entries.delete(id);
+      if (entry.uncreated !== undefined) {
+        this.#unwritten.add(entry);
+        this.#retry.arm();
+      }
     }
+  }
+
+  /**
+   * Gives up the creation of live session `id` when the store has not taken it yet (a start refused
+   * because it could not be made durable leaves no stored session): none of its events is written,
+   * and its later flushes reject.
+   */
+  abandonCreation(id: SessionId): void {
+    const entry = this.#entries.get(id);
+    if (entry?.uncreated === undefined) return;
+    entry.uncreated = undefined;
+    entry.refused = new SubagentError('CLOSED', `session ${id} was given up before the store created it`);
+  }
+
+  /** Tries the creations of removed sessions again; true while some are left. */
+  async #writeUnwritten(): Promise<boolean> {
+    for (const entry of this.#unwritten) this.#drain(entry, true);
+    // #guard keeps each chain from rejecting: a failure is the entry's to report.
+    await Promise.all([...this.#unwritten].map((entry) => entry.writes));
+    this.#settleUnwritten();
+    return this.#unwritten.size > 0;
+  }
+
+  /** Forgets the removed sessions whose creation the store took or refused for good. */
+  #settleUnwritten(): void {
+    for (const entry of this.#unwritten) if (entry.uncreated === undefined) this.#unwritten.delete(entry);
+    if (this.#unwritten.size === 0) this.stopRetries();
+  }
+
+  /** Ends the background tries of removed sessions' creations (the host closes its store next). */
+  stopRetries(): void {
+    this.#retry.stop();
   }
 }

@@ -30,6 +30,8 @@ export async function acknowledgeStart(sessions: LiveSessionStore, activations: 
   try {
     await sessions.flush(childId);
   } catch (error) {
+    // The start is refused: its child is not stored later either (see LiveSessionStore.remove).
+    sessions.abandonCreation(childId);
     if (activation) await settled(activation.dispose());
     acknowledged.settle(false);
     // Another writer of the store (another host) created a child of this id meanwhile, past the start's checks.
