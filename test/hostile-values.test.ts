@@ -166,3 +166,33 @@ describe('a message source parsed from JSON with an own __proto__ key', () => {
     expect(agent.session.events).toEqual([]);
   });
 });
+
+describe('a run cancelled with a reason that cannot be read', () => {
+  const reasons: [string, () => unknown][] = [
+    ['a revoked proxy', () => {
+      const { proxy, revoke } = Proxy.revocable({}, {});
+      revoke();
+      return proxy;
+    }],
+    ['a proxy whose every trap throws', () => new Proxy({}, { get: () => { throw new Error('get'); }, has: () => { throw new Error('has'); }, ownKeys: () => { throw new Error('ownKeys'); }, getPrototypeOf: () => { throw new Error('proto'); } })],
+  ];
+  const cases = (['in-process', 'spawn'] as const).flatMap((provider) => (['run.cancel', 'the caller’s signal'] as const).flatMap((how) => reasons.map(([name, reason]) => [provider, how, name, reason] as const)));
+
+  // Before the fix run.cancel read the reason's `kind` unguarded: it threw without settling the run
+  // (later cancels did nothing), and from the caller's signal the throw escaped its abort listener
+  // and ended the process.
+  it.each(cases)('(%s, by %s, %s) settles aborted; the host goes on', async (provider, how, _name, reason) => {
+    const host = track(await createHost({ pool: { maxThreads: 1 } }));
+    host.subagents.registerProvider(inProcessProvider(host));
+    const parent = await host.createAgent();
+    const controller = new AbortController();
+    const run = await host.subagents.start(provider, { prompt: [text('go')], parent, signal: controller.signal, agentOptions: { model: { kind: 'scripted', steps: [{ finish: 'hang' }] } } });
+    if (how === 'run.cancel') run.cancel(reason());
+    else controller.abort(reason());
+    expect(await run.result).toMatchObject({ stopReason: 'aborted' });
+    await run.dispose();
+    const next = await host.subagents.start(provider, { prompt: [text('again')], parent, signal: new AbortController().signal });
+    expect(await next.result).toMatchObject({ stopReason: 'completed' });
+    await next.dispose();
+  });
+});

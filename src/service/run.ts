@@ -74,6 +74,16 @@ export function assertRunShape(run: unknown, provider: string): asserts run is S
   if (!plainRun(run)) parseOrThrow(runShape, run, 'CONTRACT_VIOLATION', 'run', `provider ${provider} returned a malformed run`);
 }
 
+/** The budget stop a hook's cancel `reason` names; none for anything else, also a reason that cannot be read (a revoked proxy, a throwing getter). */
+function budgetStop(reason: unknown): string | undefined {
+  try {
+    const hook = isRecord(reason) && reason['kind'] === 'hook' ? reason['reason'] : undefined;
+    return typeof hook === 'string' && isBudgetDiagnostic(hook) ? hook : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** What the service does around a run's life (all optional). */
 export interface RunLifecycle {
   /** What the child's descendants spent, read when its result settles (its `treeUsage`). */
@@ -205,8 +215,7 @@ export class ManagedRun implements SubagentRun {
   cancel(reason?: unknown): void {
     if (this.#state === 'cancelled') return;
     this.#state = 'cancelled';
-    const hook = isRecord(reason) && reason['kind'] === 'hook' ? reason['reason'] : undefined;
-    if (typeof hook === 'string' && isBudgetDiagnostic(hook)) this.#stoppedBy = hook;
+    this.#stoppedBy = budgetStop(reason);
     this.#controller.abort(reason ?? { kind: 'parent' });
     try {
       this.#run.cancel(reason);
