@@ -3,7 +3,7 @@
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SUBAGENT_DESCRIPTOR_VERSION, SubagentError, text, type SubagentRun, type SubagentStartRequest } from 'subagent-host';
-import { deferred, holed } from './helpers.js';
+import { deferred, holed, runNodeScript } from './helpers.js';
 import { NO_CAPABILITIES, fakeProvider, fakeRun, testHost, type TestHost } from './fake-provider.js';
 
 let t: TestHost;
@@ -312,5 +312,25 @@ describe('failed and malformed starts', () => {
     const error = await starting;
     expect(error).toMatchObject({ code: 'CLOSED', message: 'the host closed while the child was starting' });
     expect((error as Error).cause).toMatchObject({ code: 'CANCELLED' });
+  });
+});
+
+describe('a run whose id is taken', () => {
+  const script = new URL('./fixtures/run-id-clash.mjs', import.meta.url).pathname;
+  const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
+
+  // In a plain process: before the fix the host's thread looped for ever walking the tree's parent
+  // links (its parent's id, an ancestor's), and a running child's id was taken twice silently.
+  it('is refused CONTRACT_VIOLATION and disposed: the parent’s id, an ancestor’s (through the subagent tool), a running child’s', async () => {
+    const { code, out, err } = await runNodeScript(script, [packageUrl]);
+    expect({ code, err }).toEqual({ code: 0, err: '' });
+    const report = JSON.parse(out) as Record<string, unknown>;
+    const refused = (what: string) => ({ code: 'CONTRACT_VIOLATION', message: expect.stringContaining(`is ${what}; each child needs an id of its own`) });
+    expect(report['parent']).toEqual(refused('its parent’s id'));
+    expect(report['running']).toEqual(refused('the id of a child still running'));
+    expect(report['ancestor']).toMatchObject({ stopReason: 'completed', toolResult: expect.stringContaining('is the id of one of its ancestors') });
+    // Each refused run was disposed, and the running one once it was.
+    expect(report['disposed']).toHaveLength(4);
+    expect(report['activeRuns']).toBe(0);
   });
 });

@@ -74,6 +74,23 @@ export function assertRunShape(run: unknown, provider: string): asserts run is S
   if (!plainRun(run)) parseOrThrow(runShape, run, 'CONTRACT_VIOLATION', 'run', `provider ${provider} returned a malformed run`);
 }
 
+/**
+ * `run`, once it has the SubagentRun shape and an id of its own: `clash` says what is wrong with an
+ * id taken already (a running child's, the parent's or an ancestor's). Otherwise the run is disposed
+ * (when it can be) and `CONTRACT_VIOLATION` thrown.
+ */
+export async function publishableRun(run: unknown, provider: string, clash: (id: string) => string | undefined): Promise<SubagentRun> {
+  try {
+    assertRunShape(run, provider);
+    const taken = clash(run.id);
+    if (taken !== undefined) throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} returned a run whose id ${run.id} is ${taken}; each child needs an id of its own`);
+    return run;
+  } catch (error) {
+    if (isRecord(run) && typeof run['dispose'] === 'function') await disposeQuietly(run as unknown as SubagentRun);
+    throw error;
+  }
+}
+
 /** The budget stop a hook's cancel `reason` names; none for anything else, also a reason that cannot be read (a revoked proxy, a throwing getter). */
 function budgetStop(reason: unknown): string | undefined {
   try {

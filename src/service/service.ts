@@ -23,7 +23,7 @@ import { addUsage, emptyUsage } from '../seam/usage.js';
 import { timerOption } from '../seam/parse.js';
 import { forwardStartWaits } from '../seam/start-wait.js';
 import { ProviderRegistry, snapshotProvider } from './registry.js';
-import { ManagedRun, assertRunShape, callerAbort, disposeQuietly, type CallerAbort } from './run.js';
+import { ManagedRun, callerAbort, publishableRun, type CallerAbort } from './run.js';
 import { resolveStartRequest } from './start-request.js';
 import { type ContinuationDeps, ContinuationManager } from './continuation/manager.js';
 import { isExactLive } from './continuation/authority.js';
@@ -241,14 +241,7 @@ export class SubagentService {
       }
       throw error;
     }
-    try {
-      assertRunShape(raw, provider.name);
-    } catch (error) {
-      if (raw !== null && typeof raw === 'object' && typeof (raw as { dispose?: unknown }).dispose === 'function') {
-        await disposeQuietly(raw as SubagentRun);
-      }
-      throw error;
-    }
+    raw = await publishableRun(raw, provider.name, (id) => this.#subtrees.clash(id, parent.id));
     // A child its provider started is the caller's run, also when the host began to close meanwhile:
     // rejected, it would be a start that "never started" whose log is stored and listed. close() waits
     // for this start, then disposes the run with the others.
