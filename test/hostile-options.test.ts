@@ -284,6 +284,35 @@ describe('requests that cannot be read', () => {
     await expect(host.subagents.listChildren(parent.id, trappingProxy() as never)).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('signal') as string });
   });
 
+  /** A revoked proxy, and a proxy of an array whose traps throw (an array to Array.isArray, so it is read). */
+  const unreadableArrays = (items: unknown[]): [string, () => object][] => [
+    ['a revoked proxy', revokedProxy],
+    ['a proxy of an array whose traps throw', () => new Proxy(items, { get: () => { throw boom; }, has: () => { throw boom; }, ownKeys: () => { throw boom; } })],
+  ];
+
+  it.each(unreadableArrays([text('more')]))('(followup: %s as the message) rejects INVALID_REQUEST naming it', async (_kind, value) => {
+    const { host, parent } = await withParent();
+    expectRefused(await failure(() => host.subagents.followup(parent, 'child', value() as never)), 'INVALID_REQUEST', 'message content');
+  });
+
+  it.each(unreadableArrays(['child']))('(drainContinuableChildren: %s as the ids) rejects INVALID_REQUEST naming them', async (_kind, value) => {
+    const { host, parent } = await withParent();
+    expectRefused(await failure(() => host.subagents.drainContinuableChildren(parent, value() as never)), 'INVALID_REQUEST', 'childIds');
+  });
+
+  it.each([...unreadableArrays([]), ['an array holding a proxy whose traps throw', () => [trappingProxy()]], ['an array holding a revoked proxy', () => [revokedProxy()]]] as [string, () => object][])(
+    '(drainContinuableDescendants: %s as the parents) rejects INVALID_REQUEST naming them',
+    async (_kind, value) => {
+      const { host } = await withParent();
+      expectRefused(await failure(() => host.subagents.drainContinuableDescendants(value() as never)), 'INVALID_REQUEST', 'parents');
+    },
+  );
+
+  it.each(unreadable('parent'))('(on: %s as its options) throws INVALID_REQUEST naming them', async (_kind, value) => {
+    const { host } = await withParent();
+    expectRefused(await failure(() => host.subagents.on('subagent/end', () => undefined, value() as never)), 'INVALID_REQUEST', "on('subagent/end') opts");
+  });
+
   it.each(unreadable('sessionId'))('(createAgent and agents.resume: %s as the options) throw INVALID_OPTIONS', async (_kind, value) => {
     const host = await openHost();
     expectRefused(await failure(() => host.createAgent(value() as never)), 'INVALID_OPTIONS', 'createAgent options');

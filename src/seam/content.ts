@@ -2,7 +2,7 @@
 // made of. All of it is plain JSON-safe data so it can cross threads, processes and SQLite.
 import { randomUUID } from 'node:crypto';
 import { SubagentError } from './errors.js';
-import { assertKnownKeys, isRecord } from './parse.js';
+import { assertKnownKeys, isRecord, readingInput } from './parse.js';
 import { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsProblem, jsonProblem, readable, sharingProblem, writtenChars, writtenSize, type Tally, type Walked } from './plain-json.js';
 
 export { MAX_CONTENT_CHARS, MAX_CONTENT_DEPTH, charsIn, plainJsonProblem } from './plain-json.js';
@@ -253,9 +253,11 @@ export function copyContent(content: unknown, path = 'content'): { content: Cont
 
 /** Throws `INVALID_REQUEST` unless `content` is a non-empty message of such blocks. */
 export function assertMessageContent(content: unknown): asserts content is ContentBlock[] {
-  assertMessageShape(content);
-  const problem = contentProblem(content);
-  if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
+  readingInput('message content', 'INVALID_REQUEST', () => {
+    assertMessageShape(content);
+    const problem = contentProblem(content);
+    if (problem) throw new SubagentError('INVALID_REQUEST', `message ${problem}`);
+  });
 }
 
 function assertMessageShape(content: unknown): asserts content is unknown[] {
@@ -266,10 +268,13 @@ function assertMessageShape(content: unknown): asserts content is unknown[] {
 
 /** A checked copy of a message's `content` (see {@link copyContent}); `INVALID_REQUEST` unless it is a non-empty message of content blocks. */
 export function copyMessageContent(content: unknown): ContentBlock[] {
-  assertMessageShape(content);
-  const copied = copyContent(content);
-  if ('problem' in copied) throw new SubagentError('INVALID_REQUEST', `message ${copied.problem}`);
-  return copied.content;
+  // A revoked proxy or a throwing trap is INVALID_REQUEST, not a TypeError from inside the copy.
+  return readingInput('message content', 'INVALID_REQUEST', () => {
+    assertMessageShape(content);
+    const copied = copyContent(content);
+    if ('problem' in copied) throw new SubagentError('INVALID_REQUEST', `message ${copied.problem}`);
+    return copied.content;
+  });
 }
 
 /** The fields of each source kind beside `kind`: true for a required string, false for an optional one. */

@@ -2,7 +2,7 @@
 // is called inside a containment wrapper, except provider-added, whose throw rolls back a registration.
 import type { SessionId } from '../seam/content.js';
 import { SubagentError, describeError, printable } from '../seam/errors.js';
-import { isRecord, isThenable } from '../seam/parse.js';
+import { isRecord, isThenable, readingInput } from '../seam/parse.js';
 import type { SubagentEvents } from '../seam/types.js';
 import type { Logger } from '../runtime/session-store.js';
 
@@ -47,12 +47,17 @@ export class SubagentEventBus {
   on<E extends EventName>(event: E, listener: Listener<E>, opts?: { parent?: SessionId }): () => void {
     if (!EVENT_NAMES.includes(event)) throw new SubagentError('INVALID_REQUEST', `on(): unknown event ${printable(event)} (events: ${EVENT_NAMES.join(', ')})`);
     if (typeof listener !== 'function') throw new SubagentError('INVALID_REQUEST', `on('${event}'): the listener must be a function`);
-    // A misspelt key (`parnet`) would leave a listener meant for one parent hearing every parent's runs.
-    const badKeys = isRecord(opts) && Object.keys(opts).some((key) => key !== 'parent');
-    if (opts !== undefined && (!isRecord(opts) || badKeys || (opts.parent !== undefined && (typeof opts.parent !== 'string' || opts.parent === '')))) {
-      throw new SubagentError('INVALID_REQUEST', `on('${event}'): opts must be { parent?: a session id }`);
-    }
-    const registration: Registration = { event, listener: listener as Listener<EventName>, parent: opts?.parent };
+    // Read once; a getter or proxy trap that throws is INVALID_REQUEST too.
+    const parent = readingInput(`on('${event}') opts`, 'INVALID_REQUEST', () => {
+      // A misspelt key (`parnet`) would leave a listener meant for one parent hearing every parent's runs.
+      const badKeys = isRecord(opts) && Object.keys(opts).some((key) => key !== 'parent');
+      const given: unknown = isRecord(opts) ? opts['parent'] : undefined;
+      if (opts !== undefined && (!isRecord(opts) || badKeys || (given !== undefined && (typeof given !== 'string' || given === '')))) {
+        throw new SubagentError('INVALID_REQUEST', `on('${event}'): opts must be { parent?: a session id }`);
+      }
+      return given as SessionId | undefined;
+    });
+    const registration: Registration = { event, listener: listener as Listener<EventName>, parent };
     this.#registrations.add(registration);
     return () => {
       this.#registrations.delete(registration);

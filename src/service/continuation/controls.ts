@@ -106,8 +106,10 @@ function disposingAll(targets: Activation[]): Promise<void> {
  */
 export async function drainChildren(m: ContinuationManager, parent: Agent, childIds: SessionId[]): Promise<void> {
   if (!isExactLive(m.live, parent)) throw new SubagentError('UNAUTHORIZED', 'drainContinuableChildren needs the live parent agent');
-  if (!Array.isArray(childIds) || !childIds.every((id) => typeof id === 'string')) throw new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids');
-  const ids = [...new Set(childIds)];
+  const ids = readingInput('childIds', 'INVALID_REQUEST', () => {
+    if (!Array.isArray(childIds) || !childIds.every((id) => typeof id === 'string')) throw new SubagentError('INVALID_REQUEST', 'childIds must be an array of session ids');
+    return [...new Set(childIds)];
+  });
   const ours = (target: Activation) => target.parentSession === parent.id && isAncestor(m, target, parent);
   const targets = ids.flatMap((id) => m.activations.get(id) ?? []);
   const stranger = targets.find((target) => !ours(target));
@@ -148,9 +150,11 @@ export class PendingCalls {
 
 /** Closes admission below each live parent and releases every continuable descendant, after `calls` (see PendingCalls). */
 export async function drainDescendants(m: ContinuationManager, parents: Agent[], calls: Promise<void>[] = []): Promise<void> {
-  if (!Array.isArray(parents)) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents');
-  if (!everyItem(parents, (parent) => isRecord(parent) && typeof parent['id'] === 'string')) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents, and an item is no Agent');
-  const roots = parents.filter((parent) => isExactLive(m.live, parent));
+  const roots = readingInput('parents', 'INVALID_REQUEST', () => {
+    if (!Array.isArray(parents)) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents');
+    if (!everyItem(parents, (parent) => isRecord(parent) && typeof parent['id'] === 'string')) throw new SubagentError('INVALID_REQUEST', 'parents must be an array of agents, and an item is no Agent');
+    return parents.filter((parent) => isExactLive(m.live, parent));
+  });
   const targets = new Set<Activation>();
   for (const root of roots) {
     const below = [...m.activations.values()].filter((a) => a.agent !== root && isAncestor(m, a, root));
