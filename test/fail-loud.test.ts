@@ -152,6 +152,13 @@ describe('schema failures', () => {
     expect(create).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message }));
   });
 
+  // Node refuses such a path itself, which read as a file this process may not write.
+  it('refuse a SQLite path with a NUL character as INVALID_OPTIONS, from createHost and sqlitePersistence alike', async () => {
+    const file = '/tmp/store\0.db';
+    await expect(createHost({ providers: false, persistence: { sqlite: file } })).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('NUL character') as string });
+    expect(() => sqlitePersistence(file)).toThrow(expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringContaining('NUL characters') as string }));
+  });
+
   it.each(['maxNestingDepth', 'minThreads'])('refuse a pool %s of -0, as a maxDepth of -0 is refused', (field) => {
     expect(() => createWorkerPool({ [field]: -0 })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTIONS', message: `options.pool.${field}: must be a whole number ≥ 0, not -0` }),

@@ -206,6 +206,7 @@ describe('sqlitePersistence', () => {
 
   it.each([
     ['an empty path', '', {}],
+    ['a path with a NUL character', path.join(tmp, 'a\0b.db'), {}],
     ['a negative flushIntervalMs', ':memory:', { flushIntervalMs: -1 }],
     ['a fractional busyTimeoutMs', ':memory:', { busyTimeoutMs: 1.5 }],
     ['an unknown option', ':memory:', { flushEvery: 5 }],

@@ -156,6 +156,7 @@ export function missingAddonError(error: unknown): SubagentError | undefined {
  */
 export function unwritableFileError(path: string): SubagentError | undefined {
   if (path === ':memory:') return undefined;
+  if (path.includes('\0')) return new SubagentError('INVALID_OPTIONS', `path ${JSON.stringify(path)} cannot be a file: it has a NUL character`);
   try {
     fs.accessSync(path, fs.constants.W_OK);
     return undefined;

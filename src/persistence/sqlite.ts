@@ -375,12 +375,13 @@ class SqlitePersistence implements SessionPersistence {
  * A SessionPersistence stored in the SQLite file at `path` (created with mode 0600 if new), or in
  * memory for `':memory:'`. Appends are write-behind: batched for `flushIntervalMs`, then committed
  * in one transaction; `flush()` commits at once. Call `close()` to commit and release the file.
- * @throws SubagentError `INVALID_OPTIONS` for an empty path or bad options, `CORRUPT_DATA` when
+ * @throws SubagentError `INVALID_OPTIONS` for an empty path, one with a NUL, or bad options, `CORRUPT_DATA` when
  * the file is not a store of this schema version.
  */
 export function sqlitePersistence(path: string, options: SqlitePersistenceOptions = {}): SessionPersistence {
-  if (typeof path !== 'string' || path === '') {
-    throw new SubagentError('INVALID_OPTIONS', 'path must be a non-empty file path or ":memory:".');
+  // No file has a NUL in its path (Node refuses one, which read as a file this process may not write).
+  if (typeof path !== 'string' || path === '' || path.includes('\0')) {
+    throw new SubagentError('INVALID_OPTIONS', 'path must be a non-empty file path without NUL characters, or ":memory:".');
   }
   const { flushIntervalMs = 10, busyTimeoutMs = 5000, synchronous = 'full' } = parseOrThrow(optionsSchema, options, 'INVALID_OPTIONS', 'sqlitePersistence options');
   return openDatabase(path, busyTimeoutMs, synchronous, (db) => {
