@@ -271,6 +271,32 @@ describe('ls --follow on a file that changes under it', () => {
   }, 60_000);
 });
 
+describe('subagent-host ls --follow given a file copied in place while it watches', () => {
+  // Before the fix the first read of the half-copied file failed CORRUPT_DATA and ended the watch, exit 1.
+  it('waits while the copy is not a readable database yet, then lists it', async () => {
+    const db = files.file();
+    const source = files.file();
+    await storeRunning(source, 'R', 'K');
+    const bytes = fs.readFileSync(source);
+    fs.writeFileSync(db, '');
+    const watcher = watch(['R', '--tree', '--follow', '--db', db]);
+    try {
+      await watcher.until(/no session "R" in .* yet; waiting for it/, 'stderr');
+      // The first pages, then a wait past a poll (250 ms), then the rest, as a slow copy writes them.
+      const half = Math.floor(bytes.length / 2 / 4096) * 4096;
+      fs.writeFileSync(db, bytes.subarray(0, half));
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(watcher.child.exitCode, JSON.stringify(watcher.output())).toBeNull();
+      fs.appendFileSync(db, bytes.subarray(half));
+      await watcher.until(/^K\s+one-shot\s+running\s/m);
+      await storeEnded(db, 'R', 'K');
+      expect(await watcher.exit, JSON.stringify(watcher.output())).toBe(0);
+    } finally {
+      if (watcher.child.exitCode === null) watcher.child.kill();
+    }
+  }, 60_000);
+});
+
 // The watch lists (the catalog) and then reads activity from the log: a host committing between the
 // two made it stop on a listing of no one state, which it then left on screen.
 describe('the --follow loop', () => {

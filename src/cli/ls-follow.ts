@@ -50,8 +50,8 @@ function fileState(path: string): string | undefined {
  * Prints `print(entries)` each time the database at `file` changes; resolves once no descendant of
  * the session runs while the session itself is between turns, or when SIGINT, SIGTERM or SIGHUP
  * arrives (each a normal end of watching). While the file is missing or empty or does not hold the session,
- * `waiting` goes to stderr once and the watch goes on.
- * @throws SubagentError what `open` throws for a file that is not a readable database of ours.
+ * or is a file put in its place that cannot be read yet, `waiting` goes to stderr once and the watch goes on.
+ * @throws SubagentError what `open` throws for a file, found at the start, that is not a readable database of ours.
  */
 export async function follow<E extends Listed>(options: {
   file: string;
@@ -74,6 +74,8 @@ export async function follow<E extends Listed>(options: {
     let last: string | undefined;
     let printed = false;
     let waiting = false;
+    /** The file as found at the start: one that cannot be read is an error; one that came later may still be being copied in. */
+    let first = true;
     const wait = (): void => {
       if (!waiting) process.stderr.write(options.waiting);
       waiting = true;
@@ -88,8 +90,17 @@ export async function follow<E extends Listed>(options: {
         source = undefined;
         seen = undefined;
         state = now;
-        if (now?.endsWith(':written') === true) source = await open();
+        if (now?.endsWith(':written') === true) {
+          try {
+            source = await open();
+          } catch (error) {
+            if (first) throw error;
+            // Read again at the next poll (a copy in place, cp or scp, writes its pages in turn).
+            state = undefined;
+          }
+        }
       }
+      first = false;
       try {
         const version = source?.reader.version();
         if (source === undefined) wait();
