@@ -133,6 +133,31 @@ describe('subagent-host', () => {
   });
 });
 
+describe('every command’s options', () => {
+  // parseArgs keeps the last of an option given twice: `--db a --db b` quietly read b.
+  it.each([
+    ['ls', ['ls', 'S', '--db', 'a.db', '--db', 'b.db']],
+    ['inspect', ['inspect', '--port', '0', '--port', '1']],
+    ['demo', ['demo', '--json', '--json']],
+    ['acp', ['acp', '--db', 'a.db', '--db', 'b.db']],
+    ['worker', ['worker', '--redis', 'redis://127.0.0.1:1', '--redis', 'redis://127.0.0.1:2']],
+  ])('(%s) refuse one given twice: a usage error naming it, exit 2, before any work', async (command, args) => {
+    const { code, stdout, stderr } = await runCli(...args);
+    expect([code, stdout]).toEqual([2, '']);
+    expect(stderr).toMatch(new RegExp(`^subagent-host ${command}: --${args[args.length - 2]!.slice(2)} is given more than once\n\nusage: subagent-host ${command} `));
+  });
+
+  it('are quoted in a usage error with their control characters escaped, never raw', async () => {
+    const stray = await runCli('ls', 'S', 'b\u001b[31mRED');
+    const unknown = await runCli('ls', '--b\u001b[31mRED');
+    for (const { code, stderr } of [stray, unknown]) {
+      expect(code).toBe(2);
+      expect(stderr).not.toContain('\u001b');
+      expect(stderr).toContain('b\\x1b[31mRED');
+    }
+  });
+});
+
 describe('subagent-host acp', () => {
   it('prints its usage on --help and exits 0', async () => {
     const { code, stdout } = await runCli('acp', '--help');

@@ -54,7 +54,7 @@ describe('subagent-host inspect options', () => {
     [['--port', '65536'], '--port must be an integer from 0 to 65535'],
     [['--port=-1'], '--port must be an integer from 0 to 65535'],
   ])('refuses %j with the usage on stderr and exits 2', async (args, message) => {
-    const { code, stdout, stderr } = await inspect(['--db', db, ...args]);
+    const { code, stdout, stderr } = await inspect([...(args[0] === '--db' ? [] : ['--db', db]), ...args]);
     expect([code, stdout]).toEqual([2, '']);
     expect(stderr).toMatch(new RegExp(`^subagent-host inspect: ${message.replace(/[-[\]]/g, '\\$&')}\n\nusage: subagent-host inspect `));
   });

@@ -2,6 +2,7 @@
 // and the command's usage to stderr and exits 2, and `--help` prints the usage and exits 0.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SubagentError } from '../seam/errors.js';
+import { visible } from '../seam/visible.js';
 
 export { MAX_TIMER_MS } from '../seam/parse.js';
 
@@ -16,9 +17,9 @@ export function integerValue(value: string, min: number, max: number): number | 
   return n >= min && n <= max ? n : undefined;
 }
 
-/** Writes `message` and `usage` to stderr; returns the exit code of a usage error. */
+/** Writes `message` (its control characters escaped: it may quote an argument) and `usage` to stderr; returns the exit code of a usage error. */
 export function usageError(command: string, usage: string, message: string): number {
-  process.stderr.write(`subagent-host ${command}: ${message}\n\n${usage.trimEnd()}\n`);
+  process.stderr.write(`subagent-host ${command}: ${visible(message)}\n\n${usage.trimEnd()}\n`);
   return 2;
 }
 
@@ -39,6 +40,13 @@ export function parseCommand<T extends Omit<ParseArgsConfig, 'strict'>>(command:
   } catch (error) {
     // parseArgs throws only Errors (ERR_PARSE_ARGS_*), each naming the option or argument.
     return usageError(command, usage, (error as Error).message);
+  }
+  // parseArgs keeps the last of an option given twice: `--db a --db b` would quietly read b.
+  const given = new Set<string>();
+  for (const token of parseArgs({ ...config, strict: true, options: { ...config.options, ...HELP }, tokens: true }).tokens ?? []) {
+    if (token.kind !== 'option' || config.options?.[token.name]?.multiple === true) continue;
+    if (given.has(token.name)) return usageError(command, usage, `--${token.name} is given more than once`);
+    given.add(token.name);
   }
   if ((parsed.values as { help?: unknown }).help === true) {
     process.stdout.write(`${usage.trimEnd()}\n`);

@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { isIPv6 } from 'node:net';
 import { SubagentError } from '../seam/errors.js';
+import { visible } from '../seam/visible.js';
 import { startInspectServer } from '../inspect/server.js';
 import { DEFAULT_DB } from './ls.js';
 import { parseCommand, usageError as commandUsageError } from './args.js';
@@ -73,7 +74,7 @@ export async function run(args: string[]): Promise<number> {
     };
     for (const signal of signals) process.on(signal, stop);
   });
-  process.stdout.write(`Inspecting ${file} at ${server.url} (Ctrl-C to stop)\n`);
+  process.stdout.write(`Inspecting ${visible(file)} at ${server.url} (Ctrl-C to stop)\n`);
   if (values.open) openBrowser(server.url);
   await stopped;
   await server.close();
