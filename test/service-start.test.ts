@@ -320,16 +320,16 @@ describe('a run whose id is taken', () => {
   const packageUrl = new URL('../dist/src/index.js', import.meta.url).href;
 
   // In a plain process: before the fix the host's thread looped for ever walking the tree's parent
-  // links (its parent's id, an ancestor's), and a running child's id was taken twice silently.
-  it('is refused CONTRACT_VIOLATION and disposed: the parent’s id, an ancestor’s (through the subagent tool), a running child’s', async () => {
+  // links (its parent's id, an ancestor's).
+  it('is refused CONTRACT_VIOLATION and disposed when it is the parent’s id or an ancestor’s (through the subagent tool); a running child’s is taken', async () => {
     const { code, out, err } = await runNodeScript(script, [packageUrl]);
     expect({ code, err }).toEqual({ code: 0, err: '' });
     const report = JSON.parse(out) as Record<string, unknown>;
-    const refused = (what: string) => ({ code: 'CONTRACT_VIOLATION', message: expect.stringContaining(`is ${what}; each child needs an id of its own`) });
+    const refused = (what: string) => ({ code: 'CONTRACT_VIOLATION', message: expect.stringContaining(`is ${what}; a child's id must not be one of its lineage's`) });
     expect(report['parent']).toEqual(refused('its parent’s id'));
-    expect(report['running']).toEqual(refused('the id of a child still running'));
+    expect(report['running']).toEqual({ started: 'running' });
     expect(report['ancestor']).toMatchObject({ stopReason: 'completed', toolResult: expect.stringContaining('is the id of one of its ancestors') });
-    // Each refused run was disposed, and the running one once it was.
+    // Each refused run was disposed, and the two running ones once they were.
     expect(report['disposed']).toHaveLength(4);
     expect(report['activeRuns']).toBe(0);
   });

@@ -75,15 +75,15 @@ export function assertRunShape(run: unknown, provider: string): asserts run is S
 }
 
 /**
- * `run`, once it has the SubagentRun shape and an id of its own: `clash` says what is wrong with an
- * id taken already (a running child's, the parent's or an ancestor's). Otherwise the run is disposed
+ * `run`, once it has the SubagentRun shape and an id that is not its parent's or an ancestor's
+ * (`clash` says which it is; the tree's links would loop). Otherwise the run is disposed
  * (when it can be) and `CONTRACT_VIOLATION` thrown.
  */
 export async function publishableRun(run: unknown, provider: string, clash: (id: string) => string | undefined): Promise<SubagentRun> {
   try {
     assertRunShape(run, provider);
     const taken = clash(run.id);
-    if (taken !== undefined) throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} returned a run whose id ${run.id} is ${taken}; each child needs an id of its own`);
+    if (taken !== undefined) throw new SubagentError('CONTRACT_VIOLATION', `provider ${provider} returned a run whose id ${run.id} is ${taken}; a child's id must not be one of its lineage's`);
     return run;
   } catch (error) {
     if (isRecord(run) && typeof run['dispose'] === 'function') await disposeQuietly(run as unknown as SubagentRun);

@@ -13,11 +13,11 @@ export class SubtreeUsage {
   readonly #pending = new Map<SessionId, number>();
 
   /**
-   * What makes `id` unfit for a new child of `parentId`: it is open already, or it is `parentId`
-   * or one of its ancestors (its parent links would loop); undefined when it is fit.
+   * What makes `id` unfit for a new child of `parentId`: it is `parentId` or one of its ancestors
+   * (its parent links would loop); undefined when it is fit. (Two runs may share an id: the
+   * reference's S7 mints each its own runId.)
    */
   clash(id: SessionId, parentId: SessionId): string | undefined {
-    if (this.#open.has(id)) return 'the id of a child still running';
     for (let at: SessionId | undefined = parentId; at !== undefined; at = this.#parent.get(at)) {
       if (at === id) return at === parentId ? 'its parent’s id' : 'the id of one of its ancestors';
     }
@@ -26,7 +26,7 @@ export class SubtreeUsage {
 
   /** Starts collecting what the descendants of `id` spend (kept when already open; never linked into a loop). */
   open(id: SessionId, parentId: SessionId): void {
-    if (this.clash(id, parentId) !== undefined) return;
+    if (this.#open.has(id) || this.clash(id, parentId) !== undefined) return;
     this.#open.set(id, null);
     this.#parent.set(id, parentId);
     for (let at: SessionId | undefined = id; at !== undefined; at = this.#parent.get(at)) this.#pending.set(at, (this.#pending.get(at) ?? 0) + 1);
