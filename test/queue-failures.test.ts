@@ -145,8 +145,9 @@ describe('queue provider failures', () => {
   // A short lock lets a killed worker's job be found lost quickly; tests that do not kill a worker pass a
   // long one, so a worker starved of CPU on a loaded machine is not mistaken for a lost one.
   async function worker(queue: string, ...args: string[]): Promise<WorkerProcess> {
-    const lock = args.includes('--lock-duration-ms') ? [] : ['--lock-duration-ms', '500'];
-    return suite.worker(['--queue', queue, ...lock, '--concurrency', '2', '--pool-threads', '2', ...args]);
+    // Defaults for the options `args` does not give (an option given twice is a usage error).
+    const defaults = [['--lock-duration-ms', '500'], ['--concurrency', '2'], ['--pool-threads', '2']].filter(([name]) => !args.includes(name!)).flat();
+    return suite.worker(['--queue', queue, ...defaults, ...args]);
   }
 
   function register(options: Partial<QueueProviderOptions> & { queue: string }) {
