@@ -604,6 +604,8 @@ describe('serveAcp', () => {
       const answers = new Map<number, unknown>();
       /** Request ids in the order their answers arrived. */
       const order: unknown[] = [];
+      /** What arrived, in order: `answer ID` for a response, `update TEXT` for a message chunk. */
+      const wire: string[] = [];
       let arrived = deferred();
       let buffered = '';
       toClient.setEncoding('utf8').on('data', (chunk: string) => {
@@ -611,16 +613,20 @@ describe('serveAcp', () => {
         const lines = buffered.split('\n');
         buffered = lines.pop()!;
         for (const line of lines) {
-          const message = JSON.parse(line) as { id?: number; method?: string };
+          const message = JSON.parse(line) as { id?: number; method?: string; params?: { update?: { content?: { text?: unknown } } } };
           if (message.id !== undefined && message.method === undefined) {
             answers.set(message.id, message);
             order.push(message.id);
+            wire.push(`answer ${message.id}`);
           }
+          const chunk = message.params?.update?.content?.text;
+          if (message.method === 'session/update' && typeof chunk === 'string') wire.push(`update ${chunk}`);
         }
         arrived.resolve();
       });
       return {
         order,
+        wire,
         send: (...messages: object[]) => void toServer.write(messages.map((m) => `${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`).join('')),
         async answer(id: number): Promise<{ result?: Record<string, unknown>; error?: { code: number } }> {
           while (!answers.has(id)) {
@@ -707,6 +713,8 @@ describe('serveAcp', () => {
       await running(4, 'one');
       raw.send({ method: 'session/cancel', params: { sessionId } }, says(sessionId, 5, 'two'));
       expect([(await raw.answer(4)).result, (await raw.answer(5)).result]).toMatchObject([{ stopReason: 'cancelled' }, { stopReason: 'end_turn' }]);
+      // The new turn streams after the answer to the one it stopped (before the fix its text came first, in the same write).
+      expect(raw.wire.slice(raw.wire.indexOf('answer 4'))).toStrictEqual(['answer 4', 'update two', 'answer 5']);
       await running(6, 'three');
       raw.send({ method: 'session/cancel', params: { sessionId } });
       raw.send(says(sessionId, 7, 'four'));
@@ -720,6 +728,41 @@ describe('serveAcp', () => {
       raw.send({ method: 'session/cancel', params: { sessionId } }, says(sessionId, 11, 'eight'), { id: 12, method: 'session/close', params: { sessionId } });
       expect([(await raw.answer(10)).result, (await raw.answer(11)).result, (await raw.answer(12)).result]).toMatchObject([{ stopReason: 'cancelled' }, { stopReason: 'cancelled' }, {}]);
       await raw.end();
+    });
+
+    it('answers the prompts sent before its input ended to a client that reads its output slowly', async () => {
+      const host = await newHost({ model: { kind: 'scripted', steps: [{ text: 'word '.repeat(5_000) }] } });
+      const toServer = new PassThrough();
+      // Read nothing until the input ended and the turn ran: its 5,000 updates (about 1 MB) back the output up.
+      const toClient = new PassThrough();
+      let finished = false;
+      const served = serveAcp(host, { input: toServer, output: toClient }).finally(() => (finished = true));
+      const lines = [
+        { id: 1, method: 'initialize', params: { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} } },
+        { id: 2, method: 'session/new', params: { cwd: dir, mcpServers: [] } },
+      ];
+      toServer.write(lines.map((m) => `${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`).join(''));
+      let text = '';
+      const readAll = (): void => {
+        for (let chunk = toClient.read() as Buffer | null; chunk !== null; chunk = toClient.read() as Buffer | null) text += chunk.toString();
+      };
+      while (!text.includes('"id":2')) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        readAll();
+      }
+      const sessionId = (JSON.parse(text.trim().split('\n').at(-1)!) as { result: { sessionId: string } }).result.sessionId;
+      toServer.end(`${JSON.stringify({ jsonrpc: '2.0', ...says(sessionId, 3, 'go') })}\n`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The connection ends without waiting for this reader (one that reads nothing holds nothing up);
+      // the answer is written once what is ahead of it was read (before the fix it was dropped).
+      const answered = () => text.split('\n').some((line) => line.includes('"id":3'));
+      while (!finished || !answered()) {
+        readAll();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await served;
+      const answers = text.trim().split('\n').map((line) => JSON.parse(line) as { id?: number; result?: unknown }).filter((message) => message.id === 3);
+      expect(answers).toMatchObject([{ result: { stopReason: 'end_turn' } }]);
     });
 
     it('refuses a prompt sent just after a close of its session as for a closed session', async () => {

@@ -75,6 +75,8 @@ export class Arrivals implements Observe {
   readonly #closeWaits = new Map<unknown, Promise<unknown>>();
   /** Messages that arrived so far: a ticket's `at`. */
   #arrivedCount = 0;
+  /** Prompts by request id until their answer is written. */
+  readonly #unanswered = new Map<unknown, Ticket>();
 
   constructor(methods: SessionMethods, cancelRunning: (sessionId: string) => void) {
     this.#methods = methods;
@@ -99,7 +101,11 @@ export class Arrivals implements Observe {
     const request = kind === 'request';
     this.#arrivedCount += 1;
     if (method === methods.prompt) {
-      if (request) this.#prompt(id, sessionId);
+      if (request) {
+        this.#prompt(id, sessionId);
+        this.#unanswered.get(id)?.resolve();
+        this.#unanswered.set(id, ticket(sessionId, this.#arrivedCount));
+      }
     } else if (method === methods.load || method === methods.resume) {
       if (request) this.#restore(id, sessionId);
     } else if ((method === methods.cancel && !request) || (method === methods.close && request)) {
@@ -148,6 +154,8 @@ export class Arrivals implements Observe {
 
   /** The response to request `id` is written: it no longer holds anything back, nor is it kept. */
   #answered(id: unknown): void {
+    this.#unanswered.get(id)?.resolve();
+    this.#unanswered.delete(id);
     this.#restores.get(id)?.resolve();
     this.#restores.delete(id);
     this.#closeWaits.delete(id);
@@ -177,6 +185,11 @@ export class Arrivals implements Observe {
   /** Resolves once the load or resume of its session that the prompt `id` arrived after is answered. */
   promptMayRun(id: unknown): Promise<void> | undefined {
     return this.#prompts.get(id)?.after;
+  }
+
+  /** Resolves once the answer to the prompt `id` is written (at once when none is awaited). */
+  answerWritten(id: unknown): Promise<void> {
+    return this.#unanswered.get(id)?.done ?? Promise.resolve();
   }
 
   /** The prompt `id` as it arrived, now taken by its handler. */

@@ -3,100 +3,17 @@
 // burst (a turn's updates and its answer) leave in one write.
 import type * as acp from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
-import { wellFormedJson } from '../../seam/parse.js';
+import { LineWriter, type Batching } from './line-writer.js';
 
 type AnyMessage = acp.AnyMessage;
 /** What the wire takes from the (lazily loaded) SDK: its error vocabulary. */
 type WireSdk = Pick<typeof acp, 'RequestError' | 'MessageTooLargeError'>;
 
+export type { Batching } from './line-writer.js';
+
 /** The SDK's default bound on one incoming line (its `DEFAULT_MAX_MESSAGE_BYTES`), which this wire keeps too. */
 export const MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
 const NEWLINE = 0x0a;
-
-/** How the messages of one run of promise callbacks (a burst) leave. */
-export type Batching =
-  /** The first at once (the peer starts on it), the rest in one write once the run is over: a client's requests. */
-  | 'first-at-once'
-  /**
-   * All in one write once the run is over: an agent's answers. A turn that runs without waiting
-   * (a scripted model) then sends its updates and its answer in one pipe write, and the client
-   * wakes once for all of them; a streaming model's chunk leaves as soon as the callback that
-   * received it is done.
-   */
-  | 'whole-burst';
-
-/**
- * Writes the messages of a burst together once it is over (`process.nextTick` runs when the
- * microtask queue drained), the first of them at once with `first-at-once`. A burst that outgrows
- * the output's high-water mark leaves at once, so backpressure holds its writer: held to the end,
- * a replay of a long log would be buffered whole for a client that reads nothing.
- */
-class LineWriter {
-  readonly #output: Writable;
-  readonly #holdFirst: boolean;
-  #held: string[] | undefined;
-  #heldLength = 0;
-  #failed = false;
-  #drained: Promise<void> | undefined;
-
-  constructor(output: Writable, batching: Batching) {
-    this.#output = output;
-    this.#holdFirst = batching === 'whole-burst';
-    // A peer that went away (EPIPE) closes the connection through the next write, not a crash.
-    output.once('error', () => (this.#failed = true));
-  }
-
-  get #closed(): boolean {
-    return this.#failed || this.#output.destroyed || this.#output.writableEnded;
-  }
-
-  write(message: AnyMessage): Promise<void> {
-    if (this.#closed) return Promise.reject(new Error('the ACP output stream is closed'));
-    // Lone surrogates as U+FFFD: peers on serde_json (codex-acp and other Rust agents, editors such
-    // as Zed) refuse their `\udXXX` escapes, so half an emoji would break the session.
-    const line = `${wellFormedJson(message)}\n`;
-    if (this.#held) this.#held.push(line);
-    else {
-      if (this.#holdFirst) this.#held = [line];
-      else {
-        this.#held = [];
-        this.#output.write(line);
-      }
-      process.nextTick(() => this.#flush());
-    }
-    this.#heldLength += line.length;
-    if (this.#heldLength >= this.#output.writableHighWaterMark) this.#flush();
-    // Backpressure: a peer that stopped reading holds the writer until it drains (or goes away).
-    return this.drained();
-  }
-
-  /** Resolves once the output drained (at once when it is not backed up); rejects when it closed meanwhile. */
-  drained(): Promise<void> {
-    if (!this.#output.writableNeedDrain) return Promise.resolve();
-    // One pair of listeners for every waiting write (one pair each made a drain O(n²)).
-    return (this.#drained ??= new Promise<void>((resolve, reject) => {
-      const done = () => {
-        this.#output.off('drain', done).off('close', done);
-        this.#drained = undefined;
-        if (this.#closed) reject(new Error('the ACP output stream is closed'));
-        else resolve();
-      };
-      this.#output.on('drain', done).on('close', done);
-    }));
-  }
-
-  /** True while the peer is not reading what was written. */
-  get backedUp(): boolean {
-    return this.#output.writableNeedDrain && !this.#closed;
-  }
-
-  #flush(): void {
-    const held = this.#held ?? [];
-    this.#held = undefined;
-    this.#heldLength = 0;
-    if (held.length > 0 && !this.#closed) this.#output.write(held.length === 1 ? held[0]! : held.join(''));
-  }
-}
 
 /** The queue bound of the message stream the SDK reads: the queue is empty when `desiredSize` equals it. */
 const QUEUE_BOUND = 64;
@@ -107,6 +24,12 @@ const QUEUE_BOUND = 64;
  * and reads nothing would otherwise grow that queue without end. Far above what a peer has open.
  */
 const OWED_BOUND = 1024;
+
+/**
+ * How long the end of a peer's input waits for answers the SDK still owes while the peer reads none of
+ * the output they queue behind (each drain starts the wait again): one reading slowly gets them all.
+ */
+const STALL_MS = 2000;
 
 /**
  * Whether the SDK answers `message` once: a request, or what it refuses (-32600); not a
@@ -165,6 +88,8 @@ function lineReader(
   observe?: Observe,
   onResume?: (wake: () => void) => void,
   onAnswer?: (answered: (message: AnyMessage) => void) => void,
+  /** Resolves at the output's next drain: the peer read output that was backed up. */
+  outputDrained?: () => Promise<void>,
 ): ReadableStream<AnyMessage> {
   const errors = sdk.RequestError;
   // Thrown into the connection (which then closes), as the SDK's own stream does.
@@ -192,6 +117,20 @@ function lineReader(
   let replying = false;
   /** Answers the SDK owes for the messages it was handed: each response it writes pays one. */
   let owed = 0;
+  /** Told once `owed` is back to 0. */
+  let paidUp: (() => void) | undefined;
+  /** Resolves once the SDK owes no answer, or the peer read none of the output for STALL_MS (it may read nothing). */
+  const answersWritten = async (): Promise<void> => {
+    while (owed > 0 && !stopped) {
+      let timer: NodeJS.Timeout | undefined;
+      const paid = new Promise<void>((resolve) => (paidUp = resolve));
+      const stalled = new Promise<'stalled'>((resolve) => (timer = setTimeout(() => resolve('stalled'), STALL_MS)));
+      const drained = outputDrained?.().then(() => 'drained' as const, () => 'stalled' as const);
+      const outcome = await Promise.race([paid, stalled, ...(drained ? [drained] : [])]);
+      clearTimeout(timer);
+      if (outcome === 'stalled') return;
+    }
+  };
   let queue: ReadableStreamDefaultController<AnyMessage> | undefined;
   /** The id of a request (see `Observe.answerFirst`) not answered yet: the messages after it wait in `held`. */
   let awaited: { id: unknown } | undefined;
@@ -230,6 +169,7 @@ function lineReader(
   };
   onAnswer?.((message) => {
     if (!('method' in message) && 'id' in message) owed = Math.max(0, owed - 1);
+    if (owed === 0) paidUp?.();
     if (awaited === undefined || 'method' in message || !('id' in message) || message.id !== awaited.id) return;
     awaited = undefined;
     if ('result' in message) answeredFirst = true;
@@ -289,7 +229,8 @@ function lineReader(
             endHeld = undefined;
             const close = () => void (stopped || controller.close());
             const answering = observe?.inputEnded?.();
-            if (answering) void answering.then(close, close);
+            // The handlers done, the SDK may still owe answers queued behind output the peer reads slowly.
+            if (answering) void answering.then(answersWritten, answersWritten).then(close, close);
             else close();
           };
           if (awaited === undefined) endHeld();
@@ -375,7 +316,8 @@ export function ndJsonNodeStream(
     return true;
   };
   let answered: ((message: AnyMessage) => void) | undefined;
-  const readable = lineReader(input, sdk, reply, waitForOutput, intercept, observe, (wake) => (resume = wake), (release) => (answered = release));
+  const drained = () => writer.nextDrain();
+  const readable = lineReader(input, sdk, reply, waitForOutput, intercept, observe, (wake) => (resume = wake), (release) => (answered = release), drained);
   const sent = (message: AnyMessage) => {
     observe?.sent(message);
     answered?.(message);

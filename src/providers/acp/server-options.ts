@@ -1,6 +1,7 @@
 // What `serveAcp` is given: the host it serves, the streams it serves on and its options, checked
 // before anything is served; the route overrides a client's session/new may carry (and the event
 // that keeps them); and the error codes that are the client's fault.
+import type * as acp from '@agentclientprotocol/sdk';
 import type { Readable, Writable } from 'node:stream';
 import { z } from 'zod';
 import type { Agent, AgentOptions } from '../../seam/agent-types.js';
@@ -82,4 +83,17 @@ export function routeOptions(value: unknown): AgentOptions | string {
     return `_meta.${AGENT_OPTIONS_META}.model is not a valid model spec`;
   }
   return { ...options, model };
+}
+
+/** The answer to `initialize`: a store to load sessions from is what session/load and session/resume need. */
+export function initializeAnswer(protocolVersion: number, stored: boolean, images: boolean): acp.InitializeResponse {
+  return {
+    protocolVersion,
+    agentCapabilities: {
+      loadSession: stored,
+      sessionCapabilities: stored ? { resume: {}, close: {} } : { close: {} },
+      promptCapabilities: { image: images, audio: false, embeddedContext: false },
+    },
+    authMethods: [],
+  };
 }

@@ -10,7 +10,7 @@ import type { SessionLog } from '../../runtime/session.js';
 import { AGENT_OPTIONS_META, loadAcpSdk, nodeAcpStream, type AcpSdk } from './sdk.js';
 import { usageOf } from '../../seam/usage.js';
 import { TurnStreamer, UnsupportedPromptBlock, acpStopReason, cwdProblem, holdsInputImages, promptContent, sameCwd, scopeProblem } from './server-updates.js';
-import { CLIENT_FAULTS, SESSION_OPTIONS_EVENT, assertServeArguments, routeOptions, type AcpServeHost, type AcpServeIo, type AcpServeOptions } from './server-options.js';
+import { CLIENT_FAULTS, SESSION_OPTIONS_EVENT, assertServeArguments, initializeAnswer, routeOptions, type AcpServeHost, type AcpServeIo, type AcpServeOptions } from './server-options.js';
 import { Replays, UpdateQueue } from './server-stream.js';
 import { Arrivals, dispatchedAs } from './arrivals.js';
 import { letGo, serveBy, servedByAny, unlessFreed } from './shared-agents.js';
@@ -18,6 +18,13 @@ import type { Observe } from './ndjson.js';
 import type { Restoring, Served } from './served.js';
 
 export type { AcpServeHost, AcpServeIo, AcpServeOptions } from './server-options.js';
+
+/** A promise and its resolve (Node 20 has no Promise.withResolvers). */
+function settleable(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((settle) => (resolve = settle));
+  return { promise, resolve };
+}
 
 class AcpServer {
   readonly #sdk: AcpSdk;
@@ -37,6 +44,8 @@ class AcpServer {
   readonly #inputGone = new AbortController();
   /** The requests being handled, settled or not. */
   readonly #handling = new Set<Promise<unknown>>();
+  /** Settles once the connection closed: an answer not written by then never will be. */
+  readonly #over = settleable();
 
   constructor(sdk: AcpSdk, host: AcpServeHost, images: boolean) {
     this.#sdk = sdk;
@@ -50,7 +59,7 @@ class AcpServer {
     const { methods } = this.#sdk;
     return this.#sdk
       .agent({ name: 'subagent-host' })
-      .onRequest(methods.agent.initialize, () => this.#initialize())
+      .onRequest(methods.agent.initialize, () => initializeAnswer(this.#sdk.PROTOCOL_VERSION, this.#host.persistence !== undefined, this.#images))
       .onRequest(methods.agent.session.new, ({ params }) => this.#guard(() => this.#newSession(params)))
       .onRequest(methods.agent.session.load, ({ params, client, requestId, signal }) => this.#guard(() => this.#load(params, client, requestId, signal)))
       .onRequest(methods.agent.session.resume, ({ params, requestId }) => this.#guard(() => this.#resume(params, requestId)))
@@ -83,19 +92,6 @@ class AcpServer {
     while (this.#handling.size > 0) await Promise.all(this.#handling);
     // The SDK writes an answer in the promise callbacks after its handler settled.
     await new Promise((resolve) => setImmediate(resolve));
-  }
-
-  #initialize(): acp.InitializeResponse {
-    const stored = this.#host.persistence !== undefined;
-    return {
-      protocolVersion: this.#sdk.PROTOCOL_VERSION,
-      agentCapabilities: {
-        loadSession: stored,
-        sessionCapabilities: stored ? { resume: {}, close: {} } : { close: {} },
-        promptCapabilities: { image: this.#images, audio: false, embeddedContext: false },
-      },
-      authMethods: [],
-    };
   }
 
   /** Runs a handler (counted until it settles), turning our errors into JSON-RPC errors that carry the code, not the text. */
@@ -285,7 +281,9 @@ class AcpServer {
     const cancel = () => void (served.active === active && this.#cancel(params.sessionId));
     signal.addEventListener('abort', cancel, { once: true });
     const answer = this.#run(agent, served, active, content, client, params.sessionId);
-    served.answered = answer.then(() => undefined, () => undefined);
+    // Once the SDK wrote the answer (after the handler settled): a prompt waiting for it streams after it, not before.
+    const written = Promise.race([this.#arrivals.answerWritten(requestId), this.#over.promise]);
+    served.answered = answer.then(() => written, () => written);
     return answer.finally(() => signal.removeEventListener('abort', cancel));
   }
 
@@ -375,6 +373,7 @@ class AcpServer {
   /** The client went away: the sessions it left open (and those being restored) are closed as by session/close. */
   async close(): Promise<void> {
     this.#ended = true;
+    this.#over.resolve();
     await Promise.allSettled([...this.#restoring.values()].map((restoring) => restoring.served));
     await Promise.allSettled([...this.#sessions.keys()].map((sessionId) => this.#closeServed(sessionId)));
   }
