@@ -144,6 +144,20 @@ describe('subagent-host acp', () => {
     expect(agent.stderr()).toContain('chatty model asked with 1 message(s)');
   });
 
+  // Before the fix the process outlived its answers and its closed host by as long as the model's timer ran.
+  it('exits once its input ended and its host closed, though a model it let go of keeps a timer running', async () => {
+    const model = { kind: 'module', specifier: new URL('./fixtures/echo-model.mjs', import.meta.url).href, export: 'createStubbornModel', options: { ms: 600_000 } };
+    const agent = startAgent(['--model', JSON.stringify(model)]);
+    await agent.request('initialize', { protocolVersion: 1, clientCapabilities: {} });
+    const created = await agent.request('session/new', { cwd: files.dir, mcpServers: [] });
+    const answered = agent.request('session/prompt', { sessionId: String(created.result?.['sessionId']), prompt: [{ type: 'text', text: 'go' }] });
+    while (!agent.lines.some((line) => line.includes('stubborn'))) await new Promise((resolve) => setTimeout(resolve, 10));
+    agent.child.stdin.end();
+    // Answered cancelled once the host let the model go (abandonGraceMs, 5 s), then the process ends.
+    expect((await answered).result).toMatchObject({ stopReason: 'cancelled' });
+    expect(await agent.exited).toBe(0);
+  }, 30_000);
+
   it('writes a lone surrogate of its output as U+FFFD, which clients on serde_json (Zed) can read', async () => {
     const model = { kind: 'scripted', steps: [{ text: 'half \ud83d of an emoji' }] };
     const agent = startAgent(['--model', JSON.stringify(model)]);

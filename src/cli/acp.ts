@@ -134,5 +134,18 @@ export async function run(args: string[]): Promise<number> {
     process.off('SIGINT', onInt);
     process.off('SIGHUP', onHup);
   }
+  exitOnceWritten();
   return 0;
+}
+
+/**
+ * Ends the process once what it wrote to stdout left it. The host is closed, but work it let go of
+ * (a model or tool that ignored its cancel, abandoned after `abandonGraceMs`) may keep timers running
+ * long after: the server is done. With nothing else left, the process ends by itself first.
+ */
+function exitOnceWritten(): void {
+  // Exits with the code the command line set when this returned (the callbacks run after it).
+  const exit = () => void setImmediate(() => process.exit()).unref();
+  if (process.stdout.writableLength === 0) exit();
+  else process.stdout.write('', exit);
 }
