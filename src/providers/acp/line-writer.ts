@@ -30,7 +30,6 @@ export class LineWriter {
   #heldLength = 0;
   #failed = false;
   #drained: Promise<void> | undefined;
-  #nextDrain: Promise<void> | undefined;
 
   constructor(output: Writable, batching: Batching) {
     this.#output = output;
@@ -65,25 +64,16 @@ export class LineWriter {
 
   /** Resolves once the output drained (at once when it is not backed up); rejects when it closed meanwhile. */
   drained(): Promise<void> {
-    if (!this.#output.writableNeedDrain) return Promise.resolve();
+    return this.#output.writableNeedDrain ? this.nextDrain() : Promise.resolve();
+  }
+
+  /** Resolves at the output's next drain (the peer read output that was backed up); rejects once it closed. */
+  nextDrain(): Promise<void> {
     // One pair of listeners for every waiting write (one pair each made a drain O(n²)).
     return (this.#drained ??= new Promise<void>((resolve, reject) => {
       const done = () => {
         this.#output.off('drain', done).off('close', done);
         this.#drained = undefined;
-        if (this.#closed) reject(new Error('the ACP output stream is closed'));
-        else resolve();
-      };
-      this.#output.on('drain', done).on('close', done);
-    }));
-  }
-
-  /** Resolves at the output's next drain (the peer read output that was backed up); rejects once it closed. */
-  nextDrain(): Promise<void> {
-    return (this.#nextDrain ??= new Promise<void>((resolve, reject) => {
-      const done = () => {
-        this.#output.off('drain', done).off('close', done);
-        this.#nextDrain = undefined;
         if (this.#closed) reject(new Error('the ACP output stream is closed'));
         else resolve();
       };
