@@ -563,6 +563,32 @@ describe('worker children', () => {
     }
   });
 
+  // Before the fix the thread ended under the sibling, which ended error for it, and the host heard no warning.
+  it('fails no child when work a finished child left running calls process.exit: one warning, its sibling completes, then the thread is replaced', async () => {
+    const gate = deferred();
+    const hold = recordingTool('hold', { gate: gate.promise });
+    const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1, childrenPerThread: 2 }, tools: [hold] });
+    const channel = new BroadcastChannel(`leftover-exit-${process.pid}-${Date.now()}`);
+    const { warnings, stop } = collectWarnings();
+    try {
+      const fired = new Promise((resolve) => (channel.onmessage = (message) => resolve((message as MessageEvent).data)));
+      const sibling = await host.subagents.start('spawn', request(parent, [call('thread_id'), call('hold', { value: 'x' }), { text: 'sibling done' }]));
+      await expect.poll(() => hold.calls.length, LONG).toBe(1);
+      const culprit = await host.subagents.start('spawn', request(parent, [call('leave_bomb', { channel: channel.name, exit: true }), { text: 'culprit done' }]));
+      expect(await culprit.result).toMatchObject({ output: [text('culprit done')], stopReason: 'completed' });
+      channel.postMessage('fire');
+      expect(await fired).toBe('fired');
+      await expect.poll(() => warnings, LONG).toStrictEqual([expect.stringMatching(/^work a finished worker child left running threw in thread \d+: process\.exit\(3\) was called by work a finished child left running; no child was failed/)]);
+      gate.resolve();
+      expect(await sibling.result).toMatchObject({ output: [text('sibling done')], stopReason: 'completed' });
+      await expect.poll(() => host.pool.threads, LONG).toBe(1);
+      await Promise.all([sibling.dispose(), culprit.dispose()]);
+    } finally {
+      stop();
+      channel.close();
+    }
+  });
+
   it('ends a thread left idle with work a finished child left running once that work throws', async () => {
     const { host, parent } = await setup({ pool: { minThreads: 1, maxThreads: 1 } });
     const channel = new BroadcastChannel(`idle-leftover-${process.pid}-${Date.now()}`);

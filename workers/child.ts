@@ -58,6 +58,15 @@ process.on('uncaughtException', (error) => {
   if (running === 0) askToRetire();
 });
 
+// process.exit from work a finished child left running would end the thread under the children it
+// runs now, failing them for it: it throws there instead, as that work's error (the host is warned and
+// the thread retired once idle). A running child's call, or one from no child's work, ends the thread.
+const exitThread = process.exit.bind(process);
+process.exit = ((code?: number | string | null) => {
+  if (scopes.getStore()?.state !== 'done') return exitThread(code);
+  throw new Error(`process.exit(${code ?? ''}) was called by work a finished child left running`);
+}) as typeof process.exit;
+
 /** Asks the host, once, to end this retiring thread: it has no child task left. */
 function askToRetire(): void {
   if (retireAsked) return;
