@@ -757,7 +757,7 @@ describe('queue provider when Redis goes away mid-run', () => {
     }
   });
 
-  it('settles the in-flight child error when Redis stops answering with its socket open (frozen), and closes without waiting for it', async () => {
+  it('settles the in-flight child error when Redis stops answering with its socket open (frozen), removes the disposed child’s job once it answers again, and closes without waiting for it', async () => {
     const redis = await startRedis();
     const host = await createHost({ providers: false });
     let worker: WorkerProcess | undefined;
@@ -773,6 +773,10 @@ describe('queue provider when Redis goes away mid-run', () => {
       const events = host.sessions.get(run.id)!.events;
       expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error', error: { message: expect.stringContaining(silent) as string } } } });
       await run.dispose();
+      // Once Redis answers again, the watchdog removes what dispose could not (before the fix the job
+      // stayed for good, failed as stalled, and the cancel key for an hour).
+      redis.resume();
+      while ((await redis.keys()).some((key) => key.includes(run.id) || key.endsWith(':failed'))) await new Promise((resolve) => setTimeout(resolve, 50));
       await host.close();
     } finally {
       await host.close();

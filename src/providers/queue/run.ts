@@ -15,19 +15,7 @@ import { treeCounter } from '../../runtime/child-run.js';
 import type { SessionLog } from '../../runtime/session.js';
 import type { LiveSessionStore } from '../../runtime/session-store.js';
 import type { ConnectedRun, QueueConnection, ReplyRecord } from './connection.js';
-import {
-  JOB_NAME,
-  MALFORMED_HINT,
-  PROTOCOL_VERSION,
-  SAME_VERSION_HINT,
-  lockKey,
-  ownProtocol,
-  protocolText,
-  replyProblem,
-  type Placement,
-  type QueueJobData,
-  type ReplyEntry,
-} from './protocol.js';
+import { JOB_NAME, MALFORMED_HINT, PROTOCOL_VERSION, SAME_VERSION_HINT, lockKey, ownProtocol, protocolText, replyProblem, type Placement, type QueueJobData, type ReplyEntry } from './protocol.js';
 import { publishBudgetStop, publishCancel, removeChild, removeWhenFree } from './job-keys.js';
 
 /** A log event the host appends when a worker thread takes the child (one per attempt). */
@@ -77,6 +65,8 @@ export class QueueRun implements SubagentRun, ConnectedRun {
   #cancelled = false;
   /** A cancellation that could not reach Redis: each watchdog check sends it again until it does. */
   #cancelPending = false;
+  /** Disposed while Redis did not answer: a watchdog check removes the job and keys once it does. */
+  #removalPending = false;
   #settled = false;
   #resolve!: (result: SubagentResult) => void;
   #reject!: (error: SubagentError) => void;
@@ -219,8 +209,12 @@ export class QueueRun implements SubagentRun, ConnectedRun {
       this.#cancelPending = false;
       // A job no worker has taken yet goes; one taken later finds the cancel key.
       await connection.queue.remove(this.id).catch(() => undefined);
-      connection.unregister(this.id);
-      return;
+      if (!this.#removalPending) connection.unregister(this.id);
+    }
+    if (this.#removalPending) {
+      this.#removalPending = false;
+      // Not awaited: a worker may hold the job a while, and the other runs' checks go on meanwhile.
+      void removeChild(connection, this.id).then(() => connection.unregister(this.id), () => this.#removeLater());
     }
     if (this.#settled || this.#restarting) return;
     const state = await connection.queue.getJobState(this.id);
@@ -358,6 +352,13 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     this.#connection.register(this.id, this);
   }
 
+  /** The job and keys of this disposed run are removed by a watchdog check, once Redis answers (a host closed first leaves them). */
+  #removeLater(): void {
+    if (this.#connection.closed) return;
+    this.#removalPending = true;
+    this.#connection.register(this.id, this);
+  }
+
   #publishCancel(): Promise<void> {
     return publishCancel(this.#connection, this.id);
   }
@@ -376,9 +377,10 @@ export class QueueRun implements SubagentRun, ConnectedRun {
     await settled(this.result);
     // A cancellation still on its way keeps the run registered: its check sends it and removes the job.
     if (!this.#cancelPending) this.#connection.unregister(this.id);
-    if (!this.#connection.closed && !this.#cancelPending) {
-      // A silent Redis gets the commands (it runs them if it wakes up), but nobody waits for their timeout.
-      await this.#connection.answering(() => removeChild(this.#connection, this.id)).catch(() => undefined);
+    if (this.#cancelPending) this.#removalPending = true;
+    else if (!this.#connection.closed) {
+      // Nobody waits for a silent Redis: the watchdog removes them once it answers again.
+      await this.#connection.answering(() => removeChild(this.#connection, this.id)).catch(() => this.#removeLater());
     }
     await this.#init.sessions.remove(this.id);
   });
