@@ -36,15 +36,15 @@ type CommandConfig<T extends Omit<ParseArgsConfig, 'strict'>> = T & { strict: tr
 export function parseCommand<T extends Omit<ParseArgsConfig, 'strict'>>(command: string, usage: string, config: T): ReturnType<typeof parseArgs<CommandConfig<T>>> | number {
   let parsed: ReturnType<typeof parseArgs<CommandConfig<T>>>;
   try {
-    parsed = parseArgs<CommandConfig<T>>({ ...config, strict: true, options: { ...config.options, ...HELP } });
+    // With its tokens: parseArgs keeps the last of an option given twice (`--db a --db b` would quietly read b).
+    parsed = parseArgs<CommandConfig<T>>({ ...config, strict: true, tokens: true, options: { ...config.options, ...HELP } });
   } catch (error) {
     // parseArgs throws only Errors (ERR_PARSE_ARGS_*), each naming the option or argument.
     return usageError(command, usage, (error as Error).message);
   }
-  // parseArgs keeps the last of an option given twice: `--db a --db b` would quietly read b.
   const given = new Set<string>();
-  for (const token of parseArgs({ ...config, strict: true, options: { ...config.options, ...HELP }, tokens: true }).tokens ?? []) {
-    if (token.kind !== 'option' || config.options?.[token.name]?.multiple === true) continue;
+  for (const token of (parsed as { tokens?: { kind: string; name?: string }[] }).tokens ?? []) {
+    if (token.kind !== 'option' || token.name === undefined || config.options?.[token.name]?.multiple === true) continue;
     if (given.has(token.name)) return usageError(command, usage, `--${token.name} is given more than once`);
     given.add(token.name);
   }
